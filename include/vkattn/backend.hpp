@@ -1,0 +1,53 @@
+// Backend: the one interface both implementations share. The Vulkan backend runs ops on a
+// GPU; the CPU backend is the plainly written reference every GPU result is checked
+// against. Tensors and command lists belong to the backend that made them. A backend is
+// used from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vkattn/command_list.hpp"
+#include "vkattn/tensor.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn {
+
+class Backend {
+ public:
+  virtual ~Backend();
+
+  virtual BackendKind kind() const = 0;
+  virtual std::string device_name() const = 0;
+  // Limits ops plan with (after DeviceOptions::cap_limits); nominal values on the CPU.
+  virtual const DeviceLimits& limits() const = 0;
+
+  // A new tensor, zero-filled. Every dimension >= 1; size <= maxStorageBufferRange.
+  Tensor tensor(const Shape& shape, DType dtype);
+  virtual CommandList commands(const CommandListOptions& options = {}) = 0;
+
+  // Synchronous copies between host and tensor. f32 data converts to f16 tensors (round to
+  // nearest even) and back; i32 data goes to i32 tensors. |data| must hold numel() values.
+  void upload(Tensor& tensor, std::span<const float> data);
+  void upload(Tensor& tensor, std::span<const std::int32_t> data);
+  std::vector<float> download(const Tensor& tensor);
+  std::vector<std::int32_t> download_i32(const Tensor& tensor);
+
+  // Validation-layer warnings and errors seen so far (Vulkan with validation on).
+  virtual std::vector<std::string> validation_messages() const { return {}; }
+
+ protected:
+  // Identifies the tensors and command lists this backend made.
+  virtual const void* owner_tag() const { return this; }
+  virtual std::shared_ptr<detail::TensorImpl> make_tensor(const Shape& shape, DType dtype) = 0;
+  virtual void write_words(detail::TensorImpl& t, std::span<const std::uint32_t> words) = 0;
+  virtual std::vector<std::uint32_t> read_words(const detail::TensorImpl& t) = 0;
+};
+
+// Throws Error(no_device) with each device's rejection reason when no device fits.
+std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options = {});
+
+}  // namespace vkattn

@@ -1,0 +1,98 @@
+// Plain value types shared by both backends. No Vulkan types appear in public headers.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vkattn {
+
+// Row-major, innermost dimension last; every dimension >= 1.
+using Shape = std::vector<std::size_t>;
+
+enum class DType {
+  f32,  // 4 bytes
+  f16,  // IEEE half, stored two per 32-bit word (low half first): no 16-bit storage needed
+  i32,  // positions, sequence ids
+};
+const char* to_string(DType dtype);
+
+enum class BackendKind { cpu, vulkan };
+const char* to_string(BackendKind kind);
+
+enum class RopeLayout {
+  interleaved,  // pairs (x[2i], x[2i+1]): RoFormer, Meta's original Llama, GPT-J
+  half,         // pairs (x[i], x[i + d/2]): rotate_half in GPT-NeoX and Hugging Face Llama
+};
+
+struct RopeConfig {
+  RopeLayout layout = RopeLayout::half;  // default: Hugging Face layout
+  std::size_t rotary_dim = 0;            // dims rotated, even, <= head_dim; default 0 = head_dim
+  double base = 10000.0;                 // theta_i = base^(-2i/rotary_dim); finite, > 0
+};
+
+// Largest head_dim any op accepts (the RoPE tile holds a few rows of floats).
+inline constexpr std::size_t kMaxHeadDim = 2048;
+
+// The device limits vkattn depends on, read once per device. Options may lower them (see
+// DeviceOptions::cap_limits) so that tests can run at the Vulkan spec minimums.
+struct DeviceLimits {
+  std::uint32_t subgroup_size = 0;              // lanes; 0 when the device reports none
+  bool subgroup_arithmetic = false;             // subgroupAdd/Max/... in compute shaders
+  bool subgroup_shuffle = false;                // subgroupShuffle* in compute shaders
+  std::uint32_t max_shared_memory = 16384;      // bytes per workgroup; spec minimum 16 KiB
+  std::uint32_t max_workgroup_invocations = 128;                 // spec minimum 128
+  std::array<std::uint32_t, 3> max_workgroup_size{128, 128, 64}; // spec minimum
+  std::array<std::uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // spec minimum
+  std::uint64_t max_storage_buffer_range = 134217728;  // bytes; spec minimum 128 MiB
+  std::uint64_t storage_offset_alignment = 256;        // minStorageBufferOffsetAlignment
+  std::uint64_t device_local_bytes = 0;                // largest device-local heap
+  bool storage_16bit = false;                          // storageBuffer16BitAccess
+  bool shader_float16 = false;                         // shaderFloat16 (fp16 arithmetic)
+  bool timestamps = false;                             // compute-queue timestamps
+  double timestamp_period_ns = 0.0;                    // ns per timestamp tick
+  bool unified_memory = false;                         // device-local memory is host-visible
+};
+
+// The Vulkan 1.1 minimums for every limit above (features off).
+DeviceLimits spec_minimum_limits();
+
+struct DeviceOptions {
+  // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
+  // best device by type (discrete > integrated > virtual > CPU).
+  std::optional<std::string> device;
+  // Khronos validation layer plus a debug messenger recording every warning and error;
+  // default: $VKATTN_VALIDATION == "1".
+  std::optional<bool> validation;
+  // Lowers the limits the library plans with (element-wise minimum, features ANDed).
+  std::optional<DeviceLimits> cap_limits;
+  // Keep tensors in device-local memory behind staging copies even on unified-memory
+  // devices, so the staging path can be exercised anywhere. Default false.
+  bool force_staging = false;
+  // Directory of the VkPipelineCache files (one per device UUID and driver version).
+  // Default: $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn. "" disables the cache.
+  std::optional<std::string> pipeline_cache_dir;
+  std::uint32_t submit_timeout_ms = 60000;  // fence wait before ErrorCode::timeout
+};
+
+// One Vulkan device as vkattn sees it (for vkattn-info and error messages).
+struct DeviceInfo {
+  std::uint32_t index = 0;   // position in vkEnumeratePhysicalDevices order
+  std::string name;
+  std::string type;          // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string api_version;   // "1.3.230"
+  std::string driver;        // driver name and info
+  DeviceLimits limits;
+  std::string rejected;      // why vkattn cannot use it; empty when usable
+  bool chosen = false;       // the device make_backend() would pick with these options
+};
+
+// Enumerates Vulkan devices and marks the one that would be chosen. Throws
+// Error(no_device) only when Vulkan itself is unavailable; an empty or all-rejected list
+// is returned as is.
+std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
+
+}  // namespace vkattn

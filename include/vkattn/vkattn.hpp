@@ -1,0 +1,8 @@
+// Umbrella header.
+#pragma once
+
+#include "vkattn/backend.hpp"
+#include "vkattn/command_list.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/tensor.hpp"
+#include "vkattn/types.hpp"

@@ -1,0 +1,14 @@
+// Shared by every kernel: workgroup size from specialization constant 0, and the
+// linear workgroup id of a grid the host folded into x/y/z so that no dimension exceeds
+// maxComputeWorkGroupCount (see fold_grid() in src/vulkan/recorder.cpp).
+#ifndef VKATTN_LAYOUT_GLSL
+#define VKATTN_LAYOUT_GLSL
+
+layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
+
+uint wg_linear_id() {
+    return (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x
+         + gl_WorkGroupID.x;
+}
+
+#endif

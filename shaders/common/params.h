@@ -1,0 +1,40 @@
+// Push-constant blocks, valid both as GLSL and as C++ so the layout is written once.
+// The C++ side static_asserts sizes in src/vulkan/ops/*.cpp. Each shader defines
+// VKATTN_WANT_<NAME> for the one block it uses (GLSL allows one push-constant block).
+#ifndef VKATTN_PARAMS_H
+#define VKATTN_PARAMS_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace vkattn::shader {
+using uint = std::uint32_t;
+#define VKATTN_PUSH_CONSTANTS(Name) struct Name
+#define VKATTN_PC_INSTANCE
+#else
+#define VKATTN_PUSH_CONSTANTS(Name) layout(push_constant) uniform Name
+#define VKATTN_PC_INSTANCE pc
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_COPY)
+VKATTN_PUSH_CONSTANTS(CopyParams) {
+    uint n_vec4;        // 16-byte units to copy
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_ROPE)
+VKATTN_PUSH_CONSTANTS(RopeParams) {
+    uint n_rows;        // n_tokens * n_heads
+    uint n_heads;
+    uint head_dim;      // even
+    uint rotary_dim;    // even, <= head_dim; dims past it pass through
+    uint rows_per_wg;   // rows_per_wg * head_dim <= ROW_FLOATS
+    uint interleaved;   // 1: pairs (2i, 2i+1); 0: pairs (i, i + rotary_dim/2)
+} VKATTN_PC_INSTANCE;
+#endif
+
+#ifdef __cplusplus
+}  // namespace vkattn::shader
+#endif
+#undef VKATTN_PUSH_CONSTANTS
+#undef VKATTN_PC_INSTANCE
+#endif

@@ -1,0 +1,59 @@
+#include "vkattn/error.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn {
+
+const char* to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::vulkan_call_failed: return "vulkan_call_failed";
+    case ErrorCode::no_device: return "no_device";
+    case ErrorCode::device_lost: return "device_lost";
+    case ErrorCode::out_of_memory: return "out_of_memory";
+    case ErrorCode::timeout: return "timeout";
+    case ErrorCode::unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::i32: return "i32";
+  }
+  return "unknown";
+}
+
+const char* to_string(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::cpu: return "cpu";
+    case BackendKind::vulkan: return "vulkan";
+  }
+  return "unknown";
+}
+
+static std::string error_text(ErrorCode code, const std::string& message, const std::string& call,
+                              const std::string& op) {
+  std::string s = "vkattn";
+  if (!op.empty()) s += ": " + op;
+  s += ": " + message;
+  if (!call.empty()) s += " [" + call + "]";
+  s += std::string(" (") + to_string(code) + ")";
+  return s;
+}
+
+Error::Error(ErrorCode code, std::string message, std::string call, int vk_result, std::string op)
+    : std::runtime_error(error_text(code, message, call, op)),
+      code_(code),
+      call_(std::move(call)),
+      vk_result_(vk_result),
+      op_(std::move(op)) {}
+
+InvalidArgument::InvalidArgument(const std::string& op, const std::string& param,
+                                 const std::string& value, const std::string& valid)
+    : std::invalid_argument("vkattn: " + op + ": " + param + " = " + value + "; valid: " + valid),
+      param_(param) {}
+
+DeviceLimits spec_minimum_limits() { return DeviceLimits{}; }
+
+}  // namespace vkattn

@@ -1,0 +1,141 @@
+// The public Tensor, CommandList and Backend members: argument checks and dtype
+// conversion live here once, so both backends only move words and run checked ops.
+#include <cstring>
+
+#include "common/half.hpp"
+#include "common/shape_math.hpp"
+#include "common/tensor_impl.hpp"
+#include "common/validate.hpp"
+#include "vkattn/backend.hpp"
+
+namespace vkattn {
+
+namespace detail {
+TensorImpl::TensorImpl(const void* owner_, Shape shape_, DType dtype_)
+    : owner(owner_),
+      shape(std::move(shape_)),
+      dtype(dtype_),
+      numel(detail::numel(shape)),
+      words(storage_words(numel, dtype)) {}
+TensorImpl::~TensorImpl() = default;
+CommandListImpl::~CommandListImpl() = default;
+}  // namespace detail
+
+Tensor::Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+Tensor::~Tensor() = default;
+
+static const detail::TensorImpl& live(const std::shared_ptr<detail::TensorImpl>& impl) {
+  if (!impl) throw InvalidArgument("tensor", "this", "an empty Tensor", "a tensor made by Backend::tensor");
+  return *impl;
+}
+const Shape& Tensor::shape() const { return live(impl_).shape; }
+DType Tensor::dtype() const { return live(impl_).dtype; }
+std::size_t Tensor::numel() const { return live(impl_).numel; }
+std::size_t Tensor::bytes() const { return live(impl_).words * 4; }
+
+CommandList::CommandList(std::unique_ptr<detail::CommandListImpl> impl) : impl_(std::move(impl)) {}
+CommandList::CommandList(CommandList&&) noexcept = default;
+CommandList& CommandList::operator=(CommandList&&) noexcept = default;
+CommandList::~CommandList() = default;
+
+void CommandList::copy(const Tensor& src, Tensor& dst) {
+  const auto& s = detail::check_tensor("copy", "src", src, impl_->owner());
+  const auto& d = detail::check_tensor("copy", "dst", dst, impl_->owner());
+  detail::check_copy(*s, *d);
+  impl_->copy(s, d);
+}
+
+void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) {
+  const auto& t = detail::check_tensor("rope", "x", x, impl_->owner());
+  RopeConfig checked = detail::check_rope(*t, positions, config);
+  impl_->rope(t, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+}
+
+void CommandList::submit_and_wait() { impl_->submit_and_wait(); }
+std::vector<OpTiming> CommandList::timings() const { return impl_->timings(); }
+CommandStats CommandList::stats() const { return impl_->stats(); }
+
+Backend::~Backend() = default;
+
+Tensor Backend::tensor(const Shape& shape, DType dtype) {
+  if (shape.empty()) throw InvalidArgument("tensor", "shape", "[]", "at least one dimension");
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) {
+      throw InvalidArgument("tensor", "shape[" + std::to_string(i) + "]", "0", ">= 1");
+    }
+    if (n > (std::size_t{1} << 40) / shape[i]) {
+      throw InvalidArgument("tensor", "shape", detail::shape_string(shape), "at most 2^40 elements");
+    }
+    n *= shape[i];
+  }
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::i32) {
+    throw InvalidArgument("tensor", "dtype", std::to_string(static_cast<int>(dtype)), "f32, f16 or i32");
+  }
+  return Tensor(make_tensor(shape, dtype));
+}
+
+static void check_upload(const char* op, const Tensor& t, const void* owner, std::size_t n,
+                         bool want_int) {
+  const auto& impl = detail::check_tensor(op, "tensor", t, owner);
+  const bool is_int = impl->dtype == DType::i32;
+  if (is_int != want_int) {
+    throw InvalidArgument(op, "tensor.dtype", to_string(impl->dtype),
+                          want_int ? "i32 for int32 data" : "f32 or f16 for float data");
+  }
+  if (n != impl->numel) {
+    throw InvalidArgument(op, "data.size()", std::to_string(n),
+                          "tensor.numel() = " + std::to_string(impl->numel));
+  }
+}
+
+void Backend::upload(Tensor& tensor, std::span<const float> data) {
+  check_upload("upload", tensor, owner_tag(), data.size(), false);
+  auto& impl = *tensor.impl();
+  std::vector<std::uint32_t> words(impl.words, 0);
+  if (impl.dtype == DType::f32) {
+    std::memcpy(words.data(), data.data(), data.size_bytes());
+  } else {
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      words[i / 2] |= std::uint32_t{detail::float_to_half(data[i])} << (16 * (i % 2));
+    }
+  }
+  write_words(impl, words);
+}
+
+void Backend::upload(Tensor& tensor, std::span<const std::int32_t> data) {
+  check_upload("upload", tensor, owner_tag(), data.size(), true);
+  std::vector<std::uint32_t> words(data.size());
+  std::memcpy(words.data(), data.data(), data.size_bytes());
+  write_words(*tensor.impl(), words);
+}
+
+std::vector<float> Backend::download(const Tensor& tensor) {
+  const auto& impl = detail::check_tensor("download", "tensor", tensor, owner_tag());
+  if (impl->dtype == DType::i32) {
+    throw InvalidArgument("download", "tensor.dtype", "i32", "f32 or f16 (use download_i32)");
+  }
+  std::vector<std::uint32_t> words = read_words(*impl);
+  std::vector<float> out(impl->numel);
+  if (impl->dtype == DType::f32) {
+    std::memcpy(out.data(), words.data(), out.size() * sizeof(float));
+  } else {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i] = detail::half_to_float(static_cast<std::uint16_t>(words[i / 2] >> (16 * (i % 2))));
+    }
+  }
+  return out;
+}
+
+std::vector<std::int32_t> Backend::download_i32(const Tensor& tensor) {
+  const auto& impl = detail::check_tensor("download_i32", "tensor", tensor, owner_tag());
+  if (impl->dtype != DType::i32) {
+    throw InvalidArgument("download_i32", "tensor.dtype", to_string(impl->dtype), "i32");
+  }
+  std::vector<std::uint32_t> words = read_words(*impl);
+  std::vector<std::int32_t> out(impl->numel);
+  std::memcpy(out.data(), words.data(), out.size() * sizeof(std::int32_t));
+  return out;
+}
+
+}  // namespace vkattn

@@ -1,0 +1,122 @@
+#include "cpu/cpu_backend.hpp"
+
+#include <chrono>
+#include <functional>
+
+#include "common/half.hpp"
+#include "common/tensor_impl.hpp"
+#include "cpu/reference_ops.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+class CpuTensor final : public TensorImpl {
+ public:
+  CpuTensor(const void* owner_, const Shape& shape_, DType dtype_)
+      : TensorImpl(owner_, shape_, dtype_), data(words, 0u) {}
+  std::vector<std::uint32_t> data;
+};
+
+CpuTensor& cpu(const std::shared_ptr<TensorImpl>& t) { return static_cast<CpuTensor&>(*t); }
+
+// f16 tensors are widened to float, processed, and rounded back: the same storage
+// rounding the GPU applies.
+std::vector<float> to_floats(const CpuTensor& t) {
+  std::vector<float> f(t.numel);
+  for (std::size_t i = 0; i < t.numel; ++i) {
+    f[i] = t.dtype == DType::f16
+               ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
+               : std::bit_cast<float>(t.data[i]);
+  }
+  return f;
+}
+
+void from_floats(CpuTensor& t, const std::vector<float>& f) {
+  for (std::size_t i = 0; i < t.numel; ++i) {
+    if (t.dtype == DType::f16) {
+      std::uint32_t& w = t.data[i / 2];
+      const unsigned shift = 16 * (i % 2);
+      w = (w & ~(0xffffu << shift)) | (std::uint32_t{float_to_half(f[i])} << shift);
+    } else {
+      t.data[i] = std::bit_cast<std::uint32_t>(f[i]);
+    }
+  }
+}
+
+class CpuCommandList final : public CommandListImpl {
+ public:
+  CpuCommandList(const void* owner, bool timestamps) : owner_(owner), timestamps_(timestamps) {}
+  const void* owner() const override { return owner_; }
+
+  void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) override {
+    ops_.push_back({"copy", [src, dst] { cpu(dst).data = cpu(src).data; }});
+  }
+
+  void rope(std::shared_ptr<TensorImpl> x, std::vector<std::int32_t> positions,
+            const RopeConfig& config) override {
+    ops_.push_back({"rope", [x, positions = std::move(positions), config] {
+                      CpuTensor& t = cpu(x);
+                      std::vector<float> f = to_floats(t);
+                      ref::rope(f, t.shape[0], t.shape[1], t.shape[2], positions, config);
+                      from_floats(t, f);
+                    }});
+  }
+
+  void submit_and_wait() override {
+    timings_.clear();
+    for (const Op& op : ops_) {
+      const auto start = std::chrono::steady_clock::now();
+      op.run();
+      if (timestamps_) {
+        const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+        timings_.push_back({op.name, ms.count()});
+      }
+    }
+    ++submits_;
+  }
+
+  std::vector<OpTiming> timings() const override { return timings_; }
+  CommandStats stats() const override { return {ops_.size(), 0, submits_}; }
+
+ private:
+  struct Op {
+    std::string name;
+    std::function<void()> run;
+  };
+  const void* owner_;
+  bool timestamps_;
+  std::vector<Op> ops_;
+  std::vector<OpTiming> timings_;
+  std::size_t submits_ = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  BackendKind kind() const override { return BackendKind::cpu; }
+  std::string device_name() const override { return "cpu reference"; }
+  const DeviceLimits& limits() const override { return limits_; }
+  CommandList commands(const CommandListOptions& options) override {
+    return CommandList(std::make_unique<CpuCommandList>(this, options.timestamps));
+  }
+
+ protected:
+  std::shared_ptr<TensorImpl> make_tensor(const Shape& shape, DType dtype) override {
+    return std::make_shared<CpuTensor>(this, shape, dtype);
+  }
+  void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
+    auto& d = static_cast<CpuTensor&>(t).data;
+    d.assign(words.begin(), words.end());
+  }
+  std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
+    return static_cast<const CpuTensor&>(t).data;
+  }
+
+ private:
+  DeviceLimits limits_ = spec_minimum_limits();
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace vkattn::detail

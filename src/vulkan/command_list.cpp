@@ -1,0 +1,259 @@
+#include "vulkan/command_list.hpp"
+
+#include <set>
+
+#include "common/shape_math.hpp"
+#include "vulkan/check.hpp"
+#include "vulkan/dispatch.hpp"
+
+namespace vkattn::detail {
+
+Binding ParamArena::add(std::span<const std::uint32_t> words) {
+  const std::uint64_t offset = ceil_div(bytes_.size(), alignment_) * alignment_;
+  // A zero-length range is not a valid descriptor; give empty inputs one word.
+  const std::uint64_t size = std::max<std::uint64_t>(4, words.size_bytes());
+  bytes_.resize(offset + size, 0);
+  std::memcpy(bytes_.data() + offset, words.data(), words.size_bytes());
+  return Binding{nullptr, offset, size, false};
+}
+
+std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits& limits) {
+  const auto& max = limits.max_workgroup_count;
+  const std::uint64_t x = std::min<std::uint64_t>(std::max<std::uint64_t>(groups, 1), max[0]);
+  std::uint64_t y = ceil_div(groups, x);
+  std::uint64_t z = 1;
+  if (y > max[1]) {
+    z = ceil_div(y, max[1]);
+    y = max[1];
+  }
+  if (z > max[2]) {
+    throw Error(ErrorCode::unsupported,
+                std::to_string(groups) + " workgroups exceed maxComputeWorkGroupCount", "fold_grid", 0,
+                current_op());
+  }
+  return {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), static_cast<std::uint32_t>(z)};
+}
+
+namespace {
+
+VkBuffer buffer_of(const Binding& b) { return static_cast<VulkanTensor&>(*b.tensor).buffer->handle(); }
+
+void global_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccessFlags src,
+                    VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
+  auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+  barrier.srcAccessMask = src;
+  barrier.dstAccessMask = dst;
+  vkCmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+// Everything one encoding owns; freed together when ops are added or the list dies.
+struct Encoded {
+  std::shared_ptr<Context> ctx;
+  std::unique_ptr<Buffer> params;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  VkQueryPool queries = VK_NULL_HANDLE;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  std::size_t barriers = 0;
+
+  explicit Encoded(std::shared_ptr<Context> c) : ctx(std::move(c)) {}
+  Encoded(const Encoded&) = delete;
+  Encoded& operator=(const Encoded&) = delete;
+  ~Encoded() {
+    VkDevice dev = ctx->device->handle();
+    if (cb) ctx->device->free_command_buffer(cb);
+    if (queries) vkDestroyQueryPool(dev, queries, nullptr);
+    if (pool) vkDestroyDescriptorPool(dev, pool, nullptr);
+  }
+};
+
+class VulkanCommandList final : public CommandListImpl {
+ public:
+  VulkanCommandList(std::shared_ptr<Context> ctx, const CommandListOptions& options)
+      : ctx_(std::move(ctx)), options_(options), params_(ctx_->limits.storage_offset_alignment) {
+    if (options_.timestamps && !ctx_->limits.timestamps) {
+      throw Error(ErrorCode::unsupported, "this device's compute queue has no timestamps",
+                  "CommandListOptions::timestamps", 0, "commands");
+    }
+  }
+
+  const void* owner() const override { return ctx_.get(); }
+
+  void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) override {
+    add(copy_dispatch(*ctx_, std::move(src), std::move(dst)));
+  }
+
+  void rope(std::shared_ptr<TensorImpl> x, std::vector<std::int32_t> positions,
+            const RopeConfig& config) override {
+    // The arena grows only once the dispatch is built, so a throw leaves nothing behind.
+    ParamArena staged = params_;
+    Dispatch d = rope_dispatch(*ctx_, staged, std::move(x), positions, config);
+    params_ = std::move(staged);
+    add(std::move(d));
+  }
+
+  void submit_and_wait() override {
+    OpScope scope("submit");
+    if (ops_.empty()) {
+      ++submits_;
+      return;
+    }
+    if (!encoded_) encode();
+    ctx_->device->submit_and_wait(encoded_->cb, ctx_->options.submit_timeout_ms);
+    ++submits_;
+    if (options_.timestamps) read_timestamps();
+  }
+
+  std::vector<OpTiming> timings() const override { return timings_; }
+  CommandStats stats() const override {
+    return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_};
+  }
+
+ private:
+  void add(Dispatch d) {
+    d.groups = std::max<std::uint64_t>(d.groups, 1);
+    fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
+    ops_.push_back(std::move(d));
+    encoded_.reset();
+  }
+
+  void encode() {
+    OpScope scope("encode");
+    auto enc = std::make_unique<Encoded>(ctx_);
+    VkDevice dev = ctx_->device->handle();
+    const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
+
+    if (!params_.bytes().empty()) {
+      enc->params = ctx_->device_buffer(params_.bytes().size(), "op parameters");
+      ctx_->write(*enc->params, params_.bytes());
+    }
+
+    std::uint32_t n_descriptors = 0;
+    for (const Dispatch& d : ops_) n_descriptors += d.key.n_bindings;
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(n_descriptors, 1u)};
+    auto pool = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+    pool.maxSets = n_ops;
+    pool.poolSizeCount = 1;
+    pool.pPoolSizes = &size;
+    VKATTN_VK_CHECK(vkCreateDescriptorPool(dev, &pool, nullptr, &enc->pool));
+
+    if (options_.timestamps) {
+      auto q = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+      q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      q.queryCount = 2 * n_ops;
+      VKATTN_VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &enc->queries));
+    }
+
+    enc->cb = ctx_->device->allocate_command_buffer();
+    auto begin = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    VKATTN_VK_CHECK(vkBeginCommandBuffer(enc->cb, &begin));
+    if (enc->queries) vkCmdResetQueryPool(enc->cb, enc->queries, 0, 2 * n_ops);
+    // Writes of earlier submissions (uploads through staging, previous lists) become
+    // visible to this one's shaders.
+    global_barrier(enc->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+
+    std::set<VkBuffer> read, written;  // since the last barrier
+    for (std::uint32_t i = 0; i < n_ops; ++i) {
+      const Dispatch& d = ops_[i];
+      OpScope op_scope(d.op);
+      const Pipeline& pipeline = ctx_->pipelines->get(d.key);
+
+      auto alloc = vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
+      alloc.descriptorPool = enc->pool;
+      alloc.descriptorSetCount = 1;
+      VkDescriptorSetLayout layout = pipeline.set_layout();
+      alloc.pSetLayouts = &layout;
+      VkDescriptorSet set = VK_NULL_HANDLE;
+      VKATTN_VK_CHECK(vkAllocateDescriptorSets(dev, &alloc, &set));
+
+      std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
+      std::vector<VkWriteDescriptorSet> writes(d.bindings.size());
+      bool hazard = false;
+      for (std::size_t b = 0; b < d.bindings.size(); ++b) {
+        const Binding& binding = d.bindings[b];
+        if (binding.tensor) {
+          const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
+          infos[b] = {buffer.handle(), 0, buffer.size()};
+          const VkBuffer h = buffer.handle();
+          hazard = hazard || written.count(h) || (binding.write && read.count(h));
+        } else {
+          infos[b] = {enc->params->handle(), binding.param_offset, binding.param_bytes};
+        }
+        writes[b] = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+        writes[b].dstSet = set;
+        writes[b].dstBinding = static_cast<std::uint32_t>(b);
+        writes[b].descriptorCount = 1;
+        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[b].pBufferInfo = &infos[b];
+      }
+      vkUpdateDescriptorSets(dev, static_cast<std::uint32_t>(writes.size()), writes.data(), 0, nullptr);
+
+      if (hazard) {
+        global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        ++enc->barriers;
+        read.clear();
+        written.clear();
+      }
+      for (const Binding& binding : d.bindings) {
+        if (!binding.tensor) continue;
+        read.insert(buffer_of(binding));
+        if (binding.write) written.insert(buffer_of(binding));
+      }
+
+      if (enc->queries) {
+        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries, 2 * i);
+      }
+      vkCmdBindPipeline(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+      vkCmdBindDescriptorSets(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+      if (!d.push.empty()) {
+        vkCmdPushConstants(enc->cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           static_cast<std::uint32_t>(d.push.size()), d.push.data());
+      }
+      const auto grid = fold_grid(d.groups, ctx_->limits);
+      vkCmdDispatch(enc->cb, grid[0], grid[1], grid[2]);
+      if (enc->queries) {
+        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries, 2 * i + 1);
+      }
+    }
+    // Results become visible to host reads (mapped tensors) and to transfers (staging).
+    global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                   VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+    VKATTN_VK_CHECK(vkEndCommandBuffer(enc->cb));
+    encoded_ = std::move(enc);
+  }
+
+  void read_timestamps() {
+    const std::uint32_t n = static_cast<std::uint32_t>(2 * ops_.size());
+    std::vector<std::uint64_t> ticks(n);
+    VKATTN_VK_CHECK(vkGetQueryPoolResults(ctx_->device->handle(), encoded_->queries, 0, n,
+                                          ticks.size() * sizeof(std::uint64_t), ticks.data(),
+                                          sizeof(std::uint64_t),
+                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    timings_.clear();
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const double ns = static_cast<double>(ticks[2 * i + 1] - ticks[2 * i]) * ctx_->limits.timestamp_period_ns;
+      timings_.push_back({ops_[i].op, ns * 1e-6});
+    }
+  }
+
+  std::shared_ptr<Context> ctx_;
+  CommandListOptions options_;
+  ParamArena params_;
+  std::vector<Dispatch> ops_;
+  std::unique_ptr<Encoded> encoded_;
+  std::vector<OpTiming> timings_;
+  std::size_t submits_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CommandListImpl> make_vulkan_command_list(std::shared_ptr<Context> ctx,
+                                                          const CommandListOptions& options) {
+  return std::make_unique<VulkanCommandList>(std::move(ctx), options);
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,40 @@
+// What every Vulkan object of one backend shares. Tensors and command lists hold a
+// shared_ptr to it, so the device outlives everything made from it whatever order the
+// user destroys things in.
+#pragma once
+
+#include <memory>
+
+#include "common/tensor_impl.hpp"
+#include "vulkan/device.hpp"
+#include "vulkan/instance.hpp"
+#include "vulkan/memory.hpp"
+#include "vulkan/pipeline.hpp"
+
+namespace vkattn::detail {
+
+struct Context {
+  // Declaration order is destruction order reversed: pipelines, then device, then instance.
+  std::unique_ptr<Instance> instance;
+  PhysicalDevice physical;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<PipelineCache> pipelines;
+  DeviceLimits limits;   // after DeviceOptions::cap_limits
+  DeviceOptions options;
+  bool mapped_tensors = false;  // unified memory and no forced staging
+
+  // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
+  std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);
+  // Synchronous host<->buffer copies, through a staging buffer unless |buffer| is mapped.
+  void write(Buffer& buffer, std::span<const std::uint8_t> bytes);
+  void read(const Buffer& buffer, std::span<std::uint8_t> bytes);
+};
+
+class VulkanTensor final : public TensorImpl {
+ public:
+  VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype);
+  std::shared_ptr<Context> context;
+  std::unique_ptr<Buffer> buffer;  // words * 4 bytes, padded to 16
+};
+
+}  // namespace vkattn::detail

@@ -1,0 +1,300 @@
+#include "vulkan/device.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "vulkan/check.hpp"
+#include "vulkan/instance.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+std::string type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+int type_rank(const std::string& type) {  // lower is preferred
+  if (type == "discrete") return 0;
+  if (type == "integrated") return 1;
+  if (type == "virtual") return 2;
+  if (type == "cpu") return 3;
+  return 4;
+}
+
+std::string version_string(std::uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api) {
+  PhysicalDevice out;
+  out.handle = pd;
+  DeviceInfo& info = out.info;
+  info.index = index;
+
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(pd, &base);
+  info.name = base.deviceName;
+  info.type = type_name(base.deviceType);
+  info.api_version = version_string(base.apiVersion);
+  out.uuid = std::to_array(base.pipelineCacheUUID);
+  out.driver_version = base.driverVersion;
+  if (base.apiVersion < VK_API_VERSION_1_1) {
+    info.rejected = "supports Vulkan " + info.api_version + "; vkattn needs 1.1";
+    return out;
+  }
+  const bool v12 = base.apiVersion >= VK_API_VERSION_1_2 && instance_api >= VK_API_VERSION_1_2;
+
+  std::uint32_t n = 0;
+  VKATTN_VK_CHECK(vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr));
+  std::vector<VkExtensionProperties> exts(n);
+  VKATTN_VK_CHECK(vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()));
+  auto has = [&](const char* name) {
+    return std::any_of(exts.begin(), exts.end(),
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+  };
+  out.portability_subset = has("VK_KHR_portability_subset");
+
+  auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+  auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
+  auto props = vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+  props.pNext = &subgroup;
+  if (v12) subgroup.pNext = &driver;
+  vkGetPhysicalDeviceProperties2(pd, &props);
+  info.driver = v12 ? std::string(driver.driverName) + " " + driver.driverInfo : "version " + std::to_string(base.driverVersion);
+
+  auto storage16 = vk_struct<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
+  auto f16 = vk_struct<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+  auto features = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  features.pNext = &storage16;
+  if (v12 || has("VK_KHR_shader_float16_int8")) storage16.pNext = &f16;
+  vkGetPhysicalDeviceFeatures2(pd, &features);
+
+  const VkPhysicalDeviceLimits& l = base.limits;
+  DeviceLimits& lim = info.limits;
+  const bool compute_subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  lim.subgroup_size = subgroup.subgroupSize;
+  lim.subgroup_arithmetic = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  lim.subgroup_shuffle = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  lim.max_shared_memory = l.maxComputeSharedMemorySize;
+  lim.max_workgroup_invocations = l.maxComputeWorkGroupInvocations;
+  lim.max_workgroup_size = std::to_array(l.maxComputeWorkGroupSize);
+  lim.max_workgroup_count = std::to_array(l.maxComputeWorkGroupCount);
+  lim.max_storage_buffer_range = l.maxStorageBufferRange;
+  lim.storage_offset_alignment = l.minStorageBufferOffsetAlignment;
+  lim.storage_16bit = storage16.storageBuffer16BitAccess;
+  lim.shader_float16 = f16.shaderFloat16;
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  bool all_local_visible = true;
+  for (std::uint32_t i = 0; i < mem.memoryHeapCount; ++i) {
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      lim.device_local_bytes = std::max<std::uint64_t>(lim.device_local_bytes, mem.memoryHeaps[i].size);
+    }
+  }
+  bool any_local = false;
+  for (std::uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+    const auto f = mem.memoryTypes[i].propertyFlags;
+    if (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) {
+      any_local = true;
+      all_local_visible = all_local_visible && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    }
+  }
+  // Unified memory: every device-local type is also host-visible (integrated GPUs, CPU
+  // devices). A discrete GPU with a resizable BAR also has such a type, but not only such.
+  lim.unified_memory = any_local && all_local_visible;
+
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
+  bool found = false;
+  for (std::uint32_t i = 0; i < n && !found; ++i) {
+    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      out.compute_family = i;
+      found = true;
+      lim.timestamps = families[i].timestampValidBits > 0 && l.timestampPeriod > 0.0f;
+      lim.timestamp_period_ns = l.timestampPeriod;
+    }
+  }
+  if (!found) {
+    info.rejected = "has no compute queue";
+  } else if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeSharedMemorySize < 16384) {
+    info.rejected = "reports compute limits below the Vulkan minimums";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PhysicalDevice> enumerate_devices(const Instance& instance) {
+  OpScope scope("enumerate devices");
+  std::uint32_t n = 0;
+  VKATTN_VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &n, nullptr));
+  std::vector<VkPhysicalDevice> handles(n);
+  VKATTN_VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &n, handles.data()));
+  std::vector<PhysicalDevice> out;
+  for (std::uint32_t i = 0; i < n; ++i) out.push_back(probe(handles[i], i, instance.api_version()));
+  return out;
+}
+
+std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const DeviceOptions& options) {
+  std::string wanted;
+  std::string source;
+  if (options.device) {
+    wanted = *options.device;
+    source = "DeviceOptions::device";
+  } else if (const char* env = std::getenv("VKATTN_DEVICE"); env && *env) {
+    wanted = env;
+    source = "VKATTN_DEVICE";
+  }
+  std::string listing;
+  for (const auto& d : devices) {
+    listing += "\n  " + std::to_string(d.info.index) + ": " + d.info.name + " (" + d.info.type + ")" +
+               (d.info.rejected.empty() ? "" : ": rejected, " + d.info.rejected);
+  }
+  if (devices.empty()) {
+    throw Error(ErrorCode::no_device,
+                "Vulkan found no devices (on Debian, mesa-vulkan-drivers provides the lavapipe CPU device)",
+                "vkEnumeratePhysicalDevices", 0, "create backend");
+  }
+
+  if (!wanted.empty()) {
+    const bool numeric = std::all_of(wanted.begin(), wanted.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const auto& d = devices[i];
+      const bool match = numeric ? std::to_string(d.info.index) == wanted
+                                 : lower(d.info.name).find(lower(wanted)) != std::string::npos;
+      if (!match) continue;
+      if (!d.info.rejected.empty()) {
+        throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" selects " + d.info.name +
+                    ", which is rejected: " + d.info.rejected, "", 0, "create backend");
+      }
+      return i;
+    }
+    throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" matches no device; devices:" + listing,
+                "", 0, "create backend");
+  }
+
+  std::size_t best = devices.size();
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (!devices[i].info.rejected.empty()) continue;
+    if (best == devices.size() || type_rank(devices[i].info.type) < type_rank(devices[best].info.type)) best = i;
+  }
+  if (best == devices.size()) {
+    throw Error(ErrorCode::no_device, "no usable Vulkan device:" + listing, "", 0, "create backend");
+  }
+  return best;
+}
+
+DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
+  DeviceLimits o = d;
+  // A capped subgroup size of 0 means "assume no subgroups".
+  o.subgroup_size = std::min(d.subgroup_size, c.subgroup_size);
+  o.subgroup_arithmetic = d.subgroup_arithmetic && c.subgroup_arithmetic;
+  o.subgroup_shuffle = d.subgroup_shuffle && c.subgroup_shuffle;
+  o.max_shared_memory = std::min(d.max_shared_memory, c.max_shared_memory);
+  o.max_workgroup_invocations = std::min(d.max_workgroup_invocations, c.max_workgroup_invocations);
+  for (int i = 0; i < 3; ++i) {
+    o.max_workgroup_size[i] = std::min(d.max_workgroup_size[i], c.max_workgroup_size[i]);
+    o.max_workgroup_count[i] = std::min(d.max_workgroup_count[i], c.max_workgroup_count[i]);
+  }
+  o.max_storage_buffer_range = std::min(d.max_storage_buffer_range, c.max_storage_buffer_range);
+  o.storage_offset_alignment = std::max(d.storage_offset_alignment, c.storage_offset_alignment);
+  if (c.device_local_bytes) o.device_local_bytes = std::min(d.device_local_bytes, c.device_local_bytes);
+  o.storage_16bit = d.storage_16bit && c.storage_16bit;
+  o.shader_float16 = d.shader_float16 && c.shader_float16;
+  o.timestamps = d.timestamps && c.timestamps;
+  o.unified_memory = d.unified_memory && c.unified_memory;
+  return o;
+}
+
+std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
+  OpScope scope("create device");
+  std::unique_ptr<Device> self(new Device());
+  self->physical_ = physical.handle;
+  self->family_ = physical.compute_family;
+  vkGetPhysicalDeviceMemoryProperties(physical.handle, &self->memory_);
+
+  const float priority = 1.0f;
+  auto queue = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
+  queue.queueFamilyIndex = physical.compute_family;
+  queue.queueCount = 1;
+  queue.pQueuePriorities = &priority;
+  std::vector<const char*> extensions;
+  if (physical.portability_subset) extensions.push_back("VK_KHR_portability_subset");
+
+  auto info = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
+  info.queueCreateInfoCount = 1;
+  info.pQueueCreateInfos = &queue;
+  info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  VKATTN_VK_CHECK(vkCreateDevice(physical.handle, &info, nullptr, &self->device_));
+  vkGetDeviceQueue(self->device_, self->family_, 0, &self->queue_);
+
+  auto pool = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+  pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool.queueFamilyIndex = self->family_;
+  VKATTN_VK_CHECK(vkCreateCommandPool(self->device_, &pool, nullptr, &self->pool_));
+  auto fence = vk_struct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+  VKATTN_VK_CHECK(vkCreateFence(self->device_, &fence, nullptr, &self->fence_));
+  return self;
+}
+
+Device::~Device() {
+  if (device_ == VK_NULL_HANDLE) return;
+  vkDeviceWaitIdle(device_);  // nothing useful to do with a failure while tearing down
+  if (fence_) vkDestroyFence(device_, fence_, nullptr);
+  if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
+  vkDestroyDevice(device_, nullptr);
+}
+
+VkCommandBuffer Device::allocate_command_buffer() {
+  std::lock_guard lock(mutex_);
+  auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+  info.commandPool = pool_;
+  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  info.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  VKATTN_VK_CHECK(vkAllocateCommandBuffers(device_, &info, &cb));
+  return cb;
+}
+
+void Device::free_command_buffer(VkCommandBuffer cb) {
+  std::lock_guard lock(mutex_);
+  vkFreeCommandBuffers(device_, pool_, 1, &cb);
+}
+
+void Device::submit_and_wait(VkCommandBuffer cb, std::uint32_t timeout_ms) {
+  std::lock_guard lock(mutex_);
+  auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cb;
+  VKATTN_VK_CHECK(vkResetFences(device_, 1, &fence_));
+  VKATTN_VK_CHECK(vkQueueSubmit(queue_, 1, &submit, fence_));
+  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, std::uint64_t{timeout_ms} * 1000000u);
+  if (r == VK_TIMEOUT) {
+    // The work is still queued and may reference the command buffer: wait it out so that
+    // freeing resources afterwards stays safe, then report.
+    vkQueueWaitIdle(queue_);
+    throw Error(ErrorCode::timeout, "submission did not finish within " + std::to_string(timeout_ms) + " ms",
+                "vkWaitForFences", static_cast<int>(r), current_op());
+  }
+  VKATTN_VK_CHECK(r);
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,57 @@
+// A dispatch as ops describe it: which kernel, which buffers (and whether each is written),
+// push constants and the number of workgroups. The command list turns a sequence of these
+// into one command buffer with barriers where they are needed.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "params.h"
+#include "vulkan/context.hpp"
+
+namespace vkattn::detail {
+
+struct Binding {
+  std::shared_ptr<TensorImpl> tensor;  // a VulkanTensor, or null for a parameter range
+  std::uint64_t param_offset = 0;      // bytes into the command list's parameter buffer
+  std::uint64_t param_bytes = 0;
+  bool write = false;                  // the kernel writes it (read-write counts as write)
+};
+
+struct Dispatch {
+  const char* op = "";
+  PipelineKey key;
+  std::vector<Binding> bindings;
+  std::vector<std::uint8_t> push;
+  std::uint64_t groups = 0;  // total workgroups; folded into x/y/z when recorded
+
+  template <class T>
+  void set_push(const T& pc) {
+    push.resize(sizeof(T));
+    std::memcpy(push.data(), &pc, sizeof(T));
+  }
+};
+
+// Small read-only inputs of ops (positions, frequency tables), packed into one buffer per
+// command list at offsets aligned to minStorageBufferOffsetAlignment.
+class ParamArena {
+ public:
+  explicit ParamArena(std::uint64_t alignment) : alignment_(alignment) {}
+  Binding add(std::span<const std::uint32_t> words);
+  const std::vector<std::uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::uint64_t alignment_;
+  std::vector<std::uint8_t> bytes_;
+};
+
+// Ops: each checks device-dependent limits and returns its dispatch(es).
+Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst);
+Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> x,
+                       std::span<const std::int32_t> positions, const RopeConfig& config);
+
+}  // namespace vkattn::detail

@@ -1,0 +1,135 @@
+#include "vulkan/instance.hpp"
+
+#include <cstring>
+
+#include "vulkan/check.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  for (const auto& e : exts) {
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::unique_ptr<Instance> Instance::create(bool validation) {
+  std::unique_ptr<Instance> self(new Instance());
+
+  std::uint32_t loader_version = VK_API_VERSION_1_0;
+  if (vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS) loader_version = VK_API_VERSION_1_0;
+  if (loader_version < VK_API_VERSION_1_1) {
+    throw Error(ErrorCode::no_device, "the Vulkan loader supports only Vulkan 1.0; vkattn needs 1.1",
+                "vkEnumerateInstanceVersion", 0, "create backend");
+  }
+  // 1.2 when available, so that 1.2 feature structs may be queried on 1.2 devices.
+  self->api_version_ = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+
+  std::uint32_t n = 0;
+  VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr));
+  std::vector<VkExtensionProperties> exts(n);
+  VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data()));
+
+  std::vector<const char*> extensions;
+  std::vector<const char*> layers;
+  VkInstanceCreateFlags flags = 0;
+  // MoltenVK devices are only listed to applications that opt into portability.
+  if (has_extension(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    extensions.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  if (validation) {
+    VKATTN_VK_CHECK(vkEnumerateInstanceLayerProperties(&n, nullptr));
+    std::vector<VkLayerProperties> props(n);
+    VKATTN_VK_CHECK(vkEnumerateInstanceLayerProperties(&n, props.data()));
+    bool found = false;
+    for (const auto& p : props) found = found || std::strcmp(p.layerName, kValidationLayer) == 0;
+    if (!found) {
+      throw Error(ErrorCode::unsupported,
+                  "validation requested but VK_LAYER_KHRONOS_validation is not installed "
+                  "(Debian package vulkan-validationlayers)",
+                  "vkEnumerateInstanceLayerProperties", 0, "create backend");
+    }
+    if (!has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+      throw Error(ErrorCode::unsupported, "validation requested but VK_EXT_debug_utils is missing",
+                  "vkEnumerateInstanceExtensionProperties", 0, "create backend");
+    }
+    layers.push_back(kValidationLayer);
+    extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  }
+
+  auto app = vk_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
+  app.pApplicationName = "vkattn";
+  app.pEngineName = "vkattn";
+  app.apiVersion = self->api_version_;
+
+  auto messenger_info = vk_struct<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
+  messenger_info.messageSeverity =
+      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  messenger_info.pfnUserCallback = &Instance::on_message;
+  messenger_info.pUserData = self.get();
+
+  auto info = vk_struct<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+  info.flags = flags;
+  info.pApplicationInfo = &app;
+  info.enabledLayerCount = static_cast<std::uint32_t>(layers.size());
+  info.ppEnabledLayerNames = layers.data();
+  info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  // Chained so that instance creation and destruction are validated too.
+  if (validation) info.pNext = &messenger_info;
+
+  const VkResult r = vkCreateInstance(&info, nullptr, &self->instance_);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+    throw Error(ErrorCode::no_device,
+                "no Vulkan driver is installed (on Debian, mesa-vulkan-drivers provides lavapipe)",
+                "vkCreateInstance", r, "create backend");
+  }
+  VKATTN_VK_CHECK(r);
+
+  if (validation) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkCreateDebugUtilsMessengerEXT"));
+    if (!create) {
+      throw Error(ErrorCode::unsupported, "vkCreateDebugUtilsMessengerEXT is unavailable",
+                  "vkGetInstanceProcAddr", 0, "create backend");
+    }
+    VKATTN_VK_CHECK(create(self->instance_, &messenger_info, nullptr, &self->messenger_));
+  }
+  return self;
+}
+
+Instance::~Instance() {
+  if (messenger_ != VK_NULL_HANDLE) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance_, messenger_, nullptr);
+  }
+  if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
+}
+
+std::vector<std::string> Instance::messages() const {
+  std::lock_guard lock(mutex_);
+  return messages_;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                    VkDebugUtilsMessageTypeFlagsEXT,
+                                                    const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                    void* user) {
+  auto* self = static_cast<Instance*>(user);
+  std::string text = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error: " : "warning: ";
+  text += data && data->pMessage ? data->pMessage : "(no message)";
+  std::lock_guard lock(self->mutex_);
+  self->messages_.push_back(std::move(text));
+  return VK_FALSE;
+}
+
+}  // namespace vkattn::detail

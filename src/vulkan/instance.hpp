@@ -1,0 +1,40 @@
+// VkInstance, with the Khronos validation layer and a debug messenger when asked.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace vkattn::detail {
+
+class Instance {
+ public:
+  // Throws Error(unsupported) when |validation| is asked for and the layer is missing,
+  // Error(no_device) when no Vulkan loader or driver answers.
+  static std::unique_ptr<Instance> create(bool validation);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  std::uint32_t api_version() const { return api_version_; }
+  bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  std::vector<std::string> messages() const;
+
+ private:
+  Instance() = default;
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void* user);
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::uint32_t api_version_ = VK_API_VERSION_1_1;
+  mutable std::mutex mutex_;
+  std::vector<std::string> messages_;
+};
+
+}  // namespace vkattn::detail

@@ -1,0 +1,106 @@
+#include "vulkan/memory.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "vulkan/check.hpp"
+#include "vulkan/device.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+constexpr VkMemoryPropertyFlags kLocal = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+constexpr VkMemoryPropertyFlags kVisible = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+constexpr VkMemoryPropertyFlags kCoherent = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+constexpr VkMemoryPropertyFlags kCached = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+
+// First memory type allowed by |type_bits| that has all of |wanted|.
+int find_type(const VkPhysicalDeviceMemoryProperties& mem, std::uint32_t type_bits, VkMemoryPropertyFlags wanted) {
+  for (std::uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+    if ((type_bits & (1u << i)) && (mem.memoryTypes[i].propertyFlags & wanted) == wanted) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, BufferKind kind, bool prefer_mapped) {
+  std::unique_ptr<Buffer> self(new Buffer());
+  self->device_ = device.handle();
+  self->size_ = bytes;
+
+  auto info = vk_struct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (kind == BufferKind::device) info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VKATTN_VK_CHECK(vkCreateBuffer(self->device_, &info, nullptr, &self->buffer_));
+
+  VkMemoryRequirements req{};
+  vkGetBufferMemoryRequirements(self->device_, self->buffer_, &req);
+
+  std::vector<VkMemoryPropertyFlags> order;
+  if (kind == BufferKind::device) {
+    if (prefer_mapped) order.push_back(kLocal | kVisible | kCoherent);
+    order.insert(order.end(), {kLocal, kVisible | kCoherent});
+  } else {
+    order = {kVisible | kCoherent | kCached, kVisible | kCoherent, kVisible};
+  }
+  int type = -1;
+  for (VkMemoryPropertyFlags flags : order) {
+    type = find_type(device.memory(), req.memoryTypeBits, flags);
+    if (type >= 0) break;
+  }
+  if (type < 0) {
+    throw Error(ErrorCode::unsupported, "no memory type fits a buffer of " + std::to_string(bytes) + " bytes",
+                "vkGetBufferMemoryRequirements", 0, current_op());
+  }
+
+  auto alloc = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+  alloc.allocationSize = req.size;
+  alloc.memoryTypeIndex = static_cast<std::uint32_t>(type);
+  VKATTN_VK_CHECK(vkAllocateMemory(self->device_, &alloc, nullptr, &self->memory_));
+  VKATTN_VK_CHECK(vkBindBufferMemory(self->device_, self->buffer_, self->memory_, 0));
+
+  const VkMemoryPropertyFlags flags = device.memory().memoryTypes[type].propertyFlags;
+  if (flags & kVisible) {
+    VKATTN_VK_CHECK(vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
+    self->coherent_ = (flags & kCoherent) != 0;
+    VkPhysicalDeviceProperties props{};
+    vkGetPhysicalDeviceProperties(device.physical(), &props);
+    self->atom_ = props.limits.nonCoherentAtomSize;
+  }
+  return self;
+}
+
+Buffer::~Buffer() {
+  if (buffer_) vkDestroyBuffer(device_, buffer_, nullptr);
+  if (memory_) vkFreeMemory(device_, memory_, nullptr);  // unmaps implicitly
+}
+
+void Buffer::write(std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
+  std::memcpy(static_cast<std::uint8_t*>(mapped_) + offset, bytes.data(), bytes.size());
+  if (!coherent_) {
+    auto range = vk_struct<VkMappedMemoryRange>(VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE);
+    range.memory = memory_;
+    range.offset = offset / atom_ * atom_;
+    range.size = VK_WHOLE_SIZE;
+    VKATTN_VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
+  }
+}
+
+void Buffer::read(std::span<std::uint8_t> bytes, VkDeviceSize offset) const {
+  if (!coherent_) {
+    auto range = vk_struct<VkMappedMemoryRange>(VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE);
+    range.memory = memory_;
+    range.offset = offset / atom_ * atom_;
+    range.size = VK_WHOLE_SIZE;
+    VKATTN_VK_CHECK(vkInvalidateMappedMemoryRanges(device_, 1, &range));
+  }
+  std::memcpy(bytes.data(), static_cast<const std::uint8_t*>(mapped_) + offset, bytes.size());
+}
+
+}  // namespace vkattn::detail

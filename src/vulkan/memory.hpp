@@ -1,0 +1,48 @@
+// Buffers and the memory-type fallback list.
+//   device buffers: unified memory -> DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT (mapped, no
+//                   staging); else DEVICE_LOCAL; else HOST_VISIBLE|HOST_COHERENT.
+//   staging:        HOST_VISIBLE|HOST_COHERENT|HOST_CACHED; else HOST_VISIBLE|HOST_COHERENT;
+//                   else HOST_VISIBLE (flushed and invalidated explicitly).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace vkattn::detail {
+
+class Device;
+
+enum class BufferKind { device, staging };
+
+class Buffer {
+ public:
+  // |prefer_mapped|: on unified memory take host-visible device memory (no staging).
+  static std::unique_ptr<Buffer> create(Device& device, VkDeviceSize bytes, BufferKind kind,
+                                        bool prefer_mapped);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  VkDeviceSize size() const { return size_; }
+  bool mapped() const { return mapped_ != nullptr; }
+
+  // Host access to a mapped buffer; flush/invalidate when the memory is not coherent.
+  void write(std::span<const std::uint8_t> bytes, VkDeviceSize offset = 0);
+  void read(std::span<std::uint8_t> bytes, VkDeviceSize offset = 0) const;
+
+ private:
+  Buffer() = default;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  VkDeviceSize size_ = 0;
+  VkDeviceSize atom_ = 1;
+  void* mapped_ = nullptr;
+  bool coherent_ = true;
+};
+
+}  // namespace vkattn::detail

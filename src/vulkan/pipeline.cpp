@@ -1,0 +1,179 @@
+#include "vulkan/pipeline.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "vulkan/check.hpp"
+#include "vulkan/device.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+#include "kernel_spirv.inc"
+
+struct KernelEntry {
+  const char* name;
+  const std::uint32_t* words;
+  std::size_t count;
+};
+
+constexpr KernelEntry kKernels[] = {
+#define VKATTN_KERNEL(name) {#name, vkattn_spv_##name, std::size(vkattn_spv_##name)},
+#include "kernel_list.inc"
+#undef VKATTN_KERNEL
+};
+}  // namespace
+
+const char* kernel_name(KernelId id) { return kKernels[static_cast<std::size_t>(id)].name; }
+
+std::span<const std::uint32_t> kernel_spirv(KernelId id) {
+  const KernelEntry& e = kKernels[static_cast<std::size_t>(id)];
+  return {e.words, e.count};
+}
+
+Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& key)
+    : device_(device), key_(key) {
+  // Members are released by the destructor, which a throwing constructor does not run:
+  // clean up through a guard until the pipeline is complete.
+  struct Guard {
+    Pipeline* p;
+    ~Guard() {
+      if (p) p->release();
+    }
+  } guard{this};
+
+  const auto spirv = kernel_spirv(key.kernel);
+  auto module = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
+  module.codeSize = spirv.size_bytes();
+  module.pCode = spirv.data();
+  VKATTN_VK_CHECK(vkCreateShaderModule(device_, &module, nullptr, &module_));
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(key.n_bindings);
+  for (std::uint32_t i = 0; i < key.n_bindings; ++i) {
+    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  }
+  auto set = vk_struct<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
+  set.bindingCount = key.n_bindings;
+  set.pBindings = bindings.data();
+  VKATTN_VK_CHECK(vkCreateDescriptorSetLayout(device_, &set, nullptr, &set_layout_));
+
+  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, key.push_bytes};
+  auto layout = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
+  layout.setLayoutCount = 1;
+  layout.pSetLayouts = &set_layout_;
+  layout.pushConstantRangeCount = key.push_bytes ? 1 : 0;
+  layout.pPushConstantRanges = &push;
+  VKATTN_VK_CHECK(vkCreatePipelineLayout(device_, &layout, nullptr, &layout_));
+
+  std::vector<VkSpecializationMapEntry> entries(key.spec.size());
+  for (std::uint32_t i = 0; i < key.spec.size(); ++i) {
+    entries[i] = {i, i * 4u, 4u};
+  }
+  VkSpecializationInfo spec{static_cast<std::uint32_t>(entries.size()), entries.data(),
+                            key.spec.size() * 4u, key.spec.data()};
+  auto info = vk_struct<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+  info.stage = vk_struct<VkPipelineShaderStageCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO);
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = module_;
+  info.stage.pName = "main";
+  info.stage.pSpecializationInfo = &spec;
+  info.layout = layout_;
+  VKATTN_VK_CHECK(vkCreateComputePipelines(device_, cache, 1, &info, nullptr, &pipeline_));
+  guard.p = nullptr;
+}
+
+Pipeline::~Pipeline() { release(); }
+
+void Pipeline::release() {
+  if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);
+  if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
+  if (set_layout_) vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
+  if (module_) vkDestroyShaderModule(device_, module_, nullptr);
+  pipeline_ = VK_NULL_HANDLE;
+  layout_ = VK_NULL_HANDLE;
+  set_layout_ = VK_NULL_HANDLE;
+  module_ = VK_NULL_HANDLE;
+}
+
+std::string default_pipeline_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/vkattn";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/vkattn";
+  return {};
+}
+
+PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir)
+    : device_(device.handle()) {
+  std::vector<char> blob;
+  if (!dir.empty()) {
+    static const char* hex = "0123456789abcdef";
+    std::string uuid;
+    for (std::uint8_t b : physical.uuid) {
+      uuid += hex[b >> 4];
+      uuid += hex[b & 15];
+    }
+    file_ = dir + "/" + uuid + "-" + std::to_string(physical.driver_version) + ".bin";
+    std::ifstream in(file_, std::ios::binary);
+    if (in) blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto info = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
+  info.initialDataSize = blob.size();
+  info.pInitialData = blob.empty() ? nullptr : blob.data();
+  // The driver checks the header and ignores data from another device or driver; a
+  // corrupt file that it rejects outright is dropped and the cache starts empty.
+  if (vkCreatePipelineCache(device_, &info, nullptr, &cache_) != VK_SUCCESS) {
+    info.initialDataSize = 0;
+    info.pInitialData = nullptr;
+    VKATTN_VK_CHECK(vkCreatePipelineCache(device_, &info, nullptr, &cache_));
+  }
+}
+
+PipelineCache::~PipelineCache() {
+  try {
+    save();
+  } catch (...) {
+    // Saving only spares a later run some compile time.
+  }
+  pipelines_.clear();
+  if (cache_) vkDestroyPipelineCache(device_, cache_, nullptr);
+}
+
+void PipelineCache::save() const {
+  if (file_.empty() || cache_ == VK_NULL_HANDLE) return;
+  std::size_t size = 0;
+  if (vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
+  std::vector<char> blob(size);
+  if (vkGetPipelineCacheData(device_, cache_, &size, blob.data()) != VK_SUCCESS) return;
+  std::error_code ec;
+  const std::filesystem::path path(file_);
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) return;
+  // Write a temporary and rename, so that a concurrent reader never sees half a file.
+  const std::string tmp = file_ + ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;
+    out.write(blob.data(), static_cast<std::streamsize>(size));
+    if (!out) {
+      out.close();
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+const Pipeline& PipelineCache::get(const PipelineKey& key) {
+  std::lock_guard lock(mutex_);
+  auto it = pipelines_.find(key);
+  if (it == pipelines_.end()) {
+    it = pipelines_.emplace(key, std::make_unique<Pipeline>(device_, cache_, key)).first;
+  }
+  return *it->second;
+}
+
+}  // namespace vkattn::detail

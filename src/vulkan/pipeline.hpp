@@ -1,0 +1,85 @@
+// Kernels (the embedded SPIR-V), pipelines built from them, and the per-device
+// VkPipelineCache persisted under the cache directory.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace vkattn::detail {
+
+class Device;
+struct PhysicalDevice;
+
+enum class KernelId {
+#define VKATTN_KERNEL(name) name,
+#include "kernel_list.inc"
+#undef VKATTN_KERNEL
+};
+
+const char* kernel_name(KernelId id);
+std::span<const std::uint32_t> kernel_spirv(KernelId id);
+
+// What makes two pipelines different. spec[0] is the workgroup size (constant_id 0);
+// spec[i] is constant_id i.
+struct PipelineKey {
+  KernelId kernel;
+  std::uint32_t n_bindings;   // storage buffers at bindings 0..n-1
+  std::uint32_t push_bytes;   // push-constant block size
+  std::vector<std::uint32_t> spec;
+  auto operator<=>(const PipelineKey&) const = default;
+};
+
+class Pipeline {
+ public:
+  Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& key);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  VkPipeline handle() const { return pipeline_; }
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  const PipelineKey& key() const { return key_; }
+
+ private:
+  void release();
+  VkDevice device_;
+  PipelineKey key_;
+  VkShaderModule module_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+// Builds pipelines on first use and keeps them for the device's lifetime. The
+// VkPipelineCache is loaded from and saved to <dir>/<pipelineCacheUUID>-<driver>.bin; a
+// cache that cannot be read or written is silently skipped (it only saves compile time).
+class PipelineCache {
+ public:
+  PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir);
+  ~PipelineCache();
+  PipelineCache(const PipelineCache&) = delete;
+  PipelineCache& operator=(const PipelineCache&) = delete;
+
+  const Pipeline& get(const PipelineKey& key);
+  const std::string& file() const { return file_; }
+  void save() const;
+
+ private:
+  VkDevice device_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::string file_;
+  std::mutex mutex_;
+  std::map<PipelineKey, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+// $XDG_CACHE_HOME/vkattn, else $HOME/.cache/vkattn, else "" (no cache).
+std::string default_pipeline_cache_dir();
+
+}  // namespace vkattn::detail
