@@ -37,6 +37,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
   std::vector<const char*> extensions;
   std::vector<const char*> layers;
   VkInstanceCreateFlags flags = 0;
+  bool has_validation_features = false;
   // MoltenVK devices are only listed to applications that opt into portability.
   if (has_extension(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
     extensions.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
@@ -60,6 +61,11 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
     }
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(kValidationLayer, &n, nullptr));
+    std::vector<VkExtensionProperties> layer_exts(n);
+    VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(kValidationLayer, &n, layer_exts.data()));
+    has_validation_features = has_extension(layer_exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    if (has_validation_features) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   }
 
   auto app = vk_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
@@ -83,8 +89,17 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
   info.ppEnabledLayerNames = layers.data();
   info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
   info.ppEnabledExtensionNames = extensions.data();
+  // Synchronization validation checks exactly what the command list's barrier elision
+  // decides: a missing barrier between dependent dispatches becomes a reported hazard.
+  const VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  auto features = vk_struct<VkValidationFeaturesEXT>(VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT);
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = enables;
   // Chained so that instance creation and destruction are validated too.
-  if (validation) info.pNext = &messenger_info;
+  if (validation) {
+    info.pNext = &messenger_info;
+    if (has_validation_features) messenger_info.pNext = &features;
+  }
 
   const VkResult r = vkCreateInstance(&info, nullptr, &self->instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
@@ -101,6 +116,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
       throw Error(ErrorCode::unsupported, "vkCreateDebugUtilsMessengerEXT is unavailable",
                   "vkGetInstanceProcAddr", 0, "create backend");
     }
+    messenger_info.pNext = nullptr;  // the features struct belonged to instance creation
     VKATTN_VK_CHECK(create(self->instance_, &messenger_info, nullptr, &self->messenger_));
   }
   return self;

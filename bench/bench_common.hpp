@@ -1,0 +1,75 @@
+// Shared by the benchmarks: one backend per kind for the whole run, per-op device time
+// (Vulkan timestamps; host time on the CPU backend), and the same-device copy bandwidth
+// that every figure is reported against. Absolute numbers on one device say little about
+// another; the ratio to that device's own copy kernel travels better.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "vkattn/vkattn.hpp"
+
+namespace vkattn::bench {
+
+inline Backend& backend(BackendKind kind) {
+  static std::map<BackendKind, std::unique_ptr<Backend>> backends;
+  auto& b = backends[kind];
+  if (!b) b = make_backend(kind);
+  return *b;
+}
+
+// Device (or host) seconds of the list's ops in its last submission.
+inline double op_seconds(CommandList& cmd) {
+  double ms = 0;
+  for (const OpTiming& t : cmd.timings()) ms += t.ms;
+  return ms * 1e-3;
+}
+
+// Submits |cmd| (made with timestamps) once per iteration, reports the op time, and
+// returns the total.
+inline double run_timed(benchmark::State& state, CommandList& cmd) {
+  cmd.submit_and_wait();  // warm-up: pipeline compilation, first-touch of memory
+  double total = 0;
+  for (auto _ : state) {
+    cmd.submit_and_wait();
+    const double s = op_seconds(cmd);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  return total;
+}
+
+// Bytes per second of the copy kernel on 32 MiB (read + write): the best of 10 runs, so
+// the baseline is what the device can sustain rather than a noisy mean. Measured once per
+// process per backend, the first time a benchmark reports.
+inline double copy_bandwidth(BackendKind kind) {
+  static std::map<BackendKind, double> cache;
+  if (auto it = cache.find(kind); it != cache.end()) return it->second;
+  Backend& b = backend(kind);
+  const std::size_t n = std::size_t{8} << 20;  // floats
+  Tensor src = b.tensor({n}, DType::f32), dst = b.tensor({n}, DType::f32);
+  CommandList cmd = b.commands({.timestamps = true});
+  cmd.copy(src, dst);
+  cmd.submit_and_wait();
+  double best = 0;
+  for (int i = 0; i < 10; ++i) {
+    cmd.submit_and_wait();
+    best = std::max(best, 2.0 * 4.0 * static_cast<double>(n) / op_seconds(cmd));
+  }
+  return cache[kind] = best;
+}
+
+// Sets bytes/s, and copy_ratio = bytes/s over the copy kernel's bytes/s, from the bytes
+// moved per iteration and the total op time from run_timed().
+inline void report_bandwidth(benchmark::State& state, BackendKind kind, double bytes_per_iteration,
+                             double seconds) {
+  const double bytes = bytes_per_iteration * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  if (seconds > 0) state.counters["copy_ratio"] = bytes / seconds / copy_bandwidth(kind);
+}
+
+}  // namespace vkattn::bench

@@ -1,0 +1,58 @@
+// vkattn-info: every Vulkan device with the limits vkattn depends on, which one would be
+// chosen (VKATTN_DEVICE and the type preference applied), or why none can be.
+#include <cstdio>
+#include <exception>
+
+#include "vkattn/vkattn.hpp"
+
+namespace {
+
+const char* yes(bool b) { return b ? "yes" : "no"; }
+
+void print_device(const vkattn::DeviceInfo& d) {
+  const vkattn::DeviceLimits& l = d.limits;
+  std::printf("%s device %u: %s (%s)\n", d.chosen ? "*" : " ", d.index, d.name.c_str(), d.type.c_str());
+  std::printf("    Vulkan %s, driver %s\n", d.api_version.c_str(), d.driver.c_str());
+  if (!d.rejected.empty()) {
+    std::printf("    rejected: %s\n", d.rejected.c_str());
+    return;
+  }
+  std::printf("    subgroup size %u, arithmetic %s, shuffle %s\n", l.subgroup_size, yes(l.subgroup_arithmetic),
+              yes(l.subgroup_shuffle));
+  std::printf("    shared memory %u B, workgroup invocations %u, size %u x %u x %u\n", l.max_shared_memory,
+              l.max_workgroup_invocations, l.max_workgroup_size[0], l.max_workgroup_size[1], l.max_workgroup_size[2]);
+  std::printf("    workgroup count %u x %u x %u\n", l.max_workgroup_count[0], l.max_workgroup_count[1],
+              l.max_workgroup_count[2]);
+  std::printf("    maxStorageBufferRange %llu B, device-local heap %llu MiB, unified memory %s\n",
+              static_cast<unsigned long long>(l.max_storage_buffer_range),
+              static_cast<unsigned long long>(l.device_local_bytes >> 20), yes(l.unified_memory));
+  std::printf("    16-bit storage %s, fp16 math %s, timestamps %s (%.3g ns/tick)\n", yes(l.storage_16bit),
+              yes(l.shader_float16), yes(l.timestamps), l.timestamp_period_ns);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    const auto devices = vkattn::list_devices();
+    std::printf("%zu Vulkan device(s); * marks the one vkattn would use\n", devices.size());
+    bool chosen = false;
+    for (const auto& d : devices) {
+      print_device(d);
+      chosen = chosen || d.chosen;
+    }
+    if (!chosen) {
+      // make_backend explains why none fits (or why VKATTN_DEVICE matches nothing).
+      try {
+        vkattn::make_backend(vkattn::BackendKind::vulkan);
+      } catch (const std::exception& e) {
+        std::printf("no device would be chosen: %s\n", e.what());
+      }
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vkattn-info: %s\n", e.what());
+    return 1;
+  }
+}
