@@ -4,6 +4,7 @@
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
+#include "vulkan/descriptors.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -50,7 +51,7 @@ void global_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccess
 struct Encoded {
   std::shared_ptr<Context> ctx;
   std::unique_ptr<Buffer> params;
-  VkDescriptorPool pool = VK_NULL_HANDLE;
+  std::unique_ptr<DescriptorPool> descriptors;
   VkQueryPool queries = VK_NULL_HANDLE;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   std::size_t barriers = 0;
@@ -62,7 +63,6 @@ struct Encoded {
     VkDevice dev = ctx->device->handle();
     if (cb) ctx->device->free_command_buffer(cb);
     if (queries) vkDestroyQueryPool(dev, queries, nullptr);
-    if (pool) vkDestroyDescriptorPool(dev, pool, nullptr);
   }
 };
 
@@ -129,12 +129,7 @@ class VulkanCommandList final : public CommandListImpl {
 
     std::uint32_t n_descriptors = 0;
     for (const Dispatch& d : ops_) n_descriptors += d.key.n_bindings;
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(n_descriptors, 1u)};
-    auto pool = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
-    pool.maxSets = n_ops;
-    pool.poolSizeCount = 1;
-    pool.pPoolSizes = &size;
-    VKATTN_VK_CHECK(vkCreateDescriptorPool(dev, &pool, nullptr, &enc->pool));
+    enc->descriptors = DescriptorPool::create(dev, n_ops, n_descriptors);
 
     if (options_.timestamps) {
       auto q = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
@@ -158,16 +153,7 @@ class VulkanCommandList final : public CommandListImpl {
       OpScope op_scope(d.op);
       const Pipeline& pipeline = ctx_->pipelines->get(d.key);
 
-      auto alloc = vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
-      alloc.descriptorPool = enc->pool;
-      alloc.descriptorSetCount = 1;
-      VkDescriptorSetLayout layout = pipeline.set_layout();
-      alloc.pSetLayouts = &layout;
-      VkDescriptorSet set = VK_NULL_HANDLE;
-      VKATTN_VK_CHECK(vkAllocateDescriptorSets(dev, &alloc, &set));
-
       std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
-      std::vector<VkWriteDescriptorSet> writes(d.bindings.size());
       bool hazard = false;
       for (std::size_t b = 0; b < d.bindings.size(); ++b) {
         const Binding& binding = d.bindings[b];
@@ -179,14 +165,8 @@ class VulkanCommandList final : public CommandListImpl {
         } else {
           infos[b] = {enc->params->handle(), binding.param_offset, binding.param_bytes};
         }
-        writes[b] = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
-        writes[b].dstSet = set;
-        writes[b].dstBinding = static_cast<std::uint32_t>(b);
-        writes[b].descriptorCount = 1;
-        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[b].pBufferInfo = &infos[b];
       }
-      vkUpdateDescriptorSets(dev, static_cast<std::uint32_t>(writes.size()), writes.data(), 0, nullptr);
+      const VkDescriptorSet set = enc->descriptors->allocate(pipeline.set_layout(), infos);
 
       if (hazard) {
         global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,

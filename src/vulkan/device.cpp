@@ -170,7 +170,7 @@ std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const Devi
   if (devices.empty()) {
     throw Error(ErrorCode::no_device,
                 "Vulkan found no devices (on Debian, mesa-vulkan-drivers provides the lavapipe CPU device)",
-                "vkEnumeratePhysicalDevices", 0, "create backend");
+                "vkEnumeratePhysicalDevices", 0, current_op());
   }
 
   if (!wanted.empty()) {
@@ -182,12 +182,12 @@ std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const Devi
       if (!match) continue;
       if (!d.info.rejected.empty()) {
         throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" selects " + d.info.name +
-                    ", which is rejected: " + d.info.rejected, "", 0, "create backend");
+                    ", which is rejected: " + d.info.rejected, "", 0, current_op());
       }
       return i;
     }
     throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" matches no device; devices:" + listing,
-                "", 0, "create backend");
+                "", 0, current_op());
   }
 
   std::size_t best = devices.size();
@@ -196,7 +196,7 @@ std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const Devi
     if (best == devices.size() || type_rank(devices[i].info.type) < type_rank(devices[best].info.type)) best = i;
   }
   if (best == devices.size()) {
-    throw Error(ErrorCode::no_device, "no usable Vulkan device:" + listing, "", 0, "create backend");
+    throw Error(ErrorCode::no_device, "no usable Vulkan device:" + listing, "", 0, current_op());
   }
   return best;
 }

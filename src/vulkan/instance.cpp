@@ -24,7 +24,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
   if (vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS) loader_version = VK_API_VERSION_1_0;
   if (loader_version < VK_API_VERSION_1_1) {
     throw Error(ErrorCode::no_device, "the Vulkan loader supports only Vulkan 1.0; vkattn needs 1.1",
-                "vkEnumerateInstanceVersion", 0, "create backend");
+                "vkEnumerateInstanceVersion", 0, current_op());
   }
   // 1.2 when available, so that 1.2 feature structs may be queried on 1.2 devices.
   self->api_version_ = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
@@ -53,11 +53,11 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
       throw Error(ErrorCode::unsupported,
                   "validation requested but VK_LAYER_KHRONOS_validation is not installed "
                   "(Debian package vulkan-validationlayers)",
-                  "vkEnumerateInstanceLayerProperties", 0, "create backend");
+                  "vkEnumerateInstanceLayerProperties", 0, current_op());
     }
     if (!has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
       throw Error(ErrorCode::unsupported, "validation requested but VK_EXT_debug_utils is missing",
-                  "vkEnumerateInstanceExtensionProperties", 0, "create backend");
+                  "vkEnumerateInstanceExtensionProperties", 0, current_op());
     }
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -105,7 +105,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
     throw Error(ErrorCode::no_device,
                 "no Vulkan driver is installed (on Debian, mesa-vulkan-drivers provides lavapipe)",
-                "vkCreateInstance", r, "create backend");
+                "vkCreateInstance", r, current_op());
   }
   VKATTN_VK_CHECK(r);
 
@@ -114,7 +114,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
         vkGetInstanceProcAddr(self->instance_, "vkCreateDebugUtilsMessengerEXT"));
     if (!create) {
       throw Error(ErrorCode::unsupported, "vkCreateDebugUtilsMessengerEXT is unavailable",
-                  "vkGetInstanceProcAddr", 0, "create backend");
+                  "vkGetInstanceProcAddr", 0, current_op());
     }
     messenger_info.pNext = nullptr;  // the features struct belonged to instance creation
     VKATTN_VK_CHECK(create(self->instance_, &messenger_info, nullptr, &self->messenger_));

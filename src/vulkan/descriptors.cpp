@@ -1,0 +1,49 @@
+#include "vulkan/descriptors.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "vulkan/check.hpp"
+
+namespace vkattn::detail {
+
+std::unique_ptr<DescriptorPool> DescriptorPool::create(VkDevice device, std::uint32_t max_sets,
+                                                       std::uint32_t max_buffers) {
+  std::unique_ptr<DescriptorPool> self(new DescriptorPool());
+  self->device_ = device;
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(max_buffers, 1u)};
+  auto info = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+  info.maxSets = std::max(max_sets, 1u);
+  info.poolSizeCount = 1;
+  info.pPoolSizes = &size;
+  VKATTN_VK_CHECK(vkCreateDescriptorPool(device, &info, nullptr, &self->pool_));
+  return self;
+}
+
+DescriptorPool::~DescriptorPool() {
+  if (pool_) vkDestroyDescriptorPool(device_, pool_, nullptr);  // frees its sets
+}
+
+VkDescriptorSet DescriptorPool::allocate(VkDescriptorSetLayout layout,
+                                         std::span<const VkDescriptorBufferInfo> buffers) {
+  auto alloc = vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
+  alloc.descriptorPool = pool_;
+  alloc.descriptorSetCount = 1;
+  alloc.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  VKATTN_VK_CHECK(vkAllocateDescriptorSets(device_, &alloc, &set));
+
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    writes[b] = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+    writes[b].dstSet = set;
+    writes[b].dstBinding = static_cast<std::uint32_t>(b);
+    writes[b].descriptorCount = 1;
+    writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[b].pBufferInfo = &buffers[b];
+  }
+  vkUpdateDescriptorSets(device_, static_cast<std::uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  return set;
+}
+
+}  // namespace vkattn::detail

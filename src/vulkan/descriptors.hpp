@@ -1,0 +1,30 @@
+// A descriptor pool sized for one encoded command list: one set per dispatch, storage
+// buffers only. Freed with the encoding, so sets never outlive the list that uses them.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace vkattn::detail {
+
+class DescriptorPool {
+ public:
+  static std::unique_ptr<DescriptorPool> create(VkDevice device, std::uint32_t max_sets,
+                                                std::uint32_t max_buffers);
+  ~DescriptorPool();
+  DescriptorPool(const DescriptorPool&) = delete;
+  DescriptorPool& operator=(const DescriptorPool&) = delete;
+
+  // A set of |layout| with buffers[i] at binding i.
+  VkDescriptorSet allocate(VkDescriptorSetLayout layout, std::span<const VkDescriptorBufferInfo> buffers);
+
+ private:
+  DescriptorPool() = default;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+};
+
+}  // namespace vkattn::detail
