@@ -1,83 +1,123 @@
 #version 450
-// rope: rotary position embedding, in place on x[n_tokens, n_heads, head_dim].
-// For row (t, h) and pair i < rotary_dim/2 with elements (a, b):
-//   interleaved: a = 2i, b = 2i + 1     half: a = i, b = i + rotary_dim/2
-//   x'[a] = x[a] cos - x[b] sin,  x'[b] = x[a] sin + x[b] cos,  angle = pos[t] * theta_i
-// Elements past rotary_dim pass through.
-//   binding 0: x, read-write: f32, or (VKATTN_F16) f16 packed two per uint
-//   binding 1: readonly int   pos[n_tokens], each in [0, 2^31)
-//   binding 2: readonly uvec2 turns[rotary_dim/2], theta_i / 2pi in 64-bit fixed point
-//   push: RopeParams; spec 0: workgroup size, spec 1: ROW_FLOATS (shared tile size)
-//   grid: ceil(n_rows / rows_per_wg) workgroups, folded.
-// A workgroup owns whole rows: it loads them into shared memory, rotates, and writes
-// them back, so in-place updates never race even when two f16 values share a word.
+// rope: rotary position embedding, in place, on q[n_tokens, n_heads_q, head_dim] and
+// (optionally) k[n_tokens, n_heads_k, head_dim] in one dispatch. For token t, pair
+// i < d/2 (d = rotary_dim) with elements (a, b):
+//   interleaved: a = 2i, b = 2i + 1     half: a = i, b = i + d/2
+//   x'[a] = f (x[a] cos - x[b] sin),  x'[b] = f (x[a] sin + x[b] cos),  angle = pos[t] theta_i
+// with f the attention factor. Elements past d are not touched.
+//   binding 0: q, read-write: f32, or (VKATTN_F16) f16 packed two per uint
+//   binding 1: k, read-write, same type (the same buffer as q when n_heads_k = 0)
+//   binding 2: readonly int   pos[n_tokens], each in [0, 2^31)
+//   binding 3: readonly uvec2 turns[d/2]: theta_i / 2pi in 64-bit fixed point (lo, hi)
+//   push: RopeParams; spec 0: workgroup size; spec 1: HALF_ROT, the cos/sin table size;
+//   spec 2: UNIT (rope_unit.glsl); spec 3: INTERLEAVED (pairs (2i, 2i+1), else (i, i + d/2))
+//   grid: n_tokens * wgs_per_token workgroups, folded
+// 1. The workgroup's token's cos/sin go to shared memory once: every head of Q and K
+//    reuses them. 2. Each invocation rotates whole units (rope_unit.glsl) in place,
+//    16-byte vectors where the shape allows.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ROPE
 #include "layout.glsl"
 #include "params.h"
 #include "rope_phase.glsl"
 
-layout(constant_id = 1) const uint ROW_FLOATS = 2048;
+layout(constant_id = 1) const uint HALF_ROT = 64;
+layout(constant_id = 2) const uint UNIT = 0;          // ROPE_UNIT_*: what one invocation owns
+layout(constant_id = 3) const bool INTERLEAVED = false;
+#define ROPE_UNIT_VEC4 0u
+#define ROPE_UNIT_PAIR 1u
+#define ROPE_UNIT_PAIR2 2u
+#define ROPE_UNIT_ROW 3u
 
+// Each tensor binding is declared twice, as scalars and as 16-byte vectors.
 #ifdef VKATTN_F16
-layout(std430, binding = 0) buffer X { uint x[]; };
+layout(std430, binding = 0) buffer Q { uint q[]; };
+layout(std430, binding = 0) buffer Q4 { uvec4 q4[]; };
+layout(std430, binding = 1) buffer K { uint k[]; };
+layout(std430, binding = 1) buffer K4 { uvec4 k4[]; };
 #else
-layout(std430, binding = 0) buffer X { float x[]; };
+layout(std430, binding = 0) buffer Q { float q[]; };
+layout(std430, binding = 0) buffer Q4 { vec4 q4[]; };
+layout(std430, binding = 1) buffer K { float k[]; };
+layout(std430, binding = 1) buffer K4 { vec4 k4[]; };
 #endif
-layout(std430, binding = 1) readonly buffer Pos { int pos[]; };
-layout(std430, binding = 2) readonly buffer Turns { uvec2 turns[]; };
+layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
+layout(std430, binding = 3) readonly buffer Turns { uvec2 turns[]; };
 
-shared float tile[ROW_FLOATS];
+// cos/sin of the token's pairs, laid out so that a unit reads them as whole vectors:
+// interleaved: (c_i, s_i, c_i+1, s_i+1) per vec4; half: all cos, then all sin.
+const uint TAB_PAD = (HALF_ROT + 3u) / 4u * 4u;
+shared vec4 tab[TAB_PAD / 2u];
+
+void put_cs(uint i, vec2 v) {
+    if (INTERLEAVED) {
+        tab[i / 2u][2u * (i & 1u)] = v.x;
+        tab[i / 2u][2u * (i & 1u) + 1u] = v.y;
+    } else {
+        tab[i / 4u][i & 3u] = v.x;
+        tab[TAB_PAD / 4u + i / 4u][i & 3u] = v.y;
+    }
+}
+
+vec2 cs(uint i) {
+    return INTERLEAVED ? vec2(tab[i / 2u][2u * (i & 1u)], tab[i / 2u][2u * (i & 1u) + 1u])
+                       : vec2(tab[i / 4u][i & 3u], tab[TAB_PAD / 4u + i / 4u][i & 3u]);
+}
+vec4 cos4(uint j) { return tab[j]; }                 // half: cos of pairs 4j..4j+3
+vec4 sin4(uint j) { return tab[TAB_PAD / 4u + j]; }  // half: sin of pairs 4j..4j+3
+vec4 cs4(uint j) { return tab[j]; }                  // interleaved: pairs 2j, 2j+1
+
+#define ROPE_BUF q
+#define ROPE_BUF4 q4
+#define ROPE_FN rotate_q
+#include "rope_unit.glsl"
+#undef ROPE_BUF
+#undef ROPE_BUF4
+#undef ROPE_FN
+#define ROPE_BUF k
+#define ROPE_BUF4 k4
+#define ROPE_FN rotate_k
+#include "rope_unit.glsl"
 
 void main() {
-    uint row0 = wg_linear_id() * pc.rows_per_wg;
-    if (row0 >= pc.n_rows) {
+    const uint wg = wg_linear_id();
+    const uint token = wg / pc.wgs_per_token;
+    if (token >= pc.n_tokens) {
         return;  // whole workgroup: uniform
     }
-    uint n_rows = min(pc.rows_per_wg, pc.n_rows - row0);
-    uint n_elems = n_rows * pc.head_dim;
-    uint base = row0 * pc.head_dim;
-    uint lid = gl_LocalInvocationID.x;
-    uint wg = gl_WorkGroupSize.x;
+    const uint lid = gl_LocalInvocationID.x;
+    const uint n_lanes = gl_WorkGroupSize.x;
+    const uint half_rot = pc.rotary_dim / 2u;
 
-    // 1. Load the rows (coalesced).
-#ifdef VKATTN_F16
-    for (uint w = lid; w < n_elems / 2; w += wg) {
-        vec2 v = unpackHalf2x16(x[base / 2 + w]);
-        tile[2 * w] = v.x;
-        tile[2 * w + 1] = v.y;
-    }
-#else
-    for (uint e = lid; e < n_elems; e += wg) {
-        tile[e] = x[base + e];
-    }
-#endif
-    barrier();
-
-    // 2. Rotate each pair once.
-    uint half_rot = pc.rotary_dim / 2;
-    for (uint p = lid; p < n_rows * half_rot; p += wg) {
-        uint r = p / half_rot;
-        uint i = p - r * half_rot;
-        uint token = (row0 + r) / pc.n_heads;
-        vec2 cs = rope_cos_sin(uint(pos[token]), turns[i]);
-        uint a = r * pc.head_dim + (pc.interleaved != 0u ? 2u * i : i);
-        uint b = a + (pc.interleaved != 0u ? 1u : half_rot);
-        float xa = tile[a];
-        float xb = tile[b];
-        tile[a] = xa * cs.x - xb * cs.y;
-        tile[b] = xa * cs.y + xb * cs.x;
+    // 1. cos/sin of this token's angles, with the attention factor folded in.
+    const uint p = uint(pos[token]);
+    for (uint i = lid; i < half_rot; i += n_lanes) {
+        put_cs(i, rope_cos_sin(p, turns[i]) * pc.attention_factor);
     }
     barrier();
 
-    // 3. Store.
-#ifdef VKATTN_F16
-    for (uint w = lid; w < n_elems / 2; w += wg) {
-        x[base / 2 + w] = packHalf2x16(vec2(tile[2 * w], tile[2 * w + 1]));
+    // 2. Units of this workgroup's heads (q heads first, then k heads).
+    const uint units_per_row = pc.units_per_row;
+    const uint total_heads = pc.n_heads_q + pc.n_heads_k;
+    const uint h0 = (wg - token * pc.wgs_per_token) * pc.heads_per_wg;
+    const uint h1 = min(h0 + pc.heads_per_wg, total_heads);
+    const uint n_units = h0 < h1 ? (h1 - h0) * units_per_row : 0u;
+    // (h, u) advance by n_lanes units per step without a division in the loop.
+    uint h = h0 + lid / units_per_row;
+    uint u = lid % units_per_row;
+    const uint dh = n_lanes / units_per_row;
+    const uint du = n_lanes % units_per_row;
+    for (uint n = lid; n < n_units; n += n_lanes) {
+        if (h < pc.n_heads_q) {
+            rotate_q(token * pc.n_heads_q + h, u);
+        } else {
+            rotate_k(token * pc.n_heads_k + (h - pc.n_heads_q), u);
+        }
+        u += du;
+        h += dh;
+        if (u >= units_per_row) {
+            u -= units_per_row;
+            h += 1u;
+        }
     }
-#else
-    for (uint e = lid; e < n_elems; e += wg) {
-        x[base + e] = tile[e];
-    }
-#endif
 }

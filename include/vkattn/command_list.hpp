@@ -47,8 +47,13 @@ class CommandList {
 
   // Rotary position embedding in place on |x| [n_tokens, n_heads, head_dim] (f32 or f16;
   // head_dim even, <= kMaxHeadDim). |positions| holds n_tokens absolute positions, each in
-  // [0, 2^31); they are copied when the op is recorded.
+  // [0, 2^31), copied when the op is recorded; tokens may come from different sequences.
+  // The frequency table is built once here, on the host.
   void rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config = {});
+
+  // The same on Q [n_tokens, n_heads, head_dim] and K [n_tokens, n_kv_heads, head_dim] in
+  // one dispatch: same n_tokens, head_dim and dtype; distinct tensors.
+  void rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config = {});
 
   // Runs everything recorded so far and waits for it.
   void submit_and_wait();

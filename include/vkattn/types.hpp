@@ -28,11 +28,64 @@ enum class RopeLayout {
   half,         // pairs (x[i], x[i + d/2]): rotate_half in GPT-NeoX and Hugging Face Llama
 };
 
+// How the frequencies theta_i = base^(-2i/d) are rescaled for context extension, as the
+// Hugging Face transformers and llama.cpp families define them (d = rotary_dim).
+enum class RopeScaling {
+  none,         // theta_i as is
+  linear,       // position interpolation: theta_i / factor (Chen et al. 2023; "linear")
+  ntk,          // NTK-aware: base * factor^(d / (d - 2)) (static; llama.cpp's "ntk" base change)
+  dynamic_ntk,  // "dynamic": base * (factor * L / original_context - (factor - 1))^(d / (d - 2))
+                // with L = max(sequence_length, original_context): unscaled until L passes
+                // the original context
+  yarn,         // YaRN: interpolated and extrapolated frequencies mixed by a linear ramp
+                // between the beta_fast and beta_slow bounds, plus an attention factor
+  llama3,       // Llama 3.1: wavelengths beyond original_context / low_freq_factor are
+                // divided by factor, below original_context / high_freq_factor kept, smooth between
+  factors,      // theta_i / freq_factors[i]: a per-frequency table (LongRoPE / Phi-3
+                // short and long factors, llama.cpp's rope_freqs tensor)
+};
+
+struct YarnParams {
+  double beta_fast = 32.0;      // rotations bounding the extrapolated (high-frequency) end; default 32
+  double beta_slow = 1.0;       // rotations bounding the interpolated end; default 1; < beta_fast
+  double mscale = 0.0;          // DeepSeek-V2/V3 style: with mscale_all_dim, attention factor =
+  double mscale_all_dim = 0.0;  //   m(factor, mscale) / m(factor, mscale_all_dim); 0 = unused
+  bool truncate = true;         // floor/ceil the ramp bounds to whole dims (HF default true)
+};
+
+struct Llama3Params {
+  double low_freq_factor = 1.0;   // Llama 3.1 uses 1
+  double high_freq_factor = 4.0;  // Llama 3.1 uses 4; > low_freq_factor
+};
+
 struct RopeConfig {
   RopeLayout layout = RopeLayout::half;  // default: Hugging Face layout
   std::size_t rotary_dim = 0;            // dims rotated, even, <= head_dim; default 0 = head_dim
   double base = 10000.0;                 // theta_i = base^(-2i/rotary_dim); finite, > 0
+                                         // (Llama 2: 1e4; Llama 3: 5e5; Qwen2: 1e6)
+  RopeScaling scaling = RopeScaling::none;
+  double factor = 1.0;               // linear, ntk, dynamic_ntk, yarn, llama3: context extension
+                                     // factor (Llama 3.1: 8; Qwen2.5 YaRN: 4); finite, > 0
+  std::size_t original_context = 0;  // dynamic_ntk, yarn, llama3: the trained context length
+                                     // (original_max_position_embeddings); >= 1 for those
+  std::size_t sequence_length = 0;   // dynamic_ntk: current length; 0 = 1 + largest position
+  YarnParams yarn{};                 // yarn only
+  Llama3Params llama3{};             // llama3 only
+  std::vector<double> freq_factors{};  // factors: rotary_dim / 2 values, each finite, > 0
+  // Multiplies the rotated dims (cos and sin), as YaRN's mscale does. Default: yarn
+  // 0.1 * ln(factor) + 1 (1 when factor <= 1), else 1. Phi-3 LongRoPE uses
+  // sqrt(1 + ln(s) / ln(original_context)). Finite, > 0.
+  std::optional<double> attention_factor{};
 };
+
+// The frequencies a RopeConfig resolves to, for a tensor with |head_dim| and a call whose
+// largest position is |max_position| (only dynamic_ntk depends on it).
+struct RopeFrequencies {
+  std::vector<double> theta;  // rotary_dim / 2 angles per token, radians
+  double attention_factor = 1.0;
+};
+RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
+                                 std::int32_t max_position = 0);
 
 // Largest head_dim any op accepts (the RoPE tile holds a few rows of floats).
 inline constexpr std::size_t kMaxHeadDim = 2048;
@@ -63,18 +116,18 @@ DeviceLimits spec_minimum_limits();
 struct DeviceOptions {
   // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
   // best device by type (discrete > integrated > virtual > CPU).
-  std::optional<std::string> device;
+  std::optional<std::string> device{};
   // Khronos validation layer plus a debug messenger recording every warning and error;
   // default: $VKATTN_VALIDATION == "1".
-  std::optional<bool> validation;
+  std::optional<bool> validation{};
   // Lowers the limits the library plans with (element-wise minimum, features ANDed).
-  std::optional<DeviceLimits> cap_limits;
+  std::optional<DeviceLimits> cap_limits{};
   // Keep tensors in device-local memory behind staging copies even on unified-memory
   // devices, so the staging path can be exercised anywhere. Default false.
   bool force_staging = false;
   // Directory of the VkPipelineCache files (one per device UUID and driver version).
   // Default: $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn. "" disables the cache.
-  std::optional<std::string> pipeline_cache_dir;
+  std::optional<std::string> pipeline_cache_dir{};
   std::uint32_t submit_timeout_ms = 60000;  // fence wait before ErrorCode::timeout
 };
 

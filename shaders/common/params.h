@@ -23,12 +23,15 @@ VKATTN_PUSH_CONSTANTS(CopyParams) {
 
 #if defined(__cplusplus) || defined(VKATTN_WANT_ROPE)
 VKATTN_PUSH_CONSTANTS(RopeParams) {
-    uint n_rows;        // n_tokens * n_heads
-    uint n_heads;
-    uint head_dim;      // even
-    uint rotary_dim;    // even, <= head_dim; dims past it pass through
-    uint rows_per_wg;   // rows_per_wg * head_dim <= ROW_FLOATS
-    uint interleaved;   // 1: pairs (2i, 2i+1); 0: pairs (i, i + rotary_dim/2)
+    uint n_tokens;
+    uint n_heads_q;         // heads of binding 0
+    uint n_heads_k;         // heads of binding 1; 0 when one tensor is rotated
+    uint head_dim;          // even
+    uint rotary_dim;        // even, <= head_dim; dims past it pass through untouched
+    uint units_per_row;     // see shaders/common/rope_unit.glsl
+    uint heads_per_wg;      // of the q heads followed by the k heads of one token
+    uint wgs_per_token;     // ceil((n_heads_q + n_heads_k) / heads_per_wg)
+    float attention_factor; // multiplies the rotated dims (YaRN mscale); 1 otherwise
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -47,8 +47,15 @@ void CommandList::copy(const Tensor& src, Tensor& dst) {
 
 void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) {
   const auto& t = detail::check_tensor("rope", "x", x, impl_->owner());
-  RopeConfig checked = detail::check_rope(*t, positions, config);
-  impl_->rope(t, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+  RopeConfig checked = detail::check_rope(*t, nullptr, positions, config);
+  impl_->rope(t, nullptr, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+}
+
+void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config) {
+  const auto& tq = detail::check_tensor("rope", "q", q, impl_->owner());
+  const auto& tk = detail::check_tensor("rope", "k", k, impl_->owner());
+  RopeConfig checked = detail::check_rope(*tq, tk.get(), positions, config);
+  impl_->rope(tq, tk, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
 }
 
 void CommandList::submit_and_wait() { impl_->submit_and_wait(); }

@@ -1,4 +1,5 @@
-// RoPE frequencies, computed once per config on the host and shared by both backends.
+// RoPE frequencies, computed once per op on the host in long double and shared by both
+// backends: the scaling variants live here once.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +10,16 @@
 
 namespace vkattn::detail {
 
-// theta_i = base^(-2i/d) for pair i of rotary dimension d, in long double.
-long double rope_theta(const RopeConfig& config, std::size_t i);
+struct RopeTable {
+  std::vector<long double> theta;  // radians per token, one per pair
+  long double attention_factor = 1.0L;
+};
 
-// Each theta_i as turns per token (theta_i / 2pi) in 64-bit fixed point: only the
-// fraction of a turn matters, and pos * turns mod 2^64 is then exact for any position.
-std::vector<std::uint64_t> rope_turns_fixed(const RopeConfig& config);
+// |config| must be checked (check_rope_config) with rotary_dim resolved.
+RopeTable rope_table(const RopeConfig& config, std::int32_t max_position);
+
+// Each theta as turns per token (theta / 2pi) in 64-bit fixed point, keeping only the
+// fraction of a turn: pos * turns mod 2^64 is then exact for any position.
+std::vector<std::uint64_t> rope_turns_fixed(const std::vector<long double>& theta);
 
 }  // namespace vkattn::detail

@@ -31,8 +31,9 @@ class CommandListImpl {
   virtual ~CommandListImpl();
   virtual const void* owner() const = 0;
   virtual void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) = 0;
-  virtual void rope(std::shared_ptr<TensorImpl> x, std::vector<std::int32_t> positions,
-                    const RopeConfig& config) = 0;
+  // |k| is null for rope on one tensor.
+  virtual void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k,
+                    std::vector<std::int32_t> positions, const RopeConfig& config) = 0;
   virtual void submit_and_wait() = 0;
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;

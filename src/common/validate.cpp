@@ -23,46 +23,128 @@ const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* para
   return t.impl();
 }
 
-RopeConfig check_rope(const TensorImpl& x, std::span<const std::int32_t> positions,
-                      const RopeConfig& config) {
-  const char* op = "rope";
+namespace {
+
+std::string num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+void check_positive(const char* op, const std::string& param, double v) {
+  if (!std::isfinite(v) || v <= 0.0) throw InvalidArgument(op, param, num(v), "finite and > 0");
+}
+
+void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
+  const std::string n(name);
   if (x.shape.size() != 3) {
-    throw InvalidArgument(op, "x.shape", shape_string(x.shape), "rank 3: [n_tokens, n_heads, head_dim]");
+    throw InvalidArgument(op, n + ".shape", shape_string(x.shape), "rank 3: [n_tokens, n_heads, head_dim]");
   }
   if (x.dtype != DType::f32 && x.dtype != DType::f16) {
-    throw InvalidArgument(op, "x.dtype", to_string(x.dtype), "f32 or f16");
+    throw InvalidArgument(op, n + ".dtype", to_string(x.dtype), "f32 or f16");
   }
   const std::size_t head_dim = x.shape[2];
   if (head_dim % 2 != 0 || head_dim > kMaxHeadDim) {
-    throw InvalidArgument(op, "head_dim (x.shape[2])", std::to_string(head_dim),
+    throw InvalidArgument(op, "head_dim (" + n + ".shape[2])", std::to_string(head_dim),
                           "even, in [2, " + std::to_string(kMaxHeadDim) + "]");
   }
-  if (positions.size() != x.shape[0]) {
-    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
-                          "n_tokens = x.shape[0] = " + std::to_string(x.shape[0]));
-  }
-  for (std::size_t t = 0; t < positions.size(); ++t) {
-    if (positions[t] < 0) {
-      throw InvalidArgument(op, "positions[" + std::to_string(t) + "]",
-                            std::to_string(positions[t]), "[0, 2^31 - 1]");
-    }
-  }
+}
+
+}  // namespace
+
+RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim) {
   RopeConfig out = config;
   if (out.rotary_dim == 0) out.rotary_dim = head_dim;
   if (out.rotary_dim % 2 != 0 || out.rotary_dim > head_dim) {
     throw InvalidArgument(op, "config.rotary_dim", std::to_string(config.rotary_dim),
                           "0 (= head_dim) or even in [2, head_dim = " + std::to_string(head_dim) + "]");
   }
-  if (!std::isfinite(config.base) || config.base <= 0.0) {
-    std::ostringstream v;
-    v << config.base;
-    throw InvalidArgument(op, "config.base", v.str(), "finite and > 0");
-  }
+  check_positive(op, "config.base", config.base);
   if (config.layout != RopeLayout::interleaved && config.layout != RopeLayout::half) {
     throw InvalidArgument(op, "config.layout", std::to_string(static_cast<int>(config.layout)),
                           "RopeLayout::interleaved or RopeLayout::half");
   }
+  const RopeScaling s = config.scaling;
+  if (s != RopeScaling::none && s != RopeScaling::linear && s != RopeScaling::ntk && s != RopeScaling::dynamic_ntk &&
+      s != RopeScaling::yarn && s != RopeScaling::llama3 && s != RopeScaling::factors) {
+    throw InvalidArgument(op, "config.scaling", std::to_string(static_cast<int>(s)), "a RopeScaling value");
+  }
+  if (s != RopeScaling::none && s != RopeScaling::factors) check_positive(op, "config.factor", config.factor);
+  if ((s == RopeScaling::dynamic_ntk || s == RopeScaling::yarn || s == RopeScaling::llama3) &&
+      config.original_context == 0) {
+    throw InvalidArgument(op, "config.original_context", "0", ">= 1 (the trained context length) for this scaling");
+  }
+  if ((s == RopeScaling::ntk || s == RopeScaling::dynamic_ntk) && out.rotary_dim < 4) {
+    throw InvalidArgument(op, "config.rotary_dim", std::to_string(out.rotary_dim),
+                          ">= 4 for NTK scaling (the exponent is d / (d - 2))");
+  }
+  if (s == RopeScaling::yarn) {
+    check_positive(op, "config.yarn.beta_fast", config.yarn.beta_fast);
+    check_positive(op, "config.yarn.beta_slow", config.yarn.beta_slow);
+    if (config.yarn.beta_fast <= config.yarn.beta_slow) {
+      throw InvalidArgument(op, "config.yarn.beta_fast", num(config.yarn.beta_fast),
+                            "> config.yarn.beta_slow = " + num(config.yarn.beta_slow));
+    }
+    for (auto [name, v] : {std::pair{"config.yarn.mscale", config.yarn.mscale},
+                           std::pair{"config.yarn.mscale_all_dim", config.yarn.mscale_all_dim}}) {
+      if (!std::isfinite(v) || v < 0.0) throw InvalidArgument(op, name, num(v), "finite and >= 0");
+    }
+  }
+  if (s == RopeScaling::llama3) {
+    check_positive(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor);
+    check_positive(op, "config.llama3.high_freq_factor", config.llama3.high_freq_factor);
+    if (config.llama3.high_freq_factor <= config.llama3.low_freq_factor) {
+      throw InvalidArgument(op, "config.llama3.high_freq_factor", num(config.llama3.high_freq_factor),
+                            "> config.llama3.low_freq_factor = " + num(config.llama3.low_freq_factor));
+    }
+  }
+  if (s == RopeScaling::factors) {
+    if (config.freq_factors.size() != out.rotary_dim / 2) {
+      throw InvalidArgument(op, "config.freq_factors.size()", std::to_string(config.freq_factors.size()),
+                            "rotary_dim / 2 = " + std::to_string(out.rotary_dim / 2));
+    }
+    for (std::size_t i = 0; i < config.freq_factors.size(); ++i) {
+      check_positive(op, "config.freq_factors[" + std::to_string(i) + "]", config.freq_factors[i]);
+    }
+  } else if (!config.freq_factors.empty()) {
+    throw InvalidArgument(op, "config.freq_factors.size()", std::to_string(config.freq_factors.size()),
+                          "0 unless config.scaling = RopeScaling::factors");
+  }
+  if (config.attention_factor) check_positive(op, "config.attention_factor", *config.attention_factor);
   return out;
+}
+
+RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions,
+                      const RopeConfig& config) {
+  const char* op = "rope";
+  const char* x_name = k ? "q" : "x";
+  check_rope_tensor(op, x_name, x);
+  if (k) {
+    check_rope_tensor(op, "k", *k);
+    if (k == &x) throw InvalidArgument(op, "k", "the same tensor as q", "a tensor other than q");
+    if (k->shape[0] != x.shape[0]) {
+      throw InvalidArgument(op, "k.shape[0]", std::to_string(k->shape[0]),
+                            "n_tokens = q.shape[0] = " + std::to_string(x.shape[0]));
+    }
+    if (k->shape[2] != x.shape[2]) {
+      throw InvalidArgument(op, "k.shape[2]", std::to_string(k->shape[2]),
+                            "head_dim = q.shape[2] = " + std::to_string(x.shape[2]));
+    }
+    if (k->dtype != x.dtype) {
+      throw InvalidArgument(op, "k.dtype", to_string(k->dtype), std::string("q.dtype = ") + to_string(x.dtype));
+    }
+  }
+  if (positions.size() != x.shape[0]) {
+    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
+                          std::string("n_tokens = ") + x_name + ".shape[0] = " + std::to_string(x.shape[0]));
+  }
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    if (positions[t] < 0) {
+      throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]),
+                            "[0, 2^31 - 1]");
+    }
+  }
+  return check_rope_config(op, config, x.shape[2]);
 }
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst) {

@@ -18,8 +18,13 @@ std::string shape_string(const Shape& shape);
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param,
                                                 const Tensor& t, const void* owner);
 
-// Returns |config| with rotary_dim resolved (0 -> head_dim).
-RopeConfig check_rope(const TensorImpl& x, std::span<const std::int32_t> positions,
+// Checks every field of |config| for a tensor with |head_dim|; returns it with rotary_dim
+// resolved (0 -> head_dim).
+RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim);
+
+// Checks x (and, for rope on Q and K together, k: may be null) and the positions; returns
+// the resolved config.
+RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions,
                       const RopeConfig& config);
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst);

@@ -52,13 +52,16 @@ class CpuCommandList final : public CommandListImpl {
     ops_.push_back({"copy", [src, dst] { cpu(dst).data = cpu(src).data; }});
   }
 
-  void rope(std::shared_ptr<TensorImpl> x, std::vector<std::int32_t> positions,
+  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::vector<std::int32_t> positions,
             const RopeConfig& config) override {
-    ops_.push_back({"rope", [x, positions = std::move(positions), config] {
-                      CpuTensor& t = cpu(x);
-                      std::vector<float> f = to_floats(t);
-                      ref::rope(f, t.shape[0], t.shape[1], t.shape[2], positions, config);
-                      from_floats(t, f);
+    ops_.push_back({"rope", [x, k, positions = std::move(positions), config] {
+                      for (const auto& tensor : {x, k}) {
+                        if (!tensor) continue;
+                        CpuTensor& t = cpu(tensor);
+                        std::vector<float> f = to_floats(t);
+                        ref::rope(f, t.shape[0], t.shape[1], t.shape[2], positions, config);
+                        from_floats(t, f);
+                      }
                     }});
   }
 

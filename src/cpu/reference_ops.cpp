@@ -1,5 +1,6 @@
 #include "cpu/reference_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,8 +11,11 @@ namespace vkattn::ref {
 void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::size_t head_dim,
           std::span<const std::int32_t> positions, const RopeConfig& config) {
   const std::size_t d = config.rotary_dim;
-  std::vector<long double> theta(d / 2);
-  for (std::size_t i = 0; i < d / 2; ++i) theta[i] = detail::rope_theta(config, i);
+  std::int32_t max_position = 0;
+  for (std::int32_t p : positions) max_position = std::max(max_position, p);
+  const detail::RopeTable table = detail::rope_table(config, max_position);
+  const std::vector<long double>& theta = table.theta;
+  const long double f = table.attention_factor;
 
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const long double m = positions[t];
@@ -26,8 +30,8 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
         const long double angle = m * theta[i];
         const long double c = std::cos(angle), s = std::sin(angle);
         const long double xa = row[a], xb = row[b];
-        row[a] = static_cast<float>(xa * c - xb * s);
-        row[b] = static_cast<float>(xa * s + xb * c);
+        row[a] = static_cast<float>((xa * c - xb * s) * f);
+        row[b] = static_cast<float>((xa * s + xb * c) * f);
       }
     }
   }

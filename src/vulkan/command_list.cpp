@@ -82,11 +82,11 @@ class VulkanCommandList final : public CommandListImpl {
     add(copy_dispatch(*ctx_, std::move(src), std::move(dst)));
   }
 
-  void rope(std::shared_ptr<TensorImpl> x, std::vector<std::int32_t> positions,
+  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::vector<std::int32_t> positions,
             const RopeConfig& config) override {
     // The arena grows only once the dispatch is built, so a throw leaves nothing behind.
     ParamArena staged = params_;
-    Dispatch d = rope_dispatch(*ctx_, staged, std::move(x), positions, config);
+    Dispatch d = rope_dispatch(*ctx_, staged, std::move(x), std::move(k), positions, config);
     params_ = std::move(staged);
     add(std::move(d));
   }

@@ -51,7 +51,8 @@ class ParamArena {
 
 // Ops: each checks device-dependent limits and returns its dispatch(es).
 Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst);
-Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> x,
-                       std::span<const std::int32_t> positions, const RopeConfig& config);
+Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
+                       std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
+                       const RopeConfig& config);
 
 }  // namespace vkattn::detail

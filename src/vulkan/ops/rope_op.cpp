@@ -1,6 +1,6 @@
-// Host side of RoPE: the frequency table (64-bit fixed-point turns per token, built on the
-// host in long double; see shaders/common/rope_phase.glsl), the positions, and a tile
-// size that keeps whole rows in shared memory.
+// Host side of RoPE: the frequency table (64-bit fixed-point turns per token, built in
+// long double; see shaders/common/rope_phase.glsl), the positions, and how a token's
+// heads are split over workgroups.
 #include <algorithm>
 
 #include "common/rope_math.hpp"
@@ -9,37 +9,67 @@
 
 namespace vkattn::detail {
 
-Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> x,
-                       std::span<const std::int32_t> positions, const RopeConfig& config) {
-  static_assert(sizeof(shader::RopeParams) == 24);
-  const auto n_heads = static_cast<std::uint32_t>(x->shape[1]);
-  const auto head_dim = static_cast<std::uint32_t>(x->shape[2]);
-  const std::uint64_t n_rows = std::uint64_t{x->shape[0]} * n_heads;
+Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
+                       std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
+                       const RopeConfig& config) {
+  static_assert(sizeof(shader::RopeParams) == 36);
+  const auto n_tokens = static_cast<std::uint32_t>(q->shape[0]);
+  const auto n_heads_q = static_cast<std::uint32_t>(q->shape[1]);
+  const auto n_heads_k = k ? static_cast<std::uint32_t>(k->shape[1]) : 0u;
+  const auto half_rot = static_cast<std::uint32_t>(config.rotary_dim / 2);
+  const std::uint32_t total_heads = n_heads_q + n_heads_k;
 
-  // 2048 floats (8 KiB) fits the 16 KiB minimum; kMaxHeadDim guarantees one row fits.
-  const std::uint32_t row_floats = std::min<std::uint32_t>(2048, ctx.limits.max_shared_memory / 4);
-  const std::uint32_t wg = std::min<std::uint32_t>(128, ctx.limits.max_workgroup_invocations);
-  // About four elements per invocation: enough work to amortize the two barriers, and
-  // enough workgroups to fill a GPU at decode sizes.
-  const std::uint32_t rows_per_wg = std::max(1u, std::min(row_floats / head_dim, 4 * wg / head_dim));
+  // 64 lanes cover one 128-dim row's pairs; the spec minimum is 128.
+  const std::uint32_t wg = std::min<std::uint32_t>(64, ctx.limits.max_workgroup_invocations);
+  // A workgroup takes all heads of its token, so cos/sin are computed once per token;
+  // with few tokens the heads are split so that at least ~16 workgroups run.
+  const std::uint32_t splits = std::min(total_heads, std::max(1u, 16u / std::max(1u, n_tokens)));
+  const std::uint32_t heads_per_wg = (total_heads + splits - 1) / splits;
+  const std::uint32_t wgs_per_token = (total_heads + heads_per_wg - 1) / heads_per_wg;
 
-  const std::vector<std::uint64_t> turns = rope_turns_fixed(config);
+  // What one invocation owns (shaders/common/rope_unit.glsl): a 16-byte vector when every
+  // row and the second half start on 16 bytes, else a pair, two pairs, or a row.
+  const std::size_t head_dim = q->shape[2];
+  const bool f16 = q->dtype == DType::f16;
+  const bool inter = config.layout == RopeLayout::interleaved;
+  const std::size_t per_vec = f16 ? 8 : 4;  // elements in 16 bytes
+  const bool vec = head_dim % per_vec == 0 && (inter ? (2 * half_rot) % per_vec == 0 : half_rot % per_vec == 0);
+  std::uint32_t unit = 0, units_per_row = 0;  // ROPE_UNIT_* in the shader
+  if (vec) {
+    unit = 0;
+    units_per_row = static_cast<std::uint32_t>(inter ? 2 * half_rot / per_vec : half_rot / per_vec);
+  } else if (!f16 || inter) {
+    unit = 1;
+    units_per_row = half_rot;
+  } else if (half_rot % 2 == 0) {
+    unit = 2;
+    units_per_row = half_rot / 2;
+  } else {
+    unit = 3;
+    units_per_row = 1;
+  }
+
+  std::int32_t max_position = 0;
+  for (std::int32_t p : positions) max_position = std::max(max_position, p);
+  const RopeTable table = rope_table(config, max_position);
   std::vector<std::uint32_t> turn_words;
-  for (std::uint64_t t : turns) {
+  for (std::uint64_t t : rope_turns_fixed(table.theta)) {
     turn_words.push_back(static_cast<std::uint32_t>(t));
     turn_words.push_back(static_cast<std::uint32_t>(t >> 32));
   }
-  std::vector<std::uint32_t> pos_words(positions.begin(), positions.end());
+  const std::vector<std::uint32_t> pos_words(positions.begin(), positions.end());
 
   Dispatch d;
   d.op = "rope";
-  const KernelId kernel = x->dtype == DType::f16 ? KernelId::rope_f16 : KernelId::rope_f32;
-  d.key = {kernel, 3, sizeof(shader::RopeParams), {wg, row_floats}};
-  d.bindings = {{std::move(x), 0, 0, true}, params.add(pos_words), params.add(turn_words)};
-  d.set_push(shader::RopeParams{static_cast<std::uint32_t>(n_rows), n_heads, head_dim,
-                                static_cast<std::uint32_t>(config.rotary_dim), rows_per_wg,
-                                config.layout == RopeLayout::interleaved ? 1u : 0u});
-  d.groups = ceil_div(n_rows, rows_per_wg);
+  const KernelId kernel = f16 ? KernelId::rope_f16 : KernelId::rope_f32;
+  // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
+  d.key = {kernel, 4, sizeof(shader::RopeParams), {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
+  Binding kb = k ? Binding{k, 0, 0, true} : Binding{q, 0, 0, true};
+  d.bindings = {{std::move(q), 0, 0, true}, std::move(kb), params.add(pos_words), params.add(turn_words)};
+  d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
+                                static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
+                                static_cast<float>(table.attention_factor)});
+  d.groups = std::uint64_t{n_tokens} * wgs_per_token;
   return d;
 }
 
