@@ -29,18 +29,19 @@ layout(constant_id = 3) const bool INTERLEAVED = false;
 #define ROPE_UNIT_PAIR2 2u
 #define ROPE_UNIT_ROW 3u
 
-// Each tensor binding is declared twice, as scalars and as 16-byte vectors.
+// Each tensor binding is declared twice, as elements and as 16-byte vectors. f16 comes
+// packed two per uint, which needs no optional device feature; arithmetic is f32.
 #ifdef VKATTN_F16
-layout(std430, binding = 0) buffer Q { uint q[]; };
-layout(std430, binding = 0) buffer Q4 { uvec4 q4[]; };
-layout(std430, binding = 1) buffer K { uint k[]; };
-layout(std430, binding = 1) buffer K4 { uvec4 k4[]; };
+#define ELEM uint
+#define ELEM4 uvec4
 #else
-layout(std430, binding = 0) buffer Q { float q[]; };
-layout(std430, binding = 0) buffer Q4 { vec4 q4[]; };
-layout(std430, binding = 1) buffer K { float k[]; };
-layout(std430, binding = 1) buffer K4 { vec4 k4[]; };
+#define ELEM float
+#define ELEM4 vec4
 #endif
+layout(std430, binding = 0) buffer Q { ELEM q[]; };
+layout(std430, binding = 0) buffer Q4 { ELEM4 q4[]; };
+layout(std430, binding = 1) buffer K { ELEM k[]; };
+layout(std430, binding = 1) buffer K4 { ELEM4 k4[]; };
 layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
 layout(std430, binding = 3) readonly buffer Turns { uvec2 turns[]; };
 
@@ -70,13 +71,16 @@ vec4 cs4(uint j) { return tab[j]; }                  // interleaved: pairs 2j, 2
 #define ROPE_BUF q
 #define ROPE_BUF4 q4
 #define ROPE_FN rotate_q
+#define ROPE_LOOP rotate_q_heads
 #include "rope_unit.glsl"
 #undef ROPE_BUF
 #undef ROPE_BUF4
 #undef ROPE_FN
+#undef ROPE_LOOP
 #define ROPE_BUF k
 #define ROPE_BUF4 k4
 #define ROPE_FN rotate_k
+#define ROPE_LOOP rotate_k_heads
 #include "rope_unit.glsl"
 
 void main() {
@@ -96,28 +100,12 @@ void main() {
     }
     barrier();
 
-    // 2. Units of this workgroup's heads (q heads first, then k heads).
-    const uint units_per_row = pc.units_per_row;
+    // 2. This workgroup's heads: a range of the q heads followed by the k heads. One loop
+    //    per tensor, so that no invocation steps through the other tensor's code masked.
     const uint total_heads = pc.n_heads_q + pc.n_heads_k;
     const uint h0 = (wg - token * pc.wgs_per_token) * pc.heads_per_wg;
     const uint h1 = min(h0 + pc.heads_per_wg, total_heads);
-    const uint n_units = h0 < h1 ? (h1 - h0) * units_per_row : 0u;
-    // (h, u) advance by n_lanes units per step without a division in the loop.
-    uint h = h0 + lid / units_per_row;
-    uint u = lid % units_per_row;
-    const uint dh = n_lanes / units_per_row;
-    const uint du = n_lanes % units_per_row;
-    for (uint n = lid; n < n_units; n += n_lanes) {
-        if (h < pc.n_heads_q) {
-            rotate_q(token * pc.n_heads_q + h, u);
-        } else {
-            rotate_k(token * pc.n_heads_k + (h - pc.n_heads_q), u);
-        }
-        u += du;
-        h += dh;
-        if (u >= units_per_row) {
-            u -= units_per_row;
-            h += 1u;
-        }
-    }
+    rotate_q_heads(token, pc.n_heads_q, h0, min(h1, pc.n_heads_q), lid, n_lanes);
+    rotate_k_heads(token, pc.n_heads_k, max(h0, pc.n_heads_q) - pc.n_heads_q, max(h1, pc.n_heads_q) - pc.n_heads_q,
+                   lid, n_lanes);
 }

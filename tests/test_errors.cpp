@@ -75,6 +75,59 @@ TEST_P(Errors, Rope) {
   Tensor foreign = other->tensor({3, 2, 8}, DType::f32);
   expect_invalid([&] { rope(foreign, pos, {}); }, {"another backend"});
 
+  // Scaling parameters.
+  const auto yarn = [](auto edit) {
+    RopeConfig c{.scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 4096};
+    edit(c);
+    return c;
+  };
+  for (double f : {0.0, -1.0, std::nan("")}) {
+    expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::linear, .factor = f}); }, {"config.factor", "> 0"});
+  }
+  expect_invalid([&] { rope(x, pos, {.scaling = static_cast<RopeScaling>(42)}); }, {"config.scaling", "42"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::yarn, .factor = 4.0}); },
+                 {"config.original_context", "0", ">= 1"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::llama3, .factor = 8.0}); }, {"original_context"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::dynamic_ntk, .factor = 2.0}); }, {"original_context"});
+  expect_invalid([&] { rope(x, pos, {.rotary_dim = 2, .scaling = RopeScaling::ntk, .factor = 2.0}); },
+                 {"config.rotary_dim", "2", ">= 4"});
+  expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.beta_fast = 0.5; })); },
+                 {"config.yarn.beta_fast", "0.5", "> config.yarn.beta_slow = 1"});
+  expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.beta_slow = -1; })); },
+                 {"config.yarn.beta_slow", "-1"});
+  expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.mscale = std::nan(""); })); },
+                 {"config.yarn.mscale", ">= 0"});
+  expect_invalid(
+      [&] {
+        RopeConfig c{.scaling = RopeScaling::llama3, .factor = 8.0, .original_context = 8192};
+        c.llama3.high_freq_factor = 1.0;
+        rope(x, pos, c);
+      },
+      {"config.llama3.high_freq_factor", "> config.llama3.low_freq_factor"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 3}}); },
+                 {"config.freq_factors.size()", "3", "rotary_dim / 2 = 4"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 0, 4}}); },
+                 {"config.freq_factors[2]", "0", "> 0"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, INFINITY, 4}}); },
+                 {"config.freq_factors[2]", "inf"});
+  expect_invalid([&] { rope(x, pos, {.freq_factors = {1, 2, 3, 4}}); },
+                 {"config.freq_factors.size()", "0 unless"});
+  expect_invalid([&] { rope(x, pos, {.attention_factor = 0.0}); }, {"config.attention_factor", "> 0"});
+  expect_invalid([&] { rope_frequencies({}, 7); }, {"config.rotary_dim"});
+  expect_invalid([&] { rope_frequencies({}, 8, -1); }, {"max_position", "-1"});
+
+  // Q and K together.
+  Tensor k = backend().tensor({3, 1, 8}, DType::f32);
+  Tensor k_tokens = backend().tensor({4, 1, 8}, DType::f32);
+  Tensor k_dim = backend().tensor({3, 1, 6}, DType::f32);
+  Tensor k_f16 = backend().tensor({3, 1, 8}, DType::f16);
+  expect_invalid([&] { cmd.rope(x, k_tokens, pos); }, {"k.shape[0]", "4", "n_tokens = q.shape[0] = 3"});
+  expect_invalid([&] { cmd.rope(x, k_dim, pos); }, {"k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
+  expect_invalid([&] { cmd.rope(x, k_f16, pos); }, {"k.dtype", "f16", "q.dtype = f32"});
+  expect_invalid([&] { cmd.rope(x, x, pos); }, {"k", "the same tensor as q"});
+  expect_invalid([&] { cmd.rope(x, empty, pos); }, {"k", "empty"});
+  expect_invalid([&] { cmd.rope(x, k, std::vector<std::int32_t>{0, 1}); }, {"positions.size()", "q.shape[0]"});
+
   // Nothing was recorded, and the list still works.
   EXPECT_EQ(cmd.stats().ops, 0u);
   rope(x, pos, {});

@@ -147,7 +147,8 @@ TEST_P(RopeIdentities, PartialRotaryDims) {
 INSTANTIATE_TEST_SUITE_P(Backends, RopeIdentities, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
                          backend_name);
 
-// Vulkan against the CPU reference.
+// Vulkan against the CPU reference. Shapes pick every unit path of the kernel: 16-byte
+// vectors when head_dim and the pairs align, single pairs, f16 word pairs, whole rows.
 struct RopeCase {
   std::size_t tokens, heads, head_dim, rotary_dim;
   RopeLayout layout;
@@ -197,7 +198,12 @@ INSTANTIATE_TEST_SUITE_P(
                       RopeCase{3000, 3, 64, 0, RopeLayout::half, DType::f32, false},
                       RopeCase{4099, 1, 128, 0, RopeLayout::interleaved, DType::f32, true},
                       RopeCase{3, 2, 2048, 2048, RopeLayout::half, DType::f32, true},
-                      RopeCase{7, 1, 1000, 998, RopeLayout::interleaved, DType::f16, true}),
+                      RopeCase{7, 1, 1000, 998, RopeLayout::interleaved, DType::f16, true},
+                      // Each unit path of rope_unit.glsl (vector units above; scalar ones here).
+                      RopeCase{4, 3, 6, 6, RopeLayout::half, DType::f32, true},
+                      RopeCase{3, 5, 10, 10, RopeLayout::interleaved, DType::f32, true},
+                      RopeCase{6, 4, 12, 12, RopeLayout::half, DType::f16, true},
+                      RopeCase{2, 3, 20, 20, RopeLayout::half, DType::f16, false}),
     case_name);
 
 }  // namespace

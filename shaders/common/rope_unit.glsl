@@ -1,5 +1,6 @@
-// One unit of RoPE work on one row of ROPE_BUF (ROPE_BUF4: the same binding seen as
-// 16-byte vectors), defined as function ROPE_FN(row, u). Included once per tensor binding
+// RoPE work on rows of ROPE_BUF (ROPE_BUF4: the same binding seen as 16-byte vectors):
+// ROPE_FN(row, u) rotates one unit; ROPE_LOOP(...) spreads the units of a range of heads
+// of one token over the workgroup's invocations. Included once per tensor binding
 // (GLSL cannot pass buffers to functions), so it has no include guard. cs(i) is (cos, sin)
 // of pair i for the row's token times the attention factor; cos4/sin4/cs4 read the same
 // table four values at a time (rope.comp).
@@ -19,26 +20,26 @@ void ROPE_FN(uint row, uint u) {
     if (UNIT == ROPE_UNIT_VEC4) {
         if (INTERLEAVED) {
             const uint v = base / 4u + u;
-            const vec4 x = ROPE_BUF4[v];
+            const vec4 x = vec4(ROPE_BUF4[v]);
             const vec4 c = cs4(u);  // (cos, sin) of pairs 2u and 2u + 1
-            ROPE_BUF4[v] = vec4(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x,
-                                x.z * c.z - x.w * c.w, x.z * c.w + x.w * c.z);
+            ROPE_BUF4[v] = ELEM4(vec4(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x,
+                                      x.z * c.z - x.w * c.w, x.z * c.w + x.w * c.z));
         } else {
             const uint va = base / 4u + u;
             const uint vb = va + half_rot / 4u;
-            const vec4 xa = ROPE_BUF4[va], xb = ROPE_BUF4[vb];
+            const vec4 xa = vec4(ROPE_BUF4[va]), xb = vec4(ROPE_BUF4[vb]);
             const vec4 c = cos4(u), s = sin4(u);
-            ROPE_BUF4[va] = xa * c - xb * s;
-            ROPE_BUF4[vb] = xa * s + xb * c;
+            ROPE_BUF4[va] = ELEM4(xa * c - xb * s);
+            ROPE_BUF4[vb] = ELEM4(xa * s + xb * c);
         }
     } else {
         const uint a = INTERLEAVED ? base + 2u * u : base + u;
         const uint b = INTERLEAVED ? a + 1u : a + half_rot;
         const vec2 c = cs(u);
-        const float xa = ROPE_BUF[a];
-        const float xb = ROPE_BUF[b];
-        ROPE_BUF[a] = xa * c.x - xb * c.y;
-        ROPE_BUF[b] = xa * c.y + xb * c.x;
+        const float xa = float(ROPE_BUF[a]);
+        const float xb = float(ROPE_BUF[b]);
+        ROPE_BUF[a] = ELEM(xa * c.x - xb * c.y);
+        ROPE_BUF[b] = ELEM(xa * c.y + xb * c.x);
     }
 #else
     if (UNIT == ROPE_UNIT_VEC4) {
@@ -99,4 +100,28 @@ void ROPE_FN(uint row, uint u) {
         }
     }
 #endif
+}
+
+// Units of heads [ha, hb) of |token| (n_heads per token), numbered from |first| across
+// the workgroup: lane |lid| takes units first + lid, first + lid + n_lanes, ... (h, u)
+// advance without a division in the loop.
+void ROPE_LOOP(uint token, uint n_heads, uint ha, uint hb, uint lid, uint n_lanes) {
+    if (ha >= hb) {
+        return;
+    }
+    const uint units_per_row = pc.units_per_row;
+    const uint n_units = (hb - ha) * units_per_row;
+    uint h = ha + lid / units_per_row;
+    uint u = lid % units_per_row;
+    const uint dh = n_lanes / units_per_row;
+    const uint du = n_lanes % units_per_row;
+    for (uint n = lid; n < n_units; n += n_lanes) {
+        ROPE_FN(token * n_heads + h, u);
+        u += du;
+        h += dh;
+        if (u >= units_per_row) {
+            u -= units_per_row;
+            h += 1u;
+        }
+    }
 }

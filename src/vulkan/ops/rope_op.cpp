@@ -28,7 +28,8 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   const std::uint32_t wgs_per_token = (total_heads + heads_per_wg - 1) / heads_per_wg;
 
   // What one invocation owns (shaders/common/rope_unit.glsl): a 16-byte vector when every
-  // row and the second half start on 16 bytes, else a pair, two pairs, or a row.
+  // row and the second half start on 16 bytes, else a pair, two pairs (f16), or a row (f16
+  // with an odd number of pairs).
   const std::size_t head_dim = q->shape[2];
   const bool f16 = q->dtype == DType::f16;
   const bool inter = config.layout == RopeLayout::interleaved;
