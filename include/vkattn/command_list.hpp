@@ -55,6 +55,21 @@ class CommandList {
   // one dispatch: same n_tokens, head_dim and dtype; distinct tensors.
   void rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config = {});
 
+  // Attention, in three stages that can be recorded separately (README: Attention).
+  // q [n_tokens, n_heads, head_dim] f32 or f16; k, v [n_keys, n_kv_heads, head_dim] f32
+  // or f16; n_heads a multiple of n_kv_heads; head_dim <= kMaxAttentionHeadDim.
+  // scores and probs are f32 [n_tokens, n_heads, n_keys], key order as in k; a key the
+  // token cannot see scores -inf and gets probability exactly 0.
+  // |mask|, if given, is f32 [n_tokens, n_keys], added to every head's scores.
+  void attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, const AttentionTokens& tokens,
+                   const AttentionConfig& config = {}, const Tensor* mask = nullptr);
+  // probs = softmax over each row of scores (max subtracted, f32), with the per-head sink
+  // logits of |config| in the denominator; a row with no visible key is all zeros.
+  // probs may be scores itself (in place).
+  void attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config = {});
+  // out [n_tokens, n_heads, head_dim] f32 = probs x v, per head's kv head.
+  void attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out);
+
   // Runs everything recorded so far and waits for it.
   void submit_and_wait();
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,8 +88,39 @@ struct RopeFrequencies {
 RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
                                  std::int32_t max_position = 0);
 
-// Largest head_dim any op accepts (the RoPE tile holds a few rows of floats).
+// Attention options shared by the three stages (scores, softmax, weighted sum).
+// Per query token t, head h, key j, with kvh(h) = h / (n_heads / n_kv_heads):
+//   s = scale * <q[t,h], k[j,kvh(h)]>;  s = softcap * tanh(s / softcap) when set;
+//   s += alibi_slope[h] * (pos_j - pos_t) when ALiBi is on;  s += mask[t, j] when given;
+//   s = -inf for keys t cannot see (other sequence, future when causal, outside window).
+struct AttentionConfig {
+  std::optional<double> scale{};          // default 1/sqrt(head_dim); finite
+  bool causal = true;                     // keys with pos_j <= pos_t only
+  std::optional<std::uint32_t> window{};  // keys with pos_t - pos_j < window (Mistral); >= 1
+  std::optional<double> softcap{};        // Gemma 2 logit soft-capping (50); finite, > 0
+  bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)
+  std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
+  std::vector<float> sinks{};             // per head sink logit in the softmax denominator
+                                          // only (gpt-oss); empty = none
+};
+
+// Positions and sequence ids of the query tokens and of the keys. Empty seq_ids mean
+// every token and key is in sequence 0. Positions are in [0, 2^31).
+struct AttentionTokens {
+  std::span<const std::int32_t> q_positions{};  // n_tokens
+  std::span<const std::int32_t> k_positions{};  // n_keys
+  std::span<const std::int32_t> q_seq_ids{};    // n_tokens, or empty
+  std::span<const std::int32_t> k_seq_ids{};    // n_keys, or empty
+};
+
+// The standard ALiBi slopes for |n_heads| heads (Press et al. 2022; for a head count that
+// is not a power of two, BLOOM's interleaving of the next power's slopes).
+std::vector<float> alibi_slopes(std::size_t n_heads);
+
+// Largest head_dim RoPE accepts (its cos/sin table lives in shared memory).
 inline constexpr std::size_t kMaxHeadDim = 2048;
+// Largest head_dim attention accepts (a query tile and a key tile share 16 KiB).
+inline constexpr std::size_t kMaxAttentionHeadDim = 256;
 
 // The device limits vkattn depends on, read once per device. Options may lower them (see
 // DeviceOptions::cap_limits) so that tests can run at the Vulkan spec minimums.

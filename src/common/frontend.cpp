@@ -58,6 +58,33 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
   impl_->rope(tq, tk, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
 }
 
+void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, const AttentionTokens& tokens,
+                              const AttentionConfig& config, const Tensor* mask) {
+  const char* op = "attn_scores";
+  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl_->owner());
+  const auto& ts = detail::check_tensor(op, "scores", scores, impl_->owner());
+  std::shared_ptr<detail::TensorImpl> tm;
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), tokens, config);
+  impl_->attn_scores(tq, tk, ts, tm, params);
+}
+
+void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config) {
+  const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl_->owner());
+  const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl_->owner());
+  impl_->attn_softmax(ts, tp, detail::check_attn_softmax(*ts, *tp, config));
+}
+
+void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out) {
+  const char* op = "attn_weighted_sum";
+  const auto& tp = detail::check_tensor(op, "probs", probs, impl_->owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl_->owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  detail::check_attn_weighted_sum(*tp, *tv, *to);
+  impl_->attn_weighted_sum(tp, tv, to);
+}
+
 void CommandList::submit_and_wait() { impl_->submit_and_wait(); }
 std::vector<OpTiming> CommandList::timings() const { return impl_->timings(); }
 CommandStats CommandList::stats() const { return impl_->stats(); }

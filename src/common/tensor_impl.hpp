@@ -24,6 +24,16 @@ class TensorImpl {
   const std::size_t words;  // 32-bit storage words
 };
 
+// Attention scores parameters after checking: defaults resolved, seq ids filled in.
+struct ScoresParams {
+  double scale = 1.0;
+  bool causal = true;
+  std::uint32_t window = 0;        // 0: no window
+  double softcap = 0.0;            // 0: off
+  std::vector<float> alibi_slopes;  // n_heads values, or empty
+  std::vector<std::int32_t> q_pos, k_pos, q_seq, k_seq;
+};
+
 // Arguments reach a CommandListImpl already checked and normalized
 // (RopeConfig::rotary_dim filled in).
 class CommandListImpl {
@@ -34,6 +44,14 @@ class CommandListImpl {
   // |k| is null for rope on one tensor.
   virtual void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k,
                     std::vector<std::int32_t> positions, const RopeConfig& config) = 0;
+  virtual void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k,
+                           std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
+                           const ScoresParams& params) = 0;
+  // |sinks|: n_heads values, or empty.
+  virtual void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
+                            std::vector<float> sinks) = 0;
+  virtual void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
+                                 std::shared_ptr<TensorImpl> out) = 0;
   virtual void submit_and_wait() = 0;
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;

@@ -159,3 +159,164 @@ void check_copy(const TensorImpl& src, const TensorImpl& dst) {
 }
 
 }  // namespace vkattn::detail
+
+namespace vkattn::detail {
+
+namespace {
+
+void check_rank3(const char* op, const char* name, const TensorImpl& t, const char* dims) {
+  if (t.shape.size() != 3) {
+    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), std::string("rank 3: ") + dims);
+  }
+}
+
+void check_dtype(const char* op, const char* name, const TensorImpl& t, bool allow_f16) {
+  if (t.dtype != DType::f32 && !(allow_f16 && t.dtype == DType::f16)) {
+    throw InvalidArgument(op, std::string(name) + ".dtype", to_string(t.dtype), allow_f16 ? "f32 or f16" : "f32");
+  }
+}
+
+void check_shape(const char* op, const char* name, const TensorImpl& t, const Shape& want) {
+  if (t.shape != want) throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), shape_string(want));
+}
+
+// q [T, H, D] and k or v [N, Hkv, D]: heads divide, head dims agree and fit.
+void check_heads(const char* op, const TensorImpl& q, const char* q_name, const TensorImpl& kv, const char* kv_name) {
+  const std::size_t d = q.shape[2];
+  if (d == 0 || d > kMaxAttentionHeadDim) {
+    throw InvalidArgument(op, std::string("head_dim (") + q_name + ".shape[2])", std::to_string(d),
+                          "[1, " + std::to_string(kMaxAttentionHeadDim) + "]");
+  }
+  if (kv.shape[2] != d) {
+    throw InvalidArgument(op, std::string(kv_name) + ".shape[2]", std::to_string(kv.shape[2]),
+                          std::string("head_dim = ") + q_name + ".shape[2] = " + std::to_string(d));
+  }
+  if (q.shape[1] % kv.shape[1] != 0) {
+    throw InvalidArgument(op, std::string("n_heads (") + q_name + ".shape[1])", std::to_string(q.shape[1]),
+                          std::string("a multiple of n_kv_heads = ") + kv_name + ".shape[1] = " +
+                              std::to_string(kv.shape[1]));
+  }
+}
+
+std::vector<std::int32_t> check_ids(const char* op, const char* name, std::span<const std::int32_t> v, std::size_t n,
+                                    bool may_be_empty) {
+  if (v.empty() && may_be_empty) return std::vector<std::int32_t>(n, 0);
+  if (v.size() != n) {
+    throw InvalidArgument(op, std::string(name) + ".size()", std::to_string(v.size()),
+                          std::to_string(n) + (may_be_empty ? " (or 0: all in sequence 0)" : ""));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (v[i] < 0) {
+      throw InvalidArgument(op, std::string(name) + "[" + std::to_string(i) + "]", std::to_string(v[i]), "[0, 2^31 - 1]");
+    }
+  }
+  return {v.begin(), v.end()};
+}
+
+void check_per_head(const char* op, const char* name, const std::vector<float>& v, std::size_t n_heads) {
+  if (v.empty()) return;
+  if (v.size() != n_heads) {
+    throw InvalidArgument(op, std::string(name) + ".size()", std::to_string(v.size()),
+                          "0 or n_heads = " + std::to_string(n_heads));
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      throw InvalidArgument(op, std::string(name) + "[" + std::to_string(i) + "]", num(v[i]), "finite");
+    }
+  }
+}
+
+}  // namespace
+
+ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
+                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config) {
+  const char* op = "attn_scores";
+  check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
+  check_rank3(op, "k", k, "[n_keys, n_kv_heads, head_dim]");
+  check_dtype(op, "q", q, true);
+  check_dtype(op, "k", k, true);
+  check_heads(op, q, "q", k, "k");
+  const std::size_t n_tokens = q.shape[0], n_heads = q.shape[1], n_keys = k.shape[0];
+  check_dtype(op, "scores", scores, false);
+  check_shape(op, "scores", scores, {n_tokens, n_heads, n_keys});
+  if (mask) {
+    check_dtype(op, "mask", *mask, false);
+    check_shape(op, "mask", *mask, {n_tokens, n_keys});
+    if (mask == &scores) throw InvalidArgument(op, "mask", "the scores tensor", "a tensor other than scores");
+  }
+  ScoresParams p;
+  p.q_pos = check_ids(op, "tokens.q_positions", tokens.q_positions, n_tokens, false);
+  p.k_pos = check_ids(op, "tokens.k_positions", tokens.k_positions, n_keys, false);
+  p.q_seq = check_ids(op, "tokens.q_seq_ids", tokens.q_seq_ids, n_tokens, true);
+  p.k_seq = check_ids(op, "tokens.k_seq_ids", tokens.k_seq_ids, n_keys, true);
+
+  p.scale = config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(q.shape[2]));
+  if (!std::isfinite(p.scale)) throw InvalidArgument(op, "config.scale", num(p.scale), "finite");
+  p.causal = config.causal;
+  if (config.window) {
+    if (*config.window == 0) throw InvalidArgument(op, "config.window", "0", ">= 1, or unset for no window");
+    p.window = *config.window;
+  }
+  if (config.softcap) {
+    check_positive(op, "config.softcap", *config.softcap);
+    p.softcap = *config.softcap;
+  }
+  check_per_head(op, "config.alibi_slopes", config.alibi_slopes, n_heads);
+  if (!config.alibi_slopes.empty()) {
+    p.alibi_slopes = config.alibi_slopes;
+  } else if (config.alibi) {
+    p.alibi_slopes = alibi_slopes(n_heads);
+  }
+  return p;
+}
+
+std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs,
+                                      const AttentionConfig& config) {
+  const char* op = "attn_softmax";
+  check_rank3(op, "scores", scores, "[n_tokens, n_heads, n_keys]");
+  check_dtype(op, "scores", scores, false);
+  check_dtype(op, "probs", probs, false);
+  check_shape(op, "probs", probs, scores.shape);
+  check_per_head(op, "config.sinks", config.sinks, scores.shape[1]);
+  return config.sinks;
+}
+
+void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out) {
+  const char* op = "attn_weighted_sum";
+  check_rank3(op, "probs", probs, "[n_tokens, n_heads, n_keys]");
+  check_rank3(op, "v", v, "[n_keys, n_kv_heads, head_dim]");
+  check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
+  check_dtype(op, "probs", probs, false);
+  check_dtype(op, "v", v, true);
+  check_dtype(op, "out", out, false);
+  check_heads(op, out, "out", v, "v");
+  if (v.shape[0] != probs.shape[2]) {
+    throw InvalidArgument(op, "v.shape[0]", std::to_string(v.shape[0]),
+                          "n_keys = probs.shape[2] = " + std::to_string(probs.shape[2]));
+  }
+  check_shape(op, "out", out, {probs.shape[0], probs.shape[1], v.shape[2]});
+  if (&out == &probs) throw InvalidArgument(op, "out", "the probs tensor", "a tensor other than probs");
+}
+
+}  // namespace vkattn::detail
+
+namespace vkattn {
+
+std::vector<float> alibi_slopes(std::size_t n_heads) {
+  // Press et al.: for n a power of two, slope_h = 2^(-8 (h + 1) / n). Otherwise BLOOM takes
+  // the slopes of the power of two below n, then every other slope of twice that power.
+  auto power_of_two = [](std::size_t n) {
+    std::vector<float> s(n);
+    for (std::size_t h = 0; h < n; ++h) s[h] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(n)));
+    return s;
+  };
+  if (n_heads == 0) return {};
+  std::size_t closest = 1;
+  while (closest * 2 <= n_heads) closest *= 2;
+  std::vector<float> slopes = power_of_two(closest);
+  const std::vector<float> extra = power_of_two(2 * closest);
+  for (std::size_t i = 0; slopes.size() < n_heads; i += 2) slopes.push_back(extra[i]);
+  return slopes;
+}
+
+}  // namespace vkattn

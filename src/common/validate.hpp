@@ -29,4 +29,10 @@ RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const 
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst);
 
+ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
+                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config);
+// Returns the sinks (n_heads values or empty).
+std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config);
+void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out);
+
 }  // namespace vkattn::detail

@@ -65,6 +65,37 @@ class CpuCommandList final : public CommandListImpl {
                     }});
   }
 
+  void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
+                   std::shared_ptr<TensorImpl> mask, const ScoresParams& params) override {
+    ops_.push_back({"attn_scores", [q, k, scores, mask, params] {
+                      std::vector<float> out(scores->numel);
+                      const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+                      ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1],
+                                       k->shape[1], k->shape[0], q->shape[2], params);
+                      from_floats(cpu(scores), out);
+                    }});
+  }
+
+  void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
+                    std::vector<float> sinks) override {
+    ops_.push_back({"attn_softmax", [scores, probs, sinks = std::move(sinks)] {
+                      std::vector<float> out(probs->numel);
+                      ref::attn_softmax(to_floats(cpu(scores)), out, scores->shape[0], scores->shape[1],
+                                        scores->shape[2], sinks);
+                      from_floats(cpu(probs), out);
+                    }});
+  }
+
+  void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
+                         std::shared_ptr<TensorImpl> out) override {
+    ops_.push_back({"attn_weighted_sum", [probs, v, out] {
+                      std::vector<float> o(out->numel);
+                      ref::attn_weighted_sum(to_floats(cpu(probs)), to_floats(cpu(v)), o, out->shape[0],
+                                             out->shape[1], v->shape[1], v->shape[0], v->shape[2]);
+                      from_floats(cpu(out), o);
+                    }});
+  }
+
   void submit_and_wait() override {
     timings_.clear();
     for (const Op& op : ops_) {

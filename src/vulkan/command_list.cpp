@@ -91,6 +91,27 @@ class VulkanCommandList final : public CommandListImpl {
     add(std::move(d));
   }
 
+  void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
+                   std::shared_ptr<TensorImpl> mask, const ScoresParams& p) override {
+    ParamArena staged = params_;
+    Dispatch d = attn_scores_dispatch(*ctx_, staged, std::move(q), std::move(k), std::move(scores), std::move(mask), p);
+    params_ = std::move(staged);
+    add(std::move(d));
+  }
+
+  void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
+                    std::vector<float> sinks) override {
+    ParamArena staged = params_;
+    Dispatch d = attn_softmax_dispatch(*ctx_, staged, std::move(scores), std::move(probs), sinks);
+    params_ = std::move(staged);
+    add(std::move(d));
+  }
+
+  void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
+                         std::shared_ptr<TensorImpl> out) override {
+    add(attn_weighted_sum_dispatch(*ctx_, std::move(probs), std::move(v), std::move(out)));
+  }
+
   void submit_and_wait() override {
     OpScope scope("submit");
     if (ops_.empty()) {

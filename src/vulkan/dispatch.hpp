@@ -55,4 +55,12 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
                        std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
                        const RopeConfig& config);
 
+Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
+                              std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
+                              std::shared_ptr<TensorImpl> mask, const ScoresParams& p);
+Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
+                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks);
+Dispatch attn_weighted_sum_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
+                                    std::shared_ptr<TensorImpl> out);
+
 }  // namespace vkattn::detail
