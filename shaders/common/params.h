@@ -35,6 +35,57 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 } VKATTN_PC_INSTANCE;
 #endif
 
+// Attention. Rows of a kv head's group are (token, head in group) pairs, row = t * group + i,
+// head = kv_head * group + i; a workgroup takes rows_per_wg consecutive rows.
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_SCORES)
+VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
+    uint n_tokens;
+    uint n_heads;
+    uint n_keys;
+    uint head_dim;
+    uint group;           // n_heads / n_kv_heads
+    uint rows_per_wg;
+    uint row_tiles;       // ceil(n_tokens * group / rows_per_wg)
+    uint key_tiles;       // ceil(n_keys / workgroup size)
+    uint k_key_stride;    // elements between keys of k
+    uint k_head_stride;   // elements between kv heads of k
+    float scale;
+    float softcap;        // 0: off
+    uint causal;
+    uint window;          // 0: none
+    uint has_mask;
+    uint has_alibi;
+    uint off_q_pos;       // word offsets into the meta binding
+    uint off_q_seq;
+    uint off_k_pos;
+    uint off_k_seq;
+    uint off_slopes;
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_SOFTMAX)
+VKATTN_PUSH_CONSTANTS(AttnSoftmaxParams) {
+    uint n_rows;          // n_tokens * n_heads
+    uint n_heads;
+    uint n_keys;
+    uint has_sinks;
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_WSUM)
+VKATTN_PUSH_CONSTANTS(AttnWsumParams) {
+    uint n_tokens;
+    uint n_heads;
+    uint n_keys;
+    uint head_dim;
+    uint group;
+    uint rows_per_wg;
+    uint row_tiles;
+    uint v_key_stride;
+    uint v_head_stride;
+} VKATTN_PC_INSTANCE;
+#endif
+
 #ifdef __cplusplus
 }  // namespace vkattn::shader
 #endif

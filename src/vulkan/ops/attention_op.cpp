@@ -1,21 +1,127 @@
-// Host side of the three attention stages.
+// Host side of the three attention stages: tile sizes chosen to fit the device's shared
+// memory and workgroup limits, per-token metadata packed into one parameter range.
+#include <algorithm>
+#include <bit>
+
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
 
-Dispatch attn_scores_dispatch(const Context&, ParamArena&, std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>,
-                              std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>, const ScoresParams&) {
-  throw Error(ErrorCode::unsupported, "attention kernels are being written", "", 0, "attn_scores");
+namespace {
+
+constexpr std::uint32_t kMaxRows = 8;  // query rows per tile: accumulators per invocation
+
+std::uint32_t u32(std::size_t v) { return static_cast<std::uint32_t>(v); }
+
+// Largest power of two <= |cap| and <= the device's workgroup limit.
+std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap) {
+  return std::bit_floor(std::min(cap, ctx.limits.max_workgroup_invocations));
 }
-Dispatch attn_softmax_dispatch(const Context&, ParamArena&, std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>,
-                               const std::vector<float>&) {
-  throw Error(ErrorCode::unsupported, "attention kernels are being written", "", 0, "attn_softmax");
+
+Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write) { return Binding{std::move(t), 0, 0, write}; }
+
+}  // namespace
+
+Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
+                              std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
+                              std::shared_ptr<TensorImpl> mask, const ScoresParams& p) {
+  static_assert(sizeof(shader::AttnScoresParams) == 84);
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_keys = u32(k->shape[0]), n_kv_heads = u32(k->shape[1]);
+  const std::uint32_t group = n_heads / n_kv_heads;
+  const std::uint32_t d4 = (head_dim + 3) / 4;
+
+  // One key per invocation; the key tile (wg keys x 32 dims, padded) and the query tile
+  // share the workgroup's memory.
+  const std::uint32_t wg = workgroup_size(ctx, 64);
+  const std::uint32_t k_tile_bytes = wg * 9 * 16;
+  const std::uint32_t q_budget = ctx.limits.max_shared_memory - k_tile_bytes;
+  const std::uint32_t rows_fit = std::max(1u, q_budget / (d4 * 16));
+  const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
+  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
+  const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg));
+
+  // Metadata: positions and sequence ids, then ALiBi slopes as float bits.
+  std::vector<std::uint32_t> meta;
+  auto append = [&](const auto& v) {
+    const auto offset = u32(meta.size());
+    for (auto x : v) meta.push_back(std::bit_cast<std::uint32_t>(x));
+    return offset;
+  };
+  const std::uint32_t off_q_pos = append(p.q_pos), off_q_seq = append(p.q_seq);
+  const std::uint32_t off_k_pos = append(p.k_pos), off_k_seq = append(p.k_seq);
+  const std::uint32_t off_slopes = append(p.alibi_slopes);
+
+  Dispatch d;
+  d.op = "attn_scores";
+  d.key = {KernelId::attn_scores, 5, sizeof(shader::AttnScoresParams),
+           {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k->dtype == DType::f16 ? 1u : 0u,
+            head_dim % 4 == 0 ? 1u : 0u}};
+  const bool has_mask = mask != nullptr;
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
+  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(k), false),
+                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta)};
+  d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
+                                      n_kv_heads * head_dim, head_dim, static_cast<float>(p.scale),
+                                      static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
+                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, off_q_pos, off_q_seq,
+                                      off_k_pos, off_k_seq, off_slopes});
+  d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
+  return d;
 }
-Dispatch attn_weighted_sum_dispatch(const Context&, std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>,
-                                    std::shared_ptr<TensorImpl>) {
-  throw Error(ErrorCode::unsupported, "attention kernels are being written", "", 0, "attn_weighted_sum");
+
+Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
+                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks) {
+  static_assert(sizeof(shader::AttnSoftmaxParams) == 16);
+  const std::uint32_t n_tokens = u32(scores->shape[0]), n_heads = u32(scores->shape[1]);
+  const std::uint32_t n_keys = u32(scores->shape[2]);
+  const std::uint32_t wg = workgroup_size(ctx, 128);
+  // The row stays in shared memory when it fits next to the reduction scratch; the tile is
+  // rounded up to a power of two so that few pipelines serve all lengths.
+  const std::uint32_t row_cap = std::bit_ceil(std::max(n_keys, 256u));
+  const bool in_shared = std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory && row_cap <= 8192;
+  const KernelId kernel = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0
+                              ? KernelId::attn_softmax_subgroup
+                              : KernelId::attn_softmax;
+  std::vector<std::uint32_t> sink_bits;
+  for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
+  if (sink_bits.empty()) sink_bits.push_back(0);
+
+  Dispatch d;
+  d.op = "attn_softmax";
+  d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams), {wg, in_shared ? row_cap : 1u, in_shared ? 1u : 0u}};
+  d.bindings = {tensor_binding(std::move(scores), false), tensor_binding(std::move(probs), true),
+                params.add(sink_bits)};
+  d.set_push(shader::AttnSoftmaxParams{n_tokens * n_heads, n_heads, n_keys, sinks.empty() ? 0u : 1u});
+  d.groups = std::uint64_t{n_tokens} * n_heads;
+  return d;
+}
+
+Dispatch attn_weighted_sum_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
+                                    std::shared_ptr<TensorImpl> out) {
+  static_assert(sizeof(shader::AttnWsumParams) == 36);
+  const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
+  const std::uint32_t n_keys = u32(v->shape[0]), n_kv_heads = u32(v->shape[1]), head_dim = u32(v->shape[2]);
+  const std::uint32_t group = n_heads / n_kv_heads;
+  const std::uint32_t d4 = (head_dim + 3) / 4;  // <= 64 (kMaxAttentionHeadDim 256)
+  const std::uint32_t wg = std::max(workgroup_size(ctx, 64), std::bit_ceil(d4));
+  // Shared memory: ROWS x 64 staged probabilities, ROWS x wg partial vec4 sums.
+  const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (64 * 4 + wg * 16 + 4));
+  const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
+  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
+
+  Dispatch d;
+  d.op = "attn_weighted_sum";
+  d.key = {KernelId::attn_weighted_sum, 3, sizeof(shader::AttnWsumParams),
+           {wg, rows, v->dtype == DType::f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, d4}};
+  d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(v), false),
+                tensor_binding(std::move(out), true)};
+  d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles,
+                                    n_kv_heads * head_dim, head_dim});
+  d.groups = std::uint64_t{n_kv_heads} * row_tiles;
+  return d;
 }
 
 }  // namespace vkattn::detail

@@ -1,0 +1,32 @@
+// Loads from a tensor bound as 32-bit words: f32 bits, or f16 packed two per word.
+// Included once per binding with TL_WORDS (uint[]), TL_WORDS2 (uvec2[]) and TL_WORDS4
+// (uvec4[]) naming that binding's three views, TL_F16 a bool constant, and TL_FN the
+// prefix of the functions it defines (no include guard):
+//   float TL_FN(_1)(uint e)             element e
+//   vec4  TL_FN(_4)(uint e, uint limit) elements e .. e+3, zero at or past |limit|; e % 4 == 0
+// When TL_ALIGNED (a constant: every row starts on 4 elements and |limit| is a row end),
+// e < limit implies e + 3 < limit, so the vector load needs no check and the scalar path
+// folds away; branches left to run time would execute both paths on CPU devices.
+#define TL_CAT2(a, b) a##b
+#define TL_CAT(a, b) TL_CAT2(a, b)
+
+float TL_CAT(TL_FN, _1)(uint e) {
+    return TL_F16 ? unpackHalf2x16(TL_WORDS[e >> 1])[e & 1u] : uintBitsToFloat(TL_WORDS[e]);
+}
+
+vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
+    if (TL_ALIGNED) {
+        if (TL_F16) {
+            const uvec2 w = TL_WORDS2[e >> 2];
+            return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+        }
+        return uintBitsToFloat(TL_WORDS4[e >> 2]);
+    }
+    vec4 v = vec4(0.0);
+    for (uint i = 0u; i < 4u; ++i) {
+        if (e + i < limit) {
+            v[i] = TL_CAT(TL_FN, _1)(e + i);
+        }
+    }
+    return v;
+}
