@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
@@ -30,17 +31,32 @@ inline double op_seconds(CommandList& cmd) {
 }
 
 // Submits |cmd| (made with timestamps) once per iteration, reports the op time, and
-// returns the total.
-inline double run_timed(benchmark::State& state, CommandList& cmd) {
-  cmd.submit_and_wait();  // warm-up: pipeline compilation, first-touch of memory
+// returns the total. |per_op_seconds| receives each op's total over the iterations, in
+// recording order. |warm_up|: submit once untimed first (pipeline compilation,
+// first-touch of memory); a caller that has just submitted the list itself, or whose
+// backend has nothing to warm up, may skip it.
+inline double run_timed(benchmark::State& state, CommandList& cmd, std::vector<double>& per_op_seconds,
+                        bool warm_up = true) {
+  if (warm_up) cmd.submit_and_wait();
   double total = 0;
   for (auto _ : state) {
     cmd.submit_and_wait();
-    const double s = op_seconds(cmd);
+    const std::vector<OpTiming> timings = cmd.timings();
+    if (per_op_seconds.size() < timings.size()) per_op_seconds.resize(timings.size(), 0.0);
+    double s = 0;
+    for (std::size_t i = 0; i < timings.size(); ++i) {
+      s += timings[i].ms * 1e-3;
+      per_op_seconds[i] += timings[i].ms * 1e-3;
+    }
     state.SetIterationTime(s);
     total += s;
   }
   return total;
+}
+
+inline double run_timed(benchmark::State& state, CommandList& cmd) {
+  std::vector<double> per_op;
+  return run_timed(state, cmd, per_op);
 }
 
 // Bytes per second of the copy kernel on 32 MiB (read + write): the best of 10 runs, so
@@ -63,13 +79,28 @@ inline double copy_bandwidth(BackendKind kind) {
   return cache[kind] = best;
 }
 
+// Bytes per second of |bytes_per_iteration| over the run (total op time |seconds| from
+// run_timed()) divided by the copy kernel's bytes per second; 0 when nothing was timed.
+inline double copy_ratio(const benchmark::State& state, BackendKind kind, double bytes_per_iteration,
+                         double seconds) {
+  if (seconds <= 0) return 0;
+  return bytes_per_iteration * static_cast<double>(state.iterations()) / seconds / copy_bandwidth(kind);
+}
+
 // Sets bytes/s, and copy_ratio = bytes/s over the copy kernel's bytes/s, from the bytes
 // moved per iteration and the total op time from run_timed().
 inline void report_bandwidth(benchmark::State& state, BackendKind kind, double bytes_per_iteration,
                              double seconds) {
   const double bytes = bytes_per_iteration * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
-  if (seconds > 0) state.counters["copy_ratio"] = bytes / seconds / copy_bandwidth(kind);
+  if (seconds > 0) state.counters["copy_ratio"] = copy_ratio(state, kind, bytes_per_iteration, seconds);
+}
+
+// Sets gflops: floating-point operations per iteration (a multiply-add counts 2) over the
+// total op time from run_timed(), in 10^9 per second.
+inline void report_flops(benchmark::State& state, double flops_per_iteration, double seconds) {
+  if (seconds <= 0) return;
+  state.counters["gflops"] = flops_per_iteration * static_cast<double>(state.iterations()) / seconds * 1e-9;
 }
 
 }  // namespace vkattn::bench

@@ -10,13 +10,15 @@
 //   binding 4: readonly meta: q_pos, q_seq, k_pos, k_seq (int), ALiBi slopes (float bits)
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
-//   ALIGNED (head_dim % 4 == 0)
+//   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k)
 //   grid: n_kv_heads * row_tiles * key_tiles workgroups, folded
-// A workgroup computes a tile of ROWS query rows of one kv head (all heads that share it,
-// so k is read once per kv head) by workgroup-size keys, one key per invocation:
-// 1. the query rows go to shared memory; 2. the keys are staged through shared memory in
-// chunks of 32 dims with coalesced loads; 3. each invocation accumulates its key's dot
-// products; 4. masks and biases are applied and the tile is written, coalesced.
+// A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
+// read once per kv head) against workgroup-size keys, one key per invocation:
+// 1. the query rows go to shared memory, where every invocation reads the same address;
+// 2. each invocation decides which rows see its key, then streams its key row in 16-byte
+//    units (on GPUs each lane walks its own row through L1) and accumulates the visible
+//    rows' dot products; a key no row sees costs no loads (the future in causal prefill);
+// 3. biases are applied and the tile is written, coalesced along keys.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_SCORES
 #include "layout.glsl"
@@ -26,41 +28,31 @@ layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
 layout(constant_id = 3) const bool Q_F16 = false;
 layout(constant_id = 4) const bool K_F16 = false;
-layout(constant_id = 5) const bool ALIGNED = true;
+layout(constant_id = 5) const bool VEC = true;
 
 layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
 layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
 layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
-layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
 layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
 layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
 
-#define TL_ALIGNED ALIGNED
+// q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies.
+#define TL_ALIGNED VEC
 #define TL_WORDS q_words
 #define TL_WORDS2 q_words2
 #define TL_WORDS4 q_words4
 #define TL_F16 Q_F16
 #define TL_FN load_q
 #include "tensor_load.glsl"
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_F16
-#undef TL_FN
-#define TL_WORDS k_words
-#define TL_WORDS2 k_words2
-#define TL_WORDS4 k_words4
-#define TL_F16 K_F16
-#define TL_FN load_k
-#include "tensor_load.glsl"
 
-const uint CHUNK4 = 8u;                 // 32 dims per staged key chunk
-const uint KPAD = CHUNK4 + 1u;          // odd row stride in vec4s: no bank conflicts
+float load_k_1(uint e) {
+    return K_F16 ? unpackHalf2x16(k_words[e >> 1])[e & 1u] : uintBitsToFloat(k_words[e]);
+}
+
 shared vec4 q_tile[Q_VEC4];
-shared vec4 k_tile[gl_WorkGroupSize.x * KPAD];
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -76,71 +68,81 @@ void main() {
     const uint d4 = (pc.head_dim + 3u) / 4u;
     const uint row0 = row_tile * pc.rows_per_wg;
     const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
-    const uint key0 = key_tile * n_lanes;
 
     // 1. Query rows into shared memory (zero past head_dim).
     for (uint i = lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
         const uint row = row0 + r;
-        const uint t = row / pc.group, h = kv_head * pc.group + row % pc.group;
-        q_tile[i] = load_q_4((t * pc.n_heads + h) * pc.head_dim + 4u * c, (t * pc.n_heads + h) * pc.head_dim + pc.head_dim);
+        const uint q_row = ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim;
+        q_tile[i] = load_q_4(q_row + 4u * c, q_row + pc.head_dim);
     }
+    barrier();
 
+    const uint j = key_tile * n_lanes + lid;
+    if (j >= pc.n_keys) {
+        return;  // no barrier follows
+    }
+    // 2. Which rows see this key, then the dot products of those rows.
+    const int k_pos = meta[pc.off_k_pos + j];
+    const int k_seq = meta[pc.off_k_seq + j];
+    uint visible = 0u;
+    for (uint r = 0u; r < ROWS; ++r) {
+        const uint row = row0 + r;
+        const uint t = row / pc.group;
+        const int distance = meta[pc.off_q_pos + t] - k_pos;  // both in [0, 2^31)
+        if (r < n_rows && meta[pc.off_q_seq + t] == k_seq && (pc.causal == 0u || distance >= 0) &&
+            (pc.window == 0u || distance < int(pc.window))) {
+            visible |= 1u << r;
+        }
+    }
     float acc[ROWS];
     for (uint r = 0u; r < ROWS; ++r) {
         acc[r] = 0.0;
     }
-    // 2-3. Keys in chunks of 32 dims: stage, then accumulate.
-    const uint k_head = kv_head * pc.k_head_stride;
-    for (uint c0 = 0u; c0 < d4; c0 += CHUNK4) {
-        const uint chunk = min(CHUNK4, d4 - c0);
-        barrier();  // the previous chunk has been used
-        for (uint i = lid; i < n_lanes * CHUNK4; i += n_lanes) {
-            const uint kk = i / CHUNK4, c = i - kk * CHUNK4;
-            const uint j = key0 + kk;
-            vec4 v = vec4(0.0);
-            if (j < pc.n_keys && c < chunk) {
-                const uint row_start = j * pc.k_key_stride + k_head;
-                v = load_k_4(row_start + 4u * (c0 + c), row_start + pc.head_dim);
-            }
-            k_tile[kk * KPAD + c] = v;
-        }
-        barrier();
-        for (uint c = 0u; c < chunk; ++c) {
-            const vec4 kv = k_tile[lid * KPAD + c];
+    const uint k_row = j * pc.k_key_stride + kv_head * pc.k_head_stride;
+    if (VEC && K_F16) {
+        const uint n8 = visible != 0u ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
+        for (uint c = 0u; c < n8; ++c) {
+            const uvec4 w = k_words4[(k_row >> 3) + c];
+            const vec4 a = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+            const vec4 b = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
             for (uint r = 0u; r < ROWS; ++r) {
-                if (r < n_rows) {
-                    acc[r] += dot(q_tile[r * d4 + c0 + c], kv);
-                }
+                acc[r] += dot(q_tile[r * d4 + 2u * c], a) + dot(q_tile[r * d4 + 2u * c + 1u], b);
+            }
+        }
+    } else if (VEC) {
+        const uint n4 = visible != 0u ? d4 : 0u;
+        for (uint c = 0u; c < n4; ++c) {
+            const vec4 a = uintBitsToFloat(k_words4[(k_row >> 2) + c]);
+            for (uint r = 0u; r < ROWS; ++r) {
+                acc[r] += dot(q_tile[r * d4 + c], a);
+            }
+        }
+    } else {
+        const uint n = visible != 0u ? pc.head_dim : 0u;
+        for (uint d = 0u; d < n; ++d) {
+            const float a = load_k_1(k_row + d);
+            for (uint r = 0u; r < ROWS; ++r) {
+                acc[r] += q_tile[r * d4 + d / 4u][d & 3u] * a;
             }
         }
     }
 
-    // 4. Visibility, soft-capping, biases; one key per invocation, so writes coalesce.
-    const uint j = key0 + lid;
-    if (j >= pc.n_keys) {
-        return;
-    }
-    const int k_pos = meta[pc.off_k_pos + j];
-    const int k_seq = meta[pc.off_k_seq + j];
+    // 3. Soft-capping and biases on visible rows, -inf elsewhere.
     for (uint r = 0u; r < ROWS; ++r) {
         if (r >= n_rows) {
             break;
         }
         const uint row = row0 + r;
         const uint t = row / pc.group, h = kv_head * pc.group + row % pc.group;
-        const int q_pos = meta[pc.off_q_pos + t];
-        const int distance = q_pos - k_pos;  // both in [0, 2^31): no overflow
-        const bool visible = meta[pc.off_q_seq + t] == k_seq && (pc.causal == 0u || distance >= 0) &&
-                             (pc.window == 0u || distance < int(pc.window));
         float s = -1.0 / 0.0;  // -inf
-        if (visible) {
+        if ((visible & (1u << r)) != 0u) {
             s = pc.scale * acc[r];
             if (pc.softcap > 0.0) {
                 s = pc.softcap * tanh(s / pc.softcap);
             }
             if (pc.has_alibi != 0u) {
-                s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(-distance);
+                s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(k_pos - meta[pc.off_q_pos + t]);
             }
             if (pc.has_mask != 0u) {
                 s += mask[t * pc.n_keys + j];

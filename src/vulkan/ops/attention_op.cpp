@@ -33,12 +33,9 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t group = n_heads / n_kv_heads;
   const std::uint32_t d4 = (head_dim + 3) / 4;
 
-  // One key per invocation; the key tile (wg keys x 32 dims, padded) and the query tile
-  // share the workgroup's memory.
+  // One key per invocation; the query tile lives in shared memory.
   const std::uint32_t wg = workgroup_size(ctx, 64);
-  const std::uint32_t k_tile_bytes = wg * 9 * 16;
-  const std::uint32_t q_budget = ctx.limits.max_shared_memory - k_tile_bytes;
-  const std::uint32_t rows_fit = std::max(1u, q_budget / (d4 * 16));
+  const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (d4 * 16));
   const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg));
@@ -58,7 +55,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   d.op = "attn_scores";
   d.key = {KernelId::attn_scores, 5, sizeof(shader::AttnScoresParams),
            {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k->dtype == DType::f16 ? 1u : 0u,
-            head_dim % 4 == 0 ? 1u : 0u}};
+            head_dim % (k->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(k), false),
@@ -105,17 +102,15 @@ Dispatch attn_weighted_sum_dispatch(const Context& ctx, std::shared_ptr<TensorIm
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
   const std::uint32_t n_keys = u32(v->shape[0]), n_kv_heads = u32(v->shape[1]), head_dim = u32(v->shape[2]);
   const std::uint32_t group = n_heads / n_kv_heads;
-  const std::uint32_t d4 = (head_dim + 3) / 4;  // <= 64 (kMaxAttentionHeadDim 256)
-  const std::uint32_t wg = std::max(workgroup_size(ctx, 64), std::bit_ceil(d4));
-  // Shared memory: ROWS x 64 staged probabilities, ROWS x wg partial vec4 sums.
-  const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (64 * 4 + wg * 16 + 4));
-  const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
+  // One invocation per 4 dims (at most 64: kMaxAttentionHeadDim is 256).
+  const std::uint32_t wg = (head_dim + 3) / 4;
+  const std::uint32_t rows = std::min(kMaxRows, n_tokens * group);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
 
   Dispatch d;
   d.op = "attn_weighted_sum";
   d.key = {KernelId::attn_weighted_sum, 3, sizeof(shader::AttnWsumParams),
-           {wg, rows, v->dtype == DType::f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, d4}};
+           {wg, rows, v->dtype == DType::f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u}};
   d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(v), false),
                 tensor_binding(std::move(out), true)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles,
