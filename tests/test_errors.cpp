@@ -6,22 +6,12 @@
 #include <limits>
 
 #include "support/backends.hpp"
+#include "support/expect_invalid.hpp"
 
 namespace vkattn::test {
 namespace {
 
 using Errors = BackendTest;
-
-// Runs |f|, expects InvalidArgument whose message contains each of |parts|.
-template <class F>
-void expect_invalid(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected InvalidArgument mentioning " << *parts.begin();
-  } catch (const InvalidArgument& e) {
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 TEST_P(Errors, TensorShapes) {
   expect_invalid([&] { backend().tensor({}, DType::f32); }, {"shape", "at least one dimension"});
@@ -145,6 +135,109 @@ TEST_P(Errors, Copy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Errors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+
+// Bad arguments: InvalidArgument naming the parameter, on both backends, nothing recorded.
+using AttentionErrors = BackendTest;
+
+TEST_P(AttentionErrors, BadArguments) {
+  Backend& b = backend();
+  auto t = [&](Shape s, DType d = DType::f32) { return b.tensor(s, d); };
+  // Valid: 2 tokens, 2 heads on 1 kv head, 4 keys, head_dim 8.
+  Tensor q = t({2, 2, 8}), k = t({4, 1, 8}), v = t({4, 1, 8}), scores = t({2, 2, 4}), probs = t({2, 2, 4});
+  Tensor out = t({2, 2, 8}), mask = t({2, 4});
+  const std::vector<std::int32_t> qp{3, 3}, kp{0, 1, 2, 3};
+  const AttentionTokens tok{qp, kp};
+  CommandList cmd = b.commands();
+  Tensor a = t({4}), c = t({4});
+  cmd.copy(a, c);  // one op, so that "nothing recorded" means the count stays at 1
+
+  auto sc = [&](const Tensor& qq, const Tensor& kk, Tensor& ss, const AttentionTokens& tt, const AttentionConfig& cfg,
+                const Tensor* m = nullptr) { cmd.attn_scores(qq, kk, ss, tt, cfg, m); };
+  // Heads and head_dim.
+  Tensor q3 = t({2, 3, 8}), k2 = t({4, 2, 8}), s3 = t({2, 3, 4});
+  expect_invalid([&] { sc(q3, k2, s3, tok, {}); },
+                 {"n_heads (q.shape[1])", "3", "multiple of n_kv_heads = k.shape[1] = 2"});
+  Tensor k6 = t({4, 1, 6});
+  expect_invalid([&] { sc(q, k6, scores, tok, {}); }, {"k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
+  Tensor q_wide = t({2, 2, kMaxAttentionHeadDim + 2}), k_wide = t({4, 1, kMaxAttentionHeadDim + 2});
+  expect_invalid([&] { sc(q_wide, k_wide, scores, tok, {}); }, {"head_dim (q.shape[2])", "258", "[1, 256]"});
+  Tensor q_rank2 = t({2, 16});
+  expect_invalid([&] { sc(q_rank2, k, scores, tok, {}); }, {"q.shape", "[2, 16]", "rank 3"});
+  // Config.
+  expect_invalid([&] { sc(q, k, scores, tok, {.window = 0u}); }, {"config.window", "0", ">= 1"});
+  for (double s : {std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
+    expect_invalid([&] { sc(q, k, scores, tok, {.scale = s}); }, {"config.scale", "finite"});
+  }
+  for (double cap : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    expect_invalid([&] { sc(q, k, scores, tok, {.softcap = cap}); }, {"config.softcap", "finite and > 0"});
+  }
+  expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {0.5f}}); },
+                 {"config.alibi_slopes.size()", "1", "0 or n_heads = 2"});
+  expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {std::numeric_limits<float>::infinity(), 0.5f}}); },
+                 {"config.alibi_slopes[0]", "inf", "finite"});
+  // Scores and mask.
+  Tensor s5 = t({2, 2, 5});
+  expect_invalid([&] { sc(q, k, s5, tok, {}); }, {"scores.shape", "[2, 2, 5]", "[2, 2, 4]"});
+  Tensor mask5 = t({2, 5}), mask3d = t({2, 2, 4}), mask_f16 = t({2, 4}, DType::f16), empty;
+  expect_invalid([&] { sc(q, k, scores, tok, {}, &mask5); }, {"mask.shape", "[2, 5]", "[2, 4]"});
+  expect_invalid([&] { sc(q, k, scores, tok, {}, &mask3d); }, {"mask.shape", "[2, 2, 4]"});
+  expect_invalid([&] { sc(q, k, scores, tok, {}, &mask_f16); }, {"mask.dtype", "f16", "f32"});
+  expect_invalid([&] { sc(q, k, scores, tok, {}, &empty); }, {"mask", "empty"});
+  // Positions and sequence ids.
+  const std::vector<std::int32_t> kp5{0, 1, 2, 3, 4}, qp1{3}, qp_neg{3, -1}, kp_neg{0, 1, -7, 3};
+  const std::vector<std::int32_t> qs1{0}, ks_neg{0, 0, -1, 0};
+  expect_invalid([&] { sc(q, k, scores, {qp, kp5}, {}); }, {"tokens.k_positions.size()", "5", "4"});
+  expect_invalid([&] { sc(q, k, scores, {qp1, kp}, {}); }, {"tokens.q_positions.size()", "1", "2"});
+  expect_invalid([&] { sc(q, k, scores, {{}, kp}, {}); }, {"tokens.q_positions.size()", "0", "2"});
+  expect_invalid([&] { sc(q, k, scores, {qp_neg, kp}, {}); }, {"tokens.q_positions[1]", "-1", "[0, 2^31 - 1]"});
+  expect_invalid([&] { sc(q, k, scores, {qp, kp_neg}, {}); }, {"tokens.k_positions[2]", "-7"});
+  expect_invalid([&] { sc(q, k, scores, {qp, kp, qs1}, {}); }, {"tokens.q_seq_ids.size()", "1", "2 (or 0"});
+  expect_invalid([&] { sc(q, k, scores, {qp, kp, {}, ks_neg}, {}); }, {"tokens.k_seq_ids[2]", "-1"});
+  // dtypes.
+  Tensor q_i32 = t({2, 2, 8}, DType::i32), k_i32 = t({4, 1, 8}, DType::i32), s_f16 = t({2, 2, 4}, DType::f16);
+  expect_invalid([&] { sc(q_i32, k, scores, tok, {}); }, {"q.dtype", "i32", "f32 or f16"});
+  expect_invalid([&] { sc(q, k_i32, scores, tok, {}); }, {"k.dtype", "i32", "f32 or f16"});
+  expect_invalid([&] { sc(q, k, s_f16, tok, {}); }, {"scores.dtype", "f16", "f32"});
+  auto other = make_backend(BackendKind::cpu);
+  Tensor foreign = other->tensor({4, 1, 8}, DType::f32);
+  expect_invalid([&] { sc(q, foreign, scores, tok, {}); }, {"k", "another backend"});
+
+  // Softmax.
+  Tensor p5 = t({2, 2, 5}), s_i32 = t({2, 2, 4}, DType::i32), p_f16 = t({2, 2, 4}, DType::f16), s_rank2 = t({4, 4});
+  expect_invalid([&] { cmd.attn_softmax(scores, p5); }, {"probs.shape", "[2, 2, 5]", "[2, 2, 4]"});
+  expect_invalid([&] { cmd.attn_softmax(s_i32, probs); }, {"scores.dtype", "i32", "f32"});
+  expect_invalid([&] { cmd.attn_softmax(scores, p_f16); }, {"probs.dtype", "f16", "f32"});
+  expect_invalid([&] { cmd.attn_softmax(s_rank2, probs); }, {"scores.shape", "[4, 4]", "rank 3"});
+  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {1, 2, 3}}); },
+                 {"config.sinks.size()", "3", "0 or n_heads = 2"});
+  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {0.0f, std::nanf("")}}); },
+                 {"config.sinks[1]", "finite"});
+  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {-std::numeric_limits<float>::infinity(), 0.0f}}); }, {"config.sinks[0]", "inf"});
+
+  // Weighted sum.
+  Tensor v6 = t({4, 1, 6}), v5 = t({5, 1, 8}), v_i32 = t({4, 1, 8}, DType::i32), out_f16 = t({2, 2, 8}, DType::f16);
+  Tensor out3 = t({3, 2, 8}), out_heads = t({2, 3, 8}), v2 = t({4, 2, 8}), out_wide = t({2, 2, 258});
+  Tensor v_wide = t({4, 1, 258}), p_i32 = t({2, 2, 4}, DType::i32);
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v6, out); }, {"v.shape[2]", "6", "head_dim = out.shape[2] = 8"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_wide, out_wide); },
+                 {"head_dim (out.shape[2])", "258", "[1, 256]"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v2, out_heads); },
+                 {"n_heads (out.shape[1])", "3", "v.shape[1] = 2"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v5, out); }, {"v.shape[0]", "5", "n_keys = probs.shape[2] = 4"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v, out3); }, {"out.shape", "[3, 2, 8]", "[2, 2, 8]"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_i32, out); }, {"v.dtype", "i32", "f32 or f16"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v, out_f16); }, {"out.dtype", "f16", "f32"});
+  expect_invalid([&] { cmd.attn_weighted_sum(p_i32, v, out); }, {"probs.dtype", "i32", "f32"});
+  // out == probs needs n_keys == head_dim for the shapes to pass.
+  Tensor square = t({2, 2, 8}), v8 = t({8, 1, 8});
+  expect_invalid([&] { cmd.attn_weighted_sum(square, v8, square); }, {"out", "the probs tensor"});
+
+  EXPECT_EQ(cmd.stats().ops, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
+                         backend_name);
+
 
 // Device limits: a tensor past maxStorageBufferRange, timestamps a device lacks.
 TEST(VulkanErrors, DeviceLimits) {

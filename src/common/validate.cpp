@@ -242,7 +242,6 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
   if (mask) {
     check_dtype(op, "mask", *mask, false);
     check_shape(op, "mask", *mask, {n_tokens, n_keys});
-    if (mask == &scores) throw InvalidArgument(op, "mask", "the scores tensor", "a tensor other than scores");
   }
   ScoresParams p;
   p.q_pos = check_ids(op, "tokens.q_positions", tokens.q_positions, n_tokens, false);
