@@ -10,15 +10,18 @@
 //   binding 4: readonly meta: q_pos, q_seq, k_pos, k_seq (int), ALiBi slopes (float bits)
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
-//   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k)
-//   grid: n_kv_heads * row_tiles * key_tiles workgroups, folded
+//   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
+//   KEYS, keys per invocation
+//   grid: n_kv_heads * row_tiles * key_tiles workgroups (KEYS * workgroup size keys
+//   each), folded
 // A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
-// read once per kv head) against workgroup-size keys, one key per invocation:
+// read once per kv head) against KEYS * workgroup-size keys:
 // 1. the query rows go to shared memory, where every invocation reads the same address;
-// 2. each invocation decides which rows see its key, then streams its key row in 16-byte
-//    units (on GPUs each lane walks its own row through L1) and accumulates the visible
-//    rows' dot products; a key no row sees costs no loads (the future in causal prefill);
-// 3. biases are applied and the tile is written, coalesced along keys.
+// 2. each invocation decides which rows see each of its keys; a tile no row sees (the
+//    future of a causal block) is skipped whole;
+// 3. each invocation streams its KEYS key rows in 16-byte units (on GPUs each lane walks
+//    its own rows through L1) into a ROWS x KEYS block of dot products;
+// 4. biases are applied and the tile is written, coalesced along keys.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_SCORES
 #include "layout.glsl"
@@ -29,6 +32,7 @@ layout(constant_id = 2) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
 layout(constant_id = 3) const bool Q_F16 = false;
 layout(constant_id = 4) const bool K_F16 = false;
 layout(constant_id = 5) const bool VEC = true;
+layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
 
 layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
@@ -53,6 +57,7 @@ float load_k_1(uint e) {
 }
 
 shared vec4 q_tile[Q_VEC4];
+shared uint tile_seen;
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -69,6 +74,9 @@ void main() {
     const uint row0 = row_tile * pc.rows_per_wg;
     const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
 
+    if (lid == 0u) {
+        tile_seen = 0u;
+    }
     // 1. Query rows into shared memory (zero past head_dim).
     for (uint i = lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
@@ -78,76 +86,114 @@ void main() {
     }
     barrier();
 
-    const uint j = key_tile * n_lanes + lid;
-    if (j >= pc.n_keys) {
-        return;  // no barrier follows
-    }
-    // 2. Which rows see this key, then the dot products of those rows.
-    const int k_pos = meta[pc.off_k_pos + j];
-    const int k_seq = meta[pc.off_k_seq + j];
-    uint visible = 0u;
-    for (uint r = 0u; r < ROWS; ++r) {
-        const uint row = row0 + r;
-        const uint t = row / pc.group;
-        const int distance = meta[pc.off_q_pos + t] - k_pos;  // both in [0, 2^31)
-        if (r < n_rows && meta[pc.off_q_seq + t] == k_seq && (pc.causal == 0u || distance >= 0) &&
-            (pc.window == 0u || distance < int(pc.window))) {
-            visible |= 1u << r;
+    // 2. Which rows see each of this invocation's keys (KEYS keys, strided by the
+    //    workgroup size so that writes coalesce), and whether any key of the tile is seen
+    //    at all: a tile wholly in the future of a causal block costs no loads.
+    const uint key0 = key_tile * n_lanes * KEYS + lid;
+    uint visible[KEYS];
+    for (uint i = 0u; i < KEYS; ++i) {
+        visible[i] = 0u;
+        const uint j = key0 + i * n_lanes;
+        if (j >= pc.n_keys) {
+            continue;
+        }
+        const int k_pos = meta[pc.off_k_pos + j];
+        const int k_seq = meta[pc.off_k_seq + j];
+        for (uint r = 0u; r < ROWS; ++r) {
+            const uint t = (row0 + r) / pc.group;
+            const int distance = meta[pc.off_q_pos + min(t, pc.n_tokens - 1u)] - k_pos;  // in (-2^31, 2^31)
+            if (r < n_rows && meta[pc.off_q_seq + min(t, pc.n_tokens - 1u)] == k_seq &&
+                (pc.causal == 0u || distance >= 0) && (pc.window == 0u || distance < int(pc.window))) {
+                visible[i] |= 1u << r;
+            }
+        }
+        if (visible[i] != 0u) {
+            tile_seen = 1u;  // benign race: every writer stores 1
         }
     }
-    float acc[ROWS];
-    for (uint r = 0u; r < ROWS; ++r) {
-        acc[r] = 0.0;
+    barrier();
+    const bool work = tile_seen != 0u;  // the same for the whole workgroup
+
+    // 3. Dot products: a ROWS x KEYS block per invocation, so each query value read from
+    //    shared memory serves KEYS keys. Keys past n_keys read key 0 (results unused).
+    float acc[ROWS * KEYS];
+    for (uint i = 0u; i < ROWS * KEYS; ++i) {
+        acc[i] = 0.0;
     }
-    const uint k_row = j * pc.k_key_stride + kv_head * pc.k_head_stride;
+    uint k_row[KEYS];
+    for (uint i = 0u; i < KEYS; ++i) {
+        const uint j = key0 + i * n_lanes;
+        k_row[i] = (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
+    }
     if (VEC && K_F16) {
-        const uint n8 = visible != 0u ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
+        const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
         for (uint c = 0u; c < n8; ++c) {
-            const uvec4 w = k_words4[(k_row >> 3) + c];
-            const vec4 a = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-            const vec4 b = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+            vec4 a[KEYS], b[KEYS];
+            for (uint i = 0u; i < KEYS; ++i) {
+                const uvec4 w = k_words4[(k_row[i] >> 3) + c];
+                a[i] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+                b[i] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+            }
             for (uint r = 0u; r < ROWS; ++r) {
-                acc[r] += dot(q_tile[r * d4 + 2u * c], a) + dot(q_tile[r * d4 + 2u * c + 1u], b);
+                const vec4 qa = q_tile[r * d4 + 2u * c], qb = q_tile[r * d4 + 2u * c + 1u];
+                for (uint i = 0u; i < KEYS; ++i) {
+                    acc[r * KEYS + i] += dot(qa, a[i]) + dot(qb, b[i]);
+                }
             }
         }
     } else if (VEC) {
-        const uint n4 = visible != 0u ? d4 : 0u;
+        const uint n4 = work ? d4 : 0u;
         for (uint c = 0u; c < n4; ++c) {
-            const vec4 a = uintBitsToFloat(k_words4[(k_row >> 2) + c]);
+            vec4 a[KEYS];
+            for (uint i = 0u; i < KEYS; ++i) {
+                a[i] = uintBitsToFloat(k_words4[(k_row[i] >> 2) + c]);
+            }
             for (uint r = 0u; r < ROWS; ++r) {
-                acc[r] += dot(q_tile[r * d4 + c], a);
+                const vec4 qa = q_tile[r * d4 + c];
+                for (uint i = 0u; i < KEYS; ++i) {
+                    acc[r * KEYS + i] += dot(qa, a[i]);
+                }
             }
         }
     } else {
-        const uint n = visible != 0u ? pc.head_dim : 0u;
+        const uint n = work ? pc.head_dim : 0u;
         for (uint d = 0u; d < n; ++d) {
-            const float a = load_k_1(k_row + d);
-            for (uint r = 0u; r < ROWS; ++r) {
-                acc[r] += q_tile[r * d4 + d / 4u][d & 3u] * a;
+            for (uint i = 0u; i < KEYS; ++i) {
+                const float a = load_k_1(k_row[i] + d);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    acc[r * KEYS + i] += q_tile[r * d4 + d / 4u][d & 3u] * a;
+                }
             }
         }
     }
 
-    // 3. Soft-capping and biases on visible rows, -inf elsewhere.
-    for (uint r = 0u; r < ROWS; ++r) {
-        if (r >= n_rows) {
+    // 4. Soft-capping and biases on visible entries, -inf elsewhere.
+    for (uint i = 0u; i < KEYS; ++i) {
+        const uint j = key0 + i * n_lanes;
+        if (j >= pc.n_keys) {
             break;
         }
-        const uint row = row0 + r;
-        const uint t = row / pc.group, h = kv_head * pc.group + row % pc.group;
-        float s = -1.0 / 0.0;  // -inf
-        if ((visible & (1u << r)) != 0u) {
-            s = pc.scale * acc[r];
-            if (pc.softcap > 0.0) {
-                s = pc.softcap * tanh(s / pc.softcap);
+        const int k_pos = meta[pc.off_k_pos + j];
+        for (uint r = 0u; r < ROWS; ++r) {
+            if (r >= n_rows) {
+                break;
             }
-            if (pc.has_alibi != 0u) {
-                s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(k_pos - meta[pc.off_q_pos + t]);
+            const uint row = row0 + r;
+            const uint t = row / pc.group, h = kv_head * pc.group + row % pc.group;
+            float s = -1.0 / 0.0;  // -inf
+            if ((visible[i] & (1u << r)) != 0u) {
+                s = pc.scale * acc[r * KEYS + i];
+                if (pc.softcap > 0.0) {
+                    s = pc.softcap * tanh(s / pc.softcap);
+                }
+                if (pc.has_alibi != 0u) {
+                    s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(k_pos - meta[pc.off_q_pos + t]);
+                }
+                if (pc.has_mask != 0u) {
+                    s += mask[t * pc.n_keys + j];
+                }
             }
-            if (pc.has_mask != 0u) {
-                s += mask[t * pc.n_keys + j];
-            }
+            scores[(t * pc.n_heads + h) * pc.n_keys + j] = s;
         }
-        scores[(t * pc.n_heads + h) * pc.n_keys + j] = s;
     }
 }

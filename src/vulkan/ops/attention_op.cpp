@@ -38,7 +38,8 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (d4 * 16));
   const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
-  const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg));
+  constexpr std::uint32_t kKeysPerLane = 4;
+  const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * kKeysPerLane));
 
   // Metadata: positions and sequence ids, then ALiBi slopes as float bits.
   std::vector<std::uint32_t> meta;
@@ -55,7 +56,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   d.op = "attn_scores";
   d.key = {KernelId::attn_scores, 5, sizeof(shader::AttnScoresParams),
            {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k->dtype == DType::f16 ? 1u : 0u,
-            head_dim % (k->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u}};
+            head_dim % (k->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, kKeysPerLane}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(k), false),
