@@ -8,7 +8,8 @@
 //   binding 1: writeonly float probs [n_rows, n_keys] (may be the scores buffer)
 //   binding 2: readonly float sinks [n_heads] (when has_sinks)
 //   push: AttnSoftmaxParams; spec 0: workgroup size (a power of two); spec 1: ROW_CAP,
-//   the shared row size; spec 2: IN_SHARED (n_keys <= ROW_CAP)
+//   the shared row size; spec 2: IN_SHARED (n_keys <= ROW_CAP); spec 3: VEC4 (n_keys % 4
+//   == 0: rows load and store as vec4)
 //   variants: VKATTN_SUBGROUPS reduces with subgroup operations (reduce.glsl)
 //   grid: n_rows workgroups, folded
 // IN_SHARED: one read of the row into shared memory, then max, exp and sum, and write.
@@ -20,16 +21,22 @@
 
 layout(constant_id = 1) const uint ROW_CAP = 1024;
 layout(constant_id = 2) const bool IN_SHARED = true;
+layout(constant_id = 3) const bool VEC4 = false;  // n_keys % 4 == 0: rows move as vec4
 
 layout(std430, binding = 0) readonly buffer S { float scores[]; };
+layout(std430, binding = 0) readonly buffer S4 { vec4 scores4[]; };
 layout(std430, binding = 1) writeonly buffer P { float probs[]; };
+layout(std430, binding = 1) writeonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };
 
 shared float red[gl_WorkGroupSize.x];
 #define REDUCE_SCRATCH red
 #include "reduce.glsl"
 
-shared float row_tile[ROW_CAP];
+shared vec4 row_tile[(ROW_CAP + 3u) / 4u];
+
+float max4(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
+float sum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 
 const float FLT_MAX = 3.402823466e38;
 
@@ -44,46 +51,69 @@ void main() {
     const bool has_sink = pc.has_sinks != 0u;
     const float sink = has_sink ? sinks[row % pc.n_heads] : -FLT_MAX;
 
+    // Rows are walked in vec4s when n_keys % 4 == 0 (a quarter of the memory operations);
+    // otherwise element by element. The tile holds the row as vec4s either way.
+    const uint n = VEC4 ? pc.n_keys / 4u : pc.n_keys;
     if (IN_SHARED) {
         // 1. Load and take the max.
         float m = -FLT_MAX;
-        for (uint j = lid; j < pc.n_keys; j += n_lanes) {
-            const float s = scores[base + j];
-            row_tile[j] = s;
-            m = max(m, s);
+        for (uint i = lid; i < n; i += n_lanes) {
+            if (VEC4) {
+                const vec4 s = scores4[base / 4u + i];
+                row_tile[i] = s;
+                m = max(m, max4(s));
+            } else {
+                const float s = scores[base + i];
+                row_tile[i / 4u][i & 3u] = s;
+                m = max(m, s);
+            }
         }
         m = max(workgroup_max(m), sink);
         // 2. Exponentials and their sum (each invocation reads back what it wrote).
         float sum = 0.0;
-        for (uint j = lid; j < pc.n_keys; j += n_lanes) {
-            const float e = exp(row_tile[j] - m);
-            row_tile[j] = e;
-            sum += e;
+        for (uint i = lid; i < n; i += n_lanes) {
+            if (VEC4) {
+                const vec4 e = exp(row_tile[i] - m);
+                row_tile[i] = e;
+                sum += sum4(e);
+            } else {
+                const float e = exp(row_tile[i / 4u][i & 3u] - m);
+                row_tile[i / 4u][i & 3u] = e;
+                sum += e;
+            }
         }
         sum = workgroup_sum(sum) + (has_sink ? exp(sink - m) : 0.0);
         // 3. Normalize.
         const float inv = sum > 0.0 ? 1.0 / sum : 0.0;
-        for (uint j = lid; j < pc.n_keys; j += n_lanes) {
-            probs[base + j] = row_tile[j] * inv;
+        for (uint i = lid; i < n; i += n_lanes) {
+            if (VEC4) {
+                probs4[base / 4u + i] = row_tile[i] * inv;
+            } else {
+                probs[base + i] = row_tile[i / 4u][i & 3u] * inv;
+            }
         }
     } else {
         // 1. Online max and sum, rescaled whenever the max grows.
         float m = -FLT_MAX, sum = 0.0;
-        for (uint j = lid; j < pc.n_keys; j += n_lanes) {
-            const float s = scores[base + j];
-            if (s > m) {
-                sum = sum * exp(m - s) + 1.0;
-                m = s;
-            } else {
-                sum += exp(s - m);
+        for (uint i = lid; i < n; i += n_lanes) {
+            const vec4 s = VEC4 ? scores4[base / 4u + i] : vec4(scores[base + i], -FLT_MAX, -FLT_MAX, -FLT_MAX);
+            const float block_max = max4(s);
+            if (block_max > m) {
+                sum *= exp(m - block_max);
+                m = block_max;
             }
+            sum += VEC4 ? sum4(exp(s - m)) : exp(s.x - m);
         }
         const float row_max = max(workgroup_max(m), sink);
         sum = workgroup_sum(sum * exp(m - row_max)) + (has_sink ? exp(sink - row_max) : 0.0);
         // 2. Normalize.
         const float inv = sum > 0.0 ? 1.0 / sum : 0.0;
-        for (uint j = lid; j < pc.n_keys; j += n_lanes) {
-            probs[base + j] = exp(scores[base + j] - row_max) * inv;
+        for (uint i = lid; i < n; i += n_lanes) {
+            if (VEC4) {
+                probs4[base / 4u + i] = exp(scores4[base / 4u + i] - row_max) * inv;
+            } else {
+                probs[base + i] = exp(scores[base + i] - row_max) * inv;
+            }
         }
     }
 }

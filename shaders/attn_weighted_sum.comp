@@ -5,7 +5,8 @@
 //              f32 bits or packed f16 (V_F16)
 //   binding 2: writeonly float out [n_tokens, n_heads, head_dim]
 //   push: AttnWsumParams; spec 0: workgroup size = ceil(head_dim / 4), one invocation per
-//   4 dims; spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (head_dim % 4 == 0)
+//   4 dims; spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (head_dim % 4 == 0);
+//   spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys at a time)
 //   grid: n_kv_heads * row_tiles workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
 // kv head). All invocations walk the keys together, so each probability is one address
@@ -20,8 +21,10 @@
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const bool V_F16 = false;
 layout(constant_id = 3) const bool VEC = true;
+layout(constant_id = 4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
 
 layout(std430, binding = 0) readonly buffer P { float probs[]; };
+layout(std430, binding = 0) readonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 1) readonly buffer V { uint v_words[]; };
 layout(std430, binding = 1) readonly buffer V2 { uvec2 v_words2[]; };
 layout(std430, binding = 1) readonly buffer V4 { uvec4 v_words4[]; };
@@ -58,20 +61,31 @@ void main() {
         acc[r] = vec4(0.0);
     }
     const uint v_head = kv_head * pc.v_head_stride;
-    for (uint j = 0u; j < pc.n_keys; ++j) {
-        float p[ROWS];
+    const uint step = P_VEC4 ? 4u : 1u;
+    for (uint j = 0u; j < pc.n_keys; j += step) {
+        vec4 p[ROWS];
         bool any = false;
         for (uint r = 0u; r < ROWS; ++r) {
-            p[r] = probs[p_row[r] + j];
-            any = any || p[r] != 0.0;
+            p[r] = P_VEC4 ? probs4[(p_row[r] + j) / 4u] : vec4(probs[p_row[r] + j], 0.0, 0.0, 0.0);
+            any = any || p[r] != vec4(0.0);
         }
         if (!any) {
             continue;  // uniform: every invocation read the same probabilities
         }
-        const uint v_row = j * pc.v_key_stride + v_head;
-        const vec4 v = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
-        for (uint r = 0u; r < ROWS; ++r) {
-            acc[r] += p[r] * v;
+        for (uint i = 0u; i < step; ++i) {
+            // A key no row sees is skipped, not multiplied by 0: its v may be anything.
+            bool seen = false;
+            for (uint r = 0u; r < ROWS; ++r) {
+                seen = seen || p[r][i] != 0.0;
+            }
+            if (!seen) {
+                continue;
+            }
+            const uint v_row = (j + i) * pc.v_key_stride + v_head;
+            const vec4 v = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+            for (uint r = 0u; r < ROWS; ++r) {
+                acc[r] += p[r][i] * v;
+            }
         }
     }
 

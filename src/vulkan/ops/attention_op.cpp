@@ -38,8 +38,10 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (d4 * 16));
   const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
-  constexpr std::uint32_t kKeysPerLane = 4;
-  const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * kKeysPerLane));
+  // Each invocation computes a rows x 4 block: every query value read serves 4 keys,
+  // every key value read serves |rows| rows (8 keys spill registers on CPU devices).
+  const std::uint32_t keys_per_lane = 4;
+  const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
 
   // Metadata: positions and sequence ids, then ALiBi slopes as float bits.
   std::vector<std::uint32_t> meta;
@@ -56,7 +58,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   d.op = "attn_scores";
   d.key = {KernelId::attn_scores, 5, sizeof(shader::AttnScoresParams),
            {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k->dtype == DType::f16 ? 1u : 0u,
-            head_dim % (k->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, kKeysPerLane}};
+            head_dim % (k->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(k), false),
@@ -75,7 +77,9 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   static_assert(sizeof(shader::AttnSoftmaxParams) == 16);
   const std::uint32_t n_tokens = u32(scores->shape[0]), n_heads = u32(scores->shape[1]);
   const std::uint32_t n_keys = u32(scores->shape[2]);
-  const std::uint32_t wg = workgroup_size(ctx, 128);
+  // About 16 elements per invocation: short rows (prefill) take small workgroups, long
+  // rows (decode, few of them) wide ones.
+  const std::uint32_t wg = workgroup_size(ctx, std::clamp(std::bit_ceil(n_keys / 16), 32u, 128u));
   // The row stays in shared memory when it fits next to the reduction scratch; the tile is
   // rounded up to a power of two so that few pipelines serve all lengths.
   const std::uint32_t row_cap = std::bit_ceil(std::max(n_keys, 256u));
@@ -89,7 +93,7 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
 
   Dispatch d;
   d.op = "attn_softmax";
-  d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams), {wg, in_shared ? row_cap : 1u, in_shared ? 1u : 0u}};
+  d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams), {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
   d.bindings = {tensor_binding(std::move(scores), false), tensor_binding(std::move(probs), true),
                 params.add(sink_bits)};
   d.set_push(shader::AttnSoftmaxParams{n_tokens * n_heads, n_heads, n_keys, sinks.empty() ? 0u : 1u});
@@ -111,7 +115,7 @@ Dispatch attn_weighted_sum_dispatch(const Context& ctx, std::shared_ptr<TensorIm
   Dispatch d;
   d.op = "attn_weighted_sum";
   d.key = {KernelId::attn_weighted_sum, 3, sizeof(shader::AttnWsumParams),
-           {wg, rows, v->dtype == DType::f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u}};
+           {wg, rows, v->dtype == DType::f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
   d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(v), false),
                 tensor_binding(std::move(out), true)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles,
