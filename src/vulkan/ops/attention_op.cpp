@@ -38,9 +38,10 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (d4 * 16));
   const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
-  // Each invocation computes a rows x 4 block: every query value read serves 4 keys,
-  // every key value read serves |rows| rows (8 keys spill registers on CPU devices).
-  const std::uint32_t keys_per_lane = 4;
+  // Each invocation computes a rows x keys_per_lane block: every query value read serves
+  // keys_per_lane keys, every key value read serves |rows| rows. Decode tiles (<= 4 rows)
+  // take 8 keys; 8 x 8 accumulators spill registers on CPU devices, so larger tiles take 4.
+  const std::uint32_t keys_per_lane = rows <= 4 ? 8 : 4;
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
 
   // Metadata: positions and sequence ids, then ALiBi slopes as float bits.
