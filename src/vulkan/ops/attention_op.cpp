@@ -102,7 +102,7 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   return d;
 }
 
-Dispatch attn_weighted_sum_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
+Dispatch attn_weighted_sum_dispatch(const Context& /*ctx*/, std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                                     std::shared_ptr<TensorImpl> out) {
   static_assert(sizeof(shader::AttnWsumParams) == 36);
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
