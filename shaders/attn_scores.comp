@@ -3,11 +3,13 @@
 // -inf when key j is not visible to token t (other sequence; pos_j > pos_t when causal;
 // pos_t - pos_j >= window).
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim]: f32 bits or packed f16 (Q_F16)
-//   binding 1: readonly k words, element (j, g, d) at j*k_key_stride + g*k_head_stride + d
-//              (K_F16 as for q)
+//   binding 1: readonly k words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
+//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16)
 //   binding 2: writeonly float scores [n_tokens, n_heads, n_keys]
 //   binding 3: readonly float mask [n_tokens, n_keys] (when has_mask)
-//   binding 4: readonly meta: q_pos, q_seq, k_pos, k_seq (int), ALiBi slopes (float bits)
+//   binding 4: readonly meta: q_pos, q_seq, k_pos, k_seq (int), ALiBi slopes (float bits);
+//              a cache's k_pos/k_seq hold k_meta_stride entries per sequence. The host
+//              keeps a tile within one sequence when keys come from a cache.
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
@@ -73,6 +75,8 @@ void main() {
     const uint d4 = (pc.head_dim + 3u) / 4u;
     const uint row0 = row_tile * pc.rows_per_wg;
     const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
+    const uint seq0 = pc.k_meta_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
+    const uint k_meta = seq0 * pc.k_meta_stride;
 
     if (lid == 0u) {
         tile_seen = 0u;
@@ -97,8 +101,8 @@ void main() {
         if (j >= pc.n_keys) {
             continue;
         }
-        const int k_pos = meta[pc.off_k_pos + j];
-        const int k_seq = meta[pc.off_k_seq + j];
+        const int k_pos = meta[pc.off_k_pos + k_meta + j];
+        const int k_seq = meta[pc.off_k_seq + k_meta + j];
         for (uint r = 0u; r < ROWS; ++r) {
             const uint t = (row0 + r) / pc.group;
             const int distance = meta[pc.off_q_pos + min(t, pc.n_tokens - 1u)] - k_pos;  // in (-2^31, 2^31)
@@ -123,7 +127,7 @@ void main() {
     uint k_row[KEYS];
     for (uint i = 0u; i < KEYS; ++i) {
         const uint j = key0 + i * n_lanes;
-        k_row[i] = (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
+        k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
     }
     if (VEC && K_F16) {
         const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
@@ -173,7 +177,7 @@ void main() {
         if (j >= pc.n_keys) {
             break;
         }
-        const int k_pos = meta[pc.off_k_pos + j];
+        const int k_pos = meta[pc.off_k_pos + k_meta + j];
         for (uint r = 0u; r < ROWS; ++r) {
             if (r >= n_rows) {
                 break;

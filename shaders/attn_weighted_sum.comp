@@ -1,9 +1,11 @@
 #version 450
 // attn_weighted_sum: out[t, h, :] = sum_j probs[t, h, j] * v[j, kvh(h), :], in f32.
 //   binding 0: readonly float probs [n_tokens, n_heads, n_keys]
-//   binding 1: readonly v words, element (j, g, d) at j*v_key_stride + g*v_head_stride + d:
-//              f32 bits or packed f16 (V_F16)
+//   binding 1: readonly v words, element (j, g, d) at s*v_seq_stride + j*v_key_stride +
+//              g*v_head_stride + d, s the tile's sequence for a KV cache, else 0: f32 bits
+//              or packed f16 (V_F16)
 //   binding 2: writeonly float out [n_tokens, n_heads, head_dim]
+//   binding 3: readonly int meta: the query tokens' sequence ids at off_q_seq
 //   push: AttnWsumParams; spec 0: workgroup size = ceil(head_dim / 4), one invocation per
 //   4 dims; spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (head_dim % 4 == 0);
 //   spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys at a time)
@@ -29,6 +31,7 @@ layout(std430, binding = 1) readonly buffer V { uint v_words[]; };
 layout(std430, binding = 1) readonly buffer V2 { uvec2 v_words2[]; };
 layout(std430, binding = 1) readonly buffer V4 { uvec4 v_words4[]; };
 layout(std430, binding = 2) writeonly buffer O { float out_[]; };
+layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 
 #define TL_ALIGNED VEC
 #define TL_WORDS v_words
@@ -60,7 +63,8 @@ void main() {
     for (uint r = 0u; r < ROWS; ++r) {
         acc[r] = vec4(0.0);
     }
-    const uint v_head = kv_head * pc.v_head_stride;
+    const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
+    const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
     const uint step = P_VEC4 ? 4u : 1u;
     for (uint j = 0u; j < pc.n_keys; j += step) {
         vec4 p[ROWS];

@@ -1,21 +1,31 @@
 #version 450
-// copy: dst[i] = src[i] for i < n_vec4, in 16-byte units. The same-device bandwidth
-// baseline that benchmarks report ratios against, and a plain tensor copy. Tensor
-// buffers are padded to 16 bytes, so any tensor copies as whole vec4s.
-//   binding 0: readonly  uvec4 src[n_vec4]
-//   binding 1: writeonly uvec4 dst[n_vec4]
-//   push: CopyParams; spec 0: workgroup size; grid: ceil(n_vec4 / wg) groups, folded.
+// copy: dst[dst_offset + i] = src[src_offset + i] for i < count, in 16-byte units (VEC4)
+// or 32-bit words. The same-device bandwidth baseline that benchmarks report ratios
+// against, a plain tensor copy (tensor buffers are padded to 16 bytes, so whole tensors
+// copy as vec4s), and a copy of one KV-cache sequence into another (same buffer, disjoint
+// ranges).
+//   binding 0: readonly src; binding 1: writeonly dst (uvec4[] and uint[] views)
+//   push: CopyParams; spec 0: workgroup size; spec 1: VEC4
+//   grid: ceil(count / workgroup size) workgroups, folded
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_COPY
 #include "layout.glsl"
 #include "params.h"
 
-layout(std430, binding = 0) readonly buffer Src { uvec4 src[]; };
-layout(std430, binding = 1) writeonly buffer Dst { uvec4 dst[]; };
+layout(constant_id = 1) const bool VEC4 = true;
+
+layout(std430, binding = 0) readonly buffer Src { uvec4 src4[]; };
+layout(std430, binding = 0) readonly buffer SrcWords { uint src1[]; };
+layout(std430, binding = 1) writeonly buffer Dst { uvec4 dst4[]; };
+layout(std430, binding = 1) writeonly buffer DstWords { uint dst1[]; };
 
 void main() {
-    uint i = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-    if (i < pc.n_vec4) {
-        dst[i] = src[i];
+    const uint i = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    if (i < pc.count) {
+        if (VEC4) {
+            dst4[pc.dst_offset + i] = src4[pc.src_offset + i];
+        } else {
+            dst1[pc.dst_offset + i] = src1[pc.src_offset + i];
+        }
     }
 }

@@ -28,6 +28,9 @@ class Backend {
   // A new tensor, zero-filled. Every dimension >= 1; size <= maxStorageBufferRange.
   Tensor tensor(const Shape& shape, DType dtype);
   virtual CommandList commands(const CommandListOptions& options = {}) = 0;
+  // A KV cache, zero-filled and empty. Throws Error(out_of_memory) naming the limit when K
+  // or V would exceed maxStorageBufferRange or the device heap.
+  KvCache kv_cache(const KvCacheConfig& config);
 
   // Synchronous copies between host and tensor. f32 data converts to f16 tensors (round to
   // nearest even) and back; i32 data goes to i32 tensors. |data| must hold numel() values.

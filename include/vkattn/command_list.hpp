@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "vkattn/kv_cache.hpp"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
 
@@ -69,6 +70,27 @@ class CommandList {
   void attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config = {});
   // out [n_tokens, n_heads, head_dim] f32 = probs x v, per head's kv head.
   void attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out);
+
+  // Writes each token's key and value (k, v: [n_tokens, n_kv_heads, head_dim], f32 or f16,
+  // converted to the cache's dtype) into slot(position) of its sequence, one dispatch for
+  // any mix of sequences. seq_ids empty means sequence 0. Each sequence's tokens must
+  // have consecutive positions continuing at next_position(seq), in order. On a bad
+  // argument nothing changes.
+  void kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
+                 std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
+  // Makes |dst| a copy of |src| (keys, values and bookkeeping): prefix sharing.
+  void kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst);
+
+  // Attention over a cache: n_keys = capacity, keys in slot order (scores and probs are
+  // [n_tokens, n_heads, capacity]); each token sees the slots of its own sequence that
+  // hold a position it may see (tokens.q_seq_ids; tokens.k_* must be empty). Throws if a
+  // token needs a key its sequence's ring has already overwritten (a chunk longer than
+  // capacity - window + 1: append and attend in smaller chunks).
+  void attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
+                   const AttentionConfig& config = {}, const Tensor* mask = nullptr);
+  // |q_seq_ids|: the sequence of each query token (empty: all 0), as given to attn_scores.
+  void attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
+                         std::span<const std::int32_t> q_seq_ids = {});
 
   // Runs everything recorded so far and waits for it.
   void submit_and_wait();

@@ -4,5 +4,6 @@
 #include "vkattn/backend.hpp"
 #include "vkattn/command_list.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/kv_cache.hpp"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"

@@ -17,7 +17,9 @@ using uint = std::uint32_t;
 
 #if defined(__cplusplus) || defined(VKATTN_WANT_COPY)
 VKATTN_PUSH_CONSTANTS(CopyParams) {
-    uint n_vec4;        // 16-byte units to copy
+    uint count;         // units to copy (16 bytes, or words)
+    uint src_offset;    // in units
+    uint dst_offset;
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -49,6 +51,8 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint key_tiles;       // ceil(n_keys / workgroup size)
     uint k_key_stride;    // elements between keys of k
     uint k_head_stride;   // elements between kv heads of k
+    uint k_seq_stride;    // elements between sequences of a cache (token t reads q_seq[t]'s)
+    uint k_meta_stride;   // k_pos/k_seq entries between sequences; 0 for plain keys
     float scale;
     float softcap;        // 0: off
     uint causal;
@@ -83,6 +87,17 @@ VKATTN_PUSH_CONSTANTS(AttnWsumParams) {
     uint row_tiles;
     uint v_key_stride;
     uint v_head_stride;
+    uint v_seq_stride;    // elements between sequences of a cache; 0 for plain values
+    uint off_q_seq;       // word offset of the query sequence ids in the meta binding
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_KV_APPEND)
+VKATTN_PUSH_CONSTANTS(KvAppendParams) {
+    uint n_tokens;
+    uint n_kv_heads;
+    uint head_dim;
+    uint capacity;
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/half.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "common/shape_math.hpp"
 #include "common/tensor_impl.hpp"
 #include "common/validate.hpp"
@@ -85,6 +86,60 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
   impl_->attn_weighted_sum(tp, tv, to);
 }
 
+static const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner) {
+  if (!cache.valid()) throw InvalidArgument(op, "cache", "an empty KvCache", "a cache made by Backend::kv_cache");
+  if (cache.impl()->owner != owner) {
+    throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by the backend of this command list");
+  }
+  return cache.impl();
+}
+
+void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
+                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) {
+  const char* op = "kv_append";
+  const auto& c = check_cache(op, cache, impl_->owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl_->owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl_->owner());
+  detail::check_kv_append(*c, *tk, *tv, positions, seq_ids);
+  const detail::KvCacheImpl::AppendPlan plan = c->plan_append(positions, seq_ids, options);
+  impl_->kv_append(c, tk, tv, plan.dst_rows);
+  c->apply_append(positions, seq_ids, plan);
+}
+
+void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst) {
+  const char* op = "kv_copy_sequence";
+  const auto& c = check_cache(op, cache, impl_->owner());
+  for (auto [name, s] : {std::pair{"src", src}, std::pair{"dst", dst}}) {
+    if (s >= c->config.n_seqs) {
+      throw InvalidArgument(op, name, std::to_string(s), "[0, n_seqs = " + std::to_string(c->config.n_seqs) + ")");
+    }
+  }
+  if (src == dst) return;
+  impl_->kv_copy_sequence(c, src, dst);
+  c->copy_sequence(src, dst);
+}
+
+void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
+                              const AttentionConfig& config, const Tensor* mask) {
+  const char* op = "attn_scores";
+  const auto& c = check_cache(op, cache, impl_->owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
+  const auto& ts = detail::check_tensor(op, "scores", scores, impl_->owner());
+  std::shared_ptr<detail::TensorImpl> tm;
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);
+  impl_->attn_scores_cache(tq, c, ts, tm, params);
+}
+
+void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
+                                    std::span<const std::int32_t> q_seq_ids) {
+  const char* op = "attn_weighted_sum";
+  const auto& c = check_cache(op, cache, impl_->owner());
+  const auto& tp = detail::check_tensor(op, "probs", probs, impl_->owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  impl_->attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, q_seq_ids));
+}
+
 void CommandList::submit_and_wait() { impl_->submit_and_wait(); }
 std::vector<OpTiming> CommandList::timings() const { return impl_->timings(); }
 CommandStats CommandList::stats() const { return impl_->stats(); }
@@ -107,6 +162,12 @@ Tensor Backend::tensor(const Shape& shape, DType dtype) {
     throw InvalidArgument("tensor", "dtype", std::to_string(static_cast<int>(dtype)), "f32, f16 or i32");
   }
   return Tensor(make_tensor(shape, dtype));
+}
+
+KvCache Backend::kv_cache(const KvCacheConfig& config) {
+  const Shape shape = detail::check_kv_cache_config(config);
+  Tensor k = tensor(shape, config.dtype), v = tensor(shape, config.dtype);
+  return KvCache(std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl()));
 }
 
 static void check_upload(const char* op, const Tensor& t, const void* owner, std::size_t n,

@@ -11,6 +11,8 @@
 
 namespace vkattn::detail {
 
+class KvCacheImpl;
+
 class TensorImpl {
  public:
   // |owner| identifies the backend that made the tensor; ops reject tensors of another.
@@ -32,6 +34,9 @@ struct ScoresParams {
   double softcap = 0.0;            // 0: off
   std::vector<float> alibi_slopes;  // n_heads values, or empty
   std::vector<std::int32_t> q_pos, k_pos, q_seq, k_seq;
+  // Keys from a KV cache: k_pos and k_seq hold n_seqs * capacity entries (slot order),
+  // k_seq -1 for empty slots, and token t reads sequence q_seq[t]'s slots.
+  bool from_cache = false;
 };
 
 // Arguments reach a CommandListImpl already checked and normalized
@@ -52,6 +57,14 @@ class CommandListImpl {
                             std::vector<float> sinks) = 0;
   virtual void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                                  std::shared_ptr<TensorImpl> out) = 0;
+  virtual void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k,
+                         std::shared_ptr<TensorImpl> v, std::vector<std::int32_t> dst_rows) = 0;
+  virtual void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) = 0;
+  virtual void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
+                                 std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
+                                 const ScoresParams& params) = 0;
+  virtual void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
+                                       std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) = 0;
   virtual void submit_and_wait() = 0;
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;

@@ -319,3 +319,100 @@ std::vector<float> alibi_slopes(std::size_t n_heads) {
 }
 
 }  // namespace vkattn
+
+#include "common/kv_cache_impl.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+void check_against_cache(const char* op, const char* name, const TensorImpl& t, const KvCacheImpl& cache,
+                         std::size_t heads_dim) {
+  const auto& c = cache.config;
+  if (t.shape[heads_dim + 1] != c.head_dim) {
+    throw InvalidArgument(op, std::string(name) + ".shape[" + std::to_string(heads_dim + 1) + "]",
+                          std::to_string(t.shape[heads_dim + 1]), "cache head_dim = " + std::to_string(c.head_dim));
+  }
+}
+
+}  // namespace
+
+void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl& v,
+                     std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) {
+  const char* op = "kv_append";
+  const auto& c = cache.config;
+  for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}}) {
+    check_rank3(op, name, *t, "[n_tokens, n_kv_heads, head_dim]");
+    check_dtype(op, name, *t, true);
+    if (t->shape[1] != c.n_kv_heads) {
+      throw InvalidArgument(op, std::string(name) + ".shape[1]", std::to_string(t->shape[1]),
+                            "cache n_kv_heads = " + std::to_string(c.n_kv_heads));
+    }
+    check_against_cache(op, name, *t, cache, 1);
+  }
+  if (v.shape[0] != k.shape[0]) {
+    throw InvalidArgument(op, "v.shape[0]", std::to_string(v.shape[0]), "k.shape[0] = " + std::to_string(k.shape[0]));
+  }
+  if (v.dtype != k.dtype) throw InvalidArgument(op, "v.dtype", to_string(v.dtype), std::string("k.dtype = ") + to_string(k.dtype));
+  check_ids(op, "positions", positions, k.shape[0], false);
+  if (!seq_ids.empty() && seq_ids.size() != k.shape[0]) {
+    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
+                          std::to_string(k.shape[0]) + " (or 0: all in sequence 0)");
+  }
+}
+
+ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
+                                     const TensorImpl* mask, const AttentionTokens& tokens,
+                                     const AttentionConfig& config) {
+  const char* op = "attn_scores";
+  const auto& c = cache.config;
+  check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
+  check_dtype(op, "q", q, true);
+  check_against_cache(op, "q", q, cache, 1);
+  if (q.shape[1] % c.n_kv_heads != 0) {
+    throw InvalidArgument(op, "n_heads (q.shape[1])", std::to_string(q.shape[1]),
+                          "a multiple of the cache's n_kv_heads = " + std::to_string(c.n_kv_heads));
+  }
+  if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
+    throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
+  }
+  // The plain-tensor checks, against a stand-in for the keys: [capacity, n_kv_heads, head_dim].
+  const std::size_t n_tokens = q.shape[0];
+  std::vector<std::int32_t> k_pos(c.capacity, 0);
+  AttentionTokens plain = tokens;
+  plain.k_positions = k_pos;
+  const TensorImpl keys(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
+  ScoresParams p = check_attn_scores(q, keys, scores, mask, plain, config);
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    if (static_cast<std::size_t>(p.q_seq[t]) >= c.n_seqs) {
+      throw InvalidArgument(op, "tokens.q_seq_ids[" + std::to_string(t) + "]", std::to_string(p.q_seq[t]),
+                            "[0, n_seqs = " + std::to_string(c.n_seqs) + ")");
+    }
+    cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p.window);
+  }
+  p.from_cache = true;
+  p.k_pos = cache.slot_pos;
+  p.k_seq.resize(p.k_pos.size());
+  for (std::size_t i = 0; i < p.k_pos.size(); ++i) {
+    p.k_seq[i] = p.k_pos[i] >= 0 ? static_cast<std::int32_t>(i / c.capacity) : -1;
+  }
+  return p;
+}
+
+std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
+                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids) {
+  const char* op = "attn_weighted_sum";
+  const auto& c = cache.config;
+  const TensorImpl values(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
+  check_attn_weighted_sum(probs, values, out);
+  std::vector<std::int32_t> seq = check_ids(op, "q_seq_ids", q_seq_ids, probs.shape[0], true);
+  for (std::size_t t = 0; t < seq.size(); ++t) {
+    if (static_cast<std::size_t>(seq[t]) >= c.n_seqs) {
+      throw InvalidArgument(op, "q_seq_ids[" + std::to_string(t) + "]", std::to_string(seq[t]),
+                            "[0, n_seqs = " + std::to_string(c.n_seqs) + ")");
+    }
+  }
+  return seq;
+}
+
+}  // namespace vkattn::detail

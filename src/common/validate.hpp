@@ -35,4 +35,14 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config);
 void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out);
 
+// The same against a KV cache (n_keys = capacity).
+ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
+                                     const TensorImpl* mask, const AttentionTokens& tokens,
+                                     const AttentionConfig& config);
+std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
+                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids);
+// k, v for an append; returns nothing, throws on mismatch with the cache.
+void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl& v,
+                     std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids);
+
 }  // namespace vkattn::detail

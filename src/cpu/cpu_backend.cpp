@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "common/half.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "common/tensor_impl.hpp"
 #include "cpu/reference_ops.hpp"
 
@@ -92,6 +93,100 @@ class CpuCommandList final : public CommandListImpl {
                       std::vector<float> o(out->numel);
                       ref::attn_weighted_sum(to_floats(cpu(probs)), to_floats(cpu(v)), o, out->shape[0],
                                              out->shape[1], v->shape[1], v->shape[0], v->shape[2]);
+                      from_floats(cpu(out), o);
+                    }});
+  }
+
+  void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                 std::vector<std::int32_t> dst_rows) override {
+    ops_.push_back({"kv_append", [cache, k, v, dst_rows = std::move(dst_rows)] {
+                      const auto& c = cache->config;
+                      const std::size_t row = c.head_dim;
+                      for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
+                        const std::vector<float> in = to_floats(cpu(src));
+                        std::vector<float> out = to_floats(cpu(dst));
+                        for (std::size_t t = 0; t < dst_rows.size(); ++t) {
+                          if (dst_rows[t] < 0) continue;
+                          const std::size_t seq = static_cast<std::size_t>(dst_rows[t]) / c.capacity;
+                          const std::size_t slot = static_cast<std::size_t>(dst_rows[t]) % c.capacity;
+                          for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
+                            std::copy_n(&in[(t * c.n_kv_heads + g) * row], row,
+                                        &out[((seq * c.n_kv_heads + g) * c.capacity + slot) * row]);
+                          }
+                        }
+                        from_floats(cpu(dst), out);
+                      }
+                    }});
+  }
+
+  void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
+    ops_.push_back({"kv_copy_sequence", [cache, src, dst] {
+                      const auto& c = cache->config;
+                      const std::size_t n = c.n_kv_heads * c.capacity * c.head_dim;
+                      for (const auto& t : {cache->k, cache->v}) {
+                        std::vector<float> f = to_floats(cpu(t));
+                        std::copy_n(&f[src * n], n, &f[dst * n]);
+                        from_floats(cpu(t), f);
+                      }
+                    }});
+  }
+
+  // The cache is [n_seqs, n_kv_heads, capacity, head_dim]; the reference wants one
+  // sequence's keys as [capacity, n_kv_heads, head_dim].
+  static std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
+    const auto& c = cache.config;
+    std::vector<float> rows(c.capacity * c.n_kv_heads * c.head_dim);
+    for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
+      for (std::size_t j = 0; j < c.capacity; ++j) {
+        std::copy_n(&all[((seq * c.n_kv_heads + g) * c.capacity + j) * c.head_dim], c.head_dim,
+                    &rows[(j * c.n_kv_heads + g) * c.head_dim]);
+      }
+    }
+    return rows;
+  }
+
+  void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
+                         std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
+                         const ScoresParams& params) override {
+    ops_.push_back({"attn_scores", [q, cache, scores, mask, params] {
+                      // One token at a time against its own sequence's slots.
+                      const auto& c = cache->config;
+                      const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
+                      const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache->k));
+                      const std::vector<float> mf = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+                      std::vector<float> out(scores->numel);
+                      for (std::size_t t = 0; t < q->shape[0]; ++t) {
+                        const auto seq = static_cast<std::size_t>(params.q_seq[t]);
+                        ScoresParams one = params;
+                        one.q_pos = {params.q_pos[t]};
+                        one.q_seq = {params.q_seq[t]};
+                        one.k_pos.assign(params.k_pos.begin() + static_cast<std::ptrdiff_t>(seq * n),
+                                         params.k_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
+                        one.k_seq.assign(params.k_seq.begin() + static_cast<std::ptrdiff_t>(seq * n),
+                                         params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
+                        const std::span<const float> m =
+                            mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
+                        ref::attn_scores(std::span<const float>(&qf[t * n_heads * d], n_heads * d),
+                                         sequence_rows(*cache, kf, seq), std::span<float>(&out[t * n_heads * n], n_heads * n),
+                                         m, 1, n_heads, c.n_kv_heads, n, d, one);
+                      }
+                      from_floats(cpu(scores), out);
+                    }});
+  }
+
+  void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
+                               std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
+    ops_.push_back({"attn_weighted_sum", [probs, cache, out, q_seq = std::move(q_seq)] {
+                      const auto& c = cache->config;
+                      const std::size_t n_heads = probs->shape[1], d = c.head_dim, n = c.capacity;
+                      const std::vector<float> pf = to_floats(cpu(probs)), vf = to_floats(cpu(cache->v));
+                      std::vector<float> o(out->numel);
+                      for (std::size_t t = 0; t < probs->shape[0]; ++t) {
+                        ref::attn_weighted_sum(std::span<const float>(&pf[t * n_heads * n], n_heads * n),
+                                               sequence_rows(*cache, vf, static_cast<std::size_t>(q_seq[t])),
+                                               std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads,
+                                               c.n_kv_heads, n, d);
+                      }
                       from_floats(cpu(out), o);
                     }});
   }

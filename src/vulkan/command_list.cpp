@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/shape_math.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/descriptors.hpp"
 #include "vulkan/dispatch.hpp"
@@ -79,37 +80,62 @@ class VulkanCommandList final : public CommandListImpl {
   const void* owner() const override { return ctx_.get(); }
 
   void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) override {
-    add(copy_dispatch(*ctx_, std::move(src), std::move(dst)));
+    const std::uint64_t words = ceil_div(src->words, 4) * 4;  // buffers are padded to 16 bytes
+    add(copy_dispatch(*ctx_, std::move(src), std::move(dst), 0, 0, words));
   }
 
   void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::vector<std::int32_t> positions,
             const RopeConfig& config) override {
-    // The arena grows only once the dispatch is built, so a throw leaves nothing behind.
-    ParamArena staged = params_;
-    Dispatch d = rope_dispatch(*ctx_, staged, std::move(x), std::move(k), positions, config);
-    params_ = std::move(staged);
-    add(std::move(d));
+    with_params([&](ParamArena& arena) { return rope_dispatch(*ctx_, arena, std::move(x), std::move(k), positions, config); });
   }
 
   void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
                    std::shared_ptr<TensorImpl> mask, const ScoresParams& p) override {
-    ParamArena staged = params_;
-    Dispatch d = attn_scores_dispatch(*ctx_, staged, std::move(q), std::move(k), std::move(scores), std::move(mask), p);
-    params_ = std::move(staged);
-    add(std::move(d));
+    with_params([&](ParamArena& arena) {
+      return attn_scores_dispatch(*ctx_, arena, std::move(q), plain_keys(std::move(k)), std::move(scores),
+                                  std::move(mask), p);
+    });
+  }
+
+  void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
+                         std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
+                         const ScoresParams& p) override {
+    with_params([&](ParamArena& arena) {
+      return attn_scores_dispatch(*ctx_, arena, std::move(q), cache_keys(cache->k), std::move(scores), std::move(mask), p);
+    });
   }
 
   void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
                     std::vector<float> sinks) override {
-    ParamArena staged = params_;
-    Dispatch d = attn_softmax_dispatch(*ctx_, staged, std::move(scores), std::move(probs), sinks);
-    params_ = std::move(staged);
-    add(std::move(d));
+    with_params([&](ParamArena& arena) {
+      return attn_softmax_dispatch(*ctx_, arena, std::move(scores), std::move(probs), sinks);
+    });
   }
 
   void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out) override {
-    add(attn_weighted_sum_dispatch(*ctx_, std::move(probs), std::move(v), std::move(out)));
+    with_params([&](ParamArena& arena) {
+      return attn_weighted_sum_dispatch(*ctx_, arena, std::move(probs), plain_keys(std::move(v)), std::move(out), {});
+    });
+  }
+
+  void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
+                               std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
+    with_params([&](ParamArena& arena) {
+      return attn_weighted_sum_dispatch(*ctx_, arena, std::move(probs), cache_keys(cache->v), std::move(out), q_seq);
+    });
+  }
+
+  void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                 std::vector<std::int32_t> dst_rows) override {
+    with_params([&](ParamArena& arena) { return kv_append_dispatch(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows); });
+  }
+
+  void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
+    const auto& c = cache->config;
+    const std::uint64_t words = c.n_kv_heads * c.capacity * (c.dtype == DType::f16 ? c.head_dim / 2 : c.head_dim);
+    add(copy_dispatch(*ctx_, cache->k, cache->k, src * words, dst * words, words));
+    add(copy_dispatch(*ctx_, cache->v, cache->v, src * words, dst * words, words));
   }
 
   void submit_and_wait() override {
@@ -130,6 +156,16 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
  private:
+  // Builds a dispatch that adds parameters; the arena grows only once the dispatch is
+  // built, so a throw leaves nothing behind.
+  template <class Build>
+  void with_params(Build build) {
+    ParamArena staged = params_;
+    Dispatch d = build(staged);
+    params_ = std::move(staged);
+    add(std::move(d));
+  }
+
   void add(Dispatch d) {
     d.groups = std::max<std::uint64_t>(d.groups, 1);
     fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit

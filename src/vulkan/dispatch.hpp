@@ -50,17 +50,35 @@ class ParamArena {
 };
 
 // Ops: each checks device-dependent limits and returns its dispatch(es).
-Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst);
+// Copies |words| 32-bit words from word |src_word| of src to word |dst_word| of dst.
+Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
+                       std::uint64_t src_word, std::uint64_t dst_word, std::uint64_t words);
 Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
                        std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
                        const RopeConfig& config);
 
-Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
-                              std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
-                              std::shared_ptr<TensorImpl> mask, const ScoresParams& p);
+// Where keys (or values) live: a plain [n_keys, n_kv_heads, head_dim] tensor, or a KV
+// cache [n_seqs, n_kv_heads, capacity, head_dim] read at each tile's sequence. Strides in
+// elements; meta_stride is the key metadata entries per sequence (0: plain).
+struct KeySource {
+  std::shared_ptr<TensorImpl> tensor;
+  std::uint32_t n_keys, n_kv_heads, head_dim;
+  std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
+};
+KeySource plain_keys(std::shared_ptr<TensorImpl> t);
+KeySource cache_keys(std::shared_ptr<TensorImpl> t);
+
+Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
+                              std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
+                              const ScoresParams& p);
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
                                std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks);
-Dispatch attn_weighted_sum_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
-                                    std::shared_ptr<TensorImpl> out);
+// |q_seq|: each query token's sequence (read only for cache values).
+Dispatch attn_weighted_sum_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> probs,
+                                    KeySource values, std::shared_ptr<TensorImpl> out,
+                                    const std::vector<std::int32_t>& q_seq);
+Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                            const std::vector<std::int32_t>& dst_rows);
 
 }  // namespace vkattn::detail

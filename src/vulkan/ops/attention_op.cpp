@@ -5,6 +5,7 @@
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -24,19 +25,45 @@ Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write) { return Bindi
 
 }  // namespace
 
-Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
-                              std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
-                              std::shared_ptr<TensorImpl> mask, const ScoresParams& p) {
-  static_assert(sizeof(shader::AttnScoresParams) == 84);
+KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
+  const auto n = u32(t->shape[0]), n_kv = u32(t->shape[1]), d = u32(t->shape[2]);
+  return {std::move(t), n, n_kv, d, n_kv * d, d, 0, 0};
+}
+
+KeySource cache_keys(std::shared_ptr<TensorImpl> t) {  // [n_seqs, n_kv_heads, capacity, head_dim]
+  const auto n_kv = u32(t->shape[1]), c = u32(t->shape[2]), d = u32(t->shape[3]);
+  return {std::move(t), c, n_kv, d, d, c * d, n_kv * c * d, c};
+}
+
+namespace {
+// Query rows per tile: up to kMaxRows; with cache keys and tokens of several sequences in
+// the call, a tile stays within one token (a divisor of the group), so it reads one
+// sequence's keys.
+std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
+                        const std::vector<std::int32_t>& q_seq) {
+  std::uint32_t rows = std::min(cap, n_tokens * group);
+  const bool mixed = per_seq && std::any_of(q_seq.begin(), q_seq.end(), [&](std::int32_t s) { return s != q_seq[0]; });
+  if (mixed) {
+    rows = std::min(rows, group);
+    while (group % rows != 0) --rows;
+  }
+  return rows;
+}
+}  // namespace
+
+Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
+                              std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
+                              const ScoresParams& p) {
+  static_assert(sizeof(shader::AttnScoresParams) == 92);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
-  const std::uint32_t n_keys = u32(k->shape[0]), n_kv_heads = u32(k->shape[1]);
+  const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
   const std::uint32_t d4 = (head_dim + 3) / 4;
 
   // One key per invocation; the query tile lives in shared memory.
   const std::uint32_t wg = workgroup_size(ctx, 64);
   const std::uint32_t rows_fit = std::max(1u, ctx.limits.max_shared_memory / (d4 * 16));
-  const std::uint32_t rows = std::min({kMaxRows, rows_fit, n_tokens * group});
+  const std::uint32_t rows = tile_rows(std::min(kMaxRows, rows_fit), n_tokens, group, keys.meta_stride != 0, p.q_seq);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
   // Each invocation computes a rows x keys_per_lane block: every query value read serves
   // keys_per_lane keys, every key value read serves |rows| rows. Decode tiles (<= 4 rows)
@@ -58,14 +85,15 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   Dispatch d;
   d.op = "attn_scores";
   d.key = {KernelId::attn_scores, 5, sizeof(shader::AttnScoresParams),
-           {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k->dtype == DType::f16 ? 1u : 0u,
-            head_dim % (k->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane}};
+           {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
+            head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
-  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(k), false),
+  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(keys.tensor), false),
                 tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta)};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
-                                      n_kv_heads * head_dim, head_dim, static_cast<float>(p.scale),
+                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
+                                      static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, off_q_pos, off_q_seq,
                                       off_k_pos, off_k_seq, off_slopes});
@@ -102,26 +130,49 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   return d;
 }
 
-Dispatch attn_weighted_sum_dispatch(const Context& /*ctx*/, std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
-                                    std::shared_ptr<TensorImpl> out) {
-  static_assert(sizeof(shader::AttnWsumParams) == 36);
+Dispatch attn_weighted_sum_dispatch(const Context& /*ctx*/, ParamArena& params, std::shared_ptr<TensorImpl> probs,
+                                    KeySource values, std::shared_ptr<TensorImpl> out,
+                                    const std::vector<std::int32_t>& q_seq) {
+  static_assert(sizeof(shader::AttnWsumParams) == 44);
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
-  const std::uint32_t n_keys = u32(v->shape[0]), n_kv_heads = u32(v->shape[1]), head_dim = u32(v->shape[2]);
+  const std::uint32_t n_keys = values.n_keys, n_kv_heads = values.n_kv_heads, head_dim = values.head_dim;
   const std::uint32_t group = n_heads / n_kv_heads;
   // One invocation per 4 dims (at most 64: kMaxAttentionHeadDim is 256).
   const std::uint32_t wg = (head_dim + 3) / 4;
-  const std::uint32_t rows = std::min(kMaxRows, n_tokens * group);
+  const std::uint32_t rows = tile_rows(kMaxRows, n_tokens, group, values.meta_stride != 0, q_seq);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
+  std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
+  std::copy(q_seq.begin(), q_seq.end(), meta.begin());
 
   Dispatch d;
   d.op = "attn_weighted_sum";
-  d.key = {KernelId::attn_weighted_sum, 3, sizeof(shader::AttnWsumParams),
-           {wg, rows, v->dtype == DType::f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
-  d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(v), false),
-                tensor_binding(std::move(out), true)};
-  d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles,
-                                    n_kv_heads * head_dim, head_dim});
+  const bool f16 = values.tensor->dtype == DType::f16;
+  d.key = {KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
+           {wg, rows, f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
+  d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(values.tensor), false),
+                tensor_binding(std::move(out), true), params.add(meta)};
+  d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
+                                    values.head_stride, values.seq_stride, 0});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles;
+  return d;
+}
+
+Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                            const std::vector<std::int32_t>& dst_rows) {
+  static_assert(sizeof(shader::KvAppendParams) == 16);
+  const auto& c = cache.config;
+  const std::uint32_t wg = workgroup_size(ctx, 64);
+  const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * ((c.head_dim + 1) / 2);
+  const std::vector<std::uint32_t> rows(dst_rows.begin(), dst_rows.end());
+  Dispatch d;
+  d.op = "kv_append";
+  d.key = {KernelId::kv_append, 5, sizeof(shader::KvAppendParams),
+           {wg, k->dtype == DType::f16 ? 1u : 0u, c.dtype == DType::f16 ? 1u : 0u}};
+  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
+                tensor_binding(cache.k, true), tensor_binding(cache.v, true), params.add(rows)};
+  d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity)});
+  d.groups = ceil_div(invocations, wg);
   return d;
 }
 

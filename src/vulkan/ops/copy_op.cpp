@@ -3,16 +3,22 @@
 
 namespace vkattn::detail {
 
-Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) {
-  static_assert(sizeof(shader::CopyParams) == 4);
+Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
+                       std::uint64_t src_word, std::uint64_t dst_word, std::uint64_t words) {
+  static_assert(sizeof(shader::CopyParams) == 12);
   const std::uint32_t wg = std::min<std::uint32_t>(128, ctx.limits.max_workgroup_invocations);
-  const auto n_vec4 = static_cast<std::uint32_t>(ceil_div(src->words, 4));
+  // Whole 16-byte units when every range is aligned to them (always for whole tensors,
+  // whose buffers are padded to 16 bytes), else words.
+  const bool vec4 = src_word % 4 == 0 && dst_word % 4 == 0 && words % 4 == 0;
+  const std::uint64_t unit = vec4 ? 4 : 1;
   Dispatch d;
   d.op = "copy";
-  d.key = {KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg}};
+  d.key = {KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u}};
+  const auto count = static_cast<std::uint32_t>(words / unit);
   d.bindings = {{std::move(src), 0, 0, false}, {std::move(dst), 0, 0, true}};
-  d.set_push(shader::CopyParams{n_vec4});
-  d.groups = ceil_div(n_vec4, wg);
+  d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_word / unit),
+                                static_cast<std::uint32_t>(dst_word / unit)});
+  d.groups = ceil_div(count, wg);
   return d;
 }
 

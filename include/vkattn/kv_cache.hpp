@@ -1,0 +1,79 @@
+// KvCache: one layer's keys and values for several sequences, in a ring buffer whose
+// memory never grows (Mistral's rolling buffer, with StreamingLLM's attention sinks).
+//
+// K and V are [n_seqs, n_kv_heads, capacity, head_dim] (f32 or f16). The token at position
+// p of a sequence lives in slot p when p < n_sinks (kept for ever), else in slot
+// n_sinks + (p - n_sinks) % (capacity - n_sinks). Keys are stored as appended: rotate them
+// with RoPE first (Mistral style). The host keeps, per sequence, the position held in
+// every slot, so attention reads the ring in place and never sees an overwritten or empty
+// slot. A model has one cache per layer; each is two device buffers, so even 100 layers
+// stay far below maxMemoryAllocationCount (at least 4096).
+//
+// Methods that change bookkeeping (reset, truncate, and CommandList::kv_append /
+// kv_copy_sequence) take effect when called or recorded; GPU writes happen at submit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "vkattn/types.hpp"
+
+namespace vkattn {
+
+namespace detail {
+class KvCacheImpl;
+}
+
+struct KvCacheConfig {
+  std::size_t n_seqs = 1;       // sequences held at once; >= 1
+  std::size_t n_kv_heads = 1;   // >= 1
+  std::size_t head_dim = 64;    // [1, kMaxAttentionHeadDim]; even for f16
+  std::size_t capacity = 1024;  // slots per sequence; > n_sinks
+  DType dtype = DType::f16;     // f32 or f16
+  std::size_t n_sinks = 0;      // first positions kept for ever (StreamingLLM: 4); < capacity
+};
+
+class KvCache {
+ public:
+  KvCache() = default;
+  explicit KvCache(std::shared_ptr<detail::KvCacheImpl> impl);
+  KvCache(KvCache&&) noexcept = default;
+  KvCache& operator=(KvCache&&) noexcept = default;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  ~KvCache();
+
+  bool valid() const noexcept { return impl_ != nullptr; }
+  const KvCacheConfig& config() const;
+  std::size_t bytes() const;  // device bytes of K and V together
+
+  // The next position to append to |seq| (0 when empty).
+  std::int32_t next_position(std::size_t seq) const;
+  // Tokens of |seq| held now (at most capacity).
+  std::size_t length(std::size_t seq) const;
+  // Position held in each slot of |seq|, -1 for an empty slot.
+  std::vector<std::int32_t> slot_positions(std::size_t seq) const;
+  // Slot of position |position| (any position >= 0).
+  std::size_t slot(std::int32_t position) const;
+
+  // Empties |seq|.
+  void reset(std::size_t seq);
+  // Drops positions >= |position| of |seq| (rejected speculative tokens). Throws
+  // InvalidArgument, changing nothing, if the cache no longer holds what it held when
+  // |position| was next: positions the ring has since overwritten.
+  void truncate(std::size_t seq, std::int32_t position);
+
+  const std::shared_ptr<detail::KvCacheImpl>& impl() const noexcept { return impl_; }
+
+ private:
+  std::shared_ptr<detail::KvCacheImpl> impl_;
+};
+
+struct KvAppendOptions {
+  // More than capacity - n_sinks new tokens of one sequence in one call is an error,
+  // unless this is set: then only the last of them stay (earlier ones are not written).
+  bool keep_last = false;
+};
+
+}  // namespace vkattn

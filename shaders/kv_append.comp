@@ -1,0 +1,71 @@
+#version 450
+// kv_append: writes each new token's key and value rows into its cache slot.
+//   cache[seq, g, slot, :] = src[t, g, :] for k and v, converted to the cache's dtype,
+//   where dst_rows[t] = seq * capacity + slot (-1: the token is not kept).
+//   binding 0/1: readonly k, v words [n_tokens, n_kv_heads, head_dim]: f32 bits or packed
+//                f16 (SRC_F16)
+//   binding 2/3: k, v cache words [n_seqs, n_kv_heads, capacity, head_dim] (DST_F16;
+//                head_dim is even for f16 caches, so every row starts on a word)
+//   binding 4: readonly int dst_rows[n_tokens]
+//   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_F16
+//   grid: one invocation per (token, kv head, pair of elements), folded
+// An invocation owns a pair of elements, so an f16 word is written whole, by one writer;
+// the host drops tokens that a later token of the same call would overwrite, so no two
+// invocations write one slot.
+#extension GL_GOOGLE_include_directive : require
+#define VKATTN_WANT_KV_APPEND
+#include "layout.glsl"
+#include "params.h"
+
+layout(constant_id = 1) const bool SRC_F16 = false;
+layout(constant_id = 2) const bool DST_F16 = true;
+
+layout(std430, binding = 0) readonly buffer K { uint k_src[]; };
+layout(std430, binding = 1) readonly buffer V { uint v_src[]; };
+layout(std430, binding = 2) buffer KC { uint k_cache[]; };
+layout(std430, binding = 3) buffer VC { uint v_cache[]; };
+layout(std430, binding = 4) readonly buffer Rows { int dst_rows[]; };
+
+float src_elem(uint which, uint e) {
+    const uint w = which == 0u ? k_src[SRC_F16 ? e >> 1 : e] : v_src[SRC_F16 ? e >> 1 : e];
+    return SRC_F16 ? unpackHalf2x16(w)[e & 1u] : uintBitsToFloat(w);
+}
+
+void store(uint which, uint e, uint bits) {
+    if (which == 0u) {
+        k_cache[e] = bits;
+    } else {
+        v_cache[e] = bits;
+    }
+}
+
+void main() {
+    const uint id = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    const uint pairs = (pc.head_dim + 1u) / 2u;
+    if (id >= pc.n_tokens * pc.n_kv_heads * pairs) {
+        return;
+    }
+    const uint u = id % pairs;
+    const uint g = (id / pairs) % pc.n_kv_heads;
+    const uint t = id / (pairs * pc.n_kv_heads);
+    const int row = dst_rows[t];
+    if (row < 0) {
+        return;
+    }
+    const uint seq = uint(row) / pc.capacity, slot = uint(row) % pc.capacity;
+    const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + 2u * u;
+    const uint dst = ((seq * pc.n_kv_heads + g) * pc.capacity + slot) * pc.head_dim + 2u * u;
+    const bool second = 2u * u + 1u < pc.head_dim;
+    for (uint which = 0u; which < 2u; ++which) {
+        const float a = src_elem(which, src);
+        const float b = second ? src_elem(which, src + 1u) : 0.0;
+        if (DST_F16) {
+            store(which, dst >> 1, packHalf2x16(vec2(a, b)));
+        } else {
+            store(which, dst, floatBitsToUint(a));
+            if (second) {
+                store(which, dst + 1u, floatBitsToUint(b));
+            }
+        }
+    }
+}

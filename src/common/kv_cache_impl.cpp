@@ -1,0 +1,205 @@
+#include "common/kv_cache_impl.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "common/validate.hpp"
+
+namespace vkattn::detail {
+
+Shape check_kv_cache_config(const KvCacheConfig& c) {
+  const char* op = "kv_cache";
+  if (c.n_seqs == 0) throw InvalidArgument(op, "config.n_seqs", "0", ">= 1");
+  if (c.n_kv_heads == 0) throw InvalidArgument(op, "config.n_kv_heads", "0", ">= 1");
+  if (c.head_dim == 0 || c.head_dim > kMaxAttentionHeadDim) {
+    throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim),
+                          "[1, " + std::to_string(kMaxAttentionHeadDim) + "]");
+  }
+  if (c.dtype != DType::f32 && c.dtype != DType::f16) {
+    throw InvalidArgument(op, "config.dtype", to_string(c.dtype), "f32 or f16");
+  }
+  if (c.dtype == DType::f16 && c.head_dim % 2 != 0) {
+    throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim), "even for f16 (two halves per word)");
+  }
+  if (c.capacity == 0 || c.capacity > (std::size_t{1} << 30)) {
+    throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity), "[1, 2^30]");
+  }
+  if (c.n_sinks >= c.capacity) {
+    throw InvalidArgument(op, "config.n_sinks", std::to_string(c.n_sinks),
+                          "< capacity = " + std::to_string(c.capacity));
+  }
+  return {c.n_seqs, c.n_kv_heads, c.capacity, c.head_dim};
+}
+
+KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::shared_ptr<TensorImpl> k_,
+                         std::shared_ptr<TensorImpl> v_)
+    : owner(owner_),
+      config(config_),
+      k(std::move(k_)),
+      v(std::move(v_)),
+      slot_pos(config_.n_seqs * config_.capacity, -1),
+      next(config_.n_seqs, 0),
+      oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {}
+
+std::size_t KvCacheImpl::slot(std::int32_t position) const {
+  const auto p = static_cast<std::size_t>(position);
+  return p < config.n_sinks ? p : config.n_sinks + (p - config.n_sinks) % ring();
+}
+
+KvCacheImpl::AppendPlan KvCacheImpl::plan_append(std::span<const std::int32_t> positions,
+                                                 std::span<const std::int32_t> seq_ids,
+                                                 const KvAppendOptions& options) const {
+  const char* op = "kv_append";
+  // 1. Each sequence's tokens continue at next[seq], one position at a time.
+  std::map<std::int32_t, std::int32_t> expect;  // seq -> next position expected
+  std::map<std::int32_t, std::int32_t> last;    // seq -> last position of this call
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    const std::int32_t s = seq_ids.empty() ? 0 : seq_ids[t];
+    if (s < 0 || static_cast<std::size_t>(s) >= config.n_seqs) {
+      throw InvalidArgument(op, "seq_ids[" + std::to_string(t) + "]", std::to_string(s),
+                            "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
+    }
+    auto it = expect.try_emplace(s, next[static_cast<std::size_t>(s)]).first;
+    if (positions[t] != it->second) {
+      throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]),
+                            std::to_string(it->second) + ": sequence " + std::to_string(s) +
+                                " continues there (positions must be consecutive)");
+    }
+    if (it->second == INT32_MAX) {
+      throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]), "< 2^31 - 1");
+    }
+    ++it->second;
+    last[s] = positions[t];
+  }
+  // 2. A sequence's new ring tokens beyond the ring would overwrite each other.
+  for (const auto& [s, end] : expect) {
+    const std::int32_t first_ring = std::max(next[static_cast<std::size_t>(s)], static_cast<std::int32_t>(config.n_sinks));
+    const std::int64_t new_ring = std::int64_t{end} - first_ring;
+    if (new_ring > static_cast<std::int64_t>(ring()) && !options.keep_last) {
+      throw InvalidArgument(op, "positions (sequence " + std::to_string(s) + ")", std::to_string(new_ring) + " new ring tokens",
+                            "at most capacity - n_sinks = " + std::to_string(ring()) +
+                                " per call, or KvAppendOptions::keep_last");
+    }
+  }
+  AppendPlan plan;
+  plan.dst_rows.resize(positions.size());
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    const std::int32_t s = seq_ids.empty() ? 0 : seq_ids[t];
+    const std::int32_t p = positions[t];
+    // With keep_last, a ring token that a later token of the call overwrites is dropped.
+    const bool dropped = p >= static_cast<std::int32_t>(config.n_sinks) &&
+                         std::int64_t{last[s]} - p >= static_cast<std::int64_t>(ring());
+    plan.dst_rows[t] = dropped ? -1 : static_cast<std::int32_t>(static_cast<std::size_t>(s) * config.capacity + slot(p));
+  }
+  return plan;
+}
+
+void KvCacheImpl::apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                               const AppendPlan& plan) {
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    const auto s = static_cast<std::size_t>(seq_ids.empty() ? 0 : seq_ids[t]);
+    if (plan.dst_rows[t] >= 0) slot_pos[static_cast<std::size_t>(plan.dst_rows[t])] = positions[t];
+    next[s] = positions[t] + 1;
+    const std::int64_t held_from = std::int64_t{next[s]} - static_cast<std::int64_t>(ring());
+    oldest[s] = static_cast<std::int32_t>(std::max<std::int64_t>(oldest[s], held_from));
+  }
+}
+
+void KvCacheImpl::copy_sequence(std::size_t src, std::size_t dst) {
+  std::copy_n(slot_pos.begin() + static_cast<std::ptrdiff_t>(src * config.capacity), config.capacity,
+              slot_pos.begin() + static_cast<std::ptrdiff_t>(dst * config.capacity));
+  next[dst] = next[src];
+  oldest[dst] = oldest[src];
+}
+
+void KvCacheImpl::check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,
+                                 std::uint32_t window) const {
+  // The ring positions this query may see start here; those it would need but the ring
+  // has overwritten are below oldest[seq].
+  std::int64_t lo = std::max<std::int64_t>(config.n_sinks, std::int64_t{position} - static_cast<std::int64_t>(ring()) + 1);
+  if (window != 0) lo = std::max<std::int64_t>(lo, std::int64_t{position} - window + 1);
+  if (lo < oldest[seq] && lo < next[seq]) {
+    throw InvalidArgument(op, "tokens.q_positions[" + std::to_string(token) + "]", std::to_string(position),
+                          "a position whose keys sequence " + std::to_string(seq) + " still holds: it needs position " +
+                              std::to_string(lo) + ", overwritten (the ring holds " + std::to_string(oldest[seq]) +
+                              " onwards); append and attend in chunks of at most capacity - n_sinks - window + 1");
+  }
+}
+
+}  // namespace vkattn::detail
+
+namespace vkattn {
+
+KvCache::KvCache(std::shared_ptr<detail::KvCacheImpl> impl) : impl_(std::move(impl)) {}
+KvCache::~KvCache() = default;
+
+static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& impl) {
+  if (!impl) throw InvalidArgument("kv_cache", "this", "an empty KvCache", "a cache made by Backend::kv_cache");
+  return *impl;
+}
+
+static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq, const char* name = "seq") {
+  if (seq >= c.config.n_seqs) {
+    throw InvalidArgument(op, name, std::to_string(seq), "[0, n_seqs = " + std::to_string(c.config.n_seqs) + ")");
+  }
+  return seq;
+}
+
+const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
+std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }
+std::int32_t KvCache::next_position(std::size_t seq) const {
+  return live(impl_).next[check_seq("next_position", *impl_, seq)];
+}
+
+std::size_t KvCache::length(std::size_t seq) const {
+  const auto& c = live(impl_);
+  check_seq("length", c, seq);
+  return static_cast<std::size_t>(std::count_if(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity),
+                                                c.slot_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * c.config.capacity),
+                                                [](std::int32_t p) { return p >= 0; }));
+}
+
+std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const {
+  const auto& c = live(impl_);
+  check_seq("slot_positions", c, seq);
+  const auto begin = c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity);
+  return {begin, begin + static_cast<std::ptrdiff_t>(c.config.capacity)};
+}
+
+std::size_t KvCache::slot(std::int32_t position) const {
+  if (position < 0) throw InvalidArgument("slot", "position", std::to_string(position), "[0, 2^31 - 1]");
+  return live(impl_).slot(position);
+}
+
+void KvCache::reset(std::size_t seq) {
+  auto& c = live(impl_);
+  check_seq("reset", c, seq);
+  std::fill_n(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity), c.config.capacity, -1);
+  c.next[seq] = 0;
+  c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
+}
+
+void KvCache::truncate(std::size_t seq, std::int32_t position) {
+  auto& c = live(impl_);
+  check_seq("truncate", c, seq);
+  if (position < 0 || position > c.next[seq]) {
+    throw InvalidArgument("truncate", "position", std::to_string(position),
+                          "[0, next_position = " + std::to_string(c.next[seq]) + "]");
+  }
+  // When |position| was next, the ring held [max(n_sinks, position - ring), position).
+  const std::int64_t held_then =
+      std::max<std::int64_t>(c.config.n_sinks, std::int64_t{position} - static_cast<std::int64_t>(c.ring()));
+  if (position > static_cast<std::int32_t>(c.config.n_sinks) && c.oldest[seq] > held_then) {
+    throw InvalidArgument("truncate", "position", std::to_string(position),
+                          "a position whose earlier keys are still held: positions " + std::to_string(held_then) +
+                              " to " + std::to_string(c.oldest[seq] - 1) + " have been overwritten");
+  }
+  for (std::size_t s = 0; s < c.config.capacity; ++s) {
+    std::int32_t& p = c.slot_pos[seq * c.config.capacity + s];
+    if (p >= position) p = -1;
+  }
+  c.next[seq] = position;
+  if (position <= static_cast<std::int32_t>(c.config.n_sinks)) c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
+}
+
+}  // namespace vkattn

@@ -1,0 +1,50 @@
+// KV cache bookkeeping, shared by both backends: which position each slot holds, and the
+// plans for appends and copies. Plans are computed (and checked) in full before anything
+// changes, so a bad argument leaves the cache exactly as it was.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/tensor_impl.hpp"
+#include "vkattn/kv_cache.hpp"
+
+namespace vkattn::detail {
+
+class KvCacheImpl {
+ public:
+  KvCacheImpl(const void* owner, const KvCacheConfig& config, std::shared_ptr<TensorImpl> k,
+              std::shared_ptr<TensorImpl> v);
+
+  const void* const owner;
+  const KvCacheConfig config;
+  const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, n_kv_heads, capacity, head_dim]
+
+  std::size_t ring() const { return config.capacity - config.n_sinks; }
+  std::size_t slot(std::int32_t position) const;
+
+  std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
+  std::vector<std::int32_t> next;      // per sequence: next position to append
+  std::vector<std::int32_t> oldest;    // per sequence: oldest ring position (>= n_sinks) held
+
+  // Per token, the row it goes to (seq * capacity + slot), or -1 when keep_last drops it.
+  struct AppendPlan {
+    std::vector<std::int32_t> dst_rows;
+  };
+  AppendPlan plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                         const KvAppendOptions& options) const;
+  void apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                    const AppendPlan& plan);
+  void copy_sequence(std::size_t src, std::size_t dst);
+  // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has
+  // already overwritten (window: 0 for none).
+  void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,
+                      std::uint32_t window) const;
+};
+
+// Checks a KvCacheConfig; returns the K/V shape.
+Shape check_kv_cache_config(const KvCacheConfig& config);
+
+}  // namespace vkattn::detail
