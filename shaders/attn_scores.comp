@@ -7,13 +7,15 @@
 //              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16)
 //   binding 2: writeonly float scores [n_tokens, n_heads, n_keys]
 //   binding 3: readonly float mask [n_tokens, n_keys] (when has_mask)
+//   binding 5: readonly uvec2 turns[rotary_dim / 2]: RoPE frequencies (ROPE_ON_READ)
 //   binding 4: readonly meta: q_pos, q_seq, k_pos, k_seq (int), ALiBi slopes (float bits);
 //              a cache's k_pos/k_seq hold k_meta_stride entries per sequence. The host
 //              keeps a tile within one sequence when keys come from a cache.
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
-//   KEYS, keys per invocation
+//   KEYS, keys per invocation; spec 7: ROPE_ON_READ (KvRope::on_read: q and each key are
+//   rotated by their in-cache positions as they are read); spec 8: ROPE_INTERLEAVED
 //   grid: n_kv_heads * row_tiles * key_tiles workgroups (KEYS * workgroup size keys
 //   each), folded
 // A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
@@ -28,6 +30,7 @@
 #define VKATTN_WANT_ATTN_SCORES
 #include "layout.glsl"
 #include "params.h"
+#include "rope_phase.glsl"
 
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
@@ -35,6 +38,8 @@ layout(constant_id = 3) const bool Q_F16 = false;
 layout(constant_id = 4) const bool K_F16 = false;
 layout(constant_id = 5) const bool VEC = true;
 layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
+layout(constant_id = 7) const bool ROPE_ON_READ = false;
+layout(constant_id = 8) const bool ROPE_INTERLEAVED = false;
 
 layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
@@ -44,6 +49,7 @@ layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
 layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
+layout(std430, binding = 5) readonly buffer Turns { uvec2 turns[]; };
 
 // q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies.
 #define TL_ALIGNED VEC
@@ -89,6 +95,20 @@ void main() {
         q_tile[i] = load_q_4(q_row + 4u * c, q_row + pc.head_dim);
     }
     barrier();
+    const uint half_rot = pc.rotary_dim / 2u;
+    if (ROPE_ON_READ) {
+        // Rotate the query rows in place by their in-cache positions.
+        for (uint i = lid; i < n_rows * half_rot; i += n_lanes) {
+            const uint r = i / half_rot, pair = i - r * half_rot;
+            const vec2 cs = rope_cos_sin(uint(meta[pc.off_q_cpos + (row0 + r) / pc.group]), turns[pair]);
+            const uint a = ROPE_INTERLEAVED ? 2u * pair : pair;
+            const uint b = ROPE_INTERLEAVED ? a + 1u : a + half_rot;
+            const float xa = q_tile[r * d4 + a / 4u][a & 3u], xb = q_tile[r * d4 + b / 4u][b & 3u];
+            q_tile[r * d4 + a / 4u][a & 3u] = xa * cs.x - xb * cs.y;
+            q_tile[r * d4 + b / 4u][b & 3u] = xa * cs.y + xb * cs.x;
+        }
+        barrier();
+    }
 
     // 2. Which rows see each of this invocation's keys (KEYS keys, strided by the
     //    workgroup size so that writes coalesce), and whether any key of the tile is seen
@@ -129,7 +149,37 @@ void main() {
         const uint j = key0 + i * n_lanes;
         k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
     }
-    if (VEC && K_F16) {
+    if (ROPE_ON_READ) {
+        // Each key pair is rotated by the key's in-cache position as it is read; dims
+        // past rotary_dim are read plainly.
+        uint cpos[KEYS];
+        for (uint i = 0u; i < KEYS; ++i) {
+            const uint j = key0 + i * n_lanes;
+            cpos[i] = uint(meta[pc.off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
+        }
+        const uint n_pairs = work ? half_rot : 0u;
+        for (uint pair = 0u; pair < n_pairs; ++pair) {
+            const uint a = ROPE_INTERLEAVED ? 2u * pair : pair;
+            const uint b = ROPE_INTERLEAVED ? a + 1u : a + half_rot;
+            for (uint i = 0u; i < KEYS; ++i) {
+                const vec2 cs = rope_cos_sin(cpos[i], turns[pair]);
+                const float ka = load_k_1(k_row[i] + a), kb = load_k_1(k_row[i] + b);
+                const float ra = ka * cs.x - kb * cs.y, rb = ka * cs.y + kb * cs.x;
+                for (uint r = 0u; r < ROWS; ++r) {
+                    acc[r * KEYS + i] += q_tile[r * d4 + a / 4u][a & 3u] * ra + q_tile[r * d4 + b / 4u][b & 3u] * rb;
+                }
+            }
+        }
+        const uint d_end = work ? pc.head_dim : 0u;
+        for (uint d = pc.rotary_dim; d < d_end; ++d) {
+            for (uint i = 0u; i < KEYS; ++i) {
+                const float kd = load_k_1(k_row[i] + d);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    acc[r * KEYS + i] += q_tile[r * d4 + d / 4u][d & 3u] * kd;
+                }
+            }
+        }
+    } else if (VEC && K_F16) {
         const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
         for (uint c = 0u; c < n8; ++c) {
             vec4 a[KEYS], b[KEYS];

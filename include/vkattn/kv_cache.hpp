@@ -6,7 +6,8 @@
 // n_sinks + (p - n_sinks) % (capacity - n_sinks). Keys are stored as appended: rotate them
 // with RoPE first (Mistral style). The host keeps, per sequence, the position held in
 // every slot, so attention reads the ring in place and never sees an overwritten or empty
-// slot. A model has one cache per layer; each is two device buffers, so even 100 layers
+// slot (KvRope says whether keys are stored rotated or rotated as they are read). A model
+// has one cache per layer; each is two device buffers, so even 100 layers
 // stay far below maxMemoryAllocationCount (at least 4096).
 //
 // Methods that change bookkeeping (reset, truncate, and CommandList::kv_append /
@@ -25,6 +26,16 @@ namespace detail {
 class KvCacheImpl;
 }
 
+// How keys meet RoPE.
+enum class KvRope {
+  stored,   // keys are appended already rotated at their absolute positions (Mistral's
+            // rolling buffer); attention reads them as they are. Default.
+  on_read,  // keys are appended unrotated; attention rotates each key by its position
+            // inside the cache (sinks 0..n_sinks-1, then the ring's keys oldest first) and
+            // the query by its own in-cache position (StreamingLLM), so positions stay
+            // below capacity and generation can go on for ever.
+};
+
 struct KvCacheConfig {
   std::size_t n_seqs = 1;       // sequences held at once; >= 1
   std::size_t n_kv_heads = 1;   // >= 1
@@ -32,6 +43,8 @@ struct KvCacheConfig {
   std::size_t capacity = 1024;  // slots per sequence; > n_sinks
   DType dtype = DType::f16;     // f32 or f16
   std::size_t n_sinks = 0;      // first positions kept for ever (StreamingLLM: 4); < capacity
+  KvRope rope = KvRope::stored;
+  RopeConfig rope_config{};     // on_read: the rotation attention applies (attention factor 1)
 };
 
 class KvCache {

@@ -64,6 +64,9 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint off_k_pos;
     uint off_k_seq;
     uint off_slopes;
+    uint rotary_dim;      // ROPE_ON_READ: dims rotated
+    uint off_q_cpos;      // ROPE_ON_READ: in-cache positions of the queries
+    uint off_k_cpos;      // ROPE_ON_READ: in-cache positions of the keys (like k_pos)
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -28,7 +28,25 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
     throw InvalidArgument(op, "config.n_sinks", std::to_string(c.n_sinks),
                           "< capacity = " + std::to_string(c.capacity));
   }
+  if (c.rope != KvRope::stored && c.rope != KvRope::on_read) {
+    throw InvalidArgument(op, "config.rope", std::to_string(static_cast<int>(c.rope)), "KvRope::stored or KvRope::on_read");
+  }
+  if (c.rope == KvRope::on_read) {
+    const RopeConfig r = check_rope_config(op, c.rope_config, c.head_dim);
+    if (r.attention_factor && *r.attention_factor != 1.0) {
+      throw InvalidArgument(op, "config.rope_config.attention_factor", std::to_string(*r.attention_factor),
+                            "1 (unset) with KvRope::on_read");
+    }
+    if (rope_frequencies(r, c.head_dim).attention_factor != 1.0) {
+      throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
+    }
+  }
   return {c.n_seqs, c.n_kv_heads, c.capacity, c.head_dim};
+}
+
+std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position) const {
+  if (position < static_cast<std::int32_t>(config.n_sinks)) return position;
+  return static_cast<std::int32_t>(config.n_sinks) + (position - oldest[seq]);
 }
 
 KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::shared_ptr<TensorImpl> k_,

@@ -38,6 +38,8 @@ class KvCacheImpl {
   void apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
                     const AppendPlan& plan);
   void copy_sequence(std::size_t src, std::size_t dst);
+  // KvRope::on_read: the position |position| of |seq| takes inside the cache now.
+  std::int32_t cache_position(std::size_t seq, std::int32_t position) const;
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has
   // already overwritten (window: 0 for none).
   void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,

@@ -37,6 +37,10 @@ struct ScoresParams {
   // Keys from a KV cache: k_pos and k_seq hold n_seqs * capacity entries (slot order),
   // k_seq -1 for empty slots, and token t reads sequence q_seq[t]'s slots.
   bool from_cache = false;
+  // KvRope::on_read: rotate q by q_cpos and each key by k_cpos (slot order) with |rope|.
+  bool rope_on_read = false;
+  RopeConfig rope;
+  std::vector<std::int32_t> q_cpos, k_cpos;
 };
 
 // Arguments reach a CommandListImpl already checked and normalized

@@ -391,6 +391,17 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
     cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p.window);
   }
   p.from_cache = true;
+  if (c.rope == KvRope::on_read) {
+    p.rope_on_read = true;
+    p.rope = check_rope_config(op, c.rope_config, c.head_dim);
+    for (std::size_t t = 0; t < n_tokens; ++t) {
+      p.q_cpos.push_back(cache.cache_position(static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t]));
+    }
+    p.k_cpos.resize(cache.slot_pos.size(), 0);
+    for (std::size_t i = 0; i < cache.slot_pos.size(); ++i) {
+      if (cache.slot_pos[i] >= 0) p.k_cpos[i] = cache.cache_position(i / c.capacity, cache.slot_pos[i]);
+    }
+  }
   p.k_pos = cache.slot_pos;
   p.k_seq.resize(p.k_pos.size());
   for (std::size_t i = 0; i < p.k_pos.size(); ++i) {

@@ -166,9 +166,16 @@ class CpuCommandList final : public CommandListImpl {
                                          params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
                         const std::span<const float> m =
                             mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
-                        ref::attn_scores(std::span<const float>(&qf[t * n_heads * d], n_heads * d),
-                                         sequence_rows(*cache, kf, seq), std::span<float>(&out[t * n_heads * n], n_heads * n),
-                                         m, 1, n_heads, c.n_kv_heads, n, d, one);
+                        std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
+                        std::vector<float> keys = sequence_rows(*cache, kf, seq);
+                        if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
+                          const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
+                          const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
+                          ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
+                          ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
+                        }
+                        ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1,
+                                         n_heads, c.n_kv_heads, n, d, one);
                       }
                       from_floats(cpu(scores), out);
                     }});

@@ -6,6 +6,7 @@
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/rope_math.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -54,7 +55,7 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p) {
-  static_assert(sizeof(shader::AttnScoresParams) == 92);
+  static_assert(sizeof(shader::AttnScoresParams) == 104);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -81,22 +82,36 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t off_q_pos = append(p.q_pos), off_q_seq = append(p.q_seq);
   const std::uint32_t off_k_pos = append(p.k_pos), off_k_seq = append(p.k_seq);
   const std::uint32_t off_slopes = append(p.alibi_slopes);
+  const std::uint32_t off_q_cpos = append(p.q_cpos), off_k_cpos = append(p.k_cpos);
+  // KvRope::on_read: the frequency table of the cache's RoPE config.
+  std::vector<std::uint32_t> turn_words = {0, 0};
+  std::uint32_t rotary_dim = 0;
+  if (p.rope_on_read) {
+    turn_words.clear();
+    for (std::uint64_t t : rope_turns_fixed(rope_table(p.rope, 0).theta)) {
+      turn_words.push_back(static_cast<std::uint32_t>(t));
+      turn_words.push_back(static_cast<std::uint32_t>(t >> 32));
+    }
+    rotary_dim = u32(p.rope.rotary_dim);
+  }
 
   Dispatch d;
   d.op = "attn_scores";
-  d.key = {KernelId::attn_scores, 5, sizeof(shader::AttnScoresParams),
+  d.key = {KernelId::attn_scores, 6, sizeof(shader::AttnScoresParams),
            {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
-            head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane}};
+            head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
+            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(keys.tensor), false),
-                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta)};
+                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta),
+                params.add(turn_words)};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, off_q_pos, off_q_seq,
-                                      off_k_pos, off_k_seq, off_slopes});
+                                      off_k_pos, off_k_seq, off_slopes, rotary_dim, off_q_cpos, off_k_cpos});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }
