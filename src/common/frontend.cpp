@@ -166,7 +166,14 @@ Tensor Backend::tensor(const Shape& shape, DType dtype) {
 
 KvCache Backend::kv_cache(const KvCacheConfig& config) {
   const Shape shape = detail::check_kv_cache_config(config);
-  Tensor k = tensor(shape, config.dtype), v = tensor(shape, config.dtype);
+  Tensor k, v;
+  try {
+    k = tensor(shape, config.dtype);
+    v = tensor(shape, config.dtype);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("KV cache of shape ") + detail::shape_string(shape) + " per K and V: " + e.what(),
+                e.call(), e.vk_result(), "kv_cache");
+  }
   return KvCache(std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl()));
 }
 
