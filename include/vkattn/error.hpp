@@ -28,9 +28,11 @@ class Error : public std::runtime_error {
   int vk_result() const noexcept { return vk_result_; }
   const std::string& call() const noexcept { return call_; }
   const std::string& op() const noexcept { return op_; }
+  const std::string& message() const noexcept { return message_; }  // without op, call, code
 
  private:
   ErrorCode code_;
+  std::string message_;
   std::string call_;
   int vk_result_;
   std::string op_;

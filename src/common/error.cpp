@@ -45,6 +45,7 @@ static std::string error_text(ErrorCode code, const std::string& message, const 
 Error::Error(ErrorCode code, std::string message, std::string call, int vk_result, std::string op)
     : std::runtime_error(error_text(code, message, call, op)),
       code_(code),
+      message_(std::move(message)),
       call_(std::move(call)),
       vk_result_(vk_result),
       op_(std::move(op)) {}

@@ -171,8 +171,8 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) {
     k = tensor(shape, config.dtype);
     v = tensor(shape, config.dtype);
   } catch (const Error& e) {
-    throw Error(e.code(), std::string("KV cache of shape ") + detail::shape_string(shape) + " per K and V: " + e.what(),
-                e.call(), e.vk_result(), "kv_cache");
+    throw Error(e.code(), "K and V of shape " + detail::shape_string(shape) + ": " + e.message(), e.call(),
+                e.vk_result(), "kv_cache");
   }
   return KvCache(std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl()));
 }
