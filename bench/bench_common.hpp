@@ -10,11 +10,27 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::bench {
+
+// |n| Normal(0, 1) values, made once per (n, seed) for the whole run: Google Benchmark
+// calls a case several times while it settles the iteration count.
+inline const std::vector<float>& normal_values(std::size_t n, unsigned seed) {
+  static std::map<std::pair<std::size_t, unsigned>, std::vector<float>> cache;
+  auto& x = cache[{n, seed}];
+  if (x.size() != n) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    x.resize(n);
+    for (float& v : x) v = normal(rng);
+  }
+  return x;
+}
 
 inline Backend& backend(BackendKind kind) {
   static std::map<BackendKind, std::unique_ptr<Backend>> backends;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "support/backends.hpp"
@@ -236,6 +237,153 @@ TEST_P(AttentionErrors, BadArguments) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AttentionErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
+                         backend_name);
+
+
+// KV cache: bad configs, appends, copies, attention over the cache and sequence methods
+// raise InvalidArgument naming the parameter; nothing is recorded and the cache's
+// bookkeeping (slot positions, next positions) stays as it was.
+using KvCacheErrors = BackendTest;
+
+TEST_P(KvCacheErrors, BadArguments) {
+  Backend& b = backend();
+  auto t = [&](Shape s, DType d = DType::f32) { return b.tensor(s, d); };
+  auto config = [](auto edit) {
+    KvCacheConfig c{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 8, .capacity = 6, .dtype = DType::f32, .n_sinks = 1};
+    edit(c);
+    return c;
+  };
+  // Config.
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = 0; })); }, {"kv_cache: config.n_seqs = 0", ">= 1"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_kv_heads = 0; })); }, {"config.n_kv_heads = 0", ">= 1"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 0; })); }, {"config.head_dim = 0", "[1, 256]"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 258; })); }, {"config.head_dim = 258", "[1, 256]"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 7, c.dtype = DType::f16; })); },
+                 {"config.head_dim = 7", "even for f16"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.capacity = 0, c.n_sinks = 0; })); },
+                 {"config.capacity = 0", "[1, 2^30]"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.capacity = (std::size_t{1} << 30) + 1; })); },
+                 {"config.capacity = 1073741825", "[1, 2^30]"});
+  for (std::size_t sinks : {6u, 7u}) {
+    expect_invalid([&] { b.kv_cache(config([&](auto& c) { c.n_sinks = sinks; })); },
+                   {sinks == 6 ? "config.n_sinks = 6" : "config.n_sinks = 7", "< capacity = 6"});
+  }
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.dtype = DType::i32; })); },
+                 {"config.dtype = i32", "f32 or f16"});
+
+  // A cache with sequence 0 at positions 0..2 and sequence 1 at 0.
+  KvCache cache = b.kv_cache(config([](auto&) {}));
+  {
+    Tensor k = t({4, 2, 8}), v = t({4, 2, 8});
+    CommandList fill = b.commands();
+    fill.kv_append(cache, k, v, std::vector<std::int32_t>{0, 0, 1, 2}, std::vector<std::int32_t>{0, 1, 0, 0});
+    fill.submit_and_wait();
+  }
+  const std::vector<std::int32_t> slots0 = cache.slot_positions(0), slots1 = cache.slot_positions(1);
+  ASSERT_EQ(slots0, (std::vector<std::int32_t>{0, 1, 2, -1, -1, -1}));
+  ASSERT_EQ(cache.next_position(1), 1);
+  CommandList cmd = b.commands();
+  Tensor a = t({4}), c = t({4});
+  cmd.copy(a, c);  // one op, so that "nothing recorded" means the count stays at 1
+
+  // Each case: InvalidArgument, and the bookkeeping as it was.
+  auto bad = [&](const std::function<void()>& f, std::initializer_list<const char*> parts) {
+    expect_invalid(f, parts);
+    EXPECT_EQ(cache.slot_positions(0), slots0) << *parts.begin();
+    EXPECT_EQ(cache.slot_positions(1), slots1) << *parts.begin();
+    EXPECT_EQ(cache.next_position(0), 3) << *parts.begin();
+    EXPECT_EQ(cache.next_position(1), 1) << *parts.begin();
+  };
+  // kv_append: two tokens of sequence 0 at 3, 4 are valid with these tensors.
+  Tensor k = t({2, 2, 8}), v = t({2, 2, 8});
+  using P = std::vector<std::int32_t>;
+  auto app = [&](const Tensor& kk, const Tensor& vv, P pos, P seq = {}, KvAppendOptions o = {}) {
+    cmd.kv_append(cache, kk, vv, pos, seq, o);
+  };
+  Tensor k_heads = t({2, 1, 8}), k_dim = t({2, 2, 6}), v_dim = t({2, 2, 6}), v3 = t({3, 2, 8}), k_rank2 = t({2, 16});
+  Tensor v_f16 = t({2, 2, 8}, DType::f16), k_i32 = t({2, 2, 8}, DType::i32), k7 = t({7, 2, 8}), v7 = t({7, 2, 8});
+  bad([&] { app(k_heads, v, {3, 4}); }, {"kv_append: k.shape[1] = 1", "cache n_kv_heads = 2"});
+  bad([&] { app(k_dim, v, {3, 4}); }, {"k.shape[2] = 6", "cache head_dim = 8"});
+  bad([&] { app(k, v_dim, {3, 4}); }, {"v.shape[2] = 6", "cache head_dim = 8"});
+  bad([&] { app(k_rank2, v, {3, 4}); }, {"k.shape = [2, 16]", "rank 3"});
+  bad([&] { app(k, v3, {3, 4}); }, {"v.shape[0] = 3", "k.shape[0] = 2"});
+  bad([&] { app(k, v_f16, {3, 4}); }, {"v.dtype = f16", "k.dtype = f32"});
+  bad([&] { app(k_i32, v, {3, 4}); }, {"k.dtype = i32", "f32 or f16"});
+  bad([&] { app(k, v, {3, 4}, {0, 2}); }, {"seq_ids[1] = 2", "[0, n_seqs = 2)"});
+  bad([&] { app(k, v, {3, 4}, {-1, 0}); }, {"seq_ids[0] = -1"});
+  bad([&] { app(k, v, {3, 4}, {0}); }, {"seq_ids.size() = 1", "2 (or 0"});
+  bad([&] { app(k, v, {3}); }, {"positions.size() = 1", "2"});
+  bad([&] { app(k, v, {3, 5}); }, {"positions[1] = 5", "4: sequence 0 continues there", "consecutive"});
+  bad([&] { app(k, v, {2, 3}); }, {"positions[0] = 2", "3: sequence 0 continues there"});
+  bad([&] { app(k, v, {4, 3}); }, {"positions[0] = 4", "3: sequence 0"});
+  bad([&] { app(k, v, {1, 3}, {1, 1}); }, {"positions[1] = 3", "2: sequence 1"});
+  bad([&] { app(k, v, {3, -1}); }, {"positions[1] = -1", "[0, 2^31 - 1]"});
+  bad([&] { app(k7, v7, {1, 2, 3, 4, 5, 6, 7}, {1, 1, 1, 1, 1, 1, 1}); },
+      {"positions (sequence 1) = 7 new ring tokens", "at most capacity - n_sinks = 5", "keep_last"});
+  auto other = make_backend(BackendKind::cpu);
+  KvCache foreign = other->kv_cache(config([](auto&) {})), empty_cache;
+  Tensor foreign_k = other->tensor({2, 2, 8}, DType::f32);
+  bad([&] { cmd.kv_append(foreign, k, v, P{0, 1}); }, {"kv_append: cache = a cache of another backend"});
+  bad([&] { cmd.kv_append(empty_cache, k, v, P{0, 1}); }, {"cache = an empty KvCache"});
+  bad([&] { app(foreign_k, v, {3, 4}); }, {"k = a tensor of another backend"});
+  bad([&] { cmd.kv_copy_sequence(cache, 2, 0); }, {"kv_copy_sequence: src = 2", "[0, n_seqs = 2)"});
+  bad([&] { cmd.kv_copy_sequence(cache, 0, 9); }, {"dst = 9"});
+  bad([&] { cmd.kv_copy_sequence(foreign, 0, 1); }, {"cache = a cache of another backend"});
+
+  // Attention over the cache: 1 token, 2 heads on 2 kv heads, capacity 6.
+  Tensor q = t({1, 2, 8}), scores = t({1, 2, 6}), probs = t({1, 2, 6}), out = t({1, 2, 8});
+  const P qp{2}, kp{0, 1, 2, 3, 4, 5};
+  auto sc = [&](const Tensor& qq, Tensor& ss, const AttentionTokens& tok, const AttentionConfig& cfg = {},
+                const Tensor* mask = nullptr) { cmd.attn_scores(qq, cache, ss, tok, cfg, mask); };
+  Tensor q_dim = t({1, 2, 6}), q3 = t({1, 3, 8}), s3 = t({1, 3, 6}), s5 = t({1, 2, 5});
+  Tensor q_i32 = t({1, 2, 8}, DType::i32);
+  Tensor mask5 = t({1, 5});
+  bad([&] { sc(q_dim, scores, {qp}); }, {"attn_scores: q.shape[2] = 6", "cache head_dim = 8"});
+  bad([&] { sc(q3, s3, {qp}); }, {"n_heads (q.shape[1]) = 3", "multiple of the cache's n_kv_heads = 2"});
+  bad([&] { sc(q, scores, {qp, kp}); }, {"tokens.k_positions / k_seq_ids = given", "empty"});
+  bad([&] { sc(q, scores, {.q_positions = qp, .k_seq_ids = P{0, 0, 0, 0, 0, 0}}); },
+      {"tokens.k_positions / k_seq_ids"});
+  bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{2}}); }, {"tokens.q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
+  bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{-3}}); }, {"tokens.q_seq_ids[0] = -3"});
+  bad([&] { sc(q, scores, {.q_positions = P{-1}}); }, {"tokens.q_positions[0] = -1"});
+  bad([&] { sc(q, scores, {.q_positions = P{1, 2}}); }, {"tokens.q_positions.size() = 2", "1"});
+  bad([&] { sc(q, s5, {qp}); }, {"scores.shape = [1, 2, 5]", "[1, 2, 6]"});
+  bad([&] { sc(q, s3, {qp}); }, {"scores.shape = [1, 3, 6]", "[1, 2, 6]"});
+  bad([&] { sc(q_i32, scores, {qp}); }, {"q.dtype = i32"});
+  bad([&] { sc(q, scores, {qp}, {.window = 0u}); }, {"config.window = 0"});
+  bad([&] { sc(q, scores, {qp}, {}, &mask5); }, {"mask.shape = [1, 5]", "[1, 6]"});
+  bad([&] { cmd.attn_scores(q, foreign, scores, {qp}); }, {"attn_scores: cache = a cache of another backend"});
+  bad([&] { cmd.attn_scores(q, empty_cache, scores, {qp}); }, {"cache = an empty KvCache"});
+  Tensor p5 = t({1, 2, 5}), out_dim = t({1, 2, 6}), out2 = t({2, 2, 8});
+  bad([&] { cmd.attn_weighted_sum(p5, cache, out); }, {"attn_weighted_sum: v.shape[0] = 6", "probs.shape[2] = 5"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out_dim); }, {"head_dim = out.shape[2] = 6"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out2); }, {"out.shape = [2, 2, 8]", "[1, 2, 8]"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{2}); }, {"q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{0, 0}); }, {"q_seq_ids.size() = 2", "1 (or 0"});
+  bad([&] { cmd.attn_weighted_sum(probs, foreign, out); }, {"cache = a cache of another backend"});
+
+  // Sequence methods.
+  bad([&] { cache.reset(2); }, {"reset: seq = 2", "[0, n_seqs = 2)"});
+  bad([&] { cache.truncate(2, 0); }, {"truncate: seq = 2"});
+  bad([&] { (void)cache.next_position(2); }, {"next_position: seq = 2"});
+  bad([&] { (void)cache.length(5); }, {"length: seq = 5"});
+  bad([&] { (void)cache.slot_positions(2); }, {"slot_positions: seq = 2"});
+  bad([&] { cache.truncate(0, 4); }, {"truncate: position = 4", "[0, next_position = 3]"});
+  bad([&] { cache.truncate(1, -1); }, {"truncate: position = -1", "[0, next_position = 1]"});
+  bad([&] { (void)cache.slot(-1); }, {"slot: position = -1"});
+  bad([&] { (void)empty_cache.config(); }, {"an empty KvCache"});
+  bad([&] { empty_cache.reset(0); }, {"an empty KvCache"});
+
+  // Nothing recorded; the list and the cache still work.
+  EXPECT_EQ(cmd.stats().ops, 1u);
+  app(k, v, {3, 4});
+  cmd.attn_scores(q, cache, scores, {.q_positions = P{4}});
+  cmd.submit_and_wait();
+  EXPECT_EQ(cmd.stats().ops, 3u);
+  EXPECT_EQ(cache.slot_positions(0), (P{0, 1, 2, 3, 4, -1}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KvCacheErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
                          backend_name);
 
 

@@ -59,7 +59,10 @@ class KvCache {
 
   bool valid() const noexcept { return impl_ != nullptr; }
   const KvCacheConfig& config() const;
-  std::size_t bytes() const;  // device bytes of K and V together
+  // Device bytes of K and V together, fixed for the cache's lifetime: the logical
+  // 2 * n_seqs * n_kv_heads * capacity * head_dim * element size, plus, on Vulkan, one
+  // padding row per (sequence, kv head) that keeps heads off power-of-two strides.
+  std::size_t bytes() const;
 
   // The next position to append to |seq| (0 when empty).
   std::int32_t next_position(std::size_t seq) const;

@@ -164,7 +164,7 @@ static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::
 }
 
 const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
-std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }
+std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }  // padding included
 std::int32_t KvCache::next_position(std::size_t seq) const {
   return live(impl_).next[check_seq("next_position", *impl_, seq)];
 }

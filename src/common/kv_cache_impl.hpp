@@ -20,7 +20,8 @@ class KvCacheImpl {
 
   const void* const owner;
   const KvCacheConfig config;
-  const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, n_kv_heads, capacity, head_dim]
+  const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, n_kv_heads, head_rows, head_dim]
+  std::size_t head_rows() const { return k->shape[2]; }  // >= capacity; the rest is padding
 
   std::size_t ring() const { return config.capacity - config.n_sinks; }
   std::size_t slot(std::int32_t position) const;
