@@ -297,7 +297,9 @@ TEST_P(KvCacheErrors, BadArguments) {
   // kv_append: two tokens of sequence 0 at 3, 4 are valid with these tensors.
   Tensor k = t({2, 2, 8}), v = t({2, 2, 8});
   using P = std::vector<std::int32_t>;
+  // Without seq ids, every token is in sequence 0 (the cache holds two, so say so).
   auto app = [&](const Tensor& kk, const Tensor& vv, P pos, P seq = {}, KvAppendOptions o = {}) {
+    if (seq.empty()) seq.assign(pos.size(), 0);
     cmd.kv_append(cache, kk, vv, pos, seq, o);
   };
   Tensor k_heads = t({2, 1, 8}), k_dim = t({2, 2, 6}), v_dim = t({2, 2, 6}), v3 = t({3, 2, 8}), k_rank2 = t({2, 16});
@@ -311,7 +313,8 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { app(k_i32, v, {3, 4}); }, {"k.dtype = i32", "f32 or f16"});
   bad([&] { app(k, v, {3, 4}, {0, 2}); }, {"seq_ids[1] = 2", "[0, n_seqs = 2)"});
   bad([&] { app(k, v, {3, 4}, {-1, 0}); }, {"seq_ids[0] = -1"});
-  bad([&] { app(k, v, {3, 4}, {0}); }, {"seq_ids.size() = 1", "2 (or 0"});
+  bad([&] { app(k, v, {3, 4}, {0}); }, {"seq_ids.size() = 1", "2"});
+  bad([&] { cmd.kv_append(cache, k, v, P{3, 4}); }, {"seq_ids = empty", "n_seqs = 2"});
   bad([&] { app(k, v, {3}); }, {"positions.size() = 1", "2"});
   bad([&] { app(k, v, {3, 5}); }, {"positions[1] = 5", "4: sequence 0 continues there", "consecutive"});
   bad([&] { app(k, v, {2, 3}); }, {"positions[0] = 2", "3: sequence 0 continues there"});
@@ -323,8 +326,8 @@ TEST_P(KvCacheErrors, BadArguments) {
   auto other = make_backend(BackendKind::cpu);
   KvCache foreign = other->kv_cache(config([](auto&) {})), empty_cache;
   Tensor foreign_k = other->tensor({2, 2, 8}, DType::f32);
-  bad([&] { cmd.kv_append(foreign, k, v, P{0, 1}); }, {"kv_append: cache = a cache of another backend"});
-  bad([&] { cmd.kv_append(empty_cache, k, v, P{0, 1}); }, {"cache = an empty KvCache"});
+  bad([&] { cmd.kv_append(foreign, k, v, P{0, 1}, P{0, 0}); }, {"kv_append: cache = a cache of another backend"});
+  bad([&] { cmd.kv_append(empty_cache, k, v, P{0, 1}, P{0, 0}); }, {"cache = an empty KvCache"});
   bad([&] { app(foreign_k, v, {3, 4}); }, {"k = a tensor of another backend"});
   bad([&] { cmd.kv_copy_sequence(cache, 2, 0); }, {"kv_copy_sequence: src = 2", "[0, n_seqs = 2)"});
   bad([&] { cmd.kv_copy_sequence(cache, 0, 9); }, {"dst = 9"});
@@ -359,7 +362,7 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { cmd.attn_weighted_sum(probs, cache, out_dim); }, {"head_dim = out.shape[2] = 6"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out2); }, {"out.shape = [2, 2, 8]", "[1, 2, 8]"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{2}); }, {"q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
-  bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{0, 0}); }, {"q_seq_ids.size() = 2", "1 (or 0"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{0, 0}); }, {"q_seq_ids.size() = 2", "1"});
   bad([&] { cmd.attn_weighted_sum(probs, foreign, out); }, {"cache = a cache of another backend"});
 
   // Sequence methods.
@@ -375,9 +378,11 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { empty_cache.reset(0); }, {"an empty KvCache"});
 
   // Nothing recorded; the list and the cache still work.
+  bad([&] { cmd.attn_scores(q, cache, scores, {.q_positions = P{2}}); }, {"tokens.q_seq_ids = empty", "n_seqs = 2"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out); }, {"q_seq_ids = empty", "n_seqs = 2"});
   EXPECT_EQ(cmd.stats().ops, 1u);
   app(k, v, {3, 4});
-  cmd.attn_scores(q, cache, scores, {.q_positions = P{4}});
+  cmd.attn_scores(q, cache, scores, {.q_positions = P{4}, .q_seq_ids = P{0}});
   cmd.submit_and_wait();
   EXPECT_EQ(cmd.stats().ops, 3u);
   EXPECT_EQ(cache.slot_positions(0), (P{0, 1, 2, 3, 4, -1}));

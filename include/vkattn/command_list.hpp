@@ -73,9 +73,12 @@ class CommandList {
 
   // Writes each token's key and value (k, v: [n_tokens, n_kv_heads, head_dim], f32 or f16,
   // converted to the cache's dtype) into slot(position) of its sequence, one dispatch for
-  // any mix of sequences. seq_ids empty means sequence 0. Each sequence's tokens must
+  // any mix of sequences. seq_ids may be empty only for a one-sequence cache. Each sequence's tokens must
   // have consecutive positions continuing at next_position(seq), in order. On a bad
-  // argument nothing changes.
+  // argument nothing changes. The cache's bookkeeping advances when the append is
+  // recorded, so that later ops of the same list see it: submit such a list once (a
+  // resubmission rewrites the same slots), and reset or truncate the sequence if the list
+  // is dropped unsubmitted.
   void kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                  std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
   // Makes |dst| a copy of |src| (keys, values and bookkeeping): prefix sharing.
@@ -83,12 +86,14 @@ class CommandList {
 
   // Attention over a cache: n_keys = capacity, keys in slot order (scores and probs are
   // [n_tokens, n_heads, capacity]); each token sees the slots of its own sequence that
-  // hold a position it may see (tokens.q_seq_ids; tokens.k_* must be empty). Throws if a
+  // hold a position it may see (tokens.q_seq_ids, required when the cache holds several
+  // sequences; tokens.k_* must be empty). Throws if a
   // token needs a key its sequence's ring has already overwritten (a chunk longer than
   // capacity - window + 1: append and attend in smaller chunks).
   void attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
                    const AttentionConfig& config = {}, const Tensor* mask = nullptr);
-  // |q_seq_ids|: the sequence of each query token (empty: all 0), as given to attn_scores.
+  // |q_seq_ids|: the sequence of each query token, as given to attn_scores (may be empty
+  // only for a one-sequence cache).
   void attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
                          std::span<const std::int32_t> q_seq_ids = {});
 

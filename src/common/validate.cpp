@@ -355,9 +355,12 @@ void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const Tensor
   }
   if (v.dtype != k.dtype) throw InvalidArgument(op, "v.dtype", to_string(v.dtype), std::string("k.dtype = ") + to_string(k.dtype));
   check_ids(op, "positions", positions, k.shape[0], false);
+  if (seq_ids.empty() && c.n_seqs > 1) {
+    throw InvalidArgument(op, "seq_ids", "empty",
+                          "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
+  }
   if (!seq_ids.empty() && seq_ids.size() != k.shape[0]) {
-    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
-                          std::to_string(k.shape[0]) + " (or 0: all in sequence 0)");
+    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()), std::to_string(k.shape[0]));
   }
 }
 
@@ -383,6 +386,10 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
   plain.k_positions = k_pos;
   const TensorImpl keys(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
   ScoresParams p = check_attn_scores(q, keys, scores, mask, plain, config);
+  if (tokens.q_seq_ids.empty() && c.n_seqs > 1) {
+    throw InvalidArgument(op, "tokens.q_seq_ids", "empty",
+                          "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
+  }
   for (std::size_t t = 0; t < n_tokens; ++t) {
     if (static_cast<std::size_t>(p.q_seq[t]) >= c.n_seqs) {
       throw InvalidArgument(op, "tokens.q_seq_ids[" + std::to_string(t) + "]", std::to_string(p.q_seq[t]),
@@ -416,6 +423,10 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
   const auto& c = cache.config;
   const TensorImpl values(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
   check_attn_weighted_sum(probs, values, out);
+  if (q_seq_ids.empty() && c.n_seqs > 1) {
+    throw InvalidArgument(op, "q_seq_ids", "empty",
+                          "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
+  }
   std::vector<std::int32_t> seq = check_ids(op, "q_seq_ids", q_seq_ids, probs.shape[0], true);
   for (std::size_t t = 0; t < seq.size(); ++t) {
     if (static_cast<std::size_t>(seq[t]) >= c.n_seqs) {
