@@ -1,10 +1,10 @@
 #version 450
 // kv_append: writes each new token's key and value rows into its cache slot.
-//   cache[seq, g, slot, :] = src[t, g, :] for k and v, converted to the cache's dtype,
+//   cache[seq, slot, g, :] = src[t, g, :] for k and v, converted to the cache's dtype,
 //   where dst_rows[t] = seq * capacity + slot (-1: the token is not kept).
 //   binding 0/1: readonly k, v words [n_tokens, n_kv_heads, head_dim]: f32 bits or packed
 //                f16 (SRC_F16)
-//   binding 2/3: k, v cache words [n_seqs, n_kv_heads, head_rows, head_dim] (DST_F16;
+//   binding 2/3: k, v cache words [n_seqs, capacity, n_kv_heads, head_dim] (DST_F16;
 //                head_dim is even for f16 caches, so every row starts on a word)
 //   binding 4: readonly int dst_rows[n_tokens]
 //   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_F16
@@ -54,7 +54,7 @@ void main() {
     }
     const uint seq = uint(row) / pc.capacity, slot = uint(row) % pc.capacity;
     const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + 2u * u;
-    const uint dst = ((seq * pc.n_kv_heads + g) * pc.head_rows + slot) * pc.head_dim + 2u * u;
+    const uint dst = ((seq * pc.capacity + slot) * pc.n_kv_heads + g) * pc.head_dim + 2u * u;
     const bool second = 2u * u + 1u < pc.head_dim;
     for (uint which = 0u; which < 2u; ++which) {
         const float a = src_elem(which, src);

@@ -48,9 +48,6 @@ class Backend {
   virtual std::shared_ptr<detail::TensorImpl> make_tensor(const Shape& shape, DType dtype) = 0;
   virtual void write_words(detail::TensorImpl& t, std::span<const std::uint32_t> words) = 0;
   virtual std::vector<std::uint32_t> read_words(const detail::TensorImpl& t) = 0;
-  // Rows a KV cache allocates per (sequence, kv head): |capacity|, or more where the
-  // backend pads them (see the Vulkan backend).
-  virtual std::size_t kv_cache_rows(std::size_t capacity) const { return capacity; }
 };
 
 // Throws Error(no_device) with each device's rejection reason when no device fits.

@@ -1,7 +1,9 @@
 // KvCache: one layer's keys and values for several sequences, in a ring buffer whose
 // memory never grows (Mistral's rolling buffer, with StreamingLLM's attention sinks).
 //
-// K and V are [n_seqs, n_kv_heads, capacity, head_dim] (f32 or f16). The token at position
+// K and V are [n_seqs, capacity, n_kv_heads, head_dim] (f32 or f16): each sequence's slice
+// has the layout of plain [n_keys, n_kv_heads, head_dim] K/V tensors, so attention reads
+// the ring exactly as it reads plain tensors. The token at position
 // p of a sequence lives in slot p when p < n_sinks (kept for ever), else in slot
 // n_sinks + (p - n_sinks) % (capacity - n_sinks). Keys are stored as appended: rotate them
 // with RoPE first (Mistral style). The host keeps, per sequence, the position held in
@@ -59,9 +61,8 @@ class KvCache {
 
   bool valid() const noexcept { return impl_ != nullptr; }
   const KvCacheConfig& config() const;
-  // Device bytes of K and V together, fixed for the cache's lifetime: the logical
-  // 2 * n_seqs * n_kv_heads * capacity * head_dim * element size, plus, on Vulkan, one
-  // padding row per (sequence, kv head) that keeps heads off power-of-two strides.
+  // Device bytes of K and V together, fixed for the cache's lifetime:
+  // 2 * n_seqs * capacity * n_kv_heads * head_dim * element size (4 or 2), rounded up to 16.
   std::size_t bytes() const;
 
   // The next position to append to |seq| (0 when empty).

@@ -101,7 +101,6 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint n_kv_heads;
     uint head_dim;
     uint capacity;        // slots per sequence (dst_rows = seq * capacity + slot)
-    uint head_rows;       // rows allocated per (sequence, kv head): >= capacity
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -165,8 +165,7 @@ Tensor Backend::tensor(const Shape& shape, DType dtype) {
 }
 
 KvCache Backend::kv_cache(const KvCacheConfig& config) {
-  Shape shape = detail::check_kv_cache_config(config);
-  shape[2] = kv_cache_rows(config.capacity);
+  const Shape shape = detail::check_kv_cache_config(config);
   Tensor k, v;
   try {
     k = tensor(shape, config.dtype);

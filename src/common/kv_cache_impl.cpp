@@ -41,7 +41,7 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
     }
   }
-  return {c.n_seqs, c.n_kv_heads, c.capacity, c.head_dim};
+  return {c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim};
 }
 
 std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position) const {
@@ -164,7 +164,7 @@ static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::
 }
 
 const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
-std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }  // padding included
+std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }
 std::int32_t KvCache::next_position(std::size_t seq) const {
   return live(impl_).next[check_seq("next_position", *impl_, seq)];
 }

@@ -20,8 +20,7 @@ class KvCacheImpl {
 
   const void* const owner;
   const KvCacheConfig config;
-  const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, n_kv_heads, head_rows, head_dim]
-  std::size_t head_rows() const { return k->shape[2]; }  // >= capacity; the rest is padding
+  const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, capacity, n_kv_heads, head_dim]
 
   std::size_t ring() const { return config.capacity - config.n_sinks; }
   std::size_t slot(std::int32_t position) const;

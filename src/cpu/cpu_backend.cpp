@@ -109,10 +109,8 @@ class CpuCommandList final : public CommandListImpl {
                           if (dst_rows[t] < 0) continue;
                           const std::size_t seq = static_cast<std::size_t>(dst_rows[t]) / c.capacity;
                           const std::size_t slot = static_cast<std::size_t>(dst_rows[t]) % c.capacity;
-                          for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
-                            std::copy_n(&in[(t * c.n_kv_heads + g) * row], row,
-                                        &out[((seq * c.n_kv_heads + g) * c.capacity + slot) * row]);
-                          }
+                          std::copy_n(&in[t * c.n_kv_heads * row], c.n_kv_heads * row,
+                                      &out[(seq * c.capacity + slot) * c.n_kv_heads * row]);
                         }
                         from_floats(cpu(dst), out);
                       }
@@ -122,7 +120,7 @@ class CpuCommandList final : public CommandListImpl {
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
     ops_.push_back({"kv_copy_sequence", [cache, src, dst] {
                       const auto& c = cache->config;
-                      const std::size_t n = c.n_kv_heads * c.capacity * c.head_dim;
+                      const std::size_t n = c.capacity * c.n_kv_heads * c.head_dim;
                       for (const auto& t : {cache->k, cache->v}) {
                         std::vector<float> f = to_floats(cpu(t));
                         std::copy_n(&f[src * n], n, &f[dst * n]);
@@ -131,18 +129,11 @@ class CpuCommandList final : public CommandListImpl {
                     }});
   }
 
-  // The cache is [n_seqs, n_kv_heads, capacity, head_dim]; the reference wants one
-  // sequence's keys as [capacity, n_kv_heads, head_dim].
+  // The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
+  // [capacity, n_kv_heads, head_dim] the reference takes.
   static std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
-    const auto& c = cache.config;
-    std::vector<float> rows(c.capacity * c.n_kv_heads * c.head_dim);
-    for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
-      for (std::size_t j = 0; j < c.capacity; ++j) {
-        std::copy_n(&all[((seq * c.n_kv_heads + g) * c.capacity + j) * c.head_dim], c.head_dim,
-                    &rows[(j * c.n_kv_heads + g) * c.head_dim]);
-      }
-    }
-    return rows;
+    const std::size_t n = cache.config.capacity * cache.config.n_kv_heads * cache.config.head_dim;
+    return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
   }
 
   void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,

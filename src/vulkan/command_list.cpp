@@ -101,7 +101,7 @@ class VulkanCommandList final : public CommandListImpl {
                          std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                          const ScoresParams& p) override {
     with_params([&](ParamArena& arena) {
-      return attn_scores_dispatch(*ctx_, arena, std::move(q), cache_keys(cache->k, cache->config.capacity), std::move(scores), std::move(mask), p);
+      return attn_scores_dispatch(*ctx_, arena, std::move(q), cache_keys(cache->k), std::move(scores), std::move(mask), p);
     });
   }
 
@@ -122,7 +122,7 @@ class VulkanCommandList final : public CommandListImpl {
   void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
     with_params([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatch(*ctx_, arena, std::move(probs), cache_keys(cache->v, cache->config.capacity), std::move(out), q_seq);
+      return attn_weighted_sum_dispatch(*ctx_, arena, std::move(probs), cache_keys(cache->v), std::move(out), q_seq);
     });
   }
 
@@ -133,7 +133,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
     const auto& c = cache->config;
-    const std::uint64_t words = c.n_kv_heads * cache->head_rows() * (c.dtype == DType::f16 ? c.head_dim / 2 : c.head_dim);
+    const std::uint64_t words = c.capacity * c.n_kv_heads * (c.dtype == DType::f16 ? c.head_dim / 2 : c.head_dim);
     add(copy_dispatch(*ctx_, cache->k, cache->k, src * words, dst * words, words));
     add(copy_dispatch(*ctx_, cache->v, cache->v, src * words, dst * words, words));
   }

@@ -58,7 +58,7 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
                        const RopeConfig& config);
 
 // Where keys (or values) live: a plain [n_keys, n_kv_heads, head_dim] tensor, or a KV
-// cache [n_seqs, n_kv_heads, head_rows >= capacity, head_dim] read at each tile's sequence. Strides in
+// cache [n_seqs, capacity, n_kv_heads, head_dim] read at each tile's sequence. Strides in
 // elements; meta_stride is the key metadata entries per sequence (0: plain).
 struct KeySource {
   std::shared_ptr<TensorImpl> tensor;
@@ -66,7 +66,7 @@ struct KeySource {
   std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
 };
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
-KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::size_t capacity);
+KeySource cache_keys(std::shared_ptr<TensorImpl> t);
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,

@@ -63,12 +63,6 @@ class VulkanBackend final : public Backend {
   }
   std::vector<std::string> validation_messages() const override { return ctx_->instance->messages(); }
 
- protected:
-  // One spare row per (sequence, kv head): with power-of-two capacities every head's rows
-  // would otherwise start a power of two apart, and workgroups streaming different heads
-  // at once would compete for the same cache sets (measured: the weighted sum over a
-  // 4096-slot cache took twice as long as over plain K/V).
-  std::size_t kv_cache_rows(std::size_t capacity) const override { return capacity + 1; }
 
  protected:
   // Tensors and command lists hold the context, not the backend: it is their owner tag.

@@ -31,9 +31,9 @@ KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
   return {std::move(t), n, n_kv, d, n_kv * d, d, 0, 0};
 }
 
-KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::size_t capacity) {  // [n_seqs, n_kv, rows, head_dim]
-  const auto n_kv = u32(t->shape[1]), rows = u32(t->shape[2]), d = u32(t->shape[3]), c = u32(capacity);
-  return {std::move(t), c, n_kv, d, d, rows * d, n_kv * rows * d, c};
+KeySource cache_keys(std::shared_ptr<TensorImpl> t) {  // [n_seqs, capacity, n_kv_heads, head_dim]
+  const auto c = u32(t->shape[1]), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
+  return {std::move(t), c, n_kv, d, n_kv * d, d, c * n_kv * d, c};
 }
 
 namespace {
@@ -175,7 +175,7 @@ Dispatch attn_weighted_sum_dispatch(const Context& /*ctx*/, ParamArena& params, 
 Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                             std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                             const std::vector<std::int32_t>& dst_rows) {
-  static_assert(sizeof(shader::KvAppendParams) == 20);
+  static_assert(sizeof(shader::KvAppendParams) == 16);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
   const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * ((c.head_dim + 1) / 2);
@@ -186,8 +186,7 @@ Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCach
            {wg, k->dtype == DType::f16 ? 1u : 0u, c.dtype == DType::f16 ? 1u : 0u}};
   d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
                 tensor_binding(cache.k, true), tensor_binding(cache.v, true), params.add(rows)};
-  d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
-                                    u32(cache.head_rows())});
+  d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity)});
   d.groups = ceil_div(invocations, wg);
   return d;
 }
