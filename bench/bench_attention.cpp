@@ -66,19 +66,7 @@ AttnCase attn_case(const benchmark::State& state) {
   return c;
 }
 
-// Normal(0, 1) inputs, made once per (size, seed): Google Benchmark calls a case several
-// times while it settles the iteration count, and 16k keys are 33M values.
-const std::vector<float>& inputs(std::size_t n, unsigned seed) {
-  static std::map<std::pair<std::size_t, unsigned>, std::vector<float>> cache;
-  auto& x = cache[{n, seed}];
-  if (x.size() != n) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
-    x.resize(n);
-    for (float& v : x) v = normal(rng);
-  }
-  return x;
-}
+const std::vector<float>& inputs(std::size_t n, unsigned seed) { return normal_values(n, seed); }
 
 // K and V once; q, scores, probs and out per block of query rows. A device with the
 // 128 MiB minimum maxStorageBufferRange cannot hold [512, 32, 4096] f32 scores in one
@@ -88,15 +76,6 @@ struct AttnTensors {
   std::vector<Tensor> q, scores, probs, out;
   std::size_t q_bytes = 0, out_bytes = 0;
 };
-
-std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {
-  std::vector<float> all;
-  for (const Tensor& t : parts) {
-    const std::vector<float> part = b.download(t);
-    all.insert(all.end(), part.begin(), part.end());
-  }
-  return all;
-}
 
 // Tensors for the query rows in |q_data| (positions |q_pos|) against all of c's keys,
 // with the three stages recorded into |cmd| for each block of rows.

@@ -18,6 +18,16 @@
 
 namespace vkattn::bench {
 
+// The contents of |parts| one after another (tensors holding blocks of rows).
+inline std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {
+  std::vector<float> all;
+  for (const Tensor& t : parts) {
+    const std::vector<float> part = b.download(t);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
 // |n| Normal(0, 1) values, made once per (n, seed) for the whole run: Google Benchmark
 // calls a case several times while it settles the iteration count.
 inline const std::vector<float>& normal_values(std::size_t n, unsigned seed) {

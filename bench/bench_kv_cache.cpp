@@ -306,15 +306,6 @@ struct Blocks {
   std::vector<Tensor> q, scores, probs, out;
 };
 
-std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {
-  std::vector<float> all;
-  for (const Tensor& t : parts) {
-    const std::vector<float> part = b.download(t);
-    all.insert(all.end(), part.begin(), part.end());
-  }
-  return all;
-}
-
 // The three stages for query rows |q_data| at |q_pos| over |keys|, in blocks of rows
 // whose scores fit in one storage buffer.
 Blocks record_attention(Backend& b, CommandList& cmd, const PairCase& c, const Keys& keys,

@@ -22,13 +22,7 @@ void BM_copy(benchmark::State& state, BackendKind kind) {
   report_bandwidth(state, kind, 8.0 * static_cast<double>(n), seconds);
 }
 
-std::vector<float> inputs(std::size_t n) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
+const std::vector<float>& inputs(std::size_t n) { return normal_values(n, 7); }
 
 // Verify before timing: the Vulkan result must match the CPU reference.
 void verify(BackendKind kind, const Shape& q_shape, const Shape& k_shape, DType dtype,
