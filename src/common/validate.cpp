@@ -35,6 +35,13 @@ void check_positive(const char* op, const std::string& param, double v) {
   if (!std::isfinite(v) || v <= 0.0) throw InvalidArgument(op, param, num(v), "finite and > 0");
 }
 
+// Both finite and > 0, and |hi| > |lo| (YaRN's beta bounds, Llama 3's frequency factors).
+void check_ordered_pair(const char* op, const std::string& lo_name, double lo, const std::string& hi_name, double hi) {
+  check_positive(op, lo_name, lo);
+  check_positive(op, hi_name, hi);
+  if (hi <= lo) throw InvalidArgument(op, hi_name, num(hi), "> " + lo_name + " = " + num(lo));
+}
+
 void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
   const std::string n(name);
   if (x.shape.size() != 3) {
@@ -79,24 +86,16 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
                           ">= 4 for NTK scaling (the exponent is d / (d - 2))");
   }
   if (s == RopeScaling::yarn) {
-    check_positive(op, "config.yarn.beta_fast", config.yarn.beta_fast);
-    check_positive(op, "config.yarn.beta_slow", config.yarn.beta_slow);
-    if (config.yarn.beta_fast <= config.yarn.beta_slow) {
-      throw InvalidArgument(op, "config.yarn.beta_fast", num(config.yarn.beta_fast),
-                            "> config.yarn.beta_slow = " + num(config.yarn.beta_slow));
-    }
+    check_ordered_pair(op, "config.yarn.beta_slow", config.yarn.beta_slow, "config.yarn.beta_fast",
+                       config.yarn.beta_fast);
     for (auto [name, v] : {std::pair{"config.yarn.mscale", config.yarn.mscale},
                            std::pair{"config.yarn.mscale_all_dim", config.yarn.mscale_all_dim}}) {
       if (!std::isfinite(v) || v < 0.0) throw InvalidArgument(op, name, num(v), "finite and >= 0");
     }
   }
   if (s == RopeScaling::llama3) {
-    check_positive(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor);
-    check_positive(op, "config.llama3.high_freq_factor", config.llama3.high_freq_factor);
-    if (config.llama3.high_freq_factor <= config.llama3.low_freq_factor) {
-      throw InvalidArgument(op, "config.llama3.high_freq_factor", num(config.llama3.high_freq_factor),
-                            "> config.llama3.low_freq_factor = " + num(config.llama3.low_freq_factor));
-    }
+    check_ordered_pair(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor,
+                       "config.llama3.high_freq_factor", config.llama3.high_freq_factor);
   }
   if (s == RopeScaling::factors) {
     if (config.freq_factors.size() != out.rotary_dim / 2) {

@@ -81,23 +81,26 @@ Buffer::~Buffer() {
   if (memory_) vkFreeMemory(device_, memory_, nullptr);  // unmaps implicitly
 }
 
+// From |offset| (rounded down to nonCoherentAtomSize) to the end of the mapping.
+VkMappedMemoryRange Buffer::range_from(VkDeviceSize offset) const {
+  auto range = vk_struct<VkMappedMemoryRange>(VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE);
+  range.memory = memory_;
+  range.offset = offset / atom_ * atom_;
+  range.size = VK_WHOLE_SIZE;
+  return range;
+}
+
 void Buffer::write(std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
   std::memcpy(static_cast<std::uint8_t*>(mapped_) + offset, bytes.data(), bytes.size());
   if (!coherent_) {
-    auto range = vk_struct<VkMappedMemoryRange>(VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE);
-    range.memory = memory_;
-    range.offset = offset / atom_ * atom_;
-    range.size = VK_WHOLE_SIZE;
+    const VkMappedMemoryRange range = range_from(offset);
     VKATTN_VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
   }
 }
 
 void Buffer::read(std::span<std::uint8_t> bytes, VkDeviceSize offset) const {
   if (!coherent_) {
-    auto range = vk_struct<VkMappedMemoryRange>(VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE);
-    range.memory = memory_;
-    range.offset = offset / atom_ * atom_;
-    range.size = VK_WHOLE_SIZE;
+    const VkMappedMemoryRange range = range_from(offset);
     VKATTN_VK_CHECK(vkInvalidateMappedMemoryRanges(device_, 1, &range));
   }
   std::memcpy(bytes.data(), static_cast<const std::uint8_t*>(mapped_) + offset, bytes.size());

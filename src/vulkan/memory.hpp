@@ -36,6 +36,7 @@ class Buffer {
 
  private:
   Buffer() = default;
+  VkMappedMemoryRange range_from(VkDeviceSize offset) const;
   VkDevice device_ = VK_NULL_HANDLE;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
