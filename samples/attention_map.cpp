@@ -1,0 +1,72 @@
+// vkattn-attention-map: runs a prompt through a llama2.c model (the shipped one by default)
+// and draws two PNGs:
+//   attention.png   one layer's attention probabilities per head, read back from the
+//                   three-stage path (attn_softmax's output), token labels on both axes;
+//   rope_decay.png  the mean of <rope(q,m), rope(q,n)> / |q|^2 against m - n, for random q,
+//                   rotated by vkattn's rope op (the RoFormer paper's long-term decay).
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "attention_figures.hpp"
+
+namespace {
+
+void usage() {
+  std::cerr << "usage: vkattn-attention-map [--model FILE] [--tokenizer FILE] [--prompt TEXT] [--layer L (1)]\n"
+               "  [--out-dir DIR (.)] [--backend vulkan|cpu]\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path = llama2c::default_model_path(), tok_path = llama2c::default_tokenizer_path();
+  std::string prompt = "And God said, Let there be light: and there was light.";
+  std::string out_dir = ".";
+  int layer = 1;
+  vkattn::BackendKind kind = vkattn::BackendKind::vulkan;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        usage();
+        return 0;
+      }
+      if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value (or unknown option)");
+      const std::string v = argv[++i];
+      if (a == "--model") model_path = v;
+      else if (a == "--tokenizer") tok_path = v;
+      else if (a == "--prompt") prompt = v;
+      else if (a == "--out-dir") out_dir = v;
+      else if (a == "--layer") {
+        std::size_t used = 0;
+        layer = std::stoi(v, &used);
+        if (used != v.size()) throw std::invalid_argument("--layer: not an integer: '" + v + "'");
+      } else if (a == "--backend") {
+        if (v != "vulkan" && v != "cpu") throw std::invalid_argument("--backend = " + v + "; valid: vulkan, cpu");
+        kind = v == "cpu" ? vkattn::BackendKind::cpu : vkattn::BackendKind::vulkan;
+      } else throw std::invalid_argument("unknown option " + a);
+    }
+    const llama2c::Checkpoint ck = llama2c::load_checkpoint(model_path);
+    const llama2c::Tokenizer tok = llama2c::Tokenizer::load(tok_path, ck.config.vocab_size);
+    if (layer < 0 || layer >= ck.config.n_layers)
+      throw std::invalid_argument("--layer = " + std::to_string(layer) + "; valid: [0, " + std::to_string(ck.config.n_layers) + ")");
+    auto backend = vkattn::make_backend(kind);
+    llama2c::Model model(ck, *backend);
+    const figures::AttentionMap map = figures::collect_attention(model, tok, tok.encode(prompt, true, false), layer);
+    figures::draw_attention(map).write_png(out_dir + "/attention.png");
+    const figures::RopeDecay decay = figures::rope_decay(*backend, 128, 10000.0, 1024, 64, 1);
+    figures::draw_rope_decay(decay).write_png(out_dir + "/rope_decay.png");
+    std::cout << "wrote " << out_dir << "/attention.png (layer " << layer << ", " << map.n_tokens << " tokens, " << map.n_heads
+              << " heads) and " << out_dir << "/rope_decay.png (head_dim 128, base 10000) on " << backend->device_name() << "\n";
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "vkattn-attention-map: " << e.what() << "\n";
+    usage();
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "vkattn-attention-map: " << e.what() << "\n";
+    return 1;
+  }
+}
