@@ -1,4 +1,5 @@
 // vkattn-generate: runs a llama2.c model one token at a time, attention on vkattn.
+//   vkattn-generate                      the shipped model (models/kjv-tiny.bin)
 //   vkattn-generate --model stories15M.bin --tokenizer tokenizer.bin --prompt "Once upon"
 // --check runs the Vulkan and CPU backends in lockstep (greedy) and reports how far their
 // logits drift apart.
@@ -33,7 +34,8 @@ struct UsageError : std::runtime_error {
 };
 
 void usage() {
-  std::cerr << "usage: vkattn-generate --model FILE [--tokenizer FILE] [--prompt TEXT] [--steps N (256)]\n"
+  std::cerr << "usage: vkattn-generate [--model FILE (the shipped kjv-tiny)] [--tokenizer FILE (tokenizer.bin beside\n"
+               "  --model, else the shipped one)] [--prompt TEXT] [--steps N (256)]\n"
                "  [--temperature T (0.8; 0 = greedy)] [--top-p P (0.9)] [--seed N] [--capacity SLOTS (seq_len)]\n"
                "  [--backend vulkan|cpu] [--check]\n";
 }
@@ -105,15 +107,20 @@ void print_piece(const std::string& piece) {
 }
 
 int run(const Options& o) {
-  const llama2c::Checkpoint ck = llama2c::load_checkpoint(o.model);
+  const std::string model_path = o.model.empty() ? llama2c::default_model_path() : o.model;
+  std::string tok_path = o.tokenizer;
+  if (tok_path.empty()) {
+    if (o.model.empty()) tok_path = llama2c::default_tokenizer_path();
+    else {
+      const auto slash = o.model.find_last_of('/');
+      tok_path = (slash == std::string::npos ? std::string() : o.model.substr(0, slash + 1)) + "tokenizer.bin";
+    }
+  }
+  const llama2c::Checkpoint ck = llama2c::load_checkpoint(model_path);
   const llama2c::Config& c = ck.config;
-  const std::string tok_path = o.tokenizer.empty() ? "tokenizer.bin" : o.tokenizer;
   const llama2c::Tokenizer tok = llama2c::Tokenizer::load(tok_path, c.vocab_size);
   const std::size_t capacity = o.capacity ? static_cast<std::size_t>(o.capacity) : static_cast<std::size_t>(c.seq_len);
-  long steps = o.steps;
-  // With a full-length cache the model cannot go past what it was trained for (run.c caps
-  // steps the same way); a sliding window can run on.
-  if (capacity >= static_cast<std::size_t>(c.seq_len)) steps = std::min<long>(steps, c.seq_len);
+  const long steps = o.steps;
 
   std::vector<int> prompt = tok.encode(o.prompt, true, false);
   if (static_cast<long>(prompt.size()) > steps) throw UsageError("prompt is " + std::to_string(prompt.size()) + " tokens, more than --steps = " + std::to_string(steps));
@@ -132,6 +139,12 @@ int run(const Options& o) {
   std::cerr << "model: dim " << c.dim << ", " << c.n_layers << " layers, " << c.n_heads << " heads (" << c.n_kv_heads
             << " kv), vocab " << c.vocab_size << ", seq_len " << c.seq_len << "; cache " << capacity << " slots; "
             << backend->device_name() << (o.check ? " vs CPU reference" : "") << "\n";
+  // run.c stops at seq_len; the ring cache runs on, each token attending to the last
+  // |capacity| ones. That is exact for a model trained with that window (the shipped one)
+  // and an approximation for models trained with full attention.
+  if (steps > static_cast<long>(capacity))
+    std::cerr << "note: after " << capacity << " tokens the cache wraps: attention becomes a sliding window of " << capacity
+              << " tokens\n";
 
   using clock = std::chrono::steady_clock;
   double prompt_s = 0, gen_s = 0, max_diff = 0;
@@ -154,9 +167,12 @@ int run(const Options& o) {
     token = next;
   }
   std::printf("\n");
+  std::fflush(stdout);  // before the stderr summary, so the two do not interleave
   const double total = prompt_s + gen_s;
-  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %ld tokens, %.1f tok/s; vkattn calls: %.0f%% of forward time\n",
-               prompt.size() - 1, prompt_s > 0 ? static_cast<double>(prompt.size() - 1) / prompt_s : 0.0, generated,
+  const std::size_t n_prompt = prompt.size() - 1;  // BOS is not the user's
+  if (n_prompt == 0) std::fprintf(stderr, "prompt: none; ");
+  else std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; ", n_prompt, prompt_s > 0 ? static_cast<double>(n_prompt) / prompt_s : 0.0);
+  std::fprintf(stderr, "generation: %ld tokens, %.1f tok/s; vkattn calls: %.0f%% of forward time\n", generated,
                gen_s > 0 ? static_cast<double>(generated) / gen_s : 0.0, total > 0 ? 100.0 * model.vkattn_seconds() / total : 0.0);
   if (ref) {
     std::printf("check: max |logit diff| %.3g; greedy tokens %s\n", max_diff,
@@ -170,14 +186,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   try {
-    const Options o = parse(argc, argv);
-    if (o.model.empty()) {
-      std::cerr << "vkattn-generate: a model path is needed: --model FILE (a llama2.c checkpoint such as "
-                   "stories15M.bin; no default model ships yet)\n";
-      usage();
-      return 2;
-    }
-    return run(o);
+    return run(parse(argc, argv));
   } catch (const UsageError& e) {
     std::cerr << "vkattn-generate: " << e.what() << "\n";
     usage();

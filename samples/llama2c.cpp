@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -198,6 +199,16 @@ Checkpoint random_checkpoint(const Config& c, std::uint32_t seed, float stddev) 
   w.wcls = draw(l.wcls, 0.0f);
   return ck;
 }
+
+namespace {
+std::string model_dir() {
+  if (const char* dir = std::getenv("VKATTN_MODEL_DIR"); dir && *dir) return dir;
+  return VKATTN_MODEL_DIR;
+}
+}  // namespace
+
+std::string default_model_path() { return model_dir() + "/kjv-tiny.bin"; }
+std::string default_tokenizer_path() { return model_dir() + "/kjv-tokenizer.bin"; }
 
 // ---- Tokenizer ----
 
@@ -413,6 +424,7 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
     cmd.attn_weighted_sum(scores_, caches_[l], out_);
     cmd.submit_and_wait();
     const std::vector<float> att = backend_.download(out_);
+    if (static_cast<int>(l) == probe_layer_) probs_ = backend_.download(scores_);
     vkattn_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     matmul(xb2_.data(), att.data(), w.wo.data() + l * dim * dim, dim, dim);
@@ -427,6 +439,14 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
   rmsnorm(x_.data(), x_.data(), w.rms_final.data(), dim);
   matmul(logits_.data(), x_.data(), ck_.classifier().data(), dim, static_cast<std::size_t>(c.vocab_size));
   return logits_;
+}
+
+void Model::keep_probabilities(int layer) {
+  if (layer < -1 || layer >= ck_.config.n_layers)
+    throw std::invalid_argument("keep_probabilities: layer = " + std::to_string(layer) + "; valid: -1 (none) or [0, " +
+                                std::to_string(ck_.config.n_layers) + ")");
+  probe_layer_ = layer;
+  probs_.clear();
 }
 
 // ---- Sampling ----

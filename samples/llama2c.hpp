@@ -56,6 +56,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Weights drawn from N(0, stddev) with |seed|; RMSNorm weights around 1 so activations stay sane.
 Checkpoint random_checkpoint(const Config& config, std::uint32_t seed, float stddev = 0.1f);
 
+// The model the repository ships (models/, trained by tools/train_tiny_model.py): its
+// checkpoint and tokenizer paths, under $VKATTN_MODEL_DIR when that is set.
+std::string default_model_path();
+std::string default_tokenizer_path();
+
 inline constexpr int kBos = 1;
 inline constexpr int kEos = 2;
 
@@ -103,6 +108,11 @@ class Model {
   std::size_t capacity() const { return capacity_; }
   // Wall time spent in vkattn calls (uploads, record, submit, downloads) so far.
   double vkattn_seconds() const { return vkattn_seconds_; }
+  // From now on each forward keeps |layer|'s attention probabilities, as attn_softmax wrote
+  // them: [n_heads, capacity], keys in slot order (slot = position until the ring wraps).
+  // -1 (the default) keeps none.
+  void keep_probabilities(int layer);
+  const std::vector<float>& probabilities() const { return probs_; }
 
  private:
   const Checkpoint& ck_;
@@ -112,6 +122,8 @@ class Model {
   vkattn::Tensor q_, k_, v_, scores_, out_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_host_, k_host_, v_host_, logits_;
   double vkattn_seconds_ = 0.0;
+  int probe_layer_ = -1;
+  std::vector<float> probs_;
 };
 
 // run.c's sampler: temperature 0 is argmax; otherwise softmax(logits / temperature), then

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers
-          vulkan-validationlayers vulkan-tools libgtest-dev libbenchmark-dev)
+          vulkan-validationlayers vulkan-tools libgtest-dev libbenchmark-dev libpng-dev)
 
 missing=()
 for p in "${packages[@]}"; do
