@@ -184,7 +184,7 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
     }
 
     // The CPU reference has nothing to warm up, and one extra run of its prefill costs seconds.
-    std::vector<double> stage_seconds;
+    std::map<std::string, double> stage_seconds;
     const double seconds = run_timed(state, cmd, stage_seconds, /*warm_up=*/false);
 
     const double kv_bytes = static_cast<double>(t.k.bytes() + t.v.bytes());
@@ -194,10 +194,10 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
     state.counters["kv_copy_ratio"] = copy_ratio(state, kind, kv_bytes, seconds);
     report_flops(state, 4.0 * static_cast<double>(c.heads * c.dim) * c.visible_pairs(), seconds);
     const double iterations = static_cast<double>(state.iterations());
-    const char* names[] = {"scores_ms", "softmax_ms", "wsum_ms"};
-    for (std::size_t i = 0; i < stage_seconds.size(); ++i) {  // blocks repeat the three stages
-      state.counters[names[i % 3]] += iterations > 0 ? stage_seconds[i] / iterations * 1e3 : 0.0;
-    }
+    const std::pair<const char*, const char*> names[] = {
+        {"attn_scores", "scores_ms"}, {"attn_softmax", "softmax_ms"}, {"attn_weighted_sum", "wsum_ms"}};
+    for (const auto& [op, counter] : names)  // summed over the blocks
+      state.counters[counter] = iterations > 0 ? stage_seconds[op] / iterations * 1e3 : 0.0;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

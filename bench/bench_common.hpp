@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,22 +58,21 @@ inline double op_seconds(CommandList& cmd) {
 }
 
 // Submits |cmd| (made with timestamps) once per iteration, reports the op time, and
-// returns the total. |per_op_seconds| receives each op's total over the iterations, in
-// recording order. |warm_up|: submit once untimed first (pipeline compilation,
-// first-touch of memory); a caller that has just submitted the list itself, or whose
-// backend has nothing to warm up, may skip it.
-inline double run_timed(benchmark::State& state, CommandList& cmd, std::vector<double>& per_op_seconds,
+// returns the total. |per_op_seconds| receives each op name's total over the iterations
+// (an op may record more than one dispatch, e.g. the split weighted sum's second pass).
+// |warm_up|: submit once untimed first (pipeline compilation, first-touch of memory); a
+// caller that has just submitted the list itself, or whose backend has nothing to warm
+// up, may skip it.
+inline double run_timed(benchmark::State& state, CommandList& cmd, std::map<std::string, double>& per_op_seconds,
                         bool warm_up = true) {
   if (warm_up) cmd.submit_and_wait();
   double total = 0;
   for (auto _ : state) {
     cmd.submit_and_wait();
-    const std::vector<OpTiming> timings = cmd.timings();
-    if (per_op_seconds.size() < timings.size()) per_op_seconds.resize(timings.size(), 0.0);
     double s = 0;
-    for (std::size_t i = 0; i < timings.size(); ++i) {
-      s += timings[i].ms * 1e-3;
-      per_op_seconds[i] += timings[i].ms * 1e-3;
+    for (const OpTiming& t : cmd.timings()) {
+      s += t.ms * 1e-3;
+      per_op_seconds[t.op] += t.ms * 1e-3;
     }
     state.SetIterationTime(s);
     total += s;
@@ -81,7 +81,7 @@ inline double run_timed(benchmark::State& state, CommandList& cmd, std::vector<d
 }
 
 inline double run_timed(benchmark::State& state, CommandList& cmd) {
-  std::vector<double> per_op;
+  std::map<std::string, double> per_op;
   return run_timed(state, cmd, per_op);
 }
 

@@ -425,9 +425,9 @@ void BM_ring_vs_plain(benchmark::State& state, BackendKind kind) {
       cmd.submit_and_wait();
       const std::vector<OpTiming> timings = cmd.timings();
       double s = 0;
-      for (std::size_t i = 0; i < timings.size(); ++i) {
-        s += timings[i].ms * 1e-3;
-        stage[i % 3] += timings[i].ms * 1e-3;
+      for (const OpTiming& t : timings) {
+        s += t.ms * 1e-3;
+        stage[t.op == "attn_scores" ? 0 : t.op == "attn_softmax" ? 1 : 2] += t.ms * 1e-3;
       }
       return s;
     };

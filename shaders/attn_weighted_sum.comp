@@ -4,14 +4,18 @@
 //   binding 1: readonly v words, element (j, g, d) at s*v_seq_stride + j*v_key_stride +
 //              g*v_head_stride + d, s the tile's sequence for a KV cache, else 0: f32 bits
 //              or packed f16 (V_F16)
-//   binding 2: writeonly float out [n_tokens, n_heads, head_dim]
+//   binding 2: writeonly float out [n_tokens, n_heads, head_dim], or with key_splits > 1
+//              partial sums [key_splits, n_tokens, n_heads, head_dim] that
+//              attn_weighted_sum_reduce adds up
 //   binding 3: readonly int meta: the query tokens' sequence ids at off_q_seq
 //   push: AttnWsumParams; spec 0: workgroup size = ceil(head_dim / 4), one invocation per
 //   4 dims; spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (head_dim % 4 == 0);
 //   spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys at a time)
-//   grid: n_kv_heads * row_tiles workgroups, folded
+//   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
-// kv head). All invocations walk the keys together, so each probability is one address
+// kv head) over one range of keys. Decode has one row tile per kv head, so without the
+// key splits a GPU would run only n_kv_heads workgroups, each streaming every key; the
+// probabilities are already normalized, so the splits' partial sums simply add up. All invocations walk the keys together, so each probability is one address
 // read by the whole workgroup (a broadcast), while the v row loads coalesce across the
 // invocations. A key whose probabilities are all 0 for the tile (masked: the future of a
 // causal row, another sequence) is skipped without touching v.
@@ -44,6 +48,8 @@ layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 void main() {
     const uint lane = gl_LocalInvocationID.x;  // dims 4 lane .. 4 lane + 3
     uint wg = wg_linear_id();
+    const uint split = wg % pc.key_splits;
+    wg /= pc.key_splits;
     const uint row_tile = wg % pc.row_tiles;
     const uint kv_head = wg / pc.row_tiles;
     if (kv_head * pc.group >= pc.n_heads) {
@@ -66,7 +72,8 @@ void main() {
     const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
     const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
     const uint step = P_VEC4 ? 4u : 1u;
-    for (uint j = 0u; j < pc.n_keys; j += step) {
+    const uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
+    for (uint j = split * pc.keys_per_split; j < j_end; j += step) {
         vec4 p[ROWS];
         bool any = false;
         for (uint r = 0u; r < ROWS; ++r) {
@@ -98,7 +105,7 @@ void main() {
             break;
         }
         const uint row = row0 + r;
-        const uint o = ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim + 4u * lane;
+        const uint o = split * pc.out_split_stride + ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim + 4u * lane;
         for (uint e = 0u; e < 4u; ++e) {
             if (4u * lane + e < pc.head_dim) {
                 out_[o + e] = acc[r][e];

@@ -523,6 +523,22 @@ TEST_P(AttentionVulkanVsCpu, MatchesAtSpecMinimumLimits) {
   for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
+// Decode has one row tile per KV head, so the weighted sum splits its keys across
+// workgroups and a second dispatch adds the partial sums; prefill has rows enough. The
+// decode_* cases below check the split path's results.
+TEST_F(VulkanVsCpuTest, WeightedSumSplitsKeysOnlyWhenRowsAreFew) {
+  auto split = [&](std::size_t tokens, std::size_t keys) {
+    Tensor probs = gpu_->tensor({tokens, 8, keys}, DType::f32), v = gpu_->tensor({keys, 2, 64}, DType::f16),
+           out = gpu_->tensor({tokens, 8, 64}, DType::f32);
+    CommandList cmd = gpu_->commands();
+    cmd.attn_weighted_sum(probs, v, out);
+    return cmd.stats().ops;
+  };
+  EXPECT_EQ(split(1, 4096), 2u);
+  EXPECT_EQ(split(1, 300), 1u);   // too few keys to be worth a second pass
+  EXPECT_EQ(split(256, 512), 1u);
+}
+
 const std::vector<float> kSinks8 = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f, -2.0f, 1.0f, 0.25f};
 
 INSTANTIATE_TEST_SUITE_P(

@@ -11,21 +11,24 @@ namespace {
 using KvCacheVulkanVsCpu = VulkanVsCpuTest;
 
 // Prefill chunks and decode steps of 3 sequences mixed in every call (GQA 8, head_dim 128,
-// f16 cache fed f32), the same calls on both backends, compared after every call; also at
+// f16 cache fed f32; then a 600-slot cache, whose decode splits the weighted sum's keys), the same calls on both backends, compared after every call; also at
 // the Vulkan spec minimum limits (small tiles, no subgroups). Tolerances as in
 // test_attention.cpp.
 TEST_F(KvCacheVulkanVsCpu, MixedBatches) {
   const Layout layouts[] = {{.seqs = 3, .heads = 16, .kv_heads = 2, .head_dim = 128, .capacity = 40, .sinks = 4,
                              .dtype = DType::f16, .attn = {.softcap = 30.0}},
                             {.seqs = 3, .heads = 24, .kv_heads = 2, .head_dim = 80, .capacity = 33, .sinks = 1,
-                             .query = DType::f16, .attn = {.window = 30u}}};
+                             .query = DType::f16, .attn = {.window = 30u}},
+                            // Enough slots that decode splits the weighted sum's keys.
+                            {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 600}};
   DeviceOptions options = test_options();
   options.cap_limits = spec_minimum_limits();
   std::string why;
   auto minimum = try_backend(BackendKind::vulkan, options, why);
   VKATTN_REQUIRE_BACKEND(minimum, why);
   for (const auto& [s, gpu] : {std::pair{layouts[0], gpu_.get()}, std::pair{layouts[0], minimum.get()},
-                               std::pair{layouts[1], gpu_.get()}, std::pair{layouts[1], minimum.get()}}) {
+                               std::pair{layouts[1], gpu_.get()}, std::pair{layouts[1], minimum.get()},
+                               std::pair{layouts[2], gpu_.get()}}) {
     KvCache g = gpu->kv_cache(s.cache()), c = cpu_->kv_cache(s.cache());
     Model m(s);
     Rng rng(121, false);

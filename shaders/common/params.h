@@ -92,6 +92,16 @@ VKATTN_PUSH_CONSTANTS(AttnWsumParams) {
     uint v_head_stride;
     uint v_seq_stride;    // elements between sequences of a cache; 0 for plain values
     uint off_q_seq;       // word offset of the query sequence ids in the meta binding
+    uint key_splits;      // workgroups per row tile, each over its own range of keys
+    uint keys_per_split;  // a multiple of 4
+    uint out_split_stride;  // elements between the splits' partial outputs (0 when 1 split)
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_WSUM_REDUCE)
+VKATTN_PUSH_CONSTANTS(AttnWsumReduceParams) {
+    uint count;   // elements of out
+    uint splits;  // partial sums per element, count elements apart
 } VKATTN_PC_INSTANCE;
 #endif
 

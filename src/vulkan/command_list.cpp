@@ -114,15 +114,15 @@ class VulkanCommandList final : public CommandListImpl {
 
   void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out) override {
-    with_params([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatch(*ctx_, arena, std::move(probs), plain_keys(std::move(v)), std::move(out), {});
+    with_params_n([&](ParamArena& arena) {
+      return attn_weighted_sum_dispatches(ctx_, arena, std::move(probs), plain_keys(std::move(v)), std::move(out), {});
     });
   }
 
   void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
-    with_params([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatch(*ctx_, arena, std::move(probs), cache_keys(cache->v), std::move(out), q_seq);
+    with_params_n([&](ParamArena& arena) {
+      return attn_weighted_sum_dispatches(ctx_, arena, std::move(probs), cache_keys(cache->v), std::move(out), q_seq);
     });
   }
 
@@ -166,9 +166,24 @@ class VulkanCommandList final : public CommandListImpl {
     add(std::move(d));
   }
 
-  void add(Dispatch d) {
+  // The same for an op that records several dispatches: all of them or none.
+  template <class Build>
+  void with_params_n(Build build) {
+    ParamArena staged = params_;
+    std::vector<Dispatch> ds = build(staged);
+    for (Dispatch& d : ds) check_grid(d);
+    params_ = std::move(staged);
+    for (Dispatch& d : ds) ops_.push_back(std::move(d));
+    encoded_.reset();
+  }
+
+  void check_grid(Dispatch& d) const {
     d.groups = std::max<std::uint64_t>(d.groups, 1);
     fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
+  }
+
+  void add(Dispatch d) {
+    check_grid(d);
     ops_.push_back(std::move(d));
     encoded_.reset();
   }

@@ -73,10 +73,15 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                               const ScoresParams& p);
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
                                std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks);
-// |q_seq|: each query token's sequence (read only for cache values).
-Dispatch attn_weighted_sum_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> probs,
-                                    KeySource values, std::shared_ptr<TensorImpl> out,
-                                    const std::vector<std::int32_t>& q_seq);
+// |q_seq|: each query token's sequence (read only for cache values). One dispatch, or two
+// when the keys are split across workgroups (few query rows, many keys): the first
+// writes each split's partial sums to a scratch tensor it allocates, the second adds them.
+std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context>& ctx, ParamArena& params,
+                                                   std::shared_ptr<TensorImpl> probs, KeySource values,
+                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
+// Key ranges a weighted sum with |base_groups| row workgroups is split into (1: none).
+std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t out_elems,
+                              const DeviceLimits& limits);
 Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                             std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                             const std::vector<std::int32_t>& dst_rows);

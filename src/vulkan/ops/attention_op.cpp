@@ -7,6 +7,7 @@
 #include "vulkan/check.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/rope_math.hpp"
+#include "vulkan/context.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -14,6 +15,11 @@ namespace vkattn::detail {
 namespace {
 
 constexpr std::uint32_t kMaxRows = 8;  // query rows per tile: accumulators per invocation
+// Weighted sum: when rows alone give fewer workgroups than this (decode: one per KV head),
+// the keys are split so that a large GPU has work for every compute unit; each split
+// covers at least kWsumMinKeysPerSplit keys so that the second pass stays cheap.
+constexpr std::uint64_t kWsumTargetGroups = 256;
+constexpr std::uint32_t kWsumMinKeysPerSplit = 256;
 
 std::uint32_t u32(std::size_t v) { return static_cast<std::uint32_t>(v); }
 
@@ -145,10 +151,20 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   return d;
 }
 
-Dispatch attn_weighted_sum_dispatch(const Context& /*ctx*/, ParamArena& params, std::shared_ptr<TensorImpl> probs,
-                                    KeySource values, std::shared_ptr<TensorImpl> out,
-                                    const std::vector<std::int32_t>& q_seq) {
-  static_assert(sizeof(shader::AttnWsumParams) == 44);
+std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t out_elems,
+                              const DeviceLimits& limits) {
+  if (base_groups >= kWsumTargetGroups || n_keys < 2 * kWsumMinKeysPerSplit) return 1;
+  std::uint64_t splits = std::min<std::uint64_t>(ceil_div(kWsumTargetGroups, base_groups), n_keys / kWsumMinKeysPerSplit);
+  // The partial sums must fit one storage buffer range.
+  splits = std::min<std::uint64_t>(splits, limits.max_storage_buffer_range / (4 * std::max<std::uint64_t>(out_elems, 1)));
+  return u32(std::max<std::uint64_t>(splits, 1));
+}
+
+std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context>& ctx, ParamArena& params,
+                                                   std::shared_ptr<TensorImpl> probs, KeySource values,
+                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq) {
+  static_assert(sizeof(shader::AttnWsumParams) == 56);
+  static_assert(sizeof(shader::AttnWsumReduceParams) == 8);
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
   const std::uint32_t n_keys = values.n_keys, n_kv_heads = values.n_kv_heads, head_dim = values.head_dim;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -156,20 +172,40 @@ Dispatch attn_weighted_sum_dispatch(const Context& /*ctx*/, ParamArena& params, 
   const std::uint32_t wg = (head_dim + 3) / 4;
   const std::uint32_t rows = tile_rows(kMaxRows, n_tokens, group, values.meta_stride != 0, q_seq);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
+  const std::uint64_t out_elems = std::uint64_t{n_tokens} * n_heads * head_dim;
+  const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
+  std::uint32_t splits = wsum_key_splits(base_groups, n_keys, out_elems, ctx->limits);
+  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 4) * 4);
+  splits = u32(ceil_div(n_keys, keys_per_split));  // rounding may leave the last split empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
   std::copy(q_seq.begin(), q_seq.end(), meta.begin());
 
+  // Split keys write partial sums that a second pass adds up in split order.
+  std::shared_ptr<TensorImpl> partial =
+      splits > 1 ? std::make_shared<VulkanTensor>(ctx, Shape{splits, n_tokens, n_heads, head_dim}, DType::f32) : out;
   Dispatch d;
   d.op = "attn_weighted_sum";
   const bool f16 = values.tensor->dtype == DType::f16;
   d.key = {KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
            {wg, rows, f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
   d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(values.tensor), false),
-                tensor_binding(std::move(out), true), params.add(meta)};
+                tensor_binding(partial, true), params.add(meta)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
-                                    values.head_stride, values.seq_stride, 0});
-  d.groups = std::uint64_t{n_kv_heads} * row_tiles;
-  return d;
+                                    values.head_stride, values.seq_stride, 0, splits, keys_per_split,
+                                    splits > 1 ? u32(out_elems) : 0u});
+  d.groups = base_groups * splits;
+  std::vector<Dispatch> dispatches{std::move(d)};
+  if (splits > 1) {
+    Dispatch r;
+    r.op = "attn_weighted_sum";  // its second pass: timings add up under the op's name
+    const std::uint32_t rwg = workgroup_size(*ctx, 64);
+    r.key = {KernelId::attn_weighted_sum_reduce, 2, sizeof(shader::AttnWsumReduceParams), {rwg}};
+    r.bindings = {tensor_binding(std::move(partial), false), tensor_binding(std::move(out), true)};
+    r.set_push(shader::AttnWsumReduceParams{u32(out_elems), splits});
+    r.groups = ceil_div(out_elems, rwg);
+    dispatches.push_back(std::move(r));
+  }
+  return dispatches;
 }
 
 Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
