@@ -8,17 +8,23 @@
 //              partial sums [key_splits, n_tokens, n_heads, head_dim] that
 //              attn_weighted_sum_reduce adds up
 //   binding 3: readonly int meta: the query tokens' sequence ids at off_q_seq
-//   push: AttnWsumParams; spec 0: workgroup size = ceil(head_dim / 4), one invocation per
-//   4 dims; spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (head_dim % 4 == 0);
-//   spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys at a time)
+//   push: AttnWsumParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
+//   spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (rows start on 16 bytes:
+//   head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys
+//   at a time); spec 5: KEY_GROUPS; spec 6: WIDE (f16 only: EPL 8, not 4)
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
-// kv head) over one range of keys. Decode has one row tile per kv head, so without the
-// key splits a GPU would run only n_kv_heads workgroups, each streaming every key; the
-// probabilities are already normalized, so the splits' partial sums simply add up. All invocations walk the keys together, so each probability is one address
-// read by the whole workgroup (a broadcast), while the v row loads coalesce across the
-// invocations. A key whose probabilities are all 0 for the tile (masked: the future of a
-// causal row, another sequence) is skipped without touching v.
+// kv head) over one range of keys. Each invocation owns EPL consecutive dims (4, or 8
+// halves when WIDE: one 16-byte load per key; the host keeps ROWS * EPL accumulators at
+// 32 or fewer), and the workgroup is KEY_GROUPS groups of
+// invocations covering a whole v row, each group taking every KEY_GROUPS-th block of keys;
+// the groups' sums meet in shared memory at the end. A group's invocations read the same
+// probabilities (a broadcast) and coalesced v rows. A key whose probabilities are all 0
+// for the tile (masked: the future of a causal row, another sequence) is skipped without
+// touching v, whose hidden slots may hold anything.
+// Decode has one row tile per kv head, so without the key splits a GPU would run only
+// n_kv_heads workgroups, each streaming every key; the probabilities are already
+// normalized, so the splits' partial sums simply add up.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_WSUM
 #include "layout.glsl"
@@ -28,6 +34,11 @@ layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const bool V_F16 = false;
 layout(constant_id = 3) const bool VEC = true;
 layout(constant_id = 4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
+layout(constant_id = 5) const uint KEY_GROUPS = 1;
+layout(constant_id = 6) const bool WIDE = false;
+
+const bool EIGHT = V_F16 && WIDE;
+const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 
 layout(std430, binding = 0) readonly buffer P { float probs[]; };
 layout(std430, binding = 0) readonly buffer P4 { vec4 probs4[]; };
@@ -37,23 +48,53 @@ layout(std430, binding = 1) readonly buffer V4 { uvec4 v_words4[]; };
 layout(std430, binding = 2) writeonly buffer O { float out_[]; };
 layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 
-#define TL_ALIGNED VEC
-#define TL_WORDS v_words
-#define TL_WORDS2 v_words2
-#define TL_WORDS4 v_words4
-#define TL_F16 V_F16
-#define TL_FN load_v
-#include "tensor_load.glsl"
+// One row's partial sums per key group, summed by group 0.
+shared vec4 partial[gl_WorkGroupSize.x * 2u];
+
+float load_v(uint e) {
+    return V_F16 ? unpackHalf2x16(v_words[e >> 1])[e & 1u] : uintBitsToFloat(v_words[e]);
+}
+
+// v elements e .. e + EPL - 1 as two vec4 (the second only when EIGHT), zero past |limit|.
+void load_v8(uint e, uint limit, out vec4 lo, out vec4 hi) {
+    hi = vec4(0.0);
+    if (VEC) {
+        // Rows start on EPL elements and head_dim is a multiple of EPL: e < limit implies
+        // the whole unit is inside the row.
+        if (EIGHT) {
+            const uvec4 w = v_words4[e / 8u];
+            lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+            hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+        } else if (V_F16) {
+            const uvec2 w = v_words2[e / 4u];
+            lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+        } else {
+            lo = uintBitsToFloat(v_words4[e / 4u]);
+        }
+        return;
+    }
+    lo = vec4(0.0);
+    for (uint i = 0u; i < 4u; ++i) {
+        if (e + i < limit) {
+            lo[i] = load_v(e + i);
+        }
+        if (EIGHT && e + 4u + i < limit) {
+            hi[i] = load_v(e + 4u + i);
+        }
+    }
+}
 
 void main() {
-    const uint lane = gl_LocalInvocationID.x;  // dims 4 lane .. 4 lane + 3
+    const uint lanes = gl_WorkGroupSize.x / KEY_GROUPS;  // invocations per v row
+    const uint lane = gl_LocalInvocationID.x % lanes;     // dims EPL lane .. EPL lane + EPL - 1
+    const uint key_group = gl_LocalInvocationID.x / lanes;
     uint wg = wg_linear_id();
     const uint split = wg % pc.key_splits;
     wg /= pc.key_splits;
     const uint row_tile = wg % pc.row_tiles;
     const uint kv_head = wg / pc.row_tiles;
     if (kv_head * pc.group >= pc.n_heads) {
-        return;
+        return;  // whole workgroup: uniform
     }
     const uint row0 = row_tile * pc.rows_per_wg;
     const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
@@ -65,15 +106,16 @@ void main() {
         const uint row = row0 + min(r, n_rows - 1u);
         p_row[r] = ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.n_keys;
     }
-    vec4 acc[ROWS];
+    vec4 acc_lo[ROWS], acc_hi[ROWS];
     for (uint r = 0u; r < ROWS; ++r) {
-        acc[r] = vec4(0.0);
+        acc_lo[r] = vec4(0.0);
+        acc_hi[r] = vec4(0.0);
     }
     const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
     const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
     const uint step = P_VEC4 ? 4u : 1u;
     const uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
-    for (uint j = split * pc.keys_per_split; j < j_end; j += step) {
+    for (uint j = split * pc.keys_per_split + key_group * step; j < j_end; j += KEY_GROUPS * step) {
         vec4 p[ROWS];
         bool any = false;
         for (uint r = 0u; r < ROWS; ++r) {
@@ -81,7 +123,7 @@ void main() {
             any = any || p[r] != vec4(0.0);
         }
         if (!any) {
-            continue;  // uniform: every invocation read the same probabilities
+            continue;  // the same for the whole key group
         }
         for (uint i = 0u; i < step; ++i) {
             // A key no row sees is skipped, not multiplied by 0: its v may be anything.
@@ -93,22 +135,41 @@ void main() {
                 continue;
             }
             const uint v_row = (j + i) * pc.v_key_stride + v_head;
-            const vec4 v = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+            vec4 lo, hi;
+            load_v8(v_row + EPL * lane, v_row + pc.head_dim, lo, hi);
             for (uint r = 0u; r < ROWS; ++r) {
-                acc[r] += p[r][i] * v;
+                acc_lo[r] += p[r][i] * lo;
+                if (EIGHT) {
+                    acc_hi[r] += p[r][i] * hi;
+                }
             }
         }
     }
 
     for (uint r = 0u; r < ROWS; ++r) {
         if (r >= n_rows) {
-            break;
+            break;  // uniform
         }
-        const uint row = row0 + r;
-        const uint o = split * pc.out_split_stride + ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim + 4u * lane;
-        for (uint e = 0u; e < 4u; ++e) {
-            if (4u * lane + e < pc.head_dim) {
-                out_[o + e] = acc[r][e];
+        if (KEY_GROUPS > 1u) {
+            partial[2u * gl_LocalInvocationID.x] = acc_lo[r];
+            partial[2u * gl_LocalInvocationID.x + 1u] = acc_hi[r];
+            barrier();
+            if (key_group == 0u) {
+                for (uint g = 1u; g < KEY_GROUPS; ++g) {
+                    acc_lo[r] += partial[2u * (g * lanes + lane)];
+                    acc_hi[r] += partial[2u * (g * lanes + lane) + 1u];
+                }
+            }
+            barrier();
+        }
+        if (key_group == 0u) {
+            const uint row = row0 + r;
+            const uint o = split * pc.out_split_stride +
+                           ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim + EPL * lane;
+            for (uint e = 0u; e < EPL; ++e) {
+                if (EPL * lane + e < pc.head_dim) {
+                    out_[o + e] = e < 4u ? acc_lo[r][e] : acc_hi[r][e - 4u];
+                }
             }
         }
     }

@@ -592,6 +592,11 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{.name = "decode_32768_keys", .tokens = 1, .heads = 8, .kv_heads = 2, .keys = 32768, .head_dim = 64},
         // n_keys % 4 != 0: the element-wise paths of the softmax (two-pass) and weighted sum.
         AttnCase{.name = "decode_9001_keys", .tokens = 2, .heads = 4, .kv_heads = 1, .keys = 9001, .head_dim = 64},
+        // f16 decode: 8 halves per invocation (split keys, groups of invocations over keys).
+        AttnCase{.name = "decode_f16_1000_keys", .tokens = 1, .heads = 8, .kv_heads = 2, .keys = 1000, .head_dim = 80,
+                 .kv_dtype = DType::f16},
+        AttnCase{.name = "decode_f16_head_dim_7", .tokens = 2, .heads = 4, .kv_heads = 2, .keys = 600, .head_dim = 7,
+                 .seqs = 2, .kv_dtype = DType::f16},
         AttnCase{.name = "long_rows_window_sinks_mask", .tokens = 4, .heads = 4, .kv_heads = 1, .keys = 20000,
                  .head_dim = 64, .seqs = 2, .config = {.window = 3000u, .sinks = {1.0f, -3.0f, 0.0f, 8.0f}},
                  .mask = MaskKind::random}),

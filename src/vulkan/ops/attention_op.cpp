@@ -168,13 +168,22 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
   const std::uint32_t n_keys = values.n_keys, n_kv_heads = values.n_kv_heads, head_dim = values.head_dim;
   const std::uint32_t group = n_heads / n_kv_heads;
-  // One invocation per 4 dims (at most 64: kMaxAttentionHeadDim is 256).
-  const std::uint32_t wg = (head_dim + 3) / 4;
   const std::uint32_t rows = tile_rows(kMaxRows, n_tokens, group, values.meta_stride != 0, q_seq);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
   const std::uint64_t out_elems = std::uint64_t{n_tokens} * n_heads * head_dim;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
   std::uint32_t splits = wsum_key_splits(base_groups, n_keys, out_elems, ctx->limits);
+  // Few rows (decode): each invocation takes 16 bytes of a v row (8 halves; ROWS * 8
+  // accumulators stay at 32 for rows <= 4), and groups of invocations, about 64 in all,
+  // take turns over the keys, so that a workgroup is more than one short v row. With many
+  // rows the workgroups are plenty: one group, 4 elements per invocation.
+  const bool f16 = values.tensor->dtype == DType::f16;
+  const bool few_rows = base_groups < kWsumTargetGroups;
+  const bool wide = f16 && few_rows && rows <= 4;
+  const std::uint32_t epl = wide ? 8 : 4;
+  const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
+  const std::uint32_t key_groups =
+      few_rows ? std::max<std::uint32_t>(1, std::min(64u, ctx->limits.max_workgroup_invocations) / lanes) : 1;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 4) * 4);
   splits = u32(ceil_div(n_keys, keys_per_split));  // rounding may leave the last split empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
@@ -185,9 +194,9 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context
       splits > 1 ? std::make_shared<VulkanTensor>(ctx, Shape{splits, n_tokens, n_heads, head_dim}, DType::f32) : out;
   Dispatch d;
   d.op = "attn_weighted_sum";
-  const bool f16 = values.tensor->dtype == DType::f16;
   d.key = {KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
-           {wg, rows, f16 ? 1u : 0u, head_dim % 4 == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
+           {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups,
+            wide ? 1u : 0u}};
   d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(values.tensor), false),
                 tensor_binding(partial, true), params.add(meta)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
