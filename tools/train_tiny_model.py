@@ -20,7 +20,8 @@ token embedding. Attention is a causal sliding window of WINDOW tokens, trained 
 twice as long, so a ring KV cache of WINDOW slots reproduces training exactly however long
 generation runs. The header's seq_len is WINDOW: the span a token attends to.
 
-Usage (Debian 12: apt-get install python3-torch libopenblas0-pthread bible-kjv; about 35 minutes on 2 cores):
+Usage (Debian 12: apt-get install python3-torch libopenblas0-pthread bible-kjv; about 30 minutes on 2
+cores; without OpenBLAS, torch falls back to the reference BLAS and is about 7 times slower):
     /usr/bin/python3 tools/train_tiny_model.py [--out models] [--steps N]
 The outputs are committed; the build and CI never retrain. The run's figures are written to
 OUT/kjv-tiny.txt.
