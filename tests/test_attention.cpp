@@ -1,6 +1,6 @@
 // Attention (scores, softmax, weighted sum): hand-computed cases and the identities that
-// define softmax attention (on both backends), Vulkan against the CPU reference on shapes
-// and options chosen to break kernels, and the argument checks.
+// define softmax attention, on both backends. Vulkan against the CPU reference on shapes
+// chosen to break kernels is in test_attention_vulkan.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "support/attention_io.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/random.hpp"
@@ -16,81 +17,7 @@
 namespace vkattn::test {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kInfD = std::numeric_limits<double>::infinity();
-
-// One attention call, on the host, in the layouts of command_list.hpp.
-struct AttnInputs {
-  std::size_t tokens = 1, heads = 1, kv_heads = 1, keys = 1, head_dim = 1;
-  std::vector<float> q{}, k{}, v{}, mask{};                      // mask empty: none
-  std::vector<std::int32_t> q_pos{}, k_pos{}, q_seq{}, k_seq{};  // seq ids empty: all in sequence 0
-  AttentionConfig config{};
-  DType q_dtype = DType::f32, kv_dtype = DType::f32;
-
-  Shape scores_shape() const { return {tokens, heads, keys}; }
-  Shape out_shape() const { return {tokens, heads, head_dim}; }
-};
-
-struct AttnOutputs {
-  std::vector<float> scores, probs, out;
-};
-
-// Records the three stages in one list and runs it. With |feed|, softmax reads feed->scores
-// and the weighted sum feed->probs instead of the previous stage's result, so that each
-// stage can be compared on identical inputs.
-AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOutputs* feed = nullptr) {
-  Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
-  Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
-  Tensor v = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
-  Tensor scores = b.tensor(in.scores_shape(), DType::f32), probs = b.tensor(in.scores_shape(), DType::f32);
-  Tensor out = b.tensor(in.out_shape(), DType::f32);
-  b.upload(q, in.q);
-  b.upload(k, in.k);
-  b.upload(v, in.v);
-  Tensor mask, fed_scores, fed_probs;
-  if (!in.mask.empty()) {
-    mask = b.tensor({in.tokens, in.keys}, DType::f32);
-    b.upload(mask, in.mask);
-  }
-  if (feed) {
-    fed_scores = b.tensor(in.scores_shape(), DType::f32);
-    fed_probs = b.tensor(in.scores_shape(), DType::f32);
-    b.upload(fed_scores, feed->scores);
-    b.upload(fed_probs, feed->probs);
-  }
-  const AttentionTokens tokens{in.q_pos, in.k_pos, in.q_seq, in.k_seq};
-  CommandList cmd = b.commands();
-  cmd.attn_scores(q, k, scores, tokens, in.config, mask.valid() ? &mask : nullptr);
-  cmd.attn_softmax(feed ? fed_scores : scores, probs, in.config);
-  cmd.attn_weighted_sum(feed ? fed_probs : probs, v, out);
-  cmd.submit_and_wait();
-  return {b.download(scores), b.download(probs), b.download(out)};
-}
-
-// Random q, k (N(0, qk_scale)) and v (N(0, 1)). Key j is in sequence j % seqs at position
-// offset + j / seqs (sequences interleaved in the key list); the tokens of each sequence
-// are its last positions (a prefill chunk, or with one token per sequence a decode step).
-// One sequence leaves the seq ids empty (the default).
-AttnInputs random_inputs(std::size_t tokens, std::size_t heads, std::size_t kv_heads, std::size_t keys,
-                         std::size_t head_dim, std::size_t seqs, std::uint32_t seed, std::int32_t offset = 0,
-                         float qk_scale = 1.0f) {
-  AttnInputs in{.tokens = tokens, .heads = heads, .kv_heads = kv_heads, .keys = keys, .head_dim = head_dim};
-  in.q = normal(tokens * heads * head_dim, seed, qk_scale);
-  in.k = normal(keys * kv_heads * head_dim, seed + 1, qk_scale);
-  in.v = normal(keys * kv_heads * head_dim, seed + 2);
-  const auto count = [&](std::size_t n, std::size_t s) { return static_cast<std::int32_t>((n + seqs - 1 - s) / seqs); };
-  for (std::size_t j = 0; j < keys; ++j) {
-    in.k_pos.push_back(offset + static_cast<std::int32_t>(j / seqs));
-    if (seqs > 1) in.k_seq.push_back(static_cast<std::int32_t>(j % seqs));
-  }
-  for (std::size_t t = 0; t < tokens; ++t) {
-    const std::size_t s = t % seqs;
-    const std::int32_t first = std::max(0, count(keys, s) - count(tokens, s));
-    in.q_pos.push_back(offset + first + static_cast<std::int32_t>(t / seqs));
-    if (seqs > 1) in.q_seq.push_back(static_cast<std::int32_t>(s));
-  }
-  return in;
-}
 
 bool masked(float s) { return std::isinf(s) && s < 0; }
 
@@ -410,197 +337,6 @@ TEST(AttentionAlibi, StandardSlopes) {
   }
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(twelve[8 + i], std::exp2(-0.5f - i));
 }
-
-// Vulkan against the CPU reference.
-enum class MaskKind {
-  none,
-  random,     // N(0, mask_scale), every 7th entry -inf
-  plus_minus  // +-mask_scale at random
-};
-
-struct AttnCase {
-  const char* name;
-  std::size_t tokens, heads, kv_heads, keys, head_dim, seqs = 1;
-  AttentionConfig config{};
-  DType q_dtype = DType::f32, kv_dtype = DType::f32;
-  float qk_scale = 1.0f;  // q and k ~ N(0, qk_scale)
-  MaskKind mask = MaskKind::none;
-  float mask_scale = 1.0f;
-  std::int32_t offset = 0;  // first key position
-};
-
-class AttentionVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<AttnCase> {};
-
-std::uint32_t seed_of(const char* name) {  // FNV-1a: a fixed seed per case, stable everywhere
-  std::uint32_t h = 2166136261u;
-  for (; *name; ++name) h = (h ^ static_cast<unsigned char>(*name)) * 16777619u;
-  return h;
-}
-
-// What a score is made of, in absolute value: scale * sum_d |q_d k_d| + |ALiBi| + |mask|.
-// The f32 rounding error of a score grows with this, not with the score (which may cancel).
-double score_magnitude(const AttnInputs& in) {
-  const double scale = in.config.scale.value_or(1 / std::sqrt(double(in.head_dim)));
-  const std::size_t group = in.heads / in.kv_heads;
-  double dots = 0;
-  for (std::size_t t = 0; t < in.tokens; ++t) {
-    for (std::size_t h = 0; h < in.heads; ++h) {
-      for (std::size_t j = 0; j < in.keys; ++j) {
-        const float* q = &in.q[(t * in.heads + h) * in.head_dim];
-        const float* k = &in.k[(j * in.kv_heads + h / group) * in.head_dim];
-        double a = 0;
-        for (std::size_t d = 0; d < in.head_dim; ++d) a += std::fabs(double{q[d]} * k[d]);
-        dots = std::max(dots, std::fabs(scale) * a);
-      }
-    }
-  }
-  double bias = 0;
-  for (float m : in.mask) bias = std::max(bias, std::isfinite(m) ? std::fabs(double{m}) : 0.0);
-  std::vector<float> slopes = in.config.alibi_slopes;
-  if (slopes.empty() && in.config.alibi) slopes = alibi_slopes(in.heads);
-  double slope = 0;
-  for (float s : slopes) slope = std::max(slope, std::fabs(double{s}));
-  const auto [lo, hi] = std::minmax_element(in.k_pos.begin(), in.k_pos.end());
-  const auto [qlo, qhi] = std::minmax_element(in.q_pos.begin(), in.q_pos.end());
-  return dots + bias + slope * double(std::max(*hi, *qhi) - std::min(*lo, *qlo));
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, std::isfinite(x) ? std::fabs(double{x}) : 0.0);
-  return m;
-}
-
-void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
-  const std::uint32_t seed = seed_of(c.name);
-  AttnInputs in = random_inputs(c.tokens, c.heads, c.kv_heads, c.keys, c.head_dim, c.seqs, seed, c.offset, c.qk_scale);
-  in.config = c.config;
-  in.q_dtype = c.q_dtype;
-  in.kv_dtype = c.kv_dtype;
-  if (c.mask != MaskKind::none) {
-    in.mask = normal(c.tokens * c.keys, seed + 3, c.mask_scale);
-    for (std::size_t i = 0; i < in.mask.size(); ++i) {
-      if (c.mask == MaskKind::plus_minus) in.mask[i] = in.mask[i] < 0 ? -c.mask_scale : c.mask_scale;
-      if (c.mask == MaskKind::random && i % 7 == 3) in.mask[i] = -kInf;
-    }
-  }
-  const AttnOutputs want = run_attention(cpu, in);
-  const AttnOutputs staged = run_attention(gpu, in, &want);  // each stage on the CPU's inputs
-  const AttnOutputs chained = run_attention(gpu, in);        // the GPU's own stages chained
-
-  // Scores: 1e-4 abs + 1e-5 rel, the abs part growing with the terms' magnitude (1e4 cases).
-  const double s_atol = 1e-4 + 2e-6 * score_magnitude(in);
-  EXPECT_TRUE(all_close(staged.scores, want.scores, in.scores_shape(), s_atol, 1e-5)) << "scores";
-  EXPECT_TRUE(all_close(chained.scores, want.scores, in.scores_shape(), s_atol, 1e-5)) << "scores, chained";
-  // Softmax and weighted sum on identical inputs: tight.
-  const bool f16 = c.q_dtype == DType::f16 || c.kv_dtype == DType::f16;
-  const double o_atol = f16 ? 2e-4 : 1e-4;
-  EXPECT_TRUE(all_close(staged.probs, want.probs, in.scores_shape(), 1e-5, 0)) << "probs on the same scores";
-  EXPECT_TRUE(all_close(staged.out, want.out, in.out_shape(), o_atol, 1e-4)) << "out on the same probs";
-  // Chained: scores off by at most d move each p_j by at most (e^(2d) - 1) p_j ~ 2d p_j,
-  // hence out by 2d max|v|; d is measured, so this stays tight where the scores agree.
-  double d = 0;
-  for (std::size_t i = 0; i < want.scores.size(); ++i) {
-    if (std::isfinite(want.scores[i])) d = std::max(d, double(std::fabs(chained.scores[i] - want.scores[i])));
-  }
-  const double spread = std::expm1(2 * d);
-  EXPECT_TRUE(all_close(chained.probs, want.probs, in.scores_shape(), 1e-5 + spread, 0)) << "probs, chained";
-  EXPECT_TRUE(all_close(chained.out, want.out, in.out_shape(), o_atol + (spread + 1e-5) * max_abs(in.v), 1e-4))
-      << "out, chained";
-}
-
-TEST_P(AttentionVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam()); }
-
-// The same at the Vulkan 1.1 minimums (16 KiB shared memory, 128 invocations, no subgroup
-// operations, staging copies): other tiles, shared-memory reductions, rows outside shared memory.
-TEST_P(AttentionVulkanVsCpu, MatchesAtSpecMinimumLimits) {
-  DeviceOptions options = test_options();
-  options.cap_limits = spec_minimum_limits();
-  std::string why;
-  auto gpu = try_backend(BackendKind::vulkan, options, why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  expect_matches(*gpu, *cpu_, GetParam());
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
-}
-
-// Decode has one row tile per KV head, so the weighted sum splits its keys across
-// workgroups and a second dispatch adds the partial sums; prefill has rows enough. The
-// decode_* cases below check the split path's results.
-TEST_F(VulkanVsCpuTest, WeightedSumSplitsKeysOnlyWhenRowsAreFew) {
-  auto split = [&](std::size_t tokens, std::size_t keys) {
-    Tensor probs = gpu_->tensor({tokens, 8, keys}, DType::f32), v = gpu_->tensor({keys, 2, 64}, DType::f16),
-           out = gpu_->tensor({tokens, 8, 64}, DType::f32);
-    CommandList cmd = gpu_->commands();
-    cmd.attn_weighted_sum(probs, v, out);
-    return cmd.stats().ops;
-  };
-  EXPECT_EQ(split(1, 4096), 2u);
-  EXPECT_EQ(split(1, 300), 1u);   // too few keys to be worth a second pass
-  EXPECT_EQ(split(256, 512), 1u);
-}
-
-const std::vector<float> kSinks8 = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f, -2.0f, 1.0f, 0.25f};
-
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionVulkanVsCpu,
-    ::testing::Values(
-        // One decode token for each of 3 sequences whose keys are interleaved in k.
-        AttnCase{.name = "decode_3_sequences", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 301, .head_dim = 64,
-                 .seqs = 3},
-        AttnCase{.name = "prefill_200_causal", .tokens = 200, .heads = 4, .kv_heads = 4, .keys = 200, .head_dim = 64},
-        AttnCase{.name = "one_key", .tokens = 1, .heads = 4, .kv_heads = 2, .keys = 1, .head_dim = 64},
-        AttnCase{.name = "odd_17_tokens_37_keys", .tokens = 17, .heads = 6, .kv_heads = 3, .keys = 37, .head_dim = 24},
-        AttnCase{.name = "more_tokens_than_keys", .tokens = 17, .heads = 2, .kv_heads = 1, .keys = 5, .head_dim = 16,
-                 .config = {.causal = false}},
-        AttnCase{.name = "odd_head_dim_7_f16", .tokens = 5, .heads = 3, .kv_heads = 1, .keys = 13, .head_dim = 7,
-                 .q_dtype = DType::f16, .kv_dtype = DType::f16},
-        AttnCase{.name = "gqa_4", .tokens = 9, .heads = 16, .kv_heads = 4, .keys = 64, .head_dim = 128},
-        AttnCase{.name = "gqa_8", .tokens = 5, .heads = 32, .kv_heads = 4, .keys = 100, .head_dim = 128},
-        AttnCase{.name = "mqa", .tokens = 7, .heads = 8, .kv_heads = 1, .keys = 33, .head_dim = 64},
-        AttnCase{.name = "head_dim_32", .tokens = 5, .heads = 4, .kv_heads = 2, .keys = 45, .head_dim = 32},
-        AttnCase{.name = "head_dim_80", .tokens = 5, .heads = 4, .kv_heads = 2, .keys = 45, .head_dim = 80},
-        AttnCase{.name = "head_dim_96", .tokens = 5, .heads = 4, .kv_heads = 2, .keys = 45, .head_dim = 96},
-        AttnCase{.name = "head_dim_112", .tokens = 5, .heads = 4, .kv_heads = 2, .keys = 45, .head_dim = 112},
-        AttnCase{.name = "head_dim_128", .tokens = 5, .heads = 4, .kv_heads = 2, .keys = 45, .head_dim = 128},
-        AttnCase{.name = "head_dim_256", .tokens = 5, .heads = 4, .kv_heads = 2, .keys = 45, .head_dim = 256},
-        AttnCase{.name = "window_16_two_sequences", .tokens = 40, .heads = 4, .kv_heads = 2, .keys = 100,
-                 .head_dim = 64, .seqs = 2, .config = {.window = 16u}, .offset = INT32_MAX - 100},
-        AttnCase{.name = "custom_mask_not_causal", .tokens = 12, .heads = 4, .kv_heads = 2, .keys = 29, .head_dim = 64,
-                 .config = {.causal = false}, .mask = MaskKind::random, .mask_scale = 2.0f},
-        AttnCase{.name = "softcap", .tokens = 8, .heads = 4, .kv_heads = 2, .keys = 40, .head_dim = 64,
-                 .config = {.softcap = 5.0}, .qk_scale = 3.0f},
-        AttnCase{.name = "alibi_standard_12_heads", .tokens = 20, .heads = 12, .kv_heads = 4, .keys = 50,
-                 .head_dim = 64, .config = {.alibi = true}, .offset = 1000},
-        AttnCase{.name = "alibi_given_slopes", .tokens = 10, .heads = 4, .kv_heads = 2, .keys = 30, .head_dim = 32,
-                 .seqs = 2, .config = {.alibi_slopes = {0.3f, 0.05f, 1.0f, 0.0f}}},
-        AttnCase{.name = "sinks", .tokens = 6, .heads = 8, .kv_heads = 2, .keys = 25, .head_dim = 64,
-                 .config = {.sinks = kSinks8}},
-        AttnCase{.name = "f16_kv", .tokens = 11, .heads = 8, .kv_heads = 2, .keys = 70, .head_dim = 128,
-                 .kv_dtype = DType::f16},
-        AttnCase{.name = "f16_q_and_kv", .tokens = 11, .heads = 8, .kv_heads = 2, .keys = 70, .head_dim = 80, .seqs = 2,
-                 .q_dtype = DType::f16, .kv_dtype = DType::f16},
-        // |s| ~ 1e3 from the scale, ~1e4 from the mask.
-        AttnCase{.name = "logits_1e3_scale_100", .tokens = 4, .heads = 4, .kv_heads = 2, .keys = 60, .head_dim = 128,
-                 .config = {.scale = 100.0}},
-        AttnCase{.name = "logits_1e4_mask", .tokens = 6, .heads = 4, .kv_heads = 2, .keys = 50, .head_dim = 64,
-                 .mask = MaskKind::plus_minus, .mask_scale = 1e4f},
-        // Everything at once, on f16 K/V.
-        AttnCase{.name = "all_options", .tokens = 13, .heads = 8, .kv_heads = 2, .keys = 77, .head_dim = 80, .seqs = 2,
-                 .config = {.window = 20u, .softcap = 30.0, .alibi = true, .sinks = kSinks8}, .kv_dtype = DType::f16,
-                 .mask = MaskKind::random},
-        // Long rows: the softmax cannot keep them in shared memory.
-        AttnCase{.name = "decode_32768_keys", .tokens = 1, .heads = 8, .kv_heads = 2, .keys = 32768, .head_dim = 64},
-        // n_keys % 4 != 0: the element-wise paths of the softmax (two-pass) and weighted sum.
-        AttnCase{.name = "decode_9001_keys", .tokens = 2, .heads = 4, .kv_heads = 1, .keys = 9001, .head_dim = 64},
-        // f16 decode: 8 halves per invocation (split keys, groups of invocations over keys).
-        AttnCase{.name = "decode_f16_1000_keys", .tokens = 1, .heads = 8, .kv_heads = 2, .keys = 1000, .head_dim = 80,
-                 .kv_dtype = DType::f16},
-        AttnCase{.name = "decode_f16_head_dim_7", .tokens = 2, .heads = 4, .kv_heads = 2, .keys = 600, .head_dim = 7,
-                 .seqs = 2, .kv_dtype = DType::f16},
-        AttnCase{.name = "long_rows_window_sinks_mask", .tokens = 4, .heads = 4, .kv_heads = 1, .keys = 20000,
-                 .head_dim = 64, .seqs = 2, .config = {.window = 3000u, .sinks = {1.0f, -3.0f, 0.0f, 8.0f}},
-                 .mask = MaskKind::random}),
-    [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace vkattn::test

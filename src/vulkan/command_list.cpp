@@ -115,14 +115,16 @@ class VulkanCommandList final : public CommandListImpl {
   void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out) override {
     with_params_n([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatches(ctx_, arena, std::move(probs), plain_keys(std::move(v)), std::move(out), {});
+      return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), plain_keys(std::move(v)), std::move(out),
+                                          {});
     });
   }
 
   void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
     with_params_n([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatches(ctx_, arena, std::move(probs), cache_keys(cache->v), std::move(out), q_seq);
+      return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), cache_keys(cache->v), std::move(out),
+                                          q_seq);
     });
   }
 
@@ -164,6 +166,16 @@ class VulkanCommandList final : public CommandListImpl {
     Dispatch d = build(staged);
     params_ = std::move(staged);
     add(std::move(d));
+  }
+
+  // The list's scratch tensor, grown (replaced; earlier ops keep the old one) when an op
+  // needs more.
+  ScratchFn scratch_fn() {
+    return [this](std::uint64_t floats) {
+      if (!scratch_ || scratch_->numel < floats)
+        scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32);
+      return scratch_;
+    };
   }
 
   // The same for an op that records several dispatches: all of them or none.
@@ -296,6 +308,7 @@ class VulkanCommandList final : public CommandListImpl {
   CommandListOptions options_;
   ParamArena params_;
   std::vector<Dispatch> ops_;
+  std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
   std::unique_ptr<Encoded> encoded_;
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -73,10 +74,14 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                               const ScoresParams& p);
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
                                std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks);
+// A f32 tensor of at least |floats| elements that ops may use as scratch: shared by the
+// ops of one command list (the hazard tracking orders them), so recording many layers'
+// attention allocates it once.
+using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats)>;
 // |q_seq|: each query token's sequence (read only for cache values). One dispatch, or two
 // when the keys are split across workgroups (few query rows, many keys): the first
-// writes each split's partial sums to a scratch tensor it allocates, the second adds them.
-std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context>& ctx, ParamArena& params,
+// writes each split's partial sums to |scratch|, the second adds them up.
+std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
 // Key ranges a weighted sum with |base_groups| row workgroups is split into (1: none).

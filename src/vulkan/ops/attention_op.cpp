@@ -7,7 +7,6 @@
 #include "vulkan/check.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/rope_math.hpp"
-#include "vulkan/context.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -160,7 +159,7 @@ std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, s
   return u32(std::max<std::uint64_t>(splits, 1));
 }
 
-std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context>& ctx, ParamArena& params,
+std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq) {
   static_assert(sizeof(shader::AttnWsumParams) == 56);
@@ -172,7 +171,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
   const std::uint64_t out_elems = std::uint64_t{n_tokens} * n_heads * head_dim;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
-  std::uint32_t splits = wsum_key_splits(base_groups, n_keys, out_elems, ctx->limits);
+  std::uint32_t splits = wsum_key_splits(base_groups, n_keys, out_elems, ctx.limits);
   // Few rows (decode): each invocation takes 16 bytes of a v row (8 halves; ROWS * 8
   // accumulators stay at 32 for rows <= 4), and groups of invocations, about 64 in all,
   // take turns over the keys, so that a workgroup is more than one short v row. With many
@@ -183,15 +182,14 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context
   const std::uint32_t epl = wide ? 8 : 4;
   const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
   const std::uint32_t key_groups =
-      few_rows ? std::max<std::uint32_t>(1, std::min(64u, ctx->limits.max_workgroup_invocations) / lanes) : 1;
+      few_rows ? std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes) : 1;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 4) * 4);
   splits = u32(ceil_div(n_keys, keys_per_split));  // rounding may leave the last split empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
   std::copy(q_seq.begin(), q_seq.end(), meta.begin());
 
   // Split keys write partial sums that a second pass adds up in split order.
-  std::shared_ptr<TensorImpl> partial =
-      splits > 1 ? std::make_shared<VulkanTensor>(ctx, Shape{splits, n_tokens, n_heads, head_dim}, DType::f32) : out;
+  std::shared_ptr<TensorImpl> partial = splits > 1 ? scratch(std::uint64_t{splits} * out_elems) : out;
   Dispatch d;
   d.op = "attn_weighted_sum";
   d.key = {KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
@@ -207,7 +205,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const std::shared_ptr<Context
   if (splits > 1) {
     Dispatch r;
     r.op = "attn_weighted_sum";  // its second pass: timings add up under the op's name
-    const std::uint32_t rwg = workgroup_size(*ctx, 64);
+    const std::uint32_t rwg = workgroup_size(ctx, 64);
     r.key = {KernelId::attn_weighted_sum_reduce, 2, sizeof(shader::AttnWsumReduceParams), {rwg}};
     r.bindings = {tensor_binding(std::move(partial), false), tensor_binding(std::move(out), true)};
     r.set_push(shader::AttnWsumReduceParams{u32(out_elems), splits});

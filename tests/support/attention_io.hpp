@@ -1,0 +1,89 @@
+// One attention call's inputs and outputs on the host, in the layouts of
+// command_list.hpp, and a runner that records the three stages on a backend.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "support/random.hpp"
+#include "vkattn/vkattn.hpp"
+
+namespace vkattn::test {
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct AttnInputs {
+  std::size_t tokens = 1, heads = 1, kv_heads = 1, keys = 1, head_dim = 1;
+  std::vector<float> q{}, k{}, v{}, mask{};                      // mask empty: none
+  std::vector<std::int32_t> q_pos{}, k_pos{}, q_seq{}, k_seq{};  // seq ids empty: all in sequence 0
+  AttentionConfig config{};
+  DType q_dtype = DType::f32, kv_dtype = DType::f32;
+
+  Shape scores_shape() const { return {tokens, heads, keys}; }
+  Shape out_shape() const { return {tokens, heads, head_dim}; }
+};
+
+struct AttnOutputs {
+  std::vector<float> scores, probs, out;
+};
+
+// Records the three stages in one list and runs it. With |feed|, softmax reads feed->scores
+// and the weighted sum feed->probs instead of the previous stage's result, so that each
+// stage can be compared on identical inputs.
+inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOutputs* feed = nullptr) {
+  Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
+  Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
+  Tensor v = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
+  Tensor scores = b.tensor(in.scores_shape(), DType::f32), probs = b.tensor(in.scores_shape(), DType::f32);
+  Tensor out = b.tensor(in.out_shape(), DType::f32);
+  b.upload(q, in.q);
+  b.upload(k, in.k);
+  b.upload(v, in.v);
+  Tensor mask, fed_scores, fed_probs;
+  if (!in.mask.empty()) {
+    mask = b.tensor({in.tokens, in.keys}, DType::f32);
+    b.upload(mask, in.mask);
+  }
+  if (feed) {
+    fed_scores = b.tensor(in.scores_shape(), DType::f32);
+    fed_probs = b.tensor(in.scores_shape(), DType::f32);
+    b.upload(fed_scores, feed->scores);
+    b.upload(fed_probs, feed->probs);
+  }
+  const AttentionTokens tokens{in.q_pos, in.k_pos, in.q_seq, in.k_seq};
+  CommandList cmd = b.commands();
+  cmd.attn_scores(q, k, scores, tokens, in.config, mask.valid() ? &mask : nullptr);
+  cmd.attn_softmax(feed ? fed_scores : scores, probs, in.config);
+  cmd.attn_weighted_sum(feed ? fed_probs : probs, v, out);
+  cmd.submit_and_wait();
+  return {b.download(scores), b.download(probs), b.download(out)};
+}
+
+// Random q, k (N(0, qk_scale)) and v (N(0, 1)). Key j is in sequence j % seqs at position
+// offset + j / seqs (sequences interleaved in the key list); the tokens of each sequence
+// are its last positions (a prefill chunk, or with one token per sequence a decode step).
+// One sequence leaves the seq ids empty (the default).
+inline AttnInputs random_inputs(std::size_t tokens, std::size_t heads, std::size_t kv_heads, std::size_t keys,
+                         std::size_t head_dim, std::size_t seqs, std::uint32_t seed, std::int32_t offset = 0,
+                         float qk_scale = 1.0f) {
+  AttnInputs in{.tokens = tokens, .heads = heads, .kv_heads = kv_heads, .keys = keys, .head_dim = head_dim};
+  in.q = normal(tokens * heads * head_dim, seed, qk_scale);
+  in.k = normal(keys * kv_heads * head_dim, seed + 1, qk_scale);
+  in.v = normal(keys * kv_heads * head_dim, seed + 2);
+  const auto count = [&](std::size_t n, std::size_t s) { return static_cast<std::int32_t>((n + seqs - 1 - s) / seqs); };
+  for (std::size_t j = 0; j < keys; ++j) {
+    in.k_pos.push_back(offset + static_cast<std::int32_t>(j / seqs));
+    if (seqs > 1) in.k_seq.push_back(static_cast<std::int32_t>(j % seqs));
+  }
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const std::size_t s = t % seqs;
+    const std::int32_t first = std::max(0, count(keys, s) - count(tokens, s));
+    in.q_pos.push_back(offset + first + static_cast<std::int32_t>(t / seqs));
+    if (seqs > 1) in.q_seq.push_back(static_cast<std::int32_t>(s));
+  }
+  return in;
+}
+
+}  // namespace vkattn::test
