@@ -184,7 +184,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   const std::uint32_t key_groups =
       few_rows ? std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes) : 1;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 4) * 4);
-  splits = u32(ceil_div(n_keys, keys_per_split));  // rounding may leave the last split empty
+  splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
   std::copy(q_seq.begin(), q_seq.end(), meta.begin());
 
