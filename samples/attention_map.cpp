@@ -41,8 +41,12 @@ int main(int argc, char** argv) {
       else if (a == "--out-dir") out_dir = v;
       else if (a == "--layer") {
         std::size_t used = 0;
-        layer = std::stoi(v, &used);
-        if (used != v.size()) throw std::invalid_argument("--layer: not an integer: '" + v + "'");
+        try {
+          layer = std::stoi(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != v.size()) throw std::invalid_argument("--layer: not an integer: '" + v + "'");
       } else if (a == "--backend") {
         if (v != "vulkan" && v != "cpu") throw std::invalid_argument("--backend = " + v + "; valid: vulkan, cpu");
         kind = v == "cpu" ? vkattn::BackendKind::cpu : vkattn::BackendKind::vulkan;
