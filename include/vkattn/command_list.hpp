@@ -31,7 +31,8 @@ struct OpTiming {
 };
 
 struct CommandStats {
-  std::size_t ops = 0;       // ops recorded
+  std::size_t ops = 0;       // dispatches recorded (on Vulkan a weighted sum that splits its
+                             // keys records two; on the CPU backend, ops)
   std::size_t barriers = 0;  // pipeline barriers between ops (Vulkan); 0 on the CPU backend
   std::size_t submits = 0;   // completed submissions
 };
@@ -100,8 +101,9 @@ class CommandList {
   // Runs everything recorded so far and waits for it.
   void submit_and_wait();
 
-  // Per-op times of the last submission, in recording order; empty unless the list was
-  // created with CommandListOptions::timestamps.
+  // Per-dispatch times of the last submission, in recording order, named by their op (a
+  // split weighted sum's two dispatches both say "attn_weighted_sum"); empty unless the
+  // list was created with CommandListOptions::timestamps.
   std::vector<OpTiming> timings() const;
   CommandStats stats() const;
 
