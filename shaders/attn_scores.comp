@@ -45,6 +45,7 @@ layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
 layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
 layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
+layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
 layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
@@ -60,9 +61,20 @@ layout(std430, binding = 5) readonly buffer Turns { uvec2 turns[]; };
 #define TL_FN load_q
 #include "tensor_load.glsl"
 
-float load_k_1(uint e) {
-    return K_F16 ? unpackHalf2x16(k_words[e >> 1])[e & 1u] : uintBitsToFloat(k_words[e]);
-}
+#undef TL_ALIGNED
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_F16
+#undef TL_FN
+// k rows start on 16 bytes when VEC (see spec 5).
+#define TL_ALIGNED VEC
+#define TL_WORDS k_words
+#define TL_WORDS2 k_words2
+#define TL_WORDS4 k_words4
+#define TL_F16 K_F16
+#define TL_FN load_k
+#include "tensor_load.glsl"
 
 shared vec4 q_tile[Q_VEC4];
 shared uint tile_seen;
@@ -184,9 +196,7 @@ void main() {
         for (uint c = 0u; c < n8; ++c) {
             vec4 a[KEYS], b[KEYS];
             for (uint i = 0u; i < KEYS; ++i) {
-                const uvec4 w = k_words4[(k_row[i] >> 3) + c];
-                a[i] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-                b[i] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+                load_k_8(k_row[i] + 8u * c, k_row[i] + pc.head_dim, a[i], b[i]);
             }
             for (uint r = 0u; r < ROWS; ++r) {
                 const vec4 qa = q_tile[r * d4 + 2u * c], qb = q_tile[r * d4 + 2u * c + 1u];
@@ -200,7 +210,7 @@ void main() {
         for (uint c = 0u; c < n4; ++c) {
             vec4 a[KEYS];
             for (uint i = 0u; i < KEYS; ++i) {
-                a[i] = uintBitsToFloat(k_words4[(k_row[i] >> 2) + c]);
+                a[i] = load_k_4(k_row[i] + 4u * c, k_row[i] + pc.head_dim);
             }
             for (uint r = 0u; r < ROWS; ++r) {
                 const vec4 qa = q_tile[r * d4 + c];

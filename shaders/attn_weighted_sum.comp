@@ -51,38 +51,13 @@ layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 // One row's partial sums per key group, summed by group 0.
 shared vec4 partial[gl_WorkGroupSize.x * 2u];
 
-float load_v(uint e) {
-    return V_F16 ? unpackHalf2x16(v_words[e >> 1])[e & 1u] : uintBitsToFloat(v_words[e]);
-}
-
-// v elements e .. e + EPL - 1 as two vec4 (the second only when EIGHT), zero past |limit|.
-void load_v8(uint e, uint limit, out vec4 lo, out vec4 hi) {
-    hi = vec4(0.0);
-    if (VEC) {
-        // Rows start on EPL elements and head_dim is a multiple of EPL: e < limit implies
-        // the whole unit is inside the row.
-        if (EIGHT) {
-            const uvec4 w = v_words4[e / 8u];
-            lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-            hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
-        } else if (V_F16) {
-            const uvec2 w = v_words2[e / 4u];
-            lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-        } else {
-            lo = uintBitsToFloat(v_words4[e / 4u]);
-        }
-        return;
-    }
-    lo = vec4(0.0);
-    for (uint i = 0u; i < 4u; ++i) {
-        if (e + i < limit) {
-            lo[i] = load_v(e + i);
-        }
-        if (EIGHT && e + 4u + i < limit) {
-            hi[i] = load_v(e + 4u + i);
-        }
-    }
-}
+#define TL_ALIGNED VEC
+#define TL_WORDS v_words
+#define TL_WORDS2 v_words2
+#define TL_WORDS4 v_words4
+#define TL_F16 V_F16
+#define TL_FN load_v
+#include "tensor_load.glsl"
 
 void main() {
     const uint lanes = gl_WorkGroupSize.x / KEY_GROUPS;  // invocations per v row
@@ -135,8 +110,12 @@ void main() {
                 continue;
             }
             const uint v_row = (j + i) * pc.v_key_stride + v_head;
-            vec4 lo, hi;
-            load_v8(v_row + EPL * lane, v_row + pc.head_dim, lo, hi);
+            vec4 lo, hi = vec4(0.0);
+            if (EIGHT) {
+                load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo, hi);
+            } else {
+                lo = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+            }
             for (uint r = 0u; r < ROWS; ++r) {
                 acc_lo[r] += p[r][i] * lo;
                 if (EIGHT) {

@@ -4,9 +4,13 @@
 // prefix of the functions it defines (no include guard):
 //   float TL_FN(_1)(uint e)             element e
 //   vec4  TL_FN(_4)(uint e, uint limit) elements e .. e+3, zero at or past |limit|; e % 4 == 0
-// When TL_ALIGNED (a constant: every row starts on 4 elements and |limit| is a row end),
-// e < limit implies e + 3 < limit, so the vector load needs no check and the scalar path
-// folds away; branches left to run time would execute both paths on CPU devices.
+//   void  TL_FN(_8)(uint e, uint limit, out vec4 lo, out vec4 hi)
+//                                       elements e .. e+7 (16 bytes of f16), the same way;
+//                                       e % 8 == 0
+// When TL_ALIGNED (a constant: every row starts on 4 elements, on 8 for f16, and |limit| is
+// a row end), e < limit implies e + 3 < limit (e + 7 for f16), so the vector load needs no
+// check and the scalar path folds away; branches left to run time would execute both
+// paths on CPU devices.
 #define TL_CAT2(a, b) a##b
 #define TL_CAT(a, b) TL_CAT2(a, b)
 
@@ -29,4 +33,15 @@ vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
         }
     }
     return v;
+}
+
+void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
+    if (TL_ALIGNED && TL_F16) {
+        const uvec4 w = TL_WORDS4[e >> 3];
+        lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+        hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+        return;
+    }
+    lo = TL_CAT(TL_FN, _4)(e, limit);
+    hi = e + 4u < limit ? TL_CAT(TL_FN, _4)(e + 4u, limit) : vec4(0.0);
 }
