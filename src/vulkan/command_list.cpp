@@ -1,6 +1,7 @@
 #include "vulkan/command_list.hpp"
 
 #include <set>
+#include <type_traits>
 
 #include "common/shape_math.hpp"
 #include "common/kv_cache_impl.hpp"
@@ -81,7 +82,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) override {
     const std::uint64_t words = ceil_div(src->words, 4) * 4;  // buffers are padded to 16 bytes
-    add(copy_dispatch(*ctx_, std::move(src), std::move(dst), 0, 0, words));
+    add({copy_dispatch(*ctx_, std::move(src), std::move(dst), 0, 0, words)});
   }
 
   void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::vector<std::int32_t> positions,
@@ -114,7 +115,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out) override {
-    with_params_n([&](ParamArena& arena) {
+    with_params([&](ParamArena& arena) {
       return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), plain_keys(std::move(v)), std::move(out),
                                           {});
     });
@@ -122,7 +123,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
-    with_params_n([&](ParamArena& arena) {
+    with_params([&](ParamArena& arena) {
       return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), cache_keys(cache->v), std::move(out),
                                           q_seq);
     });
@@ -136,8 +137,8 @@ class VulkanCommandList final : public CommandListImpl {
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
     const auto& c = cache->config;
     const std::uint64_t words = c.capacity * c.n_kv_heads * (c.dtype == DType::f16 ? c.head_dim / 2 : c.head_dim);
-    add(copy_dispatch(*ctx_, cache->k, cache->k, src * words, dst * words, words));
-    add(copy_dispatch(*ctx_, cache->v, cache->v, src * words, dst * words, words));
+    add({copy_dispatch(*ctx_, cache->k, cache->k, src * words, dst * words, words),
+         copy_dispatch(*ctx_, cache->v, cache->v, src * words, dst * words, words)});
   }
 
   void submit_and_wait() override {
@@ -158,14 +159,18 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
  private:
-  // Builds a dispatch that adds parameters; the arena grows only once the dispatch is
-  // built, so a throw leaves nothing behind.
+  // Builds an op's dispatch (or dispatches) with parameters; the arena and the list grow
+  // only once every dispatch is built and its grid checked, so a throw leaves nothing
+  // behind.
   template <class Build>
   void with_params(Build build) {
     ParamArena staged = params_;
-    Dispatch d = build(staged);
+    auto built = build(staged);
+    std::vector<Dispatch> ds;
+    if constexpr (std::is_same_v<decltype(built), Dispatch>) ds.push_back(std::move(built));
+    else ds = std::move(built);
+    add(std::move(ds));
     params_ = std::move(staged);
-    add(std::move(d));
   }
 
   // The list's scratch tensor, grown (replaced; earlier ops keep the old one) when an op
@@ -178,25 +183,12 @@ class VulkanCommandList final : public CommandListImpl {
     };
   }
 
-  // The same for an op that records several dispatches: all of them or none.
-  template <class Build>
-  void with_params_n(Build build) {
-    ParamArena staged = params_;
-    std::vector<Dispatch> ds = build(staged);
-    for (Dispatch& d : ds) check_grid(d);
-    params_ = std::move(staged);
+  void add(std::vector<Dispatch> ds) {
+    for (Dispatch& d : ds) {
+      d.groups = std::max<std::uint64_t>(d.groups, 1);
+      fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
+    }
     for (Dispatch& d : ds) ops_.push_back(std::move(d));
-    encoded_.reset();
-  }
-
-  void check_grid(Dispatch& d) const {
-    d.groups = std::max<std::uint64_t>(d.groups, 1);
-    fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
-  }
-
-  void add(Dispatch d) {
-    check_grid(d);
-    ops_.push_back(std::move(d));
     encoded_.reset();
   }
 

@@ -84,9 +84,6 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
-// Key ranges a weighted sum with |base_groups| row workgroups is split into (1: none).
-std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t out_elems,
-                              const DeviceLimits& limits);
 Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                             std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                             const std::vector<std::int32_t>& dst_rows);

@@ -150,6 +150,8 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   return d;
 }
 
+namespace {
+// Key ranges a weighted sum with |base_groups| row workgroups is split into (1: none).
 std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t out_elems,
                               const DeviceLimits& limits) {
   if (base_groups >= kWsumTargetGroups || n_keys < 2 * kWsumMinKeysPerSplit) return 1;
@@ -158,6 +160,7 @@ std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, s
   splits = std::min<std::uint64_t>(splits, limits.max_storage_buffer_range / (4 * std::max<std::uint64_t>(out_elems, 1)));
   return u32(std::max<std::uint64_t>(splits, 1));
 }
+}  // namespace
 
 std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
