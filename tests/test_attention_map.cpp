@@ -11,6 +11,7 @@
 
 #include "attention_figures.hpp"
 #include "support/backends.hpp"
+#include "support/generation.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -71,9 +72,8 @@ TEST(Canvas, TextDrawsGlyphsUprightAndVertical) {
 class AttentionMapTest : public VulkanVsCpuTest {
  protected:
   figures::AttentionMap collect(Backend& backend, int layer) {
-    const auto ck = llama2c::load_checkpoint(llama2c::default_model_path());
-    const auto tok = llama2c::Tokenizer::load(llama2c::default_tokenizer_path(), ck.config.vocab_size);
-    llama2c::Model model(ck, backend);
+    const auto& tok = shipped_tokenizer();
+    llama2c::Model model(shipped_checkpoint(), backend);
     return figures::collect_attention(model, tok, tok.encode("And God said, Let there be light.", true, false), layer);
   }
 };

@@ -15,6 +15,7 @@
 
 #include "llama2c.hpp"
 #include "support/backends.hpp"
+#include "support/generation.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -252,21 +253,10 @@ class GenerateVulkanVsCpu : public VulkanVsCpuTest {
     llama2c::save_checkpoint(p.string(), llama2c::random_checkpoint(cfg, 42));
     const auto ck = llama2c::load_checkpoint(p.string());
     llama2c::Model g(ck, *gpu_, capacity), c(ck, *cpu_, capacity);
-    int tg = llama2c::kBos, tc = llama2c::kBos;
-    float max_diff = 0;
-    std::vector<int> gen_g, gen_c;
-    for (int pos = 0; pos < steps; ++pos) {
-      const auto& lg = g.forward(tg, pos);
-      const auto& lc = c.forward(tc, pos);
-      if (tg == tc)
-        for (std::size_t i = 0; i < lg.size(); ++i) max_diff = std::max(max_diff, std::fabs(lg[i] - lc[i]));
-      tg = llama2c::argmax(lg);
-      tc = llama2c::argmax(lc);
-      gen_g.push_back(tg);
-      gen_c.push_back(tc);
-    }
-    EXPECT_EQ(gen_g, gen_c);
-    EXPECT_LT(max_diff, 1e-3f);
+    const GreedyRun run = greedy_both(g, c, {llama2c::kBos}, steps);
+    const std::vector<int>& gen_g = run.a;
+    EXPECT_EQ(gen_g, run.b);
+    EXPECT_LT(run.max_logit_diff, 1e-3f);
     // The run must not be degenerate (one token repeated), or agreement means little.
     EXPECT_GT(std::set<int>(gen_g.begin(), gen_g.end()).size(), 3u);
   }

@@ -10,22 +10,13 @@
 
 #include "llama2c.hpp"
 #include "support/backends.hpp"
+#include "support/generation.hpp"
 
 namespace vkattn::test {
 namespace {
 
-const llama2c::Checkpoint& shipped() {
-  static const llama2c::Checkpoint ck = llama2c::load_checkpoint(llama2c::default_model_path());
-  return ck;
-}
-
-const llama2c::Tokenizer& shipped_tokenizer() {
-  static const llama2c::Tokenizer tok = llama2c::Tokenizer::load(llama2c::default_tokenizer_path(), shipped().config.vocab_size);
-  return tok;
-}
-
 TEST(ShippedModel, IsTheDocumentedLlamaStyleShape) {
-  const llama2c::Config& c = shipped().config;
+  const llama2c::Config& c = shipped_checkpoint().config;
   EXPECT_EQ(c.seq_len, 128);  // = the sliding window it was trained with
   EXPECT_LT(c.n_kv_heads, c.n_heads);  // grouped-query attention
   EXPECT_TRUE(c.shared_classifier);
@@ -45,7 +36,7 @@ TEST(ShippedModel, TokenizerRoundTripsAndMerges) {
 // Mean cross-entropy (nats/token) the CPU reference assigns to |text|.
 double cross_entropy(const std::string& text) {
   auto cpu = make_backend(BackendKind::cpu);
-  llama2c::Model model(shipped(), *cpu);
+  llama2c::Model model(shipped_checkpoint(), *cpu);
   const auto ids = shipped_tokenizer().encode(text, true, false);
   double sum = 0;
   for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
@@ -77,22 +68,11 @@ class ShippedModelVulkanVsCpu : public VulkanVsCpuTest {
  protected:
   // Greedy generation on each backend independently, from |prompt|.
   void generate_both(std::size_t capacity, int steps, const std::string& prompt) {
-    llama2c::Model g(shipped(), *gpu_, capacity), c(shipped(), *cpu_, capacity);
-    const auto ids = shipped_tokenizer().encode(prompt, true, false);
-    int tg = ids[0], tc = ids[0];
-    float max_diff = 0;
-    std::vector<int> out_g, out_c;
-    for (int pos = 0; pos < steps; ++pos) {
-      const auto& lg = g.forward(tg, pos);
-      const auto& lc = c.forward(tc, pos);
-      if (tg == tc)
-        for (std::size_t i = 0; i < lg.size(); ++i) max_diff = std::max(max_diff, std::fabs(lg[i] - lc[i]));
-      const bool in_prompt = static_cast<std::size_t>(pos + 1) < ids.size();
-      tg = in_prompt ? ids[static_cast<std::size_t>(pos + 1)] : llama2c::argmax(lg);
-      tc = in_prompt ? ids[static_cast<std::size_t>(pos + 1)] : llama2c::argmax(lc);
-      out_g.push_back(tg);
-      out_c.push_back(tc);
-    }
+    llama2c::Model g(shipped_checkpoint(), *gpu_, capacity), c(shipped_checkpoint(), *cpu_, capacity);
+    const GreedyRun run = greedy_both(g, c, shipped_tokenizer().encode(prompt, true, false), steps);
+    const std::vector<int>& out_g = run.a;
+    const std::vector<int>& out_c = run.b;
+    const float max_diff = run.max_logit_diff;
     EXPECT_EQ(out_g, out_c) << "vulkan: " << shipped_tokenizer().decode(out_g) << "\ncpu: " << shipped_tokenizer().decode(out_c);
     EXPECT_LT(max_diff, 1e-3f);
     EXPECT_GT(static_cast<std::size_t>(steps), g.capacity());  // the ring wrapped
