@@ -14,14 +14,14 @@
 namespace {
 
 void usage() {
-  std::cerr << "usage: vkattn-attention-map [--model FILE] [--tokenizer FILE] [--prompt TEXT] [--layer L (1)]\n"
+  std::cerr << "usage: vkattn-attention-map [--model FILE] [--tokenizer FILE (tokenizer.bin beside --model)] [--prompt TEXT] [--layer L (1)]\n"
                "  [--out-dir DIR (.)] [--backend vulkan|cpu]\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path = llama2c::default_model_path(), tok_path = llama2c::default_tokenizer_path();
+  std::string model, tokenizer;
   std::string prompt = "And God said, Let there be light: and there was light.";
   std::string out_dir = ".";
   int layer = 1;
@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
       }
       if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value (or unknown option)");
       const std::string v = argv[++i];
-      if (a == "--model") model_path = v;
-      else if (a == "--tokenizer") tok_path = v;
+      if (a == "--model") model = v;
+      else if (a == "--tokenizer") tokenizer = v;
       else if (a == "--prompt") prompt = v;
       else if (a == "--out-dir") out_dir = v;
       else if (a == "--layer") {
@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
         kind = v == "cpu" ? vkattn::BackendKind::cpu : vkattn::BackendKind::vulkan;
       } else throw std::invalid_argument("unknown option " + a);
     }
-    const llama2c::Checkpoint ck = llama2c::load_checkpoint(model_path);
-    const llama2c::Tokenizer tok = llama2c::Tokenizer::load(tok_path, ck.config.vocab_size);
+    const llama2c::Checkpoint ck = llama2c::load_checkpoint(llama2c::model_path(model));
+    const llama2c::Tokenizer tok = llama2c::Tokenizer::load(llama2c::tokenizer_path(model, tokenizer), ck.config.vocab_size);
     if (layer < 0 || layer >= ck.config.n_layers)
       throw std::invalid_argument("--layer = " + std::to_string(layer) + "; valid: [0, " + std::to_string(ck.config.n_layers) + ")");
     auto backend = vkattn::make_backend(kind);

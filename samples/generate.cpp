@@ -107,18 +107,9 @@ void print_piece(const std::string& piece) {
 }
 
 int run(const Options& o) {
-  const std::string model_path = o.model.empty() ? llama2c::default_model_path() : o.model;
-  std::string tok_path = o.tokenizer;
-  if (tok_path.empty()) {
-    if (o.model.empty()) tok_path = llama2c::default_tokenizer_path();
-    else {
-      const auto slash = o.model.find_last_of('/');
-      tok_path = (slash == std::string::npos ? std::string() : o.model.substr(0, slash + 1)) + "tokenizer.bin";
-    }
-  }
-  const llama2c::Checkpoint ck = llama2c::load_checkpoint(model_path);
+  const llama2c::Checkpoint ck = llama2c::load_checkpoint(llama2c::model_path(o.model));
   const llama2c::Config& c = ck.config;
-  const llama2c::Tokenizer tok = llama2c::Tokenizer::load(tok_path, c.vocab_size);
+  const llama2c::Tokenizer tok = llama2c::Tokenizer::load(llama2c::tokenizer_path(o.model, o.tokenizer), c.vocab_size);
   const std::size_t capacity = o.capacity ? static_cast<std::size_t>(o.capacity) : static_cast<std::size_t>(c.seq_len);
   const long steps = o.steps;
 

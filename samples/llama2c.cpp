@@ -210,6 +210,15 @@ std::string model_dir() {
 std::string default_model_path() { return model_dir() + "/kjv-tiny.bin"; }
 std::string default_tokenizer_path() { return model_dir() + "/kjv-tokenizer.bin"; }
 
+std::string model_path(const std::string& model) { return model.empty() ? default_model_path() : model; }
+
+std::string tokenizer_path(const std::string& model, const std::string& tokenizer) {
+  if (!tokenizer.empty()) return tokenizer;
+  if (model.empty()) return default_tokenizer_path();
+  const auto slash = model.find_last_of('/');
+  return (slash == std::string::npos ? std::string() : model.substr(0, slash + 1)) + "tokenizer.bin";
+}
+
 // ---- Tokenizer ----
 
 Tokenizer::Tokenizer(std::vector<std::string> vocab, std::vector<float> scores)

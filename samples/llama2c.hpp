@@ -60,6 +60,10 @@ Checkpoint random_checkpoint(const Config& config, std::uint32_t seed, float std
 // checkpoint and tokenizer paths, under $VKATTN_MODEL_DIR when that is set.
 std::string default_model_path();
 std::string default_tokenizer_path();
+// What the samples load for --model |model| and --tokenizer |tokenizer| (either may be
+// empty): the shipped pair when both are, else tokenizer.bin beside the model.
+std::string model_path(const std::string& model);
+std::string tokenizer_path(const std::string& model, const std::string& tokenizer);
 
 inline constexpr int kBos = 1;
 inline constexpr int kEos = 2;
