@@ -185,13 +185,14 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
 
     // The CPU reference has nothing to warm up, and one extra run of its prefill costs seconds.
     std::map<std::string, double> stage_seconds;
-    const double seconds = run_timed(state, cmd, stage_seconds, /*warm_up=*/false);
+    Baseline baseline(kind);
+    const double seconds = run_timed(state, cmd, baseline, stage_seconds, /*warm_up=*/false);
 
     const double kv_bytes = static_cast<double>(t.k.bytes() + t.v.bytes());
     const double score_bytes = 4.0 * 4.0 * static_cast<double>(c.tokens * c.heads * c.keys);
     const double bytes = kv_bytes + score_bytes + static_cast<double>(t.q_bytes + t.out_bytes);
-    report_bandwidth(state, kind, bytes, seconds);
-    state.counters["kv_copy_ratio"] = copy_ratio(state, kind, kv_bytes, seconds);
+    report_bandwidth(state, baseline, bytes, seconds);
+    state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, kv_bytes, seconds);
     report_flops(state, 4.0 * static_cast<double>(c.heads * c.dim) * c.visible_pairs(), seconds);
     const double iterations = static_cast<double>(state.iterations());
     const std::pair<const char*, const char*> names[] = {

@@ -57,14 +57,48 @@ inline double op_seconds(CommandList& cmd) {
   return ms * 1e-3;
 }
 
-// Submits |cmd| (made with timestamps) once per iteration, reports the op time, and
-// returns the total. |per_op_seconds| receives each op name's total over the iterations
-// (an op may record more than one dispatch, e.g. the split weighted sum's second pass).
-// |warm_up|: submit once untimed first (pipeline compilation, first-touch of memory); a
-// caller that has just submitted the list itself, or whose backend has nothing to warm
-// up, may skip it.
-inline double run_timed(benchmark::State& state, CommandList& cmd, std::map<std::string, double>& per_op_seconds,
-                        bool warm_up = true) {
+// The bandwidth baseline: the same backend's copy kernel on 32 MiB (read + write), run
+// between the timed iterations of the op it is compared with, whenever its own total time
+// falls behind the op's (so at most once per iteration, and rarely beside tiny ops). The
+// two then share the machine's state: on a busy or throttled machine (lavapipe's times
+// swing up to 2x between minutes) a baseline measured once at start-up would make the
+// ratios swing with it.
+class Baseline {
+ public:
+  explicit Baseline(BackendKind kind)
+      : b_(backend(kind)),
+        src_(b_.tensor({kFloats}, DType::f32)),
+        dst_(b_.tensor({kFloats}, DType::f32)),
+        cmd_(b_.commands({.timestamps = true})) {
+    cmd_.copy(src_, dst_);
+    cmd_.submit_and_wait();  // pipeline compilation, first touch of the pages
+  }
+  // Runs the copy if it has had less device time than |op_total| seconds, or never ran.
+  void keep_up(double op_total) {
+    if (runs_ > 0 && seconds_ >= op_total) return;
+    cmd_.submit_and_wait();
+    seconds_ += op_seconds(cmd_);
+    ++runs_;
+  }
+  double bytes_per_second() const { return runs_ && seconds_ > 0 ? 8.0 * kFloats * runs_ / seconds_ : 0.0; }
+
+ private:
+  static constexpr std::size_t kFloats = std::size_t{8} << 20;
+  Backend& b_;
+  Tensor src_, dst_;
+  CommandList cmd_;
+  double seconds_ = 0;
+  std::size_t runs_ = 0;
+};
+
+// Submits |cmd| (made with timestamps) once per iteration, and |baseline|'s copy, reports
+// the op time, and returns the total. |per_op_seconds| receives each op name's total over
+// the iterations (an op may record more than one dispatch, e.g. the split weighted sum's
+// second pass). |warm_up|: submit once untimed first (pipeline compilation, first-touch of
+// memory); a caller that has just submitted the list itself, or whose backend has nothing
+// to warm up, may skip it.
+inline double run_timed(benchmark::State& state, CommandList& cmd, Baseline& baseline,
+                        std::map<std::string, double>& per_op_seconds, bool warm_up = true) {
   if (warm_up) cmd.submit_and_wait();
   double total = 0;
   for (auto _ : state) {
@@ -76,50 +110,33 @@ inline double run_timed(benchmark::State& state, CommandList& cmd, std::map<std:
     }
     state.SetIterationTime(s);
     total += s;
+    baseline.keep_up(total);
   }
   return total;
 }
 
-inline double run_timed(benchmark::State& state, CommandList& cmd) {
+inline double run_timed(benchmark::State& state, CommandList& cmd, Baseline& baseline) {
   std::map<std::string, double> per_op;
-  return run_timed(state, cmd, per_op);
+  return run_timed(state, cmd, baseline, per_op);
 }
 
-// Bytes per second of the copy kernel on 32 MiB (read + write): the best of 10 runs, so
-// the baseline is what the device can sustain rather than a noisy mean. Measured once per
-// process per backend, the first time a benchmark reports.
-inline double copy_bandwidth(BackendKind kind) {
-  static std::map<BackendKind, double> cache;
-  if (auto it = cache.find(kind); it != cache.end()) return it->second;
-  Backend& b = backend(kind);
-  const std::size_t n = std::size_t{8} << 20;  // floats
-  Tensor src = b.tensor({n}, DType::f32), dst = b.tensor({n}, DType::f32);
-  CommandList cmd = b.commands({.timestamps = true});
-  cmd.copy(src, dst);
-  cmd.submit_and_wait();
-  double best = 0;
-  for (int i = 0; i < 10; ++i) {
-    cmd.submit_and_wait();
-    best = std::max(best, 2.0 * 4.0 * static_cast<double>(n) / op_seconds(cmd));
-  }
-  return cache[kind] = best;
-}
-
-// Bytes per second of |bytes_per_iteration| over the run (total op time |seconds| from
-// run_timed()) divided by the copy kernel's bytes per second; 0 when nothing was timed.
-inline double copy_ratio(const benchmark::State& state, BackendKind kind, double bytes_per_iteration,
+// Bytes per second of |bytes_per_iteration| over the run (total op time |seconds|)
+// divided by the baseline copy's bytes per second; 0 when nothing was timed.
+inline double copy_ratio(const benchmark::State& state, const Baseline& baseline, double bytes_per_iteration,
                          double seconds) {
-  if (seconds <= 0) return 0;
-  return bytes_per_iteration * static_cast<double>(state.iterations()) / seconds / copy_bandwidth(kind);
+  const double copy = baseline.bytes_per_second();
+  if (seconds <= 0 || copy <= 0) return 0;
+  return bytes_per_iteration * static_cast<double>(state.iterations()) / seconds / copy;
 }
 
-// Sets bytes/s, and copy_ratio = bytes/s over the copy kernel's bytes/s, from the bytes
-// moved per iteration and the total op time from run_timed().
-inline void report_bandwidth(benchmark::State& state, BackendKind kind, double bytes_per_iteration,
+// Sets bytes/s, copy_bytes_per_second (the baseline's), and copy_ratio = bytes/s over the
+// baseline's bytes/s, from the bytes moved per iteration and the total op time.
+inline void report_bandwidth(benchmark::State& state, const Baseline& baseline, double bytes_per_iteration,
                              double seconds) {
   const double bytes = bytes_per_iteration * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
-  if (seconds > 0) state.counters["copy_ratio"] = copy_ratio(state, kind, bytes_per_iteration, seconds);
+  state.counters["copy_GBps"] = baseline.bytes_per_second() * 1e-9;
+  if (seconds > 0) state.counters["copy_ratio"] = copy_ratio(state, baseline, bytes_per_iteration, seconds);
 }
 
 // Sets gflops: floating-point operations per iteration (a multiply-add counts 2) over the

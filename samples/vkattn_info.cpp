@@ -26,6 +26,8 @@ void print_device(const vkattn::DeviceInfo& d) {
   std::printf("    maxStorageBufferRange %llu B, device-local heap %llu MiB, unified memory %s\n",
               static_cast<unsigned long long>(l.max_storage_buffer_range),
               static_cast<unsigned long long>(l.device_local_bytes >> 20), yes(l.unified_memory));
+  std::printf("    maxTexelBufferElements %llu (16-byte texels; 0: texel reads off)\n",
+              static_cast<unsigned long long>(l.max_texel_buffer_elements));
   std::printf("    16-bit storage %s, fp16 math %s, timestamps %s (%.3g ns/tick)\n", yes(l.storage_16bit),
               yes(l.shader_float16), yes(l.timestamps), l.timestamp_period_ns);
 }

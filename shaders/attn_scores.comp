@@ -41,12 +41,18 @@ layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
 layout(constant_id = 7) const bool ROPE_ON_READ = false;
 layout(constant_id = 8) const bool ROPE_INTERLEAVED = false;
 
+#ifdef VKATTN_TEXEL
+layout(binding = 0) uniform usamplerBuffer q_texels;
+layout(binding = 1) uniform usamplerBuffer k_texels;
+#define TL_TEXELS q_texels
+#else
 layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
 layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
 layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
 layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
 layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
+#endif
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
 layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
@@ -67,6 +73,10 @@ layout(std430, binding = 5) readonly buffer Turns { uvec2 turns[]; };
 #undef TL_WORDS4
 #undef TL_F16
 #undef TL_FN
+#ifdef VKATTN_TEXEL
+#undef TL_TEXELS
+#define TL_TEXELS k_texels
+#endif
 // k rows start on 16 bytes when VEC (see spec 5).
 #define TL_ALIGNED VEC
 #define TL_WORDS k_words
@@ -76,6 +86,14 @@ layout(std430, binding = 5) readonly buffer Turns { uvec2 turns[]; };
 #define TL_FN load_k
 #include "tensor_load.glsl"
 
+// With texel reads the query values are fetched where they are used (on CPU devices a
+// shared-memory read costs a loop over lanes, a texel fetch a few vector loads); the
+// tile is kept for ROPE_ON_READ, which rotates the rows once.
+#ifdef VKATTN_TEXEL
+const bool Q_DIRECT = !ROPE_ON_READ;
+#else
+const bool Q_DIRECT = false;
+#endif
 shared vec4 q_tile[Q_VEC4];
 shared uint tile_seen;
 
@@ -99,8 +117,19 @@ void main() {
     if (lid == 0u) {
         tile_seen = 0u;
     }
-    // 1. Query rows into shared memory (zero past head_dim).
-    for (uint i = lid; i < n_rows * d4; i += n_lanes) {
+    // Where each row starts in q, its token's position and sequence (rows past the tile
+    // repeat the last one: their results are never written).
+    uint q_row[ROWS];
+    int q_pos[ROWS], q_seq[ROWS];
+    for (uint r = 0u; r < ROWS; ++r) {
+        const uint row = row0 + min(r, n_rows - 1u);
+        const uint t = row / pc.group;
+        q_row[r] = (t * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim;
+        q_pos[r] = meta[pc.off_q_pos + t];
+        q_seq[r] = meta[pc.off_q_seq + t];
+    }
+    // 1. Query rows into shared memory (zero past head_dim), unless read directly.
+    for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
         const uint row = row0 + r;
         const uint q_row = ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim;
@@ -127,18 +156,20 @@ void main() {
     //    at all: a tile wholly in the future of a causal block costs no loads.
     const uint key0 = key_tile * n_lanes * KEYS + lid;
     uint visible[KEYS];
+    int key_pos[KEYS];
     for (uint i = 0u; i < KEYS; ++i) {
         visible[i] = 0u;
+        key_pos[i] = 0;
         const uint j = key0 + i * n_lanes;
         if (j >= pc.n_keys) {
             continue;
         }
         const int k_pos = meta[pc.off_k_pos + k_meta + j];
+        key_pos[i] = k_pos;
         const int k_seq = meta[pc.off_k_seq + k_meta + j];
         for (uint r = 0u; r < ROWS; ++r) {
-            const uint t = (row0 + r) / pc.group;
-            const int distance = meta[pc.off_q_pos + min(t, pc.n_tokens - 1u)] - k_pos;  // in (-2^31, 2^31)
-            if (r < n_rows && meta[pc.off_q_seq + min(t, pc.n_tokens - 1u)] == k_seq &&
+            const int distance = q_pos[r] - k_pos;  // in (-2^31, 2^31)
+            if (r < n_rows && q_seq[r] == k_seq &&
                 (pc.causal == 0u || distance >= 0) && (pc.window == 0u || distance < int(pc.window))) {
                 visible[i] |= 1u << r;
             }
@@ -199,7 +230,13 @@ void main() {
                 load_k_8(k_row[i] + 8u * c, k_row[i] + pc.head_dim, a[i], b[i]);
             }
             for (uint r = 0u; r < ROWS; ++r) {
-                const vec4 qa = q_tile[r * d4 + 2u * c], qb = q_tile[r * d4 + 2u * c + 1u];
+                vec4 qa, qb;
+                if (Q_DIRECT) {
+                    load_q_8(q_row[r] + 8u * c, q_row[r] + pc.head_dim, qa, qb);
+                } else {
+                    qa = q_tile[r * d4 + 2u * c];
+                    qb = q_tile[r * d4 + 2u * c + 1u];
+                }
                 for (uint i = 0u; i < KEYS; ++i) {
                     acc[r * KEYS + i] += dot(qa, a[i]) + dot(qb, b[i]);
                 }
@@ -213,7 +250,7 @@ void main() {
                 a[i] = load_k_4(k_row[i] + 4u * c, k_row[i] + pc.head_dim);
             }
             for (uint r = 0u; r < ROWS; ++r) {
-                const vec4 qa = q_tile[r * d4 + c];
+                const vec4 qa = Q_DIRECT ? load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim) : q_tile[r * d4 + c];
                 for (uint i = 0u; i < KEYS; ++i) {
                     acc[r * KEYS + i] += dot(qa, a[i]);
                 }
@@ -225,7 +262,7 @@ void main() {
             for (uint i = 0u; i < KEYS; ++i) {
                 const float a = load_k_1(k_row[i] + d);
                 for (uint r = 0u; r < ROWS; ++r) {
-                    acc[r * KEYS + i] += q_tile[r * d4 + d / 4u][d & 3u] * a;
+                    acc[r * KEYS + i] += (Q_DIRECT ? load_q_1(q_row[r] + d) : q_tile[r * d4 + d / 4u][d & 3u]) * a;
                 }
             }
         }
@@ -237,7 +274,6 @@ void main() {
         if (j >= pc.n_keys) {
             break;
         }
-        const int k_pos = meta[pc.off_k_pos + k_meta + j];
         for (uint r = 0u; r < ROWS; ++r) {
             if (r >= n_rows) {
                 break;
@@ -251,7 +287,7 @@ void main() {
                     s = pc.softcap * tanh(s / pc.softcap);
                 }
                 if (pc.has_alibi != 0u) {
-                    s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(k_pos - meta[pc.off_q_pos + t]);
+                    s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(key_pos[i] - q_pos[r]);
                 }
                 if (pc.has_mask != 0u) {
                     s += mask[t * pc.n_keys + j];

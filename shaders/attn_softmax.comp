@@ -10,7 +10,8 @@
 //   push: AttnSoftmaxParams; spec 0: workgroup size (a power of two); spec 1: ROW_CAP,
 //   the shared row size; spec 2: IN_SHARED (n_keys <= ROW_CAP); spec 3: VEC4 (n_keys % 4
 //   == 0: rows load and store as vec4)
-//   variants: VKATTN_SUBGROUPS reduces with subgroup operations (reduce.glsl)
+//   variants: VKATTN_SUBGROUPS reduces with subgroup operations (reduce.glsl);
+//   VKATTN_TEXEL reads the scores through a uniform texel buffer (tensor_load.glsl says why)
 //   grid: n_rows workgroups, folded
 // IN_SHARED: one read of the row into shared memory, then max, exp and sum, and write.
 // Otherwise two passes over the row: an online max and rescaled sum, then the write.
@@ -23,8 +24,16 @@ layout(constant_id = 1) const uint ROW_CAP = 1024;
 layout(constant_id = 2) const bool IN_SHARED = true;
 layout(constant_id = 3) const bool VEC4 = false;  // n_keys % 4 == 0: rows move as vec4
 
+#ifdef VKATTN_TEXEL
+layout(binding = 0) uniform usamplerBuffer s_texels;
+vec4 scores_4(uint i) { return uintBitsToFloat(texelFetch(s_texels, int(i))); }
+float scores_1(uint e) { return uintBitsToFloat(texelFetch(s_texels, int(e >> 2))[e & 3u]); }
+#else
 layout(std430, binding = 0) readonly buffer S { float scores[]; };
 layout(std430, binding = 0) readonly buffer S4 { vec4 scores4[]; };
+vec4 scores_4(uint i) { return scores4[i]; }
+float scores_1(uint e) { return scores[e]; }
+#endif
 layout(std430, binding = 1) writeonly buffer P { float probs[]; };
 layout(std430, binding = 1) writeonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };
@@ -59,11 +68,11 @@ void main() {
         float m = -FLT_MAX;
         for (uint i = lid; i < n; i += n_lanes) {
             if (VEC4) {
-                const vec4 s = scores4[base / 4u + i];
+                const vec4 s = scores_4(base / 4u + i);
                 row_tile[i] = s;
                 m = max(m, max4(s));
             } else {
-                const float s = scores[base + i];
+                const float s = scores_1(base + i);
                 row_tile[i / 4u][i & 3u] = s;
                 m = max(m, s);
             }
@@ -96,7 +105,7 @@ void main() {
         // 1. Online max and sum, rescaled whenever the max grows.
         float m = -FLT_MAX, sum = 0.0;
         for (uint i = lid; i < n; i += n_lanes) {
-            const vec4 s = VEC4 ? scores4[base / 4u + i] : vec4(scores[base + i], -FLT_MAX, -FLT_MAX, -FLT_MAX);
+            const vec4 s = VEC4 ? scores_4(base / 4u + i) : vec4(scores_1(base + i), -FLT_MAX, -FLT_MAX, -FLT_MAX);
             const float block_max = max4(s);
             if (block_max > m) {
                 sum *= exp(m - block_max);
@@ -110,9 +119,9 @@ void main() {
         const float inv = sum > 0.0 ? 1.0 / sum : 0.0;
         for (uint i = lid; i < n; i += n_lanes) {
             if (VEC4) {
-                probs4[base / 4u + i] = exp(scores4[base / 4u + i] - row_max) * inv;
+                probs4[base / 4u + i] = exp(scores_4(base / 4u + i) - row_max) * inv;
             } else {
-                probs[base + i] = exp(scores[base + i] - row_max) * inv;
+                probs[base + i] = exp(scores_1(base + i) - row_max) * inv;
             }
         }
     }

@@ -40,11 +40,21 @@ layout(constant_id = 6) const bool WIDE = false;
 const bool EIGHT = V_F16 && WIDE;
 const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 
+#ifdef VKATTN_TEXEL
+layout(binding = 0) uniform usamplerBuffer p_texels;
+layout(binding = 1) uniform usamplerBuffer v_texels;
+vec4 probs_4(uint i) { return uintBitsToFloat(texelFetch(p_texels, int(i))); }
+float probs_1(uint e) { return uintBitsToFloat(texelFetch(p_texels, int(e >> 2))[e & 3u]); }
+#define TL_TEXELS v_texels
+#else
 layout(std430, binding = 0) readonly buffer P { float probs[]; };
 layout(std430, binding = 0) readonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 1) readonly buffer V { uint v_words[]; };
 layout(std430, binding = 1) readonly buffer V2 { uvec2 v_words2[]; };
 layout(std430, binding = 1) readonly buffer V4 { uvec4 v_words4[]; };
+vec4 probs_4(uint i) { return probs4[i]; }
+float probs_1(uint e) { return probs[e]; }
+#endif
 layout(std430, binding = 2) writeonly buffer O { float out_[]; };
 layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 
@@ -94,7 +104,7 @@ void main() {
         vec4 p[ROWS];
         bool any = false;
         for (uint r = 0u; r < ROWS; ++r) {
-            p[r] = P_VEC4 ? probs4[(p_row[r] + j) / 4u] : vec4(probs[p_row[r] + j], 0.0, 0.0, 0.0);
+            p[r] = P_VEC4 ? probs_4((p_row[r] + j) / 4u) : vec4(probs_1(p_row[r] + j), 0.0, 0.0, 0.0);
             any = any || p[r] != vec4(0.0);
         }
         if (!any) {

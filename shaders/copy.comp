@@ -4,7 +4,8 @@
 // against, a plain tensor copy (tensor buffers are padded to 16 bytes, so whole tensors
 // copy as vec4s), and a copy of one KV-cache sequence into another (same buffer, disjoint
 // ranges).
-//   binding 0: readonly src; binding 1: writeonly dst (uvec4[] and uint[] views)
+//   binding 0: readonly src; binding 1: writeonly dst (uvec4[] and uint[] views); the
+//   VKATTN_TEXEL variant reads src through a uniform texel buffer (tensor_load.glsl says why)
 //   push: CopyParams; spec 0: workgroup size; spec 1: VEC4
 //   grid: ceil(count / workgroup size) workgroups, folded
 #extension GL_GOOGLE_include_directive : require
@@ -14,8 +15,16 @@
 
 layout(constant_id = 1) const bool VEC4 = true;
 
+#ifdef VKATTN_TEXEL
+layout(binding = 0) uniform usamplerBuffer src_texels;
+uvec4 src_4(uint i) { return texelFetch(src_texels, int(i)); }
+uint src_1(uint i) { return texelFetch(src_texels, int(i >> 2))[i & 3u]; }
+#else
 layout(std430, binding = 0) readonly buffer Src { uvec4 src4[]; };
 layout(std430, binding = 0) readonly buffer SrcWords { uint src1[]; };
+uvec4 src_4(uint i) { return src4[i]; }
+uint src_1(uint i) { return src1[i]; }
+#endif
 layout(std430, binding = 1) writeonly buffer Dst { uvec4 dst4[]; };
 layout(std430, binding = 1) writeonly buffer DstWords { uint dst1[]; };
 
@@ -23,9 +32,9 @@ void main() {
     const uint i = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
     if (i < pc.count) {
         if (VEC4) {
-            dst4[pc.dst_offset + i] = src4[pc.src_offset + i];
+            dst4[pc.dst_offset + i] = src_4(pc.src_offset + i);
         } else {
-            dst1[pc.dst_offset + i] = src1[pc.src_offset + i];
+            dst1[pc.dst_offset + i] = src_1(pc.src_offset + i);
         }
     }
 }

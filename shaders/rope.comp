@@ -44,6 +44,28 @@ layout(std430, binding = 1) buffer K { ELEM k[]; };
 layout(std430, binding = 1) buffer K4 { ELEM4 k4[]; };
 layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
 layout(std430, binding = 3) readonly buffer Turns { uvec2 turns[]; };
+// VKATTN_TEXEL: 16-byte vectors are read through texel views of q and k (tensor_load.glsl
+// says why) and written through the storage buffers. Only for UNIT == ROPE_UNIT_VEC4, where
+// each invocation reads and writes whole vectors of its own, so no invocation reads what
+// another writes.
+#ifdef VKATTN_TEXEL
+layout(binding = 4) uniform usamplerBuffer q_texels;
+layout(binding = 5) uniform usamplerBuffer k_texels;
+#define ROPE_FETCH(T, v) ELEM4(TEXEL_CAST(texelFetch(T, int(v))))
+#else
+#define ROPE_FETCH(T, v) T[v]
+#endif
+#ifdef VKATTN_F16
+#define TEXEL_CAST(x) (x)
+#else
+#define TEXEL_CAST(x) uintBitsToFloat(x)
+#endif
+
+#ifdef VKATTN_F16
+uvec4 vec4_of(uvec4 w) { return w; }
+#else
+vec4 vec4_of(vec4 x) { return x; }
+#endif
 
 // cos/sin of the token's pairs, laid out so that a unit reads them as whole vectors:
 // interleaved: (c_i, s_i, c_i+1, s_i+1) per vec4; half: all cos, then all sin.
@@ -68,8 +90,44 @@ vec4 cos4(uint j) { return tab[j]; }                 // half: cos of pairs 4j..4
 vec4 sin4(uint j) { return tab[TAB_PAD / 4u + j]; }  // half: sin of pairs 4j..4j+3
 vec4 cs4(uint j) { return tab[j]; }                  // interleaved: pairs 2j, 2j+1
 
+// The table entries a ROPE_UNIT_VEC4 unit u uses (rope_unit.glsl); unused otherwise.
+struct Trig {
+    vec4 v[4];
+};
+Trig load_trig(uint u) {
+    Trig t;
+    t.v[0] = t.v[1] = t.v[2] = t.v[3] = vec4(0.0);
+    if (UNIT != ROPE_UNIT_VEC4) {
+        return t;
+    }
+#ifdef VKATTN_F16
+    if (INTERLEAVED) {
+        t.v[0] = cs4(2u * u);
+        t.v[1] = cs4(2u * u + 1u);
+    } else {
+        t.v[0] = cos4(2u * u);
+        t.v[1] = sin4(2u * u);
+        t.v[2] = cos4(2u * u + 1u);
+        t.v[3] = sin4(2u * u + 1u);
+    }
+#else
+    if (INTERLEAVED) {
+        t.v[0] = cs4(u);
+    } else {
+        t.v[0] = cos4(u);
+        t.v[1] = sin4(u);
+    }
+#endif
+    return t;
+}
+
 #define ROPE_BUF q
 #define ROPE_BUF4 q4
+#ifdef VKATTN_TEXEL
+#define ROPE_READ4(v) vec4_of(ROPE_FETCH(q_texels, v))
+#else
+#define ROPE_READ4(v) vec4_of(q4[v])
+#endif
 #define ROPE_FN rotate_q
 #define ROPE_LOOP rotate_q_heads
 #include "rope_unit.glsl"
@@ -77,8 +135,14 @@ vec4 cs4(uint j) { return tab[j]; }                  // interleaved: pairs 2j, 2
 #undef ROPE_BUF4
 #undef ROPE_FN
 #undef ROPE_LOOP
+#undef ROPE_READ4
 #define ROPE_BUF k
 #define ROPE_BUF4 k4
+#ifdef VKATTN_TEXEL
+#define ROPE_READ4(v) vec4_of(ROPE_FETCH(k_texels, v))
+#else
+#define ROPE_READ4(v) vec4_of(k4[v])
+#endif
 #define ROPE_FN rotate_k
 #define ROPE_LOOP rotate_k_heads
 #include "rope_unit.glsl"

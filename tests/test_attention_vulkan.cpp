@@ -91,7 +91,14 @@ void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
   }
   const AttnOutputs want = run_attention(cpu, in);
   const AttnOutputs staged = run_attention(gpu, in, &want);  // each stage on the CPU's inputs
-  const AttnOutputs chained = run_attention(gpu, in);        // the GPU's own stages chained
+  CommandStats stats;
+  const AttnOutputs chained = run_attention(gpu, in, nullptr, &stats);  // the GPU's own stages chained
+  // Every input fits a texel view unless texel reads are off; they are read through one then.
+  if (gpu.limits().max_texel_buffer_elements == 0) {
+    EXPECT_EQ(stats.texel_reads, 0u);
+  } else if (gpu.limits().max_texel_buffer_elements >= (1u << 26)) {
+    EXPECT_EQ(stats.texel_reads, 5u) << "q, k, scores, probs, v";
+  }
 
   // Scores: 1e-4 abs + 1e-5 rel, the abs part growing with the terms' magnitude (1e4 cases).
   const double s_atol = 1e-4 + 2e-6 * score_magnitude(in);
@@ -123,6 +130,16 @@ TEST_P(AttentionVulkanVsCpu, MatchesAtSpecMinimumLimits) {
   options.cap_limits = spec_minimum_limits();
   std::string why;
   auto gpu = try_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  expect_matches(*gpu, *cpu_, GetParam());
+  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+}
+
+// The same with every input read through storage buffers, as on devices whose
+// maxTexelBufferElements is too small for the tensors.
+TEST_P(AttentionVulkanVsCpu, MatchesThroughStorageBuffers) {
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, storage_buffer_options(), why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   expect_matches(*gpu, *cpu_, GetParam());
   for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;

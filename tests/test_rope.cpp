@@ -15,12 +15,13 @@ namespace {
 
 std::vector<float> apply_rope(Backend& b, const Shape& shape, const std::vector<float>& x,
                               const std::vector<std::int32_t>& positions, const RopeConfig& config,
-                              DType dtype = DType::f32) {
+                              DType dtype = DType::f32, CommandStats* stats = nullptr) {
   Tensor t = b.tensor(shape, dtype);
   b.upload(t, x);
   CommandList cmd = b.commands();
   cmd.rope(t, positions, config);
   cmd.submit_and_wait();
+  if (stats) *stats = cmd.stats();
   return b.download(t);
 }
 
@@ -165,8 +166,8 @@ std::string case_name(const ::testing::TestParamInfo<RopeCase>& info) {
 
 class RopeVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<RopeCase> {};
 
-TEST_P(RopeVulkanVsCpu, Matches) {
-  const RopeCase c = GetParam();
+// |gpu| against the CPU on case |c|; returns the GPU list's statistics.
+CommandStats expect_matches(Backend& gpu, Backend& cpu, const RopeCase& c) {
   const Shape shape{c.tokens, c.heads, c.head_dim};
   const auto x = normal(c.tokens * c.heads * c.head_dim, 11, 1.5f);
   std::vector<std::int32_t> positions(c.tokens);
@@ -177,13 +178,35 @@ TEST_P(RopeVulkanVsCpu, Matches) {
     std::iota(positions.begin(), positions.end(), 0);
   }
   const RopeConfig config{.layout = c.layout, .rotary_dim = c.rotary_dim};
-  const auto got = apply_rope(*gpu_, shape, x, positions, config, c.dtype);
-  const auto want = apply_rope(*cpu_, shape, x, positions, config, c.dtype);
+  CommandStats stats;
+  const auto got = apply_rope(gpu, shape, x, positions, config, c.dtype, &stats);
+  const auto want = apply_rope(cpu, shape, x, positions, config, c.dtype);
   // f32: the phase is exact and sin/cos good to ~3e-8, so 4e-6 absolute on |x| <= ~6.
   // f16: both round the same f32-exact result to half; they may differ by one half ulp.
   const double atol = c.dtype == DType::f16 ? 1e-3 : 4e-6;
   const double rtol = c.dtype == DType::f16 ? 1e-3 : 0.0;
   EXPECT_TRUE(all_close(got, want, shape, atol, rtol));
+  return stats;
+}
+
+// 16-byte units are read through texel views (two bindings: q and k, here the same
+// tensor); the other units, which may share a word between invocations, never are.
+TEST_P(RopeVulkanVsCpu, Matches) {
+  const RopeCase c = GetParam();
+  const CommandStats stats = expect_matches(*gpu_, *cpu_, c);
+  const std::size_t per_vec = c.dtype == DType::f16 ? 8 : 4;
+  const std::size_t rot = c.rotary_dim ? c.rotary_dim : c.head_dim;
+  const bool vec = c.head_dim % per_vec == 0 && (c.layout == RopeLayout::interleaved ? rot : rot / 2) % per_vec == 0;
+  EXPECT_EQ(stats.texel_reads, vec ? 2u : 0u);
+}
+
+// The same with texel reads off: every unit reads and writes through storage buffers.
+TEST_P(RopeVulkanVsCpu, MatchesThroughStorageBuffers) {
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, storage_buffer_options(), why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  EXPECT_EQ(expect_matches(*gpu, *cpu_, GetParam()).texel_reads, 0u);
+  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
 INSTANTIATE_TEST_SUITE_P(

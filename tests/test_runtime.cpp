@@ -17,20 +17,6 @@ namespace {
 
 using Runtime = BackendTest;
 
-// A cap that lowers nothing, to be edited field by field.
-DeviceLimits uncapped() {
-  DeviceLimits l;
-  l.subgroup_size = UINT32_MAX;
-  l.subgroup_arithmetic = l.subgroup_shuffle = true;
-  l.max_shared_memory = l.max_workgroup_invocations = UINT32_MAX;
-  l.max_workgroup_size = l.max_workgroup_count = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
-  l.max_storage_buffer_range = UINT64_MAX;
-  l.storage_offset_alignment = 1;
-  l.device_local_bytes = 0;
-  l.storage_16bit = l.shader_float16 = l.timestamps = l.unified_memory = true;
-  return l;
-}
-
 TEST_P(Runtime, RoundTripOddSizes) {
   for (std::size_t n : {1u, 2u, 3u, 17u, 1001u, 65537u}) {
     const auto x = normal(n, static_cast<std::uint32_t>(n));
@@ -267,6 +253,7 @@ TEST_F(VulkanRuntime, SpecMinimumLimits) {
   EXPECT_EQ(l.max_shared_memory, 16384u);
   EXPECT_EQ(l.max_workgroup_invocations, 128u);
   EXPECT_EQ(l.max_storage_buffer_range, 134217728u);
+  EXPECT_EQ(l.max_texel_buffer_elements, 65536u);
   EXPECT_FALSE(l.subgroup_arithmetic);
   EXPECT_FALSE(l.unified_memory);  // so tensors go through staging
   Tensor t = b->tensor({2, 2, 2048}, DType::f32);

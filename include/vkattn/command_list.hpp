@@ -35,6 +35,8 @@ struct CommandStats {
                              // keys records two; on the CPU backend, ops)
   std::size_t barriers = 0;  // pipeline barriers between ops (Vulkan); 0 on the CPU backend
   std::size_t submits = 0;   // completed submissions
+  std::size_t texel_reads = 0;  // inputs bound as uniform texel buffers (Vulkan; see
+                                // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
 };
 
 class CommandList {

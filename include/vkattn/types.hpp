@@ -134,6 +134,10 @@ struct DeviceLimits {
   std::array<std::uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // spec minimum
   std::uint64_t max_storage_buffer_range = 134217728;  // bytes; spec minimum 128 MiB
   std::uint64_t storage_offset_alignment = 256;        // minStorageBufferOffsetAlignment
+  // 16-byte texels (R32G32B32A32_UINT) a uniform texel buffer may hold; spec minimum 65536.
+  // Kernels read big inputs through texel buffers when the tensor fits (on CPU devices a
+  // texel fetch is a vector gather, a storage-buffer load a per-lane loop); 0 turns that off.
+  std::uint64_t max_texel_buffer_elements = 65536;
   std::uint64_t device_local_bytes = 0;                // largest device-local heap
   bool storage_16bit = false;                          // storageBuffer16BitAccess
   bool shader_float16 = false;                         // shaderFloat16 (fp16 arithmetic)

@@ -1,4 +1,5 @@
-// RoPE work on rows of ROPE_BUF (ROPE_BUF4: the same binding seen as 16-byte vectors):
+// RoPE work on rows of ROPE_BUF (ROPE_BUF4: the same binding seen as 16-byte vectors;
+// ROPE_READ4(v) reads vector v, through a texel buffer in rope.comp's VKATTN_TEXEL variant):
 // ROPE_FN(row, u) rotates one unit; ROPE_LOOP(...) spreads the units of a range of heads
 // of one token over the workgroup's invocations. Included once per tensor binding
 // (GLSL cannot pass buffers to functions), so it has no include guard. cs(i) is (cos, sin)
@@ -13,22 +14,22 @@
 //   ROPE_UNIT_PAIR: pair u (f16 interleaved: one word)
 //   ROPE_UNIT_PAIR2: f16 half, pairs 2u, 2u+1: one word from each half
 //   ROPE_UNIT_ROW: f16 half with an odd number of pairs (they straddle words): the row
-void ROPE_FN(uint row, uint u) {
+void ROPE_FN(uint row, uint u, Trig tr) {
     const uint base = row * pc.head_dim;
     const uint half_rot = pc.rotary_dim / 2u;
 #ifndef VKATTN_F16
     if (UNIT == ROPE_UNIT_VEC4) {
         if (INTERLEAVED) {
             const uint v = base / 4u + u;
-            const vec4 x = vec4(ROPE_BUF4[v]);
-            const vec4 c = cs4(u);  // (cos, sin) of pairs 2u and 2u + 1
+            const vec4 x = ROPE_READ4(v);
+            const vec4 c = tr.v[0];  // (cos, sin) of pairs 2u and 2u + 1
             ROPE_BUF4[v] = ELEM4(vec4(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x,
                                       x.z * c.z - x.w * c.w, x.z * c.w + x.w * c.z));
         } else {
             const uint va = base / 4u + u;
             const uint vb = va + half_rot / 4u;
-            const vec4 xa = vec4(ROPE_BUF4[va]), xb = vec4(ROPE_BUF4[vb]);
-            const vec4 c = cos4(u), s = sin4(u);
+            const vec4 xa = ROPE_READ4(va), xb = ROPE_READ4(vb);
+            const vec4 c = tr.v[0], s = tr.v[1];
             ROPE_BUF4[va] = ELEM4(xa * c - xb * s);
             ROPE_BUF4[vb] = ELEM4(xa * s + xb * c);
         }
@@ -45,9 +46,9 @@ void ROPE_FN(uint row, uint u) {
     if (UNIT == ROPE_UNIT_VEC4) {
         if (INTERLEAVED) {
             const uint v = base / 8u + u;
-            uvec4 w = ROPE_BUF4[v];
+            uvec4 w = ROPE_READ4(v);
             for (uint j = 0u; j < 2u; ++j) {
-                const vec4 c = cs4(2u * u + j);  // pairs 4u + 2j and 4u + 2j + 1
+                const vec4 c = tr.v[j];  // pairs 4u + 2j and 4u + 2j + 1
                 const vec2 x0 = unpackHalf2x16(w[2u * j]), x1 = unpackHalf2x16(w[2u * j + 1u]);
                 w[2u * j] = packHalf2x16(vec2(x0.x * c.x - x0.y * c.y, x0.x * c.y + x0.y * c.x));
                 w[2u * j + 1u] = packHalf2x16(vec2(x1.x * c.z - x1.y * c.w, x1.x * c.w + x1.y * c.z));
@@ -56,9 +57,9 @@ void ROPE_FN(uint row, uint u) {
         } else {
             const uint va = base / 8u + u;
             const uint vb = va + half_rot / 8u;
-            uvec4 wa = ROPE_BUF4[va], wb = ROPE_BUF4[vb];
+            uvec4 wa = ROPE_READ4(va), wb = ROPE_READ4(vb);
             for (uint j = 0u; j < 2u; ++j) {
-                const vec4 c = cos4(2u * u + j), s = sin4(2u * u + j);  // pairs 8u + 4j ..
+                const vec4 c = tr.v[2u * j], s = tr.v[2u * j + 1u];  // pairs 8u + 4j ..
                 const vec4 xa = vec4(unpackHalf2x16(wa[2u * j]), unpackHalf2x16(wa[2u * j + 1u]));
                 const vec4 xb = vec4(unpackHalf2x16(wb[2u * j]), unpackHalf2x16(wb[2u * j + 1u]));
                 const vec4 ya = xa * c - xb * s, yb = xa * s + xb * c;
@@ -115,8 +116,11 @@ void ROPE_LOOP(uint token, uint n_heads, uint ha, uint hb, uint lid, uint n_lane
     uint u = lid % units_per_row;
     const uint dh = n_lanes / units_per_row;
     const uint du = n_lanes % units_per_row;
+    // When the unit index stays the same for every row an invocation visits (the usual
+    // case), its cos/sin are read from shared memory once, not once per head.
+    Trig tr = du == 0u ? load_trig(u) : Trig(vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0)));
     for (uint n = lid; n < n_units; n += n_lanes) {
-        ROPE_FN(token * n_heads + h, u);
+        ROPE_FN(token * n_heads + h, u, du == 0u ? tr : load_trig(u));
         u += du;
         h += dh;
         if (u >= units_per_row) {

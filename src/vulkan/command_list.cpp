@@ -1,5 +1,6 @@
 #include "vulkan/command_list.hpp"
 
+#include <bit>
 #include <set>
 #include <type_traits>
 
@@ -155,7 +156,11 @@ class VulkanCommandList final : public CommandListImpl {
 
   std::vector<OpTiming> timings() const override { return timings_; }
   CommandStats stats() const override {
-    return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_};
+    std::size_t texel = 0;
+    for (const Dispatch& d : ops_) {
+      for (const Binding& b : d.bindings) texel += b.texel ? 1 : 0;
+    }
+    return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, texel};
   }
 
  private:
@@ -203,9 +208,12 @@ class VulkanCommandList final : public CommandListImpl {
       ctx_->write(*enc->params, params_.bytes());
     }
 
-    std::uint32_t n_descriptors = 0;
-    for (const Dispatch& d : ops_) n_descriptors += d.key.n_bindings;
-    enc->descriptors = DescriptorPool::create(dev, n_ops, n_descriptors);
+    std::uint32_t n_descriptors = 0, n_texel = 0;
+    for (const Dispatch& d : ops_) {
+      n_descriptors += d.key.n_bindings;
+      n_texel += static_cast<std::uint32_t>(std::popcount(d.key.texel_bindings));
+    }
+    enc->descriptors = DescriptorPool::create(dev, n_ops, n_descriptors, n_texel);
 
     if (options_.timestamps) {
       auto q = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
@@ -230,19 +238,26 @@ class VulkanCommandList final : public CommandListImpl {
       const Pipeline& pipeline = ctx_->pipelines->get(d.key);
 
       std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
+      std::vector<VkBufferView> views(d.bindings.size(), VK_NULL_HANDLE);
       bool hazard = false;
       for (std::size_t b = 0; b < d.bindings.size(); ++b) {
         const Binding& binding = d.bindings[b];
         if (binding.tensor) {
           const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
           infos[b] = {buffer.handle(), 0, buffer.size()};
+          if (binding.texel) views[b] = buffer.texel_view();
+          if (binding.texel != (((d.key.texel_bindings >> b) & 1u) != 0) || (binding.texel && !views[b])) {
+            throw Error(ErrorCode::unsupported, "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
+                                                 " disagrees with its pipeline about texel buffers",
+                        "encode", 0, current_op());
+          }
           const VkBuffer h = buffer.handle();
           hazard = hazard || written.count(h) || (binding.write && read.count(h));
         } else {
           infos[b] = {enc->params->handle(), binding.param_offset, binding.param_bytes};
         }
       }
-      const VkDescriptorSet set = enc->descriptors->allocate(pipeline.set_layout(), infos);
+      const VkDescriptorSet set = enc->descriptors->allocate(pipeline.set_layout(), infos, views);
 
       if (hazard) {
         global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,

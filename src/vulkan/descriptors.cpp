@@ -8,14 +8,15 @@
 namespace vkattn::detail {
 
 std::unique_ptr<DescriptorPool> DescriptorPool::create(VkDevice device, std::uint32_t max_sets,
-                                                       std::uint32_t max_buffers) {
+                                                       std::uint32_t max_buffers, std::uint32_t max_texel_buffers) {
   std::unique_ptr<DescriptorPool> self(new DescriptorPool());
   self->device_ = device;
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(max_buffers, 1u)};
+  const VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(max_buffers, 1u)},
+                                        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, std::max(max_texel_buffers, 1u)}};
   auto info = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
   info.maxSets = std::max(max_sets, 1u);
-  info.poolSizeCount = 1;
-  info.pPoolSizes = &size;
+  info.poolSizeCount = 2;
+  info.pPoolSizes = sizes;
   VKATTN_VK_CHECK(vkCreateDescriptorPool(device, &info, nullptr, &self->pool_));
   return self;
 }
@@ -25,7 +26,8 @@ DescriptorPool::~DescriptorPool() {
 }
 
 VkDescriptorSet DescriptorPool::allocate(VkDescriptorSetLayout layout,
-                                         std::span<const VkDescriptorBufferInfo> buffers) {
+                                         std::span<const VkDescriptorBufferInfo> buffers,
+                                         std::span<const VkBufferView> views) {
   auto alloc = vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
   alloc.descriptorPool = pool_;
   alloc.descriptorSetCount = 1;
@@ -39,8 +41,13 @@ VkDescriptorSet DescriptorPool::allocate(VkDescriptorSetLayout layout,
     writes[b].dstSet = set;
     writes[b].dstBinding = static_cast<std::uint32_t>(b);
     writes[b].descriptorCount = 1;
-    writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[b].pBufferInfo = &buffers[b];
+    if (views[b] != VK_NULL_HANDLE) {
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+      writes[b].pTexelBufferView = &views[b];
+    } else {
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[b].pBufferInfo = &buffers[b];
+    }
   }
   vkUpdateDescriptorSets(device_, static_cast<std::uint32_t>(writes.size()), writes.data(), 0, nullptr);
   return set;

@@ -1,5 +1,5 @@
 // A descriptor pool sized for one encoded command list: one set per dispatch, storage
-// buffers only. Freed with the encoding, so sets never outlive the list that uses them.
+// buffers and uniform texel buffers. Freed with the encoding, so sets never outlive the list that uses them.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -13,13 +13,15 @@ namespace vkattn::detail {
 class DescriptorPool {
  public:
   static std::unique_ptr<DescriptorPool> create(VkDevice device, std::uint32_t max_sets,
-                                                std::uint32_t max_buffers);
+                                                std::uint32_t max_buffers, std::uint32_t max_texel_buffers);
   ~DescriptorPool();
   DescriptorPool(const DescriptorPool&) = delete;
   DescriptorPool& operator=(const DescriptorPool&) = delete;
 
-  // A set of |layout| with buffers[i] at binding i.
-  VkDescriptorSet allocate(VkDescriptorSetLayout layout, std::span<const VkDescriptorBufferInfo> buffers);
+  // A set of |layout| with descriptor i at binding i: a texel buffer where |views[i]| is
+  // set, else the storage buffer range |buffers[i]|.
+  VkDescriptorSet allocate(VkDescriptorSetLayout layout, std::span<const VkDescriptorBufferInfo> buffers,
+                           std::span<const VkBufferView> views);
 
  private:
   DescriptorPool() = default;

@@ -96,6 +96,11 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
   lim.max_workgroup_count = std::to_array(l.maxComputeWorkGroupCount);
   lim.max_storage_buffer_range = l.maxStorageBufferRange;
   lim.storage_offset_alignment = l.minStorageBufferOffsetAlignment;
+  // Uniform texel buffers of R32G32B32A32_UINT are required by the spec; check anyway.
+  VkFormatProperties texel_format{};
+  vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &texel_format);
+  const bool texel_ok = (texel_format.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) != 0;
+  lim.max_texel_buffer_elements = texel_ok ? l.maxTexelBufferElements : 0;
   lim.storage_16bit = storage16.storageBuffer16BitAccess;
   lim.shader_float16 = f16.shaderFloat16;
 
@@ -215,6 +220,7 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
   }
   o.max_storage_buffer_range = std::min(d.max_storage_buffer_range, c.max_storage_buffer_range);
   o.storage_offset_alignment = std::max(d.storage_offset_alignment, c.storage_offset_alignment);
+  o.max_texel_buffer_elements = std::min(d.max_texel_buffer_elements, c.max_texel_buffer_elements);
   if (c.device_local_bytes) o.device_local_bytes = std::min(d.device_local_bytes, c.device_local_bytes);
   o.storage_16bit = d.storage_16bit && c.storage_16bit;
   o.shader_float16 = d.shader_float16 && c.shader_float16;

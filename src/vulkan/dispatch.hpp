@@ -21,7 +21,12 @@ struct Binding {
   std::uint64_t param_offset = 0;      // bytes into the command list's parameter buffer
   std::uint64_t param_bytes = 0;
   bool write = false;                  // the kernel writes it (read-write counts as write)
+  bool texel = false;                  // bound as a uniform texel buffer (the tensor's texel view)
 };
+
+// Whether |t| can be bound as a uniform texel buffer (its buffer has a texel view: it fits
+// maxTexelBufferElements and texel reads are not turned off).
+bool has_texel_view(const TensorImpl& t);
 
 struct Dispatch {
   const char* op = "";

@@ -27,7 +27,8 @@ int find_type(const VkPhysicalDeviceMemoryProperties& mem, std::uint32_t type_bi
 
 }  // namespace
 
-std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, BufferKind kind, bool prefer_mapped) {
+std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, BufferKind kind, bool prefer_mapped,
+                                       std::uint64_t max_texels) {
   std::unique_ptr<Buffer> self(new Buffer());
   self->device_ = device.handle();
   self->size_ = bytes;
@@ -35,7 +36,9 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   auto info = vk_struct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
   info.size = bytes;
   info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  const bool texels = kind == BufferKind::device && bytes % 16 == 0 && bytes / 16 <= max_texels;
   if (kind == BufferKind::device) info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+  if (texels) info.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VKATTN_VK_CHECK(vkCreateBuffer(self->device_, &info, nullptr, &self->buffer_));
 
@@ -65,6 +68,15 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   VKATTN_VK_CHECK(vkAllocateMemory(self->device_, &alloc, nullptr, &self->memory_));
   VKATTN_VK_CHECK(vkBindBufferMemory(self->device_, self->buffer_, self->memory_, 0));
 
+  if (texels) {
+    auto view = vk_struct<VkBufferViewCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO);
+    view.buffer = self->buffer_;
+    view.format = VK_FORMAT_R32G32B32A32_UINT;
+    view.offset = 0;
+    view.range = bytes;
+    VKATTN_VK_CHECK(vkCreateBufferView(self->device_, &view, nullptr, &self->view_));
+  }
+
   const VkMemoryPropertyFlags flags = device.memory().memoryTypes[type].propertyFlags;
   if (flags & kVisible) {
     VKATTN_VK_CHECK(vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
@@ -77,6 +89,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
 }
 
 Buffer::~Buffer() {
+  if (view_) vkDestroyBufferView(device_, view_, nullptr);
   if (buffer_) vkDestroyBuffer(device_, buffer_, nullptr);
   if (memory_) vkFreeMemory(device_, memory_, nullptr);  // unmaps implicitly
 }

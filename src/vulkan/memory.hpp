@@ -20,8 +20,11 @@ enum class BufferKind { device, staging };
 class Buffer {
  public:
   // |prefer_mapped|: on unified memory take host-visible device memory (no staging).
+  // |max_texels|: a device buffer whose bytes are a multiple of 16 and at most
+  // 16 * |max_texels| also gets a uniform texel buffer view (R32G32B32A32_UINT) over all of
+  // it, for kernels that read it through texelFetch; 0: no view.
   static std::unique_ptr<Buffer> create(Device& device, VkDeviceSize bytes, BufferKind kind,
-                                        bool prefer_mapped);
+                                        bool prefer_mapped, std::uint64_t max_texels = 0);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -29,6 +32,7 @@ class Buffer {
   VkBuffer handle() const { return buffer_; }
   VkDeviceSize size() const { return size_; }
   bool mapped() const { return mapped_ != nullptr; }
+  VkBufferView texel_view() const { return view_; }  // VK_NULL_HANDLE when there is none
 
   // Host access to a mapped buffer; flush/invalidate when the memory is not coherent.
   void write(std::span<const std::uint8_t> bytes, VkDeviceSize offset = 0);
@@ -40,6 +44,7 @@ class Buffer {
   VkDevice device_ = VK_NULL_HANDLE;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  VkBufferView view_ = VK_NULL_HANDLE;
   VkDeviceSize size_ = 0;
   VkDeviceSize atom_ = 1;
   void* mapped_ = nullptr;

@@ -54,7 +54,9 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
 
   std::vector<VkDescriptorSetLayoutBinding> bindings(key.n_bindings);
   for (std::uint32_t i = 0; i < key.n_bindings; ++i) {
-    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    const bool texel = (key.texel_bindings >> i) & 1u;
+    bindings[i] = {i, texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                   VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   }
   auto set = vk_struct<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
   set.bindingCount = key.n_bindings;

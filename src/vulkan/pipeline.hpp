@@ -29,9 +29,10 @@ std::span<const std::uint32_t> kernel_spirv(KernelId id);
 // spec[i] is constant_id i.
 struct PipelineKey {
   KernelId kernel;
-  std::uint32_t n_bindings;   // storage buffers at bindings 0..n-1
+  std::uint32_t n_bindings;   // descriptors at bindings 0..n-1: storage buffers, but
   std::uint32_t push_bytes;   // push-constant block size
   std::vector<std::uint32_t> spec;
+  std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
   auto operator<=>(const PipelineKey&) const = default;
 };
 

@@ -104,7 +104,7 @@ std::unique_ptr<Buffer> Context::device_buffer(std::uint64_t bytes, const char* 
                     std::to_string(limits.device_local_bytes),
                 "VkMemoryHeap::size", 0, current_op());
   }
-  return Buffer::create(*device, bytes, BufferKind::device, mapped_tensors);
+  return Buffer::create(*device, bytes, BufferKind::device, mapped_tensors, limits.max_texel_buffer_elements);
 }
 
 void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes) {
@@ -125,6 +125,10 @@ void Context::read(const Buffer& buffer, std::span<std::uint8_t> bytes) {
   auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, true);
   copy_buffer(*device, buffer.handle(), staging->handle(), bytes.size(), options.submit_timeout_ms);
   staging->read(bytes);
+}
+
+bool has_texel_view(const TensorImpl& t) {
+  return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE;
 }
 
 VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_)

@@ -31,8 +31,9 @@ struct AttnOutputs {
 
 // Records the three stages in one list and runs it. With |feed|, softmax reads feed->scores
 // and the weighted sum feed->probs instead of the previous stage's result, so that each
-// stage can be compared on identical inputs.
-inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOutputs* feed = nullptr) {
+// stage can be compared on identical inputs. |stats| receives the list's statistics.
+inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOutputs* feed = nullptr,
+                                 CommandStats* stats = nullptr) {
   Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
   Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
   Tensor v = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
@@ -58,6 +59,7 @@ inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOut
   cmd.attn_softmax(feed ? fed_scores : scores, probs, in.config);
   cmd.attn_weighted_sum(feed ? fed_probs : probs, v, out);
   cmd.submit_and_wait();
+  if (stats) *stats = cmd.stats();
   return {b.download(scores), b.download(probs), b.download(out)};
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,30 @@ inline DeviceOptions test_options() {
   DeviceOptions options;
   options.validation = true;
   options.pipeline_cache_dir = test_cache_dir();
+  return options;
+}
+
+// A cap that lowers nothing, to be edited field by field.
+inline DeviceLimits uncapped() {
+  DeviceLimits l;
+  l.subgroup_size = UINT32_MAX;
+  l.subgroup_arithmetic = l.subgroup_shuffle = true;
+  l.max_shared_memory = l.max_workgroup_invocations = UINT32_MAX;
+  l.max_workgroup_size = l.max_workgroup_count = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  l.max_storage_buffer_range = UINT64_MAX;
+  l.storage_offset_alignment = 1;
+  l.max_texel_buffer_elements = UINT64_MAX;
+  l.device_local_bytes = 0;
+  l.storage_16bit = l.shader_float16 = l.timestamps = l.unified_memory = true;
+  return l;
+}
+
+// Test options whose kernels read every input through storage buffers (no texel views),
+// the path of devices whose maxTexelBufferElements is too small for a tensor.
+inline DeviceOptions storage_buffer_options() {
+  DeviceOptions options = test_options();
+  options.cap_limits = uncapped();
+  options.cap_limits->max_texel_buffer_elements = 0;
   return options;
 }
 

@@ -27,7 +27,9 @@ std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap) {
   return std::bit_floor(std::min(cap, ctx.limits.max_workgroup_invocations));
 }
 
-Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write) { return Binding{std::move(t), 0, 0, write}; }
+Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = false) {
+  return Binding{std::move(t), 0, 0, write, texel};
+}
 
 }  // namespace
 
@@ -100,15 +102,19 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
     rotary_dim = u32(p.rope.rotary_dim);
   }
 
+  // q and k through texel buffers when both have texel views (see tensor_load.glsl); the
+  // query tile in shared memory is then only needed to rotate q on read.
+  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor);
   Dispatch d;
   d.op = "attn_scores";
-  d.key = {KernelId::attn_scores, 6, sizeof(shader::AttnScoresParams),
-           {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
+  d.key = {texel ? KernelId::attn_scores_texel : KernelId::attn_scores, 6, sizeof(shader::AttnScoresParams),
+           {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
             head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
-  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(std::move(keys.tensor), false),
+  d.key.texel_bindings = texel ? 0b11u : 0u;
+  d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
                 tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta),
                 params.add(turn_words)};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
@@ -133,9 +139,10 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   // rounded up to a power of two so that few pipelines serve all lengths.
   const std::uint32_t row_cap = std::bit_ceil(std::max(n_keys, 256u));
   const bool in_shared = std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory && row_cap <= 8192;
-  const KernelId kernel = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0
-                              ? KernelId::attn_softmax_subgroup
-                              : KernelId::attn_softmax;
+  const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
+  const bool texel = has_texel_view(*scores);
+  const KernelId kernel = subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel : KernelId::attn_softmax_subgroup)
+                                    : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax);
   std::vector<std::uint32_t> sink_bits;
   for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
   if (sink_bits.empty()) sink_bits.push_back(0);
@@ -143,7 +150,8 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   Dispatch d;
   d.op = "attn_softmax";
   d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams), {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
-  d.bindings = {tensor_binding(std::move(scores), false), tensor_binding(std::move(probs), true),
+  d.key.texel_bindings = texel ? 1u : 0u;
+  d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(sink_bits)};
   d.set_push(shader::AttnSoftmaxParams{n_tokens * n_heads, n_heads, n_keys, sinks.empty() ? 0u : 1u});
   d.groups = std::uint64_t{n_tokens} * n_heads;
@@ -193,12 +201,14 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
 
   // Split keys write partial sums that a second pass adds up in split order.
   std::shared_ptr<TensorImpl> partial = splits > 1 ? scratch(std::uint64_t{splits} * out_elems) : out;
+  const bool texel = has_texel_view(*probs) && has_texel_view(*values.tensor);
   Dispatch d;
   d.op = "attn_weighted_sum";
-  d.key = {KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
+  d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
            {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups,
             wide ? 1u : 0u}};
-  d.bindings = {tensor_binding(std::move(probs), false), tensor_binding(std::move(values.tensor), false),
+  d.key.texel_bindings = texel ? 0b11u : 0u;
+  d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(meta)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
                                     values.head_stride, values.seq_stride, 0, splits, keys_per_split,

@@ -11,11 +11,13 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
   // whose buffers are padded to 16 bytes), else words.
   const bool vec4 = src_word % 4 == 0 && dst_word % 4 == 0 && words % 4 == 0;
   const std::uint64_t unit = vec4 ? 4 : 1;
+  const bool texel = has_texel_view(*src);
   Dispatch d;
   d.op = "copy";
-  d.key = {KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u}};
+  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u}};
+  d.key.texel_bindings = texel ? 1u : 0u;
   const auto count = static_cast<std::uint32_t>(words / unit);
-  d.bindings = {{std::move(src), 0, 0, false}, {std::move(dst), 0, 0, true}};
+  d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
   d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_word / unit),
                                 static_cast<std::uint32_t>(dst_word / unit)});
   d.groups = ceil_div(count, wg);

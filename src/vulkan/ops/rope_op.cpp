@@ -60,13 +60,22 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   }
   const std::vector<std::uint32_t> pos_words(positions.begin(), positions.end());
 
+  // 16-byte units read through texel views (written through the storage buffers) when
+  // both tensors have them; see rope.comp.
+  const bool texel = unit == 0 && has_texel_view(*q) && (!k || has_texel_view(*k));
   Dispatch d;
   d.op = "rope";
-  const KernelId kernel = f16 ? KernelId::rope_f16 : KernelId::rope_f32;
+  const KernelId kernel = texel ? (f16 ? KernelId::rope_f16_texel : KernelId::rope_f32_texel)
+                                : (f16 ? KernelId::rope_f16 : KernelId::rope_f32);
   // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
-  d.key = {kernel, 4, sizeof(shader::RopeParams), {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
-  Binding kb = k ? Binding{k, 0, 0, true} : Binding{q, 0, 0, true};
-  d.bindings = {{std::move(q), 0, 0, true}, std::move(kb), params.add(pos_words), params.add(turn_words)};
+  d.key = {kernel, texel ? 6u : 4u, sizeof(shader::RopeParams), {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
+  d.key.texel_bindings = texel ? 0b110000u : 0u;
+  const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
+  d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(pos_words), params.add(turn_words)};
+  if (texel) {
+    d.bindings.push_back({q, 0, 0, false, true});
+    d.bindings.push_back({k_or_q, 0, 0, false, true});
+  }
   d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
                                 static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
                                 static_cast<float>(table.attention_factor)});
