@@ -9,12 +9,17 @@
 //   binding 2: readonly float sinks [n_heads] (when has_sinks)
 //   push: AttnSoftmaxParams; spec 0: workgroup size (a power of two); spec 1: ROW_CAP,
 //   the shared row size; spec 2: IN_SHARED (n_keys <= ROW_CAP); spec 3: VEC4 (n_keys % 4
-//   == 0: rows load and store as vec4)
+//   == 0: rows load and store as vec4); spec 4: SUBGROUP_ROWS (VKATTN_SUBGROUPS only):
+//   rows per workgroup, each taken by one subgroup, 0 for a workgroup per row
 //   variants: VKATTN_SUBGROUPS reduces with subgroup operations (reduce.glsl);
 //   VKATTN_TEXEL reads the scores through a uniform texel buffer (tensor_load.glsl says why)
-//   grid: n_rows workgroups, folded
+//   grid: n_rows workgroups (SUBGROUP_ROWS: ceil(n_rows / SUBGROUP_ROWS)), folded
 // IN_SHARED: one read of the row into shared memory, then max, exp and sum, and write.
 // Otherwise two passes over the row: an online max and rescaled sum, then the write.
+// SUBGROUP_ROWS (many short rows: prefill): the workgroup's subgroups share its rows
+// (subgroup i takes rows i, i + gl_NumSubgroups, ..., whatever the subgroup size turns out
+// to be) and make the two passes with subgroup reductions alone, so no barrier, and no
+// workgroup per row, is paid for rows of a few hundred keys.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_SOFTMAX
 #include "layout.glsl"
@@ -23,6 +28,7 @@
 layout(constant_id = 1) const uint ROW_CAP = 1024;
 layout(constant_id = 2) const bool IN_SHARED = true;
 layout(constant_id = 3) const bool VEC4 = false;  // n_keys % 4 == 0: rows move as vec4
+layout(constant_id = 4) const uint SUBGROUP_ROWS = 0;
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer s_texels;
@@ -49,7 +55,53 @@ float sum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 
 const float FLT_MAX = 3.402823466e38;
 
+// Two passes over |row| by |n_lanes| invocations (this one is |lane|): an online max and
+// rescaled sum, reduced by |sub| (subgroup operations) or the workgroup, then the write.
+void two_pass(uint row, uint lane, uint n_lanes, bool sub) {
+    const uint base = row * pc.n_keys;
+    const bool has_sink = pc.has_sinks != 0u;
+    const float sink = has_sink ? sinks[row % pc.n_heads] : -FLT_MAX;
+    const uint n = VEC4 ? pc.n_keys / 4u : pc.n_keys;
+    // 1. Online max and sum, rescaled whenever the max grows.
+    float m = -FLT_MAX, sum = 0.0;
+    for (uint i = lane; i < n; i += n_lanes) {
+        const vec4 s = VEC4 ? scores_4(base / 4u + i) : vec4(scores_1(base + i), -FLT_MAX, -FLT_MAX, -FLT_MAX);
+        const float block_max = max4(s);
+        if (block_max > m) {
+            sum *= exp(m - block_max);
+            m = block_max;
+        }
+        sum += VEC4 ? sum4(exp(s - m)) : exp(s.x - m);
+    }
+#ifdef VKATTN_SUBGROUPS
+    const float row_max = max(sub ? subgroupMax(m) : workgroup_max(m), sink);
+    const float scaled = sum * exp(m - row_max);
+    sum = (sub ? subgroupAdd(scaled) : workgroup_sum(scaled)) + (has_sink ? exp(sink - row_max) : 0.0);
+#else
+    const float row_max = max(workgroup_max(m), sink);
+    sum = workgroup_sum(sum * exp(m - row_max)) + (has_sink ? exp(sink - row_max) : 0.0);
+#endif
+    // 2. Normalize.
+    const float inv = sum > 0.0 ? 1.0 / sum : 0.0;
+    for (uint i = lane; i < n; i += n_lanes) {
+        if (VEC4) {
+            probs4[base / 4u + i] = exp(scores_4(base / 4u + i) - row_max) * inv;
+        } else {
+            probs[base + i] = exp(scores_1(base + i) - row_max) * inv;
+        }
+    }
+}
+
 void main() {
+#ifdef VKATTN_SUBGROUPS
+    if (SUBGROUP_ROWS > 0u) {
+        const uint row0 = wg_linear_id() * SUBGROUP_ROWS;
+        for (uint r = gl_SubgroupID; r < SUBGROUP_ROWS && row0 + r < pc.n_rows; r += gl_NumSubgroups) {
+            two_pass(row0 + r, gl_SubgroupInvocationID, gl_SubgroupSize, true);
+        }
+        return;
+    }
+#endif
     const uint row = wg_linear_id();
     if (row >= pc.n_rows) {
         return;  // whole workgroup: uniform
@@ -102,27 +154,6 @@ void main() {
             }
         }
     } else {
-        // 1. Online max and sum, rescaled whenever the max grows.
-        float m = -FLT_MAX, sum = 0.0;
-        for (uint i = lid; i < n; i += n_lanes) {
-            const vec4 s = VEC4 ? scores_4(base / 4u + i) : vec4(scores_1(base + i), -FLT_MAX, -FLT_MAX, -FLT_MAX);
-            const float block_max = max4(s);
-            if (block_max > m) {
-                sum *= exp(m - block_max);
-                m = block_max;
-            }
-            sum += VEC4 ? sum4(exp(s - m)) : exp(s.x - m);
-        }
-        const float row_max = max(workgroup_max(m), sink);
-        sum = workgroup_sum(sum * exp(m - row_max)) + (has_sink ? exp(sink - row_max) : 0.0);
-        // 2. Normalize.
-        const float inv = sum > 0.0 ? 1.0 / sum : 0.0;
-        for (uint i = lid; i < n; i += n_lanes) {
-            if (VEC4) {
-                probs4[base / 4u + i] = exp(scores_4(base / 4u + i) - row_max) * inv;
-            } else {
-                probs[base + i] = exp(scores_1(base + i) - row_max) * inv;
-            }
-        }
+        two_pass(row, lid, n_lanes, false);
     }
 }

@@ -98,38 +98,53 @@ void main() {
     }
     const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
     const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
-    const uint step = P_VEC4 ? 4u : 1u;
+    // Keys go in batches of 8 per key group: the probabilities, then all 8 v rows, then the
+    // sums. The v loads do not depend on each other, so their cache misses overlap (loaded
+    // one by one between the sums, each key's miss stalls the loop on CPU devices; GPUs
+    // hide latency better with more loads in flight too).
     const uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
-    for (uint j = split * pc.keys_per_split + key_group * step; j < j_end; j += KEY_GROUPS * step) {
-        vec4 p[ROWS];
+    for (uint j = split * pc.keys_per_split + key_group * 8u; j < j_end; j += KEY_GROUPS * 8u) {
+        vec4 p[ROWS][2];
         bool any = false;
         for (uint r = 0u; r < ROWS; ++r) {
-            p[r] = P_VEC4 ? probs_4((p_row[r] + j) / 4u) : vec4(probs_1(p_row[r] + j), 0.0, 0.0, 0.0);
-            any = any || p[r] != vec4(0.0);
+            for (uint h = 0u; h < 2u; ++h) {
+                const uint jh = j + 4u * h;
+                if (P_VEC4) {  // n_keys % 4 == 0, and j_end too
+                    p[r][h] = jh < j_end ? probs_4((p_row[r] + jh) / 4u) : vec4(0.0);
+                } else {
+                    for (uint i = 0u; i < 4u; ++i) {
+                        p[r][h][i] = jh + i < j_end ? probs_1(p_row[r] + jh + i) : 0.0;
+                    }
+                }
+                any = any || p[r][h] != vec4(0.0);
+            }
         }
         if (!any) {
             continue;  // the same for the whole key group
         }
-        for (uint i = 0u; i < step; ++i) {
-            // A key no row sees is skipped, not multiplied by 0: its v may be anything.
+        vec4 lo[8], hi[8];
+        for (uint i = 0u; i < 8u; ++i) {
+            const uint v_row = min(j + i, j_end - 1u) * pc.v_key_stride + v_head;  // past the end: unused
+            hi[i] = vec4(0.0);
+            if (EIGHT) {
+                load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[i], hi[i]);
+            } else {
+                lo[i] = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+            }
+        }
+        for (uint i = 0u; i < 8u; ++i) {
+            // A key no row sees is zeroed, not multiplied by 0: its v may be anything (a
+            // stale slot, NaN); a key some row sees is real, so 0 * v is 0 for the others.
             bool seen = false;
             for (uint r = 0u; r < ROWS; ++r) {
-                seen = seen || p[r][i] != 0.0;
+                seen = seen || p[r][i / 4u][i & 3u] != 0.0;
             }
-            if (!seen) {
-                continue;
-            }
-            const uint v_row = (j + i) * pc.v_key_stride + v_head;
-            vec4 lo, hi = vec4(0.0);
-            if (EIGHT) {
-                load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo, hi);
-            } else {
-                lo = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
-            }
+            const vec4 vlo = seen ? lo[i] : vec4(0.0), vhi = seen ? hi[i] : vec4(0.0);
             for (uint r = 0u; r < ROWS; ++r) {
-                acc_lo[r] += p[r][i] * lo;
+                const float w = p[r][i / 4u][i & 3u];
+                acc_lo[r] += w * vlo;
                 if (EIGHT) {
-                    acc_hi[r] += p[r][i] * hi;
+                    acc_hi[r] += w * vhi;
                 }
             }
         }

@@ -240,6 +240,9 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{.name = "all_options", .tokens = 13, .heads = 8, .kv_heads = 2, .keys = 77, .head_dim = 80, .seqs = 2,
                  .config = {.window = 20u, .softcap = 30.0, .alibi = true, .sinks = kSinks8}, .kv_dtype = DType::f16,
                  .mask = MaskKind::random},
+        // Many short rows: the softmax's subgroups take whole rows; keys % 4 != 0, sinks.
+        AttnCase{.name = "many_rows_sinks_75_keys", .tokens = 70, .heads = 8, .kv_heads = 2, .keys = 75,
+                 .head_dim = 32, .seqs = 2, .config = {.sinks = kSinks8}},
         // Long rows: the softmax cannot keep them in shared memory.
         AttnCase{.name = "decode_32768_keys", .tokens = 1, .heads = 8, .kv_heads = 2, .keys = 32768, .head_dim = 64},
         // n_keys % 4 != 0: the element-wise paths of the softmax (two-pass) and weighted sum.

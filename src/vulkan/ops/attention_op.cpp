@@ -19,6 +19,8 @@ constexpr std::uint32_t kMaxRows = 8;  // query rows per tile: accumulators per 
 // covers at least kWsumMinKeysPerSplit keys so that the second pass stays cheap.
 constexpr std::uint64_t kWsumTargetGroups = 256;
 constexpr std::uint32_t kWsumMinKeysPerSplit = 256;
+// Softmax: from this many rows on, subgroups take whole rows (enough of them to fill a GPU).
+constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
 std::uint32_t u32(std::size_t v) { return static_cast<std::uint32_t>(v); }
 
@@ -132,14 +134,23 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   static_assert(sizeof(shader::AttnSoftmaxParams) == 16);
   const std::uint32_t n_tokens = u32(scores->shape[0]), n_heads = u32(scores->shape[1]);
   const std::uint32_t n_keys = u32(scores->shape[2]);
+  const std::uint32_t n_rows = n_tokens * n_heads;
+  const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
+  // Many rows (prefill): subgroups take whole rows, several per workgroup, with no barrier;
+  // the kernel shares the rows out at run time, so a subgroup size other than the reported
+  // one only changes the speed. Few rows (decode): a workgroup per row, so that a long row
+  // is spread over many invocations.
+  const bool subgroup_rows = subgroups && n_rows >= kSoftmaxSubgroupRowsMin;
   // About 16 elements per invocation: short rows (prefill) take small workgroups, long
   // rows (decode, few of them) wide ones.
-  const std::uint32_t wg = workgroup_size(ctx, std::clamp(std::bit_ceil(n_keys / 16), 32u, 128u));
+  const std::uint32_t wg = subgroup_rows ? workgroup_size(ctx, 64)
+                                         : workgroup_size(ctx, std::clamp(std::bit_ceil(n_keys / 16), 32u, 128u));
+  const std::uint32_t rows_per_wg = subgroup_rows ? std::max(1u, wg / ctx.limits.subgroup_size) : 1u;
   // The row stays in shared memory when it fits next to the reduction scratch; the tile is
   // rounded up to a power of two so that few pipelines serve all lengths.
   const std::uint32_t row_cap = std::bit_ceil(std::max(n_keys, 256u));
-  const bool in_shared = std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory && row_cap <= 8192;
-  const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
+  const bool in_shared =
+      !subgroup_rows && std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory && row_cap <= 8192;
   const bool texel = has_texel_view(*scores);
   const KernelId kernel = subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel : KernelId::attn_softmax_subgroup)
                                     : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax);
@@ -149,12 +160,13 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
 
   Dispatch d;
   d.op = "attn_softmax";
-  d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams), {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
+  d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams),
+           {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, subgroup_rows ? rows_per_wg : 0u}};
   d.key.texel_bindings = texel ? 1u : 0u;
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(sink_bits)};
-  d.set_push(shader::AttnSoftmaxParams{n_tokens * n_heads, n_heads, n_keys, sinks.empty() ? 0u : 1u});
-  d.groups = std::uint64_t{n_tokens} * n_heads;
+  d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u});
+  d.groups = ceil_div(n_rows, rows_per_wg);
   return d;
 }
 
@@ -194,7 +206,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
   const std::uint32_t key_groups =
       few_rows ? std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes) : 1;
-  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 4) * 4);
+  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
   splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
   std::copy(q_seq.begin(), q_seq.end(), meta.begin());
