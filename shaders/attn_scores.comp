@@ -31,6 +31,7 @@
 #include "layout.glsl"
 #include "params.h"
 #include "rope_phase.glsl"
+#include "fma_dot.glsl"
 
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
@@ -94,6 +95,7 @@ const bool Q_DIRECT = !ROPE_ON_READ;
 #else
 const bool Q_DIRECT = false;
 #endif
+#include "attn_rows.glsl"
 shared vec4 q_tile[Q_VEC4];
 shared uint tile_seen;
 
@@ -119,14 +121,13 @@ void main() {
     }
     // Where each row starts in q, its token's position and sequence (rows past the tile
     // repeat the last one: their results are never written).
-    uint q_row[ROWS];
+    uint tok[ROWS], head[ROWS], q_row[ROWS];
     int q_pos[ROWS], q_seq[ROWS];
+    tile_rows(row0, n_rows, kv_head, tok, head);
     for (uint r = 0u; r < ROWS; ++r) {
-        const uint row = row0 + min(r, n_rows - 1u);
-        const uint t = row / pc.group;
-        q_row[r] = (t * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim;
-        q_pos[r] = meta[pc.off_q_pos + t];
-        q_seq[r] = meta[pc.off_q_seq + t];
+        q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
+        q_pos[r] = meta[pc.off_q_pos + tok[r]];
+        q_seq[r] = meta[pc.off_q_seq + tok[r]];
     }
     // 1. Query rows into shared memory (zero past head_dim), unless read directly.
     for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
@@ -238,7 +239,7 @@ void main() {
                     qb = q_tile[r * d4 + 2u * c + 1u];
                 }
                 for (uint i = 0u; i < KEYS; ++i) {
-                    acc[r * KEYS + i] += dot(qa, a[i]) + dot(qb, b[i]);
+                    acc[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], acc[r * KEYS + i]));
                 }
             }
         }
@@ -252,7 +253,7 @@ void main() {
             for (uint r = 0u; r < ROWS; ++r) {
                 const vec4 qa = Q_DIRECT ? load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim) : q_tile[r * d4 + c];
                 for (uint i = 0u; i < KEYS; ++i) {
-                    acc[r * KEYS + i] += dot(qa, a[i]);
+                    acc[r * KEYS + i] = fma_dot(qa, a[i], acc[r * KEYS + i]);
                 }
             }
         }
@@ -278,8 +279,7 @@ void main() {
             if (r >= n_rows) {
                 break;
             }
-            const uint row = row0 + r;
-            const uint t = row / pc.group, h = kv_head * pc.group + row % pc.group;
+            const uint t = tok[r], h = head[r];
             float s = -1.0 / 0.0;  // -inf
             if ((visible[i] & (1u << r)) != 0u) {
                 s = pc.scale * acc[r * KEYS + i];

@@ -61,6 +61,8 @@ layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 // One row's partial sums per key group, summed by group 0.
 shared vec4 partial[gl_WorkGroupSize.x * 2u];
 
+#include "attn_rows.glsl"
+
 #define TL_ALIGNED VEC
 #define TL_WORDS v_words
 #define TL_WORDS2 v_words2
@@ -86,10 +88,10 @@ void main() {
 
     // Where each row's probabilities start; rows past the tile repeat the last row, so the
     // loop needs no bounds check (their sums are not written).
-    uint p_row[ROWS];
+    uint tok[ROWS], head[ROWS], p_row[ROWS];
+    tile_rows(row0, n_rows, kv_head, tok, head);
     for (uint r = 0u; r < ROWS; ++r) {
-        const uint row = row0 + min(r, n_rows - 1u);
-        p_row[r] = ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.n_keys;
+        p_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.n_keys;
     }
     vec4 acc_lo[ROWS], acc_hi[ROWS];
     for (uint r = 0u; r < ROWS; ++r) {
@@ -142,9 +144,9 @@ void main() {
             const vec4 vlo = seen ? lo[i] : vec4(0.0), vhi = seen ? hi[i] : vec4(0.0);
             for (uint r = 0u; r < ROWS; ++r) {
                 const float w = p[r][i / 4u][i & 3u];
-                acc_lo[r] += w * vlo;
+                acc_lo[r] = fma(vec4(w), vlo, acc_lo[r]);
                 if (EIGHT) {
-                    acc_hi[r] += w * vhi;
+                    acc_hi[r] = fma(vec4(w), vhi, acc_hi[r]);
                 }
             }
         }
@@ -167,9 +169,7 @@ void main() {
             barrier();
         }
         if (key_group == 0u) {
-            const uint row = row0 + r;
-            const uint o = split * pc.out_split_stride +
-                           ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim + EPL * lane;
+            const uint o = split * pc.out_split_stride + (tok[r] * pc.n_heads + head[r]) * pc.head_dim + EPL * lane;
             for (uint e = 0u; e < EPL; ++e) {
                 if (EPL * lane + e < pc.head_dim) {
                     out_[o + e] = e < 4u ? acc_lo[r][e] : acc_hi[r][e - 4u];
