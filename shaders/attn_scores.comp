@@ -20,12 +20,14 @@
 //   each), folded
 // A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
 // read once per kv head) against KEYS * workgroup-size keys:
-// 1. the query rows go to shared memory, where every invocation reads the same address;
-// 2. each invocation decides which rows see each of its keys; a tile no row sees (the
-//    future of a causal block) is skipped whole;
+// 1. the query rows go to shared memory, where every invocation reads the same address
+//    (the texel variant reads them where it uses them instead);
+// 2. each invocation decides which rows see each of its KEYS consecutive keys; one that
+//    sees none skips its loads (a tile no row sees, the future of a causal block, costs
+//    nothing);
 // 3. each invocation streams its KEYS key rows in 16-byte units (on GPUs each lane walks
 //    its own rows through L1) into a ROWS x KEYS block of dot products;
-// 4. biases are applied and the tile is written, coalesced along keys.
+// 4. biases are applied and the scores are written.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_SCORES
 #include "layout.glsl"
@@ -97,7 +99,6 @@ const bool Q_DIRECT = false;
 #endif
 #include "attn_rows.glsl"
 shared vec4 q_tile[Q_VEC4];
-shared uint tile_seen;
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -116,9 +117,6 @@ void main() {
     const uint seq0 = pc.k_meta_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
     const uint k_meta = seq0 * pc.k_meta_stride;
 
-    if (lid == 0u) {
-        tile_seen = 0u;
-    }
     // Where each row starts in q, its token's position and sequence (rows past the tile
     // repeat the last one: their results are never written).
     uint tok[ROWS], head[ROWS], q_row[ROWS];
@@ -152,16 +150,17 @@ void main() {
         barrier();
     }
 
-    // 2. Which rows see each of this invocation's keys (KEYS keys, strided by the
-    //    workgroup size so that writes coalesce), and whether any key of the tile is seen
-    //    at all: a tile wholly in the future of a causal block costs no loads.
-    const uint key0 = key_tile * n_lanes * KEYS + lid;
+    // 2. Which rows see each of this invocation's KEYS consecutive keys, and whether it
+    //    sees any: an invocation that sees none skips its loads, and so does a subgroup or
+    //    a whole tile (the future of a causal block) whose invocations all see none.
+    const uint key0 = (key_tile * n_lanes + lid) * KEYS;
+    bool work = false;
     uint visible[KEYS];
     int key_pos[KEYS];
     for (uint i = 0u; i < KEYS; ++i) {
         visible[i] = 0u;
         key_pos[i] = 0;
-        const uint j = key0 + i * n_lanes;
+        const uint j = key0 + i;
         if (j >= pc.n_keys) {
             continue;
         }
@@ -175,12 +174,8 @@ void main() {
                 visible[i] |= 1u << r;
             }
         }
-        if (visible[i] != 0u) {
-            tile_seen = 1u;  // benign race: every writer stores 1
-        }
+        work = work || visible[i] != 0u;
     }
-    barrier();
-    const bool work = tile_seen != 0u;  // the same for the whole workgroup
 
     // 3. Dot products: a ROWS x KEYS block per invocation, so each query value read from
     //    shared memory serves KEYS keys. Keys past n_keys read key 0 (results unused).
@@ -190,7 +185,7 @@ void main() {
     }
     uint k_row[KEYS];
     for (uint i = 0u; i < KEYS; ++i) {
-        const uint j = key0 + i * n_lanes;
+        const uint j = key0 + i;
         k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
     }
     if (ROPE_ON_READ) {
@@ -198,7 +193,7 @@ void main() {
         // past rotary_dim are read plainly.
         uint cpos[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
-            const uint j = key0 + i * n_lanes;
+            const uint j = key0 + i;
             cpos[i] = uint(meta[pc.off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
         }
         const uint n_pairs = work ? half_rot : 0u;
@@ -271,7 +266,7 @@ void main() {
 
     // 4. Soft-capping and biases on visible entries, -inf elsewhere.
     for (uint i = 0u; i < KEYS; ++i) {
-        const uint j = key0 + i * n_lanes;
+        const uint j = key0 + i;
         if (j >= pc.n_keys) {
             break;
         }

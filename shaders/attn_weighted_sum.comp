@@ -11,17 +11,17 @@
 //   push: AttnWsumParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
 //   spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (rows start on 16 bytes:
 //   head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys
-//   at a time); spec 5: KEY_GROUPS; spec 6: WIDE (f16 only: EPL 8, not 4)
+//   at a time); spec 5: KEY_GROUPS
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
-// kv head) over one range of keys. Each invocation owns EPL consecutive dims (4, or 8
-// halves when WIDE: one 16-byte load per key; the host keeps ROWS * EPL accumulators at
-// 32 or fewer), and the workgroup is KEY_GROUPS groups of
-// invocations covering a whole v row, each group taking every KEY_GROUPS-th block of keys;
-// the groups' sums meet in shared memory at the end. A group's invocations read the same
-// probabilities (a broadcast) and coalesced v rows. A key whose probabilities are all 0
-// for the tile (masked: the future of a causal row, another sequence) is skipped without
-// touching v, whose hidden slots may hold anything.
+// kv head) over one range of keys. Each invocation owns EPL consecutive dims (4 floats or
+// 8 halves: 16 bytes, one load per key), and the workgroup is KEY_GROUPS groups of
+// invocations covering a whole v row, each group taking every KEY_GROUPS-th batch of 8
+// keys; the groups' sums meet in shared memory at the end. A group's invocations read the
+// same probabilities (a broadcast) and coalesced v rows. A batch whose probabilities are
+// all 0 for the tile (masked: the future of a causal row, another sequence) is skipped
+// without touching v, and a key no row sees contributes nothing: hidden slots may hold
+// anything.
 // Decode has one row tile per kv head, so without the key splits a GPU would run only
 // n_kv_heads workgroups, each streaming every key; the probabilities are already
 // normalized, so the splits' partial sums simply add up.
@@ -35,9 +35,8 @@ layout(constant_id = 2) const bool V_F16 = false;
 layout(constant_id = 3) const bool VEC = true;
 layout(constant_id = 4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
 layout(constant_id = 5) const uint KEY_GROUPS = 1;
-layout(constant_id = 6) const bool WIDE = false;
 
-const bool EIGHT = V_F16 && WIDE;
+const bool EIGHT = V_F16;
 const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 
 #ifdef VKATTN_TEXEL

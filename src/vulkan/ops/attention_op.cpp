@@ -195,17 +195,18 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   const std::uint64_t out_elems = std::uint64_t{n_tokens} * n_heads * head_dim;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
   std::uint32_t splits = wsum_key_splits(base_groups, n_keys, out_elems, ctx.limits);
-  // Few rows (decode): each invocation takes 16 bytes of a v row (8 halves; ROWS * 8
-  // accumulators stay at 32 for rows <= 4), and groups of invocations, about 64 in all,
-  // take turns over the keys, so that a workgroup is more than one short v row. With many
-  // rows the workgroups are plenty: one group, 4 elements per invocation.
+  // Each invocation takes 16 bytes of a v row (8 halves, or 4 floats), so every load is
+  // one whole texel and each broadcast probability serves 8 (or 4) dims; ROWS * 8
+  // accumulators stay at 64. Groups of invocations take turns over the keys, so that a
+  // workgroup is more than one short v row (16 invocations for head_dim 128 in f16): about
+  // 64 invocations when rows are few (decode), at least 32 (a GPU's SIMD width) otherwise,
+  // where each group's share of keys is short and adding up the groups costs barriers.
   const bool f16 = values.tensor->dtype == DType::f16;
-  const bool few_rows = base_groups < kWsumTargetGroups;
-  const bool wide = f16 && few_rows && rows <= 4;
-  const std::uint32_t epl = wide ? 8 : 4;
+  const std::uint32_t epl = f16 ? 8 : 4;
   const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
+  const bool few_rows = base_groups < kWsumTargetGroups;
   const std::uint32_t key_groups =
-      few_rows ? std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes) : 1;
+      std::max<std::uint32_t>(1, std::min(few_rows ? 64u : 32u, ctx.limits.max_workgroup_invocations) / lanes);
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
   splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
@@ -217,8 +218,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   Dispatch d;
   d.op = "attn_weighted_sum";
   d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
-           {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups,
-            wide ? 1u : 0u}};
+           {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
   d.key.texel_bindings = texel ? 0b11u : 0u;
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(meta)};
