@@ -15,7 +15,8 @@
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
 //   KEYS, keys per invocation; spec 7: ROPE_ON_READ (KvRope::on_read: q and each key are
-//   rotated by their in-cache positions as they are read); spec 8: ROPE_INTERLEAVED
+//   rotated by their in-cache positions as they are read); spec 8: ROPE_INTERLEAVED;
+//   spec 9: S_VEC4 (n_keys % 4 == 0: scores are stored 4 keys at a time)
 //   grid: n_kv_heads * row_tiles * key_tiles workgroups (KEYS * workgroup size keys
 //   each), folded
 // A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
@@ -43,6 +44,7 @@ layout(constant_id = 5) const bool VEC = true;
 layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
 layout(constant_id = 7) const bool ROPE_ON_READ = false;
 layout(constant_id = 8) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = 9) const bool S_VEC4 = false;  // n_keys % 4 == 0 (KEYS is 4 or 8)
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer q_texels;
@@ -57,6 +59,7 @@ layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
 layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
 #endif
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
+layout(std430, binding = 2) writeonly buffer S4 { vec4 scores4[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
 layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
 layout(std430, binding = 5) readonly buffer Turns { uvec2 turns[]; };
@@ -264,17 +267,16 @@ void main() {
         }
     }
 
-    // 4. Soft-capping and biases on visible entries, -inf elsewhere.
-    for (uint i = 0u; i < KEYS; ++i) {
-        const uint j = key0 + i;
-        if (j >= pc.n_keys) {
-            break;
+    // 4. Soft-capping and biases on visible entries, -inf elsewhere; written 16 bytes at a
+    //    time when rows start on 4 keys (S_VEC4), each store's address computed once.
+    for (uint r = 0u; r < ROWS; ++r) {
+        if (r >= n_rows) {
+            break;  // uniform
         }
-        for (uint r = 0u; r < ROWS; ++r) {
-            if (r >= n_rows) {
-                break;
-            }
-            const uint t = tok[r], h = head[r];
+        const uint out_row = (tok[r] * pc.n_heads + head[r]) * pc.n_keys;
+        const float slope = pc.has_alibi != 0u ? uintBitsToFloat(uint(meta[pc.off_slopes + head[r]])) : 0.0;
+        float sc[KEYS];
+        for (uint i = 0u; i < KEYS; ++i) {
             float s = -1.0 / 0.0;  // -inf
             if ((visible[i] & (1u << r)) != 0u) {
                 s = pc.scale * acc[r * KEYS + i];
@@ -282,13 +284,23 @@ void main() {
                     s = pc.softcap * tanh(s / pc.softcap);
                 }
                 if (pc.has_alibi != 0u) {
-                    s += uintBitsToFloat(uint(meta[pc.off_slopes + h])) * float(key_pos[i] - q_pos[r]);
+                    s += slope * float(key_pos[i] - q_pos[r]);
                 }
                 if (pc.has_mask != 0u) {
-                    s += mask[t * pc.n_keys + j];
+                    s += mask[tok[r] * pc.n_keys + key0 + i];
                 }
             }
-            scores[(t * pc.n_heads + h) * pc.n_keys + j] = s;
+            sc[i] = s;
+        }
+        for (uint i = 0u; i < KEYS; i += S_VEC4 ? 4u : 1u) {
+            if (key0 + i >= pc.n_keys) {
+                break;
+            }
+            if (S_VEC4) {
+                scores4[(out_row + key0 + i) / 4u] = vec4(sc[i], sc[i + 1u], sc[i + 2u], sc[i + 3u]);
+            } else {
+                scores[out_row + key0 + i] = sc[i];
+            }
         }
     }
 }
