@@ -17,8 +17,8 @@ void print_device(const vkattn::DeviceInfo& d) {
     std::printf("    rejected: %s\n", d.rejected.c_str());
     return;
   }
-  std::printf("    subgroup size %u, arithmetic %s, shuffle %s\n", l.subgroup_size, yes(l.subgroup_arithmetic),
-              yes(l.subgroup_shuffle));
+  std::printf("    subgroup size %u, arithmetic %s, shuffle %s, size control %s\n", l.subgroup_size,
+              yes(l.subgroup_arithmetic), yes(l.subgroup_shuffle), yes(l.subgroup_size_control));
   std::printf("    shared memory %u B, workgroup invocations %u, size %u x %u x %u\n", l.max_shared_memory,
               l.max_workgroup_invocations, l.max_workgroup_size[0], l.max_workgroup_size[1], l.max_workgroup_size[2]);
   std::printf("    workgroup count %u x %u x %u\n", l.max_workgroup_count[0], l.max_workgroup_count[1],

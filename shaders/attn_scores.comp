@@ -16,7 +16,12 @@
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
 //   KEYS, keys per invocation; spec 7: ROPE_ON_READ (KvRope::on_read: q and each key are
 //   rotated by their in-cache positions as they are read); spec 8: ROPE_INTERLEAVED;
-//   spec 9: S_VEC4 (n_keys % 4 == 0: scores are stored 4 keys at a time)
+//   spec 9: S_VEC4 (n_keys % 4 == 0: scores are stored 4 keys at a time); spec 10: SG
+//   variants: VKATTN_TEXEL reads q and k through texel buffers; with VKATTN_SHUFFLE too
+//   (f16 k; the pipeline requires subgroups of SG full lanes), the lanes of a subgroup
+//   fetch the query texels of a step between them and hand them round with
+//   subgroupShuffle, rather than every lane fetching every row's (on CPU devices a texel
+//   fetch costs tens of instructions, a shuffle one)
 //   grid: n_kv_heads * row_tiles * key_tiles workgroups (KEYS * workgroup size keys
 //   each), folded
 // A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
@@ -30,6 +35,11 @@
 //    its own rows through L1) into a ROWS x KEYS block of dot products;
 // 4. biases are applied and the scores are written.
 #extension GL_GOOGLE_include_directive : require
+#ifdef VKATTN_SHUFFLE
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+#endif
 #define VKATTN_WANT_ATTN_SCORES
 #include "layout.glsl"
 #include "params.h"
@@ -45,6 +55,7 @@ layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
 layout(constant_id = 7) const bool ROPE_ON_READ = false;
 layout(constant_id = 8) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = 9) const bool S_VEC4 = false;  // n_keys % 4 == 0 (KEYS is 4 or 8)
+layout(constant_id = 10) const uint SG = 8;  // VKATTN_SHUFFLE: the (required) subgroup size
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer q_texels;
@@ -222,20 +233,58 @@ void main() {
             }
         }
     } else if (VEC && K_F16) {
+#ifdef VKATTN_SHUFFLE
+        // Lanes hand values round, so the whole subgroup runs the loop if any lane works.
+        const uint n8 = subgroupAny(work) ? pc.head_dim / 8u : 0u;
+#else
         const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
+#endif
+#ifdef VKATTN_SHUFFLE
+        // The step's query texels: TPR per row (8 dims: two texels of f32, one of f16),
+        // NT in all; lane l holds texels l, l + SG, ... (the last repeated past NT).
+        const uint TPR = Q_F16 ? 1u : 2u, NT = ROWS * TPR, NSLOT = (NT + SG - 1u) / SG;
+        const uint lane = gl_SubgroupInvocationID;
+        uint my_q[(ROWS * 2u + SG - 1u) / SG];
+        for (uint k = 0u; k < NSLOT; ++k) {
+            const uint n = min(lane + k * SG, NT - 1u);
+            uint base = 0u;
+            for (uint r = 0u; r < ROWS; ++r) {
+                base = r == n / TPR ? q_row[r] : base;  // q_row[n / TPR] without indexing
+            }
+            my_q[k] = base / (Q_F16 ? 8u : 4u) + n % TPR;
+        }
+#endif
         for (uint c = 0u; c < n8; ++c) {
             vec4 a[KEYS], b[KEYS];
             for (uint i = 0u; i < KEYS; ++i) {
                 load_k_8(k_row[i] + 8u * c, k_row[i] + pc.head_dim, a[i], b[i]);
             }
+#ifdef VKATTN_SHUFFLE
+            uvec4 held[(ROWS * 2u + SG - 1u) / SG];
+            for (uint k = 0u; k < NSLOT; ++k) {
+                held[k] = texelFetch(q_texels, int(my_q[k] + TPR * c));
+            }
+#endif
             for (uint r = 0u; r < ROWS; ++r) {
                 vec4 qa, qb;
+#ifdef VKATTN_SHUFFLE
+                const uint n0 = r * TPR;
+                const uvec4 t0 = subgroupShuffle(held[n0 / SG], n0 % SG);
+                if (Q_F16) {
+                    qa = vec4(unpackHalf2x16(t0.x), unpackHalf2x16(t0.y));
+                    qb = vec4(unpackHalf2x16(t0.z), unpackHalf2x16(t0.w));
+                } else {
+                    qa = uintBitsToFloat(t0);
+                    qb = uintBitsToFloat(subgroupShuffle(held[(n0 + 1u) / SG], (n0 + 1u) % SG));
+                }
+#else
                 if (Q_DIRECT) {
                     load_q_8(q_row[r] + 8u * c, q_row[r] + pc.head_dim, qa, qb);
                 } else {
                     qa = q_tile[r * d4 + 2u * c];
                     qb = q_tile[r * d4 + 2u * c + 1u];
                 }
+#endif
                 for (uint i = 0u; i < KEYS; ++i) {
                     acc[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], acc[r * KEYS + i]));
                 }

@@ -128,6 +128,8 @@ struct DeviceLimits {
   std::uint32_t subgroup_size = 0;              // lanes; 0 when the device reports none
   bool subgroup_arithmetic = false;             // subgroupAdd/Max/... in compute shaders
   bool subgroup_shuffle = false;                // subgroupShuffle* in compute shaders
+  bool subgroup_size_control = false;           // a compute pipeline can require subgroup_size
+                                                // and full subgroups (VK_EXT_subgroup_size_control)
   std::uint32_t max_shared_memory = 16384;      // bytes per workgroup; spec minimum 16 KiB
   std::uint32_t max_workgroup_invocations = 128;                 // spec minimum 128
   std::array<std::uint32_t, 3> max_workgroup_size{128, 128, 64}; // spec minimum

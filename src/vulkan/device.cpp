@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "vulkan/check.hpp"
 #include "vulkan/instance.hpp"
@@ -71,17 +72,24 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
 
   auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
   auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
+  auto size_props = vk_struct<VkPhysicalDeviceSubgroupSizeControlPropertiesEXT>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT);
   auto props = vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+  const bool size_control_ext = has("VK_EXT_subgroup_size_control");
   props.pNext = &subgroup;
   if (v12) subgroup.pNext = &driver;
+  if (size_control_ext) size_props.pNext = std::exchange(props.pNext, &size_props);
   vkGetPhysicalDeviceProperties2(pd, &props);
   info.driver = v12 ? std::string(driver.driverName) + " " + driver.driverInfo : "version " + std::to_string(base.driverVersion);
 
   auto storage16 = vk_struct<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
   auto f16 = vk_struct<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+  auto size_control = vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
   auto features = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   features.pNext = &storage16;
   if (v12 || has("VK_KHR_shader_float16_int8")) storage16.pNext = &f16;
+  if (size_control_ext) size_control.pNext = std::exchange(features.pNext, &size_control);
   vkGetPhysicalDeviceFeatures2(pd, &features);
 
   const VkPhysicalDeviceLimits& l = base.limits;
@@ -90,6 +98,14 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
   lim.subgroup_size = subgroup.subgroupSize;
   lim.subgroup_arithmetic = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   lim.subgroup_shuffle = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  // Kernels that hand values between lanes by index need the subgroup size they were
+  // planned for; only a device that can be made to use it (and fill every subgroup) says so.
+  out.subgroup_size_control = size_control_ext && size_control.subgroupSizeControl &&
+                              size_control.computeFullSubgroups &&
+                              (size_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                              size_props.minSubgroupSize <= subgroup.subgroupSize &&
+                              subgroup.subgroupSize <= size_props.maxSubgroupSize;
+  lim.subgroup_size_control = compute_subgroups && out.subgroup_size_control;
   lim.max_shared_memory = l.maxComputeSharedMemorySize;
   lim.max_workgroup_invocations = l.maxComputeWorkGroupInvocations;
   lim.max_workgroup_size = std::to_array(l.maxComputeWorkGroupSize);
@@ -212,6 +228,7 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
   o.subgroup_size = std::min(d.subgroup_size, c.subgroup_size);
   o.subgroup_arithmetic = d.subgroup_arithmetic && c.subgroup_arithmetic;
   o.subgroup_shuffle = d.subgroup_shuffle && c.subgroup_shuffle;
+  o.subgroup_size_control = d.subgroup_size_control && c.subgroup_size_control;
   o.max_shared_memory = std::min(d.max_shared_memory, c.max_shared_memory);
   o.max_workgroup_invocations = std::min(d.max_workgroup_invocations, c.max_workgroup_invocations);
   for (int i = 0; i < 3; ++i) {
@@ -243,8 +260,16 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
   queue.pQueuePriorities = &priority;
   std::vector<const char*> extensions;
   if (physical.portability_subset) extensions.push_back("VK_KHR_portability_subset");
+  auto size_control = vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
+  if (physical.subgroup_size_control) {
+    extensions.push_back("VK_EXT_subgroup_size_control");
+    size_control.subgroupSizeControl = VK_TRUE;
+    size_control.computeFullSubgroups = VK_TRUE;
+  }
 
   auto info = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
+  if (physical.subgroup_size_control) info.pNext = &size_control;
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;
   info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());

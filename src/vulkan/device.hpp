@@ -22,6 +22,8 @@ struct PhysicalDevice {
   std::array<std::uint8_t, VK_UUID_SIZE> uuid{};
   std::uint32_t driver_version = 0;
   bool portability_subset = false;          // must be enabled when present (MoltenVK)
+  bool subgroup_size_control = false;       // VK_EXT_subgroup_size_control is enabled with
+                                            // subgroupSizeControl and computeFullSubgroups
 };
 
 // Every device with its limits and, for unusable ones, the reason.

@@ -83,6 +83,13 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
   info.stage.module = module_;
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &spec;
+  auto required = vk_struct<VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT>(
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT);
+  if (key.subgroup_size) {
+    required.requiredSubgroupSize = key.subgroup_size;
+    info.stage.pNext = &required;
+    info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+  }
   info.layout = layout_;
   VKATTN_VK_CHECK(vkCreateComputePipelines(device_, cache, 1, &info, nullptr, &pipeline_));
   guard.p = nullptr;

@@ -33,6 +33,8 @@ struct PipelineKey {
   std::uint32_t push_bytes;   // push-constant block size
   std::vector<std::uint32_t> spec;
   std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
+  std::uint32_t subgroup_size = 0;   // required, with full subgroups (needs
+                                     // DeviceLimits::subgroup_size_control); 0: any
   auto operator<=>(const PipelineKey&) const = default;
 };
 

@@ -36,7 +36,7 @@ inline DeviceOptions test_options() {
 inline DeviceLimits uncapped() {
   DeviceLimits l;
   l.subgroup_size = UINT32_MAX;
-  l.subgroup_arithmetic = l.subgroup_shuffle = true;
+  l.subgroup_arithmetic = l.subgroup_shuffle = l.subgroup_size_control = true;
   l.max_shared_memory = l.max_workgroup_invocations = UINT32_MAX;
   l.max_workgroup_size = l.max_workgroup_count = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
   l.max_storage_buffer_range = UINT64_MAX;

@@ -29,6 +29,15 @@ std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap) {
   return std::bit_floor(std::min(cap, ctx.limits.max_workgroup_invocations));
 }
 
+// Whether a kernel of |wg| invocations may hand values between lanes by index: the device
+// has subgroup shuffles and can be made to run whole subgroups of the size it reports
+// (a device may otherwise pick another, as some do), which divides the workgroup.
+bool uses_subgroup_shuffles(const DeviceLimits& limits, std::uint32_t wg) {
+  const std::uint32_t sg = limits.subgroup_size;
+  return limits.subgroup_shuffle && limits.subgroup_size_control && sg >= 4 && std::has_single_bit(sg) &&
+         wg % sg == 0;
+}
+
 Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = false) {
   return Binding{std::move(t), 0, 0, write, texel};
 }
@@ -107,12 +116,19 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   // q and k through texel buffers when both have texel views (see tensor_load.glsl); the
   // query tile in shared memory is then only needed to rotate q on read.
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor);
+  // With f16 keys, the lanes of a subgroup can share the query fetches by shuffles (see
+  // attn_scores.comp), where the pipeline can require the subgroup size.
+  const bool shuffle = texel && !p.rope_on_read && keys.tensor->dtype == DType::f16 && head_dim % 8 == 0 &&
+                       uses_subgroup_shuffles(ctx.limits, wg);
   Dispatch d;
   d.op = "attn_scores";
-  d.key = {texel ? KernelId::attn_scores_texel : KernelId::attn_scores, 6, sizeof(shader::AttnScoresParams),
+  d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
+           6, sizeof(shader::AttnScoresParams),
            {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
             head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
-            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u}};
+            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
+            shuffle ? ctx.limits.subgroup_size : 8u}};
+  d.key.subgroup_size = shuffle ? ctx.limits.subgroup_size : 0u;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.key.texel_bindings = texel ? 0b11u : 0u;
