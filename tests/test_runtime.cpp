@@ -255,6 +255,7 @@ TEST_F(VulkanRuntime, SpecMinimumLimits) {
   EXPECT_EQ(l.max_storage_buffer_range, 134217728u);
   EXPECT_EQ(l.max_texel_buffer_elements, 65536u);
   EXPECT_FALSE(l.subgroup_arithmetic);
+  EXPECT_FALSE(l.subgroup_size_control);
   EXPECT_FALSE(l.unified_memory);  // so tensors go through staging
   Tensor t = b->tensor({2, 2, 2048}, DType::f32);
   CommandList cmd = b->commands();
