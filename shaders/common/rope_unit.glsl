@@ -103,9 +103,8 @@ void ROPE_FN(uint row, uint u, Trig tr) {
 #endif
 }
 
-// Units of heads [ha, hb) of |token| (n_heads per token), numbered from |first| across
-// the workgroup: lane |lid| takes units first + lid, first + lid + n_lanes, ... (h, u)
-// advance without a division in the loop.
+// Units of heads [ha, hb) of |token| (n_heads per token), spread over the workgroup's
+// invocations; (h, u) advance without a division in the loop.
 void ROPE_LOOP(uint token, uint n_heads, uint ha, uint hb, uint lid, uint n_lanes) {
     if (ha >= hb) {
         return;
@@ -116,11 +115,24 @@ void ROPE_LOOP(uint token, uint n_heads, uint ha, uint hb, uint lid, uint n_lane
     uint u = lid % units_per_row;
     const uint dh = n_lanes / units_per_row;
     const uint du = n_lanes % units_per_row;
-    // When the unit index stays the same for every row an invocation visits (the usual
-    // case), its cos/sin are read from shared memory once, not once per head.
-    Trig tr = du == 0u ? load_trig(u) : Trig(vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0)));
+    if (du == 0u) {
+        // The usual case: the row's units divide the workgroup, so each invocation keeps one
+        // unit index (its cos/sin read from shared memory once, not once per head), and each
+        // group of units_per_row invocations takes a run of consecutive rows: a subgroup
+        // then walks memory forwards, which hardware prefetchers follow, rather than
+        // jumping dh rows at a time.
+        const Trig tr = load_trig(u);
+        const uint n_rows = hb - ha, groups = dh;
+        const uint per_group = (n_rows + groups - 1u) / groups;
+        const uint g = lid / units_per_row;
+        const uint h_end = min(ha + (g + 1u) * per_group, hb);
+        for (uint hh = ha + g * per_group; hh < h_end; ++hh) {
+            ROPE_FN(token * n_heads + hh, u, tr);
+        }
+        return;
+    }
     for (uint n = lid; n < n_units; n += n_lanes) {
-        ROPE_FN(token * n_heads + h, u, du == 0u ? tr : load_trig(u));
+        ROPE_FN(token * n_heads + h, u, load_trig(u));
         u += du;
         h += dh;
         if (u >= units_per_row) {
