@@ -16,8 +16,9 @@
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
 // kv head) over one range of keys. Each invocation owns EPL consecutive dims (4 floats or
 // 8 halves: 16 bytes, one load per key), and the workgroup is KEY_GROUPS groups of
-// invocations covering a whole v row, each group taking every KEY_GROUPS-th batch of 8
-// keys; the groups' sums meet in shared memory at the end. A group's invocations read the
+// invocations covering a whole v row, each group taking a run of consecutive batches of 8
+// keys (so its loads walk forwards, as prefetchers like); the groups' sums meet in shared
+// memory at the end. A group's invocations read the
 // same probabilities (a broadcast) and coalesced v rows. A batch whose probabilities are
 // all 0 for the tile (masked: the future of a causal row, another sequence) is skipped
 // without touching v, and a key no row sees contributes nothing: hidden slots may hold
@@ -104,7 +105,10 @@ void main() {
     // one by one between the sums, each key's miss stalls the loop on CPU devices; GPUs
     // hide latency better with more loads in flight too).
     const uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
-    for (uint j = split * pc.keys_per_split + key_group * 8u; j < j_end; j += KEY_GROUPS * 8u) {
+    const uint j_begin = split * pc.keys_per_split;
+    const uint n_batches = (j_end - j_begin + 7u) / 8u, per_group = (n_batches + KEY_GROUPS - 1u) / KEY_GROUPS;
+    const uint jg_end = min(j_begin + (key_group + 1u) * per_group * 8u, j_end);
+    for (uint j = j_begin + key_group * per_group * 8u; j < jg_end; j += 8u) {
         vec4 p[ROWS][2];
         bool any = false;
         for (uint r = 0u; r < ROWS; ++r) {
