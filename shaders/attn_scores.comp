@@ -128,8 +128,6 @@ void main() {
     const uint d4 = (pc.head_dim + 3u) / 4u;
     const uint row0 = row_tile * pc.rows_per_wg;
     const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
-    const uint seq0 = pc.k_meta_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
-    const uint k_meta = seq0 * pc.k_meta_stride;
 
     // Where each row starts in q, its token's position and sequence (rows past the tile
     // repeat the last one: their results are never written).
@@ -141,12 +139,13 @@ void main() {
         q_pos[r] = meta[pc.off_q_pos + tok[r]];
         q_seq[r] = meta[pc.off_q_seq + tok[r]];
     }
+    // With cache keys a tile holds one sequence's rows and reads that sequence's keys.
+    const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
+    const uint k_meta = seq0 * pc.k_meta_stride;
     // 1. Query rows into shared memory (zero past head_dim), unless read directly.
     for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
-        const uint row = row0 + r;
-        const uint q_row = ((row / pc.group) * pc.n_heads + kv_head * pc.group + row % pc.group) * pc.head_dim;
-        q_tile[i] = load_q_4(q_row + 4u * c, q_row + pc.head_dim);
+        q_tile[i] = load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim);
     }
     barrier();
     const uint half_rot = pc.rotary_dim / 2u;
@@ -154,7 +153,7 @@ void main() {
         // Rotate the query rows in place by their in-cache positions.
         for (uint i = lid; i < n_rows * half_rot; i += n_lanes) {
             const uint r = i / half_rot, pair = i - r * half_rot;
-            const vec2 cs = rope_cos_sin(uint(meta[pc.off_q_cpos + (row0 + r) / pc.group]), turns[pair]);
+            const vec2 cs = rope_cos_sin(uint(meta[pc.off_q_cpos + tok[r]]), turns[pair]);
             const uint a = ROPE_INTERLEAVED ? 2u * pair : pair;
             const uint b = ROPE_INTERLEAVED ? a + 1u : a + half_rot;
             const float xa = q_tile[r * d4 + a / 4u][a & 3u], xb = q_tile[r * d4 + b / 4u][b & 3u];
@@ -236,10 +235,6 @@ void main() {
 #ifdef VKATTN_SHUFFLE
         // Lanes hand values round, so the whole subgroup runs the loop if any lane works.
         const uint n8 = subgroupAny(work) ? pc.head_dim / 8u : 0u;
-#else
-        const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
-#endif
-#ifdef VKATTN_SHUFFLE
         // The step's query texels: TPR per row (8 dims: two texels of f32, one of f16),
         // NT in all; lane l holds texels l, l + SG, ... (the last repeated past NT).
         const uint TPR = Q_F16 ? 1u : 2u, NT = ROWS * TPR, NSLOT = (NT + SG - 1u) / SG;
@@ -253,6 +248,8 @@ void main() {
             }
             my_q[k] = base / (Q_F16 ? 8u : 4u) + n % TPR;
         }
+#else
+        const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
 #endif
         for (uint c = 0u; c < n8; ++c) {
             vec4 a[KEYS], b[KEYS];

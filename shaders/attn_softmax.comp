@@ -32,14 +32,23 @@ layout(constant_id = 4) const uint SUBGROUP_ROWS = 0;
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer s_texels;
-vec4 scores_4(uint i) { return uintBitsToFloat(texelFetch(s_texels, int(i))); }
-float scores_1(uint e) { return uintBitsToFloat(texelFetch(s_texels, int(e >> 2))[e & 3u]); }
+#define TL_TEXELS s_texels
 #else
-layout(std430, binding = 0) readonly buffer S { float scores[]; };
-layout(std430, binding = 0) readonly buffer S4 { vec4 scores4[]; };
-vec4 scores_4(uint i) { return scores4[i]; }
-float scores_1(uint e) { return scores[e]; }
+layout(std430, binding = 0) readonly buffer S { uint s_words[]; };
+layout(std430, binding = 0) readonly buffer S2 { uvec2 s_words2[]; };
+layout(std430, binding = 0) readonly buffer S4 { uvec4 s_words4[]; };
 #endif
+// Scores are f32 and only read as whole vec4s when VEC4.
+#define TL_ALIGNED true
+#define TL_WORDS s_words
+#define TL_WORDS2 s_words2
+#define TL_WORDS4 s_words4
+#define TL_F16 false
+#define TL_FN load_s
+#include "tensor_load.glsl"
+vec4 scores_4(uint i) { return load_s_4(4u * i, 0u); }  // vec4 i
+float scores_1(uint e) { return load_s_1(e); }
+
 layout(std430, binding = 1) writeonly buffer P { float probs[]; };
 layout(std430, binding = 1) writeonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };

@@ -43,17 +43,13 @@ const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer p_texels;
 layout(binding = 1) uniform usamplerBuffer v_texels;
-vec4 probs_4(uint i) { return uintBitsToFloat(texelFetch(p_texels, int(i))); }
-float probs_1(uint e) { return uintBitsToFloat(texelFetch(p_texels, int(e >> 2))[e & 3u]); }
-#define TL_TEXELS v_texels
 #else
-layout(std430, binding = 0) readonly buffer P { float probs[]; };
-layout(std430, binding = 0) readonly buffer P4 { vec4 probs4[]; };
+layout(std430, binding = 0) readonly buffer P { uint p_words[]; };
+layout(std430, binding = 0) readonly buffer P2 { uvec2 p_words2[]; };
+layout(std430, binding = 0) readonly buffer P4 { uvec4 p_words4[]; };
 layout(std430, binding = 1) readonly buffer V { uint v_words[]; };
 layout(std430, binding = 1) readonly buffer V2 { uvec2 v_words2[]; };
 layout(std430, binding = 1) readonly buffer V4 { uvec4 v_words4[]; };
-vec4 probs_4(uint i) { return probs4[i]; }
-float probs_1(uint e) { return probs[e]; }
 #endif
 layout(std430, binding = 2) writeonly buffer O { float out_[]; };
 layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
@@ -62,6 +58,28 @@ layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 shared vec4 partial[gl_WorkGroupSize.x * 2u];
 
 #include "attn_rows.glsl"
+
+// Probabilities are f32 and read as whole vec4s only when P_VEC4.
+#ifdef VKATTN_TEXEL
+#define TL_TEXELS p_texels
+#endif
+#define TL_ALIGNED true
+#define TL_WORDS p_words
+#define TL_WORDS2 p_words2
+#define TL_WORDS4 p_words4
+#define TL_F16 false
+#define TL_FN load_p
+#include "tensor_load.glsl"
+#undef TL_ALIGNED
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_F16
+#undef TL_FN
+#ifdef VKATTN_TEXEL
+#undef TL_TEXELS
+#define TL_TEXELS v_texels
+#endif
 
 #define TL_ALIGNED VEC
 #define TL_WORDS v_words
@@ -98,7 +116,7 @@ void main() {
         acc_lo[r] = vec4(0.0);
         acc_hi[r] = vec4(0.0);
     }
-    const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + row0 / pc.group]) : 0u;
+    const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + tok[0]]) : 0u;
     const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
     // Keys go in batches of 8 per key group: the probabilities, then all 8 v rows, then the
     // sums. The v loads do not depend on each other, so their cache misses overlap (loaded
@@ -115,10 +133,10 @@ void main() {
             for (uint h = 0u; h < 2u; ++h) {
                 const uint jh = j + 4u * h;
                 if (P_VEC4) {  // n_keys % 4 == 0, and j_end too
-                    p[r][h] = jh < j_end ? probs_4((p_row[r] + jh) / 4u) : vec4(0.0);
+                    p[r][h] = jh < j_end ? load_p_4(p_row[r] + jh, 0u) : vec4(0.0);
                 } else {
                     for (uint i = 0u; i < 4u; ++i) {
-                        p[r][h][i] = jh + i < j_end ? probs_1(p_row[r] + jh + i) : 0.0;
+                        p[r][h][i] = jh + i < j_end ? load_p_1(p_row[r] + jh + i) : 0.0;
                     }
                 }
                 any = any || p[r][h] != vec4(0.0);

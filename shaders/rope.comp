@@ -48,23 +48,18 @@ layout(std430, binding = 3) readonly buffer Turns { uvec2 turns[]; };
 // says why) and written through the storage buffers. Only for UNIT == ROPE_UNIT_VEC4, where
 // each invocation reads and writes whole vectors of its own, so no invocation reads what
 // another writes.
+// ROPE_READ4(v) reads vector v of the tensor ROPE_SRC names (its texel view or its
+// vector storage-buffer view).
 #ifdef VKATTN_TEXEL
 layout(binding = 4) uniform usamplerBuffer q_texels;
 layout(binding = 5) uniform usamplerBuffer k_texels;
-#define ROPE_FETCH(T, v) ELEM4(TEXEL_CAST(texelFetch(T, int(v))))
-#else
-#define ROPE_FETCH(T, v) T[v]
-#endif
 #ifdef VKATTN_F16
-#define TEXEL_CAST(x) (x)
+#define ROPE_READ4(v) texelFetch(ROPE_SRC, int(v))
 #else
-#define TEXEL_CAST(x) uintBitsToFloat(x)
+#define ROPE_READ4(v) uintBitsToFloat(texelFetch(ROPE_SRC, int(v)))
 #endif
-
-#ifdef VKATTN_F16
-uvec4 vec4_of(uvec4 w) { return w; }
 #else
-vec4 vec4_of(vec4 x) { return x; }
+#define ROPE_READ4(v) ROPE_SRC[v]
 #endif
 
 // cos/sin of the token's pairs, laid out so that a unit reads them as whole vectors:
@@ -124,9 +119,9 @@ Trig load_trig(uint u) {
 #define ROPE_BUF q
 #define ROPE_BUF4 q4
 #ifdef VKATTN_TEXEL
-#define ROPE_READ4(v) vec4_of(ROPE_FETCH(q_texels, v))
+#define ROPE_SRC q_texels
 #else
-#define ROPE_READ4(v) vec4_of(q4[v])
+#define ROPE_SRC q4
 #endif
 #define ROPE_FN rotate_q
 #define ROPE_LOOP rotate_q_heads
@@ -135,13 +130,13 @@ Trig load_trig(uint u) {
 #undef ROPE_BUF4
 #undef ROPE_FN
 #undef ROPE_LOOP
-#undef ROPE_READ4
+#undef ROPE_SRC
 #define ROPE_BUF k
 #define ROPE_BUF4 k4
 #ifdef VKATTN_TEXEL
-#define ROPE_READ4(v) vec4_of(ROPE_FETCH(k_texels, v))
+#define ROPE_SRC k_texels
 #else
-#define ROPE_READ4(v) vec4_of(k4[v])
+#define ROPE_SRC k4
 #endif
 #define ROPE_FN rotate_k
 #define ROPE_LOOP rotate_k_heads

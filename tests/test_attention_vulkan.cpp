@@ -128,21 +128,13 @@ TEST_P(AttentionVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam())
 TEST_P(AttentionVulkanVsCpu, MatchesAtSpecMinimumLimits) {
   DeviceOptions options = test_options();
   options.cap_limits = spec_minimum_limits();
-  std::string why;
-  auto gpu = try_backend(BackendKind::vulkan, options, why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  expect_matches(*gpu, *cpu_, GetParam());
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  on_vulkan(options, [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
 }
 
 // The same with every input read through storage buffers, as on devices whose
 // maxTexelBufferElements is too small for the tensors.
 TEST_P(AttentionVulkanVsCpu, MatchesThroughStorageBuffers) {
-  std::string why;
-  auto gpu = try_backend(BackendKind::vulkan, storage_buffer_options(), why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  expect_matches(*gpu, *cpu_, GetParam());
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  on_vulkan(storage_buffer_options(), [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
 }
 
 // Decode has one row tile per KV head, so the weighted sum splits its keys across

@@ -202,11 +202,8 @@ TEST_P(RopeVulkanVsCpu, Matches) {
 
 // The same with texel reads off: every unit reads and writes through storage buffers.
 TEST_P(RopeVulkanVsCpu, MatchesThroughStorageBuffers) {
-  std::string why;
-  auto gpu = try_backend(BackendKind::vulkan, storage_buffer_options(), why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  EXPECT_EQ(expect_matches(*gpu, *cpu_, GetParam()).texel_reads, 0u);
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  on_vulkan(storage_buffer_options(),
+            [&](Backend& gpu) { EXPECT_EQ(expect_matches(gpu, *cpu_, GetParam()).texel_reads, 0u); });
 }
 
 INSTANTIATE_TEST_SUITE_P(

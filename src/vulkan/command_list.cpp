@@ -192,6 +192,11 @@ class VulkanCommandList final : public CommandListImpl {
     for (Dispatch& d : ds) {
       d.groups = std::max<std::uint64_t>(d.groups, 1);
       fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
+      // The pipeline's descriptor types follow the bindings, so the two cannot disagree.
+      d.key.texel_bindings = 0;
+      for (std::size_t b = 0; b < d.bindings.size(); ++b) {
+        if (d.bindings[b].texel) d.key.texel_bindings |= 1u << b;
+      }
     }
     for (Dispatch& d : ds) ops_.push_back(std::move(d));
     encoded_.reset();
@@ -246,9 +251,9 @@ class VulkanCommandList final : public CommandListImpl {
           const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
           infos[b] = {buffer.handle(), 0, buffer.size()};
           if (binding.texel) views[b] = buffer.texel_view();
-          if (binding.texel != (((d.key.texel_bindings >> b) & 1u) != 0) || (binding.texel && !views[b])) {
+          if (binding.texel && !views[b]) {
             throw Error(ErrorCode::unsupported, "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
-                                                 " disagrees with its pipeline about texel buffers",
+                                                 " is a texel buffer but its tensor has no texel view",
                         "encode", 0, current_op());
           }
           const VkBuffer h = buffer.handle();

@@ -258,6 +258,7 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
   queue.queueFamilyIndex = physical.compute_family;
   queue.queueCount = 1;
   queue.pQueuePriorities = &priority;
+  auto info = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
   std::vector<const char*> extensions;
   if (physical.portability_subset) extensions.push_back("VK_KHR_portability_subset");
   auto size_control = vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
@@ -266,10 +267,8 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
     extensions.push_back("VK_EXT_subgroup_size_control");
     size_control.subgroupSizeControl = VK_TRUE;
     size_control.computeFullSubgroups = VK_TRUE;
+    info.pNext = &size_control;
   }
-
-  auto info = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
-  if (physical.subgroup_size_control) info.pNext = &size_control;
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;
   info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());

@@ -32,7 +32,8 @@ struct PipelineKey {
   std::uint32_t n_bindings;   // descriptors at bindings 0..n-1: storage buffers, but
   std::uint32_t push_bytes;   // push-constant block size
   std::vector<std::uint32_t> spec;
-  std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
+  std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer (set by
+                                     // the command list from the bindings' texel flags)
   std::uint32_t subgroup_size = 0;   // required, with full subgroups (needs
                                      // DeviceLimits::subgroup_size_control); 0: any
   auto operator<=>(const PipelineKey&) const = default;

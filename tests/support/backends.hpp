@@ -106,6 +106,16 @@ class VulkanVsCpuTest : public ::testing::Test {
     if (!gpu_) return;
     for (const auto& m : gpu_->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
+  // Runs |body| on a second Vulkan backend made with |options| (other limits), with the
+  // same skip-or-fail and validation checks as gpu_.
+  template <class Body>
+  void on_vulkan(const DeviceOptions& options, Body&& body) {
+    std::string why;
+    auto gpu = try_backend(BackendKind::vulkan, options, why);
+    VKATTN_REQUIRE_BACKEND(gpu, why);
+    body(*gpu);
+    for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  }
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 

@@ -131,7 +131,6 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   d.key.subgroup_size = shuffle ? ctx.limits.subgroup_size : 0u;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
-  d.key.texel_bindings = texel ? 0b11u : 0u;
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
                 tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta),
                 params.add(turn_words)};
@@ -182,7 +181,6 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   d.op = "attn_softmax";
   d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams),
            {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, subgroup_rows ? rows_per_wg : 0u}};
-  d.key.texel_bindings = texel ? 1u : 0u;
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(sink_bits)};
   d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u});
@@ -239,7 +237,6 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   d.op = "attn_weighted_sum";
   d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
            {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
-  d.key.texel_bindings = texel ? 0b11u : 0u;
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(meta)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,

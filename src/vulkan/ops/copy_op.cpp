@@ -15,7 +15,6 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
   Dispatch d;
   d.op = "copy";
   d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u}};
-  d.key.texel_bindings = texel ? 1u : 0u;
   const auto count = static_cast<std::uint32_t>(words / unit);
   d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
   d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_word / unit),

@@ -69,7 +69,6 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
                                 : (f16 ? KernelId::rope_f16 : KernelId::rope_f32);
   // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
   d.key = {kernel, texel ? 6u : 4u, sizeof(shader::RopeParams), {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
-  d.key.texel_bindings = texel ? 0b110000u : 0u;
   const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
   d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(pos_words), params.add(turn_words)};
   if (texel) {
