@@ -112,6 +112,7 @@ const bool Q_DIRECT = !ROPE_ON_READ;
 const bool Q_DIRECT = false;
 #endif
 #include "attn_rows.glsl"
+#include "attn_visible.glsl"
 shared vec4 q_tile[Q_VEC4];
 
 void main() {
@@ -181,9 +182,7 @@ void main() {
         key_pos[i] = k_pos;
         const int k_seq = meta[pc.off_k_seq + k_meta + j];
         for (uint r = 0u; r < ROWS; ++r) {
-            const int distance = q_pos[r] - k_pos;  // in (-2^31, 2^31)
-            if (r < n_rows && q_seq[r] == k_seq &&
-                (pc.causal == 0u || distance >= 0) && (pc.window == 0u || distance < int(pc.window))) {
+            if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
                 visible[i] |= 1u << r;
             }
         }
@@ -313,8 +312,9 @@ void main() {
         }
     }
 
-    // 4. Soft-capping and biases on visible entries, -inf elsewhere; written 16 bytes at a
-    //    time when rows start on 4 keys (S_VEC4), each store's address computed once.
+    // 4. Scale, soft-capping and biases on visible entries (attn_visible.glsl), -inf
+    //    elsewhere; written 16 bytes at a time when rows start on 4 keys (S_VEC4), each
+    //    store's address computed once.
     for (uint r = 0u; r < ROWS; ++r) {
         if (r >= n_rows) {
             break;  // uniform
@@ -323,20 +323,9 @@ void main() {
         const float slope = pc.has_alibi != 0u ? uintBitsToFloat(uint(meta[pc.off_slopes + head[r]])) : 0.0;
         float sc[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
-            float s = -1.0 / 0.0;  // -inf
-            if ((visible[i] & (1u << r)) != 0u) {
-                s = pc.scale * acc[r * KEYS + i];
-                if (pc.softcap > 0.0) {
-                    s = pc.softcap * tanh(s / pc.softcap);
-                }
-                if (pc.has_alibi != 0u) {
-                    s += slope * float(key_pos[i] - q_pos[r]);
-                }
-                if (pc.has_mask != 0u) {
-                    s += mask[tok[r] * pc.n_keys + key0 + i];
-                }
-            }
-            sc[i] = s;
+            sc[i] = (visible[i] & (1u << r)) != 0u
+                        ? visible_score(acc[r * KEYS + i], tok[r], q_pos[r], key0 + i, key_pos[i], slope)
+                        : -1.0 / 0.0;  // -inf
         }
         for (uint i = 0u; i < KEYS; i += S_VEC4 ? 4u : 1u) {
             if (key0 + i >= pc.n_keys) {

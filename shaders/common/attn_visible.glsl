@@ -1,0 +1,30 @@
+// Which keys a query sees, and a visible key's score from its dot product: the rules of
+// attn_scores, shared by every kernel that computes scores (the three-stage scores and
+// the fused kernel) so that they cannot drift apart.
+// Needs pc.causal, pc.window, pc.scale, pc.softcap, pc.has_alibi, pc.has_mask, pc.n_keys,
+// and the includer's `float mask[]` binding (read only when pc.has_mask != 0).
+#ifndef VKATTN_ATTN_VISIBLE_GLSL
+#define VKATTN_ATTN_VISIBLE_GLSL
+
+// Same sequence; not in the future when causal; within the window when there is one.
+bool key_visible(int q_pos, int q_seq, int k_pos, int k_seq) {
+    const int distance = q_pos - k_pos;  // in (-2^31, 2^31): positions are in [0, 2^31)
+    return q_seq == k_seq && (pc.causal == 0u || distance >= 0) && (pc.window == 0u || distance < int(pc.window));
+}
+
+// scale, then soft-capping, the ALiBi bias and the additive mask (row |token|, key |key|).
+float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float slope) {
+    float s = pc.scale * dot;
+    if (pc.softcap > 0.0) {
+        s = pc.softcap * tanh(s / pc.softcap);
+    }
+    if (pc.has_alibi != 0u) {
+        s += slope * float(k_pos - q_pos);
+    }
+    if (pc.has_mask != 0u) {
+        s += mask[token * pc.n_keys + key];
+    }
+    return s;
+}
+
+#endif
