@@ -233,6 +233,20 @@ TEST_P(AttentionErrors, BadArguments) {
   Tensor square = t({2, 2, 8}), v8 = t({8, 1, 8});
   expect_invalid([&] { cmd.attn_weighted_sum(square, v8, square); }, {"out", "the probs tensor"});
 
+  // Fused attention: the stages' checks under its own name, and v the shape of k.
+  auto fused = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv, Tensor& oo, const AttentionConfig& cfg,
+                   const Tensor* m = nullptr) { cmd.attention(qq, kk, vv, oo, tok, cfg, m); };
+  expect_invalid([&] { fused(q, k6, v, out, {}); }, {"attention: k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
+  expect_invalid([&] { fused(q, k, v2, out, {}); }, {"attention: v.shape[1]", "2", "k.shape[1] = 1"});
+  expect_invalid([&] { fused(q, k, v5, out, {}); }, {"attention: v.shape[0]", "5", "n_keys = probs.shape[2] = 4"});
+  expect_invalid([&] { fused(q, k, v, out3, {}); }, {"attention: out.shape", "[3, 2, 8]", "[2, 2, 8]"});
+  expect_invalid([&] { fused(q, k, v, out, {.window = 0u}); }, {"attention: config.window", "0"});
+  expect_invalid([&] { fused(q, k, v, out, {.sinks = {1, 2, 3}}); }, {"attention: config.sinks.size()", "3"});
+  expect_invalid([&] { fused(q, k, v, out, {}, &mask5); }, {"attention: mask.shape", "[2, 5]", "[2, 4]"});
+  expect_invalid([&] { fused(q, k, v, q, {}); }, {"attention: out", "a tensor other than q, k and v"});
+  expect_invalid([&] { fused(q, k, v, out_f16, {}); }, {"attention: out.dtype", "f16", "f32"});
+  expect_invalid([&] { fused(q, foreign, v, out, {}); }, {"attention: k", "another backend"});
+
   EXPECT_EQ(cmd.stats().ops, 1u);
 }
 
@@ -357,6 +371,13 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { sc(q, scores, {qp}, {}, &mask5); }, {"mask.shape = [1, 5]", "[1, 6]"});
   bad([&] { cmd.attn_scores(q, foreign, scores, {qp}); }, {"attn_scores: cache = a cache of another backend"});
   bad([&] { cmd.attn_scores(q, empty_cache, scores, {qp}); }, {"cache = an empty KvCache"});
+  bad([&] { cmd.attention(q, foreign, out, {qp}); }, {"attention: cache = a cache of another backend"});
+  bad([&] { cmd.attention(q_dim, cache, out, {.q_positions = qp, .q_seq_ids = P{0}}); },
+      {"attention: q.shape[2] = 6", "cache head_dim = 8"});
+  bad([&] { cmd.attention(q, cache, out, {.q_positions = qp}); }, {"attention: tokens.q_seq_ids = empty", "n_seqs = 2"});
+  bad([&] { cmd.attention(q, cache, scores, {.q_positions = qp, .q_seq_ids = P{0}}); },
+      {"attention: out.shape = [1, 2, 6]", "[1, 2, 8]"});
+  bad([&] { cmd.attention(q, cache, q, {.q_positions = qp, .q_seq_ids = P{0}}); }, {"attention: out = q"});
   Tensor p5 = t({1, 2, 5}), out_dim = t({1, 2, 6}), out2 = t({2, 2, 8});
   bad([&] { cmd.attn_weighted_sum(p5, cache, out); }, {"attn_weighted_sum: v.shape[0] = 6", "probs.shape[2] = 5"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out_dim); }, {"head_dim = out.shape[2] = 6"});

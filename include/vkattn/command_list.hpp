@@ -100,6 +100,18 @@ class CommandList {
   void attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
                          std::span<const std::int32_t> q_seq_ids = {});
 
+  // Attention in one op: out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v, with
+  // the scores, visibility, biases and sinks of attn_scores and attn_softmax (the same
+  // arguments, checked the same way), without writing scores or probabilities anywhere.
+  // v: the shape of k (its dtype may differ). On Vulkan a fused flash-attention kernel
+  // (README: Fused attention); a KvRope::on_read cache runs the three stages internally.
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
+                 const AttentionConfig& config = {}, const Tensor* mask = nullptr);
+  // The same over a cache's keys and values, as attn_scores and attn_weighted_sum on a
+  // cache (tokens.q_seq_ids as there).
+  void attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
+                 const AttentionConfig& config = {}, const Tensor* mask = nullptr);
+
   // Runs everything recorded so far and waits for it.
   void submit_and_wait();
 

@@ -105,6 +105,48 @@ VKATTN_PUSH_CONSTANTS(AttnWsumReduceParams) {
 } VKATTN_PC_INSTANCE;
 #endif
 
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_FUSED)
+VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
+    uint n_tokens;
+    uint n_heads;
+    uint n_keys;
+    uint head_dim;
+    uint group;
+    uint rows_per_wg;
+    uint row_tiles;
+    uint key_splits;      // workgroups per row tile, each over its own range of keys
+    uint k_key_stride;    // elements between keys, kv heads and sequences: k and v alike
+    uint k_head_stride;
+    uint k_seq_stride;
+    uint k_meta_stride;   // k_pos/k_seq entries between sequences; 0 for plain keys
+    float scale;
+    float softcap;
+    uint causal;
+    uint window;
+    uint has_mask;
+    uint has_alibi;
+    uint off_q_pos;       // word offsets into the meta binding, as for AttnScoresParams
+    uint off_q_seq;
+    uint off_k_pos;
+    uint off_k_seq;
+    uint off_slopes;
+    uint keys_per_split;  // a multiple of the workgroup size
+    uint has_sinks;
+    uint ml_offset;       // key_splits > 1: word offset of the splits' (max, sum) pairs
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_FUSED_COMBINE)
+VKATTN_PUSH_CONSTANTS(AttnFusedCombineParams) {
+    uint n_rows;          // n_tokens * n_heads
+    uint n_heads;
+    uint head_dim;
+    uint splits;
+    uint has_sinks;
+    uint ml_offset;
+} VKATTN_PC_INSTANCE;
+#endif
+
 #if defined(__cplusplus) || defined(VKATTN_WANT_KV_APPEND)
 VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint n_tokens;

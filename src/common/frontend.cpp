@@ -140,6 +140,31 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   impl_->attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, q_seq_ids));
 }
 
+void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                            const AttentionTokens& tokens, const AttentionConfig& config, const Tensor* mask) {
+  const char* op = "attention";
+  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl_->owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl_->owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  std::shared_ptr<detail::TensorImpl> tm;
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), tokens, config);
+  impl_->attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks));
+}
+
+void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
+                            const AttentionConfig& config, const Tensor* mask) {
+  const char* op = "attention";
+  const auto& c = check_cache(op, cache, impl_->owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  std::shared_ptr<detail::TensorImpl> tm;
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);
+  impl_->attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks));
+}
+
 void CommandList::submit_and_wait() { impl_->submit_and_wait(); }
 std::vector<OpTiming> CommandList::timings() const { return impl_->timings(); }
 CommandStats CommandList::stats() const { return impl_->stats(); }

@@ -228,8 +228,8 @@ void check_per_head(const char* op, const char* name, const std::vector<float>& 
 }  // namespace
 
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
-                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config) {
-  const char* op = "attn_scores";
+                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
+                               const char* op) {
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_rank3(op, "k", k, "[n_keys, n_kv_heads, head_dim]");
   check_dtype(op, "q", q, true);
@@ -269,8 +269,7 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
 }
 
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs,
-                                      const AttentionConfig& config) {
-  const char* op = "attn_softmax";
+                                      const AttentionConfig& config, const char* op) {
   check_rank3(op, "scores", scores, "[n_tokens, n_heads, n_keys]");
   check_dtype(op, "scores", scores, false);
   check_dtype(op, "probs", probs, false);
@@ -279,8 +278,7 @@ std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl
   return config.sinks;
 }
 
-void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out) {
-  const char* op = "attn_weighted_sum";
+void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out, const char* op) {
   check_rank3(op, "probs", probs, "[n_tokens, n_heads, n_keys]");
   check_rank3(op, "v", v, "[n_keys, n_kv_heads, head_dim]");
   check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
@@ -365,8 +363,7 @@ void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const Tensor
 
 ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
                                      const TensorImpl* mask, const AttentionTokens& tokens,
-                                     const AttentionConfig& config) {
-  const char* op = "attn_scores";
+                                     const AttentionConfig& config, const char* op) {
   const auto& c = cache.config;
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_dtype(op, "q", q, true);
@@ -384,7 +381,7 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
   AttentionTokens plain = tokens;
   plain.k_positions = k_pos;
   const TensorImpl keys(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
-  ScoresParams p = check_attn_scores(q, keys, scores, mask, plain, config);
+  ScoresParams p = check_attn_scores(q, keys, scores, mask, plain, config, op);
   if (tokens.q_seq_ids.empty() && c.n_seqs > 1) {
     throw InvalidArgument(op, "tokens.q_seq_ids", "empty",
                           "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
@@ -417,11 +414,11 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
 }
 
 std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
-                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids) {
-  const char* op = "attn_weighted_sum";
+                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids,
+                                                        const char* op) {
   const auto& c = cache.config;
   const TensorImpl values(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
-  check_attn_weighted_sum(probs, values, out);
+  check_attn_weighted_sum(probs, values, out, op);
   if (q_seq_ids.empty() && c.n_seqs > 1) {
     throw InvalidArgument(op, "q_seq_ids", "empty",
                           "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
@@ -434,6 +431,42 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
     }
   }
   return seq;
+}
+
+AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
+                              const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config) {
+  const char* op = "attention";
+  check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
+  check_rank3(op, "k", k, "[n_keys, n_kv_heads, head_dim]");
+  // The stages' checks, against stand-ins for the scores and probabilities.
+  const TensorImpl scores(nullptr, {q.shape[0], q.shape[1], k.shape[0]}, DType::f32);
+  AttentionArgs a{check_attn_scores(q, k, scores, mask, tokens, config, op), check_attn_softmax(scores, scores, config, op)};
+  check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
+  check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
+  check_attn_weighted_sum(scores, v, out, op);
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    if (v.shape[i] != k.shape[i]) {
+      throw InvalidArgument(op, "v.shape[" + std::to_string(i) + "]", std::to_string(v.shape[i]),
+                            "k.shape[" + std::to_string(i) + "] = " + std::to_string(k.shape[i]));
+    }
+  }
+  if (&out == &q || &out == &k || &out == &v) throw InvalidArgument(op, "out", "an input", "a tensor other than q, k and v");
+  return a;
+}
+
+AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& out,
+                                    const TensorImpl* mask, const AttentionTokens& tokens,
+                                    const AttentionConfig& config) {
+  const char* op = "attention";
+  check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
+  const TensorImpl scores(nullptr, {q.shape[0], q.shape[1], cache.config.capacity}, DType::f32);
+  AttentionArgs a{check_attn_scores_cache(q, cache, scores, mask, tokens, config, op),
+                  check_attn_softmax(scores, scores, config, op)};
+  check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
+  check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
+  check_attn_weighted_sum_cache(scores, cache, out, tokens.q_seq_ids, op);
+  if (&out == &q) throw InvalidArgument(op, "out", "q", "a tensor other than q");
+  return a;
 }
 
 }  // namespace vkattn::detail

@@ -44,6 +44,62 @@ void from_floats(CpuTensor& t, const std::vector<float>& f) {
   }
 }
 
+// The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
+// [capacity, n_kv_heads, head_dim] the reference takes.
+std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
+  const std::size_t n = cache.config.capacity * cache.config.n_kv_heads * cache.config.head_dim;
+  return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
+}
+
+// Scores [n_tokens, n_heads, capacity] over a cache: one token at a time against its own
+// sequence's slots.
+std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+  const auto& c = cache.config;
+  const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
+  const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
+  const std::vector<float> mf = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+  std::vector<float> out(q->shape[0] * n_heads * n);
+  for (std::size_t t = 0; t < q->shape[0]; ++t) {
+    const auto seq = static_cast<std::size_t>(params.q_seq[t]);
+    ScoresParams one = params;
+    one.q_pos = {params.q_pos[t]};
+    one.q_seq = {params.q_seq[t]};
+    one.k_pos.assign(params.k_pos.begin() + static_cast<std::ptrdiff_t>(seq * n),
+                     params.k_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
+    one.k_seq.assign(params.k_seq.begin() + static_cast<std::ptrdiff_t>(seq * n),
+                     params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
+    const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
+    std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
+    std::vector<float> keys = sequence_rows(cache, kf, seq);
+    if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
+      const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
+      const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
+      ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
+      ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
+    }
+    ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads,
+                     n, d, one);
+  }
+  return out;
+}
+
+// out [n_tokens, n_heads, head_dim] from probabilities over a cache's slots, each token
+// reading its own sequence's values.
+std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
+                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
+  const auto& c = cache.config;
+  const std::size_t d = c.head_dim, n = c.capacity;
+  const std::vector<float> vf = to_floats(cpu(cache.v));
+  std::vector<float> o(n_tokens * n_heads * d);
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
+                           sequence_rows(cache, vf, static_cast<std::size_t>(q_seq[t])),
+                           std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, n, d);
+  }
+  return o;
+}
+
 class CpuCommandList final : public CommandListImpl {
  public:
   CpuCommandList(const void* owner, bool timestamps) : owner_(owner), timestamps_(timestamps) {}
@@ -129,63 +185,48 @@ class CpuCommandList final : public CommandListImpl {
                     }});
   }
 
-  // The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
-  // [capacity, n_kv_heads, head_dim] the reference takes.
-  static std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
-    const std::size_t n = cache.config.capacity * cache.config.n_kv_heads * cache.config.head_dim;
-    return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
-  }
-
   void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
                          std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                          const ScoresParams& params) override {
     ops_.push_back({"attn_scores", [q, cache, scores, mask, params] {
-                      // One token at a time against its own sequence's slots.
-                      const auto& c = cache->config;
-                      const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
-                      const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache->k));
-                      const std::vector<float> mf = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-                      std::vector<float> out(scores->numel);
-                      for (std::size_t t = 0; t < q->shape[0]; ++t) {
-                        const auto seq = static_cast<std::size_t>(params.q_seq[t]);
-                        ScoresParams one = params;
-                        one.q_pos = {params.q_pos[t]};
-                        one.q_seq = {params.q_seq[t]};
-                        one.k_pos.assign(params.k_pos.begin() + static_cast<std::ptrdiff_t>(seq * n),
-                                         params.k_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
-                        one.k_seq.assign(params.k_seq.begin() + static_cast<std::ptrdiff_t>(seq * n),
-                                         params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
-                        const std::span<const float> m =
-                            mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
-                        std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
-                        std::vector<float> keys = sequence_rows(*cache, kf, seq);
-                        if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
-                          const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
-                          const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
-                          ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
-                          ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
-                        }
-                        ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1,
-                                         n_heads, c.n_kv_heads, n, d, one);
-                      }
-                      from_floats(cpu(scores), out);
+                      from_floats(cpu(scores), cache_scores(q, *cache, mask, params));
                     }});
   }
 
   void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
     ops_.push_back({"attn_weighted_sum", [probs, cache, out, q_seq = std::move(q_seq)] {
-                      const auto& c = cache->config;
-                      const std::size_t n_heads = probs->shape[1], d = c.head_dim, n = c.capacity;
-                      const std::vector<float> pf = to_floats(cpu(probs)), vf = to_floats(cpu(cache->v));
-                      std::vector<float> o(out->numel);
-                      for (std::size_t t = 0; t < probs->shape[0]; ++t) {
-                        ref::attn_weighted_sum(std::span<const float>(&pf[t * n_heads * n], n_heads * n),
-                                               sequence_rows(*cache, vf, static_cast<std::size_t>(q_seq[t])),
-                                               std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads,
-                                               c.n_kv_heads, n, d);
-                      }
+                      from_floats(cpu(out), cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1],
+                                                               *cache, q_seq));
+                    }});
+  }
+
+  // The three stages in a row, on temporaries.
+  void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                 std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
+                 std::vector<float> sinks) override {
+    ops_.push_back({"attention", [q, k, v, out, mask, params, sinks = std::move(sinks)] {
+                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], n_kv_heads = k->shape[1];
+                      const std::size_t n_keys = k->shape[0], head_dim = q->shape[2];
+                      std::vector<float> scores(n_tokens * n_heads * n_keys), probs(scores.size()), o(out->numel);
+                      const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+                      ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), scores, m, n_tokens, n_heads, n_kv_heads,
+                                       n_keys, head_dim, params);
+                      ref::attn_softmax(scores, probs, n_tokens, n_heads, n_keys, sinks);
+                      ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, n_kv_heads, n_keys,
+                                             head_dim);
                       from_floats(cpu(out), o);
+                    }});
+  }
+
+  void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
+                       std::shared_ptr<TensorImpl> mask, const ScoresParams& params, std::vector<float> sinks) override {
+    ops_.push_back({"attention", [q, cache, out, mask, params, sinks = std::move(sinks)] {
+                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], n = cache->config.capacity;
+                      const std::vector<float> scores = cache_scores(q, *cache, mask, params);
+                      std::vector<float> probs(scores.size());
+                      ref::attn_softmax(scores, probs, n_tokens, n_heads, n, sinks);
+                      from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
                     }});
   }
 

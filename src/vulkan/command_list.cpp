@@ -130,6 +130,23 @@ class VulkanCommandList final : public CommandListImpl {
     });
   }
 
+  void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                 std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                 std::vector<float> sinks) override {
+    with_params([&](ParamArena& arena) {
+      return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), plain_keys(std::move(k)),
+                                  plain_keys(std::move(v)), std::move(out), std::move(mask), p, sinks);
+    });
+  }
+
+  void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
+                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p, std::vector<float> sinks) override {
+    with_params([&](ParamArena& arena) {
+      return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), cache_keys(cache->k),
+                                  cache_keys(cache->v), std::move(out), std::move(mask), p, sinks);
+    });
+  }
+
   void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                  std::vector<std::int32_t> dst_rows) override {
     with_params([&](ParamArena& arena) { return kv_append_dispatch(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows); });
@@ -186,6 +203,11 @@ class VulkanCommandList final : public CommandListImpl {
         scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32);
       return scratch_;
     };
+  }
+
+  // A new f32 tensor for one op's intermediate results (kept alive by its bindings).
+  TempFn temp_fn() {
+    return [this](const Shape& shape) { return std::make_shared<VulkanTensor>(ctx_, shape, DType::f32); };
   }
 
   void add(std::vector<Dispatch> ds) {

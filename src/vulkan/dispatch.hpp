@@ -74,6 +74,23 @@ struct KeySource {
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
 KeySource cache_keys(std::shared_ptr<TensorImpl> t);
 
+// Shared by the attention ops.
+// Largest power of two <= |cap| and <= the device's workgroup limit.
+std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap);
+Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = false);
+// Query rows per tile: up to |cap|; with cache keys (|per_seq|) and tokens of several
+// sequences in the call, a tile stays within one token (a divisor of the group), so it
+// reads one sequence's keys.
+std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
+                        const std::vector<std::int32_t>& q_seq);
+// The kernels' meta binding: positions and sequence ids, ALiBi slopes as float bits, and
+// in-cache positions, at these word offsets.
+struct AttnMeta {
+  std::vector<std::uint32_t> words;
+  std::uint32_t q_pos = 0, q_seq = 0, k_pos = 0, k_seq = 0, slopes = 0, q_cpos = 0, k_cpos = 0;
+};
+AttnMeta attn_meta(const ScoresParams& p);
+
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p);
@@ -89,6 +106,16 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
+// Fused attention: out = softmax(scores) x values without materializing either. One
+// dispatch, or two when the keys are split across workgroups (the second merges the
+// splits from |scratch|). A KvRope::on_read cache takes the three stages instead, through
+// tensors from |temp|.
+using TempFn = std::function<std::shared_ptr<TensorImpl>(const Shape& shape)>;
+std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                           const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
+                                           KeySource values, std::shared_ptr<TensorImpl> out,
+                                           std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                           const std::vector<float>& sinks);
 Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                             std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                             const std::vector<std::int32_t>& dst_rows);

@@ -15,13 +15,13 @@
 #include <string>
 
 #include "common/half.hpp"
+#include "support/attention_io.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 
 namespace vkattn::test {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 using Ids = std::vector<std::int32_t>;
 
 struct Layout {

@@ -24,10 +24,6 @@ constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
 std::uint32_t u32(std::size_t v) { return static_cast<std::uint32_t>(v); }
 
-// Largest power of two <= |cap| and <= the device's workgroup limit.
-std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap) {
-  return std::bit_floor(std::min(cap, ctx.limits.max_workgroup_invocations));
-}
 
 // Whether a kernel of |wg| invocations may hand values between lanes by index: the device
 // has subgroup shuffles and can be made to run whole subgroups of the size it reports
@@ -38,11 +34,15 @@ bool uses_subgroup_shuffles(const DeviceLimits& limits, std::uint32_t wg) {
          wg % sg == 0;
 }
 
-Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = false) {
-  return Binding{std::move(t), 0, 0, write, texel};
+}  // namespace
+
+std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap) {
+  return std::bit_floor(std::min(cap, ctx.limits.max_workgroup_invocations));
 }
 
-}  // namespace
+Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel) {
+  return Binding{std::move(t), 0, 0, write, texel};
+}
 
 KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
   const auto n = u32(t->shape[0]), n_kv = u32(t->shape[1]), d = u32(t->shape[2]);
@@ -54,10 +54,6 @@ KeySource cache_keys(std::shared_ptr<TensorImpl> t) {  // [n_seqs, capacity, n_k
   return {std::move(t), c, n_kv, d, n_kv * d, d, c * n_kv * d, c};
 }
 
-namespace {
-// Query rows per tile: up to kMaxRows; with cache keys and tokens of several sequences in
-// the call, a tile stays within one token (a divisor of the group), so it reads one
-// sequence's keys.
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
                         const std::vector<std::int32_t>& q_seq) {
   std::uint32_t rows = std::min(cap, n_tokens * group);
@@ -68,7 +64,23 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
   }
   return rows;
 }
-}  // namespace
+
+AttnMeta attn_meta(const ScoresParams& p) {
+  AttnMeta m;
+  auto append = [&](const auto& v) {
+    const auto offset = u32(m.words.size());
+    for (auto x : v) m.words.push_back(std::bit_cast<std::uint32_t>(x));
+    return offset;
+  };
+  m.q_pos = append(p.q_pos);
+  m.q_seq = append(p.q_seq);
+  m.k_pos = append(p.k_pos);
+  m.k_seq = append(p.k_seq);
+  m.slopes = append(p.alibi_slopes);
+  m.q_cpos = append(p.q_cpos);
+  m.k_cpos = append(p.k_cpos);
+  return m;
+}
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
@@ -90,17 +102,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t keys_per_lane = rows <= 4 ? 8 : 4;
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
 
-  // Metadata: positions and sequence ids, then ALiBi slopes as float bits.
-  std::vector<std::uint32_t> meta;
-  auto append = [&](const auto& v) {
-    const auto offset = u32(meta.size());
-    for (auto x : v) meta.push_back(std::bit_cast<std::uint32_t>(x));
-    return offset;
-  };
-  const std::uint32_t off_q_pos = append(p.q_pos), off_q_seq = append(p.q_seq);
-  const std::uint32_t off_k_pos = append(p.k_pos), off_k_seq = append(p.k_seq);
-  const std::uint32_t off_slopes = append(p.alibi_slopes);
-  const std::uint32_t off_q_cpos = append(p.q_cpos), off_k_cpos = append(p.k_cpos);
+  const AttnMeta meta = attn_meta(p);
   // KvRope::on_read: the frequency table of the cache's RoPE config.
   std::vector<std::uint32_t> turn_words = {0, 0};
   std::uint32_t rotary_dim = 0;
@@ -132,14 +134,14 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
-                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta),
+                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta.words),
                 params.add(turn_words)};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
-                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, off_q_pos, off_q_seq,
-                                      off_k_pos, off_k_seq, off_slopes, rotary_dim, off_q_cpos, off_k_cpos});
+                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.q_pos, meta.q_seq,
+                                      meta.k_pos, meta.k_seq, meta.slopes, rotary_dim, meta.q_cpos, meta.k_cpos});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }

@@ -1,0 +1,355 @@
+#version 450
+// attn_fused: out[t, h] = sum_j softmax_j(S[t, h, :]) v[j, kvh(h)] in one pass over the keys
+// (flash attention): S exactly as attn_scores computes it (attn_visible.glsl), the softmax
+// of attn_softmax (sinks in the denominator only; a row with no visible key gives zeros),
+// and neither scores nor probabilities leave the workgroup.
+//   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
+//   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
+//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16, V_F16)
+//   binding 3: writeonly float out [n_tokens, n_heads, head_dim]; with key_splits > 1
+//              each split's unnormalized sums [key_splits, n_tokens * n_heads, head_dim],
+//              then from word ml_offset its (running max, sum of exponentials) pairs
+//              [key_splits, n_tokens * n_heads, 2], which attn_fused_combine merges
+//   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
+//   binding 5: readonly int meta: q_pos, q_seq, k_pos, k_seq, ALiBi slopes, as attn_scores
+//   binding 6: readonly float sinks [n_heads] (when has_sinks)
+//   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL), also
+//   the keys per block; spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4); spec 3,
+//   4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7: V_VEC (rows start on 16 bytes:
+//   head_dim % 4 == 0 for f32, % 8 for f16); spec 8: KEY_GROUPS
+//   variants: VKATTN_TEXEL reads q, k and v through texel buffers (tensor_load.glsl);
+//   VKATTN_SUBGROUPS finds a block's maxima with subgroup operations
+//   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
+// A workgroup takes ROWS query rows of one kv head (every query head sharing it, so k and v
+// are read once per kv head) over one range of keys, a block of one key per invocation at
+// a time:
+// 1. each invocation scores its key against the rows, whose queries sit in shared memory
+//    where all invocations read the same address;
+// 2. each row's block maximum (subgroup maxima combined in shared memory, or a scan of the
+//    block's scores without subgroup operations) becomes its running maximum, the same in
+//    every invocation; the running sums are rescaled to it, and each invocation publishes
+//    exp(s - max) of its own key;
+// 3. KEY_GROUPS groups of invocations, each covering one v row in 16-byte units (coalesced),
+//    add up p * v for their share of the block's keys, and the probabilities.
+// Two barriers per block: the next block's step 1 needs no barrier of its own because
+// step 2's barrier has already passed in every invocation. At the end the groups' sums
+// meet in shared memory.
+#extension GL_GOOGLE_include_directive : require
+#ifdef VKATTN_SUBGROUPS
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#define VKATTN_WANT_ATTN_FUSED
+#include "layout.glsl"
+#include "params.h"
+#include "fma_dot.glsl"
+
+layout(constant_id = 1) const uint ROWS = 8;
+layout(constant_id = 2) const uint Q_VEC4 = 256;
+layout(constant_id = 3) const bool Q_F16 = false;
+layout(constant_id = 4) const bool K_F16 = false;
+layout(constant_id = 5) const bool V_F16 = false;
+layout(constant_id = 6) const bool K_VEC = true;
+layout(constant_id = 7) const bool V_VEC = true;
+layout(constant_id = 8) const uint KEY_GROUPS = 1;
+
+const uint EPL = V_F16 ? 8u : 4u;  // v elements per invocation: 16 bytes
+const uint ROWS4 = (ROWS + 3u) / 4u;
+
+#ifdef VKATTN_TEXEL
+layout(binding = 0) uniform usamplerBuffer q_texels;
+layout(binding = 1) uniform usamplerBuffer k_texels;
+layout(binding = 2) uniform usamplerBuffer v_texels;
+#else
+layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
+layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
+layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
+layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
+layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
+layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
+layout(std430, binding = 2) readonly buffer V { uint v_words[]; };
+layout(std430, binding = 2) readonly buffer V2 { uvec2 v_words2[]; };
+layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
+#endif
+layout(std430, binding = 3) writeonly buffer O { float out_[]; };
+layout(std430, binding = 4) readonly buffer M { float mask[]; };
+layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
+layout(std430, binding = 6) readonly buffer Sinks { float sinks[]; };
+
+#define TL_ALIGNED K_VEC  // q rows start on 4 elements whenever k rows do
+#define TL_WORDS q_words
+#define TL_WORDS2 q_words2
+#define TL_WORDS4 q_words4
+#define TL_F16 Q_F16
+#define TL_FN load_q
+#ifdef VKATTN_TEXEL
+#define TL_TEXELS q_texels
+#endif
+#include "tensor_load.glsl"
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_F16
+#undef TL_FN
+#ifdef VKATTN_TEXEL
+#undef TL_TEXELS
+#define TL_TEXELS k_texels
+#endif
+#define TL_WORDS k_words
+#define TL_WORDS2 k_words2
+#define TL_WORDS4 k_words4
+#define TL_F16 K_F16
+#define TL_FN load_k
+#include "tensor_load.glsl"
+#undef TL_ALIGNED
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_F16
+#undef TL_FN
+#ifdef VKATTN_TEXEL
+#undef TL_TEXELS
+#define TL_TEXELS v_texels
+#endif
+#define TL_ALIGNED V_VEC
+#define TL_WORDS v_words
+#define TL_WORDS2 v_words2
+#define TL_WORDS4 v_words4
+#define TL_F16 V_F16
+#define TL_FN load_v
+#include "tensor_load.glsl"
+
+#include "attn_rows.glsl"
+#include "attn_visible.glsl"
+
+shared vec4 q_tile[Q_VEC4];
+// Step 2's exchange: the subgroups' maxima per row, or the block's scores per row.
+shared float red[ROWS * gl_WorkGroupSize.x];
+shared vec4 p_blk[gl_WorkGroupSize.x * ROWS4];  // key i's probabilities at i * ROWS4
+shared vec4 partial[gl_WorkGroupSize.x * 2u];    // the end: groups' sums of one row
+shared float partial_l[gl_WorkGroupSize.x];
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint n_lanes = gl_WorkGroupSize.x;
+    const uint lanes = n_lanes / KEY_GROUPS;  // invocations per v row
+    const uint lane = lid % lanes;            // v dims EPL lane .. EPL lane + EPL - 1
+    const uint key_group = lid / lanes;
+    uint wg = wg_linear_id();
+    const uint split = wg % pc.key_splits;
+    wg /= pc.key_splits;
+    const uint row_tile = wg % pc.row_tiles;
+    const uint kv_head = wg / pc.row_tiles;
+    if (kv_head * pc.group >= pc.n_heads) {
+        return;  // whole workgroup: uniform
+    }
+    const uint d4 = (pc.head_dim + 3u) / 4u;
+    const uint row0 = row_tile * pc.rows_per_wg;
+    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
+
+    uint tok[ROWS], head[ROWS];
+    int q_pos[ROWS], q_seq[ROWS];
+    float slope[ROWS];
+    tile_rows(row0, n_rows, kv_head, tok, head);
+    for (uint r = 0u; r < ROWS; ++r) {
+        q_pos[r] = meta[pc.off_q_pos + tok[r]];
+        q_seq[r] = meta[pc.off_q_seq + tok[r]];
+        slope[r] = pc.has_alibi != 0u ? uintBitsToFloat(uint(meta[pc.off_slopes + head[r]])) : 0.0;
+    }
+    // With cache keys a tile holds one sequence's rows and reads that sequence's slots.
+    const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
+    const uint k_meta = seq0 * pc.k_meta_stride;
+    const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
+    for (uint i = lid; i < n_rows * d4; i += n_lanes) {
+        const uint r = i / d4, c = i - r * d4;
+        const uint q_row = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
+        q_tile[i] = load_q_4(q_row + 4u * c, q_row + pc.head_dim);
+    }
+    barrier();
+
+    // Running maximum (the same in every invocation; -FLT_MAX, not -inf, so that a block
+    // of masked keys gives exp(-inf - m) = 0 rather than NaN), this group's running sum of
+    // exponentials, and its sums of p * v for its dims.
+    float m[ROWS], l[ROWS];
+    vec4 acc_lo[ROWS], acc_hi[ROWS];
+    for (uint r = 0u; r < ROWS; ++r) {
+        m[r] = -3.4028234663852886e38;
+        l[r] = 0.0;
+        acc_lo[r] = vec4(0.0);
+        acc_hi[r] = vec4(0.0);
+    }
+    const uint j_begin = split * pc.keys_per_split;
+    const uint j_end = min(j_begin + pc.keys_per_split, pc.n_keys);
+    for (uint blk = j_begin; blk < j_end; blk += n_lanes) {
+        // 1. This invocation's key against every row.
+        const uint j = blk + lid;
+        uint visible = 0u;
+        int k_pos = 0;
+        if (j < j_end) {
+            k_pos = meta[pc.off_k_pos + k_meta + j];
+            const int k_seq = meta[pc.off_k_seq + k_meta + j];
+            for (uint r = 0u; r < ROWS; ++r) {
+                if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
+                    visible |= 1u << r;
+                }
+            }
+        }
+        float dot[ROWS];
+        for (uint r = 0u; r < ROWS; ++r) {
+            dot[r] = 0.0;
+        }
+        const uint k_row = kv_base + (j < j_end ? j : j_begin) * pc.k_key_stride;
+        if (K_VEC && K_F16) {
+            const uint n8 = visible != 0u ? pc.head_dim / 8u : 0u;
+            for (uint c = 0u; c < n8; ++c) {
+                vec4 a, b;
+                load_k_8(k_row + 8u * c, k_row + pc.head_dim, a, b);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    dot[r] = fma_dot(q_tile[r * d4 + 2u * c + 1u], b, fma_dot(q_tile[r * d4 + 2u * c], a, dot[r]));
+                }
+            }
+        } else if (K_VEC) {
+            const uint n4 = visible != 0u ? d4 : 0u;
+            for (uint c = 0u; c < n4; ++c) {
+                const vec4 a = load_k_4(k_row + 4u * c, k_row + pc.head_dim);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    dot[r] = fma_dot(q_tile[r * d4 + c], a, dot[r]);
+                }
+            }
+        } else {
+            const uint n = visible != 0u ? pc.head_dim : 0u;
+            for (uint d = 0u; d < n; ++d) {
+                const float a = load_k_1(k_row + d);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    dot[r] = fma(q_tile[r * d4 + d / 4u][d & 3u], a, dot[r]);
+                }
+            }
+        }
+        float s[ROWS];
+        for (uint r = 0u; r < ROWS; ++r) {
+            s[r] = (visible & (1u << r)) != 0u ? visible_score(dot[r], tok[r], q_pos[r], j, k_pos, slope[r])
+                                               : -1.0 / 0.0;  // -inf
+        }
+
+        // 2. The block's maxima, the rescaling, and this key's probabilities.
+#ifdef VKATTN_SUBGROUPS
+        for (uint r = 0u; r < ROWS; ++r) {
+            const float sg_max = subgroupMax(s[r]);
+            if (subgroupElect()) {
+                red[r * n_lanes + gl_SubgroupID] = sg_max;
+            }
+        }
+        barrier();
+        const uint n_red = gl_NumSubgroups;
+#else
+        for (uint r = 0u; r < ROWS; ++r) {
+            red[r * n_lanes + lid] = s[r];
+        }
+        barrier();
+        const uint n_red = n_lanes;
+#endif
+        vec4 p_own[ROWS4];
+        for (uint r = 0u; r < ROWS; ++r) {
+            float block_max = red[r * n_lanes];
+            for (uint i = 1u; i < n_red; ++i) {
+                block_max = max(block_max, red[r * n_lanes + i]);
+            }
+            const float m_new = max(m[r], block_max);
+            const float rescale = exp(m[r] - m_new);
+            m[r] = m_new;
+            l[r] *= rescale;
+            acc_lo[r] *= rescale;
+            acc_hi[r] *= rescale;
+            p_own[r / 4u][r & 3u] = exp(s[r] - m_new);
+        }
+        for (uint i = 0u; i < ROWS4; ++i) {
+            p_blk[lid * ROWS4 + i] = p_own[i];
+        }
+        barrier();
+
+        // 3. This group's keys of the block, 4 at a time: probabilities, v rows, then sums.
+        const uint g_end = min(blk + (key_group + 1u) * lanes, j_end);
+        for (uint jj = blk + key_group * lanes; jj < g_end; jj += 4u) {
+            vec4 p[4][ROWS4];
+            vec4 lo[4], hi[4];
+            for (uint b = 0u; b < 4u; ++b) {
+                bool seen = false;
+                for (uint i = 0u; i < ROWS4; ++i) {
+                    p[b][i] = jj + b < g_end ? p_blk[(jj + b - blk) * ROWS4 + i] : vec4(0.0);
+                    seen = seen || p[b][i] != vec4(0.0);
+                }
+                // A key no row sees is not read: a hidden cache slot may hold anything.
+                lo[b] = vec4(0.0);
+                hi[b] = vec4(0.0);
+                if (seen) {  // the same for the whole group
+                    const uint v_row = kv_base + (jj + b) * pc.k_key_stride;
+                    if (V_F16) {
+                        load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[b], hi[b]);
+                    } else {
+                        lo[b] = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+                    }
+                }
+            }
+            for (uint b = 0u; b < 4u; ++b) {
+                for (uint r = 0u; r < ROWS; ++r) {
+                    const float w = p[b][r / 4u][r & 3u];
+                    l[r] += w;
+                    acc_lo[r] = fma(vec4(w), lo[b], acc_lo[r]);
+                    if (V_F16) {
+                        acc_hi[r] = fma(vec4(w), hi[b], acc_hi[r]);
+                    }
+                }
+            }
+        }
+    }
+
+    // The groups' sums of each row meet in group 0, which normalizes and writes them.
+    for (uint r = 0u; r < ROWS; ++r) {
+        if (r >= n_rows) {
+            break;  // uniform
+        }
+        if (KEY_GROUPS > 1u) {
+            partial[2u * lid] = acc_lo[r];
+            partial[2u * lid + 1u] = acc_hi[r];
+            partial_l[lid] = l[r];
+            barrier();
+            if (key_group == 0u) {
+                for (uint g = 1u; g < KEY_GROUPS; ++g) {
+                    acc_lo[r] += partial[2u * (g * lanes + lane)];
+                    acc_hi[r] += partial[2u * (g * lanes + lane) + 1u];
+                    l[r] += partial_l[g * lanes];
+                }
+            }
+            barrier();
+        }
+        if (key_group != 0u) {
+            continue;
+        }
+        const uint row = tok[r] * pc.n_heads + head[r];
+        float scale = 1.0;
+        uint o = row * pc.head_dim + EPL * lane;
+        if (pc.key_splits > 1u) {
+            o += split * pc.n_tokens * pc.n_heads * pc.head_dim;
+            if (lane == 0u) {
+                const uint ml = pc.ml_offset + 2u * (split * pc.n_tokens * pc.n_heads + row);
+                out_[ml] = m[r];
+                out_[ml + 1u] = l[r];
+            }
+        } else {
+            // The sink joins the denominator at the common maximum, as in attn_softmax.
+            float m_all = m[r], denom = l[r];
+            if (pc.has_sinks != 0u) {
+                const float sink = sinks[head[r]];
+                m_all = max(m_all, sink);
+                scale = exp(m[r] - m_all);
+                denom = denom * scale + exp(sink - m_all);
+            }
+            scale = denom > 0.0 ? scale / denom : 0.0;  // no visible key: zeros
+        }
+        for (uint e = 0u; e < EPL; ++e) {
+            if (EPL * lane + e < pc.head_dim) {
+                out_[o + e] = scale * (e < 4u ? acc_lo[r][e] : acc_hi[r][e - 4u]);
+            }
+        }
+    }
+}

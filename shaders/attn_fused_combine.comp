@@ -1,0 +1,45 @@
+#version 450
+// attn_fused_combine: the second pass of a fused attention whose keys were split across
+// workgroups. Split s left, per row, unnormalized sums a_s [head_dim] relative to its
+// running maximum m_s, and its sum of exponentials l_s; with M the largest m_s (and the
+// row's sink logit, as in attn_softmax):
+//   out = sum_s a_s exp(m_s - M) / (sum_s l_s exp(m_s - M) + exp(sink - M))
+// and zeros where the denominator is 0 (no visible key, no sink).
+//   binding 0: readonly float partial: [splits, n_rows, head_dim] sums, then from word
+//              ml_offset the [splits, n_rows, 2] (m, l) pairs
+//   binding 1: writeonly float out [n_rows, head_dim]; binding 2: readonly float sinks
+//   [n_heads] (when has_sinks)
+//   push: AttnFusedCombineParams; spec 0: workgroup size
+//   grid: ceil(n_rows * head_dim / workgroup size) workgroups, folded
+#extension GL_GOOGLE_include_directive : require
+#define VKATTN_WANT_ATTN_FUSED_COMBINE
+#include "layout.glsl"
+#include "params.h"
+
+layout(std430, binding = 0) readonly buffer Partial { float partial[]; };
+layout(std430, binding = 1) writeonly buffer Out { float out_[]; };
+layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };
+
+void main() {
+    const uint i = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    if (i >= pc.n_rows * pc.head_dim) {
+        return;
+    }
+    const uint row = i / pc.head_dim;
+    float m_all = -3.4028234663852886e38;  // -FLT_MAX: exp(m_s - m_all) stays finite
+    for (uint s = 0u; s < pc.splits; ++s) {
+        m_all = max(m_all, partial[pc.ml_offset + 2u * (s * pc.n_rows + row)]);
+    }
+    const float sink = pc.has_sinks != 0u ? sinks[row % pc.n_heads] : 0.0;
+    if (pc.has_sinks != 0u) {
+        m_all = max(m_all, sink);
+    }
+    float sum = 0.0, denom = pc.has_sinks != 0u ? exp(sink - m_all) : 0.0;
+    for (uint s = 0u; s < pc.splits; ++s) {
+        const uint ml = pc.ml_offset + 2u * (s * pc.n_rows + row);
+        const float w = exp(partial[ml] - m_all);
+        denom += partial[ml + 1u] * w;
+        sum += partial[s * pc.n_rows * pc.head_dim + i] * w;  // coalesced over i
+    }
+    out_[i] = denom > 0.0 ? sum / denom : 0.0;
+}

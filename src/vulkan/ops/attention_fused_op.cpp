@@ -1,0 +1,133 @@
+// Host side of fused attention (attn_fused.comp): tile rows, workgroup shape and key splits
+// chosen within the device's limits, and the three stages through temporaries where the
+// fused kernel does not apply (a cache that rotates keys as they are read).
+#include <algorithm>
+#include <bit>
+
+#include "common/shape_math.hpp"
+#include "vulkan/dispatch.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+constexpr std::uint32_t kMaxRows = 8;  // query rows per tile, as in the three stages
+// Splits: when rows alone give fewer workgroups than this (decode: one per kv head), the
+// keys are split so that a large GPU has work for every compute unit; each split covers at
+// least kMinKeysPerSplit keys so that the merge stays cheap.
+constexpr std::uint64_t kTargetGroups = 256;
+constexpr std::uint32_t kMinKeysPerSplit = 256;
+
+std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
+
+// Shared memory of attn_fused.comp for |rows| rows, workgroup |wg|, head_dim in vec4s |d4|.
+std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d4) {
+  return std::uint64_t{rows} * d4 * 16 + std::uint64_t{rows} * wg * 4 + std::uint64_t{wg} * ((rows + 3) / 4) * 16 +
+         std::uint64_t{wg} * (32 + 4);
+}
+
+// The three stages into temporaries, timed and named as one "attention" op.
+std::vector<Dispatch> three_stages(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                   const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
+                                   KeySource values, std::shared_ptr<TensorImpl> out,
+                                   std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                   const std::vector<float>& sinks) {
+  const Shape shape{q->shape[0], q->shape[1], keys.n_keys};
+  std::shared_ptr<TensorImpl> scores = temp(shape), probs = temp(shape);
+  std::vector<Dispatch> ds;
+  ds.push_back(attn_scores_dispatch(ctx, params, std::move(q), std::move(keys), scores, std::move(mask), p));
+  ds.push_back(attn_softmax_dispatch(ctx, params, scores, probs, sinks));
+  for (Dispatch& d : attn_weighted_sum_dispatches(ctx, params, scratch, probs, std::move(values), std::move(out), p.q_seq))
+    ds.push_back(std::move(d));
+  for (Dispatch& d : ds) d.op = "attention";
+  return ds;
+}
+
+}  // namespace
+
+std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                           const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
+                                           KeySource values, std::shared_ptr<TensorImpl> out,
+                                           std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                           const std::vector<float>& sinks) {
+  if (p.rope_on_read) {
+    return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
+                        std::move(mask), p, sinks);
+  }
+  static_assert(sizeof(shader::AttnFusedParams) == 104);
+  static_assert(sizeof(shader::AttnFusedCombineParams) == 24);
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
+  const std::uint32_t group = n_heads / n_kv_heads;
+  const std::uint32_t d4 = (head_dim + 3) / 4;
+  const bool k_f16 = keys.tensor->dtype == DType::f16, v_f16 = values.tensor->dtype == DType::f16;
+
+  // Each invocation owns 16 bytes of a v row; key groups of such invocations fill about 64
+  // (the keys of a block: one per invocation).
+  const std::uint32_t epl = v_f16 ? 8 : 4;
+  const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
+  const std::uint32_t key_groups =
+      std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes);
+  const std::uint32_t wg = lanes * key_groups;
+  std::uint32_t rows_cap = kMaxRows;
+  while (rows_cap > 1 && shared_bytes(rows_cap, wg, d4) > ctx.limits.max_shared_memory) --rows_cap;
+  const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
+
+  const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
+  const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
+  std::uint64_t splits = 1;
+  if (base_groups < kTargetGroups && n_keys >= 2 * kMinKeysPerSplit) {
+    splits = std::min<std::uint64_t>(ceil_div(kTargetGroups, base_groups), n_keys / kMinKeysPerSplit);
+    // The partial sums and (max, sum) pairs must fit one storage buffer range.
+    splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (head_dim + 2)));
+    splits = std::max<std::uint64_t>(splits, 1);
+  }
+  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), wg) * wg);  // whole blocks
+  splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
+  const std::uint64_t ml_offset = splits * n_rows * head_dim;
+  std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
+
+  const AttnMeta meta = attn_meta(p);
+  std::vector<std::uint32_t> sink_bits;
+  for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
+  if (sink_bits.empty()) sink_bits.push_back(0);
+  const Binding sink_binding = params.add(sink_bits);
+
+  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
+  const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
+  const KernelId kernel = subgroups ? (texel ? KernelId::attn_fused_subgroup_texel : KernelId::attn_fused_subgroup)
+                                    : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
+  Dispatch d;
+  d.op = "attention";
+  d.key = {kernel, 7, sizeof(shader::AttnFusedParams),
+           {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
+            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups}};
+  const bool has_mask = mask != nullptr;
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
+  d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
+                tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
+                params.add(meta.words), sink_binding};
+  d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
+                                     keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
+                                     static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
+                                     p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.q_pos,
+                                     meta.q_seq, meta.k_pos, meta.k_seq, meta.slopes, keys_per_split,
+                                     sinks.empty() ? 0u : 1u, u32(ml_offset)});
+  d.groups = base_groups * splits;
+  std::vector<Dispatch> ds{std::move(d)};
+  if (splits > 1) {
+    Dispatch c;
+    c.op = "attention";  // its second pass: timings add up under the op's name
+    const std::uint32_t cwg = workgroup_size(ctx, 64);
+    c.key = {KernelId::attn_fused_combine, 3, sizeof(shader::AttnFusedCombineParams), {cwg}};
+    c.bindings = {tensor_binding(std::move(dst), false), tensor_binding(std::move(out), true), sink_binding};
+    c.set_push(shader::AttnFusedCombineParams{u32(n_rows), n_heads, head_dim, u32(splits), sinks.empty() ? 0u : 1u,
+                                              u32(ml_offset)});
+    c.groups = ceil_div(n_rows * head_dim, cwg);
+    ds.push_back(std::move(c));
+  }
+  return ds;
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,149 @@
+// Fused attention (CommandList::attention), Vulkan against the CPU reference: every case of
+// the three-stage tests (also at the Vulkan spec minimums, where the block maxima take the
+// shared-memory path, and through storage buffers), the split-keys path and its merge, KV
+// caches (mixed sequences, and KvRope::on_read, which runs the three stages), and the CPU
+// backend's attention against its own three stages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "support/attention_cases.hpp"
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/kv_model.hpp"
+
+namespace vkattn::test {
+namespace {
+
+// Records attention() on |in| and returns out; |stats| receives the list's statistics.
+std::vector<float> run_fused(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
+  Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
+  Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
+  Tensor v = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
+  Tensor out = b.tensor(in.out_shape(), DType::f32), mask;
+  b.upload(q, in.q);
+  b.upload(k, in.k);
+  b.upload(v, in.v);
+  if (!in.mask.empty()) {
+    mask = b.tensor({in.tokens, in.keys}, DType::f32);
+    b.upload(mask, in.mask);
+  }
+  CommandList cmd = b.commands();
+  cmd.attention(q, k, v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config, mask.valid() ? &mask : nullptr);
+  cmd.submit_and_wait();
+  if (stats) *stats = cmd.stats();
+  return b.download(out);
+}
+
+class FusedVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<AttnCase> {};
+
+void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
+  const AttnInputs in = case_inputs(c);
+  const AttnOutputs want = run_attention(cpu, in);
+  CommandStats stats;
+  const std::vector<float> got = run_fused(gpu, in, &stats);
+  if (gpu.limits().max_texel_buffer_elements == 0) {
+    EXPECT_EQ(stats.texel_reads, 0u);
+  } else if (gpu.limits().max_texel_buffer_elements >= (1u << 26)) {
+    EXPECT_EQ(stats.texel_reads, 3u) << "q, k, v";
+  }
+  // The scores are f32 like the three stages' (tolerance as for theirs); a score off by at
+  // most d moves each probability by at most (e^(2d) - 1) p ~ 2d p, hence out by 2d max|v|.
+  const double s_atol = 1e-4 + 2e-6 * score_magnitude(in) + 1e-5 * max_abs(want.scores);
+  const bool f16 = c.q_dtype == DType::f16 || c.kv_dtype == DType::f16;
+  const double o_atol = (f16 ? 2e-4 : 1e-4) + (std::expm1(2 * s_atol) + 1e-5) * max_abs(in.v);
+  EXPECT_TRUE(all_close(got, want.out, in.out_shape(), o_atol, 1e-4)) << "out";
+}
+
+TEST_P(FusedVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam()); }
+
+// At the Vulkan 1.1 minimums: no subgroup operations (the block maxima come from a scan of
+// the block's scores in shared memory), 16 KiB of shared memory, smaller tiles.
+TEST_P(FusedVulkanVsCpu, MatchesAtSpecMinimumLimits) {
+  DeviceOptions options = test_options();
+  options.cap_limits = spec_minimum_limits();
+  on_vulkan(options, [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
+}
+
+TEST_P(FusedVulkanVsCpu, MatchesThroughStorageBuffers) {
+  on_vulkan(storage_buffer_options(), [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedVulkanVsCpu, ::testing::ValuesIn(attention_cases()), case_name);
+
+// Decode has one row tile per KV head, so the keys are split across workgroups and a
+// second dispatch merges the splits; prefill has rows enough, and few keys are not split.
+// The decode cases above (32768 and 9001 keys, sinks on 20000) check the merged results.
+TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
+  auto dispatches = [&](std::size_t tokens, std::size_t keys) {
+    Tensor q = gpu_->tensor({tokens, 8, 64}, DType::f32), k = gpu_->tensor({keys, 2, 64}, DType::f16),
+           out = gpu_->tensor({tokens, 8, 64}, DType::f32);
+    std::vector<std::int32_t> q_pos(tokens), k_pos(keys);
+    for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
+    for (std::size_t t = 0; t < tokens; ++t) q_pos[t] = static_cast<std::int32_t>(keys - tokens + t);
+    CommandList cmd = gpu_->commands({.timestamps = true});
+    cmd.attention(q, k, k, out, {.q_positions = q_pos, .k_positions = k_pos});
+    cmd.submit_and_wait();
+    for (const OpTiming& t : cmd.timings()) EXPECT_EQ(t.op, "attention");
+    return cmd.stats().ops;
+  };
+  EXPECT_EQ(dispatches(1, 4096), 2u);
+  EXPECT_EQ(dispatches(1, 300), 1u);  // too few keys to be worth a second pass
+  EXPECT_EQ(dispatches(256, 512), 1u);
+}
+
+// Over KV caches: three sequences in mixed prefill/decode calls, and a cache that rotates
+// keys as they are read (KvRope::on_read: the three stages run inside the op), on both
+// backends; the CPU backend's attention() equals its three stages exactly.
+TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
+  std::vector<float> kSinks16 = kSinks8;
+  kSinks16.insert(kSinks16.end(), kSinks8.rbegin(), kSinks8.rend());
+  const Layout layouts[] = {{.seqs = 3, .heads = 16, .kv_heads = 2, .head_dim = 128, .capacity = 40, .sinks = 4,
+                             .dtype = DType::f16, .attn = {.softcap = 30.0, .sinks = kSinks16}},
+                            {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 80, .capacity = 600,
+                             .query = DType::f16, .attn = {.alibi = true}},
+                            {.seqs = 2, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 48, .sinks = 2,
+                             .attn = {.window = 40u}}};
+  for (const Layout& s : layouts) {
+    KvCacheConfig config = s.cache();
+    if (&s == &layouts[2]) config.rope = KvRope::on_read;  // the third rotates keys as they are read
+    KvCache g = gpu_->kv_cache(config), c = cpu_->kv_cache(config);
+    Model m(s);
+    Rng rng(141, false);
+    for (int call = 0; call < 12; ++call) {
+      const Ids seqs = call == 0 ? Ids{0, 0, 1, 0, 1, 0, 0, 1} : call % 3 ? Ids{1, 0} : Ids{1, 1, 0, 0};
+      Ids ids = seqs;
+      if (s.seqs == 3 && call % 2) ids.push_back(2);
+      const Tokens t = next_tokens(m, ids, rng);
+      m.add(t);
+      std::vector<std::vector<float>> fused, staged;
+      for (auto [b, cache] : {std::pair{gpu_.get(), &g}, std::pair{cpu_.get(), &c}}) {
+        Tensor q = b->tensor({t.size(), s.heads, s.head_dim}, s.query), k = b->tensor({t.size(), s.kv_heads, s.head_dim}, s.input),
+               v = b->tensor({t.size(), s.kv_heads, s.head_dim}, s.input), out = b->tensor({t.size(), s.heads, s.head_dim}, DType::f32),
+               scores = b->tensor({t.size(), s.heads, s.capacity}, DType::f32),
+               probs = b->tensor({t.size(), s.heads, s.capacity}, DType::f32),
+               out3 = b->tensor({t.size(), s.heads, s.head_dim}, DType::f32);
+        b->upload(q, t.q);
+        b->upload(k, t.k);
+        b->upload(v, t.v);
+        const AttentionTokens tokens{.q_positions = t.pos, .q_seq_ids = t.seq};
+        CommandList cmd = b->commands();
+        cmd.kv_append(*cache, k, v, t.pos, t.seq);
+        cmd.attention(q, *cache, out, tokens, s.attn);
+        cmd.attn_scores(q, *cache, scores, tokens, s.attn);
+        cmd.attn_softmax(scores, probs, s.attn);
+        cmd.attn_weighted_sum(probs, *cache, out3, t.seq);
+        cmd.submit_and_wait();
+        fused.push_back(b->download(out));
+        staged.push_back(b->download(out3));
+      }
+      const Shape o{t.size(), s.heads, s.head_dim};
+      EXPECT_TRUE(all_close(fused[0], fused[1], o, 1e-3, 1e-3)) << "Vulkan vs CPU, call " << call;
+      EXPECT_EQ(fused[1], staged[1]) << "CPU attention() vs its three stages, call " << call;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vkattn::test
