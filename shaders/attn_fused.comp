@@ -14,21 +14,23 @@
 //   binding 5: readonly int meta: q_pos, q_seq, k_pos, k_seq, ALiBi slopes, as attn_scores
 //   binding 6: readonly float sinks [n_heads] (when has_sinks)
 //   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL), also
-//   the keys per block; spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4); spec 3,
+//   the keys per block; spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with
+//   texel reads: the query tile is not used); spec 3,
 //   4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7: V_VEC (rows start on 16 bytes:
-//   head_dim % 4 == 0 for f32, % 8 for f16); spec 8: KEY_GROUPS
+//   head_dim % 4 == 0 for f32, % 8 for f16); spec 8: KEY_GROUPS; spec 9: KEYS
 //   variants: VKATTN_TEXEL reads q, k and v through texel buffers (tensor_load.glsl);
 //   VKATTN_SUBGROUPS finds a block's maxima with subgroup operations
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup takes ROWS query rows of one kv head (every query head sharing it, so k and v
-// are read once per kv head) over one range of keys, a block of one key per invocation at
-// a time:
-// 1. each invocation scores its key against the rows, whose queries sit in shared memory
-//    where all invocations read the same address;
+// are read once per kv head) over one range of keys, a block of KEYS keys per invocation
+// at a time:
+// 1. each invocation scores KEYS consecutive keys against the rows, whose queries all
+//    invocations read at the same address (from shared memory, or with texel reads from
+//    the texel buffer);
 // 2. each row's block maximum (subgroup maxima combined in shared memory, or a scan of the
 //    block's scores without subgroup operations) becomes its running maximum, the same in
 //    every invocation; the running sums are rescaled to it, and each invocation publishes
-//    exp(s - max) of its own key;
+//    exp(s - max) of its own keys;
 // 3. KEY_GROUPS groups of invocations, each covering one v row in 16-byte units (coalesced),
 //    add up p * v for their share of the block's keys, and the probabilities.
 // Two barriers per block: the next block's step 1 needs no barrier of its own because
@@ -52,6 +54,7 @@ layout(constant_id = 5) const bool V_F16 = false;
 layout(constant_id = 6) const bool K_VEC = true;
 layout(constant_id = 7) const bool V_VEC = true;
 layout(constant_id = 8) const uint KEY_GROUPS = 1;
+layout(constant_id = 9) const uint KEYS = 1;  // keys per invocation in step 1
 
 const uint EPL = V_F16 ? 8u : 4u;  // v elements per invocation: 16 bytes
 const uint ROWS4 = (ROWS + 3u) / 4u;
@@ -122,10 +125,18 @@ layout(std430, binding = 6) readonly buffer Sinks { float sinks[]; };
 #include "attn_rows.glsl"
 #include "attn_visible.glsl"
 
+// With texel reads the query values are fetched where they are used, like the scores
+// kernel's (on CPU devices a shared-memory read is a loop over lanes, a texel fetch a few
+// vector loads; on GPUs both are broadcasts from a cache); else they sit in q_tile.
+#ifdef VKATTN_TEXEL
+const bool Q_DIRECT = true;
+#else
+const bool Q_DIRECT = false;
+#endif
 shared vec4 q_tile[Q_VEC4];
 // Step 2's exchange: the subgroups' maxima per row, or the block's scores per row.
 shared float red[ROWS * gl_WorkGroupSize.x];
-shared vec4 p_blk[gl_WorkGroupSize.x * ROWS4];  // key i's probabilities at i * ROWS4
+shared vec4 p_blk[gl_WorkGroupSize.x * KEYS * ROWS4];  // block key i's probabilities at i * ROWS4
 shared vec4 partial[gl_WorkGroupSize.x * 2u];    // the end: groups' sums of one row
 shared float partial_l[gl_WorkGroupSize.x];
 
@@ -147,11 +158,12 @@ void main() {
     const uint row0 = row_tile * pc.rows_per_wg;
     const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
 
-    uint tok[ROWS], head[ROWS];
+    uint tok[ROWS], head[ROWS], q_row[ROWS];
     int q_pos[ROWS], q_seq[ROWS];
     float slope[ROWS];
     tile_rows(row0, n_rows, kv_head, tok, head);
     for (uint r = 0u; r < ROWS; ++r) {
+        q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
         q_pos[r] = meta[pc.off_q_pos + tok[r]];
         q_seq[r] = meta[pc.off_q_seq + tok[r]];
         slope[r] = pc.has_alibi != 0u ? uintBitsToFloat(uint(meta[pc.off_slopes + head[r]])) : 0.0;
@@ -160,10 +172,9 @@ void main() {
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
     const uint k_meta = seq0 * pc.k_meta_stride;
     const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
-    for (uint i = lid; i < n_rows * d4; i += n_lanes) {
+    for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
-        const uint q_row = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
-        q_tile[i] = load_q_4(q_row + 4u * c, q_row + pc.head_dim);
+        q_tile[i] = load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim);
     }
     barrier();
 
@@ -180,61 +191,98 @@ void main() {
     }
     const uint j_begin = split * pc.keys_per_split;
     const uint j_end = min(j_begin + pc.keys_per_split, pc.n_keys);
-    for (uint blk = j_begin; blk < j_end; blk += n_lanes) {
-        // 1. This invocation's key against every row.
-        const uint j = blk + lid;
-        uint visible = 0u;
-        int k_pos = 0;
-        if (j < j_end) {
-            k_pos = meta[pc.off_k_pos + k_meta + j];
-            const int k_seq = meta[pc.off_k_seq + k_meta + j];
-            for (uint r = 0u; r < ROWS; ++r) {
-                if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
-                    visible |= 1u << r;
+    const uint block = n_lanes * KEYS;
+    for (uint blk = j_begin; blk < j_end; blk += block) {
+        // 1. This invocation's KEYS consecutive keys against every row: each query value
+        //    read serves KEYS keys.
+        const uint key0 = blk + lid * KEYS;
+        uint visible[KEYS];
+        int k_pos[KEYS];
+        uint k_row[KEYS];
+        bool work = false;
+        for (uint i = 0u; i < KEYS; ++i) {
+            const uint j = key0 + i;
+            visible[i] = 0u;
+            k_pos[i] = 0;
+            if (j < j_end) {
+                k_pos[i] = meta[pc.off_k_pos + k_meta + j];
+                const int k_seq = meta[pc.off_k_seq + k_meta + j];
+                for (uint r = 0u; r < ROWS; ++r) {
+                    if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos[i], k_seq)) {
+                        visible[i] |= 1u << r;
+                    }
                 }
             }
+            work = work || visible[i] != 0u;
+            k_row[i] = kv_base + (j < j_end ? j : j_begin) * pc.k_key_stride;  // past the end: unused
         }
-        float dot[ROWS];
-        for (uint r = 0u; r < ROWS; ++r) {
-            dot[r] = 0.0;
+        float dot[ROWS * KEYS];
+        for (uint i = 0u; i < ROWS * KEYS; ++i) {
+            dot[i] = 0.0;
         }
-        const uint k_row = kv_base + (j < j_end ? j : j_begin) * pc.k_key_stride;
         if (K_VEC && K_F16) {
-            const uint n8 = visible != 0u ? pc.head_dim / 8u : 0u;
+            const uint n8 = work ? pc.head_dim / 8u : 0u;
             for (uint c = 0u; c < n8; ++c) {
-                vec4 a, b;
-                load_k_8(k_row + 8u * c, k_row + pc.head_dim, a, b);
+                vec4 a[KEYS], b[KEYS];
+                for (uint i = 0u; i < KEYS; ++i) {
+                    load_k_8(k_row[i] + 8u * c, k_row[i] + pc.head_dim, a[i], b[i]);
+                }
                 for (uint r = 0u; r < ROWS; ++r) {
-                    dot[r] = fma_dot(q_tile[r * d4 + 2u * c + 1u], b, fma_dot(q_tile[r * d4 + 2u * c], a, dot[r]));
+                    vec4 qa, qb;
+                    if (Q_DIRECT) {
+                        load_q_8(q_row[r] + 8u * c, q_row[r] + pc.head_dim, qa, qb);
+                    } else {
+                        qa = q_tile[r * d4 + 2u * c];
+                        qb = q_tile[r * d4 + 2u * c + 1u];
+                    }
+                    for (uint i = 0u; i < KEYS; ++i) {
+                        dot[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], dot[r * KEYS + i]));
+                    }
                 }
             }
         } else if (K_VEC) {
-            const uint n4 = visible != 0u ? d4 : 0u;
+            const uint n4 = work ? d4 : 0u;
             for (uint c = 0u; c < n4; ++c) {
-                const vec4 a = load_k_4(k_row + 4u * c, k_row + pc.head_dim);
+                vec4 a[KEYS];
+                for (uint i = 0u; i < KEYS; ++i) {
+                    a[i] = load_k_4(k_row[i] + 4u * c, k_row[i] + pc.head_dim);
+                }
                 for (uint r = 0u; r < ROWS; ++r) {
-                    dot[r] = fma_dot(q_tile[r * d4 + c], a, dot[r]);
+                    const vec4 qa = Q_DIRECT ? load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim) : q_tile[r * d4 + c];
+                    for (uint i = 0u; i < KEYS; ++i) {
+                        dot[r * KEYS + i] = fma_dot(qa, a[i], dot[r * KEYS + i]);
+                    }
                 }
             }
         } else {
-            const uint n = visible != 0u ? pc.head_dim : 0u;
+            const uint n = work ? pc.head_dim : 0u;
             for (uint d = 0u; d < n; ++d) {
-                const float a = load_k_1(k_row + d);
-                for (uint r = 0u; r < ROWS; ++r) {
-                    dot[r] = fma(q_tile[r * d4 + d / 4u][d & 3u], a, dot[r]);
+                for (uint i = 0u; i < KEYS; ++i) {
+                    const float a = load_k_1(k_row[i] + d);
+                    for (uint r = 0u; r < ROWS; ++r) {
+                        const float qd = Q_DIRECT ? load_q_1(q_row[r] + d) : q_tile[r * d4 + d / 4u][d & 3u];
+                        dot[r * KEYS + i] = fma(qd, a, dot[r * KEYS + i]);
+                    }
                 }
             }
         }
-        float s[ROWS];
+        // Scores, and each row's largest among this invocation's keys.
+        float s[ROWS * KEYS], own_max[ROWS];
         for (uint r = 0u; r < ROWS; ++r) {
-            s[r] = (visible & (1u << r)) != 0u ? visible_score(dot[r], tok[r], q_pos[r], j, k_pos, slope[r])
-                                               : -1.0 / 0.0;  // -inf
+            own_max[r] = -1.0 / 0.0;  // -inf
+            for (uint i = 0u; i < KEYS; ++i) {
+                const float v = (visible[i] & (1u << r)) != 0u
+                                    ? visible_score(dot[r * KEYS + i], tok[r], q_pos[r], key0 + i, k_pos[i], slope[r])
+                                    : -1.0 / 0.0;
+                s[r * KEYS + i] = v;
+                own_max[r] = max(own_max[r], v);
+            }
         }
 
-        // 2. The block's maxima, the rescaling, and this key's probabilities.
+        // 2. The block's maxima, the rescaling, and this invocation's probabilities.
 #ifdef VKATTN_SUBGROUPS
         for (uint r = 0u; r < ROWS; ++r) {
-            const float sg_max = subgroupMax(s[r]);
+            const float sg_max = subgroupMax(own_max[r]);
             if (subgroupElect()) {
                 red[r * n_lanes + gl_SubgroupID] = sg_max;
             }
@@ -243,33 +291,46 @@ void main() {
         const uint n_red = gl_NumSubgroups;
 #else
         for (uint r = 0u; r < ROWS; ++r) {
-            red[r * n_lanes + lid] = s[r];
+            red[r * n_lanes + lid] = own_max[r];
         }
         barrier();
         const uint n_red = n_lanes;
 #endif
-        vec4 p_own[ROWS4];
+        vec4 p_own[KEYS][ROWS4];
+        bool block_seen = false;  // the same in every invocation
         for (uint r = 0u; r < ROWS; ++r) {
             float block_max = red[r * n_lanes];
             for (uint i = 1u; i < n_red; ++i) {
                 block_max = max(block_max, red[r * n_lanes + i]);
             }
+            block_seen = block_seen || block_max > -1.0 / 0.0;
             const float m_new = max(m[r], block_max);
             const float rescale = exp(m[r] - m_new);
             m[r] = m_new;
             l[r] *= rescale;
             acc_lo[r] *= rescale;
             acc_hi[r] *= rescale;
-            p_own[r / 4u][r & 3u] = exp(s[r] - m_new);
+            for (uint i = 0u; i < KEYS; ++i) {
+                p_own[i][r / 4u][r & 3u] = exp(s[r * KEYS + i] - m_new);
+            }
         }
-        for (uint i = 0u; i < ROWS4; ++i) {
-            p_blk[lid * ROWS4 + i] = p_own[i];
+        if (!block_seen) {
+            // No row sees a key of this block (the future of a causal tile, another
+            // sequence's keys): nothing to add. The barrier keeps every invocation's reads
+            // of red above before the next block's writes.
+            barrier();
+            continue;
+        }
+        for (uint i = 0u; i < KEYS; ++i) {
+            for (uint w = 0u; w < ROWS4; ++w) {
+                p_blk[(lid * KEYS + i) * ROWS4 + w] = p_own[i][w];
+            }
         }
         barrier();
 
         // 3. This group's keys of the block, 4 at a time: probabilities, v rows, then sums.
-        const uint g_end = min(blk + (key_group + 1u) * lanes, j_end);
-        for (uint jj = blk + key_group * lanes; jj < g_end; jj += 4u) {
+        const uint g_end = min(blk + (key_group + 1u) * lanes * KEYS, j_end);
+        for (uint jj = blk + key_group * lanes * KEYS; jj < g_end; jj += 4u) {
             vec4 p[4][ROWS4];
             vec4 lo[4], hi[4];
             for (uint b = 0u; b < 4u; ++b) {

@@ -20,10 +20,15 @@ constexpr std::uint32_t kMinKeysPerSplit = 256;
 
 std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
 
-// Shared memory of attn_fused.comp for |rows| rows, workgroup |wg|, head_dim in vec4s |d4|.
+// Keys per invocation when scoring: each query value read serves this many keys (the
+// scores kernel's register blocking); 4 x 8 rows of dot products stay in registers.
+constexpr std::uint32_t kKeysPerLane = 4;
+
+// Shared memory of attn_fused.comp for |rows| rows, workgroup |wg|, |d4| vec4s of query per
+// row (0 when the queries are read directly).
 std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d4) {
-  return std::uint64_t{rows} * d4 * 16 + std::uint64_t{rows} * wg * 4 + std::uint64_t{wg} * ((rows + 3) / 4) * 16 +
-         std::uint64_t{wg} * (32 + 4);
+  return std::uint64_t{rows} * d4 * 16 + std::uint64_t{rows} * wg * 4 +
+         std::uint64_t{wg} * kKeysPerLane * ((rows + 3) / 4) * 16 + std::uint64_t{wg} * (32 + 4);
 }
 
 // The three stages into temporaries, timed and named as one "attention" op.
@@ -69,8 +74,9 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   const std::uint32_t key_groups =
       std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes);
   const std::uint32_t wg = lanes * key_groups;
+  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
   std::uint32_t rows_cap = kMaxRows;
-  while (rows_cap > 1 && shared_bytes(rows_cap, wg, d4) > ctx.limits.max_shared_memory) --rows_cap;
+  while (rows_cap > 1 && shared_bytes(rows_cap, wg, texel ? 0 : d4) > ctx.limits.max_shared_memory) --rows_cap;
   const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
 
@@ -83,7 +89,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
     splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (head_dim + 2)));
     splits = std::max<std::uint64_t>(splits, 1);
   }
-  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), wg) * wg);  // whole blocks
+  const std::uint32_t block = wg * kKeysPerLane;
+  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), block) * block);  // whole blocks
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
   const std::uint64_t ml_offset = splits * n_rows * head_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
@@ -94,15 +101,14 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   if (sink_bits.empty()) sink_bits.push_back(0);
   const Binding sink_binding = params.add(sink_bits);
 
-  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
   const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
   const KernelId kernel = subgroups ? (texel ? KernelId::attn_fused_subgroup_texel : KernelId::attn_fused_subgroup)
                                     : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
   Dispatch d;
   d.op = "attention";
   d.key = {kernel, 7, sizeof(shader::AttnFusedParams),
-           {wg, rows, rows * d4, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
-            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups}};
+           {wg, rows, texel ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
+            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups, kKeysPerLane}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
