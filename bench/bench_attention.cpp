@@ -1,6 +1,7 @@
 // Attention: attn_scores, attn_softmax and attn_weighted_sum recorded in one command list
 // (timestamps on) and timed together; the time is the sum of the three ops, and each
-// stage's time per iteration is reported as scores_ms, softmax_ms and wsum_ms.
+// stage's time per iteration is reported as scores_ms, softmax_ms and wsum_ms. The fused
+// op (CommandList::attention) runs the same cases as BM_attention_fused.
 //
 // Shapes: Llama-style grouped-query attention, 32 query heads over 8 KV heads, head_dim
 // 128, q f32, K and V f16, causal. The keys sit at positions 0..n_keys-1 and the query
@@ -113,7 +114,7 @@ AttnTensors record(Backend& b, CommandList& cmd, const AttnCase& c, std::span<co
 // a token's result depends on its own q row and position and on the keys, so the
 // reference for a subset of rows is exact for those rows); the 512x4096 prefill alone
 // would take the reference tens of seconds.
-std::string verify(const AttnCase& c, const std::vector<float>& out, const std::vector<float>& probs) {
+std::string verify(const AttnCase& c, const std::vector<float>& out, const std::vector<float>* probs) {
   std::vector<std::size_t> rows;
   if (c.tokens * c.keys <= (std::size_t{1} << 20)) {
     for (std::size_t t = 0; t < c.tokens; ++t) rows.push_back(t);
@@ -149,8 +150,8 @@ std::string verify(const AttnCase& c, const std::vector<float>& out, const std::
         return msg;
       }
     }
-    for (std::size_t i = 0; i < p_row; ++i) {
-      const float got = probs[t * p_row + i], want = ref_probs[r * p_row + i];
+    for (std::size_t i = 0; probs && i < p_row; ++i) {
+      const float got = (*probs)[t * p_row + i], want = ref_probs[r * p_row + i];
       const bool ok = want == 0.0f ? got == 0.0f : std::fabs(got - want) <= 1e-6f + 1e-2f * std::fabs(want);
       if (!ok) {
         std::snprintf(msg, sizeof msg, "probs[%zu, %zu, %zu] = %g, CPU reference %g (tolerance 1e-6 + 1e-2 rel)", t,
@@ -176,7 +177,10 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
       cmd.submit_and_wait();  // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 5>, std::string> verified;  // once per case
       auto it = verified.find(c.key());
-      if (it == verified.end()) it = verified.emplace(c.key(), verify(c, concat(b, t.out), concat(b, t.probs))).first;
+      if (it == verified.end()) {
+        const std::vector<float> probs = concat(b, t.probs);
+        it = verified.emplace(c.key(), verify(c, concat(b, t.out), &probs)).first;
+      }
       if (!it->second.empty()) {
         state.SkipWithError(("differs from the CPU reference: " + it->second).c_str());
         return;
@@ -204,6 +208,44 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
   }
 }
 
+// CommandList::attention on the same cases: no scores or probabilities in memory, so
+// bytes are K, V, q and out, and the 512x4096 prefill needs no blocks of rows.
+void BM_attention_fused(benchmark::State& state, BackendKind kind) {
+  try {
+    const AttnCase c = attn_case(state);
+    Backend& b = backend(kind);
+    std::vector<std::int32_t> q_pos(c.tokens);
+    for (std::size_t t = 0; t < c.tokens; ++t) q_pos[t] = c.q_position(t);
+    const std::vector<std::int32_t> k_pos = c.k_positions();
+    Tensor q = b.tensor({c.tokens, c.heads, c.dim}, DType::f32), out = b.tensor({c.tokens, c.heads, c.dim}, DType::f32);
+    Tensor k = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16), v = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16);
+    b.upload(q, inputs(c.tokens * c.heads * c.dim, 1));
+    b.upload(k, inputs(c.keys * c.kv_heads * c.dim, 2));
+    b.upload(v, inputs(c.keys * c.kv_heads * c.dim, 3));
+    CommandList cmd = b.commands({.timestamps = true});
+    cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos});
+    if (kind != BackendKind::cpu) {
+      cmd.submit_and_wait();  // warm-up, and the result to verify
+      static std::map<std::array<std::size_t, 5>, std::string> verified;  // once per case
+      auto it = verified.find(c.key());
+      if (it == verified.end()) it = verified.emplace(c.key(), verify(c, b.download(out), nullptr)).first;
+      if (!it->second.empty()) {
+        state.SkipWithError(("differs from the CPU reference: " + it->second).c_str());
+        return;
+      }
+    }
+    Baseline baseline(kind);
+    std::map<std::string, double> per_op;
+    const double seconds = run_timed(state, cmd, baseline, per_op, /*warm_up=*/false);
+    const double kv_bytes = static_cast<double>(k.bytes() + v.bytes());
+    report_bandwidth(state, baseline, kv_bytes + static_cast<double>(q.bytes() + out.bytes()), seconds);
+    state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, kv_bytes, seconds);
+    report_flops(state, 4.0 * static_cast<double>(c.heads * c.dim) * c.visible_pairs(), seconds);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 constexpr std::int64_t kHeads = 32, kKvHeads = 8, kDim = 128;
 
 void decode_shapes(benchmark::internal::Benchmark* bm) {
@@ -224,6 +266,10 @@ BENCHMARK_CAPTURE(BM_attention, vulkan_decode, BackendKind::vulkan)->Apply(decod
 // 512x4096 needs 256 MiB of scores: on devices with the 128 MiB maxStorageBufferRange
 // minimum (lavapipe) it runs as two blocks of 256 rows in the same command list.
 BENCHMARK_CAPTURE(BM_attention, vulkan_prefill, BackendKind::vulkan)->Apply([](auto* bm) { prefill_shapes(bm, true); });
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_decode, BackendKind::vulkan)->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_prefill, BackendKind::vulkan)->Apply([](auto* bm) {
+  prefill_shapes(bm, true);
+});
 // The CPU reference (plain loops, double accumulation) is slow: a fixed few runs. On a
 // 2-core x86-64 VM one run takes about 0.3 s (decode, 16k keys), 0.5 s (prefill 512) and
 // 9-10 s (prefill 512x4096), all under the ~20 s past which a case would be left out, so
