@@ -208,7 +208,8 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
   }
 }
 
-// CommandList::attention on the same cases: no scores or probabilities in memory, so
+// CommandList::attention's fused kernel (AttentionPath::fused: a CPU device would take
+// the three stages by itself) on the same cases: no scores or probabilities in memory, so
 // bytes are K, V, q and out, and the 512x4096 prefill needs no blocks of rows.
 void BM_attention_fused(benchmark::State& state, BackendKind kind) {
   try {
@@ -223,7 +224,7 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind) {
     b.upload(k, inputs(c.keys * c.kv_heads * c.dim, 2));
     b.upload(v, inputs(c.keys * c.kv_heads * c.dim, 3));
     CommandList cmd = b.commands({.timestamps = true});
-    cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos});
+    cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
     if (kind != BackendKind::cpu) {
       cmd.submit_and_wait();  // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 5>, std::string> verified;  // once per case

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "support/attention_cases.hpp"
@@ -16,7 +17,9 @@
 namespace vkattn::test {
 namespace {
 
-// Records attention() on |in| and returns out; |stats| receives the list's statistics.
+// Records attention() on |in| (with in.config's path; the tests below ask for the fused
+// kernel, which a CPU device would not take by itself) and returns out; |stats| receives
+// the list's statistics.
 std::vector<float> run_fused(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
   Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
   Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
@@ -39,14 +42,16 @@ std::vector<float> run_fused(Backend& b, const AttnInputs& in, CommandStats* sta
 class FusedVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<AttnCase> {};
 
 void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
-  const AttnInputs in = case_inputs(c);
+  AttnInputs in = case_inputs(c);
+  in.config.path = AttentionPath::fused;
   const AttnOutputs want = run_attention(cpu, in);
   CommandStats stats;
   const std::vector<float> got = run_fused(gpu, in, &stats);
   if (gpu.limits().max_texel_buffer_elements == 0) {
     EXPECT_EQ(stats.texel_reads, 0u);
   } else if (gpu.limits().max_texel_buffer_elements >= (1u << 26)) {
-    EXPECT_EQ(stats.texel_reads, 3u) << "q, k, v";
+    // q, k, v, and the merge's read of the splits' partial results.
+    EXPECT_EQ(stats.texel_reads, stats.ops == 2 ? 4u : 3u) << "q, k, v (+ partials)";
   }
   // The scores are f32 like the three stages' (tolerance as for theirs); a score off by at
   // most d moves each probability by at most (e^(2d) - 1) p ~ 2d p, hence out by 2d max|v|.
@@ -83,7 +88,7 @@ TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
     for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
     for (std::size_t t = 0; t < tokens; ++t) q_pos[t] = static_cast<std::int32_t>(keys - tokens + t);
     CommandList cmd = gpu_->commands({.timestamps = true});
-    cmd.attention(q, k, k, out, {.q_positions = q_pos, .k_positions = k_pos});
+    cmd.attention(q, k, k, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
     cmd.submit_and_wait();
     for (const OpTiming& t : cmd.timings()) EXPECT_EQ(t.op, "attention");
     return cmd.stats().ops;
@@ -130,7 +135,9 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
         const AttentionTokens tokens{.q_positions = t.pos, .q_seq_ids = t.seq};
         CommandList cmd = b->commands();
         cmd.kv_append(*cache, k, v, t.pos, t.seq);
-        cmd.attention(q, *cache, out, tokens, s.attn);
+        AttentionConfig fused_config = s.attn;
+        fused_config.path = AttentionPath::fused;
+        cmd.attention(q, *cache, out, tokens, fused_config);
         cmd.attn_scores(q, *cache, scores, tokens, s.attn);
         cmd.attn_softmax(scores, probs, s.attn);
         cmd.attn_weighted_sum(probs, *cache, out3, t.seq);
@@ -143,6 +150,29 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
       EXPECT_EQ(fused[1], staged[1]) << "CPU attention() vs its three stages, call " << call;
     }
   }
+}
+
+// AttentionPath: automatic takes the three stages on a CPU device (lavapipe, where they
+// are faster) and the fused kernel elsewhere; either can be asked for; all agree.
+TEST_F(VulkanVsCpuTest, FusedPathChoice) {
+  std::string type;
+  for (const DeviceInfo& d : list_devices()) {
+    if (d.chosen) type = d.type;
+  }
+  AttnInputs in = case_inputs({.name = "path", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700, .head_dim = 64,
+                               .seqs = 3, .config = {.sinks = kSinks8}});
+  const std::vector<float> want = run_attention(*cpu_, in).out;
+  std::map<AttentionPath, std::size_t> ops;
+  for (AttentionPath path : {AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages}) {
+    in.config.path = path;
+    CommandStats stats;
+    const std::vector<float> got = run_fused(*gpu_, in, &stats);
+    EXPECT_TRUE(all_close(got, want, in.out_shape(), 1e-4, 1e-4)) << "path " << static_cast<int>(path);
+    ops[path] = stats.ops;
+  }
+  EXPECT_EQ(ops[AttentionPath::fused], 2u) << "fused kernel and its merge (700 keys split)";
+  EXPECT_EQ(ops[AttentionPath::three_stages], 4u) << "scores, softmax, weighted sum and its reduce";
+  EXPECT_EQ(ops[AttentionPath::automatic], type == "cpu" ? 4u : 2u) << "device type " << type;
 }
 
 }  // namespace

@@ -246,6 +246,8 @@ TEST_P(AttentionErrors, BadArguments) {
   expect_invalid([&] { fused(q, k, v, q, {}); }, {"attention: out", "a tensor other than q, k and v"});
   expect_invalid([&] { fused(q, k, v, out_f16, {}); }, {"attention: out.dtype", "f16", "f32"});
   expect_invalid([&] { fused(q, foreign, v, out, {}); }, {"attention: k", "another backend"});
+  expect_invalid([&] { fused(q, k, v, out, {.path = static_cast<AttentionPath>(7)}); },
+                 {"attention: config.path", "7", "automatic, fused or three_stages"});
 
   EXPECT_EQ(cmd.stats().ops, 1u);
 }

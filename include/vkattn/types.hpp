@@ -93,6 +93,14 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
 //   s = scale * <q[t,h], k[j,kvh(h)]>;  s = softcap * tanh(s / softcap) when set;
 //   s += alibi_slope[h] * (pos_j - pos_t) when ALiBi is on;  s += mask[t, j] when given;
 //   s = -inf for keys t cannot see (other sequence, future when causal, outside window).
+// Which kernels CommandList::attention runs (the three-stage ops ignore it).
+enum class AttentionPath {
+  automatic,     // fused, except on CPU devices (llvmpipe), where the three stages are faster,
+                 // when their scores and probabilities fit one storage buffer range each
+  fused,         // the fused kernel (a KvRope::on_read cache still takes the three stages)
+  three_stages,  // attn_scores, attn_softmax and attn_weighted_sum on temporaries
+};
+
 struct AttentionConfig {
   std::optional<double> scale{};          // default 1/sqrt(head_dim); finite
   bool causal = true;                     // keys with pos_j <= pos_t only
@@ -102,6 +110,7 @@ struct AttentionConfig {
   std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
   std::vector<float> sinks{};             // per head sink logit in the softmax denominator
                                           // only (gpt-oss); empty = none
+  AttentionPath path = AttentionPath::automatic;  // CommandList::attention only
 };
 
 // Positions and sequence ids of the query tokens and of the keys. Empty seq_ids mean

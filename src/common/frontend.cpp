@@ -150,7 +150,7 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   std::shared_ptr<detail::TensorImpl> tm;
   if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
   detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), tokens, config);
-  impl_->attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks));
+  impl_->attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks), a.path);
 }
 
 void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
@@ -162,7 +162,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   std::shared_ptr<detail::TensorImpl> tm;
   if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
   detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);
-  impl_->attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks));
+  impl_->attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks), a.path);
 }
 
 void CommandList::submit_and_wait() { impl_->submit_and_wait(); }

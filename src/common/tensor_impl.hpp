@@ -72,10 +72,10 @@ class CommandListImpl {
   // Attention in one op (CommandList::attention): |sinks| n_heads values, or empty.
   virtual void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
-                         std::vector<float> sinks) = 0;
+                         std::vector<float> sinks, AttentionPath path) = 0;
   virtual void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                               const ScoresParams& params, std::vector<float> sinks) = 0;
+                               const ScoresParams& params, std::vector<float> sinks, AttentionPath path) = 0;
   virtual void submit_and_wait() = 0;
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;

@@ -433,6 +433,16 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
   return seq;
 }
 
+namespace {
+AttentionPath check_path(AttentionPath path) {
+  if (path != AttentionPath::automatic && path != AttentionPath::fused && path != AttentionPath::three_stages) {
+    throw InvalidArgument("attention", "config.path", std::to_string(static_cast<int>(path)),
+                          "automatic, fused or three_stages");
+  }
+  return path;
+}
+}  // namespace
+
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config) {
   const char* op = "attention";
@@ -451,6 +461,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
     }
   }
   if (&out == &q || &out == &k || &out == &v) throw InvalidArgument(op, "out", "an input", "a tensor other than q, k and v");
+  a.path = check_path(config.path);
   return a;
 }
 
@@ -466,6 +477,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
   check_attn_weighted_sum_cache(scores, cache, out, tokens.q_seq_ids, op);
   if (&out == &q) throw InvalidArgument(op, "out", "q", "a tensor other than q");
+  a.path = check_path(config.path);
   return a;
 }
 

@@ -52,6 +52,7 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
 struct AttentionArgs {
   ScoresParams scores;
   std::vector<float> sinks;
+  AttentionPath path = AttentionPath::automatic;
 };
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config);

@@ -201,10 +201,10 @@ class CpuCommandList final : public CommandListImpl {
                     }});
   }
 
-  // The three stages in a row, on temporaries.
+  // The three stages in a row, on temporaries, whatever the path.
   void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
-                 std::vector<float> sinks) override {
+                 std::vector<float> sinks, AttentionPath) override {
     ops_.push_back({"attention", [q, k, v, out, mask, params, sinks = std::move(sinks)] {
                       const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], n_kv_heads = k->shape[1];
                       const std::size_t n_keys = k->shape[0], head_dim = q->shape[2];
@@ -220,7 +220,8 @@ class CpuCommandList final : public CommandListImpl {
   }
 
   void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
-                       std::shared_ptr<TensorImpl> mask, const ScoresParams& params, std::vector<float> sinks) override {
+                       std::shared_ptr<TensorImpl> mask, const ScoresParams& params, std::vector<float> sinks,
+                       AttentionPath) override {
     ops_.push_back({"attention", [q, cache, out, mask, params, sinks = std::move(sinks)] {
                       const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], n = cache->config.capacity;
                       const std::vector<float> scores = cache_scores(q, *cache, mask, params);

@@ -132,18 +132,19 @@ class VulkanCommandList final : public CommandListImpl {
 
   void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                 std::vector<float> sinks) override {
+                 std::vector<float> sinks, AttentionPath path) override {
     with_params([&](ParamArena& arena) {
       return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), plain_keys(std::move(k)),
-                                  plain_keys(std::move(v)), std::move(out), std::move(mask), p, sinks);
+                                  plain_keys(std::move(v)), std::move(out), std::move(mask), p, sinks, path);
     });
   }
 
   void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
-                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p, std::vector<float> sinks) override {
+                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p, std::vector<float> sinks,
+                       AttentionPath path) override {
     with_params([&](ParamArena& arena) {
       return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), cache_keys(cache->k),
-                                  cache_keys(cache->v), std::move(out), std::move(mask), p, sinks);
+                                  cache_keys(cache->v), std::move(out), std::move(mask), p, sinks, path);
     });
   }
 

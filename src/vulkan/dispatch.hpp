@@ -106,16 +106,15 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
-// Fused attention: out = softmax(scores) x values without materializing either. One
-// dispatch, or two when the keys are split across workgroups (the second merges the
-// splits from |scratch|). A KvRope::on_read cache takes the three stages instead, through
-// tensors from |temp|.
+// CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
+// across workgroups (the second merges the splits from |scratch|); or the three stages on
+// tensors from |temp|, as |path| says (AttentionPath) and always for a KvRope::on_read cache.
 using TempFn = std::function<std::shared_ptr<TensorImpl>(const Shape& shape)>;
 std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                            const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
                                            KeySource values, std::shared_ptr<TensorImpl> out,
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                           const std::vector<float>& sinks);
+                                           const std::vector<float>& sinks, AttentionPath path);
 Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                             std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                             const std::vector<std::int32_t>& dst_rows);

@@ -1,10 +1,11 @@
-// Host side of fused attention (attn_fused.comp): tile rows, workgroup shape and key splits
-// chosen within the device's limits, and the three stages through temporaries where the
-// fused kernel does not apply (a cache that rotates keys as they are read).
+// Host side of CommandList::attention: the fused kernel (attn_fused.comp) with tile rows,
+// workgroup shape and key splits chosen within the device's limits, or the three stages
+// through temporaries (AttentionPath; a cache that rotates keys as they are read).
 #include <algorithm>
 #include <bit>
 
 #include "common/shape_math.hpp"
+#include "vulkan/device.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -21,14 +22,15 @@ constexpr std::uint32_t kMinKeysPerSplit = 256;
 std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
 
 // Keys per invocation when scoring: each query value read serves this many keys (the
-// scores kernel's register blocking); 4 x 8 rows of dot products stay in registers.
-constexpr std::uint32_t kKeysPerLane = 4;
+// scores kernel's register blocking). Tiles of up to 4 rows (decode) take 8, larger ones
+// 4, so that rows x keys dot products stay at 32 registers.
+std::uint32_t keys_per_lane(std::uint32_t rows) { return rows <= 4 ? 8 : 4; }
 
 // Shared memory of attn_fused.comp for |rows| rows, workgroup |wg|, |d4| vec4s of query per
 // row (0 when the queries are read directly).
 std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d4) {
   return std::uint64_t{rows} * d4 * 16 + std::uint64_t{rows} * wg * 4 +
-         std::uint64_t{wg} * kKeysPerLane * ((rows + 3) / 4) * 16 + std::uint64_t{wg} * (32 + 4);
+         std::uint64_t{wg} * keys_per_lane(rows) * ((rows + 3) / 4) * 16 + std::uint64_t{wg} * (32 + 4);
 }
 
 // The three stages into temporaries, timed and named as one "attention" op.
@@ -54,8 +56,14 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                            const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
                                            KeySource values, std::shared_ptr<TensorImpl> out,
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                           const std::vector<float>& sinks) {
-  if (p.rope_on_read) {
+                                           const std::vector<float>& sinks, AttentionPath path) {
+  // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
+  // is a loop over lanes, and the three stages run 3 to 5 times faster (README); they need
+  // the scores and probabilities to fit a buffer each.
+  const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
+  const bool cpu_device = ctx.physical.info.type == "cpu";
+  if (p.rope_on_read || path == AttentionPath::three_stages ||
+      (path == AttentionPath::automatic && cpu_device && score_bytes <= ctx.limits.max_storage_buffer_range)) {
     return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
@@ -78,6 +86,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   std::uint32_t rows_cap = kMaxRows;
   while (rows_cap > 1 && shared_bytes(rows_cap, wg, texel ? 0 : d4) > ctx.limits.max_shared_memory) --rows_cap;
   const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  const std::uint32_t keys_per_invocation = keys_per_lane(rows);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
 
   const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
@@ -89,7 +98,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
     splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (head_dim + 2)));
     splits = std::max<std::uint64_t>(splits, 1);
   }
-  const std::uint32_t block = wg * kKeysPerLane;
+  const std::uint32_t block = wg * keys_per_invocation;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), block) * block);  // whole blocks
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
   const std::uint64_t ml_offset = splits * n_rows * head_dim;
@@ -108,7 +117,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   d.op = "attention";
   d.key = {kernel, 7, sizeof(shader::AttnFusedParams),
            {wg, rows, texel ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
-            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups, kKeysPerLane}};
+            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups,
+            keys_per_invocation}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
@@ -126,8 +136,10 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
     Dispatch c;
     c.op = "attention";  // its second pass: timings add up under the op's name
     const std::uint32_t cwg = workgroup_size(ctx, 64);
-    c.key = {KernelId::attn_fused_combine, 3, sizeof(shader::AttnFusedCombineParams), {cwg}};
-    c.bindings = {tensor_binding(std::move(dst), false), tensor_binding(std::move(out), true), sink_binding};
+    const bool texel_partial = has_texel_view(*dst);
+    c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, 3,
+             sizeof(shader::AttnFusedCombineParams), {cwg}};
+    c.bindings = {tensor_binding(dst, false, texel_partial), tensor_binding(std::move(out), true), sink_binding};
     c.set_push(shader::AttnFusedCombineParams{u32(n_rows), n_heads, head_dim, u32(splits), sinks.empty() ? 0u : 1u,
                                               u32(ml_offset)});
     c.groups = ceil_div(n_rows * head_dim, cwg);
