@@ -43,6 +43,11 @@ struct AttnCase {
 
   std::array<std::size_t, 5> key() const { return {tokens, keys, heads, kv_heads, dim}; }
   std::int32_t q_position(std::size_t t) const { return static_cast<std::int32_t>(keys - tokens + t); }
+  std::vector<std::int32_t> q_positions() const {
+    std::vector<std::int32_t> pos(tokens);
+    for (std::size_t t = 0; t < tokens; ++t) pos[t] = q_position(t);
+    return pos;
+  }
   std::vector<std::int32_t> k_positions() const {
     std::vector<std::int32_t> pos(keys);
     for (std::size_t j = 0; j < keys; ++j) pos[j] = static_cast<std::int32_t>(j);
@@ -167,9 +172,7 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
   try {
     const AttnCase c = attn_case(state);
     Backend& b = backend(kind);
-    std::vector<std::int32_t> q_pos(c.tokens);
-    for (std::size_t t = 0; t < c.tokens; ++t) q_pos[t] = c.q_position(t);
-    const std::vector<std::int32_t> k_pos = c.k_positions();
+    const std::vector<std::int32_t> q_pos = c.q_positions(), k_pos = c.k_positions();
     CommandList cmd = b.commands({.timestamps = true});
     AttnTensors t = record(b, cmd, c, inputs(c.tokens * c.heads * c.dim, 1), q_pos, k_pos);
 
@@ -215,9 +218,7 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind) {
   try {
     const AttnCase c = attn_case(state);
     Backend& b = backend(kind);
-    std::vector<std::int32_t> q_pos(c.tokens);
-    for (std::size_t t = 0; t < c.tokens; ++t) q_pos[t] = c.q_position(t);
-    const std::vector<std::int32_t> k_pos = c.k_positions();
+    const std::vector<std::int32_t> q_pos = c.q_positions(), k_pos = c.k_positions();
     Tensor q = b.tensor({c.tokens, c.heads, c.dim}, DType::f32), out = b.tensor({c.tokens, c.heads, c.dim}, DType::f32);
     Tensor k = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16), v = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16);
     b.upload(q, inputs(c.tokens * c.heads * c.dim, 1));

@@ -90,6 +90,10 @@ struct AttnMeta {
   std::uint32_t q_pos = 0, q_seq = 0, k_pos = 0, k_seq = 0, slopes = 0, q_cpos = 0, k_cpos = 0;
 };
 AttnMeta attn_meta(const ScoresParams& p);
+// How many ranges to split the keys into when |base_groups| row workgroups are too few to
+// fill a GPU (decode), each split writing |split_words| 32-bit partial results (1: none).
+std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,
+                         const DeviceLimits& limits);
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,

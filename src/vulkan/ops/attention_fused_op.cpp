@@ -13,11 +13,6 @@ namespace vkattn::detail {
 namespace {
 
 constexpr std::uint32_t kMaxRows = 8;  // query rows per tile, as in the three stages
-// Splits: when rows alone give fewer workgroups than this (decode: one per kv head), the
-// keys are split so that a large GPU has work for every compute unit; each split covers at
-// least kMinKeysPerSplit keys so that the merge stays cheap.
-constexpr std::uint64_t kTargetGroups = 256;
-constexpr std::uint32_t kMinKeysPerSplit = 256;
 
 std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
 
@@ -58,8 +53,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                            const std::vector<float>& sinks, AttentionPath path) {
   // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
-  // is a loop over lanes, and the three stages run 3 to 5 times faster (README); they need
-  // the scores and probabilities to fit a buffer each.
+  // is a loop over lanes, and the three stages run 2.5 to 5 times faster (README); they
+  // need the scores and probabilities to fit a buffer each (else the temporaries throw).
   const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
   const bool cpu_device = ctx.physical.info.type == "cpu";
   if (p.rope_on_read || path == AttentionPath::three_stages ||
@@ -76,7 +71,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   const bool k_f16 = keys.tensor->dtype == DType::f16, v_f16 = values.tensor->dtype == DType::f16;
 
   // Each invocation owns 16 bytes of a v row; key groups of such invocations fill about 64
-  // (the keys of a block: one per invocation).
+  // invocations, each scoring keys_per_lane keys of a block.
   const std::uint32_t epl = v_f16 ? 8 : 4;
   const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
   const std::uint32_t key_groups =
@@ -91,13 +86,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
 
   const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
-  std::uint64_t splits = 1;
-  if (base_groups < kTargetGroups && n_keys >= 2 * kMinKeysPerSplit) {
-    splits = std::min<std::uint64_t>(ceil_div(kTargetGroups, base_groups), n_keys / kMinKeysPerSplit);
-    // The partial sums and (max, sum) pairs must fit one storage buffer range.
-    splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (head_dim + 2)));
-    splits = std::max<std::uint64_t>(splits, 1);
-  }
+  // Each split's partial results: its sums and its (max, sum) pairs.
+  std::uint64_t splits = key_splits(base_groups, n_keys, n_rows * (head_dim + 2), ctx.limits);
   const std::uint32_t block = wg * keys_per_invocation;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), block) * block);  // whole blocks
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty

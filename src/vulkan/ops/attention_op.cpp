@@ -14,11 +14,12 @@ namespace vkattn::detail {
 namespace {
 
 constexpr std::uint32_t kMaxRows = 8;  // query rows per tile: accumulators per invocation
-// Weighted sum: when rows alone give fewer workgroups than this (decode: one per KV head),
-// the keys are split so that a large GPU has work for every compute unit; each split
-// covers at least kWsumMinKeysPerSplit keys so that the second pass stays cheap.
-constexpr std::uint64_t kWsumTargetGroups = 256;
-constexpr std::uint32_t kWsumMinKeysPerSplit = 256;
+// Key splits (weighted sum, fused attention): when rows alone give fewer workgroups than
+// this (decode: one per KV head), the keys are split so that a large GPU has work for
+// every compute unit; each split covers at least kMinKeysPerSplit keys so that the second
+// pass stays cheap.
+constexpr std::uint64_t kSplitTargetGroups = 256;
+constexpr std::uint32_t kMinKeysPerSplit = 256;
 // Softmax: from this many rows on, subgroups take whole rows (enough of them to fill a GPU).
 constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
@@ -190,17 +191,14 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   return d;
 }
 
-namespace {
-// Key ranges a weighted sum with |base_groups| row workgroups is split into (1: none).
-std::uint32_t wsum_key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t out_elems,
-                              const DeviceLimits& limits) {
-  if (base_groups >= kWsumTargetGroups || n_keys < 2 * kWsumMinKeysPerSplit) return 1;
-  std::uint64_t splits = std::min<std::uint64_t>(ceil_div(kWsumTargetGroups, base_groups), n_keys / kWsumMinKeysPerSplit);
-  // The partial sums must fit one storage buffer range.
-  splits = std::min<std::uint64_t>(splits, limits.max_storage_buffer_range / (4 * std::max<std::uint64_t>(out_elems, 1)));
+std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,
+                         const DeviceLimits& limits) {
+  if (base_groups >= kSplitTargetGroups || n_keys < 2 * kMinKeysPerSplit) return 1;
+  std::uint64_t splits = std::min<std::uint64_t>(ceil_div(kSplitTargetGroups, base_groups), n_keys / kMinKeysPerSplit);
+  // The partial results must fit one storage buffer range.
+  splits = std::min<std::uint64_t>(splits, limits.max_storage_buffer_range / (4 * std::max<std::uint64_t>(split_words, 1)));
   return u32(std::max<std::uint64_t>(splits, 1));
 }
-}  // namespace
 
 std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
@@ -214,7 +212,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
   const std::uint64_t out_elems = std::uint64_t{n_tokens} * n_heads * head_dim;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
-  std::uint32_t splits = wsum_key_splits(base_groups, n_keys, out_elems, ctx.limits);
+  std::uint32_t splits = key_splits(base_groups, n_keys, out_elems, ctx.limits);
   // Each invocation takes 16 bytes of a v row (8 halves, or 4 floats), so every load is
   // one whole texel and each broadcast probability serves 8 (or 4) dims; ROWS * 8
   // accumulators stay at 64. Groups of invocations take turns over the keys, so that a
@@ -224,7 +222,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   const bool f16 = values.tensor->dtype == DType::f16;
   const std::uint32_t epl = f16 ? 8 : 4;
   const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
-  const bool few_rows = base_groups < kWsumTargetGroups;
+  const bool few_rows = base_groups < kSplitTargetGroups;
   const std::uint32_t key_groups =
       std::max<std::uint32_t>(1, std::min(few_rows ? 64u : 32u, ctx.limits.max_workgroup_invocations) / lanes);
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
