@@ -27,6 +27,7 @@ struct Options {
   long capacity = 0;
   vkattn::BackendKind backend = vkattn::BackendKind::vulkan;
   bool check = false;
+  std::optional<vkattn::AttentionPath> attention;  // unset: the three ops, recorded separately
 };
 
 struct UsageError : std::runtime_error {
@@ -37,7 +38,7 @@ void usage() {
   std::cerr << "usage: vkattn-generate [--model FILE (the shipped kjv-tiny)] [--tokenizer FILE (tokenizer.bin beside\n"
                "  --model, else the shipped one)] [--prompt TEXT] [--steps N (256)]\n"
                "  [--temperature T (0.8; 0 = greedy)] [--top-p P (0.9)] [--seed N] [--capacity SLOTS (seq_len)]\n"
-               "  [--backend vulkan|cpu] [--check]\n";
+               "  [--backend vulkan|cpu] [--attention stages|auto|fused|three_stages (stages)] [--check]\n";
 }
 
 double number(const std::string& opt, const std::string& s) {
@@ -91,6 +92,12 @@ Options parse(int argc, char** argv) {
       if (v == "vulkan") o.backend = vkattn::BackendKind::vulkan;
       else if (v == "cpu") o.backend = vkattn::BackendKind::cpu;
       else throw UsageError("--backend = " + v + "; valid: vulkan, cpu");
+    } else if (a == "--attention") {
+      if (v == "stages") o.attention.reset();
+      else if (v == "auto") o.attention = vkattn::AttentionPath::automatic;
+      else if (v == "fused") o.attention = vkattn::AttentionPath::fused;
+      else if (v == "three_stages") o.attention = vkattn::AttentionPath::three_stages;
+      else throw UsageError("--attention = " + v + "; valid: stages, auto, fused, three_stages");
     } else throw UsageError("unknown option " + a);
   }
   return o;
@@ -121,6 +128,7 @@ int run(const Options& o) {
   std::unique_ptr<vkattn::Backend> cpu;
   std::optional<llama2c::Model> ref;
   llama2c::Model model(ck, *backend, capacity);
+  model.use_attention_op(o.attention);
   if (o.check) {
     cpu = vkattn::make_backend(vkattn::BackendKind::cpu);
     ref.emplace(ck, *cpu, capacity);

@@ -428,9 +428,15 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
     vkattn::CommandList cmd = backend_.commands();
     cmd.rope(q_, k_, positions, rope);
     cmd.kv_append(caches_[l], k_, v_, positions);
-    cmd.attn_scores(q_, caches_[l], scores_, {.q_positions = positions}, attn);
-    cmd.attn_softmax(scores_, scores_, attn);
-    cmd.attn_weighted_sum(scores_, caches_[l], out_);
+    if (attention_op_) {
+      vkattn::AttentionConfig op = attn;
+      op.path = *attention_op_;
+      cmd.attention(q_, caches_[l], out_, {.q_positions = positions}, op);
+    } else {
+      cmd.attn_scores(q_, caches_[l], scores_, {.q_positions = positions}, attn);
+      cmd.attn_softmax(scores_, scores_, attn);
+      cmd.attn_weighted_sum(scores_, caches_[l], out_);
+    }
     cmd.submit_and_wait();
     const std::vector<float> att = backend_.download(out_);
     if (static_cast<int>(l) == probe_layer_) probs_ = backend_.download(scores_);
@@ -450,10 +456,18 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
   return logits_;
 }
 
+void Model::use_attention_op(std::optional<vkattn::AttentionPath> path) {
+  if (path && probe_layer_ >= 0)
+    throw std::invalid_argument("use_attention_op: probabilities are kept (keep_probabilities); valid: none while they are");
+  attention_op_ = path;
+}
+
 void Model::keep_probabilities(int layer) {
   if (layer < -1 || layer >= ck_.config.n_layers)
     throw std::invalid_argument("keep_probabilities: layer = " + std::to_string(layer) + "; valid: -1 (none) or [0, " +
                                 std::to_string(ck_.config.n_layers) + ")");
+  if (layer >= 0 && attention_op_)
+    throw std::invalid_argument("keep_probabilities: attention runs as one op (use_attention_op), which keeps none");
   probe_layer_ = layer;
   probs_.clear();
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -112,6 +113,10 @@ class Model {
   std::size_t capacity() const { return capacity_; }
   // Wall time spent in vkattn calls (uploads, record, submit, downloads) so far.
   double vkattn_seconds() const { return vkattn_seconds_; }
+  // How attention runs: unset (the default), the three ops recorded separately, which
+  // keeps the probabilities readable; set, CommandList::attention with that path (fused
+  // kernel, three stages, or the device's choice). keep_probabilities needs it unset.
+  void use_attention_op(std::optional<vkattn::AttentionPath> path);
   // From now on each forward keeps |layer|'s attention probabilities, as attn_softmax wrote
   // them: [n_heads, capacity], keys in slot order (slot = position until the ring wraps).
   // -1 (the default) keeps none.
@@ -127,6 +132,7 @@ class Model {
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_host_, k_host_, v_host_, logits_;
   double vkattn_seconds_ = 0.0;
   int probe_layer_ = -1;
+  std::optional<vkattn::AttentionPath> attention_op_;
   std::vector<float> probs_;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -244,7 +245,9 @@ TEST(Llama2cModel, CpuBackendMatchesRunCTranscription) {
 // largest logit difference and expects identical tokens.
 class GenerateVulkanVsCpu : public VulkanVsCpuTest {
  protected:
-  void generate_both(std::size_t capacity, int steps) {
+  // |attention|: how the Vulkan model runs attention (Model::use_attention_op); the CPU
+  // model always records the three ops.
+  void generate_both(std::size_t capacity, int steps, std::optional<AttentionPath> attention = {}) {
     const fs::path p = temp_dir() / "gen.bin";
     // Own classifier: with random weights a shared one makes greedy repeat the input token
     // (logits = E x, x close to E[token]), and a constant run would prove little.
@@ -253,6 +256,7 @@ class GenerateVulkanVsCpu : public VulkanVsCpuTest {
     llama2c::save_checkpoint(p.string(), llama2c::random_checkpoint(cfg, 42));
     const auto ck = llama2c::load_checkpoint(p.string());
     llama2c::Model g(ck, *gpu_, capacity), c(ck, *cpu_, capacity);
+    g.use_attention_op(attention);
     const GreedyRun run = greedy_both(g, c, {llama2c::kBos}, steps);
     const std::vector<int>& gen_g = run.a;
     EXPECT_EQ(gen_g, run.b);
@@ -265,6 +269,20 @@ class GenerateVulkanVsCpu : public VulkanVsCpuTest {
 TEST_F(GenerateVulkanVsCpu, GreedyFortyTokensAgree) { generate_both(0, 40); }
 
 TEST_F(GenerateVulkanVsCpu, SlidingWindowPastCapacityAgrees) { generate_both(16, 40); }
+
+// The same model with attention as one op through the fused kernel, over a ring that wraps.
+TEST_F(GenerateVulkanVsCpu, FusedAttentionAgrees) { generate_both(16, 40, AttentionPath::fused); }
+
+TEST(Llama2cModel, AttentionOpKeepsNoProbabilities) {
+  const auto ck = llama2c::random_checkpoint(tiny_config(), 5);
+  auto cpu = make_backend(BackendKind::cpu);
+  llama2c::Model model(ck, *cpu);
+  model.use_attention_op(AttentionPath::fused);
+  EXPECT_THROW(model.keep_probabilities(0), std::invalid_argument);
+  model.use_attention_op(std::nullopt);
+  model.keep_probabilities(0);
+  EXPECT_THROW(model.use_attention_op(AttentionPath::automatic), std::invalid_argument);
+}
 
 TEST(Llama2cModel, SlidingWindowChangesResultsOnlyAfterWrap) {
   // With capacity 16 the first 16 positions see everything, so logits equal the full cache's;
