@@ -22,9 +22,9 @@ std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
 std::uint32_t keys_per_lane(std::uint32_t rows) { return rows <= 4 ? 8 : 4; }
 
 // Shared memory of attn_fused.comp for |rows| rows, workgroup |wg|, |d4| vec4s of query per
-// row (0 when the queries are read directly).
+// row (0 when the queries are read directly: the tile is then one vec4).
 std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d4) {
-  return std::uint64_t{rows} * d4 * 16 + std::uint64_t{rows} * wg * 4 +
+  return std::max<std::uint64_t>(1, std::uint64_t{rows} * d4) * 16 + std::uint64_t{rows} * wg * 4 +
          std::uint64_t{wg} * keys_per_lane(rows) * ((rows + 3) / 4) * 16 + std::uint64_t{wg} * (32 + 4);
 }
 
