@@ -13,11 +13,11 @@
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta: q_pos, q_seq, k_pos, k_seq, ALiBi slopes, as attn_scores
 //   binding 6: readonly float sinks [n_heads] (when has_sinks)
-//   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL), also
-//   the keys per block; spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with
-//   texel reads: the query tile is not used); spec 3,
-//   4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7: V_VEC (rows start on 16 bytes:
-//   head_dim % 4 == 0 for f32, % 8 for f16); spec 8: KEY_GROUPS; spec 9: KEYS
+//   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
+//   spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
+//   query tile is not used); spec 3, 4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7:
+//   V_VEC (rows start on 16 bytes: head_dim % 4 == 0 for f32, % 8 for f16); spec 8:
+//   KEY_GROUPS; spec 9: KEYS, keys per invocation (a block is KEYS * workgroup size keys)
 //   variants: VKATTN_TEXEL reads q, k and v through texel buffers (tensor_load.glsl);
 //   VKATTN_SUBGROUPS finds a block's maxima with subgroup operations
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
@@ -27,15 +27,15 @@
 // 1. each invocation scores KEYS consecutive keys against the rows, whose queries all
 //    invocations read at the same address (from shared memory, or with texel reads from
 //    the texel buffer);
-// 2. each row's block maximum (subgroup maxima combined in shared memory, or a scan of the
-//    block's scores without subgroup operations) becomes its running maximum, the same in
-//    every invocation; the running sums are rescaled to it, and each invocation publishes
+// 2. each row's block maximum (subgroup maxima combined in shared memory, or without
+//    subgroup operations a scan of every invocation's maximum) becomes its running
+//    maximum, the same in every invocation; the running sums are rescaled to it, and each invocation publishes
 //    exp(s - max) of its own keys;
 // 3. KEY_GROUPS groups of invocations, each covering one v row in 16-byte units (coalesced),
 //    add up p * v for their share of the block's keys, and the probabilities.
 // Two barriers per block: the next block's step 1 needs no barrier of its own because
-// step 2's barrier has already passed in every invocation. At the end the groups' sums
-// meet in shared memory.
+// step 2's barrier has already passed in every invocation. A block no row sees skips step
+// 3. At the end the groups' sums meet in shared memory.
 #extension GL_GOOGLE_include_directive : require
 #ifdef VKATTN_SUBGROUPS
 #extension GL_KHR_shader_subgroup_basic : require
@@ -134,10 +134,12 @@ const bool Q_DIRECT = true;
 const bool Q_DIRECT = false;
 #endif
 shared vec4 q_tile[Q_VEC4];
-// Step 2's exchange: the subgroups' maxima per row, or the block's scores per row.
+// Step 2's exchange: per row, the subgroups' maxima, or every invocation's maximum.
 shared float red[ROWS * gl_WorkGroupSize.x];
-shared vec4 p_blk[gl_WorkGroupSize.x * KEYS * ROWS4];  // block key i's probabilities at i * ROWS4
-shared vec4 partial[gl_WorkGroupSize.x * 2u];    // the end: groups' sums of one row
+// Step 3's probabilities: block key i's rows at i * ROWS4.
+shared vec4 p_blk[gl_WorkGroupSize.x * KEYS * ROWS4];
+// The end: the groups' sums of one row.
+shared vec4 partial[gl_WorkGroupSize.x * 2u];
 shared float partial_l[gl_WorkGroupSize.x];
 
 void main() {
@@ -176,7 +178,9 @@ void main() {
         const uint r = i / d4, c = i - r * d4;
         q_tile[i] = load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim);
     }
-    barrier();
+    if (!Q_DIRECT) {
+        barrier();
+    }
 
     // Running maximum (the same in every invocation; -FLT_MAX, not -inf, so that a block
     // of masked keys gives exp(-inf - m) = 0 rather than NaN), this group's running sum of
