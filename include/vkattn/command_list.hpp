@@ -103,8 +103,10 @@ class CommandList {
   // Attention in one op: out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v, with
   // the scores, visibility, biases and sinks of attn_scores and attn_softmax (the same
   // arguments, checked the same way), without writing scores or probabilities anywhere.
-  // v: the shape of k (its dtype may differ). On Vulkan a fused flash-attention kernel
-  // (README: Fused attention); a KvRope::on_read cache runs the three stages internally.
+  // v: the shape of k (its dtype may differ). config.path picks the kernels: on Vulkan a
+  // fused flash-attention kernel, or the three stages on temporaries (by default on CPU
+  // devices, where they are faster, and always for a KvRope::on_read cache); README: Fused
+  // attention. Every dispatch is timed as "attention".
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // The same over a cache's keys and values, as attn_scores and attn_weighted_sum on a
