@@ -114,6 +114,7 @@ const bool Q_DIRECT = false;
 #include "attn_rows.glsl"
 #include "attn_visible.glsl"
 shared vec4 q_tile[Q_VEC4];
+#include "attn_rope_read.glsl"
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -153,18 +154,8 @@ void main() {
         // one the scores run 6-9% faster on lavapipe.
         barrier();
     }
-    const uint half_rot = pc.rotary_dim / 2u;
     if (ROPE_ON_READ) {
-        // Rotate the query rows in place by their in-cache positions.
-        for (uint i = lid; i < n_rows * half_rot; i += n_lanes) {
-            const uint r = i / half_rot, pair = i - r * half_rot;
-            const vec2 cs = rope_cos_sin(uint(meta[pc.off_q_cpos + tok[r]]), turns[pair]);
-            const uint a = ROPE_INTERLEAVED ? 2u * pair : pair;
-            const uint b = ROPE_INTERLEAVED ? a + 1u : a + half_rot;
-            const float xa = q_tile[r * d4 + a / 4u][a & 3u], xb = q_tile[r * d4 + b / 4u][b & 3u];
-            q_tile[r * d4 + a / 4u][a & 3u] = xa * cs.x - xb * cs.y;
-            q_tile[r * d4 + b / 4u][b & 3u] = xa * cs.y + xb * cs.x;
-        }
+        rope_rotate_query_tile(n_rows, d4, tok, lid, n_lanes);  // by their in-cache positions
         barrier();
     }
 
@@ -205,35 +196,13 @@ void main() {
         k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
     }
     if (ROPE_ON_READ) {
-        // Each key pair is rotated by the key's in-cache position as it is read; dims
-        // past rotary_dim are read plainly.
+        // Each key pair is rotated by the key's in-cache position as it is read.
         uint cpos[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
             const uint j = key0 + i;
             cpos[i] = uint(meta[pc.off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
         }
-        const uint n_pairs = work ? half_rot : 0u;
-        for (uint pair = 0u; pair < n_pairs; ++pair) {
-            const uint a = ROPE_INTERLEAVED ? 2u * pair : pair;
-            const uint b = ROPE_INTERLEAVED ? a + 1u : a + half_rot;
-            for (uint i = 0u; i < KEYS; ++i) {
-                const vec2 cs = rope_cos_sin(cpos[i], turns[pair]);
-                const float ka = load_k_1(k_row[i] + a), kb = load_k_1(k_row[i] + b);
-                const float ra = ka * cs.x - kb * cs.y, rb = ka * cs.y + kb * cs.x;
-                for (uint r = 0u; r < ROWS; ++r) {
-                    acc[r * KEYS + i] += q_tile[r * d4 + a / 4u][a & 3u] * ra + q_tile[r * d4 + b / 4u][b & 3u] * rb;
-                }
-            }
-        }
-        const uint d_end = work ? pc.head_dim : 0u;
-        for (uint d = pc.rotary_dim; d < d_end; ++d) {
-            for (uint i = 0u; i < KEYS; ++i) {
-                const float kd = load_k_1(k_row[i] + d);
-                for (uint r = 0u; r < ROWS; ++r) {
-                    acc[r * KEYS + i] += q_tile[r * d4 + d / 4u][d & 3u] * kd;
-                }
-            }
-        }
+        ROPE_READ_DOTS(acc, d4, k_row, cpos, work)
     } else if (VEC && K_F16) {
 #ifdef VKATTN_SHUFFLE
         // Lanes hand values round, so the whole subgroup runs the loop if any lane works.
