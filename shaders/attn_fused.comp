@@ -13,11 +13,15 @@
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta: q_pos, q_seq, k_pos, k_seq, ALiBi slopes, as attn_scores
 //   binding 6: readonly float sinks [n_heads] (when has_sinks)
+//   binding 7: readonly uvec2 turns[rotary_dim / 2]: RoPE frequencies (ROPE_ON_READ)
 //   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
 //   spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
 //   query tile is not used); spec 3, 4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7:
 //   V_VEC (rows start on 16 bytes: head_dim % 4 == 0 for f32, % 8 for f16); spec 8:
-//   KEY_GROUPS; spec 9: KEYS, keys per invocation (a block is KEYS * workgroup size keys)
+//   KEY_GROUPS; spec 9: KEYS, keys per invocation (a block is KEYS * workgroup size keys);
+//   spec 10: ROPE_ON_READ (KvRope::on_read: the query tile and each key are rotated by
+//   their in-cache positions as they are read, attn_rope_read.glsl); spec 11:
+//   ROPE_INTERLEAVED
 //   variants: VKATTN_TEXEL reads q, k and v through texel buffers (tensor_load.glsl);
 //   VKATTN_SUBGROUPS finds a block's maxima with subgroup operations
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
@@ -45,6 +49,7 @@
 #include "layout.glsl"
 #include "params.h"
 #include "fma_dot.glsl"
+#include "rope_phase.glsl"
 
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint Q_VEC4 = 256;
@@ -55,6 +60,8 @@ layout(constant_id = 6) const bool K_VEC = true;
 layout(constant_id = 7) const bool V_VEC = true;
 layout(constant_id = 8) const uint KEY_GROUPS = 1;
 layout(constant_id = 9) const uint KEYS = 1;  // keys per invocation in step 1
+layout(constant_id = 10) const bool ROPE_ON_READ = false;
+layout(constant_id = 11) const bool ROPE_INTERLEAVED = false;
 
 const uint EPL = V_F16 ? 8u : 4u;  // v elements per invocation: 16 bytes
 const uint ROWS4 = (ROWS + 3u) / 4u;
@@ -78,6 +85,7 @@ layout(std430, binding = 3) writeonly buffer O { float out_[]; };
 layout(std430, binding = 4) readonly buffer M { float mask[]; };
 layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
 layout(std430, binding = 6) readonly buffer Sinks { float sinks[]; };
+layout(std430, binding = 7) readonly buffer Turns { uvec2 turns[]; };
 
 #define TL_ALIGNED K_VEC  // q rows start on 4 elements whenever k rows do
 #define TL_WORDS q_words
@@ -129,11 +137,12 @@ layout(std430, binding = 6) readonly buffer Sinks { float sinks[]; };
 // kernel's (on CPU devices a shared-memory read is a loop over lanes, a texel fetch a few
 // vector loads; on GPUs both are broadcasts from a cache); else they sit in q_tile.
 #ifdef VKATTN_TEXEL
-const bool Q_DIRECT = true;
+const bool Q_DIRECT = !ROPE_ON_READ;  // rotated queries live in the tile
 #else
 const bool Q_DIRECT = false;
 #endif
 shared vec4 q_tile[Q_VEC4];
+#include "attn_rope_read.glsl"
 // Step 2's exchange: per row, the subgroups' maxima, or every invocation's maximum.
 shared float red[ROWS * gl_WorkGroupSize.x];
 // Step 3's probabilities: block key i's rows at i * ROWS4.
@@ -181,6 +190,10 @@ void main() {
     if (!Q_DIRECT) {
         barrier();
     }
+    if (ROPE_ON_READ) {
+        rope_rotate_query_tile(n_rows, d4, tok, lid, n_lanes);  // by their in-cache positions
+        barrier();
+    }
 
     // Running maximum (the same in every invocation; -FLT_MAX, not -inf, so that a block
     // of masked keys gives exp(-inf - m) = 0 rather than NaN), this group's running sum of
@@ -224,7 +237,14 @@ void main() {
         for (uint i = 0u; i < ROWS * KEYS; ++i) {
             dot[i] = 0.0;
         }
-        if (K_VEC && K_F16) {
+        if (ROPE_ON_READ) {
+            uint cpos[KEYS];
+            for (uint i = 0u; i < KEYS; ++i) {
+                const uint j = key0 + i;
+                cpos[i] = uint(meta[pc.off_k_cpos + k_meta + (j < j_end ? j : j_begin)]);
+            }
+            ROPE_READ_DOTS(dot, d4, k_row, cpos, work)
+        } else if (K_VEC && K_F16) {
             const uint n8 = work ? pc.head_dim / 8u : 0u;
             for (uint c = 0u; c < n8; ++c) {
                 vec4 a[KEYS], b[KEYS];

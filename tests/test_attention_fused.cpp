@@ -1,8 +1,9 @@
 // Fused attention (CommandList::attention), Vulkan against the CPU reference: every case of
 // the three-stage tests (also at the Vulkan spec minimums, where the block maxima take the
 // shared-memory path, and through storage buffers), the split-keys path and its merge, KV
-// caches (mixed sequences, and KvRope::on_read, which runs the three stages), and the CPU
-// backend's attention against its own three stages.
+// caches (mixed sequences, and KvRope::on_read, rotated as read), the path choice, and the
+// CPU backend's attention against its own three stages. test_kv_cache_rope.cpp checks the
+// fused kernel's rotate-on-read against a full-history reference too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,8 +100,8 @@ TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
 }
 
 // Over KV caches: three sequences in mixed prefill/decode calls, and a cache that rotates
-// keys as they are read (KvRope::on_read: the three stages run inside the op), on both
-// backends; the CPU backend's attention() equals its three stages exactly.
+// keys as they are read (KvRope::on_read), on both backends; the CPU backend's attention()
+// equals its three stages exactly.
 TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
   std::vector<float> kSinks16 = kSinks8;
   kSinks16.insert(kSinks16.end(), kSinks8.rbegin(), kSinks8.rend());

@@ -82,13 +82,15 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
       all_k.insert(all_k.end(), k.begin(), k.end());
       all_v.insert(all_v.end(), v.begin(), v.end());
       Tensor s = backend().tensor({1, H, c.capacity}, DType::f32), pr = backend().tensor({1, H, c.capacity}, DType::f32),
-             out = backend().tensor({1, H, D}, DType::f32);
+             out = backend().tensor({1, H, D}, DType::f32), fused = backend().tensor({1, H, D}, DType::f32);
       CommandList cmd = backend().commands();
       const std::vector<std::int32_t> pos = {p};
       cmd.kv_append(cache, tk, tv, pos);
       cmd.attn_scores(tq, cache, s, {.q_positions = pos});
       cmd.attn_softmax(s, pr);
       cmd.attn_weighted_sum(pr, cache, out);
+      // The fused kernel rotates the same way as it reads.
+      cmd.attention(tq, cache, fused, {.q_positions = pos}, {.path = AttentionPath::fused});
       cmd.submit_and_wait();
 
       // Reference: visible positions and their in-cache positions.
@@ -114,6 +116,8 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
       const auto want = plain_attention(*cpu, rq, rk, vv, visible.size(), H, Hk, D, DType::f32);
       EXPECT_TRUE(all_close(backend().download(out), want, {1, H, D}, 2e-5, 1e-4))
           << "capacity " << c.capacity << " sinks " << c.sinks << " step " << step;
+      EXPECT_TRUE(all_close(backend().download(fused), want, {1, H, D}, 2e-5, 1e-4))
+          << "attention(), capacity " << c.capacity << " sinks " << c.sinks << " step " << step;
       // In-cache positions never reach the capacity: generation can go on for ever.
       EXPECT_LT(q_cache_pos, static_cast<std::int32_t>(c.capacity));
     }

@@ -105,8 +105,8 @@ class CommandList {
   // arguments, checked the same way), without writing scores or probabilities anywhere.
   // v: the shape of k (its dtype may differ). config.path picks the kernels: on Vulkan a
   // fused flash-attention kernel, or the three stages on temporaries (by default on CPU
-  // devices, where they are faster, and always for a KvRope::on_read cache); README: Fused
-  // attention. Every dispatch is timed as "attention".
+  // devices, where they are faster); README: Fused attention. Every dispatch is timed as
+  // "attention".
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // The same over a cache's keys and values, as attn_scores and attn_weighted_sum on a

@@ -97,7 +97,7 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
 enum class AttentionPath {
   automatic,     // fused, except on CPU devices (llvmpipe), where the three stages are faster,
                  // when their scores and probabilities fit one storage buffer range each
-  fused,         // the fused kernel (a KvRope::on_read cache still takes the three stages)
+  fused,         // the fused kernel
   three_stages,  // attn_scores, attn_softmax and attn_weighted_sum on temporaries
 };
 

@@ -133,6 +133,9 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint keys_per_split;  // a multiple of the workgroup size
     uint has_sinks;
     uint ml_offset;       // key_splits > 1: word offset of the splits' (max, sum) pairs
+    uint rotary_dim;      // ROPE_ON_READ: dims rotated
+    uint off_q_cpos;      // ROPE_ON_READ: in-cache positions of the queries and the keys
+    uint off_k_cpos;
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -84,10 +84,13 @@ Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = f
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
                         const std::vector<std::int32_t>& q_seq);
 // The kernels' meta binding: positions and sequence ids, ALiBi slopes as float bits, and
-// in-cache positions, at these word offsets.
+// in-cache positions, at these word offsets; and for KvRope::on_read the cache's RoPE
+// frequencies (rope_phase.glsl's fixed-point turns, {0, 0} otherwise) and rotary_dim.
 struct AttnMeta {
   std::vector<std::uint32_t> words;
   std::uint32_t q_pos = 0, q_seq = 0, k_pos = 0, k_seq = 0, slopes = 0, q_cpos = 0, k_cpos = 0;
+  std::vector<std::uint32_t> turns{0, 0};
+  std::uint32_t rotary_dim = 0;
 };
 AttnMeta attn_meta(const ScoresParams& p);
 // How many ranges to split the keys into when |base_groups| row workgroups are too few to
@@ -112,7 +115,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
 // CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
 // across workgroups (the second merges the splits from |scratch|); or the three stages on
-// tensors from |temp|, as |path| says (AttentionPath) and always for a KvRope::on_read cache.
+// tensors from |temp|, as |path| says (AttentionPath).
 using TempFn = std::function<std::shared_ptr<TensorImpl>(const Shape& shape)>;
 std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                            const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,

@@ -1,6 +1,6 @@
 // Host side of CommandList::attention: the fused kernel (attn_fused.comp) with tile rows,
 // workgroup shape and key splits chosen within the device's limits, or the three stages
-// through temporaries (AttentionPath; a cache that rotates keys as they are read).
+// through temporaries (AttentionPath).
 #include <algorithm>
 #include <bit>
 
@@ -57,12 +57,12 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   // need the scores and probabilities to fit a buffer each (else the temporaries throw).
   const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
   const bool cpu_device = ctx.physical.info.type == "cpu";
-  if (p.rope_on_read || path == AttentionPath::three_stages ||
+  if (path == AttentionPath::three_stages ||
       (path == AttentionPath::automatic && cpu_device && score_bytes <= ctx.limits.max_storage_buffer_range)) {
     return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 104);
+  static_assert(sizeof(shader::AttnFusedParams) == 116);
   static_assert(sizeof(shader::AttnFusedCombineParams) == 24);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
@@ -78,8 +78,9 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
       std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes);
   const std::uint32_t wg = lanes * key_groups;
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
+  const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
   std::uint32_t rows_cap = kMaxRows;
-  while (rows_cap > 1 && shared_bytes(rows_cap, wg, texel ? 0 : d4) > ctx.limits.max_shared_memory) --rows_cap;
+  while (rows_cap > 1 && shared_bytes(rows_cap, wg, q_tile ? d4 : 0) > ctx.limits.max_shared_memory) --rows_cap;
   const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   const std::uint32_t keys_per_invocation = keys_per_lane(rows);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
@@ -105,21 +106,22 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                     : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
   Dispatch d;
   d.op = "attention";
-  d.key = {kernel, 7, sizeof(shader::AttnFusedParams),
-           {wg, rows, texel ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
+  d.key = {kernel, 8, sizeof(shader::AttnFusedParams),
+           {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
             head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups,
-            keys_per_invocation}};
+            keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
                 tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
-                params.add(meta.words), sink_binding};
+                params.add(meta.words), sink_binding, params.add(meta.turns)};
   d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.q_pos,
                                      meta.q_seq, meta.k_pos, meta.k_seq, meta.slopes, keys_per_split,
-                                     sinks.empty() ? 0u : 1u, u32(ml_offset)});
+                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, meta.q_cpos,
+                                     meta.k_cpos});
   d.groups = base_groups * splits;
   std::vector<Dispatch> ds{std::move(d)};
   if (splits > 1) {

@@ -80,6 +80,14 @@ AttnMeta attn_meta(const ScoresParams& p) {
   m.slopes = append(p.alibi_slopes);
   m.q_cpos = append(p.q_cpos);
   m.k_cpos = append(p.k_cpos);
+  if (p.rope_on_read) {
+    m.turns.clear();
+    for (std::uint64_t t : rope_turns_fixed(rope_table(p.rope, 0).theta)) {
+      m.turns.push_back(static_cast<std::uint32_t>(t));
+      m.turns.push_back(static_cast<std::uint32_t>(t >> 32));
+    }
+    m.rotary_dim = u32(p.rope.rotary_dim);
+  }
   return m;
 }
 
@@ -104,17 +112,6 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
 
   const AttnMeta meta = attn_meta(p);
-  // KvRope::on_read: the frequency table of the cache's RoPE config.
-  std::vector<std::uint32_t> turn_words = {0, 0};
-  std::uint32_t rotary_dim = 0;
-  if (p.rope_on_read) {
-    turn_words.clear();
-    for (std::uint64_t t : rope_turns_fixed(rope_table(p.rope, 0).theta)) {
-      turn_words.push_back(static_cast<std::uint32_t>(t));
-      turn_words.push_back(static_cast<std::uint32_t>(t >> 32));
-    }
-    rotary_dim = u32(p.rope.rotary_dim);
-  }
 
   // q and k through texel buffers when both have texel views (see tensor_load.glsl); the
   // query tile in shared memory is then only needed to rotate q on read.
@@ -136,13 +133,13 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
                 tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta.words),
-                params.add(turn_words)};
+                params.add(meta.turns)};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.q_pos, meta.q_seq,
-                                      meta.k_pos, meta.k_seq, meta.slopes, rotary_dim, meta.q_cpos, meta.k_cpos});
+                                      meta.k_pos, meta.k_seq, meta.slopes, meta.rotary_dim, meta.q_cpos, meta.k_cpos});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }
