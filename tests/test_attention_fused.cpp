@@ -174,6 +174,19 @@ TEST_F(VulkanVsCpuTest, FusedPathChoice) {
   EXPECT_EQ(ops[AttentionPath::fused], 2u) << "fused kernel and its merge (700 keys split)";
   EXPECT_EQ(ops[AttentionPath::three_stages], 4u) << "scores, softmax, weighted sum and its reduce";
   EXPECT_EQ(ops[AttentionPath::automatic], type == "cpu" ? 4u : 2u) << "device type " << type;
+
+  // Scores that would not fit one buffer: automatic takes the fused kernel on any device.
+  AttnInputs big = case_inputs({.name = "path_big", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700,
+                                .head_dim = 16, .kv_dtype = DType::f16});
+  big.config.path = AttentionPath::automatic;
+  DeviceOptions small = test_options();
+  small.cap_limits = uncapped();
+  small.cap_limits->max_storage_buffer_range = 65536;  // scores: 3 x 8 x 700 x 4 = 67200 bytes
+  on_vulkan(small, [&](Backend& gpu) {
+    CommandStats stats;
+    EXPECT_TRUE(all_close(run_fused(gpu, big, &stats), run_attention(*cpu_, big).out, big.out_shape(), 1e-4, 1e-4));
+    EXPECT_LE(stats.ops, 2u) << "the fused kernel (and its merge)";
+  });
 }
 
 }  // namespace
