@@ -238,7 +238,8 @@ TEST_P(AttentionErrors, BadArguments) {
                    const Tensor* m = nullptr) { cmd.attention(qq, kk, vv, oo, tok, cfg, m); };
   expect_invalid([&] { fused(q, k6, v, out, {}); }, {"attention: k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
   expect_invalid([&] { fused(q, k, v2, out, {}); }, {"attention: v.shape[1]", "2", "k.shape[1] = 1"});
-  expect_invalid([&] { fused(q, k, v5, out, {}); }, {"attention: v.shape[0]", "5", "n_keys = probs.shape[2] = 4"});
+  expect_invalid([&] { fused(q, k, v5, out, {}); }, {"attention: v.shape[0]", "5", "k.shape[0] = 4"});
+  expect_invalid([&] { fused(q, k, v_i32, out, {}); }, {"attention: v.dtype", "i32", "f32 or f16"});
   expect_invalid([&] { fused(q, k, v, out3, {}); }, {"attention: out.shape", "[3, 2, 8]", "[2, 2, 8]"});
   expect_invalid([&] { fused(q, k, v, out, {.window = 0u}); }, {"attention: config.window", "0"});
   expect_invalid([&] { fused(q, k, v, out, {.sinks = {1, 2, 3}}); }, {"attention: config.sinks.size()", "3"});

@@ -453,13 +453,14 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   AttentionArgs a{check_attn_scores(q, k, scores, mask, tokens, config, op), check_attn_softmax(scores, scores, config, op)};
   check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
   check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
-  check_attn_weighted_sum(scores, v, out, op);
-  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+  check_rank3(op, "v", v, "[n_keys, n_kv_heads, head_dim]");
+  for (std::size_t i = 0; i < 3; ++i) {
     if (v.shape[i] != k.shape[i]) {
       throw InvalidArgument(op, "v.shape[" + std::to_string(i) + "]", std::to_string(v.shape[i]),
                             "k.shape[" + std::to_string(i) + "] = " + std::to_string(k.shape[i]));
     }
   }
+  check_attn_weighted_sum(scores, v, out, op);  // dtypes
   if (&out == &q || &out == &k || &out == &v) throw InvalidArgument(op, "out", "an input", "a tensor other than q, k and v");
   a.path = check_path(config.path);
   return a;
