@@ -278,7 +278,8 @@ std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl
   return config.sinks;
 }
 
-void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out, const char* op) {
+void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out) {
+  const char* op = "attn_weighted_sum";
   check_rank3(op, "probs", probs, "[n_tokens, n_heads, n_keys]");
   check_rank3(op, "v", v, "[n_keys, n_kv_heads, head_dim]");
   check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
@@ -414,11 +415,11 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
 }
 
 std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
-                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids,
-                                                        const char* op) {
+                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids) {
+  const char* op = "attn_weighted_sum";
   const auto& c = cache.config;
   const TensorImpl values(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
-  check_attn_weighted_sum(probs, values, out, op);
+  check_attn_weighted_sum(probs, values, out);
   if (q_seq_ids.empty() && c.n_seqs > 1) {
     throw InvalidArgument(op, "q_seq_ids", "empty",
                           "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
@@ -460,7 +461,8 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
                             "k.shape[" + std::to_string(i) + "] = " + std::to_string(k.shape[i]));
     }
   }
-  check_attn_weighted_sum(scores, v, out, op);  // dtypes
+  check_dtype(op, "v", v, true);
+  check_dtype(op, "out", out, false);
   if (&out == &q || &out == &k || &out == &v) throw InvalidArgument(op, "out", "an input", "a tensor other than q, k and v");
   a.path = check_path(config.path);
   return a;
@@ -476,7 +478,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
                   check_attn_softmax(scores, scores, config, op)};
   check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
   check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
-  check_attn_weighted_sum_cache(scores, cache, out, tokens.q_seq_ids, op);
+  check_dtype(op, "out", out, false);
   if (&out == &q) throw InvalidArgument(op, "out", "q", "a tensor other than q");
   a.path = check_path(config.path);
   return a;

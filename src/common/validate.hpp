@@ -29,26 +29,24 @@ RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const 
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst);
 
-// |op|: the op named in errors (the fused attention runs the stages' checks as its own).
+// |op|: the op named in errors (attention runs the scores and softmax checks as its own).
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
                                const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
                                const char* op = "attn_scores");
 // Returns the sinks (n_heads values or empty).
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config,
                                       const char* op = "attn_softmax");
-void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out,
-                             const char* op = "attn_weighted_sum");
+void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const TensorImpl& out);
 
 // The same against a KV cache (n_keys = capacity).
 ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
                                      const TensorImpl* mask, const AttentionTokens& tokens,
                                      const AttentionConfig& config, const char* op = "attn_scores");
 std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
-                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids,
-                                                        const char* op = "attn_weighted_sum");
+                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids);
 
-// CommandList::attention: every check of the three stages (named "attention"), and v the
-// shape of k.
+// CommandList::attention: the scores and softmax checks (named "attention"), v the shape
+// of k, out the shape of q, and the dtypes.
 struct AttentionArgs {
   ScoresParams scores;
   std::vector<float> sinks;

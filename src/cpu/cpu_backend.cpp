@@ -44,6 +44,32 @@ void from_floats(CpuTensor& t, const std::vector<float>& f) {
   }
 }
 
+// The three stages on host vectors, used by the stage ops and by attention(), which runs
+// them in a row. Scores [n_tokens, n_heads, n_keys] of q against plain keys k.
+std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+  std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
+  const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0],
+                   q->shape[2], params);
+  return out;
+}
+
+std::vector<float> softmax(const std::vector<float>& scores, std::size_t n_tokens, std::size_t n_heads,
+                           const std::vector<float>& sinks) {
+  std::vector<float> probs(scores.size());
+  ref::attn_softmax(scores, probs, n_tokens, n_heads, scores.size() / (n_tokens * n_heads), sinks);
+  return probs;
+}
+
+// out [n_tokens, n_heads, head_dim] from probabilities over plain values v.
+std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
+                                      const std::shared_ptr<TensorImpl>& v) {
+  std::vector<float> o(n_tokens * n_heads * v->shape[2]);
+  ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
+  return o;
+}
+
 // The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
 // [capacity, n_kv_heads, head_dim] the reference takes.
 std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
@@ -125,31 +151,21 @@ class CpuCommandList final : public CommandListImpl {
   void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
                    std::shared_ptr<TensorImpl> mask, const ScoresParams& params) override {
     ops_.push_back({"attn_scores", [q, k, scores, mask, params] {
-                      std::vector<float> out(scores->numel);
-                      const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-                      ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1],
-                                       k->shape[1], k->shape[0], q->shape[2], params);
-                      from_floats(cpu(scores), out);
+                      from_floats(cpu(scores), plain_scores(q, k, mask, params));
                     }});
   }
 
   void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
                     std::vector<float> sinks) override {
     ops_.push_back({"attn_softmax", [scores, probs, sinks = std::move(sinks)] {
-                      std::vector<float> out(probs->numel);
-                      ref::attn_softmax(to_floats(cpu(scores)), out, scores->shape[0], scores->shape[1],
-                                        scores->shape[2], sinks);
-                      from_floats(cpu(probs), out);
+                      from_floats(cpu(probs), softmax(to_floats(cpu(scores)), scores->shape[0], scores->shape[1], sinks));
                     }});
   }
 
   void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out) override {
     ops_.push_back({"attn_weighted_sum", [probs, v, out] {
-                      std::vector<float> o(out->numel);
-                      ref::attn_weighted_sum(to_floats(cpu(probs)), to_floats(cpu(v)), o, out->shape[0],
-                                             out->shape[1], v->shape[1], v->shape[0], v->shape[2]);
-                      from_floats(cpu(out), o);
+                      from_floats(cpu(out), plain_weighted_sum(to_floats(cpu(probs)), out->shape[0], out->shape[1], v));
                     }});
   }
 
@@ -206,16 +222,9 @@ class CpuCommandList final : public CommandListImpl {
                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
                  std::vector<float> sinks, AttentionPath) override {
     ops_.push_back({"attention", [q, k, v, out, mask, params, sinks = std::move(sinks)] {
-                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], n_kv_heads = k->shape[1];
-                      const std::size_t n_keys = k->shape[0], head_dim = q->shape[2];
-                      std::vector<float> scores(n_tokens * n_heads * n_keys), probs(scores.size()), o(out->numel);
-                      const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-                      ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), scores, m, n_tokens, n_heads, n_kv_heads,
-                                       n_keys, head_dim, params);
-                      ref::attn_softmax(scores, probs, n_tokens, n_heads, n_keys, sinks);
-                      ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, n_kv_heads, n_keys,
-                                             head_dim);
-                      from_floats(cpu(out), o);
+                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
+                      const std::vector<float> probs = softmax(plain_scores(q, k, mask, params), n_tokens, n_heads, sinks);
+                      from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v));
                     }});
   }
 
@@ -223,10 +232,8 @@ class CpuCommandList final : public CommandListImpl {
                        std::shared_ptr<TensorImpl> mask, const ScoresParams& params, std::vector<float> sinks,
                        AttentionPath) override {
     ops_.push_back({"attention", [q, cache, out, mask, params, sinks = std::move(sinks)] {
-                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], n = cache->config.capacity;
-                      const std::vector<float> scores = cache_scores(q, *cache, mask, params);
-                      std::vector<float> probs(scores.size());
-                      ref::attn_softmax(scores, probs, n_tokens, n_heads, n, sinks);
+                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
+                      const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
                       from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
                     }});
   }
