@@ -22,19 +22,10 @@ namespace {
 // kernel, which a CPU device would not take by itself) and returns out; |stats| receives
 // the list's statistics.
 std::vector<float> run_fused(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
-  Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
-  Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
-  Tensor v = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
-  Tensor out = b.tensor(in.out_shape(), DType::f32), mask;
-  b.upload(q, in.q);
-  b.upload(k, in.k);
-  b.upload(v, in.v);
-  if (!in.mask.empty()) {
-    mask = b.tensor({in.tokens, in.keys}, DType::f32);
-    b.upload(mask, in.mask);
-  }
+  const AttnInputTensors t = upload_inputs(b, in);
+  Tensor out = b.tensor(in.out_shape(), DType::f32);
   CommandList cmd = b.commands();
-  cmd.attention(q, k, v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config, mask.valid() ? &mask : nullptr);
+  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config, t.mask_or_null());
   cmd.submit_and_wait();
   if (stats) *stats = cmd.stats();
   return b.download(out);

@@ -29,24 +29,34 @@ struct AttnOutputs {
   std::vector<float> scores, probs, out;
 };
 
+// q, k, v (and the mask, if any) of |in| on |b|, uploaded.
+struct AttnInputTensors {
+  Tensor q, k, v, mask;
+  const Tensor* mask_or_null() const { return mask.valid() ? &mask : nullptr; }
+};
+inline AttnInputTensors upload_inputs(Backend& b, const AttnInputs& in) {
+  AttnInputTensors t{b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype),
+                     b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype),
+                     b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype), Tensor{}};
+  b.upload(t.q, in.q);
+  b.upload(t.k, in.k);
+  b.upload(t.v, in.v);
+  if (!in.mask.empty()) {
+    t.mask = b.tensor({in.tokens, in.keys}, DType::f32);
+    b.upload(t.mask, in.mask);
+  }
+  return t;
+}
+
 // Records the three stages in one list and runs it. With |feed|, softmax reads feed->scores
 // and the weighted sum feed->probs instead of the previous stage's result, so that each
 // stage can be compared on identical inputs. |stats| receives the list's statistics.
 inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOutputs* feed = nullptr,
                                  CommandStats* stats = nullptr) {
-  Tensor q = b.tensor({in.tokens, in.heads, in.head_dim}, in.q_dtype);
-  Tensor k = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
-  Tensor v = b.tensor({in.keys, in.kv_heads, in.head_dim}, in.kv_dtype);
+  const AttnInputTensors t = upload_inputs(b, in);
   Tensor scores = b.tensor(in.scores_shape(), DType::f32), probs = b.tensor(in.scores_shape(), DType::f32);
   Tensor out = b.tensor(in.out_shape(), DType::f32);
-  b.upload(q, in.q);
-  b.upload(k, in.k);
-  b.upload(v, in.v);
-  Tensor mask, fed_scores, fed_probs;
-  if (!in.mask.empty()) {
-    mask = b.tensor({in.tokens, in.keys}, DType::f32);
-    b.upload(mask, in.mask);
-  }
+  Tensor fed_scores, fed_probs;
   if (feed) {
     fed_scores = b.tensor(in.scores_shape(), DType::f32);
     fed_probs = b.tensor(in.scores_shape(), DType::f32);
@@ -55,9 +65,9 @@ inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOut
   }
   const AttentionTokens tokens{in.q_pos, in.k_pos, in.q_seq, in.k_seq};
   CommandList cmd = b.commands();
-  cmd.attn_scores(q, k, scores, tokens, in.config, mask.valid() ? &mask : nullptr);
+  cmd.attn_scores(t.q, t.k, scores, tokens, in.config, t.mask_or_null());
   cmd.attn_softmax(feed ? fed_scores : scores, probs, in.config);
-  cmd.attn_weighted_sum(feed ? fed_probs : probs, v, out);
+  cmd.attn_weighted_sum(feed ? fed_probs : probs, t.v, out);
   cmd.submit_and_wait();
   if (stats) *stats = cmd.stats();
   return {b.download(scores), b.download(probs), b.download(out)};
