@@ -93,6 +93,12 @@ struct AttnMeta {
   std::uint32_t rotary_dim = 0;
 };
 AttnMeta attn_meta(const ScoresParams& p);
+// A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
+// how many such groups fill a workgroup of about |target| invocations (at least one).
+struct VRowGroups {
+  std::uint32_t per_lane, lanes, groups;
+};
+VRowGroups v_row_groups(const Context& ctx, std::uint32_t head_dim, bool f16, std::uint32_t target);
 // How many ranges to split the keys into when |base_groups| row workgroups are too few to
 // fill a GPU (decode), each split writing |split_words| 32-bit partial results (1: none).
 std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,

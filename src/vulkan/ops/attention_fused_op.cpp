@@ -14,8 +14,6 @@ namespace {
 
 constexpr std::uint32_t kMaxRows = 8;  // query rows per tile, as in the three stages
 
-std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
-
 // Keys per invocation when scoring: each query value read serves this many keys (the
 // scores kernel's register blocking). Tiles of up to 4 rows (decode) take 8, larger ones
 // 4, so that rows x keys dot products stay at 32 registers.
@@ -72,11 +70,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
 
   // Each invocation owns 16 bytes of a v row; key groups of such invocations fill about 64
   // invocations, each scoring keys_per_lane keys of a block.
-  const std::uint32_t epl = v_f16 ? 8 : 4;
-  const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
-  const std::uint32_t key_groups =
-      std::max<std::uint32_t>(1, std::min(64u, ctx.limits.max_workgroup_invocations) / lanes);
-  const std::uint32_t wg = lanes * key_groups;
+  const VRowGroups v_row = v_row_groups(ctx, head_dim, v_f16, 64);
+  const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
   const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
   std::uint32_t rows_cap = kMaxRows;
@@ -108,7 +103,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   d.op = "attention";
   d.key = {kernel, 8, sizeof(shader::AttnFusedParams),
            {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
-            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, key_groups,
+            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
             keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});

@@ -23,8 +23,6 @@ constexpr std::uint32_t kMinKeysPerSplit = 256;
 // Softmax: from this many rows on, subgroups take whole rows (enough of them to fill a GPU).
 constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
-std::uint32_t u32(std::size_t v) { return static_cast<std::uint32_t>(v); }
-
 
 // Whether a kernel of |wg| invocations may hand values between lanes by index: the device
 // has subgroup shuffles and can be made to run whole subgroups of the size it reports
@@ -188,6 +186,12 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   return d;
 }
 
+VRowGroups v_row_groups(const Context& ctx, std::uint32_t head_dim, bool f16, std::uint32_t target) {
+  const std::uint32_t per_lane = f16 ? 8 : 4;
+  const std::uint32_t lanes = (head_dim + per_lane - 1) / per_lane;  // at most 64: kMaxAttentionHeadDim is 256
+  return {per_lane, lanes, std::max<std::uint32_t>(1, std::min(target, ctx.limits.max_workgroup_invocations) / lanes)};
+}
+
 std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,
                          const DeviceLimits& limits) {
   if (base_groups >= kSplitTargetGroups || n_keys < 2 * kMinKeysPerSplit) return 1;
@@ -217,11 +221,8 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   // 64 invocations when rows are few (decode), at least 32 (a GPU's SIMD width) otherwise,
   // where each group's share of keys is short and adding up the groups costs barriers.
   const bool f16 = values.tensor->dtype == DType::f16;
-  const std::uint32_t epl = f16 ? 8 : 4;
-  const std::uint32_t lanes = (head_dim + epl - 1) / epl;  // at most 64: kMaxAttentionHeadDim is 256
-  const bool few_rows = base_groups < kSplitTargetGroups;
-  const std::uint32_t key_groups =
-      std::max<std::uint32_t>(1, std::min(few_rows ? 64u : 32u, ctx.limits.max_workgroup_invocations) / lanes);
+  const VRowGroups v_row = v_row_groups(ctx, head_dim, f16, base_groups < kSplitTargetGroups ? 64 : 32);
+  const std::uint32_t lanes = v_row.lanes, key_groups = v_row.groups;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
   splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
   std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
@@ -233,7 +234,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   Dispatch d;
   d.op = "attn_weighted_sum";
   d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
-           {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % epl == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
+           {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(meta)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
