@@ -166,6 +166,24 @@ TEST_F(VulkanVsCpuTest, FusedPathChoice) {
   EXPECT_EQ(ops[AttentionPath::three_stages], 4u) << "scores, softmax, weighted sum and its reduce";
   EXPECT_EQ(ops[AttentionPath::automatic], type == "cpu" ? 4u : 2u) << "device type " << type;
 
+  // Two three-stage ops of one shape in one list share its scores tensor: the second must
+  // wait for the first's weighted sum before it overwrites the scores.
+  {
+    in.config.path = AttentionPath::three_stages;
+    AttnInputs other = case_inputs({.name = "path_other", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700,
+                                    .head_dim = 64, .seqs = 3, .config = {.sinks = kSinks8}});
+    other.config.path = AttentionPath::three_stages;
+    const AttnInputTensors a = upload_inputs(*gpu_, in), b = upload_inputs(*gpu_, other);
+    Tensor out_a = gpu_->tensor(in.out_shape(), DType::f32), out_b = gpu_->tensor(in.out_shape(), DType::f32);
+    CommandList cmd = gpu_->commands();
+    cmd.attention(a.q, a.k, a.v, out_a, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config);
+    cmd.attention(b.q, b.k, b.v, out_b, {other.q_pos, other.k_pos, other.q_seq, other.k_seq}, other.config);
+    cmd.submit_and_wait();
+    EXPECT_TRUE(all_close(gpu_->download(out_a), want, in.out_shape(), 1e-4, 1e-4)) << "first of two";
+    EXPECT_TRUE(all_close(gpu_->download(out_b), run_attention(*cpu_, other).out, in.out_shape(), 1e-4, 1e-4))
+        << "second of two";
+  }
+
   // Scores that would not fit one buffer: automatic takes the fused kernel on any device.
   AttnInputs big = case_inputs({.name = "path_big", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700,
                                 .head_dim = 16, .kv_dtype = DType::f16});

@@ -104,7 +104,7 @@ class CommandList {
   // the scores, visibility, biases and sinks of attn_scores and attn_softmax (the same
   // arguments, checked the same way), without writing scores or probabilities anywhere.
   // v: the shape of k (its dtype may differ). config.path picks the kernels: on Vulkan a
-  // fused flash-attention kernel, or the three stages on temporaries (by default on CPU
+  // fused flash-attention kernel, or the three stages on a temporary (by default on CPU
   // devices, where they are faster); README: Fused attention. Every dispatch is timed as
   // "attention".
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,

@@ -96,9 +96,9 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
 // Which kernels CommandList::attention runs (the three-stage ops ignore it).
 enum class AttentionPath {
   automatic,     // fused, except on CPU devices (llvmpipe), where the three stages are faster,
-                 // when their scores and probabilities fit one storage buffer range each
+                 // when their scores fit one storage buffer range
   fused,         // the fused kernel
-  three_stages,  // attn_scores, attn_softmax and attn_weighted_sum on temporaries
+  three_stages,  // attn_scores, attn_softmax (in place) and attn_weighted_sum on a temporary
 };
 
 struct AttentionConfig {

@@ -1,6 +1,7 @@
 #include "vulkan/command_list.hpp"
 
 #include <bit>
+#include <map>
 #include <set>
 #include <type_traits>
 
@@ -206,9 +207,14 @@ class VulkanCommandList final : public CommandListImpl {
     };
   }
 
-  // A new f32 tensor for one op's intermediate results (kept alive by its bindings).
+  // The list's f32 tensor of each shape for ops' intermediate results: attention() on every
+  // layer of a model allocates it once, not per layer.
   TempFn temp_fn() {
-    return [this](const Shape& shape) { return std::make_shared<VulkanTensor>(ctx_, shape, DType::f32); };
+    return [this](const Shape& shape) {
+      auto& t = temps_[shape];
+      if (!t) t = std::make_shared<VulkanTensor>(ctx_, shape, DType::f32);
+      return t;
+    };
   }
 
   void add(std::vector<Dispatch> ds) {
@@ -344,6 +350,7 @@ class VulkanCommandList final : public CommandListImpl {
   ParamArena params_;
   std::vector<Dispatch> ops_;
   std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
+  std::map<Shape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::unique_ptr<Encoded> encoded_;
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;

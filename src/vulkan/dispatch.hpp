@@ -121,7 +121,9 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
 // CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
 // across workgroups (the second merges the splits from |scratch|); or the three stages on
-// tensors from |temp|, as |path| says (AttentionPath).
+// a tensor from |temp|, as |path| says (AttentionPath).
+// An f32 tensor of |shape| for an op's intermediate results, which later ops of the same
+// list may be given again (the hazard tracking orders them).
 using TempFn = std::function<std::shared_ptr<TensorImpl>(const Shape& shape)>;
 std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                            const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,

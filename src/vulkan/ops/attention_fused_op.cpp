@@ -1,6 +1,6 @@
 // Host side of CommandList::attention: the fused kernel (attn_fused.comp) with tile rows,
 // workgroup shape and key splits chosen within the device's limits, or the three stages
-// through temporaries (AttentionPath).
+// through a temporary (AttentionPath).
 #include <algorithm>
 #include <bit>
 
@@ -26,18 +26,18 @@ std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d
          std::uint64_t{wg} * keys_per_lane(rows) * ((rows + 3) / 4) * 16 + std::uint64_t{wg} * (32 + 4);
 }
 
-// The three stages into temporaries, timed and named as one "attention" op.
+// The three stages through one temporary (the softmax works in place), timed and named as
+// one "attention" op.
 std::vector<Dispatch> three_stages(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                    const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
                                    KeySource values, std::shared_ptr<TensorImpl> out,
                                    std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
-  const Shape shape{q->shape[0], q->shape[1], keys.n_keys};
-  std::shared_ptr<TensorImpl> scores = temp(shape), probs = temp(shape);
+  std::shared_ptr<TensorImpl> scores = temp(Shape{q->shape[0], q->shape[1], keys.n_keys});
   std::vector<Dispatch> ds;
   ds.push_back(attn_scores_dispatch(ctx, params, std::move(q), std::move(keys), scores, std::move(mask), p));
-  ds.push_back(attn_softmax_dispatch(ctx, params, scores, probs, sinks));
-  for (Dispatch& d : attn_weighted_sum_dispatches(ctx, params, scratch, probs, std::move(values), std::move(out), p.q_seq))
+  ds.push_back(attn_softmax_dispatch(ctx, params, scores, scores, sinks));
+  for (Dispatch& d : attn_weighted_sum_dispatches(ctx, params, scratch, scores, std::move(values), std::move(out), p.q_seq))
     ds.push_back(std::move(d));
   for (Dispatch& d : ds) d.op = "attention";
   return ds;
@@ -52,7 +52,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                            const std::vector<float>& sinks, AttentionPath path) {
   // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
   // is a loop over lanes, and the three stages run 2.5 to 5 times faster (README); they
-  // need the scores and probabilities to fit a buffer each (else the temporaries throw).
+  // need the scores to fit a buffer (else the temporary throws).
   const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
   const bool cpu_device = ctx.physical.info.type == "cpu";
   if (path == AttentionPath::three_stages ||
