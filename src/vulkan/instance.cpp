@@ -1,5 +1,7 @@
 #include "vulkan/instance.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "vulkan/check.hpp"
@@ -9,6 +11,33 @@ namespace vkattn::detail {
 namespace {
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
+// NVIDIA's Linux driver takes static TLS (libnvidia-tls) each time the loader loads it,
+// and glibc does not give all of it back when the loader unloads it with the last
+// instance: after about 30 create/destroy cycles in one process, vkCreateInstance fails
+// with "cannot allocate memory in static TLS block" (found on an H100, driver 580). One
+// bare instance kept for the life of the process keeps every driver loaded, so backends
+// may come and go. It is never destroyed: at exit, drivers may already be torn down.
+std::atomic<bool> unloading{false};
+
+void keep_drivers_loaded() {
+  static const VkInstance anchor = [] {
+    auto app = vk_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
+    app.pApplicationName = "vkattn (keeps drivers loaded)";
+    app.apiVersion = VK_API_VERSION_1_1;
+    auto info = vk_struct<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+    info.pApplicationInfo = &app;
+    VkInstance instance = VK_NULL_HANDLE;
+    // A failure here is reported by the real instance creation that follows.
+    if (vkCreateInstance(&info, nullptr, &instance) != VK_SUCCESS) instance = VK_NULL_HANDLE;
+    // Registered after the drivers loaded, so it runs before their exit handlers, and
+    // before the destructors of statics made earlier (found: a benchmark's static backend
+    // crashed in NVIDIA's driver at exit).
+    std::atexit([] { unloading = true; });
+    return instance;
+  }();
+  (void)anchor;
+}
+
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   for (const auto& e : exts) {
     if (std::strcmp(e.extensionName, name) == 0) return true;
@@ -16,6 +45,8 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
   return false;
 }
 }  // namespace
+
+bool drivers_unloading() { return unloading.load(); }
 
 std::unique_ptr<Instance> Instance::create(bool validation) {
   std::unique_ptr<Instance> self(new Instance());
@@ -26,6 +57,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
     throw Error(ErrorCode::no_device, "the Vulkan loader supports only Vulkan 1.0; vkattn needs 1.1",
                 "vkEnumerateInstanceVersion", 0, current_op());
   }
+  keep_drivers_loaded();
   // 1.2 when available, so that 1.2 feature structs may be queried on 1.2 devices.
   self->api_version_ = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
 
@@ -123,6 +155,7 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
 }
 
 Instance::~Instance() {
+  if (drivers_unloading()) return;
   if (messenger_ != VK_NULL_HANDLE) {
     auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
         vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
