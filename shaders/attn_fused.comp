@@ -11,9 +11,8 @@
 //              then from word ml_offset its (running max, sum of exponentials) pairs
 //              [key_splits, n_tokens * n_heads, 2], which attn_fused_combine merges
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
-//   binding 5: readonly int meta: q_pos, q_seq, k_pos, k_seq, ALiBi slopes, as attn_scores
-//   binding 6: readonly float sinks [n_heads] (when has_sinks)
-//   binding 7: readonly uvec2 turns[rotary_dim / 2]: RoPE frequencies (ROPE_ON_READ)
+//   binding 5: readonly int meta: positions, sequence ids, ALiBi slopes, sink logits and
+//              RoPE frequencies (params.h: VKATTN_META_*)
 //   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
 //   spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
 //   query tile is not used); spec 3, 4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7:
@@ -84,8 +83,7 @@ layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
 layout(std430, binding = 3) writeonly buffer O { float out_[]; };
 layout(std430, binding = 4) readonly buffer M { float mask[]; };
 layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
-layout(std430, binding = 6) readonly buffer Sinks { float sinks[]; };
-layout(std430, binding = 7) readonly buffer Turns { uvec2 turns[]; };
+#include "attn_meta.glsl"
 
 #define TL_ALIGNED K_VEC  // q rows start on 4 elements whenever k rows do
 #define TL_WORDS q_words
@@ -157,6 +155,7 @@ void main() {
     const uint lanes = n_lanes / KEY_GROUPS;  // invocations per v row
     const uint lane = lid % lanes;            // v dims EPL lane .. EPL lane + EPL - 1
     const uint key_group = lid / lanes;
+    read_meta_offsets();
     uint wg = wg_linear_id();
     const uint split = wg % pc.key_splits;
     wg /= pc.key_splits;
@@ -175,9 +174,9 @@ void main() {
     tile_rows(row0, n_rows, kv_head, tok, head);
     for (uint r = 0u; r < ROWS; ++r) {
         q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
-        q_pos[r] = meta[pc.off_q_pos + tok[r]];
-        q_seq[r] = meta[pc.off_q_seq + tok[r]];
-        slope[r] = pc.has_alibi != 0u ? uintBitsToFloat(uint(meta[pc.off_slopes + head[r]])) : 0.0;
+        q_pos[r] = meta[off_q_pos + tok[r]];
+        q_seq[r] = meta[off_q_seq + tok[r]];
+        slope[r] = alibi_slope(head[r]);
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's slots.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
@@ -222,8 +221,8 @@ void main() {
             visible[i] = 0u;
             k_pos[i] = 0;
             if (j < j_end) {
-                k_pos[i] = meta[pc.off_k_pos + k_meta + j];
-                const int k_seq = meta[pc.off_k_seq + k_meta + j];
+                k_pos[i] = meta[off_k_pos + k_meta + j];
+                const int k_seq = meta[off_k_seq + k_meta + j];
                 for (uint r = 0u; r < ROWS; ++r) {
                     if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos[i], k_seq)) {
                         visible[i] |= 1u << r;
@@ -241,7 +240,7 @@ void main() {
             uint cpos[KEYS];
             for (uint i = 0u; i < KEYS; ++i) {
                 const uint j = key0 + i;
-                cpos[i] = uint(meta[pc.off_k_cpos + k_meta + (j < j_end ? j : j_begin)]);
+                cpos[i] = uint(meta[off_k_cpos + k_meta + (j < j_end ? j : j_begin)]);
             }
             ROPE_READ_DOTS(dot, d4, k_row, cpos, work)
         } else if (K_VEC && K_F16) {
@@ -424,7 +423,7 @@ void main() {
             // The sink joins the denominator at the common maximum, as in attn_softmax.
             float m_all = m[r], denom = l[r];
             if (pc.has_sinks != 0u) {
-                const float sink = sinks[head[r]];
+                const float sink = intBitsToFloat(meta[off_sinks + head[r]]);
                 m_all = max(m_all, sink);
                 scale = exp(m[r] - m_all);
                 denom = denom * scale + exp(sink - m_all);

@@ -7,10 +7,9 @@
 //              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16)
 //   binding 2: writeonly float scores [n_tokens, n_heads, n_keys]
 //   binding 3: readonly float mask [n_tokens, n_keys] (when has_mask)
-//   binding 5: readonly uvec2 turns[rotary_dim / 2]: RoPE frequencies (ROPE_ON_READ)
-//   binding 4: readonly meta: q_pos, q_seq, k_pos, k_seq (int), ALiBi slopes (float bits);
-//              a cache's k_pos/k_seq hold k_meta_stride entries per sequence. The host
-//              keeps a tile within one sequence when keys come from a cache.
+//   binding 4: readonly int meta: positions, sequence ids, ALiBi slopes, RoPE frequencies
+//              (params.h: VKATTN_META_*); the host keeps a tile within one sequence when
+//              keys come from a cache.
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
@@ -73,7 +72,7 @@ layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 2) writeonly buffer S4 { vec4 scores4[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
 layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
-layout(std430, binding = 5) readonly buffer Turns { uvec2 turns[]; };
+#include "attn_meta.glsl"
 
 // q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies.
 #define TL_ALIGNED VEC
@@ -119,6 +118,7 @@ shared vec4 q_tile[Q_VEC4];
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint n_lanes = gl_WorkGroupSize.x;
+    read_meta_offsets();
     uint wg = wg_linear_id();
     const uint key_tile = wg % pc.key_tiles;
     wg /= pc.key_tiles;
@@ -138,8 +138,8 @@ void main() {
     tile_rows(row0, n_rows, kv_head, tok, head);
     for (uint r = 0u; r < ROWS; ++r) {
         q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
-        q_pos[r] = meta[pc.off_q_pos + tok[r]];
-        q_seq[r] = meta[pc.off_q_seq + tok[r]];
+        q_pos[r] = meta[off_q_pos + tok[r]];
+        q_seq[r] = meta[off_q_seq + tok[r]];
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's keys.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
@@ -173,9 +173,9 @@ void main() {
         if (j >= pc.n_keys) {
             continue;
         }
-        const int k_pos = meta[pc.off_k_pos + k_meta + j];
+        const int k_pos = meta[off_k_pos + k_meta + j];
         key_pos[i] = k_pos;
-        const int k_seq = meta[pc.off_k_seq + k_meta + j];
+        const int k_seq = meta[off_k_seq + k_meta + j];
         for (uint r = 0u; r < ROWS; ++r) {
             if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
                 visible[i] |= 1u << r;
@@ -200,7 +200,7 @@ void main() {
         uint cpos[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
             const uint j = key0 + i;
-            cpos[i] = uint(meta[pc.off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
+            cpos[i] = uint(meta[off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
         }
         ROPE_READ_DOTS(acc, d4, k_row, cpos, work)
     } else if (VEC && K_F16) {
@@ -293,7 +293,7 @@ void main() {
             break;  // uniform
         }
         const uint out_row = (tok[r] * pc.n_heads + head[r]) * pc.n_keys;
-        const float slope = pc.has_alibi != 0u ? uintBitsToFloat(uint(meta[pc.off_slopes + head[r]])) : 0.0;
+        const float slope = alibi_slope(head[r]);
         float sc[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
             sc[i] = (visible[i] & (1u << r)) != 0u

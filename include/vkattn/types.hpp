@@ -137,13 +137,19 @@ struct DeviceLimits {
   std::uint32_t subgroup_size = 0;              // lanes; 0 when the device reports none
   bool subgroup_arithmetic = false;             // subgroupAdd/Max/... in compute shaders
   bool subgroup_shuffle = false;                // subgroupShuffle* in compute shaders
-  bool subgroup_size_control = false;           // a compute pipeline can require subgroup_size
+  bool subgroup_size_control = false;           // a compute pipeline can require a subgroup size
                                                 // and full subgroups (VK_EXT_subgroup_size_control)
+  std::uint32_t subgroup_min_size = 0;          // sizes a pipeline may require (size control);
+  std::uint32_t subgroup_max_size = 0;          //   both subgroup_size without it
+  bool subgroup_vote = false;                   // subgroupAny/All in compute shaders
   std::uint32_t max_shared_memory = 16384;      // bytes per workgroup; spec minimum 16 KiB
   std::uint32_t max_workgroup_invocations = 128;                 // spec minimum 128
   std::array<std::uint32_t, 3> max_workgroup_size{128, 128, 64}; // spec minimum
   std::array<std::uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // spec minimum
   std::uint64_t max_storage_buffer_range = 134217728;  // bytes; spec minimum 128 MiB
+  // Storage-buffer bindings one kernel may use (maxPerStageDescriptorStorageBuffers); spec
+  // minimum 4. Inputs read through texel views do not count against it.
+  std::uint32_t max_storage_buffers = 4;
   std::uint64_t storage_offset_alignment = 256;        // minStorageBufferOffsetAlignment
   // 16-byte texels (R32G32B32A32_UINT) a uniform texel buffer may hold; spec minimum 65536.
   // Kernels read big inputs through texel buffers when the tensor fits (on CPU devices a
@@ -155,10 +161,25 @@ struct DeviceLimits {
   bool timestamps = false;                             // compute-queue timestamps
   double timestamp_period_ns = 0.0;                    // ns per timestamp tick
   bool unified_memory = false;                         // device-local memory is host-visible
+  // Compute units (NVIDIA SMs, AMD CUs, Arm shader cores) when the driver says
+  // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties, VK_ARM_shader_core_builtins);
+  // 0 when it does not. Decode kernels split keys to give each unit several workgroups.
+  std::uint32_t compute_units = 0;
 };
 
 // The Vulkan 1.1 minimums for every limit above (features off).
 DeviceLimits spec_minimum_limits();
+
+// Which family of kernels a Vulkan backend records (README: Kernel shapes). The two
+// compute the same results; they differ in how work maps onto the device.
+enum class KernelShape {
+  automatic,  // cpu on CPU devices (llvmpipe), gpu elsewhere
+  cpu,        // a lane per key, inputs through texel views: fast on CPU devices
+  gpu,        // decode with a group of lanes per key row (coalesced), keys split to fill
+              // the device's compute units, inputs through storage buffers; needs subgroup
+              // shuffles and size control, else the cpu shape's kernels run
+};
+const char* to_string(KernelShape shape);
 
 struct DeviceOptions {
   // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
@@ -176,6 +197,8 @@ struct DeviceOptions {
   // Default: $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn. "" disables the cache.
   std::optional<std::string> pipeline_cache_dir{};
   std::uint32_t submit_timeout_ms = 60000;  // fence wait before ErrorCode::timeout
+  // Kernel family; default: $VKATTN_KERNELS ("cpu" or "gpu") if set, else automatic.
+  std::optional<KernelShape> kernels{};
 };
 
 // One Vulkan device as vkattn sees it (for vkattn-info and error messages).

@@ -1,10 +1,9 @@
 // Attention over a cache whose keys are stored unrotated (KvRope::on_read): the query tile
 // is rotated in shared memory by each query's in-cache position, and each key pair by the
 // key's as it is read. Shared by attn_scores and attn_fused.
-// Needs, from the includer: shared vec4 q_tile[] (rows of d4 vec4s), the binding
-// `uvec2 turns[]` (RoPE frequencies, rope_phase.glsl), load_k_1(), meta[], pc.rotary_dim,
-// pc.head_dim, pc.off_q_cpos, the spec constants ROWS, ROPE_INTERLEAVED (and KEYS for
-// ROPE_READ_DOTS).
+// Needs, from the includer: shared vec4 q_tile[] (rows of d4 vec4s), attn_meta.glsl
+// (read_meta_offsets() called), load_k_1(), pc.rotary_dim, pc.head_dim, the spec
+// constants ROWS, ROPE_INTERLEAVED (and KEYS for ROPE_READ_DOTS).
 #ifndef VKATTN_ATTN_ROPE_READ_GLSL
 #define VKATTN_ATTN_ROPE_READ_GLSL
 
@@ -23,7 +22,7 @@ void rope_rotate_query_tile(uint n_rows, uint d4, uint tok[ROWS], uint lid, uint
     const uint half_rot = pc.rotary_dim / 2u;
     for (uint i = lid; i < n_rows * half_rot; i += n_lanes) {
         const uint r = i / half_rot, pair = i - r * half_rot;
-        const vec2 cs = rope_cos_sin(uint(meta[pc.off_q_cpos + tok[r]]), turns[pair]);
+        const vec2 cs = rope_cos_sin(uint(meta[off_q_cpos + tok[r]]), rope_turns(pair));
         const uvec2 ab = rope_pair(pair);
         const float xa = q_tile_at(r, d4, ab.x), xb = q_tile_at(r, d4, ab.y);
         q_tile[r * d4 + ab.x / 4u][ab.x & 3u] = xa * cs.x - xb * cs.y;
@@ -38,7 +37,7 @@ void rope_rotate_query_tile(uint n_rows, uint d4, uint tok[ROWS], uint lid, uint
 void rope_read_dot(uint d4, uint k_row, uint cpos, inout float dot[ROWS]) {
     for (uint pair = 0u; pair < pc.rotary_dim / 2u; ++pair) {
         const uvec2 ab = rope_pair(pair);
-        const vec2 cs = rope_cos_sin(cpos, turns[pair]);
+        const vec2 cs = rope_cos_sin(cpos, rope_turns(pair));
         const float ka = load_k_1(k_row + ab.x), kb = load_k_1(k_row + ab.y);
         const float ra = ka * cs.x - kb * cs.y, rb = ka * cs.y + kb * cs.x;
         for (uint r = 0u; r < ROWS; ++r) {

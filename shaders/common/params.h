@@ -39,6 +39,23 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 
 // Attention. Rows of a kv head's group are (token, head in group) pairs, row = t * group + i,
 // head = kv_head * group + i; a workgroup takes rows_per_wg consecutive rows.
+// The scores and fused kernels read one metadata binding of 32-bit words: first these word
+// offsets, then the arrays they point at: q_pos, q_seq (n_tokens each), k_pos, k_seq (a
+// cache holds k_meta_stride entries per sequence), ALiBi slopes (float bits, n_heads),
+// the in-cache positions of queries and keys (KvRope::on_read), sink logits (float bits,
+// n_heads) and RoPE frequencies (rope_phase.glsl's (lo, hi) turns, rotary_dim / 2 pairs).
+// Offsets live there rather than in push constants, which stay well inside the 128 bytes
+// every device has.
+#define VKATTN_META_Q_POS 0
+#define VKATTN_META_Q_SEQ 1
+#define VKATTN_META_K_POS 2
+#define VKATTN_META_K_SEQ 3
+#define VKATTN_META_SLOPES 4
+#define VKATTN_META_Q_CPOS 5
+#define VKATTN_META_K_CPOS 6
+#define VKATTN_META_SINKS 7
+#define VKATTN_META_TURNS 8
+#define VKATTN_META_HEADER 9
 #if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_SCORES)
 VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint n_tokens;
@@ -59,14 +76,7 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint window;          // 0: none
     uint has_mask;
     uint has_alibi;
-    uint off_q_pos;       // word offsets into the meta binding
-    uint off_q_seq;
-    uint off_k_pos;
-    uint off_k_seq;
-    uint off_slopes;
     uint rotary_dim;      // ROPE_ON_READ: dims rotated
-    uint off_q_cpos;      // ROPE_ON_READ: in-cache positions of the queries
-    uint off_k_cpos;      // ROPE_ON_READ: in-cache positions of the keys (like k_pos)
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -105,7 +115,7 @@ VKATTN_PUSH_CONSTANTS(AttnWsumReduceParams) {
 } VKATTN_PC_INSTANCE;
 #endif
 
-#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_FUSED)
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_FUSED) || defined(VKATTN_WANT_ATTN_FUSED_COALESCED)
 VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint n_tokens;
     uint n_heads;
@@ -125,17 +135,10 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint window;
     uint has_mask;
     uint has_alibi;
-    uint off_q_pos;       // word offsets into the meta binding, as for AttnScoresParams
-    uint off_q_seq;
-    uint off_k_pos;
-    uint off_k_seq;
-    uint off_slopes;
-    uint keys_per_split;  // a multiple of the workgroup size
+    uint keys_per_split;  // a multiple of the keys a workgroup takes per step
     uint has_sinks;
     uint ml_offset;       // key_splits > 1: word offset of the splits' (max, sum) pairs
     uint rotary_dim;      // ROPE_ON_READ: dims rotated
-    uint off_q_cpos;      // ROPE_ON_READ: in-cache positions of the queries and the keys
-    uint off_k_cpos;
 } VKATTN_PC_INSTANCE;
 #endif
 

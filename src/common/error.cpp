@@ -57,4 +57,13 @@ InvalidArgument::InvalidArgument(const std::string& op, const std::string& param
 
 DeviceLimits spec_minimum_limits() { return DeviceLimits{}; }
 
+const char* to_string(KernelShape shape) {
+  switch (shape) {
+    case KernelShape::automatic: return "automatic";
+    case KernelShape::cpu: return "cpu";
+    case KernelShape::gpu: return "gpu";
+  }
+  return "unknown";
+}
+
 }  // namespace vkattn

@@ -79,6 +79,19 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
   props.pNext = &subgroup;
   if (v12) subgroup.pNext = &driver;
   if (size_control_ext) size_props.pNext = std::exchange(props.pNext, &size_props);
+  // Compute units, where the vendor's extension tells them.
+  auto nv_sm = vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+  auto amd_core = vk_struct<VkPhysicalDeviceShaderCorePropertiesAMD>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
+  auto arm_core = vk_struct<VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM);
+  const bool has_nv_sm = has(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool has_amd_core = has(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  const bool has_arm_core = has(VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME);
+  if (has_nv_sm) nv_sm.pNext = std::exchange(props.pNext, &nv_sm);
+  if (has_amd_core) amd_core.pNext = std::exchange(props.pNext, &amd_core);
+  if (has_arm_core) arm_core.pNext = std::exchange(props.pNext, &arm_core);
   vkGetPhysicalDeviceProperties2(pd, &props);
   info.driver = v12 ? std::string(driver.driverName) + " " + driver.driverInfo : "version " + std::to_string(base.driverVersion);
 
@@ -106,11 +119,23 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
                               size_props.minSubgroupSize <= subgroup.subgroupSize &&
                               subgroup.subgroupSize <= size_props.maxSubgroupSize;
   lim.subgroup_size_control = compute_subgroups && out.subgroup_size_control;
+  lim.subgroup_vote = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
+  lim.subgroup_min_size = lim.subgroup_size_control ? size_props.minSubgroupSize : subgroup.subgroupSize;
+  lim.subgroup_max_size = lim.subgroup_size_control ? size_props.maxSubgroupSize : subgroup.subgroupSize;
+  if (has_nv_sm) {
+    lim.compute_units = nv_sm.shaderSMCount;
+  } else if (has_amd_core) {
+    lim.compute_units =
+        amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount * amd_core.computeUnitsPerShaderArray;
+  } else if (has_arm_core) {
+    lim.compute_units = arm_core.shaderCoreCount;
+  }
   lim.max_shared_memory = l.maxComputeSharedMemorySize;
   lim.max_workgroup_invocations = l.maxComputeWorkGroupInvocations;
   lim.max_workgroup_size = std::to_array(l.maxComputeWorkGroupSize);
   lim.max_workgroup_count = std::to_array(l.maxComputeWorkGroupCount);
   lim.max_storage_buffer_range = l.maxStorageBufferRange;
+  lim.max_storage_buffers = l.maxPerStageDescriptorStorageBuffers;
   lim.storage_offset_alignment = l.minStorageBufferOffsetAlignment;
   // Uniform texel buffers of R32G32B32A32_UINT are required by the spec; check anyway.
   VkFormatProperties texel_format{};
@@ -154,7 +179,8 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
   }
   if (!found) {
     info.rejected = "has no compute queue";
-  } else if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeSharedMemorySize < 16384) {
+  } else if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeSharedMemorySize < 16384 ||
+             l.maxPerStageDescriptorStorageBuffers < 4 || l.maxPushConstantsSize < 128) {
     info.rejected = "reports compute limits below the Vulkan minimums";
   }
   return out;
@@ -229,6 +255,10 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
   o.subgroup_arithmetic = d.subgroup_arithmetic && c.subgroup_arithmetic;
   o.subgroup_shuffle = d.subgroup_shuffle && c.subgroup_shuffle;
   o.subgroup_size_control = d.subgroup_size_control && c.subgroup_size_control;
+  o.subgroup_vote = d.subgroup_vote && c.subgroup_vote;
+  // Without size control a pipeline cannot ask for a size: the range is the one size.
+  o.subgroup_min_size = o.subgroup_size_control ? std::max(d.subgroup_min_size, c.subgroup_min_size) : o.subgroup_size;
+  o.subgroup_max_size = o.subgroup_size_control ? std::min(d.subgroup_max_size, c.subgroup_max_size) : o.subgroup_size;
   o.max_shared_memory = std::min(d.max_shared_memory, c.max_shared_memory);
   o.max_workgroup_invocations = std::min(d.max_workgroup_invocations, c.max_workgroup_invocations);
   for (int i = 0; i < 3; ++i) {
@@ -236,9 +266,11 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
     o.max_workgroup_count[i] = std::min(d.max_workgroup_count[i], c.max_workgroup_count[i]);
   }
   o.max_storage_buffer_range = std::min(d.max_storage_buffer_range, c.max_storage_buffer_range);
+  o.max_storage_buffers = std::min(d.max_storage_buffers, c.max_storage_buffers);
   o.storage_offset_alignment = std::max(d.storage_offset_alignment, c.storage_offset_alignment);
   o.max_texel_buffer_elements = std::min(d.max_texel_buffer_elements, c.max_texel_buffer_elements);
   if (c.device_local_bytes) o.device_local_bytes = std::min(d.device_local_bytes, c.device_local_bytes);
+  if (c.compute_units) o.compute_units = d.compute_units ? std::min(d.compute_units, c.compute_units) : c.compute_units;
   o.storage_16bit = d.storage_16bit && c.storage_16bit;
   o.shader_float16 = d.shader_float16 && c.shader_float16;
   o.timestamps = d.timestamps && c.timestamps;

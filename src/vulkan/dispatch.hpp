@@ -83,16 +83,15 @@ Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = f
 // reads one sequence's keys.
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
                         const std::vector<std::int32_t>& q_seq);
-// The kernels' meta binding: positions and sequence ids, ALiBi slopes as float bits, and
-// in-cache positions, at these word offsets; and for KvRope::on_read the cache's RoPE
-// frequencies (rope_phase.glsl's fixed-point turns, {0, 0} otherwise) and rotary_dim.
+// The scores and fused kernels' meta binding (params.h, VKATTN_META_*): the header of word
+// offsets, positions and sequence ids, ALiBi slopes and sink logits as float bits,
+// in-cache positions, and for KvRope::on_read the cache's RoPE frequencies
+// (rope_phase.glsl's fixed-point turns) and rotary_dim.
 struct AttnMeta {
   std::vector<std::uint32_t> words;
-  std::uint32_t q_pos = 0, q_seq = 0, k_pos = 0, k_seq = 0, slopes = 0, q_cpos = 0, k_cpos = 0;
-  std::vector<std::uint32_t> turns{0, 0};
   std::uint32_t rotary_dim = 0;
 };
-AttnMeta attn_meta(const ScoresParams& p);
+AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks = {});
 // A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
 // how many such groups fill a workgroup of about |target| invocations (at least one).
 struct VRowGroups {

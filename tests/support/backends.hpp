@@ -36,7 +36,11 @@ inline DeviceOptions test_options() {
 inline DeviceLimits uncapped() {
   DeviceLimits l;
   l.subgroup_size = UINT32_MAX;
-  l.subgroup_arithmetic = l.subgroup_shuffle = l.subgroup_size_control = true;
+  l.subgroup_arithmetic = l.subgroup_shuffle = l.subgroup_size_control = l.subgroup_vote = true;
+  l.subgroup_min_size = 0;
+  l.subgroup_max_size = UINT32_MAX;
+  l.max_storage_buffers = UINT32_MAX;
+  l.compute_units = 0;
   l.max_shared_memory = l.max_workgroup_invocations = UINT32_MAX;
   l.max_workgroup_size = l.max_workgroup_count = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
   l.max_storage_buffer_range = UINT64_MAX;

@@ -60,7 +60,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
     return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 116);
+  static_assert(sizeof(shader::AttnFusedParams) == 88);
   static_assert(sizeof(shader::AttnFusedCombineParams) == 24);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
@@ -90,7 +90,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   const std::uint64_t ml_offset = splits * n_rows * head_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
-  const AttnMeta meta = attn_meta(p);
+  const AttnMeta meta = attn_meta(p, sinks);
   std::vector<std::uint32_t> sink_bits;
   for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
   if (sink_bits.empty()) sink_bits.push_back(0);
@@ -101,7 +101,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                     : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
   Dispatch d;
   d.op = "attention";
-  d.key = {kernel, 8, sizeof(shader::AttnFusedParams),
+  d.key = {kernel, 6, sizeof(shader::AttnFusedParams),
            {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
             head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
             keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
@@ -109,14 +109,12 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
                 tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
-                params.add(meta.words), sink_binding, params.add(meta.turns)};
+                params.add(meta.words)};
   d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
-                                     p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.q_pos,
-                                     meta.q_seq, meta.k_pos, meta.k_seq, meta.slopes, keys_per_split,
-                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, meta.q_cpos,
-                                     meta.k_cpos});
+                                     p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
+                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim});
   d.groups = base_groups * splits;
   std::vector<Dispatch> ds{std::move(d)};
   if (splits > 1) {

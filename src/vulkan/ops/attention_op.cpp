@@ -64,35 +64,37 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
   return rows;
 }
 
-AttnMeta attn_meta(const ScoresParams& p) {
+AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks) {
   AttnMeta m;
-  auto append = [&](const auto& v) {
-    const auto offset = u32(m.words.size());
+  m.words.assign(VKATTN_META_HEADER, 0);
+  auto append = [&](std::uint32_t field, const auto& v) {
+    m.words[field] = u32(m.words.size());
     for (auto x : v) m.words.push_back(std::bit_cast<std::uint32_t>(x));
-    return offset;
   };
-  m.q_pos = append(p.q_pos);
-  m.q_seq = append(p.q_seq);
-  m.k_pos = append(p.k_pos);
-  m.k_seq = append(p.k_seq);
-  m.slopes = append(p.alibi_slopes);
-  m.q_cpos = append(p.q_cpos);
-  m.k_cpos = append(p.k_cpos);
+  append(VKATTN_META_Q_POS, p.q_pos);
+  append(VKATTN_META_Q_SEQ, p.q_seq);
+  append(VKATTN_META_K_POS, p.k_pos);
+  append(VKATTN_META_K_SEQ, p.k_seq);
+  append(VKATTN_META_SLOPES, p.alibi_slopes);
+  append(VKATTN_META_Q_CPOS, p.q_cpos);
+  append(VKATTN_META_K_CPOS, p.k_cpos);
+  append(VKATTN_META_SINKS, sinks);
+  std::vector<std::uint32_t> turns;
   if (p.rope_on_read) {
-    m.turns.clear();
     for (std::uint64_t t : rope_turns_fixed(rope_table(p.rope, 0).theta)) {
-      m.turns.push_back(static_cast<std::uint32_t>(t));
-      m.turns.push_back(static_cast<std::uint32_t>(t >> 32));
+      turns.push_back(static_cast<std::uint32_t>(t));
+      turns.push_back(static_cast<std::uint32_t>(t >> 32));
     }
     m.rotary_dim = u32(p.rope.rotary_dim);
   }
+  append(VKATTN_META_TURNS, turns);
   return m;
 }
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p) {
-  static_assert(sizeof(shader::AttnScoresParams) == 104);
+  static_assert(sizeof(shader::AttnScoresParams) == 76);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -121,7 +123,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   Dispatch d;
   d.op = "attn_scores";
   d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
-           6, sizeof(shader::AttnScoresParams),
+           5, sizeof(shader::AttnScoresParams),
            {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
             head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
@@ -130,14 +132,12 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
-                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta.words),
-                params.add(meta.turns)};
+                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta.words)};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
-                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.q_pos, meta.q_seq,
-                                      meta.k_pos, meta.k_seq, meta.slopes, meta.rotary_dim, meta.q_cpos, meta.k_cpos});
+                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }
