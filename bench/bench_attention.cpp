@@ -212,12 +212,14 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
 }
 
 // CommandList::attention's fused kernel (AttentionPath::fused: a CPU device would take
-// the three stages by itself) on the same cases: no scores or probabilities in memory, so
-// bytes are K, V, q and out, and the 512x4096 prefill needs no blocks of rows.
-void BM_attention_fused(benchmark::State& state, BackendKind kind) {
+// the three stages by itself) on the same cases, with either family of kernels
+// (KernelShape: cpu, a lane per key; gpu, key rows read by groups of lanes, keys split
+// over the compute units): no scores or probabilities in memory, so bytes are K, V, q and
+// out, and the 512x4096 prefill needs no blocks of rows.
+void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape shape) {
   try {
     const AttnCase c = attn_case(state);
-    Backend& b = backend(kind);
+    Backend& b = backend(kind, shape);
     const std::vector<std::int32_t> q_pos = c.q_positions(), k_pos = c.k_positions();
     Tensor q = b.tensor({c.tokens, c.heads, c.dim}, DType::f32), out = b.tensor({c.tokens, c.heads, c.dim}, DType::f32);
     Tensor k = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16), v = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16);
@@ -268,10 +270,14 @@ BENCHMARK_CAPTURE(BM_attention, vulkan_decode, BackendKind::vulkan)->Apply(decod
 // 512x4096 needs 256 MiB of scores: on devices with the 128 MiB maxStorageBufferRange
 // minimum (lavapipe) it runs as two blocks of 256 rows in the same command list.
 BENCHMARK_CAPTURE(BM_attention, vulkan_prefill, BackendKind::vulkan)->Apply([](auto* bm) { prefill_shapes(bm, true); });
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_decode, BackendKind::vulkan)->Apply(decode_shapes);
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_prefill, BackendKind::vulkan)->Apply([](auto* bm) {
-  prefill_shapes(bm, true);
-});
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_decode, BackendKind::vulkan, KernelShape::cpu)
+    ->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vulkan, KernelShape::gpu)
+    ->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)
+    ->Apply([](auto* bm) { prefill_shapes(bm, true); });
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)
+    ->Apply([](auto* bm) { prefill_shapes(bm, true); });
 // The CPU reference (plain loops, double accumulation) is slow: a fixed few runs. On a
 // 2-core x86-64 VM one run takes about 0.3 s (decode, 16k keys), 0.5 s (prefill 512) and
 // 9-10 s (prefill 512x4096), all under the ~20 s past which a case would be left out, so

@@ -43,10 +43,15 @@ inline const std::vector<float>& normal_values(std::size_t n, unsigned seed) {
   return x;
 }
 
-inline Backend& backend(BackendKind kind) {
-  static std::map<BackendKind, std::unique_ptr<Backend>> backends;
-  auto& b = backends[kind];
-  if (!b) b = make_backend(kind);
+// One backend per kind (and, for Vulkan, per kernel family) for the whole run.
+inline Backend& backend(BackendKind kind, KernelShape shape = KernelShape::automatic) {
+  static std::map<std::pair<BackendKind, KernelShape>, std::unique_ptr<Backend>> backends;
+  auto& b = backends[{kind, shape}];
+  if (!b) {
+    DeviceOptions options;
+    if (shape != KernelShape::automatic) options.kernels = shape;
+    b = make_backend(kind, options);
+  }
   return *b;
 }
 

@@ -142,12 +142,12 @@ const bool Q_DIRECT = false;
 shared vec4 q_tile[Q_VEC4];
 #include "attn_rope_read.glsl"
 // Step 2's exchange: per row, the subgroups' maxima, or every invocation's maximum.
-shared float red[ROWS * gl_WorkGroupSize.x];
+shared float red[ROWS * WG_SIZE];
 // Step 3's probabilities: block key i's rows at i * ROWS4.
-shared vec4 p_blk[gl_WorkGroupSize.x * KEYS * ROWS4];
+shared vec4 p_blk[WG_SIZE * KEYS * ROWS4];
 // The end: the groups' sums of one row.
-shared vec4 partial[gl_WorkGroupSize.x * 2u];
-shared float partial_l[gl_WorkGroupSize.x];
+shared vec4 partial[WG_SIZE * 2u];
+shared float partial_l[WG_SIZE];
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -319,7 +319,15 @@ void main() {
         barrier();
         const uint n_red = n_lanes;
 #endif
+        // Zero, not undefined, in the components of rows past ROWS (a tile of 1 or 3 rows):
+        // step 3 reads whole vec4s, and a nonzero garbage probability would make it read
+        // (and multiply by 0) the V row of a key no row sees, which may hold NaN.
         vec4 p_own[KEYS][ROWS4];
+        for (uint i = 0u; i < KEYS; ++i) {
+            for (uint w = 0u; w < ROWS4; ++w) {
+                p_own[i][w] = vec4(0.0);
+            }
+        }
         bool block_seen = false;  // the same in every invocation
         for (uint r = 0u; r < ROWS; ++r) {
             float block_max = red[r * n_lanes];

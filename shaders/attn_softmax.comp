@@ -19,7 +19,10 @@
 // SUBGROUP_ROWS (many short rows: prefill): the workgroup's subgroups share its rows
 // (subgroup i takes rows i, i + gl_NumSubgroups, ..., whatever the subgroup size turns out
 // to be) and make the two passes with subgroup reductions alone, so no barrier, and no
-// workgroup per row, is paid for rows of a few hundred keys.
+// workgroup per row, is paid for rows of a few hundred keys. A subgroup need not be full
+// (Turnip runs 64-invocation workgroups in 128-lane subgroups; Intel may compile SIMD16
+// where it reports 32), so its lanes are counted and ranked with subgroupAdd rather than
+// taken from gl_SubgroupSize and gl_SubgroupInvocationID.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_SOFTMAX
 #include "layout.glsl"
@@ -53,7 +56,7 @@ layout(std430, binding = 1) writeonly buffer P { float probs[]; };
 layout(std430, binding = 1) writeonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };
 
-shared float red[gl_WorkGroupSize.x];
+shared float red[WG_SIZE];
 #define REDUCE_SCRATCH red
 #include "reduce.glsl"
 
@@ -105,8 +108,9 @@ void main() {
 #ifdef VKATTN_SUBGROUPS
     if (SUBGROUP_ROWS > 0u) {
         const uint row0 = wg_linear_id() * SUBGROUP_ROWS;
+        const uint n_active = subgroupAdd(1u), rank = subgroupExclusiveAdd(1u);
         for (uint r = gl_SubgroupID; r < SUBGROUP_ROWS && row0 + r < pc.n_rows; r += gl_NumSubgroups) {
-            two_pass(row0 + r, gl_SubgroupInvocationID, gl_SubgroupSize, true);
+            two_pass(row0 + r, rank, n_active, true);
         }
         return;
     }

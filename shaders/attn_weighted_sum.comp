@@ -55,7 +55,7 @@ layout(std430, binding = 2) writeonly buffer O { float out_[]; };
 layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
 
 // One row's partial sums per key group, summed by group 0.
-shared vec4 partial[gl_WorkGroupSize.x * 2u];
+shared vec4 partial[WG_SIZE * 2u];
 
 #include "attn_rows.glsl"
 

@@ -1,13 +1,16 @@
 #version 450
 // kv_append: writes each new token's key and value rows into its cache slot.
-//   cache[seq, slot, g, :] = src[t, g, :] for k and v, converted to the cache's dtype,
-//   where dst_rows[t] = seq * capacity + slot (-1: the token is not kept).
+//   cache[seq, slot, g, :] = src[t, g, :] for k and v, converted to the cache's dtype
+//   (f16: rounded to nearest even, half_rne.glsl), where dst_rows[t] = seq * capacity +
+//   slot (-1: the token is not kept).
 //   binding 0/1: readonly k, v words [n_tokens, n_kv_heads, head_dim]: f32 bits or packed
 //                f16 (SRC_F16)
 //   binding 2/3: k, v cache words [n_seqs, capacity, n_kv_heads, head_dim] (DST_F16;
 //                head_dim is even for f16 caches, so every row starts on a word)
 //   binding 4: readonly int dst_rows[n_tokens]
 //   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_F16
+//   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2:
+//   dst_rows), for devices that allow 4 storage buffers per kernel; the host records two
 //   grid: one invocation per (token, kv head, pair of elements), folded
 // An invocation owns a pair of elements, so an f16 word is written whole, by one writer;
 // the host drops tokens that a later token of the same call would overwrite, so no two
@@ -16,15 +19,30 @@
 #define VKATTN_WANT_KV_APPEND
 #include "layout.glsl"
 #include "params.h"
+#include "half_rne.glsl"
 
 layout(constant_id = 1) const bool SRC_F16 = false;
 layout(constant_id = 2) const bool DST_F16 = true;
 
+#ifdef VKATTN_KV_ONE
+layout(std430, binding = 0) readonly buffer Src { uint src_words[]; };
+layout(std430, binding = 1) buffer Dst { uint dst_words[]; };
+layout(std430, binding = 2) readonly buffer Rows { int dst_rows[]; };
+const uint N_TENSORS = 1u;
+
+float src_elem(uint which, uint e) {
+    const uint w = src_words[SRC_F16 ? e >> 1 : e];
+    return SRC_F16 ? unpackHalf2x16(w)[e & 1u] : uintBitsToFloat(w);
+}
+
+void store(uint which, uint e, uint bits) { dst_words[e] = bits; }
+#else
 layout(std430, binding = 0) readonly buffer K { uint k_src[]; };
 layout(std430, binding = 1) readonly buffer V { uint v_src[]; };
 layout(std430, binding = 2) buffer KC { uint k_cache[]; };
 layout(std430, binding = 3) buffer VC { uint v_cache[]; };
 layout(std430, binding = 4) readonly buffer Rows { int dst_rows[]; };
+const uint N_TENSORS = 2u;
 
 float src_elem(uint which, uint e) {
     const uint w = which == 0u ? k_src[SRC_F16 ? e >> 1 : e] : v_src[SRC_F16 ? e >> 1 : e];
@@ -38,6 +56,7 @@ void store(uint which, uint e, uint bits) {
         v_cache[e] = bits;
     }
 }
+#endif
 
 void main() {
     const uint id = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
@@ -56,11 +75,11 @@ void main() {
     const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + 2u * u;
     const uint dst = ((seq * pc.capacity + slot) * pc.n_kv_heads + g) * pc.head_dim + 2u * u;
     const bool second = 2u * u + 1u < pc.head_dim;
-    for (uint which = 0u; which < 2u; ++which) {
+    for (uint which = 0u; which < N_TENSORS; ++which) {
         const float a = src_elem(which, src);
         const float b = second ? src_elem(which, src + 1u) : 0.0;
         if (DST_F16) {
-            store(which, dst >> 1, packHalf2x16(vec2(a, b)));
+            store(which, dst >> 1, pack_half_rne(vec2(a, b)));
         } else {
             store(which, dst, floatBitsToUint(a));
             if (second) {

@@ -59,7 +59,7 @@ TEST_P(FusedVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam()); }
 // the block's scores in shared memory), 16 KiB of shared memory, smaller tiles.
 TEST_P(FusedVulkanVsCpu, MatchesAtSpecMinimumLimits) {
   DeviceOptions options = test_options();
-  options.cap_limits = spec_minimum_limits();
+  options.cap_limits = test_spec_minimum();
   on_vulkan(options, [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
 }
 
@@ -73,21 +73,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FusedVulkanVsCpu, ::testing::ValuesIn(attention
 // second dispatch merges the splits; prefill has rows enough, and few keys are not split.
 // The decode cases above (32768 and 9001 keys, sinks on 20000) check the merged results.
 TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
-  auto dispatches = [&](std::size_t tokens, std::size_t keys) {
-    Tensor q = gpu_->tensor({tokens, 8, 64}, DType::f32), k = gpu_->tensor({keys, 2, 64}, DType::f16),
-           out = gpu_->tensor({tokens, 8, 64}, DType::f32);
-    std::vector<std::int32_t> q_pos(tokens), k_pos(keys);
-    for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
-    for (std::size_t t = 0; t < tokens; ++t) q_pos[t] = static_cast<std::int32_t>(keys - tokens + t);
-    CommandList cmd = gpu_->commands({.timestamps = true});
-    cmd.attention(q, k, k, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
-    cmd.submit_and_wait();
-    for (const OpTiming& t : cmd.timings()) EXPECT_EQ(t.op, "attention");
-    return cmd.stats().ops;
-  };
-  EXPECT_EQ(dispatches(1, 4096), 2u);
-  EXPECT_EQ(dispatches(1, 300), 1u);  // too few keys to be worth a second pass
-  EXPECT_EQ(dispatches(256, 512), 1u);
+  // The lane-per-key kernel's planning (KernelShape::cpu); test_portability.cpp checks the
+  // GPU shape's.
+  on_vulkan(shape_options(KernelShape::cpu), [&](Backend& gpu) {
+    auto dispatches = [&](std::size_t tokens, std::size_t keys) {
+      Tensor q = gpu.tensor({tokens, 8, 64}, DType::f32), k = gpu.tensor({keys, 2, 64}, DType::f16),
+             out = gpu.tensor({tokens, 8, 64}, DType::f32);
+      std::vector<std::int32_t> q_pos(tokens), k_pos(keys);
+      for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
+      for (std::size_t t = 0; t < tokens; ++t) q_pos[t] = static_cast<std::int32_t>(keys - tokens + t);
+      CommandList cmd = gpu.commands({.timestamps = true});
+      cmd.attention(q, k, k, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
+      cmd.submit_and_wait();
+      for (const OpTiming& t : cmd.timings()) EXPECT_EQ(t.op, "attention");
+      return cmd.stats().ops;
+    };
+    EXPECT_EQ(dispatches(1, 4096), 2u);
+    EXPECT_EQ(dispatches(1, 300), 1u);  // too few keys to be worth a second pass
+    EXPECT_EQ(dispatches(256, 512), 1u);
+  });
 }
 
 // Over KV caches: three sequences in mixed prefill/decode calls, and a cache that rotates
@@ -144,27 +148,33 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
   }
 }
 
-// AttentionPath: automatic takes the three stages on a CPU device (lavapipe, where they
-// are faster) and the fused kernel elsewhere; either can be asked for; all agree.
+// AttentionPath: automatic takes the three stages with KernelShape::cpu (the default on
+// CPU devices such as lavapipe, where they are faster) and the fused kernel with
+// KernelShape::gpu; either can be asked for; all agree.
 TEST_F(VulkanVsCpuTest, FusedPathChoice) {
-  std::string type;
-  for (const DeviceInfo& d : list_devices()) {
-    if (d.chosen) type = d.type;
-  }
   AttnInputs in = case_inputs({.name = "path", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700, .head_dim = 64,
                                .seqs = 3, .config = {.sinks = kSinks8}});
   const std::vector<float> want = run_attention(*cpu_, in).out;
-  std::map<AttentionPath, std::size_t> ops;
-  for (AttentionPath path : {AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages}) {
-    in.config.path = path;
-    CommandStats stats;
-    const std::vector<float> got = run_fused(*gpu_, in, &stats);
-    EXPECT_TRUE(all_close(got, want, in.out_shape(), 1e-4, 1e-4)) << "path " << static_cast<int>(path);
-    ops[path] = stats.ops;
+  for (KernelShape shape : {KernelShape::cpu, KernelShape::gpu}) {
+    on_vulkan(shape_options(shape), [&](Backend& gpu) {
+      std::map<AttentionPath, std::size_t> ops;
+      for (AttentionPath path : {AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages}) {
+        in.config.path = path;
+        CommandStats stats;
+        const std::vector<float> got = run_fused(gpu, in, &stats);
+        EXPECT_TRUE(all_close(got, want, in.out_shape(), 1e-4, 1e-4))
+            << "path " << static_cast<int>(path) << ", " << to_string(shape) << " kernels";
+        ops[path] = stats.ops;
+      }
+      EXPECT_EQ(ops[AttentionPath::three_stages], 4u) << "scores, softmax, weighted sum and its reduce";
+      if (shape == KernelShape::cpu) {
+        EXPECT_EQ(ops[AttentionPath::fused], 2u) << "fused kernel and its merge (700 keys split)";
+        EXPECT_EQ(ops[AttentionPath::automatic], 4u) << "the three stages, faster on CPU devices";
+      } else {
+        EXPECT_EQ(ops[AttentionPath::automatic], ops[AttentionPath::fused]) << "the fused kernel";
+      }
+    });
   }
-  EXPECT_EQ(ops[AttentionPath::fused], 2u) << "fused kernel and its merge (700 keys split)";
-  EXPECT_EQ(ops[AttentionPath::three_stages], 4u) << "scores, softmax, weighted sum and its reduce";
-  EXPECT_EQ(ops[AttentionPath::automatic], type == "cpu" ? 4u : 2u) << "device type " << type;
 
   // Two three-stage ops of one shape in one list share its scores tensor: the second must
   // wait for the first's weighted sum before it overwrites the scores.

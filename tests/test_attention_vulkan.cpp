@@ -58,7 +58,7 @@ TEST_P(AttentionVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam())
 // operations, staging copies): other tiles, shared-memory reductions, rows outside shared memory.
 TEST_P(AttentionVulkanVsCpu, MatchesAtSpecMinimumLimits) {
   DeviceOptions options = test_options();
-  options.cap_limits = spec_minimum_limits();
+  options.cap_limits = test_spec_minimum();
   on_vulkan(options, [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
 }
 

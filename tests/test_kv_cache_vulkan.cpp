@@ -22,7 +22,7 @@ TEST_F(KvCacheVulkanVsCpu, MixedBatches) {
                             // Enough slots that decode splits the weighted sum's keys.
                             {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 600}};
   DeviceOptions options = test_options();
-  options.cap_limits = spec_minimum_limits();
+  options.cap_limits = test_spec_minimum();
   std::string why;
   auto minimum = try_backend(BackendKind::vulkan, options, why);
   VKATTN_REQUIRE_BACKEND(minimum, why);

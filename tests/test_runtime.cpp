@@ -254,6 +254,7 @@ TEST_F(VulkanRuntime, SpecMinimumLimits) {
   EXPECT_EQ(l.max_workgroup_invocations, 128u);
   EXPECT_EQ(l.max_storage_buffer_range, 134217728u);
   EXPECT_EQ(l.max_texel_buffer_elements, 65536u);
+  EXPECT_EQ(l.max_storage_buffers, 4u);
   EXPECT_FALSE(l.subgroup_arithmetic);
   EXPECT_FALSE(l.subgroup_size_control);
   EXPECT_FALSE(l.unified_memory);  // so tensors go through staging

@@ -16,7 +16,8 @@ bool key_visible(int q_pos, int q_seq, int k_pos, int k_seq) {
 float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float slope) {
     float s = pc.scale * dot;
     if (pc.softcap > 0.0) {
-        s = pc.softcap * tanh(s / pc.softcap);
+        // tanh(15) is 1 in f32; Vulkan lets tanh of a large argument overflow to NaN.
+        s = pc.softcap * tanh(clamp(s / pc.softcap, -15.0, 15.0));
     }
     if (pc.has_alibi != 0u) {
         s += slope * float(k_pos - q_pos);

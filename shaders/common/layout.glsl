@@ -5,6 +5,10 @@
 #define VKATTN_LAYOUT_GLSL
 
 layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
+// The workgroup size again, as a plain specialization constant of the same id: shared
+// arrays are sized by it rather than by gl_WorkGroupSize, which older SPIRV-Cross
+// (MoltenVK) mis-sized.
+layout(constant_id = 0) const uint WG_SIZE = 64;
 
 uint wg_linear_id() {
     return (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x

@@ -152,7 +152,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                  std::vector<std::int32_t> dst_rows) override {
-    with_params([&](ParamArena& arena) { return kv_append_dispatch(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows); });
+    with_params([&](ParamArena& arena) { return kv_append_dispatches(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows); });
   }
 
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
@@ -224,8 +224,20 @@ class VulkanCommandList final : public CommandListImpl {
       fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
       // The pipeline's descriptor types follow the bindings, so the two cannot disagree.
       d.key.texel_bindings = 0;
+      std::uint32_t storage = 0;
       for (std::size_t b = 0; b < d.bindings.size(); ++b) {
         if (d.bindings[b].texel) d.key.texel_bindings |= 1u << b;
+        else ++storage;
+      }
+      // Inputs too large for texel views (maxTexelBufferElements) are bound as storage
+      // buffers, and a device may allow as few as 4 per kernel.
+      if (storage > ctx_->limits.max_storage_buffers) {
+        throw Error(ErrorCode::unsupported,
+                    std::string(d.op) + " binds " + std::to_string(storage) +
+                        " storage buffers; this device allows a kernel " +
+                        std::to_string(ctx_->limits.max_storage_buffers) +
+                        " (inputs larger than maxTexelBufferElements texels cannot be read through texel views)",
+                    "maxPerStageDescriptorStorageBuffers", 0, d.op);
       }
     }
     for (Dispatch& d : ds) ops_.push_back(std::move(d));
@@ -310,7 +322,8 @@ class VulkanCommandList final : public CommandListImpl {
       }
 
       if (enc->queries) {
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries, 2 * i);
+        // The start as the dispatch begins; the end once it and everything before it is done.
+        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc->queries, 2 * i);
       }
       vkCmdBindPipeline(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
       vkCmdBindDescriptorSets(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);

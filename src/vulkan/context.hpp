@@ -22,6 +22,7 @@ struct Context {
   DeviceLimits limits;   // after DeviceOptions::cap_limits
   DeviceOptions options;
   bool mapped_tensors = false;  // unified memory and no forced staging
+  KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);

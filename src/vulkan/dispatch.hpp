@@ -129,8 +129,30 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                            KeySource values, std::shared_ptr<TensorImpl> out,
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                            const std::vector<float>& sinks, AttentionPath path);
-Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
-                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                            const std::vector<std::int32_t>& dst_rows);
+// The merge of a fused attention whose keys were split: |partial| holds each split's sums
+// and, from word |ml_offset|, its (max, sum) pairs (attn_fused_combine.comp).
+Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
+                                std::shared_ptr<TensorImpl> out, const std::vector<float>& sinks, std::uint32_t splits,
+                                std::uint64_t ml_offset);
+// The GPU-shaped fused kernel (attn_fused_coalesced.comp), for KernelShape::gpu on devices
+// with subgroup shuffles and size control.
+bool coalesced_attention_usable(const Context& ctx);
+std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                     std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                                     std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                                     const ScoresParams& p, const std::vector<float>& sinks);
+// The compute units to plan with: DeviceLimits::compute_units, else an estimate by
+// device type.
+std::uint32_t compute_units(const Context& ctx);
+// The subgroup size kernels that hand values between lanes ask for: 16 where the device
+// allows it (Intel would otherwise run SIMD32, Adreno 128 lanes), else the nearest size
+// it allows (32 on NVIDIA and AMD RDNA, 8 on llvmpipe).
+std::uint32_t preferred_subgroup_size(const DeviceLimits& limits);
+
+// One dispatch, or one for k and one for v where a kernel may bind fewer than 5 storage
+// buffers.
+std::vector<Dispatch> kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+                                           std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                                           const std::vector<std::int32_t>& dst_rows);
 
 }  // namespace vkattn::detail

@@ -145,6 +145,21 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
   }
 }
 
+// DeviceOptions::kernels, else $VKATTN_KERNELS, resolved for the device.
+static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevice& physical) {
+  KernelShape shape = options.kernels.value_or(KernelShape::automatic);
+  if (!options.kernels) {
+    if (const char* env = std::getenv("VKATTN_KERNELS"); env && *env) {
+      const std::string s = env;
+      if (s == "cpu") shape = KernelShape::cpu;
+      else if (s == "gpu") shape = KernelShape::gpu;
+      else if (s != "automatic") throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic");
+    }
+  }
+  if (shape == KernelShape::automatic) shape = physical.info.type == "cpu" ? KernelShape::cpu : KernelShape::gpu;
+  return shape;
+}
+
 static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
   OpScope scope("create backend");
   auto ctx = std::make_shared<Context>();
@@ -154,6 +169,11 @@ static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
   ctx->physical = devices[choose_device(devices, options)];
   ctx->limits = options.cap_limits ? cap(ctx->physical.info.limits, *options.cap_limits)
                                    : ctx->physical.info.limits;
+  ctx->shape = kernel_shape(options, ctx->physical);
+  // GPU-shaped kernels read through storage buffers: on GPUs they cost what texel fetches
+  // do, and coalesced loads need no texture path. A device that allows a kernel fewer
+  // storage buffers than attention binds keeps texel views, which do not count.
+  if (ctx->shape == KernelShape::gpu && ctx->limits.max_storage_buffers >= 6) ctx->limits.max_texel_buffer_elements = 0;
   ctx->mapped_tensors = ctx->limits.unified_memory && !options.force_staging;
   ctx->device = Device::create(ctx->physical);
   const std::string dir = options.pipeline_cache_dir ? *options.pipeline_cache_dir : default_pipeline_cache_dir();

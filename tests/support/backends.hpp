@@ -32,6 +32,17 @@ inline DeviceOptions test_options() {
   return options;
 }
 
+// The Vulkan 1.1 minimums, except that a kernel may bind 8 storage buffers rather than 4:
+// at 4, an input too large for the minimum texel view (1 MiB) leaves the fused kernel 6
+// storage buffers and a masked scores kernel 5, which vkattn refuses by name
+// (test_portability.cpp, FourStorageBuffersPerKernel, tests that and the fallbacks); the
+// attention suites at the minimums then cover every other limit on every shape.
+inline DeviceLimits test_spec_minimum() {
+  DeviceLimits l = spec_minimum_limits();
+  l.max_storage_buffers = 8;
+  return l;
+}
+
 // A cap that lowers nothing, to be edited field by field.
 inline DeviceLimits uncapped() {
   DeviceLimits l;
@@ -49,6 +60,13 @@ inline DeviceLimits uncapped() {
   l.device_local_bytes = 0;
   l.storage_16bit = l.shader_float16 = l.timestamps = l.unified_memory = true;
   return l;
+}
+
+// Test options with the kernel family fixed (tests of one family's planning).
+inline DeviceOptions shape_options(KernelShape shape) {
+  DeviceOptions options = test_options();
+  options.kernels = shape;
+  return options;
 }
 
 // Test options whose kernels read every input through storage buffers (no texel views),

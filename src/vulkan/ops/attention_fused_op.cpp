@@ -54,14 +54,22 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   // is a loop over lanes, and the three stages run 2.5 to 5 times faster (README); they
   // need the scores to fit a buffer (else the temporary throws).
   const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
-  const bool cpu_device = ctx.physical.info.type == "cpu";
+  const bool scores_fit = score_bytes <= ctx.limits.max_storage_buffer_range;
+  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
+  // out, mask and meta, and q, k, v unless read through texel views: on a device that
+  // allows a kernel fewer storage buffers, the three stages (4 at most without a mask).
+  const bool fused_fits = 3u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
   if (path == AttentionPath::three_stages ||
-      (path == AttentionPath::automatic && cpu_device && score_bytes <= ctx.limits.max_storage_buffer_range)) {
+      (!fused_fits && scores_fit && !(ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx))) ||
+      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
     return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
+  if (ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx)) {
+    return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
+                                          std::move(out), std::move(mask), p, sinks);
+  }
   static_assert(sizeof(shader::AttnFusedParams) == 88);
-  static_assert(sizeof(shader::AttnFusedCombineParams) == 24);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -72,7 +80,6 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   // invocations, each scoring keys_per_lane keys of a block.
   const VRowGroups v_row = v_row_groups(ctx, head_dim, v_f16, 64);
   const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
-  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
   const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
   std::uint32_t rows_cap = kMaxRows;
   while (rows_cap > 1 && shared_bytes(rows_cap, wg, q_tile ? d4 : 0) > ctx.limits.max_shared_memory) --rows_cap;
@@ -91,10 +98,6 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
   const AttnMeta meta = attn_meta(p, sinks);
-  std::vector<std::uint32_t> sink_bits;
-  for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
-  if (sink_bits.empty()) sink_bits.push_back(0);
-  const Binding sink_binding = params.add(sink_bits);
 
   const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
   const KernelId kernel = subgroups ? (texel ? KernelId::attn_fused_subgroup_texel : KernelId::attn_fused_subgroup)
@@ -117,20 +120,31 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim});
   d.groups = base_groups * splits;
   std::vector<Dispatch> ds{std::move(d)};
-  if (splits > 1) {
-    Dispatch c;
-    c.op = "attention";  // its second pass: timings add up under the op's name
-    const std::uint32_t cwg = workgroup_size(ctx, 64);
-    const bool texel_partial = has_texel_view(*dst);
-    c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, 3,
-             sizeof(shader::AttnFusedCombineParams), {cwg}};
-    c.bindings = {tensor_binding(dst, false, texel_partial), tensor_binding(std::move(out), true), sink_binding};
-    c.set_push(shader::AttnFusedCombineParams{u32(n_rows), n_heads, head_dim, u32(splits), sinks.empty() ? 0u : 1u,
-                                              u32(ml_offset)});
-    c.groups = ceil_div(n_rows * head_dim, cwg);
-    ds.push_back(std::move(c));
-  }
+  if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));
   return ds;
+}
+
+Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
+                                std::shared_ptr<TensorImpl> out, const std::vector<float>& sinks, std::uint32_t splits,
+                                std::uint64_t ml_offset) {
+  static_assert(sizeof(shader::AttnFusedCombineParams) == 24);
+  const std::uint32_t n_rows = u32(out->shape[0] * out->shape[1]), n_heads = u32(out->shape[1]);
+  const std::uint32_t head_dim = u32(out->shape[2]);
+  std::vector<std::uint32_t> sink_bits;
+  for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
+  if (sink_bits.empty()) sink_bits.push_back(0);
+  Dispatch c;
+  c.op = "attention";  // its second pass: timings add up under the op's name
+  const std::uint32_t cwg = workgroup_size(ctx, 64);
+  const bool texel_partial = has_texel_view(*partial);
+  c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, 3,
+           sizeof(shader::AttnFusedCombineParams), {cwg}};
+  c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
+                params.add(sink_bits)};
+  c.set_push(shader::AttnFusedCombineParams{n_rows, n_heads, head_dim, splits, sinks.empty() ? 0u : 1u,
+                                            u32(ml_offset)});
+  c.groups = ceil_div(std::uint64_t{n_rows} * head_dim, cwg);
+  return c;
 }
 
 }  // namespace vkattn::detail

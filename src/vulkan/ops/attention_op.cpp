@@ -24,13 +24,14 @@ constexpr std::uint32_t kMinKeysPerSplit = 256;
 constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
 
-// Whether a kernel of |wg| invocations may hand values between lanes by index: the device
-// has subgroup shuffles and can be made to run whole subgroups of the size it reports
-// (a device may otherwise pick another, as some do), which divides the workgroup.
+// Whether the scores kernel of |wg| invocations may hand query values between lanes by
+// index: the device has subgroup shuffles and votes (subgroupAny) and can be made to run
+// whole subgroups of the size the kernel asks for (preferred_subgroup_size: 16 where
+// allowed, so that Intel is not forced into SIMD32), which divides the workgroup.
 bool uses_subgroup_shuffles(const DeviceLimits& limits, std::uint32_t wg) {
-  const std::uint32_t sg = limits.subgroup_size;
-  return limits.subgroup_shuffle && limits.subgroup_size_control && sg >= 4 && std::has_single_bit(sg) &&
-         wg % sg == 0;
+  const std::uint32_t sg = preferred_subgroup_size(limits);
+  return limits.subgroup_shuffle && limits.subgroup_vote && limits.subgroup_size_control && sg >= 4 &&
+         std::has_single_bit(sg) && wg % sg == 0;
 }
 
 }  // namespace
@@ -127,8 +128,8 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
            {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
             head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
-            shuffle ? ctx.limits.subgroup_size : 8u}};
-  d.key.subgroup_size = shuffle ? ctx.limits.subgroup_size : 0u;
+            shuffle ? preferred_subgroup_size(ctx.limits) : 8u}};
+  d.key.subgroup_size = shuffle ? preferred_subgroup_size(ctx.limits) : 0u;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
@@ -255,9 +256,9 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   return dispatches;
 }
 
-Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
-                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                            const std::vector<std::int32_t>& dst_rows) {
+std::vector<Dispatch> kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+                                           std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                                           const std::vector<std::int32_t>& dst_rows) {
   static_assert(sizeof(shader::KvAppendParams) == 16);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
@@ -267,11 +268,21 @@ Dispatch kv_append_dispatch(const Context& ctx, ParamArena& params, const KvCach
   d.op = "kv_append";
   d.key = {KernelId::kv_append, 5, sizeof(shader::KvAppendParams),
            {wg, k->dtype == DType::f16 ? 1u : 0u, c.dtype == DType::f16 ? 1u : 0u}};
-  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
-                tensor_binding(cache.k, true), tensor_binding(cache.v, true), params.add(rows)};
   d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity)});
   d.groups = ceil_div(invocations, wg);
-  return d;
+  const Binding row_binding = params.add(rows);
+  if (ctx.limits.max_storage_buffers >= 5) {
+    d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
+                  tensor_binding(cache.k, true), tensor_binding(cache.v, true), row_binding};
+    return {std::move(d)};
+  }
+  // Five storage buffers are one more than some devices allow a kernel: k, then v.
+  d.key.kernel = KernelId::kv_append_one;
+  d.key.n_bindings = 3;
+  Dispatch dv = d;
+  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), row_binding};
+  dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), row_binding};
+  return {std::move(d), std::move(dv)};
 }
 
 }  // namespace vkattn::detail

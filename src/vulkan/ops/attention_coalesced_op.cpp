@@ -1,0 +1,147 @@
+// Host side of attn_fused_coalesced.comp, the fused attention kernel shaped for GPUs
+// (KernelShape::gpu): key groups of lanes per key row, tile rows bounded by registers,
+// workgroup shape within shared memory, and keys split so that every compute unit gets
+// several workgroups.
+#include <algorithm>
+#include <bit>
+
+#include "common/shape_math.hpp"
+#include "vulkan/check.hpp"
+#include "vulkan/dispatch.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+constexpr std::uint32_t kMaxRows = 8;          // query rows per tile (a GQA group of up to 8)
+constexpr std::uint32_t kMaxLiveFloats = 32;   // query (and accumulator) floats per invocation
+constexpr std::uint32_t kBatch = 4;            // keys per key group per step: loads in flight
+constexpr std::uint32_t kWorkgroupsPerUnit = 4;
+
+// How a key row is spread over a key group for one tensor: |epl| elements per piece (16
+// bytes, or 8 of f16 when 4 elements per lane are all that fit), |pieces| per lane.
+struct Pieces {
+  std::uint32_t epl, pieces;
+};
+Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
+  const std::uint32_t per_lane = u32(ceil_div(head_dim, lanes));
+  const std::uint32_t epl = f16 && per_lane >= 8 ? 8 : 4;
+  return {epl, u32(ceil_div(per_lane, epl))};
+}
+
+std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t d4, std::uint32_t wg, std::uint32_t ke,
+                           std::uint32_t ve, bool k_exchange) {
+  return std::uint64_t{rows} * d4 * 16 + std::uint64_t{wg} * ve * 4 + std::uint64_t{wg} * 8 +
+         (k_exchange ? std::uint64_t{wg} * ke * 4 : 4);
+}
+
+}  // namespace
+
+std::uint32_t preferred_subgroup_size(const DeviceLimits& limits) {
+  if (!limits.subgroup_size_control) return limits.subgroup_size;
+  return std::clamp(16u, limits.subgroup_min_size, limits.subgroup_max_size);
+}
+
+std::uint32_t compute_units(const Context& ctx) {
+  if (ctx.limits.compute_units) return ctx.limits.compute_units;
+  // Unknown: a mid-sized discrete GPU, a small integrated one. Too high a guess costs a
+  // larger merge; too low leaves units idle.
+  const std::string& type = ctx.physical.info.type;
+  return type == "discrete" ? 32 : 8;
+}
+
+bool coalesced_attention_usable(const Context& ctx) {
+  const DeviceLimits& l = ctx.limits;
+  const std::uint32_t sg = preferred_subgroup_size(l);
+  return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) &&
+         sg <= l.max_workgroup_invocations && l.max_storage_buffers >= 6;
+}
+
+std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                     std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                                     std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                                     const ScoresParams& p, const std::vector<float>& sinks) {
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
+  const std::uint32_t group = n_heads / n_kv_heads;
+  const std::uint32_t d4 = (head_dim + 3) / 4;
+  const bool k_f16 = keys.tensor->dtype == DType::f16, v_f16 = values.tensor->dtype == DType::f16;
+  const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
+
+  // Lanes per key row: at least enough that a lane holds 16 bytes of a row, and enough
+  // that rows x elements per lane stays within kMaxLiveFloats; at most a subgroup (the
+  // dot products are summed by shuffles) and one piece of 4 elements per lane.
+  const std::uint32_t max_lanes = std::min(sg, std::bit_ceil(d4));
+  auto lanes_for = [&](std::uint32_t rows) {
+    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
+    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_f16 || v_f16 ? 8 : 4)));
+    return std::min(max_lanes, std::max(for_registers, for_pieces));
+  };
+  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
+    const Pieces k = pieces_for(head_dim, lanes, k_f16), v = pieces_for(head_dim, lanes, v_f16);
+    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
+  };
+  std::uint32_t rows_cap = kMaxRows;
+  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
+  const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  const std::uint32_t lanes = lanes_for(rows);
+  const Pieces kp = pieces_for(head_dim, lanes, k_f16), vp = pieces_for(head_dim, lanes, v_f16);
+  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
+
+  // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), fewer if shared memory is short; a
+  // multiple of the subgroup size, whose subgroups the pipeline requires full.
+  const bool k_exchange = p.rope_on_read && p.rope.layout == RopeLayout::half;
+  std::uint32_t wg = std::max(sg, workgroup_size(ctx, 128));
+  while (wg > sg && shared_bytes(rows, d4, wg, kp.epl * kp.pieces, vp.epl * vp.pieces, k_exchange) >
+                        ctx.limits.max_shared_memory) {
+    wg /= 2;
+  }
+  if (shared_bytes(rows, d4, wg, kp.epl * kp.pieces, vp.epl * vp.pieces, k_exchange) > ctx.limits.max_shared_memory) {
+    throw Error(ErrorCode::unsupported,
+                "attention needs more shared memory than maxComputeSharedMemorySize = " +
+                    std::to_string(ctx.limits.max_shared_memory),
+                "maxComputeSharedMemorySize", 0, "attention");
+  }
+  const std::uint32_t step = (wg / lanes) * kBatch;  // keys a workgroup takes per step
+
+  // Splits: about kWorkgroupsPerUnit workgroups per compute unit, each split at least two
+  // steps long, and the partial results within one buffer range.
+  const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
+  const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
+  const std::uint64_t target = std::uint64_t{kWorkgroupsPerUnit} * compute_units(ctx);
+  std::uint64_t splits = 1;
+  if (base_groups < target) {
+    splits = std::min<std::uint64_t>(ceil_div(target, base_groups), std::max<std::uint64_t>(1, n_keys / (2 * step)));
+    splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (head_dim + 2)));
+    splits = std::max<std::uint64_t>(splits, 1);
+  }
+  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), step) * step);  // whole steps
+  splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
+  const std::uint64_t ml_offset = splits * n_rows * head_dim;
+  std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
+
+  const AttnMeta meta = attn_meta(p, sinks);
+  Dispatch d;
+  d.op = "attention";
+  d.key = {KernelId::attn_fused_coalesced, 6, sizeof(shader::AttnFusedParams),
+           {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u, kp.epl, kp.pieces,
+            vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, kBatch,
+            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4}};
+  d.key.subgroup_size = sg;
+  const bool has_mask = mask != nullptr;
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
+  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
+                tensor_binding(values.tensor, false), tensor_binding(dst, true), std::move(mask_binding),
+                params.add(meta.words)};
+  d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
+                                     keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
+                                     static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
+                                     p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
+                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim});
+  d.groups = base_groups * splits;
+  std::vector<Dispatch> ds{std::move(d)};
+  if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));
+  return ds;
+}
+
+}  // namespace vkattn::detail
