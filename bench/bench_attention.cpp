@@ -258,6 +258,14 @@ void decode_shapes(benchmark::internal::Benchmark* bm) {
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
+// The bytes of decode at 16k keys with one KV head (4 query heads), so that each key's row
+// is contiguous with the next: how much the 8 heads' interleaving costs.
+void decode_one_kv_head(benchmark::internal::Benchmark* bm) {
+  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim"});
+  bm->Args({1, 131072, 4, 1, kDim});
+  bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 // 512 tokens attending to themselves, and after 3584 earlier keys.
 void prefill_shapes(benchmark::internal::Benchmark* bm, bool with_4k) {
   bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim"});
@@ -274,6 +282,8 @@ BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_decode, BackendKind::vu
     ->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vulkan, KernelShape::gpu)
     ->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode_one_kv_head, BackendKind::vulkan, KernelShape::gpu)
+    ->Apply(decode_one_kv_head);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)
     ->Apply([](auto* bm) { prefill_shapes(bm, true); });
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)
@@ -290,4 +300,4 @@ BENCHMARK_CAPTURE(BM_attention, cpu_prefill, BackendKind::cpu)
 }  // namespace
 }  // namespace vkattn::bench
 
-BENCHMARK_MAIN();
+VKATTN_BENCHMARK_MAIN()

@@ -44,9 +44,12 @@ inline const std::vector<float>& normal_values(std::size_t n, unsigned seed) {
 }
 
 // One backend per kind (and, for Vulkan, per kernel family) for the whole run.
+inline std::map<std::pair<BackendKind, KernelShape>, std::unique_ptr<Backend>>& backends() {
+  static std::map<std::pair<BackendKind, KernelShape>, std::unique_ptr<Backend>> all;
+  return all;
+}
 inline Backend& backend(BackendKind kind, KernelShape shape = KernelShape::automatic) {
-  static std::map<std::pair<BackendKind, KernelShape>, std::unique_ptr<Backend>> backends;
-  auto& b = backends[{kind, shape}];
+  auto& b = backends()[{kind, shape}];
   if (!b) {
     DeviceOptions options;
     if (shape != KernelShape::automatic) options.kernels = shape;
@@ -84,13 +87,20 @@ class Baseline {
   static constexpr std::size_t kFloats = std::size_t{8} << 20;
   // One recorded copy per backend for the whole run (Google Benchmark calls a case several
   // times, and each call makes a Baseline): allocated, compiled and first touched once.
+  struct Copy {
+    Tensor src, dst;
+    CommandList cmd;
+  };
+
+ public:
+  static std::map<BackendKind, std::unique_ptr<Copy>>& lists() {
+    static std::map<BackendKind, std::unique_ptr<Copy>> all;
+    return all;
+  }
+
+ private:
   static CommandList& copy_list(BackendKind kind) {
-    struct Copy {
-      Tensor src, dst;
-      CommandList cmd;
-    };
-    static std::map<BackendKind, std::unique_ptr<Copy>> lists;
-    auto& c = lists[kind];
+    auto& c = lists()[kind];
     if (!c) {
       Backend& b = backend(kind);
       c.reset(new Copy{b.tensor({kFloats}, DType::f32), b.tensor({kFloats}, DType::f32),
@@ -160,4 +170,23 @@ inline void report_flops(benchmark::State& state, double flops_per_iteration, do
   state.counters["gflops"] = flops_per_iteration * static_cast<double>(state.iterations()) / seconds * 1e-9;
 }
 
+// Everything the benchmarks keep for the whole run, released before main returns: Vulkan
+// objects destroyed by static destructors at exit may outlive the driver (NVIDIA's crashed
+// there).
+inline void release_all() {
+  Baseline::lists().clear();
+  backends().clear();
+}
+
 }  // namespace vkattn::bench
+
+// BENCHMARK_MAIN(), releasing the benchmarks' backends before returning.
+#define VKATTN_BENCHMARK_MAIN()                                        \
+  int main(int argc, char** argv) {                                   \
+    ::benchmark::Initialize(&argc, argv);                             \
+    if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1; \
+    ::benchmark::RunSpecifiedBenchmarks();                            \
+    ::benchmark::Shutdown();                                          \
+    ::vkattn::bench::release_all();                                   \
+    return 0;                                                         \
+  }

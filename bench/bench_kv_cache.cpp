@@ -497,4 +497,4 @@ BENCHMARK_CAPTURE(BM_ring_vs_plain, cpu_prefill, BackendKind::cpu)->Apply(prefil
 }  // namespace
 }  // namespace vkattn::bench
 
-BENCHMARK_MAIN();
+VKATTN_BENCHMARK_MAIN()

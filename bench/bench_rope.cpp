@@ -105,4 +105,4 @@ BENCHMARK_CAPTURE(BM_rope, cpu_f16, BackendKind::cpu, DType::f16)->Apply(rope_sh
 }  // namespace
 }  // namespace vkattn::bench
 
-BENCHMARK_MAIN();
+VKATTN_BENCHMARK_MAIN()

@@ -36,6 +36,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
 #define VKATTN_WANT_ATTN_FUSED_COALESCED
 #include "layout.glsl"
 #include "params.h"
@@ -58,6 +59,8 @@ layout(constant_id = 12) const uint BATCH = 4;
 layout(constant_id = 13) const bool ROPE_ON_READ = false;
 layout(constant_id = 14) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = 15) const uint D4 = 32;
+layout(constant_id = 16) const bool EARLY = true;  // issue V loads with K loads
+layout(constant_id = 17) const bool HEADS_FIRST = false;  // workgroup ids: kv head fastest
 
 const uint G = WG / LANES;  // key groups
 const uint KE = K_PIECES * K_EPL, VE = V_PIECES * V_EPL;  // elements per invocation
@@ -209,10 +212,19 @@ void main() {
     const uint lane = sid % LANES, group = sid / LANES;
     read_meta_offsets();
     uint wg = wg_linear_id();
-    const uint split = wg % pc.key_splits;
-    wg /= pc.key_splits;
-    const uint row_tile = wg % pc.row_tiles;
-    const uint kv_head = wg / pc.row_tiles;
+    uint split, row_tile, kv_head;
+    if (HEADS_FIRST) {
+        const uint n_kv = pc.n_heads / pc.group;
+        kv_head = wg % n_kv;
+        wg /= n_kv;
+        split = wg % pc.key_splits;
+        row_tile = wg / pc.key_splits;
+    } else {
+        split = wg % pc.key_splits;
+        wg /= pc.key_splits;
+        row_tile = wg % pc.row_tiles;
+        kv_head = wg / pc.row_tiles;
+    }
     if (kv_head * pc.group >= pc.n_heads) {
         return;  // whole workgroup: uniform
     }
@@ -245,9 +257,9 @@ void main() {
         barrier();
     }
     vec4 q_lo[ROWS][K_PIECES], q_hi[ROWS][K_PIECES];
-    for (uint r = 0u; r < ROWS; ++r) {
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const uint rr = min(r, n_rows - 1u);  // rows past the tile repeat the last
-        for (uint p = 0u; p < K_PIECES; ++p) {
+        [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
             const uint c = ((p * LANES + lane) * K_EPL) / 4u;
             q_lo[r][p] = c < D4 ? q_tile[rr * D4 + c] : vec4(0.0);
             q_hi[r][p] = K_EPL == 8u && c + 1u < D4 ? q_tile[rr * D4 + c + 1u] : vec4(0.0);
@@ -258,10 +270,10 @@ void main() {
     // sum of exponentials and sums of p * v over its elements.
     float m[ROWS], l[ROWS];
     vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
-    for (uint r = 0u; r < ROWS; ++r) {
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         m[r] = -3.4028234663852886e38;
         l[r] = 0.0;
-        for (uint p = 0u; p < V_PIECES; ++p) {
+        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
             acc_lo[r][p] = vec4(0.0);
             acc_hi[r][p] = vec4(0.0);
         }
@@ -274,7 +286,8 @@ void main() {
         uint visible[BATCH], key[BATCH];
         int k_pos[BATCH];
         vec4 k_lo[BATCH][K_PIECES], k_hi[BATCH][K_PIECES];
-        for (uint b = 0u; b < BATCH; ++b) {
+        vec4 v_lo[BATCH][V_PIECES], v_hi[BATCH][V_PIECES];
+        [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
             const uint j = step + b * G + group;
             key[b] = j;
             visible[b] = 0u;
@@ -282,23 +295,27 @@ void main() {
             if (j < j_end) {
                 k_pos[b] = meta[off_k_pos + k_meta + j];
                 const int k_seq = meta[off_k_seq + k_meta + j];
-                for (uint r = 0u; r < ROWS; ++r) {
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                     if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos[b], k_seq)) {
                         visible[b] |= 1u << r;
                     }
                 }
             }
-            const uint row = kv_base + j * pc.k_key_stride;
-            for (uint p = 0u; p < K_PIECES; ++p) {
-                k_lo[b][p] = vec4(0.0);
-                k_hi[b][p] = vec4(0.0);
-                if (visible[b] != 0u) {
-                    load_k_piece(row, (p * LANES + lane) * K_EPL, k_lo[b][p], k_hi[b][p]);
+            // Keys in range are read whether or not a row sees them, so that these loads
+            // need not wait for the positions; a hidden key's score is -inf whatever it
+            // holds. Its V is never used (EARLY: read, then replaced by zeros).
+            const uint row = kv_base + min(j, j_end - 1u) * pc.k_key_stride;
+            [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
+                load_k_piece(row, (p * LANES + lane) * K_EPL, k_lo[b][p], k_hi[b][p]);
+            }
+            if (EARLY) {
+                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+                    load_v_piece(row, (p * LANES + lane) * V_EPL, v_lo[b][p], v_hi[b][p]);
                 }
             }
         }
         if (ROPE_ON_READ) {
-            for (uint b = 0u; b < BATCH; ++b) {
+            [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
                 const uint j = min(key[b], j_end - 1u);
                 rotate_key(sid, lane, uint(meta[off_k_cpos + k_meta + j]), k_lo[b], k_hi[b]);
             }
@@ -306,10 +323,10 @@ void main() {
 
         // 2. This invocation's share of each dot product, summed over the key group.
         float dot[BATCH * ROWS];
-        for (uint b = 0u; b < BATCH; ++b) {
-            for (uint r = 0u; r < ROWS; ++r) {
+        [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                 float d = 0.0;
-                for (uint p = 0u; p < K_PIECES; ++p) {
+                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
                     d = fma_dot(q_lo[r][p], k_lo[b][p], d);
                     if (K_EPL == 8u) {
                         d = fma_dot(q_hi[r][p], k_hi[b][p], d);
@@ -318,8 +335,8 @@ void main() {
                 dot[b * ROWS + r] = d;
             }
         }
-        for (uint o = LANES / 2u; o > 0u; o >>= 1u) {
-            for (uint i = 0u; i < BATCH * ROWS; ++i) {
+        [[unroll]] for (uint o = LANES / 2u; o > 0u; o >>= 1u) {
+            [[unroll]] for (uint i = 0u; i < BATCH * ROWS; ++i) {
                 dot[i] += subgroupShuffleXor(dot[i], o);
             }
         }
@@ -327,12 +344,12 @@ void main() {
         // 3. Scores, the rescaling to the new running max, and the probabilities.
         float prob[BATCH * ROWS];
         bool seen[BATCH];
-        for (uint b = 0u; b < BATCH; ++b) {
+        [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
             seen[b] = false;
         }
-        for (uint r = 0u; r < ROWS; ++r) {
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
             float step_max = -1.0 / 0.0;  // -inf
-            for (uint b = 0u; b < BATCH; ++b) {
+            [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
                 const float s = (visible[b] & (1u << r)) != 0u
                                     ? visible_score(dot[b * ROWS + r], tok[r], q_pos[r], key[b], k_pos[b], slope[r])
                                     : -1.0 / 0.0;
@@ -343,11 +360,11 @@ void main() {
             const float rescale = exp(m[r] - m_new);
             m[r] = m_new;
             l[r] *= rescale;
-            for (uint p = 0u; p < V_PIECES; ++p) {
+            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
                 acc_lo[r][p] *= rescale;
                 acc_hi[r][p] *= rescale;
             }
-            for (uint b = 0u; b < BATCH; ++b) {
+            [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
                 const float pr = exp(prob[b * ROWS + r] - m_new);
                 prob[b * ROWS + r] = pr;
                 l[r] += pr;
@@ -355,23 +372,27 @@ void main() {
             }
         }
 
-        // 4. V pieces of keys with a nonzero probability (the same across the key group),
-        //    all loads first, then the sums.
-        vec4 v_lo[BATCH][V_PIECES], v_hi[BATCH][V_PIECES];
-        for (uint b = 0u; b < BATCH; ++b) {
+        // 4. V of keys with a nonzero probability (the same across the key group): a key
+        //    no row weighs is not added in, whatever its V holds (NaN in a stale slot).
+        [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
             const uint row = kv_base + key[b] * pc.k_key_stride;
-            for (uint p = 0u; p < V_PIECES; ++p) {
-                v_lo[b][p] = vec4(0.0);
-                v_hi[b][p] = vec4(0.0);
-                if (seen[b]) {
-                    load_v_piece(row, (p * LANES + lane) * V_EPL, v_lo[b][p], v_hi[b][p]);
+            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+                if (!EARLY) {
+                    v_lo[b][p] = vec4(0.0);
+                    v_hi[b][p] = vec4(0.0);
+                    if (seen[b]) {
+                        load_v_piece(row, (p * LANES + lane) * V_EPL, v_lo[b][p], v_hi[b][p]);
+                    }
+                } else if (!seen[b]) {
+                    v_lo[b][p] = vec4(0.0);
+                    v_hi[b][p] = vec4(0.0);
                 }
             }
         }
-        for (uint b = 0u; b < BATCH; ++b) {
-            for (uint r = 0u; r < ROWS; ++r) {
+        [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                 const vec4 w = vec4(prob[b * ROWS + r]);
-                for (uint p = 0u; p < V_PIECES; ++p) {
+                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
                     acc_lo[r][p] = fma(w, v_lo[b][p], acc_lo[r][p]);
                     if (V_EPL == 8u) {
                         acc_hi[r][p] = fma(w, v_hi[b][p], acc_hi[r][p]);

@@ -21,12 +21,6 @@ T vk_struct(VkStructureType type) {
 [[noreturn]] void throw_vk_error(VkResult result, const char* call, const char* file, int line);
 const char* current_op();
 
-// True once the process has begun exiting after vkattn loaded a Vulkan driver: the
-// driver's own exit handlers may already have torn it down, so objects destroyed from
-// then on (a backend kept in a static) skip their Vulkan destroy calls instead of calling
-// into a dead driver. The process is ending; the OS takes the memory back.
-bool drivers_unloading();
-
 // Names the op in progress for errors raised inside it; nests.
 class OpScope {
  public:

@@ -64,7 +64,6 @@ struct Encoded {
   Encoded(const Encoded&) = delete;
   Encoded& operator=(const Encoded&) = delete;
   ~Encoded() {
-    if (drivers_unloading()) return;
     VkDevice dev = ctx->device->handle();
     if (cb) ctx->device->free_command_buffer(cb);
     if (queries) vkDestroyQueryPool(dev, queries, nullptr);

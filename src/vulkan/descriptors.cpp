@@ -22,7 +22,7 @@ std::unique_ptr<DescriptorPool> DescriptorPool::create(VkDevice device, std::uin
 }
 
 DescriptorPool::~DescriptorPool() {
-  if (pool_ && !drivers_unloading()) vkDestroyDescriptorPool(device_, pool_, nullptr);  // frees its sets
+  if (pool_) vkDestroyDescriptorPool(device_, pool_, nullptr);  // frees its sets
 }
 
 VkDescriptorSet DescriptorPool::allocate(VkDescriptorSetLayout layout,

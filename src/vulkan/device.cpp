@@ -318,7 +318,7 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
 }
 
 Device::~Device() {
-  if (device_ == VK_NULL_HANDLE || drivers_unloading()) return;
+  if (device_ == VK_NULL_HANDLE) return;
   vkDeviceWaitIdle(device_);  // nothing useful to do with a failure while tearing down
   if (fence_) vkDestroyFence(device_, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
@@ -337,7 +337,6 @@ VkCommandBuffer Device::allocate_command_buffer() {
 }
 
 void Device::free_command_buffer(VkCommandBuffer cb) {
-  if (drivers_unloading()) return;
   std::lock_guard lock(mutex_);
   vkFreeCommandBuffers(device_, pool_, 1, &cb);
 }

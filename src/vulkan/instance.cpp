@@ -1,7 +1,5 @@
 #include "vulkan/instance.hpp"
 
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 
 #include "vulkan/check.hpp"
@@ -17,8 +15,6 @@ constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 // with "cannot allocate memory in static TLS block" (found on an H100, driver 580). One
 // bare instance kept for the life of the process keeps every driver loaded, so backends
 // may come and go. It is never destroyed: at exit, drivers may already be torn down.
-std::atomic<bool> unloading{false};
-
 void keep_drivers_loaded() {
   static const VkInstance anchor = [] {
     auto app = vk_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
@@ -29,10 +25,6 @@ void keep_drivers_loaded() {
     VkInstance instance = VK_NULL_HANDLE;
     // A failure here is reported by the real instance creation that follows.
     if (vkCreateInstance(&info, nullptr, &instance) != VK_SUCCESS) instance = VK_NULL_HANDLE;
-    // Registered after the drivers loaded, so it runs before their exit handlers, and
-    // before the destructors of statics made earlier (found: a benchmark's static backend
-    // crashed in NVIDIA's driver at exit).
-    std::atexit([] { unloading = true; });
     return instance;
   }();
   (void)anchor;
@@ -45,8 +37,6 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
   return false;
 }
 }  // namespace
-
-bool drivers_unloading() { return unloading.load(); }
 
 std::unique_ptr<Instance> Instance::create(bool validation) {
   std::unique_ptr<Instance> self(new Instance());
@@ -155,7 +145,6 @@ std::unique_ptr<Instance> Instance::create(bool validation) {
 }
 
 Instance::~Instance() {
-  if (drivers_unloading()) return;
   if (messenger_ != VK_NULL_HANDLE) {
     auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
         vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));

@@ -89,7 +89,6 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
 }
 
 Buffer::~Buffer() {
-  if (drivers_unloading()) return;
   if (view_) vkDestroyBufferView(device_, view_, nullptr);
   if (buffer_) vkDestroyBuffer(device_, buffer_, nullptr);
   if (memory_) vkFreeMemory(device_, memory_, nullptr);  // unmaps implicitly

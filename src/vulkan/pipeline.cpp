@@ -98,7 +98,6 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
 Pipeline::~Pipeline() { release(); }
 
 void Pipeline::release() {
-  if (drivers_unloading()) return;
   if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);
   if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
   if (set_layout_) vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
@@ -142,7 +141,6 @@ PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std
 }
 
 PipelineCache::~PipelineCache() {
-  if (drivers_unloading()) return;
   try {
     save();
   } catch (...) {

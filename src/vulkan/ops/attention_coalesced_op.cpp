@@ -4,6 +4,8 @@
 // several workgroups.
 #include <algorithm>
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
@@ -33,6 +35,20 @@ std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t d4, std::uint32_t w
                            std::uint32_t ve, bool k_exchange) {
   return std::uint64_t{rows} * d4 * 16 + std::uint64_t{wg} * ve * 4 + std::uint64_t{wg} * 8 +
          (k_exchange ? std::uint64_t{wg} * ke * 4 : 4);
+}
+
+// A developer's knob for tuning on a device at hand (docs/gpu.md):
+// VKATTN_TUNE_COALESCED="batch,workgroup,lanes,early" overrides the planned values
+// (0 keeps one).
+struct Tuning {
+  std::uint32_t batch = 0, wg = 0, lanes = 0, early = 2, heads_first = 0;
+};
+Tuning tuning() {
+  Tuning t;
+  if (const char* env = std::getenv("VKATTN_TUNE_COALESCED")) {
+    std::sscanf(env, "%u,%u,%u,%u,%u", &t.batch, &t.wg, &t.lanes, &t.early, &t.heads_first);
+  }
+  return t;
 }
 
 }  // namespace
@@ -84,14 +100,16 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
   std::uint32_t rows_cap = kMaxRows;
   while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
   const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
-  const std::uint32_t lanes = lanes_for(rows);
+  const Tuning tune = tuning();
+  const std::uint32_t lanes = tune.lanes ? std::min(tune.lanes, sg) : lanes_for(rows);
+  const std::uint32_t batch = tune.batch ? tune.batch : kBatch;
   const Pieces kp = pieces_for(head_dim, lanes, k_f16), vp = pieces_for(head_dim, lanes, v_f16);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
 
   // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), fewer if shared memory is short; a
   // multiple of the subgroup size, whose subgroups the pipeline requires full.
   const bool k_exchange = p.rope_on_read && p.rope.layout == RopeLayout::half;
-  std::uint32_t wg = std::max(sg, workgroup_size(ctx, 128));
+  std::uint32_t wg = std::max(sg, workgroup_size(ctx, tune.wg ? tune.wg : 128));
   while (wg > sg && shared_bytes(rows, d4, wg, kp.epl * kp.pieces, vp.epl * vp.pieces, k_exchange) >
                         ctx.limits.max_shared_memory) {
     wg /= 2;
@@ -102,7 +120,7 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
                     std::to_string(ctx.limits.max_shared_memory),
                 "maxComputeSharedMemorySize", 0, "attention");
   }
-  const std::uint32_t step = (wg / lanes) * kBatch;  // keys a workgroup takes per step
+  const std::uint32_t step = (wg / lanes) * batch;  // keys a workgroup takes per step
 
   // Splits: about kWorkgroupsPerUnit workgroups per compute unit, each split at least two
   // steps long, and the partial results within one buffer range.
@@ -125,8 +143,9 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
   d.op = "attention";
   d.key = {KernelId::attn_fused_coalesced, 6, sizeof(shader::AttnFusedParams),
            {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u, kp.epl, kp.pieces,
-            vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, kBatch,
-            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4}};
+            vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, batch,
+            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4,
+            tune.early == 2 ? 1u : tune.early, tune.heads_first}};
   d.key.subgroup_size = sg;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
