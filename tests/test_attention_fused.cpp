@@ -63,6 +63,16 @@ TEST_P(FusedVulkanVsCpu, MatchesAtSpecMinimumLimits) {
   on_vulkan(options, [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
 }
 
+// The GPU-shaped kernel (KernelShape::gpu) on every case: planned for a device of very
+// many compute units, it takes every case however many rows (with the units a device
+// reports, prefill takes the lane-per-key kernel; a cap cannot raise reported units).
+TEST_P(FusedVulkanVsCpu, MatchesWithGpuKernels) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  options.cap_limits->compute_units = 1u << 20;
+  on_vulkan(options, [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
+}
+
 TEST_P(FusedVulkanVsCpu, MatchesThroughStorageBuffers) {
   on_vulkan(storage_buffer_options(), [&](Backend& gpu) { expect_matches(gpu, *cpu_, GetParam()); });
 }

@@ -137,6 +137,11 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
 // The GPU-shaped fused kernel (attn_fused_coalesced.comp), for KernelShape::gpu on devices
 // with subgroup shuffles and size control.
 bool coalesced_attention_usable(const Context& ctx);
+// Whether it is the faster of the two fused kernels: when the row tiles alone leave the
+// device's compute units short of workgroups (decode). With rows enough (prefill) a lane
+// per key and the query tile in shared memory cost fewer instructions (docs/gpu.md).
+bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads,
+                                   std::uint32_t n_kv_heads);
 std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                      std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                                      std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,

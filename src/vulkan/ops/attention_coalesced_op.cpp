@@ -73,6 +73,12 @@ bool coalesced_attention_usable(const Context& ctx) {
          sg <= l.max_workgroup_invocations && l.max_storage_buffers >= 6;
 }
 
+bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads,
+                                   std::uint32_t n_kv_heads) {
+  const std::uint64_t tiles = ceil_div(std::uint64_t{n_tokens} * (n_heads / n_kv_heads), kMaxRows) * n_kv_heads;
+  return tiles < std::uint64_t{kWorkgroupsPerUnit} * compute_units(ctx);
+}
+
 std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                      std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                                      std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,

@@ -59,13 +59,15 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   // out, mask and meta, and q, k, v unless read through texel views: on a device that
   // allows a kernel fewer storage buffers, the three stages (4 at most without a mask).
   const bool fused_fits = 3u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
+  const bool coalesced = ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx) &&
+                         coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
   if (path == AttentionPath::three_stages ||
-      (!fused_fits && scores_fit && !(ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx))) ||
+      (!fused_fits && scores_fit && !coalesced) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
     return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
-  if (ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx)) {
+  if (coalesced) {
     return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
                                           std::move(out), std::move(mask), p, sinks);
   }
