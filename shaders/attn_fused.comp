@@ -5,7 +5,7 @@
 // and neither scores nor probabilities leave the workgroup.
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
 //   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
-//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16, V_F16)
+//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE, V_TYPE)
 //   binding 3: writeonly float out [n_tokens, n_heads, head_dim]; with key_splits > 1
 //              each split's unnormalized sums [key_splits, n_tokens * n_heads, head_dim],
 //              then from word ml_offset its (running max, sum of exponentials) pairs
@@ -15,7 +15,7 @@
 //              RoPE frequencies (params.h: VKATTN_META_*)
 //   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
 //   spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
-//   query tile is not used); spec 3, 4, 5: Q_F16, K_F16, V_F16; spec 6: K_VEC, spec 7:
+//   query tile is not used); spec 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 6: K_VEC, spec 7:
 //   V_VEC (rows start on 16 bytes: head_dim % 4 == 0 for f32, % 8 for f16); spec 8:
 //   KEY_GROUPS; spec 9: KEYS, keys per invocation (a block is KEYS * workgroup size keys);
 //   spec 10: ROPE_ON_READ (KvRope::on_read: the query tile and each key are rotated by
@@ -53,8 +53,9 @@
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint Q_VEC4 = 256;
 layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const bool K_F16 = false;
-layout(constant_id = 5) const bool V_F16 = false;
+layout(constant_id = 4) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = 5) const uint V_TYPE = 0u;
+const bool K_WIDE = K_TYPE != 0u, V_WIDE = V_TYPE != 0u;  // loaded 8 elements at a time
 layout(constant_id = 6) const bool K_VEC = true;
 layout(constant_id = 7) const bool V_VEC = true;
 layout(constant_id = 8) const uint KEY_GROUPS = 1;
@@ -62,7 +63,7 @@ layout(constant_id = 9) const uint KEYS = 1;  // keys per invocation in step 1
 layout(constant_id = 10) const bool ROPE_ON_READ = false;
 layout(constant_id = 11) const bool ROPE_INTERLEAVED = false;
 
-const uint EPL = V_F16 ? 8u : 4u;  // v elements per invocation: 16 bytes
+const uint EPL = V_WIDE ? 8u : 4u;  // v elements per invocation: 16 bytes of f16
 const uint ROWS4 = (ROWS + 3u) / 4u;
 
 #ifdef VKATTN_TEXEL
@@ -89,7 +90,8 @@ layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
 #define TL_WORDS q_words
 #define TL_WORDS2 q_words2
 #define TL_WORDS4 q_words4
-#define TL_F16 Q_F16
+#define TL_TYPE (Q_F16 ? 1u : 0u)
+#define TL_SCALES 0u
 #define TL_FN load_q
 #ifdef VKATTN_TEXEL
 #define TL_TEXELS q_texels
@@ -98,7 +100,8 @@ layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
 #undef TL_WORDS
 #undef TL_WORDS2
 #undef TL_WORDS4
-#undef TL_F16
+#undef TL_TYPE
+#undef TL_SCALES
 #undef TL_FN
 #ifdef VKATTN_TEXEL
 #undef TL_TEXELS
@@ -107,14 +110,16 @@ layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
 #define TL_WORDS k_words
 #define TL_WORDS2 k_words2
 #define TL_WORDS4 k_words4
-#define TL_F16 K_F16
+#define TL_TYPE K_TYPE
+#define TL_SCALES pc.k_scales
 #define TL_FN load_k
 #include "tensor_load.glsl"
 #undef TL_ALIGNED
 #undef TL_WORDS
 #undef TL_WORDS2
 #undef TL_WORDS4
-#undef TL_F16
+#undef TL_TYPE
+#undef TL_SCALES
 #undef TL_FN
 #ifdef VKATTN_TEXEL
 #undef TL_TEXELS
@@ -124,7 +129,8 @@ layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
 #define TL_WORDS v_words
 #define TL_WORDS2 v_words2
 #define TL_WORDS4 v_words4
-#define TL_F16 V_F16
+#define TL_TYPE V_TYPE
+#define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"
 
@@ -243,7 +249,7 @@ void main() {
                 cpos[i] = uint(meta[off_k_cpos + k_meta + (j < j_end ? j : j_begin)]);
             }
             ROPE_READ_DOTS(dot, d4, k_row, cpos, work)
-        } else if (K_VEC && K_F16) {
+        } else if (K_VEC && K_WIDE) {
             const uint n8 = work ? pc.head_dim / 8u : 0u;
             for (uint c = 0u; c < n8; ++c) {
                 vec4 a[KEYS], b[KEYS];
@@ -375,7 +381,7 @@ void main() {
                 hi[b] = vec4(0.0);
                 if (seen) {  // the same for the whole group
                     const uint v_row = kv_base + (jj + b) * pc.k_key_stride;
-                    if (V_F16) {
+                    if (V_WIDE) {
                         load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[b], hi[b]);
                     } else {
                         lo[b] = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
@@ -387,7 +393,7 @@ void main() {
                     const float w = p[b][r / 4u][r & 3u];
                     l[r] += w;
                     acc_lo[r] = fma(vec4(w), lo[b], acc_lo[r]);
-                    if (V_F16) {
+                    if (V_WIDE) {
                         acc_hi[r] = fma(vec4(w), hi[b], acc_hi[r]);
                     }
                 }

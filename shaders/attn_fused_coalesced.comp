@@ -16,13 +16,13 @@
 //   the groups meet in shared memory at the end.
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
 //   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
-//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16, V_F16)
+//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE, V_TYPE)
 //   binding 3: writeonly float out [n_tokens, n_heads, head_dim], or with key_splits > 1
 //              the splits' partial results, laid out as attn_fused.comp's
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta (params.h: VKATTN_META_*)
 //   push: AttnFusedParams; spec 0: WG, the workgroup size (a multiple of the required
-//   subgroup size); 1: ROWS; 2: LANES; 3, 4, 5: Q_F16, K_F16, V_F16; 6, 7: K_EPL, K_PIECES;
+//   subgroup size); 1: ROWS; 2: LANES; 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); 6, 7: K_EPL, K_PIECES;
 //   8, 9: V_EPL, V_PIECES; 10, 11: K_ALIGNED, V_ALIGNED (head_dim % EPL == 0: pieces need
 //   no bounds checks); 12: BATCH, keys per key group per step; 13: ROPE_ON_READ; 14:
 //   ROPE_INTERLEAVED; 15: D4, vec4s per query row (ceil(head_dim / 4))
@@ -47,8 +47,8 @@ const uint WG = WG_SIZE;
 layout(constant_id = 1) const uint ROWS = 4;
 layout(constant_id = 2) const uint LANES = 16;
 layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const bool K_F16 = true;
-layout(constant_id = 5) const bool V_F16 = true;
+layout(constant_id = 4) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = 5) const uint V_TYPE = 1u;
 layout(constant_id = 6) const uint K_EPL = 8;
 layout(constant_id = 7) const uint K_PIECES = 1;
 layout(constant_id = 8) const uint V_EPL = 8;
@@ -83,33 +83,38 @@ layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
 #define TL_WORDS q_words
 #define TL_WORDS2 q_words2
 #define TL_WORDS4 q_words4
-#define TL_F16 Q_F16
+#define TL_TYPE (Q_F16 ? 1u : 0u)
+#define TL_SCALES 0u
 #define TL_FN load_q
 #include "tensor_load.glsl"
 #undef TL_ALIGNED
 #undef TL_WORDS
 #undef TL_WORDS2
 #undef TL_WORDS4
-#undef TL_F16
+#undef TL_TYPE
+#undef TL_SCALES
 #undef TL_FN
 #define TL_ALIGNED K_ALIGNED
 #define TL_WORDS k_words
 #define TL_WORDS2 k_words2
 #define TL_WORDS4 k_words4
-#define TL_F16 K_F16
+#define TL_TYPE K_TYPE
+#define TL_SCALES pc.k_scales
 #define TL_FN load_k
 #include "tensor_load.glsl"
 #undef TL_ALIGNED
 #undef TL_WORDS
 #undef TL_WORDS2
 #undef TL_WORDS4
-#undef TL_F16
+#undef TL_TYPE
+#undef TL_SCALES
 #undef TL_FN
 #define TL_ALIGNED V_ALIGNED
 #define TL_WORDS v_words
 #define TL_WORDS2 v_words2
 #define TL_WORDS4 v_words4
-#define TL_F16 V_F16
+#define TL_TYPE V_TYPE
+#define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"
 

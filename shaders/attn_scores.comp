@@ -4,14 +4,14 @@
 // pos_t - pos_j >= window).
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim]: f32 bits or packed f16 (Q_F16)
 //   binding 1: readonly k words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
-//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_F16)
+//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE)
 //   binding 2: writeonly float scores [n_tokens, n_heads, n_keys]
 //   binding 3: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 4: readonly int meta: positions, sequence ids, ALiBi slopes, RoPE frequencies
 //              (params.h: VKATTN_META_*); the host keeps a tile within one sequence when
 //              keys come from a cache.
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
-//   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_F16; spec 5:
+//   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 5:
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
 //   KEYS, keys per invocation; spec 7: ROPE_ON_READ (KvRope::on_read: q and each key are
 //   rotated by their in-cache positions as they are read); spec 8: ROPE_INTERLEAVED;
@@ -48,7 +48,8 @@
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
 layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const bool K_F16 = false;
+layout(constant_id = 4) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+const bool K_WIDE = K_TYPE != 0u;  // 8 elements per 16 bytes or fewer: loaded 8 at a time
 layout(constant_id = 5) const bool VEC = true;
 layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
 layout(constant_id = 7) const bool ROPE_ON_READ = false;
@@ -79,7 +80,8 @@ layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
 #define TL_WORDS q_words
 #define TL_WORDS2 q_words2
 #define TL_WORDS4 q_words4
-#define TL_F16 Q_F16
+#define TL_TYPE (Q_F16 ? 1u : 0u)
+#define TL_SCALES 0u
 #define TL_FN load_q
 #include "tensor_load.glsl"
 
@@ -87,7 +89,8 @@ layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
 #undef TL_WORDS
 #undef TL_WORDS2
 #undef TL_WORDS4
-#undef TL_F16
+#undef TL_TYPE
+#undef TL_SCALES
 #undef TL_FN
 #ifdef VKATTN_TEXEL
 #undef TL_TEXELS
@@ -98,7 +101,8 @@ layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
 #define TL_WORDS k_words
 #define TL_WORDS2 k_words2
 #define TL_WORDS4 k_words4
-#define TL_F16 K_F16
+#define TL_TYPE K_TYPE
+#define TL_SCALES pc.k_scales
 #define TL_FN load_k
 #include "tensor_load.glsl"
 
@@ -203,7 +207,7 @@ void main() {
             cpos[i] = uint(meta[off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
         }
         ROPE_READ_DOTS(acc, d4, k_row, cpos, work)
-    } else if (VEC && K_F16) {
+    } else if (VEC && K_WIDE) {
 #ifdef VKATTN_SHUFFLE
         // Lanes hand values round, so the whole subgroup runs the loop if any lane works.
         const uint n8 = subgroupAny(work) ? pc.head_dim / 8u : 0u;

@@ -46,7 +46,8 @@ layout(std430, binding = 0) readonly buffer S4 { uvec4 s_words4[]; };
 #define TL_WORDS s_words
 #define TL_WORDS2 s_words2
 #define TL_WORDS4 s_words4
-#define TL_F16 false
+#define TL_TYPE 0u
+#define TL_SCALES 0u
 #define TL_FN load_s
 #include "tensor_load.glsl"
 vec4 scores_4(uint i) { return load_s_4(4u * i, 0u); }  // vec4 i

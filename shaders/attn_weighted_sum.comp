@@ -3,13 +3,13 @@
 //   binding 0: readonly float probs [n_tokens, n_heads, n_keys]
 //   binding 1: readonly v words, element (j, g, d) at s*v_seq_stride + j*v_key_stride +
 //              g*v_head_stride + d, s the tile's sequence for a KV cache, else 0: f32 bits
-//              or packed f16 (V_F16)
+//              packed f16, or q8_0/q4_0 codes and scales (V_TYPE)
 //   binding 2: writeonly float out [n_tokens, n_heads, head_dim], or with key_splits > 1
 //              partial sums [key_splits, n_tokens, n_heads, head_dim] that
 //              attn_weighted_sum_reduce adds up
 //   binding 3: readonly int meta: the query tokens' sequence ids at off_q_seq
 //   push: AttnWsumParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
-//   spec 1: ROWS, most rows per tile; spec 2: V_F16; spec 3: VEC (rows start on 16 bytes:
+//   spec 1: ROWS, most rows per tile; spec 2: V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 3: VEC (rows start on 16 bytes:
 //   head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys
 //   at a time); spec 5: KEY_GROUPS
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
@@ -32,12 +32,12 @@
 #include "params.h"
 
 layout(constant_id = 1) const uint ROWS = 8;
-layout(constant_id = 2) const bool V_F16 = false;
+layout(constant_id = 2) const uint V_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
 layout(constant_id = 3) const bool VEC = true;
 layout(constant_id = 4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
 layout(constant_id = 5) const uint KEY_GROUPS = 1;
 
-const bool EIGHT = V_F16;
+const bool EIGHT = V_TYPE != 0u;  // 8 elements per 16 bytes or fewer
 const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 
 #ifdef VKATTN_TEXEL
@@ -67,14 +67,16 @@ shared vec4 partial[WG_SIZE * 2u];
 #define TL_WORDS p_words
 #define TL_WORDS2 p_words2
 #define TL_WORDS4 p_words4
-#define TL_F16 false
+#define TL_TYPE 0u
+#define TL_SCALES 0u
 #define TL_FN load_p
 #include "tensor_load.glsl"
 #undef TL_ALIGNED
 #undef TL_WORDS
 #undef TL_WORDS2
 #undef TL_WORDS4
-#undef TL_F16
+#undef TL_TYPE
+#undef TL_SCALES
 #undef TL_FN
 #ifdef VKATTN_TEXEL
 #undef TL_TEXELS
@@ -85,7 +87,8 @@ shared vec4 partial[WG_SIZE * 2u];
 #define TL_WORDS v_words
 #define TL_WORDS2 v_words2
 #define TL_WORDS4 v_words4
-#define TL_F16 V_F16
+#define TL_TYPE V_TYPE
+#define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"
 

@@ -1,28 +1,35 @@
 #version 450
 // kv_append: writes each new token's key and value rows into its cache slot.
 //   cache[seq, slot, g, :] = src[t, g, :] for k and v, converted to the cache's dtype
-//   (f16: rounded to nearest even, half_rne.glsl), where dst_rows[t] = seq * capacity +
+//   (f16: rounded to nearest even, half_rne.glsl; q8_0/q4_0: quantized per block of 32
+//   exactly as the CPU reference does, quant.glsl), where dst_rows[t] = seq * capacity +
 //   slot (-1: the token is not kept).
 //   binding 0/1: readonly k, v words [n_tokens, n_kv_heads, head_dim]: f32 bits or packed
 //                f16 (SRC_F16)
-//   binding 2/3: k, v cache words [n_seqs, capacity, n_kv_heads, head_dim] (DST_F16;
-//                head_dim is even for f16 caches, so every row starts on a word)
+//   binding 2/3: k, v cache words [n_seqs, capacity, n_kv_heads, head_dim] (DST_TYPE: 0
+//                f32, 1 f16, 2 q8_0, 3 q4_0, whose scales start at word dst_scales; head_dim
+//                is even for f16 and a multiple of 32 for the quantized types, so every row
+//                starts on a word and every block on its own code words)
 //   binding 4: readonly int dst_rows[n_tokens]
-//   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_F16
+//   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_TYPE
 //   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2:
 //   dst_rows), for devices that allow 4 storage buffers per kernel; the host records two
-//   grid: one invocation per (token, kv head, pair of elements), folded
-// An invocation owns a pair of elements, so an f16 word is written whole, by one writer;
-// the host drops tokens that a later token of the same call would overwrite, so no two
-// invocations write one slot.
+//   grid: one invocation per (token, kv head, pair of elements), or per block of 32 for the
+//   quantized types, folded
+// An invocation owns a pair of elements (a block), so an f16 word (a block's code words) is
+// written whole, by one writer; two blocks share a scale word, whose halves are replaced
+// with atomics. The host drops tokens that a later token of the same call would
+// overwrite, so no two invocations write one slot.
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_KV_APPEND
 #include "layout.glsl"
 #include "params.h"
 #include "half_rne.glsl"
+#include "quant.glsl"
 
 layout(constant_id = 1) const bool SRC_F16 = false;
-layout(constant_id = 2) const bool DST_F16 = true;
+layout(constant_id = 2) const uint DST_TYPE = 1u;
+const bool DST_F16 = DST_TYPE == 1u, DST_QUANT = DST_TYPE >= 2u;
 
 #ifdef VKATTN_KV_ONE
 layout(std430, binding = 0) readonly buffer Src { uint src_words[]; };
@@ -36,6 +43,13 @@ float src_elem(uint which, uint e) {
 }
 
 void store(uint which, uint e, uint bits) { dst_words[e] = bits; }
+
+// Replaces the 16 bits of word |e| from |shift| on with |bits|, leaving the other half to
+// whichever invocation owns it.
+void store_half(uint which, uint e, uint shift, uint bits) {
+    atomicAnd(dst_words[e], ~(0xffffu << shift));
+    atomicOr(dst_words[e], bits << shift);
+}
 #else
 layout(std430, binding = 0) readonly buffer K { uint k_src[]; };
 layout(std430, binding = 1) readonly buffer V { uint v_src[]; };
@@ -56,10 +70,54 @@ void store(uint which, uint e, uint bits) {
         v_cache[e] = bits;
     }
 }
+
+void store_half(uint which, uint e, uint shift, uint bits) {
+    if (which == 0u) {
+        atomicAnd(k_cache[e], ~(0xffffu << shift));
+        atomicOr(k_cache[e], bits << shift);
+    } else {
+        atomicAnd(v_cache[e], ~(0xffffu << shift));
+        atomicOr(v_cache[e], bits << shift);
+    }
+}
 #endif
+
+// One block of 32 elements of a quantized cache.
+void append_block(uint id) {
+    const uint blocks = pc.head_dim / QUANT_BLOCK;
+    const uint u = id % blocks;
+    const uint g = (id / blocks) % pc.n_kv_heads;
+    const uint t = id / (blocks * pc.n_kv_heads);
+    const int row = dst_rows[t];
+    if (row < 0) {
+        return;
+    }
+    const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + QUANT_BLOCK * u;
+    const uint dst = (uint(row) * pc.n_kv_heads + g) * pc.head_dim + QUANT_BLOCK * u;  // element
+    const uint block = dst / QUANT_BLOCK;
+    const uint code_words = DST_TYPE == 2u ? 8u : 4u;
+    for (uint which = 0u; which < N_TENSORS; ++which) {
+        float x[32];
+        for (uint i = 0u; i < QUANT_BLOCK; ++i) {
+            x[i] = src_elem(which, src + i);
+        }
+        uint words[8];
+        const uint scale = quantize_block(DST_TYPE == 3u, x, words);
+        for (uint w = 0u; w < code_words; ++w) {
+            store(which, block * code_words + w, words[w]);
+        }
+        store_half(which, pc.dst_scales + block / 2u, 16u * (block & 1u), scale);
+    }
+}
 
 void main() {
     const uint id = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    if (DST_QUANT) {
+        if (id < pc.n_tokens * pc.n_kv_heads * (pc.head_dim / QUANT_BLOCK)) {
+            append_block(id);
+        }
+        return;
+    }
     const uint pairs = (pc.head_dim + 1u) / 2u;
     if (id >= pc.n_tokens * pc.n_kv_heads * pairs) {
         return;

@@ -15,9 +15,14 @@ namespace vkattn {
 using Shape = std::vector<std::size_t>;
 
 enum class DType {
-  f32,  // 4 bytes
-  f16,  // IEEE half, stored two per 32-bit word (low half first): no 16-bit storage needed
-  i32,  // positions, sequence ids
+  f32,   // 4 bytes
+  f16,   // IEEE half, stored two per 32-bit word (low half first): no 16-bit storage needed
+  i32,   // positions, sequence ids
+  q8_0,  // K and V only: blocks of 32 along the last dimension (a multiple of 32), one f16
+         // scale d = max|x| / 127 each, codes round(x / d) in int8 (ggml's q8_0):
+         // 1.0625 bytes per element. Layout: docs/kv-cache.md, Quantized caches
+  q4_0,  // K and V only: blocks of 32, one f16 scale d = -x_max / 8 (x_max the value of
+         // largest |x|), 4-bit codes of x / d + 8 (ggml's q4_0): 0.5625 bytes per element
 };
 const char* to_string(DType dtype);
 

@@ -77,6 +77,7 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint has_mask;
     uint has_alibi;
     uint rotary_dim;      // ROPE_ON_READ: dims rotated
+    uint k_scales;        // q8_0/q4_0 k: word offset of the scales
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -105,6 +106,7 @@ VKATTN_PUSH_CONSTANTS(AttnWsumParams) {
     uint key_splits;      // workgroups per row tile, each over its own range of keys
     uint keys_per_split;  // a multiple of 4
     uint out_split_stride;  // elements between the splits' partial outputs (0 when 1 split)
+    uint v_scales;        // q8_0/q4_0 v: word offset of the scales
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -139,6 +141,8 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint has_sinks;
     uint ml_offset;       // key_splits > 1: word offset of the splits' (max, sum) pairs
     uint rotary_dim;      // ROPE_ON_READ: dims rotated
+    uint k_scales;        // q8_0/q4_0 k and v: word offsets of the scales
+    uint v_scales;
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -159,6 +163,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint n_kv_heads;
     uint head_dim;
     uint capacity;        // slots per sequence (dst_rows = seq * capacity + slot)
+    uint dst_scales;      // q8_0/q4_0 caches: word offset of the scales
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -1,6 +1,8 @@
-// Loads from a tensor bound as 32-bit words: f32 bits, or f16 packed two per word.
-// Included once per binding with TL_F16 a bool constant, TL_FN the prefix of the functions
-// it defines (no include guard), and either
+// Loads from a tensor bound as 32-bit words: f32 bits, f16 packed two per word, or q8_0 and
+// q4_0 codes followed by their f16 scales (src/common/quant.hpp has the layout).
+// Included once per binding with TL_TYPE a uint constant (0 f32, 1 f16, 2 q8_0, 3 q4_0),
+// TL_SCALES the word where a quantized tensor's scales start (an expression; unused
+// otherwise), TL_FN the prefix of the functions it defines (no include guard), and either
 //   TL_TEXELS: the binding as a usamplerBuffer of 16-byte texels (R32G32B32A32_UINT), or
 //   TL_WORDS (uint[]), TL_WORDS2 (uvec2[]) and TL_WORDS4 (uvec4[]): its storage-buffer views.
 // The functions:
@@ -9,10 +11,11 @@
 //   void  TL_FN(_8)(uint e, uint limit, out vec4 lo, out vec4 hi)
 //                                       elements e .. e+7 (16 bytes of f16), the same way;
 //                                       e % 8 == 0
-// When TL_ALIGNED (a constant: every row starts on 4 elements, on 8 for f16, and |limit| is
-// a row end), e < limit implies e + 3 < limit (e + 7 for f16), so the vector load needs no
-// check and the scalar path folds away; branches left to run time would execute both
-// paths on CPU devices.
+// When TL_ALIGNED (a constant: every row starts on 4 elements, on 8 for f16 and on 32 for
+// the quantized types, and |limit| is a row end), e < limit implies e + 3 < limit (e + 7
+// beyond f32), so the vector load needs no check and the scalar path folds away; branches
+// left to run time would execute both paths on CPU devices. The quantized types are
+// always aligned (head_dim is a multiple of 32).
 // Texel buffers are the fast read path on CPU devices: llvmpipe turns a texel fetch into
 // branch-free vector loads, but a storage-buffer load at per-invocation addresses into a
 // loop over lanes with a bounds check per element. On GPUs the two cost about the same.
@@ -20,34 +23,58 @@
 #define TL_CAT(a, b) TL_CAT2(a, b)
 
 #ifdef TL_TEXELS
-float TL_CAT(TL_FN, _1)(uint e) {
-    if (TL_F16) {
-        return unpackHalf2x16(texelFetch(TL_TEXELS, int(e >> 3))[(e >> 1) & 3u])[e & 1u];
-    }
-    return uintBitsToFloat(texelFetch(TL_TEXELS, int(e >> 2))[e & 3u]);
+uint TL_CAT(TL_FN, _word)(uint w) { return texelFetch(TL_TEXELS, int(w >> 2))[w & 3u]; }
+uvec2 TL_CAT(TL_FN, _word2)(uint w2) {
+    const uvec4 t = texelFetch(TL_TEXELS, int(w2 >> 1));
+    return (w2 & 1u) != 0u ? t.zw : t.xy;
 }
+uvec4 TL_CAT(TL_FN, _word4)(uint w4) { return texelFetch(TL_TEXELS, int(w4)); }
 #else
-float TL_CAT(TL_FN, _1)(uint e) {
-    return TL_F16 ? unpackHalf2x16(TL_WORDS[e >> 1])[e & 1u] : uintBitsToFloat(TL_WORDS[e]);
-}
+uint TL_CAT(TL_FN, _word)(uint w) { return TL_WORDS[w]; }
+uvec2 TL_CAT(TL_FN, _word2)(uint w2) { return TL_WORDS2[w2]; }
+uvec4 TL_CAT(TL_FN, _word4)(uint w4) { return TL_WORDS4[w4]; }
 #endif
 
+// The scale of the quantized block holding element e.
+float TL_CAT(TL_FN, _scale)(uint e) {
+    const uint b = e / 32u;
+    return unpackHalf2x16(TL_CAT(TL_FN, _word)((TL_SCALES) + b / 2u))[b & 1u];
+}
+
+// 4 codes of one word: q8_0 bytes (signed), or the q4_0 nibbles from |shift| on, less 8.
+vec4 TL_CAT(TL_FN, _codes4)(uint w, uint shift) {
+    if (TL_TYPE == 2u) {
+        const int s = int(w);
+        return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8),
+                    bitfieldExtract(s, 24, 8));
+    }
+    return vec4(uvec4(w >> shift, w >> (shift + 4u), w >> (shift + 8u), w >> (shift + 12u)) & 15u) - 8.0;
+}
+
+float TL_CAT(TL_FN, _1)(uint e) {
+    if (TL_TYPE == 2u) {
+        return float(bitfieldExtract(int(TL_CAT(TL_FN, _word)(e >> 2)), int(8u * (e & 3u)), 8)) * TL_CAT(TL_FN, _scale)(e);
+    }
+    if (TL_TYPE == 3u) {
+        return float(int((TL_CAT(TL_FN, _word)(e >> 3) >> (4u * (e & 7u))) & 15u) - 8) * TL_CAT(TL_FN, _scale)(e);
+    }
+    if (TL_TYPE == 1u) {
+        return unpackHalf2x16(TL_CAT(TL_FN, _word)(e >> 1))[e & 1u];
+    }
+    return uintBitsToFloat(TL_CAT(TL_FN, _word)(e));
+}
+
 vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
+    if (TL_TYPE >= 2u) {
+        const uint w = TL_TYPE == 2u ? TL_CAT(TL_FN, _word)(e >> 2) : TL_CAT(TL_FN, _word)(e >> 3);
+        return TL_CAT(TL_FN, _codes4)(w, 4u * (e & 4u)) * TL_CAT(TL_FN, _scale)(e);
+    }
     if (TL_ALIGNED) {
-#ifdef TL_TEXELS
-        if (TL_F16) {
-            const uvec4 t = texelFetch(TL_TEXELS, int(e >> 3));
-            const uvec2 w = (e & 4u) != 0u ? t.zw : t.xy;
+        if (TL_TYPE == 1u) {
+            const uvec2 w = TL_CAT(TL_FN, _word2)(e >> 2);
             return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
         }
-        return uintBitsToFloat(texelFetch(TL_TEXELS, int(e >> 2)));
-#else
-        if (TL_F16) {
-            const uvec2 w = TL_WORDS2[e >> 2];
-            return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-        }
-        return uintBitsToFloat(TL_WORDS4[e >> 2]);
-#endif
+        return uintBitsToFloat(TL_CAT(TL_FN, _word4)(e >> 2));
     }
     vec4 v = vec4(0.0);
     for (uint i = 0u; i < 4u; ++i) {
@@ -59,12 +86,21 @@ vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
 }
 
 void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
-    if (TL_ALIGNED && TL_F16) {
-#ifdef TL_TEXELS
-        const uvec4 w = texelFetch(TL_TEXELS, int(e >> 3));
-#else
-        const uvec4 w = TL_WORDS4[e >> 3];
-#endif
+    if (TL_TYPE >= 2u) {
+        const float d = TL_CAT(TL_FN, _scale)(e);
+        if (TL_TYPE == 2u) {
+            const uvec2 w = TL_CAT(TL_FN, _word2)(e >> 3);
+            lo = TL_CAT(TL_FN, _codes4)(w.x, 0u) * d;
+            hi = TL_CAT(TL_FN, _codes4)(w.y, 0u) * d;
+        } else {
+            const uint w = TL_CAT(TL_FN, _word)(e >> 3);
+            lo = TL_CAT(TL_FN, _codes4)(w, 0u) * d;
+            hi = TL_CAT(TL_FN, _codes4)(w, 16u) * d;
+        }
+        return;
+    }
+    if (TL_ALIGNED && TL_TYPE == 1u) {
+        const uvec4 w = TL_CAT(TL_FN, _word4)(e >> 3);
         lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
         hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
         return;

@@ -20,6 +20,8 @@ const char* to_string(DType dtype) {
     case DType::f32: return "f32";
     case DType::f16: return "f16";
     case DType::i32: return "i32";
+    case DType::q8_0: return "q8_0";
+    case DType::q4_0: return "q4_0";
   }
   return "unknown";
 }

@@ -19,9 +19,30 @@ inline std::size_t numel(const Shape& shape) {
   return n;
 }
 
-// f16 packs two values per word, low half first.
+// f16 packs two values per word, low half first; q8_0 and q4_0 keep codes, 4 or 8 per
+// word, then one f16 scale per block of 32, two per word (src/common/quant.hpp).
 inline std::size_t storage_words(std::size_t numel, DType dtype) {
-  return dtype == DType::f16 ? (numel + 1) / 2 : numel;
+  switch (dtype) {
+    case DType::f16: return (numel + 1) / 2;
+    case DType::q8_0: return numel / 4 + (numel / 32 + 1) / 2;
+    case DType::q4_0: return numel / 8 + (numel / 32 + 1) / 2;
+    default: return numel;
+  }
+}
+
+// Where a quantized tensor's scales start, in words (0 for the other types).
+inline std::size_t scale_words_offset(std::size_t numel, DType dtype) {
+  return dtype == DType::q8_0 ? numel / 4 : dtype == DType::q4_0 ? numel / 8 : 0;
+}
+
+// The kernels' code for a K or V dtype: 0 f32, 1 f16, 2 q8_0, 3 q4_0.
+inline std::uint32_t kv_type_code(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return 1;
+    case DType::q8_0: return 2;
+    case DType::q4_0: return 3;
+    default: return 0;
+  }
 }
 
 }  // namespace vkattn::detail

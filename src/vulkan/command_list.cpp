@@ -7,6 +7,7 @@
 
 #include "common/shape_math.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/descriptors.hpp"
 #include "vulkan/dispatch.hpp"
@@ -156,9 +157,26 @@ class VulkanCommandList final : public CommandListImpl {
 
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
     const auto& c = cache->config;
-    const std::uint64_t words = c.capacity * c.n_kv_heads * (c.dtype == DType::f16 ? c.head_dim / 2 : c.head_dim);
-    add({copy_dispatch(*ctx_, cache->k, cache->k, src * words, dst * words, words),
-         copy_dispatch(*ctx_, cache->v, cache->v, src * words, dst * words, words)});
+    const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
+    std::vector<Dispatch> ds;
+    for (const auto& t : {cache->k, cache->v}) {
+      if (!is_quantized(c.dtype)) {
+        const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
+        ds.push_back(copy_dispatch(*ctx_, t, t, src * words, dst * words, words));
+        continue;
+      }
+      // Codes, then the scales: one half per block of 32, in whole words only when a
+      // sequence has an even number of blocks.
+      const std::uint64_t codes = scale_words_offset(n, c.dtype), blocks = n / 32;
+      ds.push_back(copy_dispatch(*ctx_, t, t, src * codes, dst * codes, codes));
+      const std::uint64_t scales = scale_words_offset(t->numel, c.dtype);
+      if (blocks % 2 == 0) {
+        ds.push_back(copy_dispatch(*ctx_, t, t, scales + src * blocks / 2, scales + dst * blocks / 2, blocks / 2));
+      } else {
+        ds.push_back(copy_halves_dispatch(*ctx_, t, t, 2 * scales + src * blocks, 2 * scales + dst * blocks, blocks));
+      }
+    }
+    add(std::move(ds));
   }
 
   void submit_and_wait() override {

@@ -59,6 +59,9 @@ class ParamArena {
 // Copies |words| 32-bit words from word |src_word| of src to word |dst_word| of dst.
 Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
                        std::uint64_t src_word, std::uint64_t dst_word, std::uint64_t words);
+// The same in 16-bit halves, each replaced with atomics (the scales of a quantized cache).
+Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
+                              std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves);
 Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
                        std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
                        const RopeConfig& config);
@@ -70,6 +73,9 @@ struct KeySource {
   std::shared_ptr<TensorImpl> tensor;
   std::uint32_t n_keys, n_kv_heads, head_dim;
   std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
+  std::uint32_t type;    // kv_type_code: 0 f32, 1 f16, 2 q8_0, 3 q4_0
+  std::uint32_t scales;  // q8_0/q4_0: word offset of the scales
+  bool wide() const { return type != 0; }  // 8 elements per 16 bytes or fewer
 };
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
 KeySource cache_keys(std::shared_ptr<TensorImpl> t);

@@ -87,7 +87,7 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
   const std::uint32_t d4 = (head_dim + 3) / 4;
-  const bool k_f16 = keys.tensor->dtype == DType::f16, v_f16 = values.tensor->dtype == DType::f16;
+  const bool k_f16 = keys.wide(), v_f16 = values.wide();  // 8 elements per 16 bytes or fewer
   const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
 
   // Lanes per key row: at least enough that a lane holds 16 bytes of a row, and enough
@@ -148,7 +148,7 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
   Dispatch d;
   d.op = "attention";
   d.key = {KernelId::attn_fused_coalesced, 6, sizeof(shader::AttnFusedParams),
-           {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u, kp.epl, kp.pieces,
+           {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, kp.epl, kp.pieces,
             vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, batch,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4,
             tune.early == 2 ? 1u : tune.early, tune.heads_first}};
@@ -162,7 +162,8 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
-                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim});
+                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
+                                     values.scales});
   d.groups = base_groups * splits;
   std::vector<Dispatch> ds{std::move(d)};
   if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));

@@ -71,12 +71,12 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
     return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
                                           std::move(out), std::move(mask), p, sinks);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 88);
+  static_assert(sizeof(shader::AttnFusedParams) == 96);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
   const std::uint32_t d4 = (head_dim + 3) / 4;
-  const bool k_f16 = keys.tensor->dtype == DType::f16, v_f16 = values.tensor->dtype == DType::f16;
+  const bool k_f16 = keys.wide(), v_f16 = values.wide();  // 8 elements per 16 bytes or fewer
 
   // Each invocation owns 16 bytes of a v row; key groups of such invocations fill about 64
   // invocations, each scoring keys_per_lane keys of a block.
@@ -107,7 +107,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   Dispatch d;
   d.op = "attention";
   d.key = {kernel, 6, sizeof(shader::AttnFusedParams),
-           {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, k_f16 ? 1u : 0u, v_f16 ? 1u : 0u,
+           {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type,
             head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
             keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
@@ -119,7 +119,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
-                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim});
+                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
+                                     values.scales});
   d.groups = base_groups * splits;
   std::vector<Dispatch> ds{std::move(d)};
   if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));

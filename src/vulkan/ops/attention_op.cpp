@@ -6,6 +6,7 @@
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
 #include "common/rope_math.hpp"
 #include "vulkan/dispatch.hpp"
 
@@ -46,12 +47,14 @@ Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel) {
 
 KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
   const auto n = u32(t->shape[0]), n_kv = u32(t->shape[1]), d = u32(t->shape[2]);
-  return {std::move(t), n, n_kv, d, n_kv * d, d, 0, 0};
+  const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
+  return {std::move(t), n, n_kv, d, n_kv * d, d, 0, 0, type, scales};
 }
 
 KeySource cache_keys(std::shared_ptr<TensorImpl> t) {  // [n_seqs, capacity, n_kv_heads, head_dim]
   const auto c = u32(t->shape[1]), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
-  return {std::move(t), c, n_kv, d, n_kv * d, d, c * n_kv * d, c};
+  const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
+  return {std::move(t), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales};
 }
 
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
@@ -95,7 +98,7 @@ AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks) {
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p) {
-  static_assert(sizeof(shader::AttnScoresParams) == 76);
+  static_assert(sizeof(shader::AttnScoresParams) == 80);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -125,8 +128,8 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   d.op = "attn_scores";
   d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
            5, sizeof(shader::AttnScoresParams),
-           {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.tensor->dtype == DType::f16 ? 1u : 0u,
-            head_dim % (keys.tensor->dtype == DType::f16 ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
+           {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.type,
+            head_dim % (keys.wide() ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
             shuffle ? preferred_subgroup_size(ctx.limits) : 8u}};
   d.key.subgroup_size = shuffle ? preferred_subgroup_size(ctx.limits) : 0u;
@@ -138,7 +141,8 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
-                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim});
+                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim,
+                                      keys.scales});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }
@@ -205,7 +209,7 @@ std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::u
 std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq) {
-  static_assert(sizeof(shader::AttnWsumParams) == 56);
+  static_assert(sizeof(shader::AttnWsumParams) == 60);
   static_assert(sizeof(shader::AttnWsumReduceParams) == 8);
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
   const std::uint32_t n_keys = values.n_keys, n_kv_heads = values.n_kv_heads, head_dim = values.head_dim;
@@ -221,7 +225,7 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   // workgroup is more than one short v row (16 invocations for head_dim 128 in f16): about
   // 64 invocations when rows are few (decode), at least 32 (a GPU's SIMD width) otherwise,
   // where each group's share of keys is short and adding up the groups costs barriers.
-  const bool f16 = values.tensor->dtype == DType::f16;
+  const bool f16 = values.wide();
   const VRowGroups v_row = v_row_groups(ctx, head_dim, f16, base_groups < kSplitTargetGroups ? 64 : 32);
   const std::uint32_t lanes = v_row.lanes, key_groups = v_row.groups;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
@@ -235,12 +239,12 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   Dispatch d;
   d.op = "attn_weighted_sum";
   d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
-           {lanes * key_groups, rows, f16 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
+           {lanes * key_groups, rows, values.type, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(meta)};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
                                     values.head_stride, values.seq_stride, 0, splits, keys_per_split,
-                                    splits > 1 ? u32(out_elems) : 0u});
+                                    splits > 1 ? u32(out_elems) : 0u, values.scales});
   d.groups = base_groups * splits;
   std::vector<Dispatch> dispatches{std::move(d)};
   if (splits > 1) {
@@ -259,16 +263,19 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
 std::vector<Dispatch> kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                                            const std::vector<std::int32_t>& dst_rows) {
-  static_assert(sizeof(shader::KvAppendParams) == 16);
+  static_assert(sizeof(shader::KvAppendParams) == 20);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
-  const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * ((c.head_dim + 1) / 2);
+  // A pair of elements per invocation, or a block of 32 for the quantized types.
+  const std::uint64_t per_row = is_quantized(c.dtype) ? c.head_dim / 32 : (c.head_dim + 1) / 2;
+  const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
   const std::vector<std::uint32_t> rows(dst_rows.begin(), dst_rows.end());
   Dispatch d;
   d.op = "kv_append";
   d.key = {KernelId::kv_append, 5, sizeof(shader::KvAppendParams),
-           {wg, k->dtype == DType::f16 ? 1u : 0u, c.dtype == DType::f16 ? 1u : 0u}};
-  d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity)});
+           {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
+  d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
+                                    u32(scale_words_offset(cache.k->numel, c.dtype))});
   d.groups = ceil_div(invocations, wg);
   const Binding row_binding = params.add(rows);
   if (ctx.limits.max_storage_buffers >= 5) {

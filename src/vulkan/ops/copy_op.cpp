@@ -14,11 +14,25 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
   const bool texel = has_texel_view(*src);
   Dispatch d;
   d.op = "copy";
-  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u}};
+  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u, 0u}};
   const auto count = static_cast<std::uint32_t>(words / unit);
   d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
   d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_word / unit),
                                 static_cast<std::uint32_t>(dst_word / unit)});
+  d.groups = ceil_div(count, wg);
+  return d;
+}
+
+Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
+                              std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves) {
+  const std::uint32_t wg = std::min<std::uint32_t>(128, ctx.limits.max_workgroup_invocations);
+  const bool texel = has_texel_view(*src);
+  Dispatch d;
+  d.op = "copy";
+  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, 0u, 1u}};
+  const auto count = static_cast<std::uint32_t>(halves);
+  d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
+  d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_half), static_cast<std::uint32_t>(dst_half)});
   d.groups = ceil_div(count, wg);
   return d;
 }
