@@ -244,7 +244,9 @@ TEST_F(VulkanVsCpuTest, FourStorageBuffersPerKernel) {
       const std::vector<std::int32_t> pos{0, 1, 2};
       CommandList cmd = b->commands();
       cmd.kv_append(cache, k, v, pos);
-      if (b == &gpu) EXPECT_EQ(cmd.stats().ops, 2u) << "k, then v";
+      if (b == &gpu) {
+        EXPECT_EQ(cmd.stats().ops, 2u) << "k, then v";
+      }
       cmd.attention(q, cache, out, {.q_positions = pos});
       cmd.submit_and_wait();
       outs.push_back(b->download(out));

@@ -36,8 +36,14 @@ class Backend {
   // nearest even) and back; i32 data goes to i32 tensors. |data| must hold numel() values.
   void upload(Tensor& tensor, std::span<const float> data);
   void upload(Tensor& tensor, std::span<const std::int32_t> data);
+  // q8_0 and q4_0 tensors quantize what is uploaded (as kv_append would) and dequantize
+  // what is downloaded.
   std::vector<float> download(const Tensor& tensor);
   std::vector<std::int32_t> download_i32(const Tensor& tensor);
+  // The storage words as they are (bytes() of them; layouts in docs/), for saving and
+  // restoring tensors of any dtype exactly.
+  void upload_raw(Tensor& tensor, std::span<const std::uint8_t> bytes);
+  std::vector<std::uint8_t> download_raw(const Tensor& tensor);
 
   // Validation-layer warnings and errors seen so far (Vulkan with validation on).
   virtual std::vector<std::string> validation_messages() const { return {}; }

@@ -4,6 +4,7 @@
 
 #include "common/half.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
 #include "common/shape_math.hpp"
 #include "common/tensor_impl.hpp"
 #include "common/validate.hpp"
@@ -183,8 +184,12 @@ Tensor Backend::tensor(const Shape& shape, DType dtype) {
     }
     n *= shape[i];
   }
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::i32) {
-    throw InvalidArgument("tensor", "dtype", std::to_string(static_cast<int>(dtype)), "f32, f16 or i32");
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::i32 && !detail::is_quantized(dtype)) {
+    throw InvalidArgument("tensor", "dtype", std::to_string(static_cast<int>(dtype)), "f32, f16, i32, q8_0 or q4_0");
+  }
+  if (detail::is_quantized(dtype) && shape.back() % detail::kQuantBlock != 0) {
+    throw InvalidArgument("tensor", "shape[" + std::to_string(shape.size() - 1) + "]", std::to_string(shape.back()),
+                          std::string("a multiple of 32 for ") + to_string(dtype) + " (blocks of 32 along the last dimension)");
   }
   return Tensor(make_tensor(shape, dtype));
 }
@@ -222,6 +227,11 @@ void Backend::upload(Tensor& tensor, std::span<const float> data) {
   std::vector<std::uint32_t> words(impl.words, 0);
   if (impl.dtype == DType::f32) {
     std::memcpy(words.data(), data.data(), data.size_bytes());
+  } else if (detail::is_quantized(impl.dtype)) {
+    for (std::size_t b = 0; b < data.size() / detail::kQuantBlock; ++b) {
+      detail::store_block(impl.dtype, data.subspan(b * detail::kQuantBlock).first<detail::kQuantBlock>(), words,
+                          impl.numel, b);
+    }
   } else {
     for (std::size_t i = 0; i < data.size(); ++i) {
       words[i / 2] |= std::uint32_t{detail::float_to_half(data[i])} << (16 * (i % 2));
@@ -246,12 +256,33 @@ std::vector<float> Backend::download(const Tensor& tensor) {
   std::vector<float> out(impl->numel);
   if (impl->dtype == DType::f32) {
     std::memcpy(out.data(), words.data(), out.size() * sizeof(float));
+  } else if (detail::is_quantized(impl->dtype)) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::dequantize(impl->dtype, words, impl->numel, i);
   } else {
     for (std::size_t i = 0; i < out.size(); ++i) {
       out[i] = detail::half_to_float(static_cast<std::uint16_t>(words[i / 2] >> (16 * (i % 2))));
     }
   }
   return out;
+}
+
+void Backend::upload_raw(Tensor& tensor, std::span<const std::uint8_t> bytes) {
+  const auto& impl = detail::check_tensor("upload_raw", "tensor", tensor, owner_tag());
+  if (bytes.size() != impl->words * 4) {
+    throw InvalidArgument("upload_raw", "bytes.size()", std::to_string(bytes.size()),
+                          "tensor.bytes() = " + std::to_string(impl->words * 4));
+  }
+  std::vector<std::uint32_t> words(impl->words);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  write_words(*impl, words);
+}
+
+std::vector<std::uint8_t> Backend::download_raw(const Tensor& tensor) {
+  const auto& impl = detail::check_tensor("download_raw", "tensor", tensor, owner_tag());
+  const std::vector<std::uint32_t> words = read_words(*impl);
+  std::vector<std::uint8_t> bytes(words.size() * 4);
+  std::memcpy(bytes.data(), words.data(), bytes.size());
+  return bytes;
 }
 
 std::vector<std::int32_t> Backend::download_i32(const Tensor& tensor) {

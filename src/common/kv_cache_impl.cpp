@@ -15,11 +15,15 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
     throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim),
                           "[1, " + std::to_string(kMaxAttentionHeadDim) + "]");
   }
-  if (c.dtype != DType::f32 && c.dtype != DType::f16) {
-    throw InvalidArgument(op, "config.dtype", to_string(c.dtype), "f32 or f16");
+  if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::q8_0 && c.dtype != DType::q4_0) {
+    throw InvalidArgument(op, "config.dtype", to_string(c.dtype), "f32, f16, q8_0 or q4_0");
   }
   if (c.dtype == DType::f16 && c.head_dim % 2 != 0) {
     throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim), "even for f16 (two halves per word)");
+  }
+  if ((c.dtype == DType::q8_0 || c.dtype == DType::q4_0) && c.head_dim % 32 != 0) {
+    throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim),
+                          std::string("a multiple of 32 for ") + to_string(c.dtype) + " (blocks of 32 along head_dim)");
   }
   if (c.capacity == 0 || c.capacity > (std::size_t{1} << 30)) {
     throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity), "[1, 2^30]");

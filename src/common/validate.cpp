@@ -175,6 +175,14 @@ void check_dtype(const char* op, const char* name, const TensorImpl& t, bool all
   }
 }
 
+// Keys and values of attention: also q8_0 and q4_0 (blocks along head_dim, which tensor
+// creation has checked is a multiple of 32).
+void check_kv_dtype(const char* op, const char* name, const TensorImpl& t) {
+  if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::q8_0 && t.dtype != DType::q4_0) {
+    throw InvalidArgument(op, std::string(name) + ".dtype", to_string(t.dtype), "f32, f16, q8_0 or q4_0");
+  }
+}
+
 void check_shape(const char* op, const char* name, const TensorImpl& t, const Shape& want) {
   if (t.shape != want) throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), shape_string(want));
 }
@@ -233,7 +241,7 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_rank3(op, "k", k, "[n_keys, n_kv_heads, head_dim]");
   check_dtype(op, "q", q, true);
-  check_dtype(op, "k", k, true);
+  check_kv_dtype(op, "k", k);
   check_heads(op, q, "q", k, "k");
   const std::size_t n_tokens = q.shape[0], n_heads = q.shape[1], n_keys = k.shape[0];
   check_dtype(op, "scores", scores, false);
@@ -284,7 +292,7 @@ void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const
   check_rank3(op, "v", v, "[n_keys, n_kv_heads, head_dim]");
   check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
   check_dtype(op, "probs", probs, false);
-  check_dtype(op, "v", v, true);
+  check_kv_dtype(op, "v", v);
   check_dtype(op, "out", out, false);
   check_heads(op, out, "out", v, "v");
   if (v.shape[0] != probs.shape[2]) {
@@ -461,7 +469,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
                             "k.shape[" + std::to_string(i) + "] = " + std::to_string(k.shape[i]));
     }
   }
-  check_dtype(op, "v", v, true);
+  check_kv_dtype(op, "v", v);
   check_dtype(op, "out", out, false);
   if (&out == &q || &out == &k || &out == &v) throw InvalidArgument(op, "out", "an input", "a tensor other than q, k and v");
   a.path = check_path(config.path);

@@ -5,6 +5,7 @@
 
 #include "common/half.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
 #include "common/tensor_impl.hpp"
 #include "cpu/reference_ops.hpp"
 
@@ -21,9 +22,13 @@ class CpuTensor final : public TensorImpl {
 CpuTensor& cpu(const std::shared_ptr<TensorImpl>& t) { return static_cast<CpuTensor&>(*t); }
 
 // f16 tensors are widened to float, processed, and rounded back: the same storage
-// rounding the GPU applies.
+// rounding the GPU applies. q8_0 and q4_0 tensors (K and V) are dequantized.
 std::vector<float> to_floats(const CpuTensor& t) {
   std::vector<float> f(t.numel);
+  if (is_quantized(t.dtype)) {
+    for (std::size_t i = 0; i < t.numel; ++i) f[i] = dequantize(t.dtype, t.data, t.numel, i);
+    return f;
+  }
   for (std::size_t i = 0; i < t.numel; ++i) {
     f[i] = t.dtype == DType::f16
                ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
@@ -176,6 +181,18 @@ class CpuCommandList final : public CommandListImpl {
                       const std::size_t row = c.head_dim;
                       for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
                         const std::vector<float> in = to_floats(cpu(src));
+                        if (is_quantized(c.dtype)) {  // each row's blocks, quantized in place
+                          CpuTensor& d = cpu(dst);
+                          const std::size_t blocks = c.n_kv_heads * row / kQuantBlock;
+                          for (std::size_t t = 0; t < dst_rows.size(); ++t) {
+                            if (dst_rows[t] < 0) continue;
+                            for (std::size_t b = 0; b < blocks; ++b) {
+                              store_block(c.dtype, std::span<const float>(in).subspan((t * blocks + b) * kQuantBlock).first<kQuantBlock>(),
+                                          d.data, d.numel, static_cast<std::size_t>(dst_rows[t]) * blocks + b);
+                            }
+                          }
+                          continue;
+                        }
                         std::vector<float> out = to_floats(cpu(dst));
                         for (std::size_t t = 0; t < dst_rows.size(); ++t) {
                           if (dst_rows[t] < 0) continue;
@@ -194,6 +211,19 @@ class CpuCommandList final : public CommandListImpl {
                       const auto& c = cache->config;
                       const std::size_t n = c.capacity * c.n_kv_heads * c.head_dim;
                       for (const auto& t : {cache->k, cache->v}) {
+                        if (is_quantized(c.dtype)) {  // codes, then the scales half by half
+                          std::vector<std::uint32_t>& w = cpu(t).data;
+                          const std::size_t codes = codes_words(n, c.dtype), blocks = n / kQuantBlock;
+                          std::copy_n(&w[src * codes], codes, &w[dst * codes]);
+                          const std::size_t scales = codes_words(t->numel, c.dtype);
+                          for (std::size_t b = 0; b < blocks; ++b) {
+                            const std::size_t from = src * blocks + b, to = dst * blocks + b;
+                            const std::uint32_t half = (w[scales + from / 2] >> (16 * (from % 2))) & 0xffffu;
+                            std::uint32_t& word = w[scales + to / 2];
+                            word = (word & ~(0xffffu << (16 * (to % 2)))) | (half << (16 * (to % 2)));
+                          }
+                          continue;
+                        }
                         std::vector<float> f = to_floats(cpu(t));
                         std::copy_n(&f[src * n], n, &f[dst * n]);
                         from_floats(cpu(t), f);
