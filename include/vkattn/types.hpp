@@ -91,8 +91,11 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
 // Attention options shared by the three stages (scores, softmax, weighted sum).
 // Per query token t, head h, key j, with kvh(h) = h / (n_heads / n_kv_heads):
 //   s = scale * <q[t,h], k[j,kvh(h)]>;  s = softcap * tanh(s / softcap) when set;
-//   s += alibi_slope[h] * (pos_j - pos_t) when ALiBi is on;  s += mask[t, j] when given;
+//   s -= alibi_slope[h] * |pos_t - pos_j| when ALiBi is on;  s += mask[t, j] when given;
 //   s = -inf for keys t cannot see (other sequence, future when causal, outside window).
+// The ALiBi bias is symmetric, as in llama.cpp and in bidirectional ALiBi encoders: with
+// causal masking it is the usual slope * (pos_j - pos_t); without it, future keys are
+// penalised by their distance too.
 // Which kernels CommandList::attention runs (the three-stage ops ignore it).
 enum class AttentionPath {
   automatic,     // fused, except on CPU devices (llvmpipe), where the three stages are faster,
@@ -101,11 +104,19 @@ enum class AttentionPath {
   three_stages,  // attn_scores, attn_softmax (in place) and attn_weighted_sum on a temporary
 };
 
+// Where soft-capping sits relative to the scale. The two agree when scale = 1 (Gemma 2).
+enum class SoftcapOrder {
+  scale_then_cap,  // s = softcap * tanh(scale * qk / softcap): ggml's flash attention. Default.
+  cap_then_scale,  // s = scale * softcap * tanh(qk / softcap): llama.cpp's graph without flash
+                   // attention (caps the unscaled qk, then scales)
+};
+
 struct AttentionConfig {
   std::optional<double> scale{};          // default 1/sqrt(head_dim); finite
   bool causal = true;                     // keys with pos_j <= pos_t only
   std::optional<std::uint32_t> window{};  // keys with pos_t - pos_j < window (Mistral); >= 1
   std::optional<double> softcap{};        // Gemma 2 logit soft-capping (50); finite, > 0
+  SoftcapOrder softcap_order = SoftcapOrder::scale_then_cap;  // with softcap only
   bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)
   std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
   std::vector<float> sinks{};             // per head sink logit in the softmax denominator
@@ -113,13 +124,16 @@ struct AttentionConfig {
   AttentionPath path = AttentionPath::automatic;  // CommandList::attention only
 };
 
-// Positions and sequence ids of the query tokens and of the keys. Empty seq_ids mean
-// every token and key is in sequence 0. Positions are in [0, 2^31).
+// Positions and sequence ids of the query tokens and of the keys, each in [0, 2^31).
+// Ops copy them when they are recorded (as rope() copies its positions), so the arrays
+// need not outlive the call. Over a KV cache the cache knows its keys: k_positions and
+// k_seq_ids stay empty there.
 struct AttentionTokens {
-  std::span<const std::int32_t> q_positions{};  // n_tokens
-  std::span<const std::int32_t> k_positions{};  // n_keys
-  std::span<const std::int32_t> q_seq_ids{};    // n_tokens, or empty
-  std::span<const std::int32_t> k_seq_ids{};    // n_keys, or empty
+  std::span<const std::int32_t> q_positions{};  // n_tokens; absolute positions, also with
+                                                // KvRope::on_read (the cache converts them)
+  std::span<const std::int32_t> k_positions{};  // n_keys, or empty: keys at 0..n_keys-1
+  std::span<const std::int32_t> q_seq_ids{};    // n_tokens, or empty: all in sequence 0
+  std::span<const std::int32_t> k_seq_ids{};    // n_keys, or empty: all in sequence 0
 };
 
 // The standard ALiBi slopes for |n_heads| heads (Press et al. 2022; for a head count that
