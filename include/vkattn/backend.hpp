@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "vkattn/command_list.hpp"
+#include "vkattn/export.h"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
 
-class Backend {
+class VKATTN_API Backend {
  public:
   virtual ~Backend();
 
@@ -51,6 +52,6 @@ class Backend {
 };
 
 // Throws Error(no_device) with each device's rejection reason when no device fits.
-std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options = {});
+VKATTN_API std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options = {});
 
 }  // namespace vkattn

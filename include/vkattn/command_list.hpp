@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "vkattn/export.h"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
@@ -39,7 +40,7 @@ struct CommandStats {
                                 // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
 };
 
-class CommandList {
+class VKATTN_API CommandList {
  public:
   explicit CommandList(std::unique_ptr<detail::CommandListImpl> impl);
   CommandList(CommandList&&) noexcept;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "vkattn/export.h"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
@@ -54,7 +55,7 @@ struct KvCacheConfig {
   RopeConfig rope_config{};    // on_read: the rotation attention applies (attention factor 1)
 };
 
-class KvCache {
+class VKATTN_API KvCache {
  public:
   KvCache() = default;
   explicit KvCache(std::shared_ptr<detail::KvCacheImpl> impl);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "vkattn/export.h"
+
 namespace vkattn {
 
 // Row-major, innermost dimension last; every dimension >= 1.
@@ -19,10 +21,10 @@ enum class DType {
   f16,  // IEEE half, stored two per 32-bit word (low half first): no 16-bit storage needed
   i32,  // positions, sequence ids
 };
-const char* to_string(DType dtype);
+VKATTN_API const char* to_string(DType dtype);
 
 enum class BackendKind { cpu, vulkan };
-const char* to_string(BackendKind kind);
+VKATTN_API const char* to_string(BackendKind kind);
 
 enum class RopeLayout {
   interleaved,  // pairs (x[2i], x[2i+1]): RoFormer, Meta's original Llama, GPT-J
@@ -85,8 +87,8 @@ struct RopeFrequencies {
   std::vector<double> theta;  // rotary_dim / 2 angles per token, radians
   double attention_factor = 1.0;
 };
-RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
-                                 std::int32_t max_position = 0);
+VKATTN_API RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
+                                            std::int32_t max_position = 0);
 
 // Attention options shared by the three stages (scores, softmax, weighted sum).
 // Per query token t, head h, key j, with kvh(h) = h / (n_heads / n_kv_heads):
@@ -138,7 +140,7 @@ struct AttentionTokens {
 
 // The standard ALiBi slopes for |n_heads| heads (Press et al. 2022; for a head count that
 // is not a power of two, BLOOM's interleaving of the next power's slopes).
-std::vector<float> alibi_slopes(std::size_t n_heads);
+VKATTN_API std::vector<float> alibi_slopes(std::size_t n_heads);
 
 // Largest head_dim RoPE accepts (its cos/sin table lives in shared memory).
 inline constexpr std::size_t kMaxHeadDim = 2048;
@@ -172,7 +174,7 @@ struct DeviceLimits {
 };
 
 // The Vulkan 1.1 minimums for every limit above (features off).
-DeviceLimits spec_minimum_limits();
+VKATTN_API DeviceLimits spec_minimum_limits();
 
 struct DeviceOptions {
   // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
@@ -207,6 +209,6 @@ struct DeviceInfo {
 // Enumerates Vulkan devices and marks the one that would be chosen. Throws
 // Error(no_device) only when Vulkan itself is unavailable; an empty or all-rejected list
 // is returned as is.
-std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
+VKATTN_API std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
 
 }  // namespace vkattn

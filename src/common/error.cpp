@@ -1,5 +1,6 @@
 #include "vkattn/error.hpp"
 #include "vkattn/types.hpp"
+#include "vkattn/version.hpp"
 
 namespace vkattn {
 
@@ -56,5 +57,7 @@ InvalidArgument::InvalidArgument(const std::string& op, const std::string& param
       param_(param) {}
 
 DeviceLimits spec_minimum_limits() { return DeviceLimits{}; }
+
+const char* version() noexcept { return VKATTN_VERSION_STRING; }
 
 }  // namespace vkattn
