@@ -4,12 +4,13 @@
  *
  * Conventions
  * - Every function returns a vkattn_status (VKATTN_OK = 0), except the destroy functions
- *   (void; destroying NULL does nothing) and the few that return a string.
+ *   (void; destroying NULL does nothing), vkattn_status_string, vkattn_last_error_message
+ *   and the two version functions.
  *   vkattn_last_error_message() explains the last failure on the calling thread.
  * - No C++ exception crosses this interface, and no bad argument crashes: a NULL handle or
  *   a NULL pointer is VKATTN_ERROR_INVALID_ARGUMENT, unless the parameter is marked
  *   "optional" (NULL then means: defaults, or none). An array is a pointer and a count;
- *   (NULL, 0) is an empty array.
+ *   (NULL, 0) is an empty array. A create function that fails sets its result to NULL.
  * - Handles (vkattn_backend, vkattn_tensor, vkattn_command_list, vkattn_kv_cache,
  *   vkattn_device_list) are opaque. Tensors, caches and command lists stay valid after the
  *   backend that made them is destroyed. A backend, and everything made from it, is used

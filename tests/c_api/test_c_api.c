@@ -379,7 +379,7 @@ static void test_queries(vkattn_backend* gpu) {
 
 static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   const int E = VKATTN_ERROR_INVALID_ARGUMENT;
-  vkattn_tensor *x = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32), *out = NULL;
+  vkattn_tensor *x = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32), *out = NULL, *rank2 = NULL;
   vkattn_command_list* list = NULL;
   OK(vkattn_command_list_create(cpu, NULL, &list));
   const int32_t pos[2] = {1, 2}, bad_pos[2] = {1, -3};
@@ -399,14 +399,16 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "data = NULL", vkattn_download_f32(cpu, x, NULL, 32));
 
   /* Bad shapes and sizes: the C++ API's own messages. */
-  OK(vkattn_tensor_create(cpu, shape2, 2, VKATTN_DTYPE_F32, &out));
-  EXPECT_STATUS(E, "vkattn: rope: x.shape = [2, 16]; valid: rank 3", vkattn_cmd_rope(list, out, pos, 2, NULL));
+  OK(vkattn_tensor_create(cpu, shape2, 2, VKATTN_DTYPE_F32, &rank2));
+  EXPECT_STATUS(E, "vkattn: rope: x.shape = [2, 16]; valid: rank 3", vkattn_cmd_rope(list, rank2, pos, 2, NULL));
   EXPECT_STATUS(E, "positions.size() = 1", vkattn_cmd_rope(list, x, pos, 1, NULL));
   EXPECT_STATUS(E, "data.size() = 3", vkattn_upload_f32(cpu, x, (const float[3]){0}, 3));
+  out = x;  /* a failed create sets its result to NULL */
   EXPECT_STATUS(E, "shape[1] = 0", vkattn_tensor_create(cpu, (const size_t[]){2, 0}, 2, 0, &out));
+  CHECK(out == NULL);
   EXPECT_STATUS(E, "max_dims", vkattn_tensor_shape(x, &(size_t){0}, (size_t[2]){0}, 2));
   EXPECT_STATUS(E, "count = 3", vkattn_download_f32(cpu, x, (float[3]){0}, 3));
-  vkattn_tensor_destroy(out);
+  vkattn_tensor_destroy(rank2);
 
   /* Bad enum values. */
   vkattn_rope_config rope;
