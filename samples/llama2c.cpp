@@ -428,14 +428,15 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
     vkattn::CommandList cmd = backend_.commands();
     cmd.rope(q_, k_, positions, rope);
     cmd.kv_append(caches_[l], k_, v_, positions);
+    const vkattn::AttentionTokens tokens{.q_positions = positions};
     if (attention_op_) {
       vkattn::AttentionConfig op = attn;
       op.path = *attention_op_;
-      cmd.attention(q_, caches_[l], out_, {.q_positions = positions}, op);
+      cmd.attention(q_, caches_[l], out_, tokens, op);
     } else {
-      cmd.attn_scores(q_, caches_[l], scores_, {.q_positions = positions}, attn);
+      cmd.attn_scores(q_, caches_[l], scores_, tokens, attn);
       cmd.attn_softmax(scores_, scores_, attn);
-      cmd.attn_weighted_sum(scores_, caches_[l], out_);
+      cmd.attn_weighted_sum(scores_, caches_[l], out_, tokens);
     }
     cmd.submit_and_wait();
     const std::vector<float> att = backend_.download(out_);

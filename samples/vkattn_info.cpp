@@ -1,6 +1,8 @@
 // vkattn-info: every Vulkan device with the limits vkattn depends on, which one would be
 // chosen (VKATTN_DEVICE and the type preference applied), or why none can be.
+// vkattn-info --version prints the library's version.
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "vkattn/vkattn.hpp"
@@ -41,7 +43,15 @@ void print_device(const vkattn::DeviceInfo& d) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("vkattn %s\n", vkattn::version());
+    return 0;
+  }
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: vkattn-info [--version]\n");
+    return 2;
+  }
   try {
     const auto devices = vkattn::list_devices();
     std::printf("%zu Vulkan device(s); * marks the one vkattn would use\n", devices.size());

@@ -46,6 +46,82 @@ TEST_P(AttentionIdentities, HandComputed) {
   EXPECT_TRUE(all_close(got.scores, {0.5f, 1.0f, 1.5f}, in.scores_shape(), 1e-6, 0));
   EXPECT_TRUE(all_close(got.probs, {0.18632372f, 0.30719589f, 0.50648039f}, in.scores_shape(), 1e-6, 0));
   EXPECT_TRUE(all_close(got.out, {2.3201567f, 23.201567f}, in.out_shape(), 1e-6, 1e-6));
+  // Without key positions the keys are at 0..n_keys-1, as here.
+  AttnInputs no_k_pos = in;
+  no_k_pos.k_pos.clear();
+  const AttnOutputs same = run_attention(backend(), no_k_pos);
+  EXPECT_EQ(same.scores, got.scores);
+  EXPECT_EQ(same.out, got.out);
+}
+
+// Every way to run attention on |in|: the three ops, and CommandList::attention through the
+// fused kernel and through the three stages (one path on the CPU backend); out of each.
+std::vector<std::pair<std::string, std::vector<float>>> outs_of_every_path(Backend& b, AttnInputs in) {
+  std::vector<std::pair<std::string, std::vector<float>>> outs{{"three ops", run_attention(b, in).out}};
+  for (AttentionPath path : {AttentionPath::fused, AttentionPath::three_stages}) {
+    in.config.path = path;
+    outs.emplace_back(path == AttentionPath::fused ? "fused" : "three_stages", run_attention_op(b, in));
+  }
+  return outs;
+}
+
+// ALiBi is symmetric, as in llama.cpp: without causal masking a future key is penalised by
+// its distance as a past one is. q = 0, so each score is the bias alone: the token at
+// position 2 over keys at 0..3 with slopes 0.5 (head 0) and 0.25 (head 1) scores
+//   -slope |2 - pos_j| = (-1, -0.5, 0, -0.5) and (-0.5, -0.25, 0, -0.25);
+// head 0: p = (e^-1, e^-0.5, 1, e^-0.5) / 2.5809401 = (0.1425370, 0.2350037, 0.3874556,
+// 0.2350037); v rows (1, 10), (2, 20), (3, 30), (4, 40): out = (2.7149260, 27.149260).
+TEST_P(AttentionIdentities, HandComputedAlibiWithoutCausalIsSymmetric) {
+  const AttnInputs in{.tokens = 1, .heads = 2, .kv_heads = 1, .keys = 4, .head_dim = 2,
+                      .q = {0, 0, 0, 0}, .k = {1, 0, 0, 1, 1, 1, 2, 2}, .v = {1, 10, 2, 20, 3, 30, 4, 40},
+                      .q_pos = {2}, .k_pos = {0, 1, 2, 3},
+                      .config = {.causal = false, .alibi_slopes = {0.5f, 0.25f}}};
+  const std::vector<std::vector<double>> rows = {{-1, -0.5, 0, -0.5}, {-0.5, -0.25, 0, -0.25}};
+  std::vector<float> scores, probs, out;
+  for (const auto& s : rows) {
+    const std::vector<double> p = softmax_row(s);
+    double o0 = 0, o1 = 0;
+    for (std::size_t j = 0; j < 4; ++j) {
+      scores.push_back(float(s[j]));
+      probs.push_back(float(p[j]));
+      o0 += p[j] * double(j + 1);
+      o1 += p[j] * double(10 * (j + 1));
+    }
+    out.insert(out.end(), {float(o0), float(o1)});
+  }
+  EXPECT_NEAR(out[0], 2.7149260, 1e-6);  // the comment's figures, from the same formula
+  EXPECT_NEAR(probs[0], 0.1425370, 1e-6);
+  const AttnOutputs got = run_attention(backend(), in);
+  EXPECT_TRUE(all_close(got.scores, scores, in.scores_shape(), 1e-6, 0));
+  EXPECT_TRUE(all_close(got.probs, probs, in.scores_shape(), 1e-6, 0));
+  for (const auto& [path, o] : outs_of_every_path(backend(), in)) {
+    EXPECT_TRUE(all_close(o, out, in.out_shape(), 1e-5, 1e-6)) << path;
+  }
+}
+
+// Soft-capping in either order, q = (1, 2) against keys (1, 0), (0, 1), (1, 1) (dots 1, 2,
+// 3), scale 0.5, cap 1.5: scale_then_cap (ggml's flash attention) s = 1.5 tanh(0.5 qk / 1.5);
+// cap_then_scale (llama.cpp without flash attention) s = 0.5 * 1.5 tanh(qk / 1.5).
+TEST_P(AttentionIdentities, HandComputedSoftcapOrders) {
+  for (SoftcapOrder order : {SoftcapOrder::scale_then_cap, SoftcapOrder::cap_then_scale}) {
+    const AttnInputs in{.tokens = 1, .heads = 1, .kv_heads = 1, .keys = 3, .head_dim = 2,
+                        .q = {1, 2}, .k = {1, 0, 0, 1, 1, 1}, .v = {1, 10, 2, 20, 3, 30},
+                        .q_pos = {2}, .k_pos = {0, 1, 2},
+                        .config = {.scale = 0.5, .softcap = 1.5, .softcap_order = order}};
+    std::vector<double> s;
+    for (double qk : {1.0, 2.0, 3.0}) {
+      s.push_back(order == SoftcapOrder::scale_then_cap ? 1.5 * std::tanh(0.5 * qk / 1.5)
+                                                        : 0.5 * 1.5 * std::tanh(qk / 1.5));
+    }
+    const std::vector<double> p = softmax_row(s);
+    const std::vector<float> out = {float(p[0] + 2 * p[1] + 3 * p[2]), float(10 * (p[0] + 2 * p[1] + 3 * p[2]))};
+    const AttnOutputs got = run_attention(backend(), in);
+    const char* name = order == SoftcapOrder::scale_then_cap ? "scale_then_cap" : "cap_then_scale";
+    EXPECT_TRUE(all_close(got.scores, {float(s[0]), float(s[1]), float(s[2])}, in.scores_shape(), 1e-6, 0)) << name;
+    for (const auto& [path, o] : outs_of_every_path(backend(), in)) {
+      EXPECT_TRUE(all_close(o, out, in.out_shape(), 1e-5, 1e-6)) << name << ", " << path;
+    }
+  }
 }
 
 // Two heads share one kv head (GQA 2:1); the token at position 1 sees keys 0 and 1 but not

@@ -18,17 +18,10 @@
 namespace vkattn::test {
 namespace {
 
-// Records attention() on |in| (with in.config's path; the tests below ask for the fused
-// kernel, which a CPU device would not take by itself) and returns out; |stats| receives
-// the list's statistics.
+// The tests below ask for the fused kernel (in.config.path), which a CPU device would not
+// take by itself.
 std::vector<float> run_fused(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
-  const AttnInputTensors t = upload_inputs(b, in);
-  Tensor out = b.tensor(in.out_shape(), DType::f32);
-  CommandList cmd = b.commands();
-  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config, t.mask_or_null());
-  cmd.submit_and_wait();
-  if (stats) *stats = cmd.stats();
-  return b.download(out);
+  return run_attention_op(b, in, stats);
 }
 
 class FusedVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<AttnCase> {};
@@ -146,7 +139,7 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
         cmd.attention(q, *cache, out, tokens, fused_config);
         cmd.attn_scores(q, *cache, scores, tokens, s.attn);
         cmd.attn_softmax(scores, probs, s.attn);
-        cmd.attn_weighted_sum(probs, *cache, out3, t.seq);
+        cmd.attn_weighted_sum(probs, *cache, out3, tokens);
         cmd.submit_and_wait();
         fused.push_back(b->download(out));
         staged.push_back(b->download(out3));

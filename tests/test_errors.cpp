@@ -172,6 +172,8 @@ TEST_P(AttentionErrors, BadArguments) {
   for (double cap : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
     expect_invalid([&] { sc(q, k, scores, tok, {.softcap = cap}); }, {"config.softcap", "finite and > 0"});
   }
+  expect_invalid([&] { sc(q, k, scores, tok, {.softcap = 1.0, .softcap_order = static_cast<SoftcapOrder>(2)}); },
+                 {"config.softcap_order", "2", "scale_then_cap or SoftcapOrder::cap_then_scale"});
   expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {0.5f}}); },
                  {"config.alibi_slopes.size()", "1", "0 or n_heads = 2"});
   expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {std::numeric_limits<float>::infinity(), 0.5f}}); },
@@ -272,6 +274,10 @@ TEST_P(KvCacheErrors, BadArguments) {
   };
   // Config.
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = 0; })); }, {"kv_cache: config.n_seqs = 0", ">= 1"});
+  // The shape fields have no defaults: a config that leaves them unset is rejected.
+  expect_invalid([&] { b.kv_cache({}); }, {"config.n_kv_heads = 0", "required, no default"});
+  expect_invalid([&] { b.kv_cache({.n_kv_heads = 2}); }, {"config.head_dim = 0", "required, no default"});
+  expect_invalid([&] { b.kv_cache({.n_kv_heads = 2, .head_dim = 8}); }, {"config.capacity = 0", "required, no default"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_kv_heads = 0; })); }, {"config.n_kv_heads = 0", ">= 1"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 0; })); }, {"config.head_dim = 0", "[1, 256]"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 258; })); }, {"config.head_dim = 258", "[1, 256]"});
@@ -385,9 +391,13 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { cmd.attn_weighted_sum(p5, cache, out); }, {"attn_weighted_sum: v.shape[0] = 6", "probs.shape[2] = 5"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out_dim); }, {"head_dim = out.shape[2] = 6"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out2); }, {"out.shape = [2, 2, 8]", "[1, 2, 8]"});
-  bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{2}); }, {"q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
-  bad([&] { cmd.attn_weighted_sum(probs, cache, out, P{0, 0}); }, {"q_seq_ids.size() = 2", "1"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_seq_ids = P{2}}); }, {"q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_seq_ids = P{0, 0}}); }, {"q_seq_ids.size() = 2", "1"});
   bad([&] { cmd.attn_weighted_sum(probs, foreign, out); }, {"cache = a cache of another backend"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_seq_ids = P{0}, .k_seq_ids = P{0}}); },
+      {"attn_weighted_sum: tokens.k_positions / k_seq_ids = given", "empty"});
+  bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_positions = P{2, 3}, .q_seq_ids = P{0}}); },
+      {"attn_weighted_sum: tokens.q_positions.size() = 2", "1"});
 
   // Sequence methods.
   bad([&] { cache.reset(2); }, {"reset: seq = 2", "[0, n_seqs = 2)"});

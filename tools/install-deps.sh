@@ -4,8 +4,9 @@
 # installed; nothing happens when all are present.
 set -euo pipefail
 
-packages=(cmake g++ libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers
-          vulkan-validationlayers vulkan-tools libgtest-dev libbenchmark-dev libpng-dev)
+packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spirv-tools
+          mesa-vulkan-drivers vulkan-validationlayers vulkan-tools libgtest-dev libbenchmark-dev
+          libpng-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "vkattn/command_list.hpp"
+#include "vkattn/export.h"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
 
-class Backend {
+class VKATTN_API Backend {
  public:
   virtual ~Backend();
 
@@ -31,6 +32,13 @@ class Backend {
   // A KV cache, zero-filled and empty. Throws Error(out_of_memory) naming the limit when K
   // or V would exceed maxStorageBufferRange or the device heap.
   KvCache kv_cache(const KvCacheConfig& config);
+  // A cache's whole state as bytes (its configuration, which position each slot holds, and
+  // K and V exactly as stored, any dtype), and back into a cache of the same configuration
+  // on any backend: a conversation saved to disk and resumed. Save after the lists that
+  // wrote the cache have run; restore throws InvalidArgument naming the first field that
+  // differs, changing nothing.
+  std::vector<std::uint8_t> save_cache(const KvCache& cache);
+  void restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes);
 
   // Synchronous copies between host and tensor. f32 data converts to f16 tensors (round to
   // nearest even) and back; i32 data goes to i32 tensors. |data| must hold numel() values.
@@ -57,6 +65,6 @@ class Backend {
 };
 
 // Throws Error(no_device) with each device's rejection reason when no device fits.
-std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options = {});
+VKATTN_API std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options = {});
 
 }  // namespace vkattn

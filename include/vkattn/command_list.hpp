@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "vkattn/export.h"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
@@ -39,7 +40,7 @@ struct CommandStats {
                                 // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
 };
 
-class CommandList {
+class VKATTN_API CommandList {
  public:
   explicit CommandList(std::unique_ptr<detail::CommandListImpl> impl);
   CommandList(CommandList&&) noexcept;
@@ -59,7 +60,8 @@ class CommandList {
   // one dispatch: same n_tokens, head_dim and dtype; distinct tensors.
   void rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config = {});
 
-  // Attention, in three stages that can be recorded separately (README: Attention).
+  // Attention, in three stages that can be recorded separately (docs/attention.md).
+  // Positions and sequence ids (AttentionTokens) are copied when an op is recorded.
   // q [n_tokens, n_heads, head_dim] f32 or f16; k, v [n_keys, n_kv_heads, head_dim] f32
   // or f16; n_heads a multiple of n_kv_heads; head_dim <= kMaxAttentionHeadDim.
   // scores and probs are f32 [n_tokens, n_heads, n_keys], key order as in k; a key the
@@ -95,18 +97,17 @@ class CommandList {
   // capacity - window + 1: append and attend in smaller chunks).
   void attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
                    const AttentionConfig& config = {}, const Tensor* mask = nullptr);
-  // |q_seq_ids|: the sequence of each query token, as given to attn_scores (may be empty
-  // only for a one-sequence cache).
-  void attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
-                         std::span<const std::int32_t> q_seq_ids = {});
+  // |tokens|: as given to attn_scores; q_seq_ids says which sequence each query row reads
+  // (may be empty only for a one-sequence cache), q_positions may be empty, k_* must be.
+  void attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out, const AttentionTokens& tokens = {});
 
   // Attention in one op: out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v, with
   // the scores, visibility, biases and sinks of attn_scores and attn_softmax (the same
   // arguments, checked the same way), without writing scores or probabilities anywhere.
   // v: the shape of k (its dtype may differ). config.path picks the kernels: on Vulkan a
   // fused flash-attention kernel, or the three stages on a temporary (by default on CPU
-  // devices, where they are faster); README: Fused attention. Every dispatch is timed as
-  // "attention".
+  // devices, where they are faster); docs/attention.md: Fused attention. Every dispatch is
+  // timed as "attention".
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // The same over a cache's keys and values, as attn_scores and attn_weighted_sum on a

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "vkattn/export.h"
+
 namespace vkattn {
 
 enum class ErrorCode {
@@ -16,9 +18,9 @@ enum class ErrorCode {
   unsupported,         // the device or installation lacks something that was asked for
 };
 
-const char* to_string(ErrorCode code);
+VKATTN_API const char* to_string(ErrorCode code);
 
-class Error : public std::runtime_error {
+class VKATTN_API Error : public std::runtime_error {
  public:
   // |call| is the failing call or check, |vk_result| the VkResult (0 when none), |op| the
   // vkattn operation that was running ("rope", "upload", "create backend", ...).
@@ -40,7 +42,7 @@ class Error : public std::runtime_error {
 
 // A parameter outside its valid range. what() reads
 // "vkattn: <op>: <param> = <value>; valid: <valid>".
-class InvalidArgument : public std::invalid_argument {
+class VKATTN_API InvalidArgument : public std::invalid_argument {
  public:
   InvalidArgument(const std::string& op, const std::string& param, const std::string& value,
                   const std::string& valid);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "vkattn/export.h"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
@@ -35,21 +36,26 @@ enum class KvRope {
   on_read,  // keys are appended unrotated; attention rotates each key by its position
             // inside the cache (sinks 0..n_sinks-1, then the ring's keys oldest first) and
             // the query by its own in-cache position (StreamingLLM), so positions stay
-            // below capacity and generation can go on for ever.
+            // below capacity and generation can go on for ever. Callers still pass
+            // absolute positions everywhere (kv_append, AttentionTokens::q_positions): the
+            // cache converts them.
 };
 
+// The shape fields have no defaults: n_kv_heads, head_dim and capacity must be set (0, the
+// value they start with, is rejected with InvalidArgument). A default capacity would
+// quietly turn attention into a sliding window over that many tokens.
 struct KvCacheConfig {
-  std::size_t n_seqs = 1;       // sequences held at once; >= 1
-  std::size_t n_kv_heads = 1;   // >= 1
-  std::size_t head_dim = 64;    // [1, kMaxAttentionHeadDim]; even for f16
-  std::size_t capacity = 1024;  // slots per sequence; > n_sinks
-  DType dtype = DType::f16;     // f32 or f16
-  std::size_t n_sinks = 0;      // first positions kept for ever (StreamingLLM: 4); < capacity
+  std::size_t n_seqs = 1;      // sequences held at once; >= 1; default 1
+  std::size_t n_kv_heads = 0;  // required: the model's KV heads; >= 1
+  std::size_t head_dim = 0;    // required: [1, kMaxAttentionHeadDim]; even for f16
+  std::size_t capacity = 0;    // required: slots per sequence; in (n_sinks, 2^30]
+  DType dtype = DType::f16;    // f32 or f16; default f16
+  std::size_t n_sinks = 0;     // first positions kept for ever (StreamingLLM: 4); < capacity
   KvRope rope = KvRope::stored;
-  RopeConfig rope_config{};     // on_read: the rotation attention applies (attention factor 1)
+  RopeConfig rope_config{};    // on_read: the rotation attention applies (attention factor 1)
 };
 
-class KvCache {
+class VKATTN_API KvCache {
  public:
   KvCache() = default;
   explicit KvCache(std::shared_ptr<detail::KvCacheImpl> impl);

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "vkattn/export.h"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
@@ -14,7 +15,7 @@ namespace detail {
 class TensorImpl;
 }
 
-class Tensor {
+class VKATTN_API Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl);

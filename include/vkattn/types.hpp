@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "vkattn/export.h"
+
 namespace vkattn {
 
 // Row-major, innermost dimension last; every dimension >= 1.
@@ -24,10 +26,10 @@ enum class DType {
   q4_0,  // K and V only: blocks of 32, one f16 scale d = -x_max / 8 (x_max the value of
          // largest |x|), 4-bit codes of x / d + 8 (ggml's q4_0): 0.5625 bytes per element
 };
-const char* to_string(DType dtype);
+VKATTN_API const char* to_string(DType dtype);
 
 enum class BackendKind { cpu, vulkan };
-const char* to_string(BackendKind kind);
+VKATTN_API const char* to_string(BackendKind kind);
 
 enum class RopeLayout {
   interleaved,  // pairs (x[2i], x[2i+1]): RoFormer, Meta's original Llama, GPT-J
@@ -90,14 +92,17 @@ struct RopeFrequencies {
   std::vector<double> theta;  // rotary_dim / 2 angles per token, radians
   double attention_factor = 1.0;
 };
-RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
-                                 std::int32_t max_position = 0);
+VKATTN_API RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
+                                            std::int32_t max_position = 0);
 
 // Attention options shared by the three stages (scores, softmax, weighted sum).
 // Per query token t, head h, key j, with kvh(h) = h / (n_heads / n_kv_heads):
 //   s = scale * <q[t,h], k[j,kvh(h)]>;  s = softcap * tanh(s / softcap) when set;
-//   s += alibi_slope[h] * (pos_j - pos_t) when ALiBi is on;  s += mask[t, j] when given;
+//   s -= alibi_slope[h] * |pos_t - pos_j| when ALiBi is on;  s += mask[t, j] when given;
 //   s = -inf for keys t cannot see (other sequence, future when causal, outside window).
+// The ALiBi bias is symmetric, as in llama.cpp and in bidirectional ALiBi encoders: with
+// causal masking it is the usual slope * (pos_j - pos_t); without it, future keys are
+// penalised by their distance too.
 // Which kernels CommandList::attention runs (the three-stage ops ignore it).
 enum class AttentionPath {
   automatic,     // fused, except on CPU devices (llvmpipe), where the three stages are faster,
@@ -106,11 +111,19 @@ enum class AttentionPath {
   three_stages,  // attn_scores, attn_softmax (in place) and attn_weighted_sum on a temporary
 };
 
+// Where soft-capping sits relative to the scale. The two agree when scale = 1 (Gemma 2).
+enum class SoftcapOrder {
+  scale_then_cap,  // s = softcap * tanh(scale * qk / softcap): ggml's flash attention. Default.
+  cap_then_scale,  // s = scale * softcap * tanh(qk / softcap): llama.cpp's graph without flash
+                   // attention (caps the unscaled qk, then scales)
+};
+
 struct AttentionConfig {
   std::optional<double> scale{};          // default 1/sqrt(head_dim); finite
   bool causal = true;                     // keys with pos_j <= pos_t only
   std::optional<std::uint32_t> window{};  // keys with pos_t - pos_j < window (Mistral); >= 1
   std::optional<double> softcap{};        // Gemma 2 logit soft-capping (50); finite, > 0
+  SoftcapOrder softcap_order = SoftcapOrder::scale_then_cap;  // with softcap only
   bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)
   std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
   std::vector<float> sinks{};             // per head sink logit in the softmax denominator
@@ -118,18 +131,21 @@ struct AttentionConfig {
   AttentionPath path = AttentionPath::automatic;  // CommandList::attention only
 };
 
-// Positions and sequence ids of the query tokens and of the keys. Empty seq_ids mean
-// every token and key is in sequence 0. Positions are in [0, 2^31).
+// Positions and sequence ids of the query tokens and of the keys, each in [0, 2^31).
+// Ops copy them when they are recorded (as rope() copies its positions), so the arrays
+// need not outlive the call. Over a KV cache the cache knows its keys: k_positions and
+// k_seq_ids stay empty there.
 struct AttentionTokens {
-  std::span<const std::int32_t> q_positions{};  // n_tokens
-  std::span<const std::int32_t> k_positions{};  // n_keys
-  std::span<const std::int32_t> q_seq_ids{};    // n_tokens, or empty
-  std::span<const std::int32_t> k_seq_ids{};    // n_keys, or empty
+  std::span<const std::int32_t> q_positions{};  // n_tokens; absolute positions, also with
+                                                // KvRope::on_read (the cache converts them)
+  std::span<const std::int32_t> k_positions{};  // n_keys, or empty: keys at 0..n_keys-1
+  std::span<const std::int32_t> q_seq_ids{};    // n_tokens, or empty: all in sequence 0
+  std::span<const std::int32_t> k_seq_ids{};    // n_keys, or empty: all in sequence 0
 };
 
 // The standard ALiBi slopes for |n_heads| heads (Press et al. 2022; for a head count that
 // is not a power of two, BLOOM's interleaving of the next power's slopes).
-std::vector<float> alibi_slopes(std::size_t n_heads);
+VKATTN_API std::vector<float> alibi_slopes(std::size_t n_heads);
 
 // Largest head_dim RoPE accepts (its cos/sin table lives in shared memory).
 inline constexpr std::size_t kMaxHeadDim = 2048;
@@ -173,7 +189,7 @@ struct DeviceLimits {
 };
 
 // The Vulkan 1.1 minimums for every limit above (features off).
-DeviceLimits spec_minimum_limits();
+VKATTN_API DeviceLimits spec_minimum_limits();
 
 // Which family of kernels a Vulkan backend records (README: Kernel shapes). The two
 // compute the same results; they differ in how work maps onto the device.
@@ -184,7 +200,7 @@ enum class KernelShape {
               // the device's compute units, inputs through storage buffers; needs subgroup
               // shuffles and size control, else the cpu shape's kernels run
 };
-const char* to_string(KernelShape shape);
+VKATTN_API const char* to_string(KernelShape shape);
 
 struct DeviceOptions {
   // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
@@ -221,6 +237,6 @@ struct DeviceInfo {
 // Enumerates Vulkan devices and marks the one that would be chosen. Throws
 // Error(no_device) only when Vulkan itself is unavailable; an empty or all-rejected list
 // is returned as is.
-std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
+VKATTN_API std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
 
 }  // namespace vkattn

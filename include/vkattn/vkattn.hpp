@@ -1,4 +1,4 @@
-// Umbrella header.
+// The C++ API in one include. (The C API is vkattn/vkattn.h.)
 #pragma once
 
 #include "vkattn/backend.hpp"
@@ -7,3 +7,4 @@
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
+#include "vkattn/version.hpp"

@@ -12,7 +12,7 @@ bool key_visible(int q_pos, int q_seq, int k_pos, int k_seq) {
     return q_seq == k_seq && (pc.causal == 0u || distance >= 0) && (pc.window == 0u || distance < int(pc.window));
 }
 
-// scale, then soft-capping, the ALiBi bias and the additive mask (row |token|, key |key|).
+// scale, then soft-capping, the ALiBi bias -slope |q_pos - k_pos| and the additive mask (row |token|, key |key|).
 float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float slope) {
     float s = pc.scale * dot;
     if (pc.softcap > 0.0) {
@@ -20,7 +20,8 @@ float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float
         s = pc.softcap * tanh(clamp(s / pc.softcap, -15.0, 15.0));
     }
     if (pc.has_alibi != 0u) {
-        s += slope * float(k_pos - q_pos);
+        // Symmetric, as llama.cpp: future keys (without causal masking) are penalised too.
+        s -= slope * float(abs(q_pos - k_pos));
     }
     if (pc.has_mask != 0u) {
         s += mask[token * pc.n_keys + key];

@@ -1,5 +1,6 @@
 #include "vkattn/error.hpp"
 #include "vkattn/types.hpp"
+#include "vkattn/version.hpp"
 
 namespace vkattn {
 
@@ -67,5 +68,7 @@ const char* to_string(KernelShape shape) {
   }
   return "unknown";
 }
+
+const char* version() noexcept { return VKATTN_VERSION_STRING; }
 
 }  // namespace vkattn

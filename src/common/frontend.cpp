@@ -133,12 +133,12 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
 }
 
 void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
-                                    std::span<const std::int32_t> q_seq_ids) {
+                                    const AttentionTokens& tokens) {
   const char* op = "attn_weighted_sum";
   const auto& c = check_cache(op, cache, impl_->owner());
   const auto& tp = detail::check_tensor(op, "probs", probs, impl_->owner());
   const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
-  impl_->attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, q_seq_ids));
+  impl_->attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens));
 }
 
 void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,

@@ -10,10 +10,11 @@ namespace vkattn::detail {
 Shape check_kv_cache_config(const KvCacheConfig& c) {
   const char* op = "kv_cache";
   if (c.n_seqs == 0) throw InvalidArgument(op, "config.n_seqs", "0", ">= 1");
-  if (c.n_kv_heads == 0) throw InvalidArgument(op, "config.n_kv_heads", "0", ">= 1");
+  const char* required = "; required, no default (0 = not set)";
+  if (c.n_kv_heads == 0) throw InvalidArgument(op, "config.n_kv_heads", "0", std::string(">= 1") + required);
   if (c.head_dim == 0 || c.head_dim > kMaxAttentionHeadDim) {
     throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim),
-                          "[1, " + std::to_string(kMaxAttentionHeadDim) + "]");
+                          "[1, " + std::to_string(kMaxAttentionHeadDim) + "]" + (c.head_dim == 0 ? required : ""));
   }
   if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::q8_0 && c.dtype != DType::q4_0) {
     throw InvalidArgument(op, "config.dtype", to_string(c.dtype), "f32, f16, q8_0 or q4_0");
@@ -26,7 +27,8 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
                           std::string("a multiple of 32 for ") + to_string(c.dtype) + " (blocks of 32 along head_dim)");
   }
   if (c.capacity == 0 || c.capacity > (std::size_t{1} << 30)) {
-    throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity), "[1, 2^30]");
+    throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity),
+                          std::string("[1, 2^30]") + (c.capacity == 0 ? required : ""));
   }
   if (c.n_sinks >= c.capacity) {
     throw InvalidArgument(op, "config.n_sinks", std::to_string(c.n_sinks),

@@ -1,6 +1,7 @@
 #include "common/validate.hpp"
 
 #include <cmath>
+#include <numeric>
 #include <sstream>
 
 namespace vkattn::detail {
@@ -252,7 +253,16 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
   }
   ScoresParams p;
   p.q_pos = check_ids(op, "tokens.q_positions", tokens.q_positions, n_tokens, false);
-  p.k_pos = check_ids(op, "tokens.k_positions", tokens.k_positions, n_keys, false);
+  if (tokens.k_positions.empty()) {
+    if (n_keys > std::size_t{INT32_MAX} + 1) {
+      throw InvalidArgument(op, "tokens.k_positions", "empty with n_keys = " + std::to_string(n_keys),
+                            "positions for each key (the default 0..n_keys-1 passes 2^31)");
+    }
+    p.k_pos.resize(n_keys);
+    std::iota(p.k_pos.begin(), p.k_pos.end(), 0);
+  } else {
+    p.k_pos = check_ids(op, "tokens.k_positions", tokens.k_positions, n_keys, false);
+  }
   p.q_seq = check_ids(op, "tokens.q_seq_ids", tokens.q_seq_ids, n_tokens, true);
   p.k_seq = check_ids(op, "tokens.k_seq_ids", tokens.k_seq_ids, n_keys, true);
 
@@ -266,6 +276,13 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
   if (config.softcap) {
     check_positive(op, "config.softcap", *config.softcap);
     p.softcap = *config.softcap;
+    // scale * c * tanh(qk / c) is c' tanh(scale * qk / c') with c' = |scale| c (tanh is
+    // odd), so the other order needs only another cap; scale 0 gives 0 either way.
+    if (config.softcap_order == SoftcapOrder::cap_then_scale) p.softcap *= std::abs(p.scale);
+  }
+  if (config.softcap_order != SoftcapOrder::scale_then_cap && config.softcap_order != SoftcapOrder::cap_then_scale) {
+    throw InvalidArgument(op, "config.softcap_order", std::to_string(static_cast<int>(config.softcap_order)),
+                          "SoftcapOrder::scale_then_cap or SoftcapOrder::cap_then_scale");
   }
   check_per_head(op, "config.alibi_slopes", config.alibi_slopes, n_heads);
   if (!config.alibi_slopes.empty()) {
@@ -423,19 +440,23 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
 }
 
 std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
-                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids) {
+                                                        const TensorImpl& out, const AttentionTokens& tokens) {
   const char* op = "attn_weighted_sum";
   const auto& c = cache.config;
   const TensorImpl values(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
   check_attn_weighted_sum(probs, values, out);
-  if (q_seq_ids.empty() && c.n_seqs > 1) {
-    throw InvalidArgument(op, "q_seq_ids", "empty",
+  if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
+    throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
+  }
+  if (!tokens.q_positions.empty()) check_ids(op, "tokens.q_positions", tokens.q_positions, probs.shape[0], false);
+  if (tokens.q_seq_ids.empty() && c.n_seqs > 1) {
+    throw InvalidArgument(op, "tokens.q_seq_ids", "empty",
                           "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
   }
-  std::vector<std::int32_t> seq = check_ids(op, "q_seq_ids", q_seq_ids, probs.shape[0], true);
+  std::vector<std::int32_t> seq = check_ids(op, "tokens.q_seq_ids", tokens.q_seq_ids, probs.shape[0], true);
   for (std::size_t t = 0; t < seq.size(); ++t) {
     if (static_cast<std::size_t>(seq[t]) >= c.n_seqs) {
-      throw InvalidArgument(op, "q_seq_ids[" + std::to_string(t) + "]", std::to_string(seq[t]),
+      throw InvalidArgument(op, "tokens.q_seq_ids[" + std::to_string(t) + "]", std::to_string(seq[t]),
                             "[0, n_seqs = " + std::to_string(c.n_seqs) + ")");
     }
   }

@@ -43,7 +43,7 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
                                      const TensorImpl* mask, const AttentionTokens& tokens,
                                      const AttentionConfig& config, const char* op = "attn_scores");
 std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
-                                                        const TensorImpl& out, std::span<const std::int32_t> q_seq_ids);
+                                                        const TensorImpl& out, const AttentionTokens& tokens);
 
 // CommandList::attention: the scores and softmax checks (named "attention"), v the shape
 // of k, out the shape of q, and the dtypes.

@@ -72,7 +72,7 @@ void attn_scores(std::span<const float> q, std::span<const float> k, std::span<f
         double s = p.scale * dot;
         // 2. Soft-capping, then the additive biases.
         if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-        if (!p.alibi_slopes.empty()) s += double{p.alibi_slopes[h]} * (static_cast<double>(p.k_pos[j]) - p.q_pos[t]);
+        if (!p.alibi_slopes.empty()) s -= double{p.alibi_slopes[h]} * std::abs(static_cast<double>(p.q_pos[t]) - p.k_pos[j]);
         if (!mask.empty()) s += mask[t * n_keys + j];
         out = static_cast<float>(s);
       }

@@ -1,5 +1,6 @@
-// The reference: plain loops written from the formulas in the README, in long double,
-// never from the shaders. Every GPU op is tested against these.
+// The reference: plain loops written from the formulas in docs/rope.md and
+// docs/attention.md, in long double, never from the shaders. Every GPU op is tested
+// against these.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,7 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
 
 // Attention, stage 1. q [T, H, D], k [N, Hkv, D], scores [T, H, N]; mask [T, N] or empty.
 //   s = scale * <q[t,h], k[j,kvh]>, kvh = h / (H / Hkv), accumulated in double;
-//   s = softcap * tanh(s / softcap);  s += slope[h] * (pos_j - pos_t);  s += mask[t, j];
+//   s = softcap * tanh(s / softcap);  s -= slope[h] * |pos_t - pos_j|;  s += mask[t, j];
 //   s = -inf where key j is not visible to token t.
 void attn_scores(std::span<const float> q, std::span<const float> k, std::span<float> scores,
                  std::span<const float> mask, std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads,

@@ -73,6 +73,18 @@ inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOut
   return {b.download(scores), b.download(probs), b.download(out)};
 }
 
+// Records CommandList::attention on |in| (with in.config's path) and returns out; |stats|
+// receives the list's statistics.
+inline std::vector<float> run_attention_op(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
+  const AttnInputTensors t = upload_inputs(b, in);
+  Tensor out = b.tensor(in.out_shape(), DType::f32);
+  CommandList cmd = b.commands();
+  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config, t.mask_or_null());
+  cmd.submit_and_wait();
+  if (stats) *stats = cmd.stats();
+  return b.download(out);
+}
+
 // Random q, k (N(0, qk_scale)) and v (N(0, 1)). Key j is in sequence j % seqs at position
 // offset + j / seqs (sequences interleaved in the key list); the tokens of each sequence
 // are its last positions (a prefill chunk, or with one token per sequence a decode step).

@@ -51,8 +51,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                            const std::vector<float>& sinks, AttentionPath path) {
   // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
-  // is a loop over lanes, and the three stages run 2.5 to 5 times faster (README); they
-  // need the scores to fit a buffer (else the temporary throws).
+  // is a loop over lanes, and the three stages run 2.5 to 5 times faster
+  // (docs/benchmarks.md); they need the scores to fit a buffer (else the temporary throws).
   const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
   const bool scores_fit = score_bytes <= ctx.limits.max_storage_buffer_range;
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);

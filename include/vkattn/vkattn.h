@@ -1,0 +1,421 @@
+/* vkattn's C API: plain C11, for C programs and for other languages through their FFI
+ * (Rust, Go, C#, Zig, Python ctypes/cffi). A thin layer over the C++ API (vkattn.hpp):
+ * the same ops, the same checks, the same error messages. docs/c-api.md has a tour.
+ *
+ * Conventions
+ * - Every function returns a vkattn_status (VKATTN_OK = 0), except the destroy functions
+ *   (void; destroying NULL does nothing), vkattn_status_string, vkattn_last_error_message
+ *   and the two version functions.
+ *   vkattn_last_error_message() explains the last failure on the calling thread.
+ * - No C++ exception crosses this interface, and no bad argument crashes: a NULL handle or
+ *   a NULL pointer is VKATTN_ERROR_INVALID_ARGUMENT, unless the parameter is marked
+ *   "optional" (NULL then means: defaults, or none). An array is a pointer and a count;
+ *   (NULL, 0) is an empty array. A create function that fails sets its result to NULL.
+ * - Handles (vkattn_backend, vkattn_tensor, vkattn_command_list, vkattn_kv_cache,
+ *   vkattn_device_list) are opaque. Tensors, caches and command lists stay valid after the
+ *   backend that made them is destroyed. A backend, and everything made from it, is used
+ *   from one thread at a time.
+ * - Strings the library returns are owned by it: a handle's strings live as long as the
+ *   handle (a command list's timing names until its next submit), the last error message
+ *   until the next vkattn call on the same thread.
+ * - Positions, sequence ids and other arrays passed to an op are copied when the op is
+ *   recorded; they need not outlive the call.
+ *
+ * ABI (binary compatibility across versions)
+ * - Enum values are fixed integers, never renumbered; new values are appended.
+ * - Structs start with uint32_t struct_size. Fill an input struct with its
+ *   vkattn_*_init(&s, sizeof s) function, then change the fields you need. New fields are
+ *   only ever appended, whole 8-byte groups at a time, and zero means the old behaviour;
+ *   a struct from an older header (smaller struct_size) gets the defaults of the fields it
+ *   lacks, and a struct from a newer header is accepted when the fields this library does
+ *   not know are zero. Output structs take their size as an argument and are filled up to
+ *   it. No struct has bool, enum-typed or platform-dependent integer fields, or #if.
+ * - Functions are only ever added. vkattn_version_number() gives the library's version,
+ *   VKATTN_VERSION_NUMBER the header's. Later additions (asynchronous submission, a
+ *   separate vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes)
+ *   append values and functions without changing these.
+ */
+#ifndef VKATTN_VKATTN_H
+#define VKATTN_VKATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkattn/export.h"
+#include "vkattn/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Status and errors ---- */
+
+typedef int32_t vkattn_status;
+enum {
+  VKATTN_OK = 0,
+  VKATTN_ERROR_INVALID_ARGUMENT = 1,     /* a parameter outside its valid range; nothing was done */
+  VKATTN_ERROR_NO_DEVICE = 2,            /* no usable Vulkan device (reasons in the message) */
+  VKATTN_ERROR_OUT_OF_DEVICE_MEMORY = 3, /* a device allocation failed or a size passes a device limit */
+  VKATTN_ERROR_OUT_OF_HOST_MEMORY = 4,   /* a host allocation failed */
+  VKATTN_ERROR_DEVICE_LOST = 5,          /* the device must be recreated: destroy the backend */
+  VKATTN_ERROR_TIMEOUT = 6,              /* a submission did not finish in submit_timeout_ms */
+  VKATTN_ERROR_UNSUPPORTED = 7,          /* the device or installation lacks what was asked for */
+  VKATTN_ERROR_VULKAN = 8,               /* another Vulkan call failed (named in the message) */
+  VKATTN_ERROR_INTERNAL = 9              /* a bug in vkattn: please report the message */
+};
+
+/* The constant's name without VKATTN_ ("OK", "ERROR_INVALID_ARGUMENT", ...); never NULL. */
+VKATTN_API const char* vkattn_status_string(vkattn_status status);
+/* Why the last call on this thread failed: the text the C++ exception carries, such as
+ * "vkattn: rope: positions[1] = -3; valid: [0, 2^31 - 1]". "" after a call that succeeded
+ * (every call clears it first). Never NULL. Use the status to detect failure, the message
+ * only to explain it. */
+VKATTN_API const char* vkattn_last_error_message(void);
+
+/* The library's version, "major.minor.patch", and VKATTN_VERSION_NUMBER's formula of it;
+ * compare with VKATTN_VERSION_STRING / VKATTN_VERSION_NUMBER, the header's. */
+VKATTN_API const char* vkattn_version_string(void);
+VKATTN_API uint32_t vkattn_version_number(void);
+
+/* ---- Enumerations (fixed values, append-only) ---- */
+
+typedef int32_t vkattn_backend_kind;
+enum { VKATTN_BACKEND_CPU = 0, VKATTN_BACKEND_VULKAN = 1 };
+
+typedef int32_t vkattn_dtype;
+enum {
+  VKATTN_DTYPE_F32 = 0,  /* 4 bytes */
+  VKATTN_DTYPE_F16 = 1,  /* IEEE half, two per 32-bit word; uploads and downloads convert from/to float */
+  VKATTN_DTYPE_I32 = 2,  /* positions, sequence ids */
+  VKATTN_DTYPE_Q8_0 = 3, /* K and V only: ggml's q8_0 (blocks of 32 along the last dimension, which must
+                            be a multiple of 32); uploads quantize, downloads dequantize */
+  VKATTN_DTYPE_Q4_0 = 4  /* K and V only: ggml's q4_0, the same way */
+};
+
+enum { /* kernel families (DeviceOptions::kernels; docs/kernel-shapes.md) */
+  VKATTN_KERNELS_AUTOMATIC = 0, /* cpu on CPU devices, gpu elsewhere (default; $VKATTN_KERNELS overrides) */
+  VKATTN_KERNELS_CPU = 1,
+  VKATTN_KERNELS_GPU = 2
+};
+
+enum {
+  VKATTN_ROPE_LAYOUT_INTERLEAVED = 0, /* pairs (x[2i], x[2i+1]): RoFormer, Meta's Llama, GPT-J */
+  VKATTN_ROPE_LAYOUT_HALF = 1         /* pairs (x[i], x[i + d/2]): GPT-NeoX, Hugging Face (default) */
+};
+
+enum { /* as RopeScaling in types.hpp; docs/rope.md has the formulas */
+  VKATTN_ROPE_SCALING_NONE = 0,
+  VKATTN_ROPE_SCALING_LINEAR = 1,
+  VKATTN_ROPE_SCALING_NTK = 2,
+  VKATTN_ROPE_SCALING_DYNAMIC_NTK = 3,
+  VKATTN_ROPE_SCALING_YARN = 4,
+  VKATTN_ROPE_SCALING_LLAMA3 = 5,
+  VKATTN_ROPE_SCALING_FACTORS = 6
+};
+
+enum {
+  VKATTN_ATTENTION_PATH_AUTOMATIC = 0,   /* fused, but three stages on CPU devices (default) */
+  VKATTN_ATTENTION_PATH_FUSED = 1,
+  VKATTN_ATTENTION_PATH_THREE_STAGES = 2
+};
+
+enum {
+  VKATTN_SOFTCAP_SCALE_THEN_CAP = 0, /* softcap * tanh(scale * qk / softcap): ggml flash attention (default) */
+  VKATTN_SOFTCAP_CAP_THEN_SCALE = 1  /* scale * softcap * tanh(qk / softcap): llama.cpp without flash attention */
+};
+
+enum {
+  VKATTN_KV_ROPE_STORED = 0, /* keys appended already rotated at their absolute positions (default) */
+  VKATTN_KV_ROPE_ON_READ = 1 /* keys appended unrotated, rotated by their in-cache position when read */
+};
+
+/* Flags of vkattn_cmd_kv_append (bits, append-only). */
+enum {
+  VKATTN_KV_APPEND_KEEP_LAST = 1 /* more than capacity - n_sinks new tokens of a sequence: keep the last */
+};
+
+/* ---- Handles ---- */
+
+typedef struct vkattn_backend vkattn_backend;
+typedef struct vkattn_tensor vkattn_tensor;
+typedef struct vkattn_command_list vkattn_command_list;
+typedef struct vkattn_kv_cache vkattn_kv_cache;
+typedef struct vkattn_device_list vkattn_device_list;
+
+/* ---- Devices and backends ---- */
+
+typedef struct vkattn_device_options {
+  uint32_t struct_size;           /* set by vkattn_device_options_init */
+  int32_t validation;             /* Khronos validation layer: -1 = $VKATTN_VALIDATION == "1" (default), 0 off, 1 on */
+  const char* device;             /* a device index or case-insensitive name substring; NULL (default): $VKATTN_DEVICE,
+                                     else the best device (discrete > integrated > virtual > CPU); copied */
+  const char* pipeline_cache_dir; /* NULL (default): $XDG_CACHE_HOME/vkattn or ~/.cache/vkattn; "": no cache; copied */
+  uint32_t force_staging;         /* 1: staging copies even on unified memory (tests); default 0 */
+  uint32_t submit_timeout_ms;     /* fence wait before VKATTN_ERROR_TIMEOUT; default 60000 */
+  int32_t kernels;                /* VKATTN_KERNELS_AUTOMATIC (default), _CPU or _GPU */
+  uint32_t reserved;              /* 0 */
+} vkattn_device_options;
+
+VKATTN_API vkattn_status vkattn_device_options_init(vkattn_device_options* options, size_t struct_size);
+
+/* One Vulkan device as vkattn sees it. Strings live as long as the list. */
+typedef struct vkattn_device_info {
+  uint32_t struct_size;              /* bytes written */
+  uint32_t index;                    /* in vkEnumeratePhysicalDevices order */
+  const char* name;
+  const char* type;                  /* "discrete", "integrated", "virtual", "cpu", "other" */
+  const char* api_version;           /* "1.3.230" */
+  const char* driver;
+  const char* rejected;              /* why vkattn cannot use it; "" when usable */
+  uint32_t chosen;                   /* 1 for the device vkattn_backend_create would pick */
+  uint32_t subgroup_size;            /* lanes; 0 when the device reports none */
+  uint64_t max_storage_buffer_range; /* bytes */
+  uint64_t device_local_bytes;       /* largest device-local heap */
+  uint32_t max_shared_memory;        /* bytes per workgroup */
+  uint32_t unified_memory;           /* 1 when device-local memory is host-visible */
+  uint32_t shader_float16;           /* 1 with fp16 arithmetic */
+  uint32_t timestamps;               /* 1 when vkattn can time ops on the device */
+} vkattn_device_info;
+
+/* Every Vulkan device, with the one that would be chosen with |options| (optional) marked.
+ * VKATTN_ERROR_NO_DEVICE only when Vulkan itself is unavailable; the list may be empty. */
+VKATTN_API vkattn_status vkattn_list_devices(const vkattn_device_options* options, vkattn_device_list** list);
+VKATTN_API vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* count);
+/* Writes the first |info_size| bytes of device |index|'s vkattn_device_info (pass sizeof). */
+VKATTN_API vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index,
+                                                vkattn_device_info* info, size_t info_size);
+VKATTN_API void vkattn_device_list_destroy(vkattn_device_list* list);
+
+/* A backend: VKATTN_BACKEND_VULKAN runs on a GPU, VKATTN_BACKEND_CPU is the reference.
+ * |options| is optional (Vulkan only). VKATTN_ERROR_NO_DEVICE lists each device's
+ * rejection reason. */
+VKATTN_API vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_device_options* options,
+                                               vkattn_backend** backend);
+VKATTN_API void vkattn_backend_destroy(vkattn_backend* backend);
+VKATTN_API vkattn_status vkattn_backend_get_kind(const vkattn_backend* backend, vkattn_backend_kind* kind);
+VKATTN_API vkattn_status vkattn_backend_device_name(const vkattn_backend* backend, const char** name);
+/* Validation-layer warnings and errors seen so far (Vulkan with validation on). The
+ * strings live until the next call of vkattn_backend_validation_messages on |backend|. */
+VKATTN_API vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages,
+                                                            size_t* count);
+
+/* ---- Tensors ---- */
+
+/* A zero-filled tensor; |shape| holds |rank| dimensions, each >= 1 (row-major, innermost last). */
+VKATTN_API vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape, size_t rank,
+                                              vkattn_dtype dtype, vkattn_tensor** tensor);
+VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor);
+VKATTN_API vkattn_status vkattn_tensor_dtype(const vkattn_tensor* tensor, vkattn_dtype* dtype);
+/* The rank, and the dimensions into |dims| when it holds |max_dims| >= rank values
+ * (|dims| optional: NULL asks for the rank only). */
+VKATTN_API vkattn_status vkattn_tensor_shape(const vkattn_tensor* tensor, size_t* rank, size_t* dims, size_t max_dims);
+VKATTN_API vkattn_status vkattn_tensor_numel(const vkattn_tensor* tensor, size_t* numel);
+
+/* Synchronous copies; |count| must be the tensor's numel. f32 data goes to f32 and f16
+ * tensors (rounded to nearest even) and back; i32 data to i32 tensors. */
+VKATTN_API vkattn_status vkattn_upload_f32(vkattn_backend* backend, vkattn_tensor* tensor, const float* data,
+                                           size_t count);
+VKATTN_API vkattn_status vkattn_upload_i32(vkattn_backend* backend, vkattn_tensor* tensor, const int32_t* data,
+                                           size_t count);
+VKATTN_API vkattn_status vkattn_download_f32(vkattn_backend* backend, const vkattn_tensor* tensor, float* data,
+                                             size_t count);
+VKATTN_API vkattn_status vkattn_download_i32(vkattn_backend* backend, const vkattn_tensor* tensor, int32_t* data,
+                                             size_t count);
+/* The storage bytes as they are (docs/kv-cache.md has the layouts), for saving and
+ * restoring any tensor exactly; |size| must be the tensor's byte size. */
+VKATTN_API vkattn_status vkattn_tensor_bytes(const vkattn_tensor* tensor, size_t* bytes);
+VKATTN_API vkattn_status vkattn_upload_raw(vkattn_backend* backend, vkattn_tensor* tensor, const void* data,
+                                           size_t size);
+VKATTN_API vkattn_status vkattn_download_raw(vkattn_backend* backend, const vkattn_tensor* tensor, void* data,
+                                             size_t size);
+
+/* ---- Configurations (defaults from the _init functions) ---- */
+
+typedef struct vkattn_rope_config {
+  uint32_t struct_size;
+  int32_t layout;                 /* VKATTN_ROPE_LAYOUT_HALF (default) or _INTERLEAVED */
+  int32_t scaling;                /* VKATTN_ROPE_SCALING_NONE (default) */
+  uint32_t rotary_dim;            /* dims rotated, even, <= head_dim; 0 (default) = head_dim */
+  double base;                    /* theta_i = base^(-2i/rotary_dim); default 10000 */
+  double factor;                  /* context extension factor (linear, ntk, dynamic_ntk, yarn, llama3); default 1 */
+  uint64_t original_context;      /* the trained context (dynamic_ntk, yarn, llama3); default 0 */
+  uint64_t sequence_length;       /* dynamic_ntk: current length; 0 (default) = 1 + largest position */
+  double yarn_beta_fast;          /* default 32 */
+  double yarn_beta_slow;          /* default 1 */
+  double yarn_mscale;             /* DeepSeek-style attention factor; default 0 = unused */
+  double yarn_mscale_all_dim;     /* default 0 = unused */
+  double llama3_low_freq_factor;  /* default 1 */
+  double llama3_high_freq_factor; /* default 4 */
+  const double* freq_factors;     /* VKATTN_ROPE_SCALING_FACTORS: rotary_dim / 2 values; else NULL */
+  uint64_t n_freq_factors;
+  double attention_factor;        /* multiplies the rotated dims; 0 (default) = the scaling's own */
+  uint32_t yarn_truncate;         /* 1 (default): floor/ceil YaRN's ramp bounds to whole dims */
+  uint32_t reserved;              /* 0 */
+} vkattn_rope_config;
+
+typedef struct vkattn_attention_config {
+  uint32_t struct_size;
+  uint32_t causal;           /* 1 (default): keys with pos_k <= pos_q only */
+  double scale;              /* 0 (default) = 1/sqrt(head_dim) */
+  uint32_t window;           /* keys with pos_q - pos_k < window; 0 (default) = no window */
+  int32_t path;              /* vkattn_cmd_attention only: VKATTN_ATTENTION_PATH_AUTOMATIC (default) */
+  double softcap;            /* logit soft-capping (Gemma 2: 50); 0 (default) = off */
+  int32_t softcap_order;     /* VKATTN_SOFTCAP_SCALE_THEN_CAP (default) */
+  uint32_t alibi;            /* 1: ALiBi with the standard slopes; default 0 */
+  const float* alibi_slopes; /* n_heads slopes, replacing the standard ones (implies ALiBi); default NULL */
+  uint64_t n_alibi_slopes;
+  const float* sinks;        /* n_heads sink logits in the softmax denominator (gpt-oss); default NULL */
+  uint64_t n_sinks;
+} vkattn_attention_config;
+
+/* Positions and sequence ids of the query tokens and the keys (int32 in [0, 2^31)). */
+typedef struct vkattn_attention_tokens {
+  uint32_t struct_size;
+  uint32_t reserved;          /* 0 */
+  const int32_t* q_positions; /* n_tokens absolute positions (also with VKATTN_KV_ROPE_ON_READ) */
+  uint64_t n_q_positions;
+  const int32_t* k_positions; /* n_keys, or none: keys at 0..n_keys-1; none over a cache */
+  uint64_t n_k_positions;
+  const int32_t* q_seq_ids;   /* n_tokens, or none: all in sequence 0 */
+  uint64_t n_q_seq_ids;
+  const int32_t* k_seq_ids;   /* n_keys, or none: all in sequence 0; none over a cache */
+  uint64_t n_k_seq_ids;
+} vkattn_attention_tokens;
+
+typedef struct vkattn_kv_cache_config {
+  uint32_t struct_size;
+  int32_t dtype;                          /* VKATTN_DTYPE_F16 (default) or _F32 */
+  uint64_t n_seqs;                        /* sequences held at once; default 1 */
+  uint64_t n_kv_heads;                    /* required (0 is rejected) */
+  uint64_t head_dim;                      /* required: [1, 256]; even for f16 */
+  uint64_t capacity;                      /* required: slots per sequence, > n_sinks */
+  uint64_t n_sinks;                       /* first positions kept for ever (StreamingLLM: 4); default 0 */
+  int32_t rope;                           /* VKATTN_KV_ROPE_STORED (default) */
+  uint32_t reserved;                      /* 0 */
+  const vkattn_rope_config* rope_config;  /* VKATTN_KV_ROPE_ON_READ's rotation; optional; copied */
+} vkattn_kv_cache_config;
+
+typedef struct vkattn_command_list_options {
+  uint32_t struct_size;
+  uint32_t timestamps; /* 1: time each dispatch (vkattn_command_list_timing); default 0 */
+} vkattn_command_list_options;
+
+/* Each fills the first |struct_size| bytes (pass sizeof) with the defaults above. */
+VKATTN_API vkattn_status vkattn_rope_config_init(vkattn_rope_config* config, size_t struct_size);
+VKATTN_API vkattn_status vkattn_attention_config_init(vkattn_attention_config* config, size_t struct_size);
+VKATTN_API vkattn_status vkattn_attention_tokens_init(vkattn_attention_tokens* tokens, size_t struct_size);
+VKATTN_API vkattn_status vkattn_kv_cache_config_init(vkattn_kv_cache_config* config, size_t struct_size);
+VKATTN_API vkattn_status vkattn_command_list_options_init(vkattn_command_list_options* options, size_t struct_size);
+
+/* ---- KV cache (docs/kv-cache.md) ---- */
+
+/* A zero-filled, empty cache for one layer. VKATTN_ERROR_OUT_OF_DEVICE_MEMORY names the
+ * limit when K or V would not fit. */
+VKATTN_API vkattn_status vkattn_kv_cache_create(vkattn_backend* backend, const vkattn_kv_cache_config* config,
+                                                vkattn_kv_cache** cache);
+VKATTN_API void vkattn_kv_cache_destroy(vkattn_kv_cache* cache);
+/* Empties sequence |seq|. */
+VKATTN_API vkattn_status vkattn_kv_cache_reset(vkattn_kv_cache* cache, size_t seq);
+/* Drops positions >= |position| of |seq| (rejected speculative tokens). */
+VKATTN_API vkattn_status vkattn_kv_cache_truncate(vkattn_kv_cache* cache, size_t seq, int32_t position);
+VKATTN_API vkattn_status vkattn_kv_cache_next_position(const vkattn_kv_cache* cache, size_t seq, int32_t* position);
+VKATTN_API vkattn_status vkattn_kv_cache_length(const vkattn_kv_cache* cache, size_t seq, size_t* length);
+/* The position held in each of the |count| = capacity slots of |seq|, -1 when empty. */
+VKATTN_API vkattn_status vkattn_kv_cache_slot_positions(const vkattn_kv_cache* cache, size_t seq, int32_t* positions,
+                                                        size_t count);
+VKATTN_API vkattn_status vkattn_kv_cache_slot(const vkattn_kv_cache* cache, int32_t position, size_t* slot);
+/* Device bytes of K and V together, fixed for the cache's lifetime. */
+VKATTN_API vkattn_status vkattn_kv_cache_bytes(const vkattn_kv_cache* cache, size_t* bytes);
+
+/* ---- Command lists: record ops, then submit them together ---- */
+
+/* |options| is optional. */
+VKATTN_API vkattn_status vkattn_command_list_create(vkattn_backend* backend, const vkattn_command_list_options* options,
+                                                    vkattn_command_list** list);
+VKATTN_API void vkattn_command_list_destroy(vkattn_command_list* list);
+/* Runs everything recorded so far and waits; a list can be submitted again. */
+VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
+
+/* dst = src: same dtype and number of elements. */
+VKATTN_API vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn_tensor* src, vkattn_tensor* dst);
+/* RoPE in place on x [n_tokens, n_heads, head_dim] (f32 or f16); |config| optional. */
+VKATTN_API vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const int32_t* positions,
+                                         size_t n_positions, const vkattn_rope_config* config);
+/* The same on Q and K (other head counts) in one dispatch. */
+VKATTN_API vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vkattn_tensor* k,
+                                            const int32_t* positions, size_t n_positions,
+                                            const vkattn_rope_config* config);
+
+/* Attention in three stages (docs/attention.md): q [n_tokens, n_heads, head_dim], k and v
+ * [n_keys, n_kv_heads, head_dim], scores and probs f32 [n_tokens, n_heads, n_keys], out f32
+ * [n_tokens, n_heads, head_dim]; |config| and |mask| (f32 [n_tokens, n_keys]) optional. */
+VKATTN_API vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_tensor* q,
+                                                const vkattn_tensor* k, vkattn_tensor* scores,
+                                                const vkattn_attention_tokens* tokens,
+                                                const vkattn_attention_config* config, const vkattn_tensor* mask);
+VKATTN_API vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, const vkattn_tensor* scores,
+                                                 vkattn_tensor* probs, const vkattn_attention_config* config);
+VKATTN_API vkattn_status vkattn_cmd_attn_weighted_sum(vkattn_command_list* list, const vkattn_tensor* probs,
+                                                      const vkattn_tensor* v, vkattn_tensor* out);
+/* Attention in one op (fused, or the three stages as config->path says). */
+VKATTN_API vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tensor* q,
+                                              const vkattn_tensor* k, const vkattn_tensor* v, vkattn_tensor* out,
+                                              const vkattn_attention_tokens* tokens,
+                                              const vkattn_attention_config* config, const vkattn_tensor* mask);
+
+/* Writes each token's key and value into its sequence's slot for its position. |seq_ids|
+ * (optional) may be none only for a one-sequence cache; |flags|: VKATTN_KV_APPEND_*. */
+VKATTN_API vkattn_status vkattn_cmd_kv_append(vkattn_command_list* list, vkattn_kv_cache* cache,
+                                              const vkattn_tensor* k, const vkattn_tensor* v,
+                                              const int32_t* positions, size_t n_positions, const int32_t* seq_ids,
+                                              size_t n_seq_ids, uint32_t flags);
+/* Makes sequence |dst| a copy of |src| (prefix sharing). */
+VKATTN_API vkattn_status vkattn_cmd_kv_copy_sequence(vkattn_command_list* list, vkattn_kv_cache* cache, size_t src,
+                                                     size_t dst);
+/* The same stages over a cache: n_keys = capacity, keys in slot order. */
+VKATTN_API vkattn_status vkattn_cmd_attn_scores_cache(vkattn_command_list* list, const vkattn_tensor* q,
+                                                      const vkattn_kv_cache* cache, vkattn_tensor* scores,
+                                                      const vkattn_attention_tokens* tokens,
+                                                      const vkattn_attention_config* config,
+                                                      const vkattn_tensor* mask);
+/* |tokens| optional: as given to vkattn_cmd_attn_scores_cache. */
+VKATTN_API vkattn_status vkattn_cmd_attn_weighted_sum_cache(vkattn_command_list* list, const vkattn_tensor* probs,
+                                                            const vkattn_kv_cache* cache, vkattn_tensor* out,
+                                                            const vkattn_attention_tokens* tokens);
+VKATTN_API vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, const vkattn_tensor* q,
+                                                    const vkattn_kv_cache* cache, vkattn_tensor* out,
+                                                    const vkattn_attention_tokens* tokens,
+                                                    const vkattn_attention_config* config, const vkattn_tensor* mask);
+
+/* Per-dispatch times of the last submission (lists made with timestamps = 1), in recording
+ * order. The op names live until the next submit of |list|. */
+VKATTN_API vkattn_status vkattn_command_list_timing_count(const vkattn_command_list* list, size_t* count);
+VKATTN_API vkattn_status vkattn_command_list_timing(const vkattn_command_list* list, size_t index, const char** op,
+                                                    double* ms);
+
+typedef struct vkattn_command_stats {
+  uint32_t struct_size; /* bytes written */
+  uint32_t reserved;
+  uint64_t ops;         /* dispatches recorded */
+  uint64_t barriers;    /* pipeline barriers between them (Vulkan) */
+  uint64_t submits;     /* completed submissions */
+  uint64_t texel_reads; /* inputs read through texel buffers (Vulkan) */
+} vkattn_command_stats;
+VKATTN_API vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_command_stats* stats,
+                                                   size_t stats_size);
+
+/* ---- Helpers ---- */
+
+/* The standard ALiBi slopes for |n_heads| heads into |slopes| (|count| = n_heads). */
+VKATTN_API vkattn_status vkattn_alibi_slopes(size_t n_heads, float* slopes, size_t count);
+/* The rotary_dim / 2 frequencies (radians per position) and the attention factor that
+ * |config| resolves to for |head_dim| and a largest position |max_position|. */
+VKATTN_API vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* config, size_t head_dim,
+                                                 int32_t max_position, double* theta, size_t count,
+                                                 double* attention_factor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,481 @@
+// The C API's boundary (status codes, the per-thread message), its struct conversions, and
+// the backend, device and tensor functions. The ops are in c_api_ops.cpp.
+#include <cstring>
+#include <cmath>
+#include <new>
+#include <stdexcept>
+
+#include "c_api/c_api_internal.hpp"
+
+// The C enumerations are the C++ ones' values, so that values pass through and the C++
+// checks reject bad ones with the C++ API's own messages. These keep them tied.
+static_assert(VKATTN_BACKEND_CPU == int(vkattn::BackendKind::cpu) && VKATTN_BACKEND_VULKAN == int(vkattn::BackendKind::vulkan));
+static_assert(VKATTN_DTYPE_F32 == int(vkattn::DType::f32) && VKATTN_DTYPE_F16 == int(vkattn::DType::f16) &&
+              VKATTN_DTYPE_I32 == int(vkattn::DType::i32) && VKATTN_DTYPE_Q8_0 == int(vkattn::DType::q8_0) &&
+              VKATTN_DTYPE_Q4_0 == int(vkattn::DType::q4_0));
+static_assert(VKATTN_KERNELS_AUTOMATIC == int(vkattn::KernelShape::automatic) &&
+              VKATTN_KERNELS_CPU == int(vkattn::KernelShape::cpu) && VKATTN_KERNELS_GPU == int(vkattn::KernelShape::gpu));
+static_assert(VKATTN_ROPE_LAYOUT_INTERLEAVED == int(vkattn::RopeLayout::interleaved) &&
+              VKATTN_ROPE_LAYOUT_HALF == int(vkattn::RopeLayout::half));
+static_assert(VKATTN_ROPE_SCALING_NONE == int(vkattn::RopeScaling::none) &&
+              VKATTN_ROPE_SCALING_LINEAR == int(vkattn::RopeScaling::linear) &&
+              VKATTN_ROPE_SCALING_NTK == int(vkattn::RopeScaling::ntk) &&
+              VKATTN_ROPE_SCALING_DYNAMIC_NTK == int(vkattn::RopeScaling::dynamic_ntk) &&
+              VKATTN_ROPE_SCALING_YARN == int(vkattn::RopeScaling::yarn) &&
+              VKATTN_ROPE_SCALING_LLAMA3 == int(vkattn::RopeScaling::llama3) &&
+              VKATTN_ROPE_SCALING_FACTORS == int(vkattn::RopeScaling::factors));
+static_assert(VKATTN_ATTENTION_PATH_AUTOMATIC == int(vkattn::AttentionPath::automatic) &&
+              VKATTN_ATTENTION_PATH_FUSED == int(vkattn::AttentionPath::fused) &&
+              VKATTN_ATTENTION_PATH_THREE_STAGES == int(vkattn::AttentionPath::three_stages));
+static_assert(VKATTN_SOFTCAP_SCALE_THEN_CAP == int(vkattn::SoftcapOrder::scale_then_cap) &&
+              VKATTN_SOFTCAP_CAP_THEN_SCALE == int(vkattn::SoftcapOrder::cap_then_scale));
+static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_ROPE_ON_READ == int(vkattn::KvRope::on_read));
+
+// Appending a field must not fit in tail padding (sizeof would not change, and struct_size
+// could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
+#define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, reserved);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, n_sinks);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, rope_config);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, texel_reads);
+
+namespace vkattn::c_api {
+
+namespace {
+
+thread_local std::string t_last_error;
+thread_local bool t_message_lost = false;  // the message could not be stored
+
+vkattn_status fail(vkattn_status status, const char* message) noexcept {
+  try {
+    t_last_error = message;
+  } catch (...) {
+    t_message_lost = true;
+  }
+  return status;
+}
+
+vkattn_status status_of(ErrorCode code, int vk_result) {
+  switch (code) {
+    case ErrorCode::no_device: return VKATTN_ERROR_NO_DEVICE;
+    case ErrorCode::device_lost: return VKATTN_ERROR_DEVICE_LOST;
+    case ErrorCode::out_of_memory:
+      return vk_result == -1 ? VKATTN_ERROR_OUT_OF_HOST_MEMORY : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;  // VK_ERROR_OUT_OF_HOST_MEMORY
+    case ErrorCode::timeout: return VKATTN_ERROR_TIMEOUT;
+    case ErrorCode::unsupported: return VKATTN_ERROR_UNSUPPORTED;
+    case ErrorCode::vulkan_call_failed: return VKATTN_ERROR_VULKAN;
+  }
+  return VKATTN_ERROR_INTERNAL;
+}
+
+}  // namespace
+
+void clear_last_error() noexcept {
+  t_last_error.clear();
+  t_message_lost = false;
+}
+
+vkattn_status status_of_current_exception() noexcept {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return fail(status_of(e.code(), e.vk_result()), e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(VKATTN_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(VKATTN_ERROR_OUT_OF_HOST_MEMORY, "vkattn: out of host memory");
+  } catch (const std::exception& e) {
+    try {
+      return fail(VKATTN_ERROR_INTERNAL, (std::string("vkattn: internal error: ") + e.what()).c_str());
+    } catch (...) {
+      return fail(VKATTN_ERROR_INTERNAL, "vkattn: internal error");
+    }
+  } catch (...) {
+    return fail(VKATTN_ERROR_INTERNAL, "vkattn: internal error: an unknown exception");
+  }
+}
+
+namespace {
+
+void device_defaults(vkattn_device_options& o) {
+  o.validation = -1;
+  o.submit_timeout_ms = DeviceOptions{}.submit_timeout_ms;
+}
+
+void rope_defaults(vkattn_rope_config& c) {
+  const RopeConfig d;
+  c.layout = static_cast<std::int32_t>(d.layout);
+  c.scaling = static_cast<std::int32_t>(d.scaling);
+  c.base = d.base;
+  c.factor = d.factor;
+  c.yarn_beta_fast = d.yarn.beta_fast;
+  c.yarn_beta_slow = d.yarn.beta_slow;
+  c.yarn_mscale = d.yarn.mscale;
+  c.yarn_mscale_all_dim = d.yarn.mscale_all_dim;
+  c.yarn_truncate = d.yarn.truncate ? 1 : 0;
+  c.llama3_low_freq_factor = d.llama3.low_freq_factor;
+  c.llama3_high_freq_factor = d.llama3.high_freq_factor;
+}
+
+void attention_defaults(vkattn_attention_config& c) {
+  const AttentionConfig d;
+  c.causal = d.causal ? 1 : 0;
+  c.path = static_cast<std::int32_t>(d.path);
+  c.softcap_order = static_cast<std::int32_t>(d.softcap_order);
+}
+
+void tokens_defaults(vkattn_attention_tokens&) {}
+
+void kv_cache_defaults(vkattn_kv_cache_config& c) {
+  const KvCacheConfig d;
+  c.dtype = static_cast<std::int32_t>(d.dtype);
+  c.n_seqs = d.n_seqs;
+  c.rope = static_cast<std::int32_t>(d.rope);
+}
+
+void list_defaults(vkattn_command_list_options&) {}
+
+bool flag(const char* function, const std::string& param, std::uint32_t v) {
+  if (v > 1) throw InvalidArgument(function, param, std::to_string(v), "0 or 1");
+  return v == 1;
+}
+
+void check_reserved(const char* function, const std::string& param, std::uint32_t v) {
+  if (v != 0) throw InvalidArgument(function, param, std::to_string(v), "0 (reserved)");
+}
+
+}  // namespace
+
+DeviceOptions device_options(const char* function, const vkattn_device_options* options) {
+  const vkattn_device_options o = read_struct(function, "options", options, device_defaults, true);
+  DeviceOptions d;
+  if (o.validation != -1) {
+    if (o.validation != 0 && o.validation != 1) {
+      throw InvalidArgument(function, "options->validation", std::to_string(o.validation), "-1 (environment), 0 or 1");
+    }
+    d.validation = o.validation == 1;
+  }
+  if (o.device) d.device = std::string(o.device);
+  if (o.pipeline_cache_dir) d.pipeline_cache_dir = std::string(o.pipeline_cache_dir);
+  d.force_staging = flag(function, "options->force_staging", o.force_staging);
+  d.submit_timeout_ms = o.submit_timeout_ms;
+  check_reserved(function, "options->reserved", o.reserved);
+  if (o.kernels < VKATTN_KERNELS_AUTOMATIC || o.kernels > VKATTN_KERNELS_GPU) {
+    throw InvalidArgument(function, "options->kernels", std::to_string(o.kernels),
+                          "VKATTN_KERNELS_AUTOMATIC, _CPU or _GPU");
+  }
+  if (o.kernels != VKATTN_KERNELS_AUTOMATIC) d.kernels = static_cast<KernelShape>(o.kernels);
+  return d;
+}
+
+RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config) {
+  const vkattn_rope_config c = read_struct(function, param, config, rope_defaults, true);
+  const std::string p(param);
+  check_reserved(function, p + "->reserved", c.reserved);
+  RopeConfig r;
+  r.layout = static_cast<RopeLayout>(c.layout);
+  r.scaling = static_cast<RopeScaling>(c.scaling);
+  r.rotary_dim = c.rotary_dim;
+  r.base = c.base;
+  r.factor = c.factor;
+  r.original_context = static_cast<std::size_t>(c.original_context);
+  r.sequence_length = static_cast<std::size_t>(c.sequence_length);
+  r.yarn = {.beta_fast = c.yarn_beta_fast, .beta_slow = c.yarn_beta_slow, .mscale = c.yarn_mscale,
+            .mscale_all_dim = c.yarn_mscale_all_dim, .truncate = flag(function, p + "->yarn_truncate", c.yarn_truncate)};
+  r.llama3 = {.low_freq_factor = c.llama3_low_freq_factor, .high_freq_factor = c.llama3_high_freq_factor};
+  const auto factors = array(function, (p + "->freq_factors").c_str(), c.freq_factors, c.n_freq_factors);
+  r.freq_factors.assign(factors.begin(), factors.end());
+  if (c.attention_factor != 0.0) r.attention_factor = c.attention_factor;
+  return r;
+}
+
+AttentionConfig attention_config(const char* function, const vkattn_attention_config* config) {
+  const vkattn_attention_config c = read_struct(function, "config", config, attention_defaults, true);
+  AttentionConfig a;
+  a.causal = flag(function, "config->causal", c.causal);
+  if (c.scale != 0.0) a.scale = c.scale;
+  if (c.window != 0) a.window = c.window;
+  if (c.softcap != 0.0) a.softcap = c.softcap;
+  a.softcap_order = static_cast<SoftcapOrder>(c.softcap_order);
+  a.path = static_cast<AttentionPath>(c.path);
+  a.alibi = flag(function, "config->alibi", c.alibi);
+  const auto slopes = array(function, "config->alibi_slopes", c.alibi_slopes, c.n_alibi_slopes);
+  a.alibi_slopes.assign(slopes.begin(), slopes.end());
+  const auto sinks = array(function, "config->sinks", c.sinks, c.n_sinks);
+  a.sinks.assign(sinks.begin(), sinks.end());
+  return a;
+}
+
+AttentionTokens attention_tokens(const char* function, const vkattn_attention_tokens* tokens, bool optional) {
+  const vkattn_attention_tokens t = read_struct(function, "tokens", tokens, tokens_defaults, optional);
+  check_reserved(function, "tokens->reserved", t.reserved);
+  // The spans point into the caller's arrays; the C++ ops copy them when recording.
+  return {.q_positions = array(function, "tokens->q_positions", t.q_positions, t.n_q_positions),
+          .k_positions = array(function, "tokens->k_positions", t.k_positions, t.n_k_positions),
+          .q_seq_ids = array(function, "tokens->q_seq_ids", t.q_seq_ids, t.n_q_seq_ids),
+          .k_seq_ids = array(function, "tokens->k_seq_ids", t.k_seq_ids, t.n_k_seq_ids)};
+}
+
+KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config) {
+  const vkattn_kv_cache_config c = read_struct(function, "config", config, kv_cache_defaults, false);
+  check_reserved(function, "config->reserved", c.reserved);
+  return {.n_seqs = static_cast<std::size_t>(c.n_seqs), .n_kv_heads = static_cast<std::size_t>(c.n_kv_heads),
+          .head_dim = static_cast<std::size_t>(c.head_dim), .capacity = static_cast<std::size_t>(c.capacity),
+          .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
+          .rope = static_cast<KvRope>(c.rope), .rope_config = rope_config(function, "config->rope_config", c.rope_config)};
+}
+
+CommandListOptions command_list_options(const char* function, const vkattn_command_list_options* options) {
+  const vkattn_command_list_options o = read_struct(function, "options", options, list_defaults, true);
+  return {.timestamps = flag(function, "options->timestamps", o.timestamps)};
+}
+
+}  // namespace vkattn::c_api
+
+using namespace vkattn::c_api;
+using vkattn::InvalidArgument;
+
+namespace {
+
+// Downloads into the caller's |count| values: the tensor's numel.
+template <class T, class Download>
+void download_into(const char* fn, const vkattn_tensor* tensor, T* data, size_t count, Download&& download) {
+  const vkattn::Tensor& t = need(fn, "tensor", tensor).impl;
+  need(fn, "data", data);
+  if (count != t.numel()) {
+    throw InvalidArgument(fn, "count", std::to_string(count), "tensor numel = " + std::to_string(t.numel()));
+  }
+  const std::vector<T> values = download(t);
+  std::copy(values.begin(), values.end(), data);
+}
+}  // namespace
+
+extern "C" {
+
+const char* vkattn_status_string(vkattn_status status) {
+  switch (status) {
+    case VKATTN_OK: return "OK";
+    case VKATTN_ERROR_INVALID_ARGUMENT: return "ERROR_INVALID_ARGUMENT";
+    case VKATTN_ERROR_NO_DEVICE: return "ERROR_NO_DEVICE";
+    case VKATTN_ERROR_OUT_OF_DEVICE_MEMORY: return "ERROR_OUT_OF_DEVICE_MEMORY";
+    case VKATTN_ERROR_OUT_OF_HOST_MEMORY: return "ERROR_OUT_OF_HOST_MEMORY";
+    case VKATTN_ERROR_DEVICE_LOST: return "ERROR_DEVICE_LOST";
+    case VKATTN_ERROR_TIMEOUT: return "ERROR_TIMEOUT";
+    case VKATTN_ERROR_UNSUPPORTED: return "ERROR_UNSUPPORTED";
+    case VKATTN_ERROR_VULKAN: return "ERROR_VULKAN";
+    case VKATTN_ERROR_INTERNAL: return "ERROR_INTERNAL";
+    default: return "unknown status";
+  }
+}
+
+const char* vkattn_last_error_message(void) {
+  return t_message_lost ? "vkattn: out of host memory (the error message was lost)" : t_last_error.c_str();
+}
+
+const char* vkattn_version_string(void) { return vkattn::version(); }
+uint32_t vkattn_version_number(void) { return VKATTN_VERSION_NUMBER; }
+
+#define VKATTN_INIT_FUNCTION(name, type, defaults)                        \
+  vkattn_status name(type* s, size_t size) {                             \
+    return guarded([&] {                                                  \
+      type value{};                                                       \
+      defaults(value);                                                    \
+      write_struct(#name, #type, s, size, value);                         \
+    });                                                                   \
+  }
+VKATTN_INIT_FUNCTION(vkattn_device_options_init, vkattn_device_options, device_defaults)
+VKATTN_INIT_FUNCTION(vkattn_rope_config_init, vkattn_rope_config, rope_defaults)
+VKATTN_INIT_FUNCTION(vkattn_attention_config_init, vkattn_attention_config, attention_defaults)
+VKATTN_INIT_FUNCTION(vkattn_attention_tokens_init, vkattn_attention_tokens, tokens_defaults)
+VKATTN_INIT_FUNCTION(vkattn_kv_cache_config_init, vkattn_kv_cache_config, kv_cache_defaults)
+VKATTN_INIT_FUNCTION(vkattn_command_list_options_init, vkattn_command_list_options, list_defaults)
+#undef VKATTN_INIT_FUNCTION
+
+vkattn_status vkattn_list_devices(const vkattn_device_options* options, vkattn_device_list** list) {
+  const char* fn = "vkattn_list_devices";
+  return guarded([&] {
+    need(fn, "list", list) = nullptr;
+    auto l = std::make_unique<vkattn_device_list>();
+    l->devices = vkattn::list_devices(device_options(fn, options));
+    *list = l.release();
+  });
+}
+
+vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* count) {
+  const char* fn = "vkattn_device_list_count";
+  return guarded([&] { need(fn, "count", count) = need(fn, "list", list).devices.size(); });
+}
+
+vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index, vkattn_device_info* info,
+                                     size_t info_size) {
+  const char* fn = "vkattn_device_list_get";
+  return guarded([&] {
+    const auto& devices = need(fn, "list", list).devices;
+    if (index >= devices.size()) {
+      throw InvalidArgument(fn, "index", std::to_string(index), "[0, count = " + std::to_string(devices.size()) + ")");
+    }
+    const vkattn::DeviceInfo& d = devices[index];
+    const vkattn::DeviceLimits& l = d.limits;
+    write_struct(fn, "info", info, info_size,
+                 vkattn_device_info{.struct_size = 0, .index = d.index, .name = d.name.c_str(), .type = d.type.c_str(),
+                                    .api_version = d.api_version.c_str(), .driver = d.driver.c_str(),
+                                    .rejected = d.rejected.c_str(), .chosen = d.chosen ? 1u : 0u,
+                                    .subgroup_size = l.subgroup_size,
+                                    .max_storage_buffer_range = l.max_storage_buffer_range,
+                                    .device_local_bytes = l.device_local_bytes, .max_shared_memory = l.max_shared_memory,
+                                    .unified_memory = l.unified_memory ? 1u : 0u,
+                                    .shader_float16 = l.shader_float16 ? 1u : 0u, .timestamps = l.timestamps ? 1u : 0u});
+  });
+}
+
+void vkattn_device_list_destroy(vkattn_device_list* list) {
+  clear_last_error();
+  delete list;
+}
+
+vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_device_options* options,
+                                    vkattn_backend** backend) {
+  const char* fn = "vkattn_backend_create";
+  return guarded([&] {
+    need(fn, "backend", backend) = nullptr;
+    auto b = std::make_unique<vkattn_backend>();
+    b->impl = vkattn::make_backend(static_cast<vkattn::BackendKind>(kind), device_options(fn, options));
+    b->device_name = b->impl->device_name();
+    *backend = b.release();
+  });
+}
+
+void vkattn_backend_destroy(vkattn_backend* backend) {
+  clear_last_error();
+  delete backend;
+}
+
+vkattn_status vkattn_backend_get_kind(const vkattn_backend* backend, vkattn_backend_kind* kind) {
+  const char* fn = "vkattn_backend_get_kind";
+  return guarded([&] { need(fn, "kind", kind) = static_cast<vkattn_backend_kind>(need(fn, "backend", backend).impl->kind()); });
+}
+
+vkattn_status vkattn_backend_device_name(const vkattn_backend* backend, const char** name) {
+  const char* fn = "vkattn_backend_device_name";
+  return guarded([&] { need(fn, "name", name) = need(fn, "backend", backend).device_name.c_str(); });
+}
+
+vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages,
+                                                 size_t* count) {
+  const char* fn = "vkattn_backend_validation_messages";
+  return guarded([&] {
+    vkattn_backend& b = need(fn, "backend", backend);
+    need(fn, "messages", messages);
+    need(fn, "count", count);
+    b.messages = b.impl->validation_messages();
+    b.message_ptrs.clear();
+    for (const std::string& m : b.messages) b.message_ptrs.push_back(m.c_str());
+    *messages = b.message_ptrs.data();
+    *count = b.message_ptrs.size();
+  });
+}
+
+vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape, size_t rank, vkattn_dtype dtype,
+                                   vkattn_tensor** tensor) {
+  const char* fn = "vkattn_tensor_create";
+  return guarded([&] {
+    need(fn, "tensor", tensor) = nullptr;
+    vkattn_backend& b = need(fn, "backend", backend);
+    const auto dims = array(fn, "shape", shape, rank);
+    auto t = std::make_unique<vkattn_tensor>();
+    t->impl = b.impl->tensor(vkattn::Shape(dims.begin(), dims.end()), static_cast<vkattn::DType>(dtype));
+    *tensor = t.release();
+  });
+}
+
+void vkattn_tensor_destroy(vkattn_tensor* tensor) {
+  clear_last_error();
+  delete tensor;
+}
+
+vkattn_status vkattn_tensor_dtype(const vkattn_tensor* tensor, vkattn_dtype* dtype) {
+  const char* fn = "vkattn_tensor_dtype";
+  return guarded([&] { need(fn, "dtype", dtype) = static_cast<vkattn_dtype>(need(fn, "tensor", tensor).impl.dtype()); });
+}
+
+vkattn_status vkattn_tensor_shape(const vkattn_tensor* tensor, size_t* rank, size_t* dims, size_t max_dims) {
+  const char* fn = "vkattn_tensor_shape";
+  return guarded([&] {
+    const vkattn::Shape& shape = need(fn, "tensor", tensor).impl.shape();
+    need(fn, "rank", rank) = shape.size();
+    if (!dims) return;
+    if (max_dims < shape.size()) {
+      throw InvalidArgument(fn, "max_dims", std::to_string(max_dims), ">= rank = " + std::to_string(shape.size()));
+    }
+    std::copy(shape.begin(), shape.end(), dims);
+  });
+}
+
+vkattn_status vkattn_tensor_numel(const vkattn_tensor* tensor, size_t* numel) {
+  const char* fn = "vkattn_tensor_numel";
+  return guarded([&] { need(fn, "numel", numel) = need(fn, "tensor", tensor).impl.numel(); });
+}
+
+vkattn_status vkattn_upload_f32(vkattn_backend* backend, vkattn_tensor* tensor, const float* data, size_t count) {
+  const char* fn = "vkattn_upload_f32";
+  return guarded([&] {
+    need(fn, "backend", backend).impl->upload(need(fn, "tensor", tensor).impl, array(fn, "data", data, count));
+  });
+}
+
+vkattn_status vkattn_upload_i32(vkattn_backend* backend, vkattn_tensor* tensor, const int32_t* data, size_t count) {
+  const char* fn = "vkattn_upload_i32";
+  return guarded([&] {
+    need(fn, "backend", backend).impl->upload(need(fn, "tensor", tensor).impl, array(fn, "data", data, count));
+  });
+}
+
+vkattn_status vkattn_download_f32(vkattn_backend* backend, const vkattn_tensor* tensor, float* data, size_t count) {
+  const char* fn = "vkattn_download_f32";
+  return guarded([&] {
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    download_into(fn, tensor, data, count, [&](const vkattn::Tensor& t) { return b.download(t); });
+  });
+}
+
+vkattn_status vkattn_download_i32(vkattn_backend* backend, const vkattn_tensor* tensor, int32_t* data, size_t count) {
+  const char* fn = "vkattn_download_i32";
+  return guarded([&] {
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    download_into(fn, tensor, data, count, [&](const vkattn::Tensor& t) { return b.download_i32(t); });
+  });
+}
+
+vkattn_status vkattn_tensor_bytes(const vkattn_tensor* tensor, size_t* bytes) {
+  const char* fn = "vkattn_tensor_bytes";
+  return guarded([&] { need(fn, "bytes", bytes) = need(fn, "tensor", tensor).impl.bytes(); });
+}
+
+vkattn_status vkattn_upload_raw(vkattn_backend* backend, vkattn_tensor* tensor, const void* data, size_t size) {
+  const char* fn = "vkattn_upload_raw";
+  return guarded([&] {
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    const std::span<const std::uint8_t> bytes = array(fn, "data", static_cast<const std::uint8_t*>(data), size);
+    b.upload_raw(need(fn, "tensor", tensor).impl, bytes);
+  });
+}
+
+vkattn_status vkattn_download_raw(vkattn_backend* backend, const vkattn_tensor* tensor, void* data, size_t size) {
+  const char* fn = "vkattn_download_raw";
+  return guarded([&] {
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    const vkattn::Tensor& t = need(fn, "tensor", tensor).impl;
+    if (size != t.bytes()) {
+      throw InvalidArgument(fn, "size", std::to_string(size), "the tensor's bytes = " + std::to_string(t.bytes()));
+    }
+    const std::vector<std::uint8_t> bytes = b.download_raw(t);
+    if (!data) throw InvalidArgument(fn, "data", "NULL", "a valid pointer");
+    std::memcpy(data, bytes.data(), bytes.size());
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,131 @@
+// The C API's machinery: the handle structs (each wraps its C++ object), the boundary every
+// exported function goes through (no exception crosses it; the message stays per thread),
+// and the checks C adds to the C++ API's own (NULL pointers, struct sizes, arrays).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vkattn/vkattn.h"
+#include "vkattn/vkattn.hpp"
+
+struct vkattn_backend {
+  std::unique_ptr<vkattn::Backend> impl;
+  std::string device_name;
+  std::vector<std::string> messages;  // the last vkattn_backend_validation_messages
+  std::vector<const char*> message_ptrs;
+};
+struct vkattn_tensor {
+  vkattn::Tensor impl;
+};
+struct vkattn_command_list {
+  vkattn::CommandList impl;
+  std::vector<vkattn::OpTiming> timings;  // of the last submission
+};
+struct vkattn_kv_cache {
+  vkattn::KvCache impl;
+};
+struct vkattn_device_list {
+  std::vector<vkattn::DeviceInfo> devices;
+};
+
+namespace vkattn::c_api {
+
+void clear_last_error() noexcept;
+// Inside a catch block: the status of the exception in flight; records its message.
+vkattn_status status_of_current_exception() noexcept;
+
+// Every exported function's body runs through this: it clears this thread's last error,
+// and turns any exception into a status and the exception's message.
+template <class Body>
+vkattn_status guarded(Body&& body) noexcept {
+  clear_last_error();
+  try {
+    body();
+    return VKATTN_OK;
+  } catch (...) {
+    return status_of_current_exception();
+  }
+}
+
+// |p| itself, or InvalidArgument naming |function| and |param| when it is NULL.
+template <class T>
+T& need(const char* function, const char* param, T* p) {
+  if (!p) throw InvalidArgument(function, param, "NULL", "a valid pointer or handle");
+  return *p;
+}
+
+// The array (|p|, |n|): empty for (NULL, 0); NULL with n > 0 is an error.
+template <class T>
+std::span<const T> array(const char* function, const char* param, const T* p, std::uint64_t n) {
+  if (!p && n != 0) {
+    throw InvalidArgument(function, param, "NULL with count " + std::to_string(n), "a pointer to count values, or count 0");
+  }
+  return p ? std::span<const T>(p, static_cast<std::size_t>(n)) : std::span<const T>();
+}
+
+// The size of each struct's first version: callers built against it stay supported. When
+// a field is appended to a struct, pin its entry here to the old sizeof.
+template <class T>
+inline constexpr std::size_t kFirstSize = sizeof(T);
+
+// An input struct as this library knows it: the caller's fields over our defaults (so a
+// struct from an older header gets the defaults of the fields it lacks), after checking
+// that fields of a newer header that we do not know are zero (their old behaviour).
+// |defaults| also fills a NULL struct where |optional|.
+template <class T>
+T read_struct(const char* function, const char* param, const T* p, void (*defaults)(T&), bool optional) {
+  T out{};
+  defaults(out);
+  if (!p) {
+    if (!optional) need(function, param, p);
+    return out;
+  }
+  const std::string field = std::string(param) + "->struct_size";
+  if (p->struct_size < kFirstSize<T>) {
+    throw InvalidArgument(function, field, std::to_string(p->struct_size),
+                          ">= " + std::to_string(kFirstSize<T>) + " (fill the struct with its vkattn_*_init(&s, sizeof s))");
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  for (std::size_t i = sizeof(T); i < p->struct_size; ++i) {
+    if (bytes[i] != 0) {
+      throw InvalidArgument(function, field, std::to_string(p->struct_size),
+                            "<= " + std::to_string(sizeof(T)) + ", or larger with zeros past byte " +
+                                std::to_string(sizeof(T)) + ": vkattn " VKATTN_VERSION_STRING
+                                " does not know the fields there (byte " + std::to_string(i) + " is set)");
+    }
+  }
+  std::memcpy(&out, p, std::min<std::size_t>(p->struct_size, sizeof(T)));
+  out.struct_size = static_cast<std::uint32_t>(sizeof(T));
+  return out;
+}
+
+// Fills the caller's struct of |size| bytes from |value|: the fields both know, zeros past
+// ours. For the _init functions and output structs.
+template <class T>
+void write_struct(const char* function, const char* param, T* p, std::size_t size, T value) {
+  need(function, param, p);
+  if (size < kFirstSize<T> || size > UINT32_MAX) {
+    throw InvalidArgument(function, std::string(param) + " size", std::to_string(size),
+                          ">= " + std::to_string(kFirstSize<T>) + " (pass sizeof the struct)");
+  }
+  value.struct_size = static_cast<std::uint32_t>(size);
+  auto* bytes = reinterpret_cast<unsigned char*>(p);
+  if (size > sizeof(T)) std::memset(bytes + sizeof(T), 0, size - sizeof(T));
+  std::memcpy(bytes, &value, std::min(size, sizeof(T)));
+}
+
+// The C++ form of the C structs (vkattn.h says which zeros mean "unset").
+DeviceOptions device_options(const char* function, const vkattn_device_options* options);
+RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config);
+AttentionConfig attention_config(const char* function, const vkattn_attention_config* config);
+AttentionTokens attention_tokens(const char* function, const vkattn_attention_tokens* tokens, bool optional);
+KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config);
+CommandListOptions command_list_options(const char* function, const vkattn_command_list_options* options);
+
+}  // namespace vkattn::c_api

@@ -1,0 +1,543 @@
+/* The C API from C11 (built with -std=c11 -Wall -Wextra -Wpedantic -Werror): RoPE, fused
+ * attention and a KV-cache decode loop on the Vulkan backend against the CPU backend, and
+ * every status that C can provoke. Exit status 0: passed; 1: failed; 77: no Vulkan device
+ * (skipped, unless VKATTN_REQUIRE_VULKAN=1, where it fails). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vkattn/vkattn.h"
+
+static int g_failures = 0;
+
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond,      \
+              vkattn_last_error_message());                                                        \
+      ++g_failures;                                                                                \
+    }                                                                                              \
+  } while (0)
+
+/* A call that must succeed; the test cannot go on without it. */
+#define OK(call)                                                                                   \
+  do {                                                                                             \
+    vkattn_status ok_status_ = (call);                                                             \
+    if (ok_status_ != VKATTN_OK) {                                                                 \
+      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                          \
+              vkattn_status_string(ok_status_), vkattn_last_error_message());                      \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* A call that must fail with |want| and a message containing |text|. */
+#define EXPECT_STATUS(want, text, call) expect_status((want), (text), (call), #call, __LINE__)
+
+static void expect_status(vkattn_status want, const char* text, vkattn_status got, const char* call, int line) {
+  const char* message = vkattn_last_error_message();
+  if (got != want || message == NULL || strstr(message, text) == NULL) {
+    fprintf(stderr, "%s:%d: %s -> %s, message \"%s\"; want %s with \"%s\"\n", __FILE__, line, call,
+            vkattn_status_string(got), message ? message : "(null)", vkattn_status_string(want), text);
+    ++g_failures;
+  }
+}
+
+/* ---- Helpers ---- */
+
+static float next_random(unsigned* state) { /* uniform in [-1, 1) */
+  *state = *state * 1664525u + 1013904223u;
+  return (float)(*state >> 8) / (float)(1u << 23) - 1.0f;
+}
+
+static vkattn_tensor* tensor(vkattn_backend* b, size_t d0, size_t d1, size_t d2, vkattn_dtype dtype) {
+  const size_t shape[3] = {d0, d1, d2};
+  vkattn_tensor* t = NULL;
+  OK(vkattn_tensor_create(b, shape, 3, dtype, &t));
+  return t;
+}
+
+static vkattn_tensor* filled(vkattn_backend* b, size_t d0, size_t d1, size_t d2, vkattn_dtype dtype,
+                             const float* values) {
+  vkattn_tensor* t = tensor(b, d0, d1, d2, dtype);
+  OK(vkattn_upload_f32(b, t, values, d0 * d1 * d2));
+  return t;
+}
+
+static float* random_values(size_t n, unsigned seed) {
+  float* v = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) v[i] = next_random(&seed);
+  return v;
+}
+
+/* The largest |a - b| over n values (infinite when either is not finite). */
+static double max_diff(const float* a, const float* b, size_t n) {
+  double m = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = fabs((double)a[i] - (double)b[i]);
+    m = isfinite(d) ? (d > m ? d : m) : INFINITY;
+  }
+  return m;
+}
+
+static float* download(vkattn_backend* b, const vkattn_tensor* t, size_t n) {
+  float* v = malloc(n * sizeof(float));
+  OK(vkattn_download_f32(b, t, v, n));
+  return v;
+}
+
+/* ---- RoPE: every layout and scaling variant, f32 and f16, Vulkan against the CPU ---- */
+
+static void rope_config(vkattn_rope_config* c, int variant, const double* factors) {
+  OK(vkattn_rope_config_init(c, sizeof *c));
+  c->scaling = variant;
+  c->layout = variant % 2 ? VKATTN_ROPE_LAYOUT_INTERLEAVED : VKATTN_ROPE_LAYOUT_HALF;
+  c->factor = 4.0;
+  c->original_context = 4096;
+  if (variant == VKATTN_ROPE_SCALING_FACTORS) {
+    c->freq_factors = factors;
+    c->n_freq_factors = 8;
+  }
+}
+
+static void test_rope(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { T = 5, H = 4, HK = 2, D = 16 };
+  const int32_t positions[T] = {0, 1, 7, 100000, 2147483000};
+  const double factors[8] = {1, 1.5, 2, 3, 4, 6, 8, 16};
+  float* q = random_values(T * H * D, 1);
+  float* k = random_values(T * HK * D, 2);
+  for (int variant = VKATTN_ROPE_SCALING_NONE; variant <= VKATTN_ROPE_SCALING_FACTORS; ++variant) {
+    vkattn_rope_config config;
+    rope_config(&config, variant, factors);
+    for (vkattn_dtype dtype = VKATTN_DTYPE_F32; dtype <= VKATTN_DTYPE_F16; ++dtype) {
+      float* out[2][2];
+      vkattn_backend* backends[2] = {gpu, cpu};
+      for (int i = 0; i < 2; ++i) {
+        vkattn_tensor* tq = filled(backends[i], T, H, D, dtype, q);
+        vkattn_tensor* tk = filled(backends[i], T, HK, D, dtype, k);
+        vkattn_command_list* list = NULL;
+        OK(vkattn_command_list_create(backends[i], NULL, &list));
+        OK(vkattn_cmd_rope_qk(list, tq, tk, positions, T, &config));
+        OK(vkattn_submit_and_wait(list));
+        out[i][0] = download(backends[i], tq, T * H * D);
+        out[i][1] = download(backends[i], tk, T * HK * D);
+        vkattn_command_list_destroy(list);
+        vkattn_tensor_destroy(tq);
+        vkattn_tensor_destroy(tk);
+      }
+      const double tol = dtype == VKATTN_DTYPE_F32 ? 4e-6 : 2e-3;
+      const double dq = max_diff(out[0][0], out[1][0], T * H * D), dk = max_diff(out[0][1], out[1][1], T * HK * D);
+      if (dq > tol || dk > tol) {
+        fprintf(stderr, "rope scaling %d dtype %d: max |diff| q %g, k %g > %g\n", variant, dtype, dq, dk, tol);
+        ++g_failures;
+      }
+      for (int i = 0; i < 2; ++i) {
+        free(out[i][0]);
+        free(out[i][1]);
+      }
+    }
+  }
+  free(q);
+  free(k);
+}
+
+/* ---- Attention with every option, fused and three-stage, against the CPU ---- */
+
+/* out of attention on |b|: the fused op through |path|, or with path -1 the three ops. */
+static float* run_attention(vkattn_backend* b, int path, const float* q, const float* k, const float* v,
+                            const float* mask, const vkattn_attention_tokens* tokens, vkattn_attention_config config,
+                            size_t T, size_t H, size_t HK, size_t N, size_t D) {
+  const size_t mask_shape[2] = {T, N};
+  vkattn_tensor *tq = filled(b, T, H, D, VKATTN_DTYPE_F32, q), *tk = filled(b, N, HK, D, VKATTN_DTYPE_F16, k);
+  vkattn_tensor *tv = filled(b, N, HK, D, VKATTN_DTYPE_F16, v), *tm = NULL;
+  vkattn_tensor *out = tensor(b, T, H, D, VKATTN_DTYPE_F32), *scores = tensor(b, T, H, N, VKATTN_DTYPE_F32);
+  OK(vkattn_tensor_create(b, mask_shape, 2, VKATTN_DTYPE_F32, &tm));
+  OK(vkattn_upload_f32(b, tm, mask, T * N));
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(b, NULL, &list));
+  if (path < 0) {
+    OK(vkattn_cmd_attn_scores(list, tq, tk, scores, tokens, &config, tm));
+    OK(vkattn_cmd_attn_softmax(list, scores, scores, &config));
+    OK(vkattn_cmd_attn_weighted_sum(list, scores, tv, out));
+  } else {
+    config.path = path;
+    OK(vkattn_cmd_attention(list, tq, tk, tv, out, tokens, &config, tm));
+  }
+  OK(vkattn_submit_and_wait(list));
+  float* got = download(b, out, T * H * D);
+  vkattn_command_list_destroy(list);
+  vkattn_tensor_destroy(tq), vkattn_tensor_destroy(tk), vkattn_tensor_destroy(tv), vkattn_tensor_destroy(tm);
+  vkattn_tensor_destroy(out), vkattn_tensor_destroy(scores);
+  return got;
+}
+
+static void test_attention(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { T = 6, H = 4, HK = 2, N = 11, D = 32 };
+  int32_t q_pos[T];
+  for (int t = 0; t < T; ++t) q_pos[t] = N - T + t;
+  const float sinks[H] = {0.5f, -1.0f, 0.0f, 2.0f};
+  float* q = random_values(T * H * D, 3);
+  float* k = random_values(N * HK * D, 4);
+  float* v = random_values(N * HK * D, 5);
+  float* mask = random_values(T * N, 6);
+
+  vkattn_attention_tokens tokens;
+  OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+  tokens.q_positions = q_pos; /* keys: none given, so at 0..N-1 */
+  tokens.n_q_positions = T;
+  vkattn_attention_config config;
+  OK(vkattn_attention_config_init(&config, sizeof config));
+  config.causal = 0;
+  config.window = 8;
+  config.softcap = 3.0;
+  config.softcap_order = VKATTN_SOFTCAP_CAP_THEN_SCALE;
+  config.alibi = 1;
+  config.sinks = sinks;
+  config.n_sinks = H;
+
+  float* want = run_attention(cpu, -1, q, k, v, mask, &tokens, config, T, H, HK, N, D);
+  const int paths[3] = {-1, VKATTN_ATTENTION_PATH_FUSED, VKATTN_ATTENTION_PATH_THREE_STAGES};
+  for (int p = 0; p < 3; ++p) {
+    float* got = run_attention(gpu, paths[p], q, k, v, mask, &tokens, config, T, H, HK, N, D);
+    const double diff = max_diff(got, want, T * H * D);
+    if (diff > 2e-4) {
+      fprintf(stderr, "attention path %d: max |diff| %g > 2e-4\n", paths[p], diff);
+      ++g_failures;
+    }
+    free(got);
+  }
+  free(want), free(q), free(k), free(v), free(mask);
+}
+
+/* ---- A KV-cache decode loop: two sequences taking turns through a wrapping ring ---- */
+
+struct side {
+  vkattn_backend* b;
+  vkattn_kv_cache* cache;
+  vkattn_tensor *q, *k, *v, *out, *scores, *out3;
+};
+
+static void test_kv_cache_decode(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { H = 4, HK = 2, D = 16, CAP = 8, STEPS = 24 };
+  vkattn_kv_cache_config cc;
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  cc.n_seqs = 2, cc.n_kv_heads = HK, cc.head_dim = D, cc.capacity = CAP, cc.n_sinks = 1, cc.dtype = VKATTN_DTYPE_F32;
+  struct side sides[2] = {{gpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL}, {cpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
+  for (int i = 0; i < 2; ++i) {
+    struct side* s = &sides[i];
+    OK(vkattn_kv_cache_create(s->b, &cc, &s->cache));
+    s->q = tensor(s->b, 1, H, D, VKATTN_DTYPE_F32), s->k = tensor(s->b, 1, HK, D, VKATTN_DTYPE_F32);
+    s->v = tensor(s->b, 1, HK, D, VKATTN_DTYPE_F32), s->out = tensor(s->b, 1, H, D, VKATTN_DTYPE_F32);
+    s->scores = tensor(s->b, 1, H, CAP, VKATTN_DTYPE_F32), s->out3 = tensor(s->b, 1, H, D, VKATTN_DTYPE_F32);
+  }
+  vkattn_attention_config config;
+  OK(vkattn_attention_config_init(&config, sizeof config));
+  config.path = VKATTN_ATTENTION_PATH_FUSED;
+  double worst = 0.0;
+  for (int step = 0; step < STEPS; ++step) {
+    const int32_t seq = step % 2, pos = step / 2;
+    float* q = random_values(H * D, 100u + (unsigned)step);
+    float* k = random_values(HK * D, 200u + (unsigned)step);
+    float* v = random_values(HK * D, 300u + (unsigned)step);
+    vkattn_attention_tokens tokens;
+    OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+    tokens.q_positions = &pos, tokens.n_q_positions = 1, tokens.q_seq_ids = &seq, tokens.n_q_seq_ids = 1;
+    float* outs[2][2];
+    for (int i = 0; i < 2; ++i) {
+      struct side* s = &sides[i];
+      OK(vkattn_upload_f32(s->b, s->q, q, H * D));
+      OK(vkattn_upload_f32(s->b, s->k, k, HK * D));
+      OK(vkattn_upload_f32(s->b, s->v, v, HK * D));
+      vkattn_command_list* list = NULL;
+      OK(vkattn_command_list_create(s->b, NULL, &list));
+      OK(vkattn_cmd_rope_qk(list, s->q, s->k, &pos, 1, NULL));
+      OK(vkattn_cmd_kv_append(list, s->cache, s->k, s->v, &pos, 1, &seq, 1, 0));
+      OK(vkattn_cmd_attention_cache(list, s->q, s->cache, s->out, &tokens, &config, NULL));
+      OK(vkattn_cmd_attn_scores_cache(list, s->q, s->cache, s->scores, &tokens, NULL, NULL));
+      OK(vkattn_cmd_attn_softmax(list, s->scores, s->scores, NULL));
+      OK(vkattn_cmd_attn_weighted_sum_cache(list, s->scores, s->cache, s->out3, &tokens));
+      OK(vkattn_submit_and_wait(list));
+      vkattn_command_list_destroy(list);
+      outs[i][0] = download(s->b, s->out, H * D);
+      outs[i][1] = download(s->b, s->out3, H * D);
+    }
+    for (int j = 0; j < 2; ++j) {
+      const double d = max_diff(outs[0][j], outs[1][j], H * D);
+      worst = d > worst ? d : worst;
+    }
+    CHECK(max_diff(outs[1][0], outs[1][1], H * D) == 0.0); /* the CPU's attention is its three stages */
+    for (int i = 0; i < 2; ++i) free(outs[i][0]), free(outs[i][1]);
+    free(q), free(k), free(v);
+  }
+  if (worst > 1e-4) {
+    fprintf(stderr, "kv cache decode: max |diff| %g > 1e-4\n", worst);
+    ++g_failures;
+  }
+  /* The bookkeeping: 12 positions per sequence through 8 slots, one of them a sink. */
+  for (int i = 0; i < 2; ++i) {
+    struct side* s = &sides[i];
+    int32_t next = -1, slots[CAP];
+    size_t length = 0, slot = 0, bytes = 0;
+    OK(vkattn_kv_cache_next_position(s->cache, 1, &next));
+    OK(vkattn_kv_cache_length(s->cache, 1, &length));
+    OK(vkattn_kv_cache_slot_positions(s->cache, 1, slots, CAP));
+    OK(vkattn_kv_cache_slot(s->cache, 11, &slot));
+    OK(vkattn_kv_cache_bytes(s->cache, &bytes));
+    CHECK(next == 12 && length == CAP && slots[0] == 0 && slot == 1 + (11 - 1) % (CAP - 1));
+    CHECK(slots[slot] == 11 && bytes == 2 * 2 * CAP * HK * D * sizeof(float));
+    /* Sequence 0 again from scratch: four tokens, two rejected, then a copy of sequence 1. */
+    OK(vkattn_kv_cache_reset(s->cache, 0));
+    const int32_t positions[4] = {0, 1, 2, 3}, seqs[4] = {0, 0, 0, 0};
+    vkattn_tensor *k4 = tensor(s->b, 4, HK, D, VKATTN_DTYPE_F32), *v4 = tensor(s->b, 4, HK, D, VKATTN_DTYPE_F32);
+    vkattn_command_list* list = NULL;
+    OK(vkattn_command_list_create(s->b, NULL, &list));
+    OK(vkattn_cmd_kv_append(list, s->cache, k4, v4, positions, 4, seqs, 4, 0));
+    OK(vkattn_submit_and_wait(list));
+    OK(vkattn_kv_cache_truncate(s->cache, 0, 2));
+    OK(vkattn_kv_cache_next_position(s->cache, 0, &next));
+    OK(vkattn_kv_cache_length(s->cache, 0, &length));
+    CHECK(next == 2 && length == 2);
+    OK(vkattn_cmd_kv_copy_sequence(list, s->cache, 1, 0));
+    OK(vkattn_kv_cache_next_position(s->cache, 0, &next));
+    CHECK(next == 12);
+    OK(vkattn_kv_cache_reset(s->cache, 0));
+    OK(vkattn_kv_cache_length(s->cache, 0, &length));
+    CHECK(length == 0);
+    vkattn_command_list_destroy(list);
+    vkattn_tensor_destroy(k4), vkattn_tensor_destroy(v4);
+  }
+  for (int i = 0; i < 2; ++i) {
+    struct side* s = &sides[i];
+    vkattn_kv_cache_destroy(s->cache);
+    vkattn_tensor_destroy(s->q), vkattn_tensor_destroy(s->k), vkattn_tensor_destroy(s->v);
+    vkattn_tensor_destroy(s->out), vkattn_tensor_destroy(s->scores), vkattn_tensor_destroy(s->out3);
+  }
+}
+
+/* ---- Timings, statistics, devices, version ---- */
+
+static void test_queries(vkattn_backend* gpu) {
+  CHECK(strcmp(vkattn_version_string(), VKATTN_VERSION_STRING) == 0);
+  CHECK(vkattn_version_number() == VKATTN_VERSION_NUMBER);
+
+  vkattn_device_list* devices = NULL;
+  size_t count = 0, chosen = 0;
+  OK(vkattn_list_devices(NULL, &devices));
+  OK(vkattn_device_list_count(devices, &count));
+  CHECK(count >= 1);
+  for (size_t i = 0; i < count; ++i) {
+    vkattn_device_info info;
+    OK(vkattn_device_list_get(devices, i, &info, sizeof info));
+    CHECK(info.struct_size == sizeof info && info.name && info.type && info.driver && info.rejected);
+    chosen += info.chosen;
+  }
+  CHECK(chosen == 1);
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "index", vkattn_device_list_get(devices, count, NULL, 0));
+  vkattn_device_list_destroy(devices);
+
+  const char* name = NULL;
+  vkattn_backend_kind kind = -1;
+  OK(vkattn_backend_device_name(gpu, &name));
+  OK(vkattn_backend_get_kind(gpu, &kind));
+  CHECK(name && name[0] && kind == VKATTN_BACKEND_VULKAN);
+
+  vkattn_command_list_options options;
+  OK(vkattn_command_list_options_init(&options, sizeof options));
+  options.timestamps = 1;
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(gpu, &options, &list));
+  vkattn_tensor* x = tensor(gpu, 2, 2, 8, VKATTN_DTYPE_F32);
+  const int32_t pos[2] = {3, 4};
+  OK(vkattn_cmd_rope(list, x, pos, 2, NULL));
+  OK(vkattn_submit_and_wait(list));
+  size_t n = 0;
+  const char* op = NULL;
+  double ms = -1.0;
+  OK(vkattn_command_list_timing_count(list, &n));
+  OK(vkattn_command_list_timing(list, 0, &op, &ms));
+  CHECK(n == 1 && strcmp(op, "rope") == 0 && ms >= 0.0);
+  vkattn_command_stats stats;
+  OK(vkattn_command_list_stats(list, &stats, sizeof stats));
+  CHECK(stats.ops == 1 && stats.submits == 1);
+  size_t rank = 0, dims[3] = {0, 0, 0}, numel = 0;
+  vkattn_dtype dtype = -1;
+  OK(vkattn_tensor_shape(x, &rank, dims, 3));
+  OK(vkattn_tensor_numel(x, &numel));
+  OK(vkattn_tensor_dtype(x, &dtype));
+  CHECK(rank == 3 && dims[0] == 2 && dims[2] == 8 && numel == 32 && dtype == VKATTN_DTYPE_F32);
+  float slopes[8];
+  OK(vkattn_alibi_slopes(8, slopes, 8));
+  CHECK(slopes[0] == 0.5f && slopes[7] == 1.0f / 256.0f);
+  double theta[4], factor = 0.0;
+  OK(vkattn_rope_frequencies(NULL, 8, 0, theta, 4, &factor));
+  CHECK(theta[0] == 1.0 && fabs(theta[1] - 0.1) < 1e-15 && factor == 1.0);
+  vkattn_tensor_destroy(x);
+  vkattn_command_list_destroy(list);
+}
+
+/* ---- Every status C can provoke ---- */
+
+static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
+  const int E = VKATTN_ERROR_INVALID_ARGUMENT;
+  vkattn_tensor *x = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32), *out = NULL, *rank2 = NULL;
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(cpu, NULL, &list));
+  const int32_t pos[2] = {1, 2}, bad_pos[2] = {1, -3};
+  const size_t shape2[2] = {2, 16};
+
+  /* NULL handles and pointers. */
+  EXPECT_STATUS(E, "vkattn_cmd_rope: list = NULL", vkattn_cmd_rope(NULL, x, pos, 2, NULL));
+  EXPECT_STATUS(E, "vkattn_cmd_rope: x = NULL", vkattn_cmd_rope(list, NULL, pos, 2, NULL));
+  EXPECT_STATUS(E, "positions = NULL with count 2", vkattn_cmd_rope(list, x, NULL, 2, NULL));
+  EXPECT_STATUS(E, "vkattn_tensor_create: backend = NULL", vkattn_tensor_create(NULL, shape2, 2, 0, &out));
+  EXPECT_STATUS(E, "tensor = NULL", vkattn_tensor_create(cpu, shape2, 2, 0, NULL));
+  EXPECT_STATUS(E, "backend = NULL", vkattn_backend_create(VKATTN_BACKEND_CPU, NULL, NULL));
+  EXPECT_STATUS(E, "numel = NULL", vkattn_tensor_numel(x, NULL));
+  EXPECT_STATUS(E, "tokens = NULL", vkattn_cmd_attention(list, x, x, x, x, NULL, NULL, NULL));
+  EXPECT_STATUS(E, "cache = NULL", vkattn_kv_cache_reset(NULL, 0));
+  EXPECT_STATUS(E, "config = NULL", vkattn_kv_cache_create(cpu, NULL, &(vkattn_kv_cache*){NULL}));
+  EXPECT_STATUS(E, "data = NULL", vkattn_download_f32(cpu, x, NULL, 32));
+
+  /* Bad shapes and sizes: the C++ API's own messages. */
+  OK(vkattn_tensor_create(cpu, shape2, 2, VKATTN_DTYPE_F32, &rank2));
+  EXPECT_STATUS(E, "vkattn: rope: x.shape = [2, 16]; valid: rank 3", vkattn_cmd_rope(list, rank2, pos, 2, NULL));
+  EXPECT_STATUS(E, "positions.size() = 1", vkattn_cmd_rope(list, x, pos, 1, NULL));
+  EXPECT_STATUS(E, "data.size() = 3", vkattn_upload_f32(cpu, x, (const float[3]){0}, 3));
+  out = x;  /* a failed create sets its result to NULL */
+  EXPECT_STATUS(E, "shape[1] = 0", vkattn_tensor_create(cpu, (const size_t[]){2, 0}, 2, 0, &out));
+  CHECK(out == NULL);
+  EXPECT_STATUS(E, "max_dims", vkattn_tensor_shape(x, &(size_t){0}, (size_t[2]){0}, 2));
+  EXPECT_STATUS(E, "count = 3", vkattn_download_f32(cpu, x, (float[3]){0}, 3));
+  vkattn_tensor_destroy(rank2);
+
+  /* Bad enum values. */
+  vkattn_rope_config rope;
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.layout = 9;
+  EXPECT_STATUS(E, "config.layout = 9", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.scaling = 42;
+  EXPECT_STATUS(E, "config.scaling = 42", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
+  EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
+  vkattn_attention_config ac;
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.path = 3;
+  vkattn_attention_tokens tok;
+  OK(vkattn_attention_tokens_init(&tok, sizeof tok));
+  tok.q_positions = pos, tok.n_q_positions = 2;
+  vkattn_tensor *k = tensor(cpu, 3, 1, 8, VKATTN_DTYPE_F32), *o = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32);
+  EXPECT_STATUS(E, "config.path = 3", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.softcap = 1.0, ac.softcap_order = 2;
+  EXPECT_STATUS(E, "config.softcap_order = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.causal = 2;
+  EXPECT_STATUS(E, "config->causal = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  vkattn_kv_cache_config cc;
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  vkattn_kv_cache* cache = NULL;
+  EXPECT_STATUS(E, "config.n_kv_heads = 0; valid: >= 1; required", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.n_kv_heads = 1, cc.head_dim = 8, cc.capacity = 4, cc.rope = 4;
+  EXPECT_STATUS(E, "config.rope = 4", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.rope = VKATTN_KV_ROPE_STORED, cc.dtype = VKATTN_DTYPE_I32;
+  EXPECT_STATUS(E, "config.dtype = i32", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.dtype = VKATTN_DTYPE_F32;
+  OK(vkattn_kv_cache_create(cpu, &cc, &cache));
+  EXPECT_STATUS(E, "flags = 2", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 2));
+
+  /* Out-of-range positions and sequences. */
+  EXPECT_STATUS(E, "positions[1] = -3; valid: [0, 2^31 - 1]", vkattn_cmd_rope(list, x, bad_pos, 2, NULL));
+  EXPECT_STATUS(E, "positions[0] = 5", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){5, 6, 7}, 3, NULL, 0, 0));
+  OK(vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 0));
+  OK(vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){3, 4, 5}, 3, NULL, 0, 0));
+  EXPECT_STATUS(E, "truncate: position = 9", vkattn_kv_cache_truncate(cache, 0, 9));
+  EXPECT_STATUS(E, "reset: seq = 1", vkattn_kv_cache_reset(cache, 1));
+  tok.q_positions = (const int32_t[]){1, 5};
+  EXPECT_STATUS(E, "tokens.q_positions[0] = 1", vkattn_cmd_attention_cache(list, x, cache, o, &tok, NULL, NULL));
+  tok.k_positions = pos, tok.n_k_positions = 2;
+  EXPECT_STATUS(E, "k_positions / k_seq_ids = given", vkattn_cmd_attention_cache(list, x, cache, o, &tok, NULL, NULL));
+
+  /* Struct sizes: uninitialised, too small, and a newer header's fields set. */
+  struct {
+    vkattn_attention_config config;
+    uint64_t newer_field;
+  } newer;
+  OK(vkattn_attention_config_init(&newer.config, sizeof newer));
+  CHECK(newer.config.struct_size == sizeof newer && newer.newer_field == 0);
+  OK(vkattn_cmd_attn_softmax(list, o, o, &newer.config)); /* unknown fields zero: accepted */
+  newer.newer_field = 1;
+  EXPECT_STATUS(E, "does not know the fields there", vkattn_cmd_attn_softmax(list, o, o, &newer.config));
+  ac.struct_size = 0;
+  EXPECT_STATUS(E, "config->struct_size = 0", vkattn_cmd_attn_softmax(list, o, o, &ac));
+  EXPECT_STATUS(E, "size = 4", vkattn_attention_config_init(&ac, 4));
+
+  /* Nothing was recorded by the failed calls; the list still runs. */
+  vkattn_command_stats stats;
+  OK(vkattn_command_list_stats(list, &stats, sizeof stats));
+  CHECK(stats.ops == 3); /* two appends and the softmax */
+  OK(vkattn_submit_and_wait(list));
+  CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
+
+  /* Device errors: no such device; a cache beyond the device's buffer range. */
+  vkattn_device_options dopt;
+  OK(vkattn_device_options_init(&dopt, sizeof dopt));
+  dopt.device = "no-such-gpu-anywhere";
+  vkattn_backend* none = NULL;
+  EXPECT_STATUS(VKATTN_ERROR_NO_DEVICE, "no-such-gpu-anywhere", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  CHECK(none == NULL);
+  dopt.device = NULL, dopt.validation = 3;
+  EXPECT_STATUS(E, "options->validation = 3", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  cc.n_kv_heads = 64, cc.head_dim = 256, cc.capacity = 1u << 20;
+  vkattn_kv_cache* huge = NULL;
+  EXPECT_STATUS(VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, "maxStorageBufferRange", vkattn_kv_cache_create(gpu, &cc, &huge));
+  CHECK(huge == NULL);
+
+  /* Status names; destroying NULL does nothing. */
+  CHECK(strcmp(vkattn_status_string(VKATTN_ERROR_DEVICE_LOST), "ERROR_DEVICE_LOST") == 0);
+  CHECK(strcmp(vkattn_status_string(VKATTN_ERROR_TIMEOUT), "ERROR_TIMEOUT") == 0);
+  CHECK(strcmp(vkattn_status_string(1000), "unknown status") == 0);
+  vkattn_backend_destroy(NULL), vkattn_tensor_destroy(NULL), vkattn_command_list_destroy(NULL);
+  vkattn_kv_cache_destroy(NULL), vkattn_device_list_destroy(NULL);
+
+  vkattn_kv_cache_destroy(cache);
+  vkattn_tensor_destroy(x), vkattn_tensor_destroy(k), vkattn_tensor_destroy(o);
+  vkattn_command_list_destroy(list);
+}
+
+int main(void) {
+  CHECK(strcmp(vkattn_last_error_message(), "") == 0);
+  vkattn_device_options options;
+  OK(vkattn_device_options_init(&options, sizeof options));
+  options.validation = 1;
+  vkattn_backend *gpu = NULL, *cpu = NULL;
+  const vkattn_status s = vkattn_backend_create(VKATTN_BACKEND_VULKAN, &options, &gpu);
+  if (s == VKATTN_ERROR_NO_DEVICE || s == VKATTN_ERROR_UNSUPPORTED) {
+    const char* required = getenv("VKATTN_REQUIRE_VULKAN");
+    fprintf(stderr, "no Vulkan device: %s\n", vkattn_last_error_message());
+    return required && strcmp(required, "1") == 0 ? 1 : 77;
+  }
+  OK(s);
+  OK(vkattn_backend_create(VKATTN_BACKEND_CPU, NULL, &cpu));
+
+  test_queries(gpu);
+  test_rope(gpu, cpu);
+  test_attention(gpu, cpu);
+  test_kv_cache_decode(gpu, cpu);
+  test_errors(gpu, cpu);
+
+  const char* const* messages = NULL;
+  size_t n_messages = 0;
+  OK(vkattn_backend_validation_messages(gpu, &messages, &n_messages));
+  for (size_t i = 0; i < n_messages; ++i) fprintf(stderr, "validation: %s\n", messages[i]);
+  CHECK(n_messages == 0);
+  vkattn_backend_destroy(gpu);
+  vkattn_backend_destroy(cpu);
+  if (g_failures) {
+    fprintf(stderr, "%d failures\n", g_failures);
+    return 1;
+  }
+  printf("C API: all checks passed\n");
+  return 0;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Usage: tests/consumers/run.sh BUILD_DIR
+# Installs the vkattn of BUILD_DIR (static or shared, as configured) into a temporary
+# prefix and builds, out of tree, and runs each consumer: find_package against the prefix
+# (and a request for another major version, which must fail at configure time), pkg-config,
+# and add_subdirectory of this source tree (same library kind); then the C API's test
+# compiled as C11 against the installed library through pkg-config. A shared build also
+# gets its exported symbols checked and the Python ctypes test.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" > /dev/null
+libdir=$(dirname "$(find "$prefix" -name vkattn.pc)")/..
+libdir=$(cd "$libdir" && pwd)
+shared=OFF
+[ -e "$libdir/libvkattn.so" ] && shared=ON
+step() { echo "-- consumers ($( [ $shared = ON ] && echo shared || echo static )): $*"; }
+step "installed to a temporary prefix"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The consumers need nothing of the build tree: no shader files, no glslang.
+[ -z "$(find "$prefix" -name '*.spv' -o -name '*.comp')" ]
+
+if [ -x "$prefix/bin/vkattn-info" ]; then
+  step "vkattn-info --version"
+  [ "$("$prefix/bin/vkattn-info" --version)" = "vkattn $(pkg-config --modversion vkattn)" ]
+fi
+
+step "find_package"
+cmake -S "$src/tests/consumers/find_package" -B "$work/find_package" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
+cmake --build "$work/find_package" -j"$jobs" > /dev/null
+"$work/find_package/consumer"
+
+step "find_package asking for another major version fails at configure time"
+major=$(sed -n 's/^#define VKATTN_VERSION_MAJOR \([0-9]*\)$/\1/p' "$prefix/include/vkattn/version.h")
+if cmake -S "$src/tests/consumers/find_package" -B "$work/wrong_version" -DCMAKE_PREFIX_PATH="$prefix" \
+     -DVKATTN_WANTED_VERSION=$((major + 1)).0 > "$work/wrong_version.log" 2>&1; then
+  echo "configure succeeded with vkattn $((major + 1)).0 requested" >&2
+  exit 1
+fi
+grep -q "requested version \"$((major + 1)).0\"" "$work/wrong_version.log"
+
+step "pkg-config"
+static_flag=""
+[ $shared = OFF ] && static_flag=--static
+mkdir -p "$work/pkg_config"
+make -s -C "$work/pkg_config" -f "$src/tests/consumers/pkg_config/Makefile" PKG_CONFIG_FLAGS="$static_flag"
+"$work/pkg_config/consumer"
+
+step "add_subdirectory"
+cmake -S "$src/tests/consumers/add_subdirectory" -B "$work/add_subdirectory" -DCMAKE_BUILD_TYPE=Release \
+  -DVKATTN_SOURCE_DIR="$src" -DBUILD_SHARED_LIBS=$shared > /dev/null
+cmake --build "$work/add_subdirectory" -j"$jobs" > /dev/null
+[ -z "$(find "$work/add_subdirectory" -name 'vkattn_tests')" ]  # the library alone
+"$work/add_subdirectory/consumer"
+
+step "the C API's test, C11, through pkg-config"
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/c_api/test_c_api.c" -o "$work/test_c_api" \
+  $(pkg-config --cflags --libs $static_flag vkattn) -lm
+"$work/test_c_api"
+
+if [ $shared = ON ]; then
+  step "exported symbols"
+  "$src/tests/consumers/check_exports.sh" "$libdir/libvkattn.so"
+  step "Python ctypes"
+  python=/usr/bin/python3
+  [ -x $python ] || python=python3
+  $python "$src/tests/c_api/test_ctypes.py" "$libdir/libvkattn.so"
+fi
