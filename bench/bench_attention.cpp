@@ -40,8 +40,9 @@ namespace {
 
 struct AttnCase {
   std::size_t tokens = 0, keys = 0, heads = 0, kv_heads = 0, dim = 0;
+  DType kv = DType::f16;  // K and V
 
-  std::array<std::size_t, 5> key() const { return {tokens, keys, heads, kv_heads, dim}; }
+  std::array<std::size_t, 6> key() const { return {tokens, keys, heads, kv_heads, dim, static_cast<std::size_t>(kv)}; }
   std::int32_t q_position(std::size_t t) const { return static_cast<std::int32_t>(keys - tokens + t); }
   std::vector<std::int32_t> q_positions() const {
     std::vector<std::int32_t> pos(tokens);
@@ -61,9 +62,10 @@ struct AttnCase {
   }
 };
 
-// Args: tokens, keys, query heads, kv heads, head_dim.
+// Args: tokens, keys, query heads, kv heads, head_dim, and optionally K/V's DType (f16).
 AttnCase attn_case(const benchmark::State& state) {
   AttnCase c;
+  if (state.range(5) != 0) c.kv = static_cast<DType>(state.range(5));
   c.tokens = static_cast<std::size_t>(state.range(0));
   c.keys = static_cast<std::size_t>(state.range(1));
   c.heads = static_cast<std::size_t>(state.range(2));
@@ -91,8 +93,8 @@ AttnTensors record(Backend& b, CommandList& cmd, const AttnCase& c, std::span<co
   const std::size_t row_bytes = 4 * c.heads * c.keys;
   const std::size_t block = std::max<std::size_t>(1, std::min<std::size_t>(n, b.limits().max_storage_buffer_range / row_bytes));
   AttnTensors t;
-  t.k = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16);
-  t.v = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16);
+  t.k = b.tensor({c.keys, c.kv_heads, c.dim}, c.kv);
+  t.v = b.tensor({c.keys, c.kv_heads, c.dim}, c.kv);
   b.upload(t.k, inputs(c.keys * c.kv_heads * c.dim, 2));
   b.upload(t.v, inputs(c.keys * c.kv_heads * c.dim, 3));
   const AttentionConfig config{};  // causal, scale 1/sqrt(head_dim)
@@ -178,7 +180,7 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
 
     if (kind != BackendKind::cpu) {
       cmd.submit_and_wait();  // warm-up, and the result to verify
-      static std::map<std::array<std::size_t, 5>, std::string> verified;  // once per case
+      static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case
       auto it = verified.find(c.key());
       if (it == verified.end()) {
         const std::vector<float> probs = concat(b, t.probs);
@@ -222,7 +224,7 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape s
     Backend& b = backend(kind, shape);
     const std::vector<std::int32_t> q_pos = c.q_positions(), k_pos = c.k_positions();
     Tensor q = b.tensor({c.tokens, c.heads, c.dim}, DType::f32), out = b.tensor({c.tokens, c.heads, c.dim}, DType::f32);
-    Tensor k = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16), v = b.tensor({c.keys, c.kv_heads, c.dim}, DType::f16);
+    Tensor k = b.tensor({c.keys, c.kv_heads, c.dim}, c.kv), v = b.tensor({c.keys, c.kv_heads, c.dim}, c.kv);
     b.upload(q, inputs(c.tokens * c.heads * c.dim, 1));
     b.upload(k, inputs(c.keys * c.kv_heads * c.dim, 2));
     b.upload(v, inputs(c.keys * c.kv_heads * c.dim, 3));
@@ -230,7 +232,7 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape s
     cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
     if (kind != BackendKind::cpu) {
       cmd.submit_and_wait();  // warm-up, and the result to verify
-      static std::map<std::array<std::size_t, 5>, std::string> verified;  // once per case
+      static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case
       auto it = verified.find(c.key());
       if (it == verified.end()) it = verified.emplace(c.key(), verify(c, b.download(out), nullptr)).first;
       if (!it->second.empty()) {
@@ -253,24 +255,24 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape s
 constexpr std::int64_t kHeads = 32, kKvHeads = 8, kDim = 128;
 
 void decode_shapes(benchmark::internal::Benchmark* bm) {
-  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim"});
-  for (std::int64_t keys : {1024, 4096, 16384}) bm->Args({1, keys, kHeads, kKvHeads, kDim});
+  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
+  for (std::int64_t keys : {1024, 4096, 16384}) bm->Args({1, keys, kHeads, kKvHeads, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
 // The bytes of decode at 16k keys with one KV head (4 query heads), so that each key's row
 // is contiguous with the next: how much the 8 heads' interleaving costs.
 void decode_one_kv_head(benchmark::internal::Benchmark* bm) {
-  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim"});
-  bm->Args({1, 131072, 4, 1, kDim});
+  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
+  bm->Args({1, 131072, 4, 1, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
 // 512 tokens attending to themselves, and after 3584 earlier keys.
 void prefill_shapes(benchmark::internal::Benchmark* bm, bool with_4k) {
-  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim"});
-  bm->Args({512, 512, kHeads, kKvHeads, kDim});
-  if (with_4k) bm->Args({512, 4096, kHeads, kKvHeads, kDim});
+  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
+  bm->Args({512, 512, kHeads, kKvHeads, kDim, 0});
+  if (with_4k) bm->Args({512, 4096, kHeads, kKvHeads, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -284,6 +286,22 @@ BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vu
     ->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode_one_kv_head, BackendKind::vulkan, KernelShape::gpu)
     ->Apply(decode_one_kv_head);
+// Quantized K and V against the f16 cases above: decode at 4k and 16k keys and a 512-token
+// prefill, with q8_0 and q4_0 (kv_dtype is DType's value: 3 q8_0, 4 q4_0). Bytes count the
+// codes and scales actually read.
+void quantized_shapes(benchmark::internal::Benchmark* bm) {
+  bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
+  for (DType kv : {DType::q8_0, DType::q4_0}) {
+    for (std::int64_t keys : {4096, 16384}) bm->Args({1, keys, kHeads, kKvHeads, kDim, static_cast<std::int64_t>(kv)});
+    bm->Args({512, 512, kHeads, kKvHeads, kDim, static_cast<std::int64_t>(kv)});
+  }
+  bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK_CAPTURE(BM_attention, vulkan_quantized, BackendKind::vulkan)->Apply(quantized_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_quantized, BackendKind::vulkan, KernelShape::cpu)
+    ->Apply(quantized_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_quantized, BackendKind::vulkan, KernelShape::gpu)
+    ->Apply(quantized_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)
     ->Apply([](auto* bm) { prefill_shapes(bm, true); });
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)

@@ -28,6 +28,7 @@ struct Options {
   vkattn::BackendKind backend = vkattn::BackendKind::vulkan;
   bool check = false;
   std::optional<vkattn::AttentionPath> attention;  // unset: the three ops, recorded separately
+  vkattn::DType kv_dtype = vkattn::DType::f32;
 };
 
 struct UsageError : std::runtime_error {
@@ -38,7 +39,8 @@ void usage() {
   std::cerr << "usage: vkattn-generate [--model FILE (the shipped kjv-tiny)] [--tokenizer FILE (tokenizer.bin beside\n"
                "  --model, else the shipped one)] [--prompt TEXT] [--steps N (256)]\n"
                "  [--temperature T (0.8; 0 = greedy)] [--top-p P (0.9)] [--seed N] [--capacity SLOTS (seq_len)]\n"
-               "  [--backend vulkan|cpu] [--attention stages|auto|fused|three_stages (stages)] [--check]\n";
+               "  [--backend vulkan|cpu] [--attention stages|auto|fused|three_stages (stages)]\n"
+               "  [--kv-dtype f32|f16|q8_0|q4_0 (f32)] [--check]\n";
 }
 
 double number(const std::string& opt, const std::string& s) {
@@ -98,6 +100,12 @@ Options parse(int argc, char** argv) {
       else if (v == "fused") o.attention = vkattn::AttentionPath::fused;
       else if (v == "three_stages") o.attention = vkattn::AttentionPath::three_stages;
       else throw UsageError("--attention = " + v + "; valid: stages, auto, fused, three_stages");
+    } else if (a == "--kv-dtype") {
+      if (v == "f32") o.kv_dtype = vkattn::DType::f32;
+      else if (v == "f16") o.kv_dtype = vkattn::DType::f16;
+      else if (v == "q8_0") o.kv_dtype = vkattn::DType::q8_0;
+      else if (v == "q4_0") o.kv_dtype = vkattn::DType::q4_0;
+      else throw UsageError("--kv-dtype = " + v + "; valid: f32, f16, q8_0, q4_0");
     } else throw UsageError("unknown option " + a);
   }
   return o;
@@ -127,11 +135,11 @@ int run(const Options& o) {
   auto backend = vkattn::make_backend(kind);
   std::unique_ptr<vkattn::Backend> cpu;
   std::optional<llama2c::Model> ref;
-  llama2c::Model model(ck, *backend, capacity);
+  llama2c::Model model(ck, *backend, capacity, o.kv_dtype);
   model.use_attention_op(o.attention);
   if (o.check) {
     cpu = vkattn::make_backend(vkattn::BackendKind::cpu);
-    ref.emplace(ck, *cpu, capacity);
+    ref.emplace(ck, *cpu, capacity, o.kv_dtype);
   }
   const std::uint64_t seed = o.seed_given ? o.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   llama2c::Sampler sampler(o.check ? 0.0f : o.temperature, o.top_p, seed);

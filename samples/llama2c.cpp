@@ -377,14 +377,15 @@ Tokenizer synthetic_tokenizer() {
 
 // ---- Model ----
 
-Model::Model(const Checkpoint& ck, vkattn::Backend& backend, std::size_t capacity)
+Model::Model(const Checkpoint& ck, vkattn::Backend& backend, std::size_t capacity, vkattn::DType cache_dtype)
     : ck_(ck), backend_(backend), capacity_(capacity ? capacity : static_cast<std::size_t>(ck.config.seq_len)) {
   const Config& c = ck.config;
   const std::size_t H = static_cast<std::size_t>(c.n_heads), Hk = static_cast<std::size_t>(c.n_kv_heads),
                     hs = c.head_size(), dim = static_cast<std::size_t>(c.dim);
   for (int l = 0; l < c.n_layers; ++l)
     caches_.push_back(backend.kv_cache(
-        {.n_kv_heads = Hk, .head_dim = hs, .capacity = capacity_, .dtype = vkattn::DType::f32}));
+        {.n_kv_heads = Hk, .head_dim = hs, .capacity = capacity_, .dtype = cache_dtype}));
+  queries_.resize(static_cast<std::size_t>(c.n_layers));
   // Reused every token: the shapes never change in one-token decode.
   q_ = backend.tensor({1, H, hs}, vkattn::DType::f32);
   k_ = backend.tensor({1, Hk, hs}, vkattn::DType::f32);
@@ -441,6 +442,7 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
     cmd.submit_and_wait();
     const std::vector<float> att = backend_.download(out_);
     if (static_cast<int>(l) == probe_layer_) probs_ = backend_.download(scores_);
+    if (keep_queries_) queries_[l] = backend_.download(q_);
     vkattn_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     matmul(xb2_.data(), att.data(), w.wo.data() + l * dim * dim, dim, dim);

@@ -107,7 +107,9 @@ class Model {
  public:
   // capacity: KV slots per layer, 0 = seq_len. Below seq_len the ring wraps and attention
   // uses a sliding window of |capacity|, so every token sees exactly what the ring holds.
-  Model(const Checkpoint& checkpoint, vkattn::Backend& backend, std::size_t capacity = 0);
+  // cache_dtype: f32, f16, q8_0 or q4_0 (the quantized types need head_size % 32 == 0).
+  Model(const Checkpoint& checkpoint, vkattn::Backend& backend, std::size_t capacity = 0,
+        vkattn::DType cache_dtype = vkattn::DType::f32);
   // Logits for |token| at |pos| (positions must be 0, 1, 2, ... in order).
   const std::vector<float>& forward(int token, std::int32_t pos);
   std::size_t capacity() const { return capacity_; }
@@ -122,6 +124,11 @@ class Model {
   // -1 (the default) keeps none.
   void keep_probabilities(int layer);
   const std::vector<float>& probabilities() const { return probs_; }
+  // Layer |layer|'s KV cache, and the rotated queries of its last forward ([n_heads,
+  // head_size]; kept when keep_queries(true) was called).
+  const vkattn::KvCache& cache(int layer) const { return caches_.at(static_cast<std::size_t>(layer)); }
+  void keep_queries(bool keep) { keep_queries_ = keep; }
+  const std::vector<float>& queries(int layer) const { return queries_.at(static_cast<std::size_t>(layer)); }
 
  private:
   const Checkpoint& ck_;
@@ -134,6 +141,8 @@ class Model {
   int probe_layer_ = -1;
   std::optional<vkattn::AttentionPath> attention_op_;
   std::vector<float> probs_;
+  bool keep_queries_ = false;
+  std::vector<std::vector<float>> queries_;
 };
 
 // run.c's sampler: temperature 0 is argmax; otherwise softmax(logits / temperature), then
