@@ -1,0 +1,137 @@
+// Host cost: what recording and submitting cost the CPU, apart from what the device does.
+// A decode step of a 32-layer Llama-style model (32 query heads, 8 KV heads, head_dim 128):
+// per layer RoPE on Q and K, kv_append into a 256-slot f16 cache, and attention over the
+// cache, with the fused kernel (AttentionPath::fused) or the three stages; and a prefill
+// chunk of 512 tokens the same way (AttentionPath::automatic).
+//
+// Reported as CPU time of the benchmark thread (Google Benchmark's "CPU" column), per step,
+// and as counters: s_per_dispatch (host time over the dispatches the list recorded, as
+// CommandStats::ops counts them), device_us (the step's device time from timestamps, run
+// once beside), dispatches. Cases:
+// - record: recording the step's ops into a new list (the list is destroyed untimed);
+// - record_submit: recording and one submit_and_wait (so encoding is counted; the wait
+//   for the device is in the wall time, not in the CPU time only on devices that run
+//   elsewhere: lavapipe runs on this CPU, so there device work shows too);
+// - resubmit: submit_and_wait of a list recorded once (kv_append rewrites the same slots).
+// The caches' bookkeeping advances with every recorded append, so each recording uses
+// fresh positions, and the caches are reset when they would wrap past what the case needs.
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace vkattn::bench {
+namespace {
+
+constexpr std::size_t kLayers = 32, kHeads = 32, kKvHeads = 8, kDim = 128, kCapacity = 256;
+
+struct Model {
+  Backend& b;
+  std::size_t tokens;
+  std::vector<KvCache> caches;
+  Tensor q, k, v, out;
+  std::int32_t next = 0;
+
+  Model(Backend& backend, std::size_t n_tokens, std::size_t capacity) : b(backend), tokens(n_tokens) {
+    for (std::size_t l = 0; l < kLayers; ++l) {
+      caches.push_back(b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f16}));
+    }
+    q = b.tensor({tokens, kHeads, kDim}, DType::f32);
+    k = b.tensor({tokens, kKvHeads, kDim}, DType::f32);
+    v = b.tensor({tokens, kKvHeads, kDim}, DType::f32);
+    out = b.tensor({tokens, kHeads, kDim}, DType::f32);
+    b.upload(q, normal_values(tokens * kHeads * kDim, 1));
+    b.upload(k, normal_values(tokens * kKvHeads * kDim, 2));
+    b.upload(v, normal_values(tokens * kKvHeads * kDim, 3));
+  }
+
+  // The step's ops for the next |tokens| positions; resets the caches first when the ring
+  // would hold more than it can serve a chunk of this size.
+  void record(CommandList& cmd, AttentionPath path) {
+    if (next + static_cast<std::int32_t>(tokens) > static_cast<std::int32_t>(caches[0].config().capacity)) {
+      for (KvCache& c : caches) c.reset(0);
+      next = 0;
+    }
+    std::vector<std::int32_t> pos(tokens);
+    std::iota(pos.begin(), pos.end(), next);
+    next += static_cast<std::int32_t>(tokens);
+    const RopeConfig rope{.base = 500000.0};
+    for (std::size_t l = 0; l < kLayers; ++l) {
+      cmd.rope(q, k, pos, rope);
+      cmd.kv_append(caches[l], k, v, pos);
+      cmd.attention(q, caches[l], out, {.q_positions = pos}, {.path = path});
+    }
+  }
+};
+
+double device_us(Backend& b, std::size_t tokens, std::size_t capacity, AttentionPath path) {
+  Model m(b, tokens, capacity);
+  CommandList cmd = b.commands({.timestamps = true});
+  m.record(cmd, path);
+  cmd.submit_and_wait();
+  cmd.submit_and_wait();
+  double ms = 0;
+  for (const OpTiming& t : cmd.timings()) ms += t.ms;
+  return ms * 1e3;
+}
+
+void report(benchmark::State& state, std::size_t dispatches, double device) {
+  state.counters["dispatches"] = static_cast<double>(dispatches);
+  // Iterations x dispatches per second of CPU time, inverted: seconds per dispatch.
+  state.counters["s_per_dispatch"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(dispatches),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["device_us"] = device;
+}
+
+// Args: tokens, path (AttentionPath: 0 automatic, 1 fused, 2 three stages).
+void BM_record(benchmark::State& state, bool submit) {
+  Backend& b = backend(BackendKind::vulkan);
+  const auto tokens = static_cast<std::size_t>(state.range(0));
+  const AttentionPath path = static_cast<AttentionPath>(state.range(1));
+  const std::size_t capacity = tokens > 1 ? 2 * tokens : kCapacity;
+  Model m(b, tokens, capacity);
+  std::size_t dispatches = 0;
+  for (auto _ : state) {
+    CommandList cmd = b.commands();
+    m.record(cmd, path);
+    if (submit) cmd.submit_and_wait();
+    dispatches = cmd.stats().ops;
+    state.PauseTiming();
+    { CommandList gone = std::move(cmd); }
+    state.ResumeTiming();
+  }
+  report(state, dispatches, device_us(b, tokens, capacity, path));
+}
+
+void BM_resubmit(benchmark::State& state) {
+  Backend& b = backend(BackendKind::vulkan);
+  const auto tokens = static_cast<std::size_t>(state.range(0));
+  const AttentionPath path = static_cast<AttentionPath>(state.range(1));
+  const std::size_t capacity = tokens > 1 ? 2 * tokens : kCapacity;
+  Model m(b, tokens, capacity);
+  CommandList cmd = b.commands();
+  m.record(cmd, path);
+  cmd.submit_and_wait();
+  for (auto _ : state) cmd.submit_and_wait();
+  report(state, cmd.stats().ops, device_us(b, tokens, capacity, path));
+}
+
+void shapes(benchmark::internal::Benchmark* bm) {
+  // Decode with the fused kernel and with the three stages; prefill with the device's
+  // choice (on lavapipe the fused kernel would take tens of seconds for 32 layers).
+  bm->ArgNames({"tokens", "path"});
+  bm->Args({1, 1})->Args({1, 2})->Args({512, 0});
+  bm->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_record, record, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_record, record_submit, true)->Apply(shapes);
+BENCHMARK(BM_resubmit)->Apply(shapes);
+
+}  // namespace
+}  // namespace vkattn::bench
+
+VKATTN_BENCHMARK_MAIN()
