@@ -104,6 +104,37 @@ std::vector<std::uint64_t> rope_turns_fixed(const std::vector<long double>& thet
   return out;
 }
 
+const RopeTurns& rope_turn_words(const RopeConfig& c, std::int32_t max_position) {
+  // Every field the table depends on; the largest position only where it matters.
+  std::vector<double> key{static_cast<double>(c.rotary_dim), c.base, static_cast<double>(c.scaling), c.factor,
+                          static_cast<double>(c.original_context), static_cast<double>(c.sequence_length),
+                          c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.mscale, c.yarn.mscale_all_dim,
+                          c.yarn.truncate ? 1.0 : 0.0, c.llama3.low_freq_factor, c.llama3.high_freq_factor,
+                          c.attention_factor ? 1.0 : 0.0, c.attention_factor.value_or(0.0),
+                          c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0
+                              ? static_cast<double>(max_position)
+                              : 0.0};
+  key.insert(key.end(), c.freq_factors.begin(), c.freq_factors.end());
+  struct Entry {
+    std::vector<double> key;
+    RopeTurns turns;
+  };
+  thread_local std::vector<Entry> recent;  // most recent last
+  for (const Entry& e : recent) {
+    if (e.key == key) return e.turns;
+  }
+  const RopeTable table = rope_table(c, max_position);
+  RopeTurns turns;
+  for (std::uint64_t t : rope_turns_fixed(table.theta)) {
+    turns.words.push_back(static_cast<std::uint32_t>(t));
+    turns.words.push_back(static_cast<std::uint32_t>(t >> 32));
+  }
+  turns.attention_factor = static_cast<double>(table.attention_factor);
+  if (recent.size() == 4) recent.erase(recent.begin());
+  recent.push_back({std::move(key), std::move(turns)});
+  return recent.back().turns;
+}
+
 }  // namespace vkattn::detail
 
 namespace vkattn {

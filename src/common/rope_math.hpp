@@ -22,4 +22,13 @@ RopeTable rope_table(const RopeConfig& config, std::int32_t max_position);
 // fraction of a turn: pos * turns mod 2^64 is then exact for any position.
 std::vector<std::uint64_t> rope_turns_fixed(const std::vector<long double>& theta);
 
+// What the kernels read: the turns as (lo, hi) 32-bit words, and the attention factor.
+// Remembered per thread for the last few configurations, because a model records the same
+// RoPE on every layer and the long double table is most of what recording one costs.
+struct RopeTurns {
+  std::vector<std::uint32_t> words;
+  double attention_factor = 1.0;
+};
+const RopeTurns& rope_turn_words(const RopeConfig& config, std::int32_t max_position);
+
 }  // namespace vkattn::detail

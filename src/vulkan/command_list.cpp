@@ -201,26 +201,31 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
  private:
-  // Builds an op's dispatch (or dispatches) with parameters; the arena and the list grow
-  // only once every dispatch is built and its grid checked, so a throw leaves nothing
-  // behind.
+  // Builds an op's dispatch (or dispatches) with parameters; the list grows only once
+  // every dispatch is built and its grid checked, and the arena is cut back on a throw, so
+  // a throw leaves nothing behind (without copying the arena per op).
   template <class Build>
   void with_params(Build build) {
-    ParamArena staged = params_;
-    auto built = build(staged);
-    std::vector<Dispatch> ds;
-    if constexpr (std::is_same_v<decltype(built), Dispatch>) ds.push_back(std::move(built));
-    else ds = std::move(built);
-    add(std::move(ds));
-    params_ = std::move(staged);
+    const std::size_t size = params_.bytes().size();
+    try {
+      auto built = build(params_);
+      std::vector<Dispatch> ds;
+      if constexpr (std::is_same_v<decltype(built), Dispatch>) ds.push_back(std::move(built));
+      else ds = std::move(built);
+      add(std::move(ds));
+    } catch (...) {
+      params_.truncate(size);  // a throw leaves the list as it was
+      throw;
+    }
   }
+
 
   // The list's scratch tensor, grown (replaced; earlier ops keep the old one) when an op
   // needs more.
   ScratchFn scratch_fn() {
     return [this](std::uint64_t floats) {
       if (!scratch_ || scratch_->numel < floats)
-        scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32);
+        scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32, false);
       return scratch_;
     };
   }
@@ -230,7 +235,7 @@ class VulkanCommandList final : public CommandListImpl {
   TempFn temp_fn() {
     return [this](const Shape& shape) {
       auto& t = temps_[shape];
-      if (!t) t = std::make_shared<VulkanTensor>(ctx_, shape, DType::f32);
+      if (!t) t = std::make_shared<VulkanTensor>(ctx_, shape, DType::f32, false);
       return t;
     };
   }

@@ -33,7 +33,10 @@ struct Context {
 
 class VulkanTensor final : public TensorImpl {
  public:
-  VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype);
+  // |zero|: filled with zeros, so that no tensor a caller sees exposes another
+  // allocation's old contents. Ops' intermediate results (written before they are read,
+  // never seen by a caller) skip it.
+  VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype, bool zero = true);
   std::shared_ptr<Context> context;
   std::unique_ptr<Buffer> buffer;  // words * 4 bytes, padded to 16
 };

@@ -49,6 +49,8 @@ class ParamArena {
   explicit ParamArena(std::uint64_t alignment) : alignment_(alignment) {}
   Binding add(std::span<const std::uint32_t> words);
   const std::vector<std::uint8_t>& bytes() const { return bytes_; }
+  // Drops everything added after the arena held |size| bytes (an op that failed to build).
+  void truncate(std::size_t size) { bytes_.resize(size); }
 
  private:
   std::uint64_t alignment_;

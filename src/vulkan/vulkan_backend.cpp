@@ -131,10 +131,11 @@ bool has_texel_view(const TensorImpl& t) {
   return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE;
 }
 
-VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_)
+VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_, bool zero)
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)) {
   // Padding to 16 bytes lets the copy kernel move whole vec4s.
   buffer = context->device_buffer(ceil_div(words * 4, 16) * 16, "tensor");
+  if (!zero) return;
   if (buffer->mapped()) {
     std::vector<std::uint8_t> zeros(buffer->size(), 0);
     buffer->write(zeros);

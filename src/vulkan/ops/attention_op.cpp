@@ -83,14 +83,9 @@ AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks) {
   append(VKATTN_META_Q_CPOS, p.q_cpos);
   append(VKATTN_META_K_CPOS, p.k_cpos);
   append(VKATTN_META_SINKS, sinks);
-  std::vector<std::uint32_t> turns;
-  if (p.rope_on_read) {
-    for (std::uint64_t t : rope_turns_fixed(rope_table(p.rope, 0).theta)) {
-      turns.push_back(static_cast<std::uint32_t>(t));
-      turns.push_back(static_cast<std::uint32_t>(t >> 32));
-    }
-    m.rotary_dim = u32(p.rope.rotary_dim);
-  }
+  static const std::vector<std::uint32_t> none;
+  const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
+  if (p.rope_on_read) m.rotary_dim = u32(p.rope.rotary_dim);
   append(VKATTN_META_TURNS, turns);
   return m;
 }
