@@ -199,7 +199,7 @@ TEST_P(AttentionErrors, BadArguments) {
   // dtypes.
   Tensor q_i32 = t({2, 2, 8}, DType::i32), k_i32 = t({4, 1, 8}, DType::i32), s_f16 = t({2, 2, 4}, DType::f16);
   expect_invalid([&] { sc(q_i32, k, scores, tok, {}); }, {"q.dtype", "i32", "f32 or f16"});
-  expect_invalid([&] { sc(q, k_i32, scores, tok, {}); }, {"k.dtype", "i32", "f32 or f16"});
+  expect_invalid([&] { sc(q, k_i32, scores, tok, {}); }, {"k.dtype", "i32", "f32, f16, q8_0 or q4_0"});
   expect_invalid([&] { sc(q, k, s_f16, tok, {}); }, {"scores.dtype", "f16", "f32"});
   auto other = make_backend(BackendKind::cpu);
   Tensor foreign = other->tensor({4, 1, 8}, DType::f32);
@@ -228,7 +228,7 @@ TEST_P(AttentionErrors, BadArguments) {
                  {"n_heads (out.shape[1])", "3", "v.shape[1] = 2"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v5, out); }, {"v.shape[0]", "5", "n_keys = probs.shape[2] = 4"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v, out3); }, {"out.shape", "[3, 2, 8]", "[2, 2, 8]"});
-  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_i32, out); }, {"v.dtype", "i32", "f32 or f16"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_i32, out); }, {"v.dtype", "i32", "f32, f16, q8_0 or q4_0"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v, out_f16); }, {"out.dtype", "f16", "f32"});
   expect_invalid([&] { cmd.attn_weighted_sum(p_i32, v, out); }, {"probs.dtype", "i32", "f32"});
   // out == probs needs n_keys == head_dim for the shapes to pass.
@@ -241,7 +241,7 @@ TEST_P(AttentionErrors, BadArguments) {
   expect_invalid([&] { fused(q, k6, v, out, {}); }, {"attention: k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
   expect_invalid([&] { fused(q, k, v2, out, {}); }, {"attention: v.shape[1]", "2", "k.shape[1] = 1"});
   expect_invalid([&] { fused(q, k, v5, out, {}); }, {"attention: v.shape[0]", "5", "k.shape[0] = 4"});
-  expect_invalid([&] { fused(q, k, v_i32, out, {}); }, {"attention: v.dtype", "i32", "f32 or f16"});
+  expect_invalid([&] { fused(q, k, v_i32, out, {}); }, {"attention: v.dtype", "i32", "f32, f16, q8_0 or q4_0"});
   expect_invalid([&] { fused(q, k, v, out3, {}); }, {"attention: out.shape", "[3, 2, 8]", "[2, 2, 8]"});
   expect_invalid([&] { fused(q, k, v, out, {.window = 0u}); }, {"attention: config.window", "0"});
   expect_invalid([&] { fused(q, k, v, out, {.sinks = {1, 2, 3}}); }, {"attention: config.sinks.size()", "3"});
@@ -292,7 +292,7 @@ TEST_P(KvCacheErrors, BadArguments) {
                    {sinks == 6 ? "config.n_sinks = 6" : "config.n_sinks = 7", "< capacity = 6"});
   }
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.dtype = DType::i32; })); },
-                 {"config.dtype = i32", "f32 or f16"});
+                 {"config.dtype = i32", "f32, f16, q8_0 or q4_0"});
 
   // A cache with sequence 0 at positions 0..2 and sequence 1 at 0.
   KvCache cache = b.kv_cache(config([](auto&) {}));
