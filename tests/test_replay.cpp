@@ -1,0 +1,134 @@
+// CommandList::set_tokens: a decode step recorded once and submitted for every token gives
+// exactly what a list recorded afresh each time gives (the same dispatches, the same
+// parameters), on both backends, through a wrapping ring with sinks, with keys rotated as
+// they are read, for several sequences at once; what no longer fits is refused, changing
+// nothing.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/expect_invalid.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+constexpr std::size_t kHeads = 8, kKvHeads = 2, kDim = 64;
+
+// One layer's decode step for two sequences (one token each), and its tensors.
+struct Step {
+  Backend& b;
+  KvCache cache;
+  Tensor q, k, v, out;
+  Step(Backend& backend, const KvCacheConfig& config)
+      : b(backend),
+        cache(b.kv_cache(config)),
+        q(b.tensor({2, kHeads, kDim}, DType::f32)),
+        k(b.tensor({2, kKvHeads, kDim}, DType::f32)),
+        v(b.tensor({2, kKvHeads, kDim}, DType::f32)),
+        out(b.tensor({2, kHeads, kDim}, DType::f32)) {}
+  void record(CommandList& cmd, const std::vector<std::int32_t>& pos, const std::vector<std::int32_t>& seq,
+              AttentionPath path) {
+    cmd.rope(q, k, pos, {.base = 1000.0});
+    cmd.kv_append(cache, k, v, pos, seq);
+    cmd.attention(q, cache, out, {.q_positions = pos, .q_seq_ids = seq}, {.softcap = 30.0, .path = path});
+  }
+  void upload(std::uint32_t seed) {
+    b.upload(q, normal(2 * kHeads * kDim, seed));
+    b.upload(k, normal(2 * kKvHeads * kDim, seed + 1));
+    b.upload(v, normal(2 * kKvHeads * kDim, seed + 2));
+  }
+};
+
+TEST_F(VulkanVsCpuTest, ReplayedDecodeMatchesFreshLists) {
+  for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
+    for (AttentionPath path : {AttentionPath::fused, AttentionPath::three_stages}) {
+      const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40,
+                                 .dtype = DType::f16, .n_sinks = 3, .rope = rope,
+                                 .rope_config = {.base = 1000.0}};
+      Step replayed(*gpu_, config), fresh(*gpu_, config), cpu(*cpu_, config);
+      CommandList gpu_step = gpu_->commands(), cpu_step = cpu_->commands();
+      const std::string what = std::string(rope == KvRope::on_read ? "on_read" : "stored") + ", path " +
+                               std::to_string(static_cast<int>(path));
+      for (std::int32_t t = 0; t < 300; ++t) {
+        // Sequence 1 starts 7 tokens later, so the two wrap at different steps.
+        const std::vector<std::int32_t> pos{t, t > 7 ? t - 7 : t}, seq{0, 1};
+        for (Step* s : {&replayed, &fresh, &cpu}) s->upload(100 + static_cast<std::uint32_t>(t));
+        if (t == 0) {
+          replayed.record(gpu_step, pos, seq, path);
+          cpu.record(cpu_step, pos, seq, path);
+        } else {
+          gpu_step.set_tokens(pos, seq);
+          cpu_step.set_tokens(pos, seq);
+        }
+        CommandList once = gpu_->commands();
+        fresh.record(once, pos, seq, path);
+        for (CommandList* c : {&gpu_step, &cpu_step, &once}) c->submit_and_wait();
+        const std::vector<float> got = gpu_->download(replayed.out), want = gpu_->download(fresh.out);
+        ASSERT_EQ(got, want) << what << ", step " << t << ": replayed against recorded afresh";
+        ASSERT_TRUE(all_close(got, cpu_->download(cpu.out), {2, kHeads, kDim}, 2e-3, 2e-3))
+            << what << ", step " << t << ": Vulkan against CPU";
+        EXPECT_EQ(replayed.cache.slot_positions(0), fresh.cache.slot_positions(0));
+        EXPECT_EQ(replayed.cache.slot_positions(1), cpu.cache.slot_positions(1));
+      }
+      EXPECT_EQ(gpu_step.stats().submits, 300u);
+    }
+  }
+}
+
+// What set_tokens refuses: another number of tokens; positions the caches cannot take (a
+// sequence reset underneath the list). Nothing changes when it refuses.
+TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 16};
+    Step s(*b, config);
+    CommandList cmd = b->commands();
+    s.upload(1);
+    s.record(cmd, {0, 0}, {0, 1}, AttentionPath::automatic);
+    cmd.submit_and_wait();
+    expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{1}, std::vector<std::int32_t>{0}); },
+                   {"set_tokens", "positions.size()", "2"});
+    cmd.set_tokens(std::vector<std::int32_t>{1, 1}, std::vector<std::int32_t>{0, 1});
+    cmd.submit_and_wait();
+    s.cache.reset(1);  // sequence 1 starts again at 0: position 2 no longer continues it
+    const std::vector<std::int32_t> before0 = s.cache.slot_positions(0);
+    expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{2, 2}, std::vector<std::int32_t>{0, 1}); },
+                   {"kv_append", "positions"});
+    EXPECT_EQ(s.cache.slot_positions(0), before0) << "sequence 0's append was undone";
+    EXPECT_EQ(s.cache.next_position(0), 2);
+    EXPECT_EQ(s.cache.next_position(1), 0);
+    // The list still replays with positions that fit.
+    cmd.set_tokens(std::vector<std::int32_t>{2, 0}, std::vector<std::int32_t>{0, 1});
+    cmd.submit_and_wait();
+    EXPECT_EQ(s.cache.next_position(0), 3);
+    EXPECT_EQ(s.cache.next_position(1), 1);
+  }
+}
+
+// Plain-tensor attention keeps its own key positions; only the queries' change.
+TEST_F(VulkanVsCpuTest, ReplayKeepsPlainKeyPositions) {
+  std::vector<std::vector<float>> outs;
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    Tensor q = b->tensor({1, 4, 32}, DType::f32), k = b->tensor({10, 2, 32}, DType::f32),
+           out = b->tensor({1, 4, 32}, DType::f32);
+    b->upload(q, normal(4 * 32, 5));
+    b->upload(k, normal(10 * 2 * 32, 6));
+    CommandList cmd = b->commands();
+    const std::int32_t p0 = 9;
+    cmd.attention(q, k, k, out, {.q_positions = {&p0, 1}});  // keys at 0..9
+    const std::int32_t p1 = 4;                                // now sees keys 0..4 only
+    cmd.set_tokens({&p1, 1});
+    cmd.submit_and_wait();
+    outs.push_back(b->download(out));
+    CommandList direct = b->commands();
+    direct.attention(q, k, k, out, {.q_positions = {&p1, 1}});
+    direct.submit_and_wait();
+    EXPECT_EQ(b->download(out), outs.back()) << to_string(b->kind());
+  }
+}
+
+}  // namespace
+}  // namespace vkattn::test
