@@ -4,9 +4,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vkattn {
@@ -149,7 +151,10 @@ struct DeviceLimits {
   // Kernels read big inputs through texel buffers when the tensor fits (on CPU devices a
   // texel fetch is a vector gather, a storage-buffer load a per-lane loop); 0 turns that off.
   std::uint64_t max_texel_buffer_elements = 65536;
-  std::uint64_t device_local_bytes = 0;                // largest device-local heap
+  // Largest device-local heap (the CPU backend: physical memory). Allocations are
+  // counted against each heap; one that would not fit is Error(out_of_memory). A cap
+  // lowers every device-local heap to it (0 in a cap: no change).
+  std::uint64_t device_local_bytes = 0;
   bool storage_16bit = false;                          // storageBuffer16BitAccess
   bool shader_float16 = false;                         // shaderFloat16 (fp16 arithmetic)
   bool timestamps = false;                             // compute-queue timestamps
@@ -160,6 +165,22 @@ struct DeviceLimits {
 // The Vulkan 1.1 minimums for every limit above (features off).
 DeviceLimits spec_minimum_limits();
 
+// How much a backend says about itself (DeviceOptions::log).
+enum class LogLevel {
+  off,      // as a threshold: nothing
+  error,    // validation-layer errors
+  warning,  // validation-layer warnings; a pipeline cache file that cannot be read, is
+            // invalid or cannot be written; a GPU rejected in favour of another device
+  info,     // each pipeline build with its time (5-25 s each on CPU devices), the device
+            // chosen, how device memory is accounted
+};
+const char* to_string(LogLevel level);
+
+// Receives each message at or above DeviceOptions::log_level, on the thread whose call
+// caused it: with several threads on one backend, several at once, so it must be
+// thread-safe. It must not throw (an exception is dropped) nor call the backend.
+using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
+
 struct DeviceOptions {
   // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
   // best device by type (discrete > integrated > virtual > CPU).
@@ -168,6 +189,8 @@ struct DeviceOptions {
   // default: $VKATTN_VALIDATION == "1".
   std::optional<bool> validation{};
   // Lowers the limits the library plans with (element-wise minimum, features ANDed).
+  // $VKATTN_CAP_LIMITS=spec_minimum lowers them further to spec_minimum_limits() on every
+  // Vulkan backend, to try an application on the weakest device Vulkan allows.
   std::optional<DeviceLimits> cap_limits{};
   // Keep tensors in device-local memory behind staging copies even on unified-memory
   // devices, so the staging path can be exercised anywhere. Default false.
@@ -176,6 +199,11 @@ struct DeviceOptions {
   // Default: $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn. "" disables the cache.
   std::optional<std::string> pipeline_cache_dir{};
   std::uint32_t submit_timeout_ms = 60000;  // fence wait before ErrorCode::timeout
+  // Where messages go; default (empty): stderr, one line each ("vkattn: warning: ...").
+  LogCallback log{};
+  // The least severe level reported. Default: $VKATTN_LOG ("off", "error", "warning" or
+  // "info"), else warning: a first pipeline build is then silent, shown at info.
+  std::optional<LogLevel> log_level{};
 };
 
 // One Vulkan device as vkattn sees it (for vkattn-info and error messages).

@@ -5,6 +5,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include "common/op_scope.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -19,25 +20,12 @@ T vk_struct(VkStructureType type) {
   return value;
 }
 [[noreturn]] void throw_vk_error(VkResult result, const char* call, const char* file, int line);
-const char* current_op();
 
 // True once the process has begun exiting after vkattn loaded a Vulkan driver: the
 // driver's own exit handlers may already have torn it down, so objects destroyed from
 // then on (a backend kept in a static) skip their Vulkan destroy calls instead of calling
 // into a dead driver. The process is ending; the OS takes the memory back.
 bool drivers_unloading();
-
-// Names the op in progress for errors raised inside it; nests.
-class OpScope {
- public:
-  explicit OpScope(const char* op);
-  ~OpScope();
-  OpScope(const OpScope&) = delete;
-  OpScope& operator=(const OpScope&) = delete;
-
- private:
-  const char* previous_;
-};
 
 }  // namespace vkattn::detail
 
