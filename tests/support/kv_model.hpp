@@ -153,7 +153,7 @@ inline Outputs run(Backend& b, KvCache& cache, const Layout& s, const Tokens* ad
     scores = b.tensor({n, s.heads, s.capacity}, DType::f32);
     probs = b.tensor({n, s.heads, s.capacity}, DType::f32);
     b.upload(q, ask->q);
-    cmd.attn_scores(q, cache, scores, {.q_positions = ask->pos, .q_seq_ids = ask->seq}, s.attn);
+    cmd.attn_scores(q, cache, scores, {.q_positions = ask->pos, .q_seq_ids = ask->seq}, without_sinks(s.attn));
     cmd.attn_softmax(scores, probs, s.attn);
     cmd.attn_weighted_sum(probs, cache, out, ask->seq);
   }
@@ -188,7 +188,7 @@ inline Outputs reference(const Model& m, const Tokens& ask) {
   cpu->upload(k, kf);
   cpu->upload(v, vf);
   CommandList cmd = cpu->commands();
-  cmd.attn_scores(q, k, scores, {ask.pos, k_pos, ask.seq, k_seq}, s.attn);
+  cmd.attn_scores(q, k, scores, {ask.pos, k_pos, ask.seq, k_seq}, without_sinks(s.attn));
   cmd.attn_softmax(scores, probs, s.attn);
   cmd.attn_weighted_sum(probs, v, out);
   cmd.submit_and_wait();
