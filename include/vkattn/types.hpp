@@ -111,7 +111,9 @@ struct AttentionConfig {
   bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)
   std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
   std::vector<float> sinks{};             // per head sink logit in the softmax denominator
-                                          // only (gpt-oss); empty = none
+                                          // only (gpt-oss); empty = none. Read by
+                                          // attn_softmax and attention; attn_scores
+                                          // refuses them
   AttentionPath path = AttentionPath::automatic;  // CommandList::attention only
 };
 
@@ -125,7 +127,8 @@ struct AttentionTokens {
 };
 
 // The standard ALiBi slopes for |n_heads| heads (Press et al. 2022; for a head count that
-// is not a power of two, BLOOM's interleaving of the next power's slopes).
+// is not a power of two, BLOOM's interleaving of the next power's slopes). n_heads at most
+// 65536, else InvalidArgument.
 std::vector<float> alibi_slopes(std::size_t n_heads);
 
 // Largest head_dim RoPE accepts (its cos/sin table lives in shared memory).

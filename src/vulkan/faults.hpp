@@ -1,8 +1,8 @@
-// Test-only fault injection, internal (not in the public headers): the next call at a
-// site fails with a chosen VkResult, so that tests can drive the error paths a real
-// driver takes rarely (out of memory, device lost, a submission that times out) and check
-// the ErrorCode, that nothing leaks and that nothing hangs. Unarmed, a site costs one
-// relaxed atomic load.
+// Test-only fault injection, internal (not in the public headers): a chosen call at a site
+// fails with a chosen VkResult, so that tests can drive the error paths a real driver
+// takes rarely (out of memory, device lost, a submission that times out) and check the
+// ErrorCode, that nothing leaks and that nothing hangs. Unarmed, a site costs one relaxed
+// atomic load.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -19,18 +19,17 @@ enum class FaultSite {
   count,
 };
 
-// Arms |site| for its next call, on any thread; VK_SUCCESS disarms it.
-void inject_fault(FaultSite site, VkResult result);
+// Arms |site|: after |skip| more calls pass, the next one (on any thread) gets |result|.
+// VK_SUCCESS disarms it.
+void inject_fault(FaultSite site, VkResult result, int skip = 0);
 
+// The armed fault of |site| if this call is the one (disarming it), else VK_SUCCESS.
+VkResult take_armed_fault(FaultSite site);
 namespace faults {
-extern std::atomic<int> armed[static_cast<int>(FaultSite::count)];
+extern std::atomic<bool> any_armed;
 }
-
-// The armed fault of |site| (disarming it), else VK_SUCCESS.
 inline VkResult take_fault(FaultSite site) {
-  auto& a = faults::armed[static_cast<int>(site)];
-  if (a.load(std::memory_order_relaxed) == VK_SUCCESS) return VK_SUCCESS;
-  return static_cast<VkResult>(a.exchange(VK_SUCCESS));
+  return faults::any_armed.load(std::memory_order_relaxed) ? take_armed_fault(site) : VK_SUCCESS;
 }
 
 }  // namespace vkattn::detail

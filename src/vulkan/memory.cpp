@@ -92,7 +92,10 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   }
 
   const VkMemoryPropertyFlags flags = device.memory().memoryTypes[type].propertyFlags;
-  if (flags & kVisible) {
+  // A device buffer not asked to be mapped stays behind staging copies even in
+  // host-visible memory (every type is, on CPU devices): DeviceOptions::force_staging and
+  // devices without unified memory take that path.
+  if ((flags & kVisible) && (kind == BufferKind::staging || prefer_mapped)) {
     VKATTN_VK_CHECK(vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
     self->coherent_ = (flags & kCoherent) != 0;
     VkPhysicalDeviceProperties props{};
