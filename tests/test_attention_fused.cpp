@@ -79,7 +79,7 @@ TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
     std::vector<std::int32_t> q_pos(tokens), k_pos(keys);
     for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
     for (std::size_t t = 0; t < tokens; ++t) q_pos[t] = static_cast<std::int32_t>(keys - tokens + t);
-    CommandList cmd = gpu_->commands({.timestamps = true});
+    CommandList cmd = gpu_->commands({.timestamps = gpu_->limits().timestamps});
     cmd.attention(q, k, k, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
     cmd.submit_and_wait();
     for (const OpTiming& t : cmd.timings()) EXPECT_EQ(t.op, "attention");

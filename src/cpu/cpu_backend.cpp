@@ -293,6 +293,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const DeviceOptions& options)
       : ledger_(std::make_shared<HeapLedger>(std::vector<HeapLedger::Heap>{{"host memory", host_memory_bytes(options)}})) {
     limits_.device_local_bytes = ledger_->heap(0).size;
+    limits_.timestamps = true;  // host times (CommandList::timings)
   }
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string device_name() const override { return "cpu reference"; }
