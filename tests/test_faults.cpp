@@ -47,6 +47,19 @@ class Faults : public ::testing::Test {
     return backends_.back().get();
   }
 
+  // Random x on a new tensor of |b|, and a list that rotates it by RoPE at kPos.
+  struct Rotation {
+    std::vector<float> x;
+    Tensor t;
+    CommandList cmd;
+  };
+  static Rotation rotation(Backend& b, std::uint32_t seed) {
+    Rotation r{normal(T * H * D, seed), b.tensor({T, H, D}, DType::f32), b.commands()};
+    b.upload(r.t, r.x);
+    r.cmd.rope(r.t, kPos);
+    return r;
+  }
+
   // x rotated by |turns| RoPE passes at kPos, on the CPU reference.
   static std::vector<float> rotated(const std::vector<float>& x, int turns) {
     auto cpu = make_backend(BackendKind::cpu);
@@ -107,11 +120,7 @@ TEST_F(Faults, AllocateMemoryOutOfMemory) {
 
 TEST_F(Faults, SubmitOutOfMemory) {
   VKATTN_BACKEND_OR_SKIP(b);
-  const auto x = normal(T * H * D, 2);
-  Tensor t = b->tensor({T, H, D}, DType::f32);
-  b->upload(t, x);
-  CommandList cmd = b->commands();
-  cmd.rope(t, kPos);
+  auto [x, t, cmd] = rotation(*b, 2);
   detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
   expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkQueueSubmit");
   EXPECT_EQ(b->download(t), x);  // not submitted
@@ -126,11 +135,7 @@ TEST_F(Faults, FenceWaitTimeout) {
   for (bool staging : {false, true}) {
     SCOPED_TRACE(staging ? "staging" : "mapped");
     VKATTN_BACKEND_OR_SKIP(b, staging);
-    const auto x = normal(T * H * D, 3);
-    Tensor t = b->tensor({T, H, D}, DType::f32);
-    b->upload(t, x);
-    CommandList cmd = b->commands();
-    cmd.rope(t, kPos);
+    auto [x, t, cmd] = rotation(*b, 3);
     cmd.submit_and_wait();  // encoded (its parameters uploaded) and run once
     detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
     expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT, "did not finish within 60000 ms");
@@ -185,11 +190,7 @@ TEST_F(Faults, DeviceLost) {
   }
   // A new backend works.
   VKATTN_BACKEND_OR_SKIP(fresh);
-  const auto x = normal(T * H * D, 5);
-  Tensor t = fresh->tensor({T, H, D}, DType::f32);
-  fresh->upload(t, x);
-  CommandList cmd = fresh->commands();
-  cmd.rope(t, kPos);
+  auto [x, t, cmd] = rotation(*fresh, 5);
   cmd.submit_and_wait();
   EXPECT_TRUE(all_close(fresh->download(t), rotated(x, 1), {T, H, D}, 4e-6, 0));
 }

@@ -335,9 +335,15 @@ TEST_F(VulkanRuntime, DeviceSelection) {
   EXPECT_THROW(make_backend(BackendKind::vulkan, missing), Error);
 }
 
-// The messenger really reports: an invalid call made on vkattn's own device is recorded.
+// The messenger really reports: an invalid call made on vkattn's own device is recorded,
+// and reaches the log at its severity.
 TEST_F(VulkanRuntime, ValidationMessengerRecords) {
-  auto instance = detail::Instance::create(true);
+  std::vector<std::string> logged;
+  DeviceOptions options;
+  options.log = [&](LogLevel level, std::string_view m) {
+    if (level == LogLevel::error) logged.emplace_back(m);
+  };
+  auto instance = detail::Instance::create(true, std::make_shared<detail::Logger>(options));
   auto devices = detail::enumerate_devices(*instance);
   if (devices.empty()) {
     if (vulkan_required()) FAIL() << "no Vulkan devices";
@@ -351,7 +357,11 @@ TEST_F(VulkanRuntime, ValidationMessengerRecords) {
   if (vkCreateBuffer(device->handle(), &info, nullptr, &buffer) == VK_SUCCESS && buffer) {
     vkDestroyBuffer(device->handle(), buffer, nullptr);
   }
-  EXPECT_FALSE(instance->messages().empty());
+  const auto messages = instance->messages();
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages.front().rfind("error: ", 0), 0u) << messages.front();
+  ASSERT_EQ(logged.size(), messages.size());
+  EXPECT_EQ("validation: " + messages.front().substr(7), logged.front());
 }
 
 // Destroying the backend first leaves tensors and lists valid to destroy (sanitizers

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "common/validate.hpp"
 #include "fuzz/fuzz_cases.hpp"
 #include "support/attention_cases.hpp"
 #include "support/attention_io.hpp"
@@ -13,13 +14,7 @@ namespace vkattn::fuzz {
 using test::AttnInputs;
 using test::AttnOutputs;
 
-std::string shape_text(const Shape& s) {
-  std::ostringstream o;
-  o << '[';
-  for (std::size_t i = 0; i < s.size(); ++i) o << (i ? "," : "") << s[i];
-  o << ']';
-  return o.str();
-}
+std::string shape_text(const Shape& s) { return detail::shape_string(s); }
 
 std::string describe(const RopeConfig& c) {
   std::ostringstream o;
