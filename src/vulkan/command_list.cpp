@@ -52,9 +52,7 @@ void global_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccess
   vkCmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
-// Everything one encoding owns; freed together when ops are added or the list dies. The
-// command buffer comes from a pool of the list's own (Submission), so lists record and
-// submit on any threads at once.
+// Timestamp queries, destroyed after the submission that writes them has finished.
 struct QueryPool {
   VkDevice device = VK_NULL_HANDLE;
   VkQueryPool handle = VK_NULL_HANDLE;
@@ -66,6 +64,9 @@ struct QueryPool {
   }
 };
 
+// Everything one encoding owns; freed together when ops are added or the list dies. The
+// command buffer comes from a pool of the list's own (Submission), so lists record and
+// submit on any threads at once.
 struct Encoded {
   std::shared_ptr<Context> ctx;
   std::unique_ptr<Buffer> params;
