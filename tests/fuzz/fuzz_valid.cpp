@@ -2,6 +2,7 @@
 // agree within (fuzz_ops.cpp states the model).
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 
 #include "common/validate.hpp"
@@ -38,7 +39,7 @@ std::string describe(const AttentionConfig& c) {
 RopeConfig random_rope_config(Rng& r, std::size_t head_dim, bool for_cache) {
   RopeConfig c;
   c.layout = r.pick({RopeLayout::interleaved, RopeLayout::half});
-  c.rotary_dim = r.chance(0.5) ? 0 : 2 * r.range(1, head_dim / 2);
+  c.rotary_dim = r.chance(0.5) || head_dim % 4 ? 0 : head_dim / 2;  // each rotary_dim is a kernel variant
   const std::size_t d = c.rotary_dim ? c.rotary_dim : head_dim;
   c.base = r.chance(0.7) ? r.pick({1e4, 5e5, 1e6}) : r.uniform(1.5, 1e7);
   c.scaling = r.pick({RopeScaling::none, RopeScaling::linear, RopeScaling::ntk, RopeScaling::dynamic_ntk,
@@ -161,29 +162,40 @@ AttentionConfig random_attention_config(Rng& r, std::size_t heads, std::size_t k
   return c;
 }
 
-// q, k, v, positions (several sequences, interleaved), dtypes, config and mask. Token
-// counts (decode, prefill), GQA groups, head_dims (unaligned, aligned) and dtype pairs come
-// from short lists: the kernels are specialized on them, and lavapipe compiles each new
-// specialization on first use (about a second each), so a bounded set keeps the fuzz
-// fast once its few hundred pipelines are built; everything else is drawn freely.
+// The shape families attention calls come from: token count (decode, prefill), GQA group,
+// head_dim (odd, unaligned, aligned), dtypes. The kernels are specialized on these, and
+// lavapipe compiles each specialization on first use (about a second each), so a bounded
+// set keeps the fuzz fast once its pipelines are built; KV heads, key counts, sequences,
+// positions, config, masks and values are drawn freely.
+struct Family {
+  std::size_t tokens, group, head_dim;
+  DType q, kv;
+  bool long_keys = false;  // 200 to 2048 keys: split-key paths
+};
+constexpr Family kFamilies[] = {
+    {1, 1, 64, DType::f32, DType::f32},  {1, 4, 128, DType::f16, DType::f16},
+    {5, 1, 16, DType::f32, DType::f32},  {5, 4, 64, DType::f32, DType::f16},
+    {3, 2, 3, DType::f32, DType::f32},   {2, 1, 13, DType::f16, DType::f16},
+    {8, 2, 32, DType::f16, DType::f16},  {1, 1, 128, DType::f32, DType::f16, true},
+};
+
+// q, k, v, positions (several sequences, interleaved), dtypes, config and mask.
 AttnInputs random_attention_inputs(Rng& r) {
-  const bool decode_long = r.chance(0.1);
-  const std::size_t kv_heads = r.range(1, 3), heads = kv_heads * (decode_long ? 1 : r.pick<std::size_t>({1, 4}));
-  const std::size_t tokens = decode_long ? 1 : r.pick<std::size_t>({1, 5});
-  const std::size_t keys = decode_long ? r.range(200, 2048) : r.range(1, 48);
-  const std::size_t head_dim = decode_long ? r.pick<std::size_t>({64, 128}) : r.pick<std::size_t>({3, 16, 64});
+  const Family& f = kFamilies[r.range(0, std::size(kFamilies) - 1)];
+  const std::size_t kv_heads = r.range(1, 3), heads = kv_heads * f.group;
+  const std::size_t keys = f.long_keys ? r.range(200, 2048) : r.range(1, 48);
   const std::size_t seqs = r.range(1, 3);
-  AttnInputs in = test::random_inputs(tokens, heads, kv_heads, keys, head_dim, seqs, r.engine()(),
+  AttnInputs in = test::random_inputs(f.tokens, heads, kv_heads, keys, f.head_dim, seqs, r.engine()(),
                                       static_cast<std::int32_t>(r.range(0, 64)), r.pick({0.5f, 1.0f, 2.0f}));
   if (r.chance(0.3)) {
     const auto top = static_cast<std::size_t>(*std::max_element(in.k_pos.begin(), in.k_pos.end())) + 3;
     for (auto& p : in.q_pos) p = static_cast<std::int32_t>(r.range(0, top));
   }
-  in.kv_dtype = r.chance(0.4) ? DType::f16 : DType::f32;
-  in.q_dtype = r.chance(0.8) ? in.kv_dtype : DType::f32;
-  in.config = random_attention_config(r, heads, keys, head_dim);
+  in.q_dtype = f.q;
+  in.kv_dtype = f.kv;
+  in.config = random_attention_config(r, heads, keys, f.head_dim);
   if (r.chance(0.3)) {
-    in.mask = r.normals(tokens * keys, 2.0);
+    in.mask = r.normals(f.tokens * keys, 2.0);
     for (float& m : in.mask) m = r.chance(0.15) ? -test::kInf : m;
   }
   return in;
