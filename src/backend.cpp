@@ -1,6 +1,8 @@
 // Backend factory and device listing: the only file that knows both backends.
 #include "cpu/cpu_backend.hpp"
 #include "vkattn/backend.hpp"
+#include "common/heap_ledger.hpp"
+#include "common/log.hpp"
 #include "vkattn/error.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/device.hpp"
@@ -9,18 +11,20 @@
 
 namespace vkattn {
 
-std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options) {
+std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options) try {
   switch (kind) {
-    case BackendKind::cpu: return detail::make_cpu_backend();
+    case BackendKind::cpu: return detail::make_cpu_backend(options);
     case BackendKind::vulkan: return detail::make_vulkan_backend(options);
   }
   throw InvalidArgument("make_backend", "kind", std::to_string(static_cast<int>(kind)),
                         "BackendKind::cpu or BackendKind::vulkan");
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("create backend");
 }
 
-std::vector<DeviceInfo> list_devices(const DeviceOptions& options) {
+std::vector<DeviceInfo> list_devices(const DeviceOptions& options) try {
   detail::OpScope scope("list devices");
-  auto instance = detail::Instance::create(options.validation.value_or(false));
+  auto instance = detail::Instance::create(options.validation.value_or(false), std::make_shared<detail::Logger>(options));
   auto devices = detail::enumerate_devices(*instance);
   std::vector<DeviceInfo> out;
   for (const auto& d : devices) out.push_back(d.info);
@@ -30,6 +34,8 @@ std::vector<DeviceInfo> list_devices(const DeviceOptions& options) {
     // None would be chosen: the caller sees every device's rejection reason.
   }
   return out;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("list devices");
 }
 
 }  // namespace vkattn

@@ -233,7 +233,7 @@ TEST_P(AttentionErrors, BadArguments) {
   expect_invalid([&] { cmd.attn_weighted_sum(p_i32, v, out); }, {"probs.dtype", "i32", "f32"});
   // out == probs needs n_keys == head_dim for the shapes to pass.
   Tensor square = t({2, 2, 8}), v8 = t({8, 1, 8});
-  expect_invalid([&] { cmd.attn_weighted_sum(square, v8, square); }, {"out", "the probs tensor"});
+  expect_invalid([&] { cmd.attn_weighted_sum(square, v8, square); }, {"out = the tensor given as probs"});
 
   // Fused attention: the stages' checks under its own name, and v the shape of k.
   auto fused = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv, Tensor& oo, const AttentionConfig& cfg,
@@ -246,7 +246,7 @@ TEST_P(AttentionErrors, BadArguments) {
   expect_invalid([&] { fused(q, k, v, out, {.window = 0u}); }, {"attention: config.window", "0"});
   expect_invalid([&] { fused(q, k, v, out, {.sinks = {1, 2, 3}}); }, {"attention: config.sinks.size()", "3"});
   expect_invalid([&] { fused(q, k, v, out, {}, &mask5); }, {"attention: mask.shape", "[2, 5]", "[2, 4]"});
-  expect_invalid([&] { fused(q, k, v, q, {}); }, {"attention: out", "a tensor other than q, k and v"});
+  expect_invalid([&] { fused(q, k, v, q, {}); }, {"attention: out = the tensor given as q"});
   expect_invalid([&] { fused(q, k, v, out_f16, {}); }, {"attention: out.dtype", "f16", "f32"});
   expect_invalid([&] { fused(q, foreign, v, out, {}); }, {"attention: k", "another backend"});
   expect_invalid([&] { fused(q, k, v, out, {.path = static_cast<AttentionPath>(7)}); },
@@ -386,7 +386,7 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { cmd.attention(q, cache, out, {.q_positions = qp}); }, {"attention: tokens.q_seq_ids = empty", "n_seqs = 2"});
   bad([&] { cmd.attention(q, cache, scores, {.q_positions = qp, .q_seq_ids = P{0}}); },
       {"attention: out.shape = [1, 2, 6]", "[1, 2, 8]"});
-  bad([&] { cmd.attention(q, cache, q, {.q_positions = qp, .q_seq_ids = P{0}}); }, {"attention: out = q"});
+  bad([&] { cmd.attention(q, cache, q, {.q_positions = qp, .q_seq_ids = P{0}}); }, {"attention: out = the tensor given as q"});
   Tensor p5 = t({1, 2, 5}), out_dim = t({1, 2, 6}), out2 = t({2, 2, 8});
   bad([&] { cmd.attn_weighted_sum(p5, cache, out); }, {"attn_weighted_sum: v.shape[0] = 6", "probs.shape[2] = 5"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out_dim); }, {"head_dim = out.shape[2] = 6"});

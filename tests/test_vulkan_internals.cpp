@@ -2,6 +2,9 @@
 // from the library's objects (a shared libvkattn hides these symbols).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "support/backends.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/context.hpp"
@@ -9,9 +12,15 @@
 namespace vkattn::test {
 namespace {
 
-// The messenger really reports: an invalid call made on vkattn's own device is recorded.
+// The messenger really reports: an invalid call made on vkattn's own device is recorded,
+// and reaches the log at its severity.
 TEST(VulkanInternals, ValidationMessengerRecords) {
-  auto instance = detail::Instance::create(true);
+  std::vector<std::string> logged;
+  DeviceOptions options;
+  options.log = [&](LogLevel level, std::string_view m) {
+    if (level == LogLevel::error) logged.emplace_back(m);
+  };
+  auto instance = detail::Instance::create(true, std::make_shared<detail::Logger>(options));
   auto devices = detail::enumerate_devices(*instance);
   if (devices.empty()) {
     if (vulkan_required()) FAIL() << "no Vulkan devices";
@@ -25,7 +34,11 @@ TEST(VulkanInternals, ValidationMessengerRecords) {
   if (vkCreateBuffer(device->handle(), &info, nullptr, &buffer) == VK_SUCCESS && buffer) {
     vkDestroyBuffer(device->handle(), buffer, nullptr);
   }
-  EXPECT_FALSE(instance->messages().empty());
+  const auto messages = instance->messages();
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages.front().rfind("error: ", 0), 0u) << messages.front();
+  ASSERT_EQ(logged.size(), messages.size());
+  EXPECT_EQ("validation: " + messages.front().substr(7), logged.front());
 }
 
 }  // namespace

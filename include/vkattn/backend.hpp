@@ -1,7 +1,18 @@
 // Backend: the one interface both implementations share. The Vulkan backend runs ops on a
 // GPU; the CPU backend is the plainly written reference every GPU result is checked
-// against. Tensors and command lists belong to the backend that made them. A backend is
-// used from one thread at a time.
+// against. Tensors and command lists belong to the backend that made them.
+//
+// Threads (both backends; docs/reliability.md has the whole contract):
+// - A Backend may be used from any number of threads at once: every member below is safe
+//   to call concurrently. Each thread records and submits its own command lists; what the
+//   threads share inside (the queue, the pipelines, the memory accounting) is guarded.
+// - A CommandList, a KvCache and a Tensor being written are used by one thread at a time
+//   (they may move between threads). Recording into a list, submitting it, and kv_append,
+//   kv_copy_sequence, reset and truncate on a cache count as using it.
+// - A tensor may be read by lists of several threads at once, but nothing may read or
+//   write it while another thread's list or upload writes it: vkattn orders ops within one
+//   list (barriers), never across threads; submit_and_wait returning orders them.
+// - The log callback (DeviceOptions::log) runs on the thread whose call caused the message.
 #pragma once
 
 #include <cstdint>

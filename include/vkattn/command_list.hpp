@@ -2,7 +2,10 @@
 // becomes one command buffer and one vkQueueSubmit, with a barrier only where an op reads
 // or overwrites what an earlier op wrote. A list can be submitted again: it reruns the
 // same ops on the tensors' current contents. Arguments are checked when an op is
-// recorded; a bad one throws InvalidArgument and records nothing.
+// recorded; a bad one throws InvalidArgument and records nothing. An op's output may not
+// be one of its inputs (the kernels read inputs while writing outputs), except where an
+// op says so: attn_softmax in place, rope on its own tensor. A list is used by one thread
+// at a time; a moved-from list throws InvalidArgument from every member.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +70,9 @@ class VKATTN_API CommandList {
   // scores and probs are f32 [n_tokens, n_heads, n_keys], key order as in k; a key the
   // token cannot see scores -inf and gets probability exactly 0.
   // |mask|, if given, is f32 [n_tokens, n_keys], added to every head's scores.
+  // config.sinks must be empty: sinks enter the softmax's denominator, not the scores, so
+  // they go to attn_softmax (a config with sinks given here is refused rather than losing
+  // them silently when attn_softmax is not given them too).
   void attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, const AttentionTokens& tokens,
                    const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // probs = softmax over each row of scores (max subtracted, f32), with the per-head sink
@@ -115,7 +121,10 @@ class VKATTN_API CommandList {
   void attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
 
-  // Runs everything recorded so far and waits for it.
+  // Runs everything recorded so far and waits for it. Error(timeout) after
+  // DeviceOptions::submit_timeout_ms: the submission keeps running, and the list's next
+  // submit and its destruction wait for it. Error(device_lost): the backend is lost for
+  // good (every later call on it fails so), make a new one.
   void submit_and_wait();
 
   // Per-dispatch times of the last submission, in recording order, named by their op (a

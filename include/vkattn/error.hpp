@@ -1,5 +1,9 @@
-// Errors: vkattn::Error for failures of the device or the driver, vkattn::InvalidArgument
-// (a std::invalid_argument) for bad parameters, raised before anything is recorded.
+// Errors: vkattn::Error for failures of the device, the driver or memory,
+// vkattn::InvalidArgument (a std::invalid_argument) for bad parameters and misuse (empty
+// or moved-from handles, objects of another backend, an output that is an input), raised
+// before anything is recorded. No other exception leaves vkattn: a failed host
+// allocation is Error(out_of_memory), never std::bad_alloc. docs/reliability.md says
+// what state each leaves behind.
 #pragma once
 
 #include <stdexcept>
@@ -12,9 +16,13 @@ namespace vkattn {
 enum class ErrorCode {
   vulkan_call_failed,  // a Vulkan call returned an error; vk_result() says which
   no_device,           // no usable Vulkan device (reasons listed in the message)
-  device_lost,         // VK_ERROR_DEVICE_LOST: the device must be recreated
-  out_of_memory,       // host or device allocation failed, or a size exceeds a device limit
+  device_lost,         // VK_ERROR_DEVICE_LOST: every later call on that backend fails so;
+                       // make a new backend
+  out_of_memory,       // a device heap or host allocation cannot hold the request (the
+                       // message names the heap, the request and the use), or a size
+                       // exceeds a device limit; the backend stays usable
   timeout,             // a submission did not finish within DeviceOptions::submit_timeout_ms
+                       // (it keeps running; the backend stays usable)
   unsupported,         // the device or installation lacks something that was asked for
 };
 

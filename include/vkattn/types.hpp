@@ -4,9 +4,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vkattn/export.h"
@@ -127,7 +129,9 @@ struct AttentionConfig {
   bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)
   std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
   std::vector<float> sinks{};             // per head sink logit in the softmax denominator
-                                          // only (gpt-oss); empty = none
+                                          // only (gpt-oss); empty = none. Read by
+                                          // attn_softmax and attention; attn_scores
+                                          // refuses them
   AttentionPath path = AttentionPath::automatic;  // CommandList::attention only
 };
 
@@ -144,7 +148,8 @@ struct AttentionTokens {
 };
 
 // The standard ALiBi slopes for |n_heads| heads (Press et al. 2022; for a head count that
-// is not a power of two, BLOOM's interleaving of the next power's slopes).
+// is not a power of two, BLOOM's interleaving of the next power's slopes). n_heads at most
+// 65536, else InvalidArgument.
 VKATTN_API std::vector<float> alibi_slopes(std::size_t n_heads);
 
 // Largest head_dim RoPE accepts (its cos/sin table lives in shared memory).
@@ -176,7 +181,10 @@ struct DeviceLimits {
   // Kernels read big inputs through texel buffers when the tensor fits (on CPU devices a
   // texel fetch is a vector gather, a storage-buffer load a per-lane loop); 0 turns that off.
   std::uint64_t max_texel_buffer_elements = 65536;
-  std::uint64_t device_local_bytes = 0;                // largest device-local heap
+  // Largest device-local heap (the CPU backend: physical memory). Allocations are
+  // counted against each heap; one that would not fit is Error(out_of_memory). A cap
+  // lowers every device-local heap to it (0 in a cap: no change).
+  std::uint64_t device_local_bytes = 0;
   bool storage_16bit = false;                          // storageBuffer16BitAccess
   bool shader_float16 = false;                         // shaderFloat16 (fp16 arithmetic)
   bool timestamps = false;                             // compute-queue timestamps
@@ -202,6 +210,22 @@ enum class KernelShape {
 };
 VKATTN_API const char* to_string(KernelShape shape);
 
+// How much a backend says about itself (DeviceOptions::log).
+enum class LogLevel {
+  off,      // as a threshold: nothing
+  error,    // validation-layer errors
+  warning,  // validation-layer warnings; a pipeline cache file that cannot be read, is
+            // invalid or cannot be written; a GPU rejected in favour of another device
+  info,     // each pipeline build with its time (5-25 s each on CPU devices), the device
+            // chosen, how device memory is accounted
+};
+VKATTN_API const char* to_string(LogLevel level);
+
+// Receives each message at or above DeviceOptions::log_level, on the thread whose call
+// caused it: with several threads on one backend, several at once, so it must be
+// thread-safe. It must not throw (an exception is dropped) nor call the backend.
+using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
+
 struct DeviceOptions {
   // Device index or case-insensitive name substring; default: $VKATTN_DEVICE, else the
   // best device by type (discrete > integrated > virtual > CPU).
@@ -210,6 +234,9 @@ struct DeviceOptions {
   // default: $VKATTN_VALIDATION == "1".
   std::optional<bool> validation{};
   // Lowers the limits the library plans with (element-wise minimum, features ANDed).
+  // $VKATTN_CAP_LIMITS=spec_minimum lowers them further to spec_minimum_limits() on every
+  // Vulkan backend, to try an application on the weakest device Vulkan allows (except
+  // max_storage_buffers, 8 there rather than 4: docs/kernel-shapes.md says why).
   std::optional<DeviceLimits> cap_limits{};
   // Keep tensors in device-local memory behind staging copies even on unified-memory
   // devices, so the staging path can be exercised anywhere. Default false.
@@ -220,6 +247,11 @@ struct DeviceOptions {
   std::uint32_t submit_timeout_ms = 60000;  // fence wait before ErrorCode::timeout
   // Kernel family; default: $VKATTN_KERNELS ("cpu" or "gpu") if set, else automatic.
   std::optional<KernelShape> kernels{};
+  // Where messages go; default (empty): stderr, one line each ("vkattn: warning: ...").
+  LogCallback log{};
+  // The least severe level reported. Default: $VKATTN_LOG ("off", "error", "warning" or
+  // "info"), else warning: a first pipeline build is then silent, shown at info.
+  std::optional<LogLevel> log_level{};
 };
 
 // One Vulkan device as vkattn sees it (for vkattn-info and error messages).

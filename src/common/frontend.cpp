@@ -1,6 +1,9 @@
 // The public Tensor, CommandList and Backend members: argument checks and dtype
-// conversion live here once, so both backends only move words and run checked ops.
+// conversion live here once, so both backends only move words and run checked ops. Each
+// entry point turns a host allocation failure below it into Error(out_of_memory) naming
+// its op: std::bad_alloc never reaches the caller.
 #include <cstring>
+#include <new>
 
 #include "common/half.hpp"
 #include "common/kv_cache_impl.hpp"
@@ -27,7 +30,7 @@ Tensor::Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)
 Tensor::~Tensor() = default;
 
 static const detail::TensorImpl& live(const std::shared_ptr<detail::TensorImpl>& impl) {
-  if (!impl) throw InvalidArgument("tensor", "this", "an empty Tensor", "a tensor made by Backend::tensor");
+  if (!impl) throw InvalidArgument("tensor", "this", detail::kEmptyTensor, "a tensor made by Backend::tensor");
   return *impl;
 }
 const Shape& Tensor::shape() const { return live(impl_).shape; }
@@ -40,55 +43,80 @@ CommandList::CommandList(CommandList&&) noexcept = default;
 CommandList& CommandList::operator=(CommandList&&) noexcept = default;
 CommandList::~CommandList() = default;
 
-void CommandList::copy(const Tensor& src, Tensor& dst) {
-  const auto& s = detail::check_tensor("copy", "src", src, impl_->owner());
-  const auto& d = detail::check_tensor("copy", "dst", dst, impl_->owner());
+// The list's implementation; a moved-from list has none.
+static detail::CommandListImpl& live(const std::unique_ptr<detail::CommandListImpl>& impl, const char* op) {
+  if (!impl) throw InvalidArgument(op, "this", "a moved-from CommandList", "a list made by Backend::commands");
+  return *impl;
+}
+
+void CommandList::copy(const Tensor& src, Tensor& dst) try {
+  auto& impl = live(impl_, "copy");
+  const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
+  const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
   detail::check_copy(*s, *d);
-  impl_->copy(s, d);
+  impl.copy(s, d);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("copy");
 }
 
-void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) {
-  const auto& t = detail::check_tensor("rope", "x", x, impl_->owner());
+void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
+  auto& impl = live(impl_, "rope");
+  const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
   RopeConfig checked = detail::check_rope(*t, nullptr, positions, config);
-  impl_->rope(t, nullptr, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+  impl.rope(t, nullptr, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("rope");
 }
 
-void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config) {
-  const auto& tq = detail::check_tensor("rope", "q", q, impl_->owner());
-  const auto& tk = detail::check_tensor("rope", "k", k, impl_->owner());
+void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config) try {
+  auto& impl = live(impl_, "rope");
+  const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
+  const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
   RopeConfig checked = detail::check_rope(*tq, tk.get(), positions, config);
-  impl_->rope(tq, tk, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+  impl.rope(tq, tk, std::vector<std::int32_t>(positions.begin(), positions.end()), checked);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("rope");
 }
 
 void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, const AttentionTokens& tokens,
-                              const AttentionConfig& config, const Tensor* mask) {
+                              const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attn_scores";
-  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
-  const auto& tk = detail::check_tensor(op, "k", k, impl_->owner());
-  const auto& ts = detail::check_tensor(op, "scores", scores, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
+  const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   std::shared_ptr<detail::TensorImpl> tm;
-  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl.owner());
   detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), tokens, config);
-  impl_->attn_scores(tq, tk, ts, tm, params);
+  detail::check_no_sinks(config);
+  impl.attn_scores(tq, tk, ts, tm, params);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_scores");
 }
 
-void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config) {
-  const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl_->owner());
-  const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl_->owner());
-  impl_->attn_softmax(ts, tp, detail::check_attn_softmax(*ts, *tp, config));
+void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config) try {
+  auto& impl = live(impl_, "attn_softmax");
+  const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
+  const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
+  impl.attn_softmax(ts, tp, detail::check_attn_softmax(*ts, *tp, config));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_softmax");
 }
 
-void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out) {
+void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out) try {
   const char* op = "attn_weighted_sum";
-  const auto& tp = detail::check_tensor(op, "probs", probs, impl_->owner());
-  const auto& tv = detail::check_tensor(op, "v", v, impl_->owner());
-  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   detail::check_attn_weighted_sum(*tp, *tv, *to);
-  impl_->attn_weighted_sum(tp, tv, to);
+  impl.attn_weighted_sum(tp, tv, to);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_weighted_sum");
 }
 
 static const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner) {
-  if (!cache.valid()) throw InvalidArgument(op, "cache", "an empty KvCache", "a cache made by Backend::kv_cache");
+  if (!cache.valid()) throw InvalidArgument(op, "cache", detail::kEmptyCache, "a cache made by Backend::kv_cache");
   if (cache.impl()->owner != owner) {
     throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by the backend of this command list");
   }
@@ -96,83 +124,112 @@ static const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, c
 }
 
 void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
-                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) {
+                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
   const char* op = "kv_append";
-  const auto& c = check_cache(op, cache, impl_->owner());
-  const auto& tk = detail::check_tensor(op, "k", k, impl_->owner());
-  const auto& tv = detail::check_tensor(op, "v", v, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   detail::check_kv_append(*c, *tk, *tv, positions, seq_ids);
   const detail::KvCacheImpl::AppendPlan plan = c->plan_append(positions, seq_ids, options);
-  impl_->kv_append(c, tk, tv, plan.dst_rows);
+  impl.kv_append(c, tk, tv, plan.dst_rows);
   c->apply_append(positions, seq_ids, plan);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("kv_append");
 }
 
-void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst) {
+void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst) try {
   const char* op = "kv_copy_sequence";
-  const auto& c = check_cache(op, cache, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
   for (auto [name, s] : {std::pair{"src", src}, std::pair{"dst", dst}}) {
     if (s >= c->config.n_seqs) {
       throw InvalidArgument(op, name, std::to_string(s), "[0, n_seqs = " + std::to_string(c->config.n_seqs) + ")");
     }
   }
   if (src == dst) return;
-  impl_->kv_copy_sequence(c, src, dst);
+  impl.kv_copy_sequence(c, src, dst);
   c->copy_sequence(src, dst);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("kv_copy_sequence");
 }
 
 void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
-                              const AttentionConfig& config, const Tensor* mask) {
+                              const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attn_scores";
-  const auto& c = check_cache(op, cache, impl_->owner());
-  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
-  const auto& ts = detail::check_tensor(op, "scores", scores, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   std::shared_ptr<detail::TensorImpl> tm;
-  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl.owner());
   detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);
-  impl_->attn_scores_cache(tq, c, ts, tm, params);
+  detail::check_no_sinks(config);
+  impl.attn_scores_cache(tq, c, ts, tm, params);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_scores");
 }
 
 void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
-                                    const AttentionTokens& tokens) {
+                                    const AttentionTokens& tokens) try {
   const char* op = "attn_weighted_sum";
-  const auto& c = check_cache(op, cache, impl_->owner());
-  const auto& tp = detail::check_tensor(op, "probs", probs, impl_->owner());
-  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
-  impl_->attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens));
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
+  impl.attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_weighted_sum");
 }
 
 void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                            const AttentionTokens& tokens, const AttentionConfig& config, const Tensor* mask) {
+                            const AttentionTokens& tokens, const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
-  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
-  const auto& tk = detail::check_tensor(op, "k", k, impl_->owner());
-  const auto& tv = detail::check_tensor(op, "v", v, impl_->owner());
-  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   std::shared_ptr<detail::TensorImpl> tm;
-  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), tokens, config);
-  impl_->attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks), a.path);
+  impl.attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks), a.path);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attention");
 }
 
 void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
-                            const AttentionConfig& config, const Tensor* mask) {
+                            const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
-  const auto& c = check_cache(op, cache, impl_->owner());
-  const auto& tq = detail::check_tensor(op, "q", q, impl_->owner());
-  const auto& to = detail::check_tensor(op, "out", out, impl_->owner());
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   std::shared_ptr<detail::TensorImpl> tm;
-  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl_->owner());
+  if (mask) tm = detail::check_tensor(op, "mask", *mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);
-  impl_->attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks), a.path);
+  impl.attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks), a.path);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attention");
 }
 
-void CommandList::submit_and_wait() { impl_->submit_and_wait(); }
-std::vector<OpTiming> CommandList::timings() const { return impl_->timings(); }
-CommandStats CommandList::stats() const { return impl_->stats(); }
+void CommandList::submit_and_wait() try {
+  live(impl_, "submit_and_wait").submit_and_wait();
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("submit_and_wait");
+}
+
+std::vector<OpTiming> CommandList::timings() const try {
+  return live(impl_, "timings").timings();
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("timings");
+}
+
+CommandStats CommandList::stats() const { return live(impl_, "stats").stats(); }
 
 Backend::~Backend() = default;
 
-Tensor Backend::tensor(const Shape& shape, DType dtype) {
+Tensor Backend::tensor(const Shape& shape, DType dtype) try {
   if (shape.empty()) throw InvalidArgument("tensor", "shape", "[]", "at least one dimension");
   std::size_t n = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -192,9 +249,11 @@ Tensor Backend::tensor(const Shape& shape, DType dtype) {
                           std::string("a multiple of 32 for ") + to_string(dtype) + " (blocks of 32 along the last dimension)");
   }
   return Tensor(make_tensor(shape, dtype));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("tensor");
 }
 
-KvCache Backend::kv_cache(const KvCacheConfig& config) {
+KvCache Backend::kv_cache(const KvCacheConfig& config) try {
   const Shape shape = detail::check_kv_cache_config(config);
   Tensor k, v;
   try {
@@ -205,6 +264,8 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) {
                 e.vk_result(), "kv_cache");
   }
   return KvCache(std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl()));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("kv_cache");
 }
 
 static void check_upload(const char* op, const Tensor& t, const void* owner, std::size_t n,
@@ -221,7 +282,7 @@ static void check_upload(const char* op, const Tensor& t, const void* owner, std
   }
 }
 
-void Backend::upload(Tensor& tensor, std::span<const float> data) {
+void Backend::upload(Tensor& tensor, std::span<const float> data) try {
   check_upload("upload", tensor, owner_tag(), data.size(), false);
   auto& impl = *tensor.impl();
   std::vector<std::uint32_t> words(impl.words, 0);
@@ -238,16 +299,20 @@ void Backend::upload(Tensor& tensor, std::span<const float> data) {
     }
   }
   write_words(impl, words);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("upload");
 }
 
-void Backend::upload(Tensor& tensor, std::span<const std::int32_t> data) {
+void Backend::upload(Tensor& tensor, std::span<const std::int32_t> data) try {
   check_upload("upload", tensor, owner_tag(), data.size(), true);
   std::vector<std::uint32_t> words(data.size());
   std::memcpy(words.data(), data.data(), data.size_bytes());
   write_words(*tensor.impl(), words);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("upload");
 }
 
-std::vector<float> Backend::download(const Tensor& tensor) {
+std::vector<float> Backend::download(const Tensor& tensor) try {
   const auto& impl = detail::check_tensor("download", "tensor", tensor, owner_tag());
   if (impl->dtype == DType::i32) {
     throw InvalidArgument("download", "tensor.dtype", "i32", "f32 or f16 (use download_i32)");
@@ -264,9 +329,11 @@ std::vector<float> Backend::download(const Tensor& tensor) {
     }
   }
   return out;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("download");
 }
 
-void Backend::upload_raw(Tensor& tensor, std::span<const std::uint8_t> bytes) {
+void Backend::upload_raw(Tensor& tensor, std::span<const std::uint8_t> bytes) try {
   const auto& impl = detail::check_tensor("upload_raw", "tensor", tensor, owner_tag());
   if (bytes.size() != impl->words * 4) {
     throw InvalidArgument("upload_raw", "bytes.size()", std::to_string(bytes.size()),
@@ -275,17 +342,21 @@ void Backend::upload_raw(Tensor& tensor, std::span<const std::uint8_t> bytes) {
   std::vector<std::uint32_t> words(impl->words);
   std::memcpy(words.data(), bytes.data(), bytes.size());
   write_words(*impl, words);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("upload_raw");
 }
 
-std::vector<std::uint8_t> Backend::download_raw(const Tensor& tensor) {
+std::vector<std::uint8_t> Backend::download_raw(const Tensor& tensor) try {
   const auto& impl = detail::check_tensor("download_raw", "tensor", tensor, owner_tag());
   const std::vector<std::uint32_t> words = read_words(*impl);
   std::vector<std::uint8_t> bytes(words.size() * 4);
   std::memcpy(bytes.data(), words.data(), bytes.size());
   return bytes;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("download_raw");
 }
 
-std::vector<std::int32_t> Backend::download_i32(const Tensor& tensor) {
+std::vector<std::int32_t> Backend::download_i32(const Tensor& tensor) try {
   const auto& impl = detail::check_tensor("download_i32", "tensor", tensor, owner_tag());
   if (impl->dtype != DType::i32) {
     throw InvalidArgument("download_i32", "tensor.dtype", to_string(impl->dtype), "i32");
@@ -294,6 +365,8 @@ std::vector<std::int32_t> Backend::download_i32(const Tensor& tensor) {
   std::vector<std::int32_t> out(impl->numel);
   std::memcpy(out.data(), words.data(), out.size() * sizeof(std::int32_t));
   return out;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("download_i32");
 }
 
 }  // namespace vkattn

@@ -158,7 +158,7 @@ KvCache::KvCache(std::shared_ptr<detail::KvCacheImpl> impl) : impl_(std::move(im
 KvCache::~KvCache() = default;
 
 static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& impl) {
-  if (!impl) throw InvalidArgument("kv_cache", "this", "an empty KvCache", "a cache made by Backend::kv_cache");
+  if (!impl) throw InvalidArgument("kv_cache", "this", detail::kEmptyCache, "a cache made by Backend::kv_cache");
   return *impl;
 }
 
@@ -183,11 +183,13 @@ std::size_t KvCache::length(std::size_t seq) const {
                                                 [](std::int32_t p) { return p >= 0; }));
 }
 
-std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const {
+std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const try {
   const auto& c = live(impl_);
   check_seq("slot_positions", c, seq);
   const auto begin = c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity);
   return {begin, begin + static_cast<std::ptrdiff_t>(c.config.capacity)};
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("slot_positions");
 }
 
 std::size_t KvCache::slot(std::int32_t position) const {

@@ -139,7 +139,7 @@ const RopeTurns& rope_turn_words(const RopeConfig& c, std::int32_t max_position)
 
 namespace vkattn {
 
-RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim, std::int32_t max_position) {
+RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim, std::int32_t max_position) try {
   if (max_position < 0) {
     throw InvalidArgument("rope_frequencies", "max_position", std::to_string(max_position), "[0, 2^31 - 1]");
   }
@@ -149,6 +149,8 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
   out.theta.assign(t.theta.begin(), t.theta.end());
   out.attention_factor = static_cast<double>(t.attention_factor);
   return out;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("rope_frequencies");
 }
 
 }  // namespace vkattn

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <initializer_list>
+#include <utility>
 #include <sstream>
 
 namespace vkattn::detail {
@@ -16,7 +18,7 @@ std::string shape_string(const Shape& shape) {
 
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param,
                                                 const Tensor& t, const void* owner) {
-  if (!t.valid()) throw InvalidArgument(op, param, "an empty Tensor", "a tensor made by Backend::tensor");
+  if (!t.valid()) throw InvalidArgument(op, param, kEmptyTensor, "a tensor made by Backend::tensor");
   if (t.impl()->owner != owner) {
     throw InvalidArgument(op, param, "a tensor of another backend",
                           "a tensor made by the backend that made this command list");
@@ -30,6 +32,18 @@ std::string num(double v) {
   std::ostringstream s;
   s << v;
   return s.str();
+}
+
+// A kernel that writes |out| while reading an input it aliases would race with itself
+// inside one dispatch; only attn_softmax documents in-place use.
+void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
+                    std::initializer_list<std::pair<const char*, const TensorImpl*>> inputs) {
+  for (auto [name, in] : inputs) {
+    if (in == &out) {
+      throw InvalidArgument(op, out_name, std::string("the tensor given as ") + name,
+                            std::string("a tensor other than ") + name + " (an op's output may not be one of its inputs)");
+    }
+  }
 }
 
 void check_positive(const char* op, const std::string& param, double v) {
@@ -148,6 +162,7 @@ RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const 
 }
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst) {
+  check_distinct("copy", "dst", dst, {{"src", &src}});
   if (src.dtype != dst.dtype) {
     throw InvalidArgument("copy", "dst.dtype", to_string(dst.dtype),
                           std::string("src.dtype = ") + to_string(src.dtype));
@@ -288,8 +303,14 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
   if (!config.alibi_slopes.empty()) {
     p.alibi_slopes = config.alibi_slopes;
   } else if (config.alibi) {
+    if (n_heads > kMaxAlibiHeads) {
+      throw InvalidArgument(op, "config.alibi", "true with n_heads = " + std::to_string(n_heads),
+                            "n_heads <= " + std::to_string(kMaxAlibiHeads) +
+                                " for the standard slopes, or per-head config.alibi_slopes");
+    }
     p.alibi_slopes = alibi_slopes(n_heads);
   }
+  check_distinct(op, "scores", scores, {{"q", &q}, {"k", &k}, {"mask", mask}});
   return p;
 }
 
@@ -317,14 +338,21 @@ void check_attn_weighted_sum(const TensorImpl& probs, const TensorImpl& v, const
                           "n_keys = probs.shape[2] = " + std::to_string(probs.shape[2]));
   }
   check_shape(op, "out", out, {probs.shape[0], probs.shape[1], v.shape[2]});
-  if (&out == &probs) throw InvalidArgument(op, "out", "the probs tensor", "a tensor other than probs");
+  check_distinct(op, "out", out, {{"probs", &probs}, {"v", &v}});
+}
+
+void check_no_sinks(const AttentionConfig& config) {
+  if (!config.sinks.empty()) {
+    throw InvalidArgument("attn_scores", "config.sinks.size()", std::to_string(config.sinks.size()),
+                          "0: sinks enter the softmax, not the scores; give them to attn_softmax");
+  }
 }
 
 }  // namespace vkattn::detail
 
 namespace vkattn {
 
-std::vector<float> alibi_slopes(std::size_t n_heads) {
+std::vector<float> alibi_slopes(std::size_t n_heads) try {
   // Press et al.: for n a power of two, slope_h = 2^(-8 (h + 1) / n). Otherwise BLOOM takes
   // the slopes of the power of two below n, then every other slope of twice that power.
   auto power_of_two = [](std::size_t n) {
@@ -332,6 +360,10 @@ std::vector<float> alibi_slopes(std::size_t n_heads) {
     for (std::size_t h = 0; h < n; ++h) s[h] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(n)));
     return s;
   };
+  if (n_heads > detail::kMaxAlibiHeads) {
+    throw InvalidArgument("alibi_slopes", "n_heads", std::to_string(n_heads),
+                          "[0, " + std::to_string(detail::kMaxAlibiHeads) + "]");
+  }
   if (n_heads == 0) return {};
   std::size_t closest = 1;
   while (closest * 2 <= n_heads) closest *= 2;
@@ -339,6 +371,8 @@ std::vector<float> alibi_slopes(std::size_t n_heads) {
   const std::vector<float> extra = power_of_two(2 * closest);
   for (std::size_t i = 0; slopes.size() < n_heads; i += 2) slopes.push_back(extra[i]);
   return slopes;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("alibi_slopes");
 }
 
 }  // namespace vkattn
@@ -492,7 +526,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   }
   check_kv_dtype(op, "v", v);
   check_dtype(op, "out", out, false);
-  if (&out == &q || &out == &k || &out == &v) throw InvalidArgument(op, "out", "an input", "a tensor other than q, k and v");
+  check_distinct(op, "out", out, {{"q", &q}, {"k", &k}, {"v", &v}, {"mask", mask}});
   a.path = check_path(config.path);
   return a;
 }
@@ -508,7 +542,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
   check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
   check_dtype(op, "out", out, false);
-  if (&out == &q) throw InvalidArgument(op, "out", "q", "a tensor other than q");
+  check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}});
   a.path = check_path(config.path);
   return a;
 }

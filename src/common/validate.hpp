@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "common/heap_ledger.hpp"
 #include "common/tensor_impl.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/tensor.hpp"
@@ -13,6 +14,12 @@
 namespace vkattn::detail {
 
 std::string shape_string(const Shape& shape);
+
+// How an invalid handle is named.
+inline constexpr const char* kEmptyTensor = "an empty Tensor (default-constructed or moved-from)";
+inline constexpr const char* kEmptyCache = "an empty KvCache (default-constructed or moved-from)";
+// Most heads alibi_slopes() serves (no model has more than a few hundred).
+inline constexpr std::size_t kMaxAlibiHeads = 65536;
 
 // |t| is a live tensor of the backend |owner|.
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param,
@@ -33,6 +40,9 @@ void check_copy(const TensorImpl& src, const TensorImpl& dst);
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
                                const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
                                const char* op = "attn_scores");
+// attn_scores refuses sinks: they enter the softmax's denominator, not the scores, and a
+// config given to attn_scores but not attn_softmax would otherwise lose them silently.
+void check_no_sinks(const AttentionConfig& config);
 // Returns the sinks (n_heads values or empty).
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config,
                                       const char* op = "attn_softmax");

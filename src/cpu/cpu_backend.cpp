@@ -1,9 +1,14 @@
 #include "cpu/cpu_backend.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
 #include "common/half.hpp"
+#include "common/heap_ledger.hpp"
+#include "common/op_scope.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
 #include "common/tensor_impl.hpp"
@@ -14,8 +19,13 @@ namespace {
 
 class CpuTensor final : public TensorImpl {
  public:
-  CpuTensor(const void* owner_, const Shape& shape_, DType dtype_)
-      : TensorImpl(owner_, shape_, dtype_), data(words, 0u) {}
+  CpuTensor(const void* owner_, std::shared_ptr<HeapLedger> ledger_, const Shape& shape_, DType dtype_)
+      : TensorImpl(owner_, shape_, dtype_),
+        ledger(std::move(ledger_)),
+        reservation(*ledger, 0, std::uint64_t{words} * 4, "tensor"),
+        data(words, 0u) {}
+  const std::shared_ptr<HeapLedger> ledger;  // outlives the reservation
+  const HeapReservation reservation;         // counted before the vector is allocated
   std::vector<std::uint32_t> data;
 };
 
@@ -296,18 +306,38 @@ class CpuCommandList final : public CommandListImpl {
   std::size_t submits_ = 0;
 };
 
+// Physical memory, or less when capped: the CPU backend's one heap.
+std::uint64_t host_memory_bytes(const DeviceOptions& options) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  std::uint64_t bytes = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                              : std::uint64_t{1} << 40;
+  if (options.cap_limits && options.cap_limits->device_local_bytes) {
+    bytes = std::min(bytes, options.cap_limits->device_local_bytes);
+  }
+  return bytes;
+}
+
+// Stateless but for the ledger (guarded): any number of threads may use one at once.
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(const DeviceOptions& options)
+      : ledger_(std::make_shared<HeapLedger>(std::vector<HeapLedger::Heap>{{"host memory", host_memory_bytes(options)}})) {
+    limits_.device_local_bytes = ledger_->heap(0).size;
+    limits_.timestamps = true;  // host times (CommandList::timings)
+  }
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string device_name() const override { return "cpu reference"; }
   const DeviceLimits& limits() const override { return limits_; }
-  CommandList commands(const CommandListOptions& options) override {
+  CommandList commands(const CommandListOptions& options) override try {
     return CommandList(std::make_unique<CpuCommandList>(this, options.timestamps));
+  } catch (const std::bad_alloc&) {
+    host_out_of_memory("commands");
   }
 
  protected:
   std::shared_ptr<TensorImpl> make_tensor(const Shape& shape, DType dtype) override {
-    return std::make_shared<CpuTensor>(this, shape, dtype);
+    OpScope scope("tensor");
+    return std::make_shared<CpuTensor>(this, ledger_, shape, dtype);
   }
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
     auto& d = static_cast<CpuTensor&>(t).data;
@@ -318,11 +348,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  std::shared_ptr<HeapLedger> ledger_;
   DeviceLimits limits_ = spec_minimum_limits();
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(const DeviceOptions& options) { return std::make_unique<CpuBackend>(options); }
 
 }  // namespace vkattn::detail

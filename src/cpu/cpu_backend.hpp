@@ -8,6 +8,8 @@
 
 namespace vkattn::detail {
 
-std::unique_ptr<Backend> make_cpu_backend();
+// Tensors are counted against physical memory, or DeviceOptions::cap_limits's
+// device_local_bytes when smaller: an absurd size is Error(out_of_memory), not an abort.
+std::unique_ptr<Backend> make_cpu_backend(const DeviceOptions& options);
 
 }  // namespace vkattn::detail

@@ -5,6 +5,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include "common/op_scope.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -19,19 +20,6 @@ T vk_struct(VkStructureType type) {
   return value;
 }
 [[noreturn]] void throw_vk_error(VkResult result, const char* call, const char* file, int line);
-const char* current_op();
-
-// Names the op in progress for errors raised inside it; nests.
-class OpScope {
- public:
-  explicit OpScope(const char* op);
-  ~OpScope();
-  OpScope(const OpScope&) = delete;
-  OpScope& operator=(const OpScope&) = delete;
-
- private:
-  const char* previous_;
-};
 
 }  // namespace vkattn::detail
 

@@ -11,6 +11,7 @@
 #include "vulkan/check.hpp"
 #include "vulkan/descriptors.hpp"
 #include "vulkan/dispatch.hpp"
+#include "vulkan/submission.hpp"
 
 namespace vkattn::detail {
 
@@ -52,29 +53,38 @@ void global_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccess
   vkCmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
-// Everything one encoding owns; freed together when ops are added or the list dies.
+// Timestamp queries, destroyed after the submission that writes them has finished.
+struct QueryPool {
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueryPool handle = VK_NULL_HANDLE;
+  QueryPool() = default;
+  QueryPool(const QueryPool&) = delete;
+  QueryPool& operator=(const QueryPool&) = delete;
+  ~QueryPool() {
+    if (handle) vkDestroyQueryPool(device, handle, nullptr);
+  }
+};
+
+// Everything one encoding owns; freed together when ops are added or the list dies. The
+// command buffer comes from a pool of the list's own (Submission), so lists record and
+// submit on any threads at once.
 struct Encoded {
   std::shared_ptr<Context> ctx;
   std::unique_ptr<Buffer> params;
   std::unique_ptr<DescriptorPool> descriptors;
-  VkQueryPool queries = VK_NULL_HANDLE;
+  QueryPool queries;
+  Submission submission;  // destroyed first: it waits for work still running
   VkCommandBuffer cb = VK_NULL_HANDLE;
   std::size_t barriers = 0;
 
-  explicit Encoded(std::shared_ptr<Context> c) : ctx(std::move(c)) {}
-  Encoded(const Encoded&) = delete;
-  Encoded& operator=(const Encoded&) = delete;
-  ~Encoded() {
-    VkDevice dev = ctx->device->handle();
-    if (cb) ctx->device->free_command_buffer(cb);
-    if (queries) vkDestroyQueryPool(dev, queries, nullptr);
-  }
+  explicit Encoded(std::shared_ptr<Context> c) : ctx(std::move(c)), submission(*ctx->device, false) {}
 };
 
 class VulkanCommandList final : public CommandListImpl {
  public:
   VulkanCommandList(std::shared_ptr<Context> ctx, const CommandListOptions& options)
       : ctx_(std::move(ctx)), options_(options), params_(ctx_->limits.storage_offset_alignment) {
+    ctx_->device->check_alive();
     if (options_.timestamps && !ctx_->limits.timestamps) {
       throw Error(ErrorCode::unsupported, "this device's compute queue has no timestamps",
                   "CommandListOptions::timestamps", 0, "commands");
@@ -186,7 +196,7 @@ class VulkanCommandList final : public CommandListImpl {
       return;
     }
     if (!encoded_) encode();
-    ctx_->device->submit_and_wait(encoded_->cb, ctx_->options.submit_timeout_ms);
+    encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
     ++submits_;
     if (options_.timestamps) read_timestamps();
   }
@@ -241,6 +251,7 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   void add(std::vector<Dispatch> ds) {
+    ctx_->device->check_alive();  // fail at once, not at submit
     for (Dispatch& d : ds) {
       d.groups = std::max<std::uint64_t>(d.groups, 1);
       fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
@@ -288,13 +299,12 @@ class VulkanCommandList final : public CommandListImpl {
       auto q = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
       q.queryType = VK_QUERY_TYPE_TIMESTAMP;
       q.queryCount = 2 * n_ops;
-      VKATTN_VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &enc->queries));
+      enc->queries.device = dev;
+      VKATTN_VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &enc->queries.handle));
     }
 
-    enc->cb = ctx_->device->allocate_command_buffer();
-    auto begin = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    VKATTN_VK_CHECK(vkBeginCommandBuffer(enc->cb, &begin));
-    if (enc->queries) vkCmdResetQueryPool(enc->cb, enc->queries, 0, 2 * n_ops);
+    enc->cb = enc->submission.begin();
+    if (enc->queries.handle) vkCmdResetQueryPool(enc->cb, enc->queries.handle, 0, 2 * n_ops);
     // Writes of earlier submissions (uploads through staging, previous lists) become
     // visible to this one's shaders.
     global_barrier(enc->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
@@ -343,9 +353,9 @@ class VulkanCommandList final : public CommandListImpl {
         if (binding.write) written.insert(buffer_of(binding));
       }
 
-      if (enc->queries) {
+      if (enc->queries.handle) {
         // The start as the dispatch begins; the end once it and everything before it is done.
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc->queries, 2 * i);
+        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc->queries.handle, 2 * i);
       }
       vkCmdBindPipeline(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
       vkCmdBindDescriptorSets(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
@@ -355,25 +365,26 @@ class VulkanCommandList final : public CommandListImpl {
       }
       const auto grid = fold_grid(d.groups, ctx_->limits);
       vkCmdDispatch(enc->cb, grid[0], grid[1], grid[2]);
-      if (enc->queries) {
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries, 2 * i + 1);
+      if (enc->queries.handle) {
+        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries.handle, 2 * i + 1);
       }
     }
     // Results become visible to host reads (mapped tensors) and to transfers (staging).
     global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                    VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                    VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
-    VKATTN_VK_CHECK(vkEndCommandBuffer(enc->cb));
+    enc->submission.end();
     encoded_ = std::move(enc);
   }
 
   void read_timestamps() {
     const std::uint32_t n = static_cast<std::uint32_t>(2 * ops_.size());
     std::vector<std::uint64_t> ticks(n);
-    VKATTN_VK_CHECK(vkGetQueryPoolResults(ctx_->device->handle(), encoded_->queries, 0, n,
-                                          ticks.size() * sizeof(std::uint64_t), ticks.data(),
-                                          sizeof(std::uint64_t),
-                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    const VkResult r = vkGetQueryPoolResults(ctx_->device->handle(), encoded_->queries.handle, 0, n,
+                                             ticks.size() * sizeof(std::uint64_t), ticks.data(), sizeof(std::uint64_t),
+                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    ctx_->device->note(r, "vkGetQueryPoolResults");
+    VKATTN_VK_CHECK(r);
     timings_.clear();
     for (std::size_t i = 0; i < ops_.size(); ++i) {
       const double ns = static_cast<double>(ticks[2 * i + 1] - ticks[2 * i]) * ctx_->limits.timestamp_period_ns;

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "common/log.hpp"
 #include "common/tensor_impl.hpp"
 #include "vulkan/device.hpp"
 #include "vulkan/instance.hpp"
@@ -13,13 +14,17 @@
 
 namespace vkattn::detail {
 
+// Every member is set when the context is made and never changes after; what changes
+// (the pipeline map, heap use, the queue, the validation messages, device loss) is
+// guarded where it lives, so any number of threads may use one context at once.
 struct Context {
   // Declaration order is destruction order reversed: pipelines, then device, then instance.
+  std::shared_ptr<const Logger> log;
   std::unique_ptr<Instance> instance;
   PhysicalDevice physical;
   std::unique_ptr<Device> device;
   std::unique_ptr<PipelineCache> pipelines;
-  DeviceLimits limits;   // after DeviceOptions::cap_limits
+  DeviceLimits limits;   // after DeviceOptions::cap_limits and $VKATTN_CAP_LIMITS
   DeviceOptions options;
   bool mapped_tensors = false;  // unified memory and no forced staging
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
@@ -29,6 +34,8 @@ struct Context {
   // Synchronous host<->buffer copies, through a staging buffer unless |buffer| is mapped.
   void write(Buffer& buffer, std::span<const std::uint8_t> bytes);
   void read(const Buffer& buffer, std::span<std::uint8_t> bytes);
+  // Fills |buffer| with zeros (on the device when it is not mapped: no host copy).
+  void zero(Buffer& buffer);
 };
 
 class VulkanTensor final : public TensorImpl {

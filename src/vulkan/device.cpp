@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "vulkan/check.hpp"
+#include "vulkan/faults.hpp"
 #include "vulkan/instance.hpp"
 
 namespace vkattn::detail {
@@ -69,6 +70,7 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
                        [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
   };
   out.portability_subset = has("VK_KHR_portability_subset");
+  out.memory_budget = has("VK_EXT_memory_budget");
 
   auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
   auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
@@ -278,12 +280,20 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
   return o;
 }
 
-std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
+std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint64_t local_heap_cap) {
   OpScope scope("create device");
   std::unique_ptr<Device> self(new Device());
   self->physical_ = physical.handle;
   self->family_ = physical.compute_family;
   vkGetPhysicalDeviceMemoryProperties(physical.handle, &self->memory_);
+  std::vector<HeapLedger::Heap> heaps;
+  for (std::uint32_t i = 0; i < self->memory_.memoryHeapCount; ++i) {
+    const VkMemoryHeap& h = self->memory_.memoryHeaps[i];
+    const bool local = h.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+    heaps.push_back({"heap " + std::to_string(i) + (local ? " (device-local)" : " (host)"),
+                     local && local_heap_cap ? std::min<std::uint64_t>(h.size, local_heap_cap) : h.size});
+  }
+  self->heaps_ = std::make_unique<HeapLedger>(std::move(heaps));
 
   const float priority = 1.0f;
   auto queue = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
@@ -293,6 +303,8 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
   auto info = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
   std::vector<const char*> extensions;
   if (physical.portability_subset) extensions.push_back("VK_KHR_portability_subset");
+  if (physical.memory_budget) extensions.push_back("VK_EXT_memory_budget");
+  self->memory_budget_ = physical.memory_budget;
   auto size_control = vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
   if (physical.subgroup_size_control) {
@@ -307,56 +319,68 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical) {
   info.ppEnabledExtensionNames = extensions.data();
   VKATTN_VK_CHECK(vkCreateDevice(physical.handle, &info, nullptr, &self->device_));
   vkGetDeviceQueue(self->device_, self->family_, 0, &self->queue_);
-
-  auto pool = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-  pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  pool.queueFamilyIndex = self->family_;
-  VKATTN_VK_CHECK(vkCreateCommandPool(self->device_, &pool, nullptr, &self->pool_));
-  auto fence = vk_struct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
-  VKATTN_VK_CHECK(vkCreateFence(self->device_, &fence, nullptr, &self->fence_));
   return self;
 }
 
 Device::~Device() {
   if (device_ == VK_NULL_HANDLE) return;
   vkDeviceWaitIdle(device_);  // nothing useful to do with a failure while tearing down
-  if (fence_) vkDestroyFence(device_, fence_, nullptr);
-  if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
   vkDestroyDevice(device_, nullptr);
 }
 
-VkCommandBuffer Device::allocate_command_buffer() {
-  std::lock_guard lock(mutex_);
-  auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-  info.commandPool = pool_;
-  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  info.commandBufferCount = 1;
-  VkCommandBuffer cb = VK_NULL_HANDLE;
-  VKATTN_VK_CHECK(vkAllocateCommandBuffers(device_, &info, &cb));
-  return cb;
+HeapReservation Device::reserve(std::uint32_t heap, std::uint64_t bytes, const std::string& what) {
+  if (memory_budget_) {
+    // The driver's view covers every allocation of the process (other backends, other
+    // libraries); it may lag behind allocations just made, which the ledger counts.
+    auto budget = vk_struct<VkPhysicalDeviceMemoryBudgetPropertiesEXT>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT);
+    auto props = vk_struct<VkPhysicalDeviceMemoryProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
+    props.pNext = &budget;
+    vkGetPhysicalDeviceMemoryProperties2(physical_, &props);
+    const std::uint64_t used = budget.heapUsage[heap], limit = budget.heapBudget[heap];
+    if (bytes > limit || used > limit - bytes) {
+      throw heaps_->full(heap, what, bytes, used, limit, "the driver's budget for this process",
+                         "VK_EXT_memory_budget heapBudget");
+    }
+  }
+  return HeapReservation(*heaps_, heap, bytes, what);
 }
 
-void Device::free_command_buffer(VkCommandBuffer cb) {
-  std::lock_guard lock(mutex_);
-  vkFreeCommandBuffers(device_, pool_, 1, &cb);
+void Device::check_alive() const {
+  if (const char* call = lost_in_.load()) {
+    throw Error(ErrorCode::device_lost,
+                std::string("the device was lost earlier (") + call +
+                    " reported VK_ERROR_DEVICE_LOST); every call on this backend fails: make a new backend",
+                "", VK_ERROR_DEVICE_LOST, current_op());
+  }
 }
 
-void Device::submit_and_wait(VkCommandBuffer cb, std::uint32_t timeout_ms) {
-  std::lock_guard lock(mutex_);
+void Device::note(VkResult result, const char* call) {
+  const char* none = nullptr;
+  if (result == VK_ERROR_DEVICE_LOST) lost_in_.compare_exchange_strong(none, call);
+}
+
+void Device::submit(VkCommandBuffer cb, VkFence fence) {
+  check_alive();
   auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cb;
-  VKATTN_VK_CHECK(vkResetFences(device_, 1, &fence_));
-  VKATTN_VK_CHECK(vkQueueSubmit(queue_, 1, &submit, fence_));
-  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, std::uint64_t{timeout_ms} * 1000000u);
-  if (r == VK_TIMEOUT) {
-    // The work is still queued and may reference the command buffer: wait it out so that
-    // freeing resources afterwards stays safe, then report.
-    vkQueueWaitIdle(queue_);
-    throw Error(ErrorCode::timeout, "submission did not finish within " + std::to_string(timeout_ms) + " ms",
-                "vkWaitForFences", static_cast<int>(r), current_op());
+  VkResult r = take_fault(FaultSite::queue_submit);
+  if (r == VK_SUCCESS) {
+    std::lock_guard lock(queue_mutex_);
+    r = vkQueueSubmit(queue_, 1, &submit, fence);
   }
-  VKATTN_VK_CHECK(r);
+  note(r, "vkQueueSubmit");
+  if (r < 0) throw_vk_error(r, "vkQueueSubmit", __FILE__, __LINE__);
+}
+
+VkResult Device::wait(VkFence fence, std::uint64_t timeout_ns) {
+  check_alive();
+  VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ns);
+  if (const VkResult fault = take_fault(FaultSite::fence_wait); fault != VK_SUCCESS) r = fault;
+  note(r, "vkWaitForFences");
+  if (r < 0) throw_vk_error(r, "vkWaitForFences", __FILE__, __LINE__);
+  return r == VK_TIMEOUT ? VK_TIMEOUT : VK_SUCCESS;
 }
 
 }  // namespace vkattn::detail

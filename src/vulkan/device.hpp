@@ -4,11 +4,13 @@
 #include <vulkan/vulkan.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/heap_ledger.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::detail {
@@ -24,6 +26,7 @@ struct PhysicalDevice {
   bool portability_subset = false;          // must be enabled when present (MoltenVK)
   bool subgroup_size_control = false;       // VK_EXT_subgroup_size_control is enabled with
                                             // subgroupSizeControl and computeFullSubgroups
+  bool memory_budget = false;               // VK_EXT_memory_budget is enabled
 };
 
 // Every device with its limits and, for unusable ones, the reason.
@@ -38,21 +41,35 @@ DeviceLimits cap(const DeviceLimits& device, const DeviceLimits& cap);
 
 class Device {
  public:
-  static std::unique_ptr<Device> create(const PhysicalDevice& physical);
+  // |local_heap_cap|: each device-local heap counts as at most this many bytes (0: its
+  // size), so that tests can exhaust a small heap quickly.
+  static std::unique_ptr<Device> create(const PhysicalDevice& physical, std::uint64_t local_heap_cap = 0);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }
-  VkQueue queue() const { return queue_; }
   std::uint32_t family() const { return family_; }
   const VkPhysicalDeviceMemoryProperties& memory() const { return memory_; }
+  const HeapLedger& heaps() const { return *heaps_; }
+  bool memory_budget() const { return memory_budget_; }
 
-  VkCommandBuffer allocate_command_buffer();
-  void free_command_buffer(VkCommandBuffer cb);
-  // One vkQueueSubmit and a fence wait; Error(timeout) after |timeout_ms|.
-  void submit_and_wait(VkCommandBuffer cb, std::uint32_t timeout_ms);
+  // Takes |bytes| of |heap| for |what|: Error(out_of_memory) when they would pass the
+  // heap's size (as counted by this device's buffers) or, with VK_EXT_memory_budget, the
+  // driver's budget for this process.
+  HeapReservation reserve(std::uint32_t heap, std::uint64_t bytes, const std::string& what);
+
+  // Submits |cb|, signalling |fence|. The queue is the one Vulkan object that every thread
+  // using the backend shares; a mutex guards it.
+  void submit(VkCommandBuffer cb, VkFence fence);
+  // Waits up to |timeout_ns| for |fence|: VK_SUCCESS or VK_TIMEOUT; throws on errors.
+  VkResult wait(VkFence fence, std::uint64_t timeout_ns);
+  // Throws Error(device_lost) once any call on this device has reported it lost, so that
+  // every later call fails at once; a new backend is needed.
+  void check_alive() const;
+  // Records a lost device from the result of |call|.
+  void note(VkResult result, const char* call);
 
  private:
   Device() = default;
@@ -60,10 +77,11 @@ class Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t family_ = 0;
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
   VkPhysicalDeviceMemoryProperties memory_{};
-  std::mutex mutex_;  // guards the pool, the queue and the fence
+  bool memory_budget_ = false;
+  std::unique_ptr<HeapLedger> heaps_;
+  std::mutex queue_mutex_;
+  std::atomic<const char*> lost_in_{nullptr};  // the call that reported the device lost
 };
 
 }  // namespace vkattn::detail

@@ -38,8 +38,9 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
 }
 }  // namespace
 
-std::unique_ptr<Instance> Instance::create(bool validation) {
+std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<const Logger> log) {
   std::unique_ptr<Instance> self(new Instance());
+  self->log_ = std::move(log);
 
   std::uint32_t loader_version = VK_API_VERSION_1_0;
   if (vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS) loader_version = VK_API_VERSION_1_0;
@@ -162,11 +163,16 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityF
                                                     VkDebugUtilsMessageTypeFlagsEXT,
                                                     const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                     void* user) {
-  auto* self = static_cast<Instance*>(user);
-  std::string text = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error: " : "warning: ";
-  text += data && data->pMessage ? data->pMessage : "(no message)";
-  std::lock_guard lock(self->mutex_);
-  self->messages_.push_back(std::move(text));
+  // Nothing may be thrown through the driver: out of host memory, the message is lost.
+  try {
+    auto* self = static_cast<Instance*>(user);
+    const bool error = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    const std::string message = data && data->pMessage ? data->pMessage : "(no message)";
+    if (self->log_) self->log_->log(error ? LogLevel::error : LogLevel::warning, "validation: " + message);
+    std::lock_guard lock(self->mutex_);
+    self->messages_.push_back((error ? "error: " : "warning: ") + message);
+  } catch (...) {
+  }
   return VK_FALSE;
 }
 

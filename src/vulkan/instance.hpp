@@ -8,13 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
+
 namespace vkattn::detail {
 
 class Instance {
  public:
   // Throws Error(unsupported) when |validation| is asked for and the layer is missing,
-  // Error(no_device) when no Vulkan loader or driver answers.
-  static std::unique_ptr<Instance> create(bool validation);
+  // Error(no_device) when no Vulkan loader or driver answers. Validation messages are
+  // kept (messages()) and passed to |log| when given.
+  static std::unique_ptr<Instance> create(bool validation, std::shared_ptr<const Logger> log = nullptr);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
@@ -33,6 +36,7 @@ class Instance {
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::uint32_t api_version_ = VK_API_VERSION_1_1;
+  std::shared_ptr<const Logger> log_;
   mutable std::mutex mutex_;
   std::vector<std::string> messages_;
 };

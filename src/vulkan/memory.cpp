@@ -5,6 +5,7 @@
 
 #include "vulkan/check.hpp"
 #include "vulkan/device.hpp"
+#include "vulkan/faults.hpp"
 
 namespace vkattn::detail {
 
@@ -27,8 +28,8 @@ int find_type(const VkPhysicalDeviceMemoryProperties& mem, std::uint32_t type_bi
 
 }  // namespace
 
-std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, BufferKind kind, bool prefer_mapped,
-                                       std::uint64_t max_texels) {
+std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, BufferKind kind, const std::string& what,
+                                       bool prefer_mapped, std::uint64_t max_texels) {
   std::unique_ptr<Buffer> self(new Buffer());
   self->device_ = device.handle();
   self->size_ = bytes;
@@ -62,10 +63,23 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
                 "vkGetBufferMemoryRequirements", 0, current_op());
   }
 
+  const std::uint32_t heap = device.memory().memoryTypes[type].heapIndex;
+  self->reservation_ = device.reserve(heap, req.size, what);
   auto alloc = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
   alloc.allocationSize = req.size;
   alloc.memoryTypeIndex = static_cast<std::uint32_t>(type);
-  VKATTN_VK_CHECK(vkAllocateMemory(self->device_, &alloc, nullptr, &self->memory_));
+  VkResult r = take_fault(FaultSite::allocate_memory);
+  if (r == VK_SUCCESS) r = vkAllocateMemory(self->device_, &alloc, nullptr, &self->memory_);
+  device.note(r, "vkAllocateMemory");
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+    const auto& h = device.heaps();
+    throw Error(ErrorCode::out_of_memory,
+                what + " needs " + std::to_string(req.size) + " bytes from " + h.heap(heap).name + ": the driver refused (" +
+                    vk_result_name(r) + ") with " + std::to_string(h.used(heap) - req.size) +
+                    " bytes in use by this backend",
+                "vkAllocateMemory", r, current_op());
+  }
+  if (r < 0) throw_vk_error(r, "vkAllocateMemory", __FILE__, __LINE__);
   VKATTN_VK_CHECK(vkBindBufferMemory(self->device_, self->buffer_, self->memory_, 0));
 
   if (texels) {
@@ -78,7 +92,10 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   }
 
   const VkMemoryPropertyFlags flags = device.memory().memoryTypes[type].propertyFlags;
-  if (flags & kVisible) {
+  // A device buffer not asked to be mapped stays behind staging copies even in
+  // host-visible memory (every type is, on CPU devices): DeviceOptions::force_staging and
+  // devices without unified memory take that path.
+  if ((flags & kVisible) && (kind == BufferKind::staging || prefer_mapped)) {
     VKATTN_VK_CHECK(vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
     self->coherent_ = (flags & kCoherent) != 0;
     VkPhysicalDeviceProperties props{};
@@ -107,6 +124,14 @@ void Buffer::write(std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
   std::memcpy(static_cast<std::uint8_t*>(mapped_) + offset, bytes.data(), bytes.size());
   if (!coherent_) {
     const VkMappedMemoryRange range = range_from(offset);
+    VKATTN_VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
+  }
+}
+
+void Buffer::zero() {
+  std::memset(mapped_, 0, size_);
+  if (!coherent_) {
+    const VkMappedMemoryRange range = range_from(0);
     VKATTN_VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
   }
 }

@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+
+#include "common/heap_ledger.hpp"
 
 namespace vkattn::detail {
 
@@ -19,11 +22,12 @@ enum class BufferKind { device, staging };
 
 class Buffer {
  public:
-  // |prefer_mapped|: on unified memory take host-visible device memory (no staging).
-  // |max_texels|: a device buffer whose bytes are a multiple of 16 and at most
-  // 16 * |max_texels| also gets a uniform texel buffer view (R32G32B32A32_UINT) over all of
-  // it, for kernels that read it through texelFetch; 0: no view.
-  static std::unique_ptr<Buffer> create(Device& device, VkDeviceSize bytes, BufferKind kind,
+  // |what| names the buffer in errors. |prefer_mapped|: on unified memory take
+  // host-visible device memory (no staging). |max_texels|: a device buffer whose bytes are
+  // a multiple of 16 and at most 16 * |max_texels| also gets a uniform texel buffer view
+  // (R32G32B32A32_UINT) over all of it, for kernels that read it through texelFetch; 0: no
+  // view. The memory is counted against its heap (Device::reserve) until the buffer goes.
+  static std::unique_ptr<Buffer> create(Device& device, VkDeviceSize bytes, BufferKind kind, const std::string& what,
                                         bool prefer_mapped, std::uint64_t max_texels = 0);
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -37,6 +41,7 @@ class Buffer {
   // Host access to a mapped buffer; flush/invalidate when the memory is not coherent.
   void write(std::span<const std::uint8_t> bytes, VkDeviceSize offset = 0);
   void read(std::span<std::uint8_t> bytes, VkDeviceSize offset = 0) const;
+  void zero();  // a mapped buffer
 
  private:
   Buffer() = default;
@@ -49,6 +54,7 @@ class Buffer {
   VkDeviceSize atom_ = 1;
   void* mapped_ = nullptr;
   bool coherent_ = true;
+  HeapReservation reservation_;  // released after the memory is freed
 };
 
 }  // namespace vkattn::detail

@@ -1,11 +1,14 @@
 #include "vulkan/pipeline.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "vulkan/check.hpp"
 #include "vulkan/device.hpp"
@@ -114,8 +117,9 @@ std::string default_pipeline_cache_dir() {
   return {};
 }
 
-PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir)
-    : device_(device.handle()) {
+PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir,
+                             std::shared_ptr<const Logger> log)
+    : device_(device.handle()), log_(std::move(log)) {
   std::vector<char> blob;
   if (!dir.empty()) {
     static const char* hex = "0123456789abcdef";
@@ -125,18 +129,42 @@ PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std
       uuid += hex[b & 15];
     }
     file_ = dir + "/" + uuid + "-" + std::to_string(physical.driver_version) + ".bin";
-    std::ifstream in(file_, std::ios::binary);
-    if (in) blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    load(physical, blob);
   }
   auto info = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
   info.initialDataSize = blob.size();
   info.pInitialData = blob.empty() ? nullptr : blob.data();
-  // The driver checks the header and ignores data from another device or driver; a
-  // corrupt file that it rejects outright is dropped and the cache starts empty.
-  if (vkCreatePipelineCache(device_, &info, nullptr, &cache_) != VK_SUCCESS) {
+  const VkResult r = vkCreatePipelineCache(device_, &info, nullptr, &cache_);
+  if (r != VK_SUCCESS) {
+    log_->log(LogLevel::warning, "pipeline cache " + file_ + " rejected by the driver (" + vk_result_name(r) +
+                                     "); starting empty");
     info.initialDataSize = 0;
     info.pInitialData = nullptr;
     VKATTN_VK_CHECK(vkCreatePipelineCache(device_, &info, nullptr, &cache_));
+  }
+}
+
+// The file's data into |blob|, when it is there, readable and a cache of this device
+// (Vulkan's cache header: length, version 1, vendor, device, pipelineCacheUUID).
+void PipelineCache::load(const PhysicalDevice& physical, std::vector<char>& blob) const {
+  std::error_code ec;
+  if (!std::filesystem::exists(file_, ec)) return;  // a first run
+  std::ifstream in(file_, std::ios::binary);
+  if (in) blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) {
+    blob.clear();
+    log_->log(LogLevel::warning, "pipeline cache " + file_ + " cannot be read; pipelines will be built afresh");
+    return;
+  }
+  std::uint32_t header[2] = {0, 0};
+  if (blob.size() >= 32) std::memcpy(header, blob.data(), sizeof(header));
+  const bool ours = blob.size() >= 32 && header[0] >= 32 && header[0] <= blob.size() &&
+                    header[1] == VK_PIPELINE_CACHE_HEADER_VERSION_ONE &&
+                    std::memcmp(blob.data() + 16, physical.uuid.data(), VK_UUID_SIZE) == 0;
+  if (!ours) {
+    blob.clear();
+    log_->log(LogLevel::warning, "pipeline cache " + file_ + " is invalid (not a Vulkan pipeline cache of this device); "
+                                 "ignored, and replaced when the backend closes");
   }
 }
 
@@ -152,6 +180,13 @@ PipelineCache::~PipelineCache() {
 
 void PipelineCache::save() const {
   if (file_.empty() || cache_ == VK_NULL_HANDLE) return;
+  std::lock_guard lock(mutex_);
+  auto fail = [&](const std::string& why) {
+    if (!std::exchange(save_warned_, true)) {
+      log_->log(LogLevel::warning, "pipeline cache " + file_ + " cannot be written (" + why +
+                                       "); pipelines will be built again next run");
+    }
+  };
   std::size_t size = 0;
   if (vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
   std::vector<char> blob(size);
@@ -159,30 +194,51 @@ void PipelineCache::save() const {
   std::error_code ec;
   const std::filesystem::path path(file_);
   std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return;
+  if (ec) return fail(ec.message());
   // Write a temporary and rename, so that a concurrent reader never sees half a file.
   const std::string tmp = file_ + ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return;
+    if (!out) return fail("cannot create " + tmp);
     out.write(blob.data(), static_cast<std::streamsize>(size));
     if (!out) {
       out.close();
       std::filesystem::remove(tmp, ec);
-      return;
+      return fail("writing failed");
     }
   }
   std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  if (ec) {
+    fail(ec.message());
+    std::filesystem::remove(tmp, ec);
+  }
 }
 
 const Pipeline& PipelineCache::get(const PipelineKey& key) {
-  std::lock_guard lock(mutex_);
-  auto it = pipelines_.find(key);
-  if (it == pipelines_.end()) {
-    it = pipelines_.emplace(key, std::make_unique<Pipeline>(device_, cache_, key)).first;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
   }
-  return *it->second;
+  // Built unlocked: a build takes seconds on CPU devices, and VkPipelineCache is safe to
+  // use from several threads at once.
+  const auto start = std::chrono::steady_clock::now();
+  auto built = std::make_unique<Pipeline>(device_, cache_, key);
+  if (log_->enabled(LogLevel::info)) {
+    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    std::string spec;
+    for (std::uint32_t v : key.spec) {
+      if (!spec.empty()) spec += ',';
+      spec += std::to_string(v);
+    }
+    char time[32];
+    std::snprintf(time, sizeof time, "%.1f", ms.count());
+    log_->log(LogLevel::info, std::string("built pipeline ") + kernel_name(key.kernel) + " (spec " + spec +
+                                  (key.texel_bindings ? ", texel reads" : "") +
+                                  (key.subgroup_size ? ", subgroup " + std::to_string(key.subgroup_size) : "") +
+                                  ") in " + time + " ms");
+  }
+  std::lock_guard lock(mutex_);
+  return *pipelines_.try_emplace(key, std::move(built)).first->second;
 }
 
 }  // namespace vkattn::detail

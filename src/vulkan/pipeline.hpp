@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
+
 namespace vkattn::detail {
 
 class Device;
@@ -61,12 +63,16 @@ class Pipeline {
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
-// Builds pipelines on first use and keeps them for the device's lifetime. The
-// VkPipelineCache is loaded from and saved to <dir>/<pipelineCacheUUID>-<driver>.bin; a
-// cache that cannot be read or written is silently skipped (it only saves compile time).
+// Builds pipelines on first use and keeps them for the device's lifetime; any thread may
+// ask at once (a pipeline is built outside the lock, so threads needing different
+// pipelines build them in parallel; two asking for the same one may both build it, and
+// one copy is kept). The VkPipelineCache is loaded from and saved to
+// <dir>/<pipelineCacheUUID>-<driver>.bin; a file that cannot be read, is invalid or
+// cannot be written is a warning in the log (it only costs compile time), each build an
+// info line with its time.
 class PipelineCache {
  public:
-  PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir);
+  PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir, std::shared_ptr<const Logger> log);
   ~PipelineCache();
   PipelineCache(const PipelineCache&) = delete;
   PipelineCache& operator=(const PipelineCache&) = delete;
@@ -76,10 +82,13 @@ class PipelineCache {
   void save() const;
 
  private:
+  void load(const PhysicalDevice& physical, std::vector<char>& blob) const;
   VkDevice device_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string file_;
-  std::mutex mutex_;
+  std::shared_ptr<const Logger> log_;
+  mutable std::mutex mutex_;  // guards pipelines_ and save()
+  mutable bool save_warned_ = false;
   std::map<PipelineKey, std::unique_ptr<Pipeline>> pipelines_;
 };
 

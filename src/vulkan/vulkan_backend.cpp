@@ -8,6 +8,7 @@
 #include "vulkan/check.hpp"
 #include "vulkan/command_list.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/submission.hpp"
 
 namespace vkattn::detail {
 
@@ -19,29 +20,31 @@ bool validation_wanted(const DeviceOptions& options) {
   return env && std::strcmp(env, "1") == 0;
 }
 
-// One-shot command buffer for a staging copy; freed on every path.
-void copy_buffer(Device& device, VkBuffer src, VkBuffer dst, VkDeviceSize bytes, std::uint32_t timeout_ms) {
-  struct Cb {
-    Device& d;
-    VkCommandBuffer cb;
-    ~Cb() { d.free_command_buffer(cb); }
-  } cmd{device, device.allocate_command_buffer()};
-  auto begin = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  VKATTN_VK_CHECK(vkBeginCommandBuffer(cmd.cb, &begin));
+// Records |record| into a command buffer of its own, submits it and waits: transfers run
+// on any thread without a lock (see Submission).
+template <class Record>
+void one_shot(Context& ctx, Record record) {
+  Submission submission(*ctx.device, true);
+  VkCommandBuffer cb = submission.begin();
   auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   barrier.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  vkCmdPipelineBarrier(cmd.cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
-                       &barrier, 0, nullptr, 0, nullptr);
-  VkBufferCopy region{0, 0, bytes};
-  vkCmdCopyBuffer(cmd.cb, src, dst, 1, &region);
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
+                       nullptr, 0, nullptr);
+  record(cb);
   barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd.cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
-                       nullptr, 0, nullptr);
-  VKATTN_VK_CHECK(vkEndCommandBuffer(cmd.cb));
-  device.submit_and_wait(cmd.cb, timeout_ms);
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0,
+                       nullptr);
+  submission.end();
+  submission.submit_and_wait(ctx.options.submit_timeout_ms);
+}
+
+void copy_buffer(Context& ctx, VkBuffer src, VkBuffer dst, VkDeviceSize bytes) {
+  one_shot(ctx, [&](VkCommandBuffer cb) {
+    const VkBufferCopy region{0, 0, bytes};
+    vkCmdCopyBuffer(cb, src, dst, 1, &region);
+  });
 }
 
 class VulkanBackend final : public Backend {
@@ -56,12 +59,23 @@ class VulkanBackend final : public Backend {
   }
 
   BackendKind kind() const override { return BackendKind::vulkan; }
-  std::string device_name() const override { return ctx_->physical.info.name; }
-  const DeviceLimits& limits() const override { return ctx_->limits; }
-  CommandList commands(const CommandListOptions& options) override {
-    return CommandList(make_vulkan_command_list(ctx_, options));
+  std::string device_name() const override try {
+    return ctx_->physical.info.name;
+  } catch (const std::bad_alloc&) {
+    host_out_of_memory("device_name");
   }
-  std::vector<std::string> validation_messages() const override { return ctx_->instance->messages(); }
+  const DeviceLimits& limits() const override { return ctx_->limits; }
+  CommandList commands(const CommandListOptions& options) override try {
+    OpScope scope("commands");
+    return CommandList(make_vulkan_command_list(ctx_, options));
+  } catch (const std::bad_alloc&) {
+    host_out_of_memory("commands");
+  }
+  std::vector<std::string> validation_messages() const override try {
+    return ctx_->instance->messages();
+  } catch (const std::bad_alloc&) {
+    host_out_of_memory("validation_messages");
+  }
 
 
  protected:
@@ -91,6 +105,7 @@ class VulkanBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Buffer> Context::device_buffer(std::uint64_t bytes, const char* what) {
+  device->check_alive();
   if (bytes > limits.max_storage_buffer_range) {
     throw Error(ErrorCode::out_of_memory,
                 std::string(what) + " needs " + std::to_string(bytes) + " bytes, over maxStorageBufferRange = " +
@@ -98,33 +113,37 @@ std::unique_ptr<Buffer> Context::device_buffer(std::uint64_t bytes, const char* 
                     std::to_string(bytes - limits.max_storage_buffer_range),
                 "maxStorageBufferRange", 0, current_op());
   }
-  if (limits.device_local_bytes && bytes > limits.device_local_bytes) {
-    throw Error(ErrorCode::out_of_memory,
-                std::string(what) + " needs " + std::to_string(bytes) + " bytes, over the device-local heap of " +
-                    std::to_string(limits.device_local_bytes),
-                "VkMemoryHeap::size", 0, current_op());
-  }
-  return Buffer::create(*device, bytes, BufferKind::device, mapped_tensors, limits.max_texel_buffer_elements);
+  return Buffer::create(*device, bytes, BufferKind::device, what, mapped_tensors, limits.max_texel_buffer_elements);
 }
 
 void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes) {
+  device->check_alive();
   if (buffer.mapped()) {
     buffer.write(bytes);
     return;
   }
-  auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, true);
+  auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, "staging", true);
   staging->write(bytes);
-  copy_buffer(*device, staging->handle(), buffer.handle(), bytes.size(), options.submit_timeout_ms);
+  copy_buffer(*this, staging->handle(), buffer.handle(), bytes.size());
 }
 
 void Context::read(const Buffer& buffer, std::span<std::uint8_t> bytes) {
+  device->check_alive();
   if (buffer.mapped()) {
     buffer.read(bytes);
     return;
   }
-  auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, true);
-  copy_buffer(*device, buffer.handle(), staging->handle(), bytes.size(), options.submit_timeout_ms);
+  auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, "staging", true);
+  copy_buffer(*this, buffer.handle(), staging->handle(), bytes.size());
   staging->read(bytes);
+}
+
+void Context::zero(Buffer& buffer) {
+  if (buffer.mapped()) {
+    buffer.zero();
+    return;
+  }
+  one_shot(*this, [&](VkCommandBuffer cb) { vkCmdFillBuffer(cb, buffer.handle(), 0, VK_WHOLE_SIZE, 0); });
 }
 
 bool has_texel_view(const TensorImpl& t) {
@@ -135,15 +154,40 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)) {
   // Padding to 16 bytes lets the copy kernel move whole vec4s.
   buffer = context->device_buffer(ceil_div(words * 4, 16) * 16, "tensor");
-  if (!zero) return;
-  if (buffer->mapped()) {
-    std::vector<std::uint8_t> zeros(buffer->size(), 0);
-    buffer->write(zeros);
-  } else {
-    // Zero-fill so no tensor ever exposes another allocation's old contents.
-    std::vector<std::uint8_t> zeros(buffer->size(), 0);
-    context->write(*buffer, zeros);
+  // Zero-filled so that no tensor ever exposes another allocation's old contents.
+  if (zero) context->zero(*buffer);
+}
+
+// $VKATTN_CAP_LIMITS=spec_minimum: plan with the Vulkan minimums whatever the options say.
+static bool spec_minimum_wanted(const Logger& log) {
+  const char* env = std::getenv("VKATTN_CAP_LIMITS");
+  if (!env || !*env) return false;
+  if (std::strcmp(env, "spec_minimum") == 0) return true;
+  log.log(LogLevel::warning, std::string("VKATTN_CAP_LIMITS=") + env + " is not spec_minimum; ignored");
+  return false;
+}
+
+// What was chosen and why, and a GPU passed over for a lesser device.
+static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& devices) {
+  const DeviceInfo& chosen = ctx.physical.info;
+  for (const auto& d : devices) {
+    if (!d.info.rejected.empty() && (d.info.type == "discrete" || d.info.type == "integrated")) {
+      ctx.log->log(LogLevel::warning, "device " + std::to_string(d.info.index) + ": " + d.info.name + " (" + d.info.type +
+                                          ") is rejected: " + d.info.rejected + "; using " + chosen.name + " (" +
+                                          chosen.type + ")");
+    }
   }
+  if (!ctx.log->enabled(LogLevel::info)) return;
+  std::string heaps;
+  for (std::uint32_t i = 0; i < ctx.device->memory().memoryHeapCount; ++i) {
+    heaps += (i ? ", " : "") + ctx.device->heaps().heap(i).name + " " + std::to_string(ctx.device->heaps().heap(i).size >> 20) +
+             " MiB";
+  }
+  ctx.log->log(LogLevel::info, "device " + std::to_string(chosen.index) + ": " + chosen.name + " (" + chosen.type +
+                                   "), Vulkan " + chosen.api_version + ", " + chosen.driver + "; " + heaps +
+                                   (ctx.device->memory_budget() ? "; allocations also within VK_EXT_memory_budget"
+                                                                : "; allocations counted against the heap sizes") +
+                                   (ctx.mapped_tensors ? "; tensors mapped" : "; tensors behind staging copies"));
 }
 
 // DeviceOptions::kernels, else $VKATTN_KERNELS, resolved for the device.
@@ -165,20 +209,33 @@ static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
   OpScope scope("create backend");
   auto ctx = std::make_shared<Context>();
   ctx->options = options;
-  ctx->instance = Instance::create(validation_wanted(options));
+  ctx->log = std::make_shared<Logger>(options);
+  ctx->instance = Instance::create(validation_wanted(options), ctx->log);
   auto devices = enumerate_devices(*ctx->instance);
   ctx->physical = devices[choose_device(devices, options)];
   ctx->limits = options.cap_limits ? cap(ctx->physical.info.limits, *options.cap_limits)
                                    : ctx->physical.info.limits;
+  if (spec_minimum_wanted(*ctx->log)) {
+    // Every minimum but one: kernels may bind 8 storage buffers, not 4. At 4, an input too
+    // large for the minimum texel view leaves attention more than it may bind, which it
+    // refuses by name; those refusals have their own test, and the other limits then get
+    // every shape an application runs.
+    DeviceLimits minimum = spec_minimum_limits();
+    minimum.max_storage_buffers = 8;
+    ctx->limits = cap(ctx->limits, minimum);
+    ctx->log->log(LogLevel::info, "VKATTN_CAP_LIMITS=spec_minimum: planning with the Vulkan 1.1 minimum limits");
+  }
   ctx->shape = kernel_shape(options, ctx->physical);
   // GPU-shaped kernels read through storage buffers: on GPUs they cost what texel fetches
   // do, and coalesced loads need no texture path. A device that allows a kernel fewer
   // storage buffers than attention binds keeps texel views, which do not count.
   if (ctx->shape == KernelShape::gpu && ctx->limits.max_storage_buffers >= 6) ctx->limits.max_texel_buffer_elements = 0;
   ctx->mapped_tensors = ctx->limits.unified_memory && !options.force_staging;
-  ctx->device = Device::create(ctx->physical);
+  const std::uint64_t heap_cap = options.cap_limits ? options.cap_limits->device_local_bytes : 0;
+  ctx->device = Device::create(ctx->physical, heap_cap);
+  log_device(*ctx, devices);
   const std::string dir = options.pipeline_cache_dir ? *options.pipeline_cache_dir : default_pipeline_cache_dir();
-  ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, ctx->physical, dir);
+  ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, ctx->physical, dir, ctx->log);
   return ctx;
 }
 

@@ -29,6 +29,12 @@ struct AttnOutputs {
   std::vector<float> scores, probs, out;
 };
 
+// |config| for attn_scores, which refuses sinks (they belong to attn_softmax).
+inline AttentionConfig without_sinks(AttentionConfig config) {
+  config.sinks.clear();
+  return config;
+}
+
 // q, k, v (and the mask, if any) of |in| on |b|, uploaded.
 struct AttnInputTensors {
   Tensor q, k, v, mask;
@@ -65,7 +71,7 @@ inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOut
   }
   const AttentionTokens tokens{in.q_pos, in.k_pos, in.q_seq, in.k_seq};
   CommandList cmd = b.commands();
-  cmd.attn_scores(t.q, t.k, scores, tokens, in.config, t.mask_or_null());
+  cmd.attn_scores(t.q, t.k, scores, tokens, without_sinks(in.config), t.mask_or_null());
   cmd.attn_softmax(feed ? fed_scores : scores, probs, in.config);
   cmd.attn_weighted_sum(feed ? fed_probs : probs, t.v, out);
   cmd.submit_and_wait();

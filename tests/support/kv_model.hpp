@@ -161,7 +161,7 @@ inline Outputs run(Backend& b, KvCache& cache, const Layout& s, const Tokens* ad
     probs = b.tensor({n, s.heads, s.capacity}, DType::f32);
     b.upload(q, ask->q);
     const AttentionTokens tokens{.q_positions = ask->pos, .q_seq_ids = ask->seq};
-    cmd.attn_scores(q, cache, scores, tokens, s.attn);
+    cmd.attn_scores(q, cache, scores, tokens, without_sinks(s.attn));
     cmd.attn_softmax(scores, probs, s.attn);
     cmd.attn_weighted_sum(probs, cache, out, tokens);
   }
@@ -196,7 +196,7 @@ inline Outputs reference(const Model& m, const Tokens& ask) {
   cpu->upload(k, kf);
   cpu->upload(v, vf);
   CommandList cmd = cpu->commands();
-  cmd.attn_scores(q, k, scores, {ask.pos, k_pos, ask.seq, k_seq}, s.attn);
+  cmd.attn_scores(q, k, scores, {ask.pos, k_pos, ask.seq, k_seq}, without_sinks(s.attn));
   cmd.attn_softmax(scores, probs, s.attn);
   cmd.attn_weighted_sum(probs, v, out);
   cmd.submit_and_wait();

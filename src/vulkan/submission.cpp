@@ -1,0 +1,71 @@
+#include "vulkan/submission.hpp"
+
+#include <string>
+
+#include "vulkan/check.hpp"
+#include "vulkan/device.hpp"
+
+namespace vkattn::detail {
+
+Submission::Submission(Device& device, bool one_time) : device_(device), one_time_(one_time) {
+  device_.check_alive();
+  try {
+    auto pool = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+    pool.flags = one_time ? VK_COMMAND_POOL_CREATE_TRANSIENT_BIT : 0;
+    pool.queueFamilyIndex = device_.family();
+    VKATTN_VK_CHECK(vkCreateCommandPool(device_.handle(), &pool, nullptr, &pool_));
+    auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+    info.commandPool = pool_;
+    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    info.commandBufferCount = 1;
+    VKATTN_VK_CHECK(vkAllocateCommandBuffers(device_.handle(), &info, &cb_));
+    auto fence = vk_struct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+    VKATTN_VK_CHECK(vkCreateFence(device_.handle(), &fence, nullptr, &fence_));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Submission::~Submission() { release(); }
+
+void Submission::release() noexcept {
+  VkDevice dev = device_.handle();
+  // A lost device answers at once; a hung one is lost after the driver's watchdog.
+  if (pending_) vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (fence_) vkDestroyFence(dev, fence_, nullptr);
+  if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);  // frees cb_
+  fence_ = VK_NULL_HANDLE;
+  pool_ = VK_NULL_HANDLE;
+  cb_ = VK_NULL_HANDLE;
+}
+
+VkCommandBuffer Submission::begin() {
+  auto begin = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+  if (one_time_) begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VKATTN_VK_CHECK(vkBeginCommandBuffer(cb_, &begin));
+  return cb_;
+}
+
+void Submission::end() { VKATTN_VK_CHECK(vkEndCommandBuffer(cb_)); }
+
+void Submission::submit_and_wait(std::uint32_t timeout_ms) {
+  const std::uint64_t ns = std::uint64_t{timeout_ms} * 1000000u;
+  auto timeout = [&] {
+    return Error(ErrorCode::timeout,
+                 "submission did not finish within " + std::to_string(timeout_ms) +
+                     " ms (DeviceOptions::submit_timeout_ms); it keeps running",
+                 "vkWaitForFences", VK_TIMEOUT, current_op());
+  };
+  if (pending_) {  // an earlier submission timed out
+    if (device_.wait(fence_, ns) == VK_TIMEOUT) throw timeout();
+    pending_ = false;
+  }
+  VKATTN_VK_CHECK(vkResetFences(device_.handle(), 1, &fence_));
+  device_.submit(cb_, fence_);
+  pending_ = true;
+  if (device_.wait(fence_, ns) == VK_TIMEOUT) throw timeout();
+  pending_ = false;
+}
+
+}  // namespace vkattn::detail

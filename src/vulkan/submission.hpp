@@ -1,0 +1,42 @@
+// A command buffer from a command pool of its own, with a fence for its submissions.
+// Vulkan requires a command pool, with every command buffer allocated from it, to be used
+// by one thread at a time: a pool per command list (and per one-shot transfer) lets
+// threads record at once with no lock. Only the queue is shared (Device::submit).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+
+namespace vkattn::detail {
+
+class Device;
+
+class Submission {
+ public:
+  // |one_time|: recorded once, submitted once (a transfer); else resubmittable.
+  Submission(Device& device, bool one_time);
+  // Waits for work still running after a timeout before freeing what it uses.
+  ~Submission();
+  Submission(const Submission&) = delete;
+  Submission& operator=(const Submission&) = delete;
+
+  // Begins recording; returns the command buffer.
+  VkCommandBuffer begin();
+  void end();
+  // Submits and waits up to |timeout_ms|. Error(timeout) leaves the work running: the
+  // next submit and the destructor wait for it first. Error(device_lost) sticks to the
+  // device (Device::check_alive).
+  void submit_and_wait(std::uint32_t timeout_ms);
+
+ private:
+  void release() noexcept;
+  Device& device_;
+  bool one_time_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool pending_ = false;  // submitted, not yet seen finished
+};
+
+}  // namespace vkattn::detail

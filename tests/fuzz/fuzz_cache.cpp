@@ -1,0 +1,166 @@
+// Random valid KV-cache calls: a random cache (sequences, sinks, both RoPE modes, f32 or
+// f16), a random schedule of appends (interleaved sequences, keep_last, sequence copies,
+// submitted together or apart), then attention of each sequence's newest token over the
+// cache, by the three cache stages or by the attention op on any path.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "fuzz/fuzz_cases.hpp"
+#include "support/attention_cases.hpp"
+
+namespace vkattn::fuzz {
+
+namespace {
+
+struct Append {
+  std::vector<std::int32_t> pos, seq;
+  std::vector<float> k, v;
+  bool keep_last = false;
+  int copy_src = -1, copy_dst = -1;  // kv_copy_sequence after the append, when set
+  bool submit = false;               // submit the list after this step
+};
+
+}  // namespace
+
+ValidCall cache_call(Rng& r) {
+  KvCacheConfig c;
+  c.n_seqs = r.range(1, 3);
+  c.n_kv_heads = r.range(1, 2);
+  // Two shape families (fuzz_valid.cpp says why so few): f32 and head_dim 16, f16 and 64.
+  c.dtype = r.pick({DType::f32, DType::f16});
+  c.head_dim = c.dtype == DType::f32 ? 16 : 64;
+  c.capacity = r.range(1, 24);
+  c.n_sinks = r.chance(0.3) ? r.range(0, c.capacity - 1) : 0;
+  if (r.chance(0.3)) {
+    c.rope = KvRope::on_read;
+    c.rope_config = random_rope_config(r, c.head_dim, true);
+  }
+  const std::size_t ring = c.capacity - c.n_sinks, row = c.n_kv_heads * c.head_dim;
+  const std::size_t heads = c.n_kv_heads * r.pick<std::size_t>({1, 4});
+
+  // The appends: each sequence's tokens continue at its next position, in order.
+  std::vector<std::int32_t> next(c.n_seqs, 0);
+  std::vector<Append> steps(r.range(1, 4));
+  for (Append& a : steps) {
+    std::vector<std::size_t> counts(c.n_seqs, 0);
+    for (std::size_t s = 0; s < c.n_seqs; ++s) {
+      if (!r.chance(0.7)) continue;
+      a.keep_last = a.keep_last || r.chance(0.15);
+      counts[s] = r.range(1, a.keep_last ? 2 * ring + 1 : ring);
+    }
+    for (std::size_t left = std::accumulate(counts.begin(), counts.end(), std::size_t{0}); left > 0; --left) {
+      std::size_t s;
+      do s = r.range(0, c.n_seqs - 1);
+      while (counts[s] == 0);
+      --counts[s];
+      a.seq.push_back(static_cast<std::int32_t>(s));
+      a.pos.push_back(next[s]++);
+    }
+    a.k = r.normals(a.pos.size() * row);
+    a.v = r.normals(a.pos.size() * row);
+    if (c.n_seqs > 1 && r.chance(0.2)) {
+      a.copy_src = static_cast<int>(r.range(0, c.n_seqs - 1));
+      a.copy_dst = static_cast<int>((static_cast<std::size_t>(a.copy_src) + r.range(1, c.n_seqs - 1)) % c.n_seqs);
+      next[static_cast<std::size_t>(a.copy_dst)] = next[static_cast<std::size_t>(a.copy_src)];
+    }
+    a.submit = r.chance(0.4);
+  }
+
+  // One query per sequence, at its newest position (always readable), or 0 when empty.
+  std::vector<std::int32_t> q_pos, q_seq;
+  for (std::size_t s = 0; s < c.n_seqs; ++s) {
+    if (!r.chance(0.8) && !(s + 1 == c.n_seqs && q_pos.empty())) continue;
+    q_pos.push_back(std::max(0, next[s] - 1));
+    q_seq.push_back(static_cast<std::int32_t>(s));
+  }
+  const std::size_t n = q_pos.size();
+  const std::vector<float> q = r.normals(n * heads * c.head_dim);
+  AttentionConfig config;
+  config.causal = r.chance(0.8);
+  if (r.chance(0.3)) config.window = static_cast<std::uint32_t>(r.range(1, c.capacity + 2));
+  if (r.chance(0.2)) config.softcap = r.uniform(1.0, 50.0);
+  config.alibi = r.chance(0.15);
+  if (r.chance(0.25)) config.sinks = r.normals(heads, 2.0);
+  config.path = r.pick({AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages});
+  const bool stages = r.chance(0.4);
+  std::vector<float> mask;
+  if (r.chance(0.2)) {
+    mask = r.normals(n * c.capacity, 2.0);
+    for (float& m : mask) m = r.chance(0.15) ? -test::kInf : m;
+  }
+
+  // A bound on the magnitude of a score's terms (test::score_magnitude for the cache).
+  double max_k = 0, max_v = 0, max_q = test::max_abs(q), max_mask = test::max_abs(mask);
+  for (const Append& a : steps) {
+    max_k = std::max(max_k, test::max_abs(a.k));
+    max_v = std::max(max_v, test::max_abs(a.v));
+  }
+  double dots = config.scale.value_or(1 / std::sqrt(double(c.head_dim))) * double(c.head_dim) * max_q * max_k;
+  if (config.softcap) dots = std::min(dots, *config.softcap);
+  const std::int32_t span = *std::max_element(next.begin(), next.end()) + 1;
+  const double magnitude = dots + max_mask + (config.alibi ? span : 0.0);  // standard slopes are below 1
+  const bool f16 = c.dtype == DType::f16;
+  const double d = 1e-4 + 2e-6 * magnitude, o = f16 ? 2e-4 : 1e-4;
+  const double out_atol = o + (std::expm1(2 * d) + 1e-5) * max_v;
+
+  ValidCall call{stages ? "attn_scores, attn_softmax, attn_weighted_sum over a cache" : "attention over a cache", "",
+                 {{"out", {n, heads, c.head_dim}, out_atol, 1e-4}}, nullptr};
+  if (stages) call.checks.push_back({"scores", {n, heads, c.capacity}, d, 1e-5});
+  call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) +
+                     " head_dim " + std::to_string(c.head_dim) + " capacity " + std::to_string(c.capacity) + " sinks " +
+                     std::to_string(c.n_sinks) + " " + to_string(c.dtype) +
+                     (c.rope == KvRope::on_read ? " on_read " + describe(c.rope_config) : "") + "; " +
+                     std::to_string(steps.size()) + " appends; heads " + std::to_string(heads) + ", " +
+                     std::to_string(n) + " queries; " + describe(config) + (mask.empty() ? "" : "; mask");
+
+  call.run = [=](Backend& b, const Outputs*) {
+    KvCache cache = b.kv_cache(c);
+    auto cmd = std::make_unique<CommandList>(b.commands());
+    std::vector<Tensor> keep;  // inputs live until their list is submitted
+    for (const Append& a : steps) {
+      if (!a.pos.empty()) {
+        Tensor k = b.tensor({a.pos.size(), c.n_kv_heads, c.head_dim}, DType::f32);
+        Tensor v = b.tensor({a.pos.size(), c.n_kv_heads, c.head_dim}, DType::f32);
+        b.upload(k, a.k);
+        b.upload(v, a.v);
+        cmd->kv_append(cache, k, v, a.pos, a.seq, {.keep_last = a.keep_last});
+        keep.push_back(std::move(k));
+        keep.push_back(std::move(v));
+      }
+      if (a.copy_src >= 0) {
+        cmd->kv_copy_sequence(cache, static_cast<std::size_t>(a.copy_src), static_cast<std::size_t>(a.copy_dst));
+      }
+      if (a.submit) {
+        cmd->submit_and_wait();
+        cmd = std::make_unique<CommandList>(b.commands());
+        keep.clear();
+      }
+    }
+    Tensor tq = b.tensor({n, heads, c.head_dim}, DType::f32), out = b.tensor({n, heads, c.head_dim}, DType::f32);
+    Tensor scores = b.tensor({n, heads, c.capacity}, DType::f32), tm;
+    b.upload(tq, q);
+    if (!mask.empty()) {
+      tm = b.tensor({n, c.capacity}, DType::f32);
+      b.upload(tm, mask);
+    }
+    const AttentionTokens tokens{.q_positions = q_pos, .q_seq_ids = q_seq};
+    if (stages) {
+      AttentionConfig no_sinks = config;
+      no_sinks.sinks.clear();
+      cmd->attn_scores(tq, cache, scores, tokens, no_sinks, mask.empty() ? nullptr : &tm);
+      Tensor probs = b.tensor({n, heads, c.capacity}, DType::f32);
+      cmd->attn_softmax(scores, probs, config);
+      cmd->attn_weighted_sum(probs, cache, out, tokens);
+      cmd->submit_and_wait();
+      return Outputs{b.download(out), b.download(scores)};
+    }
+    cmd->attention(tq, cache, out, tokens, config, mask.empty() ? nullptr : &tm);
+    cmd->submit_and_wait();
+    return Outputs{b.download(out)};
+  };
+  return call;
+}
+
+}  // namespace vkattn::fuzz

@@ -1,0 +1,79 @@
+// Random calls for the fuzz test (fuzz_ops.cpp): valid calls of every op with the
+// tolerances their Vulkan and CPU results must agree within, and invalid calls that must
+// throw InvalidArgument naming the op. Everything comes from one seeded generator, so an
+// iteration is reproduced from its seed alone.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vkattn/vkattn.hpp"
+
+namespace vkattn::fuzz {
+
+class Rng {
+ public:
+  explicit Rng(std::uint32_t seed) : g_(seed) {}
+  std::size_t range(std::size_t lo, std::size_t hi) {  // inclusive
+    return std::uniform_int_distribution<std::size_t>(lo, hi)(g_);
+  }
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(g_); }
+  bool chance(double p) { return uniform(0, 1) < p; }
+  template <class T>
+  T pick(std::initializer_list<T> options) {
+    return options.begin()[range(0, options.size() - 1)];
+  }
+  std::vector<float> normals(std::size_t n, double scale = 1.0) {
+    std::normal_distribution<float> d(0.0f, static_cast<float>(scale));
+    std::vector<float> v(n);
+    for (float& x : v) x = d(g_);
+    return v;
+  }
+  std::mt19937& engine() { return g_; }
+
+ private:
+  std::mt19937 g_;
+};
+
+// What one output tensor must satisfy: |vulkan - cpu| <= atol + rtol * |cpu| everywhere.
+struct Check {
+  std::string name;
+  Shape shape;
+  double atol = 0, rtol = 0;
+};
+
+// The outputs of one call, in the order of its checks.
+using Outputs = std::vector<std::vector<float>>;
+
+struct ValidCall {
+  std::string op;
+  std::string description;  // every parameter, for a failure message
+  std::vector<Check> checks;
+  // Runs the call on |b|; |cpu| is the CPU backend's outputs when |b| is Vulkan (stages
+  // may read them, to be compared on identical inputs), null on the CPU backend.
+  std::function<Outputs(Backend& b, const Outputs* cpu)> run;
+};
+
+struct InvalidCall {
+  std::string op;  // the op the InvalidArgument must name
+  std::string description;
+  // Makes what it needs on |b| and |other| (a second backend, for foreign tensors), then
+  // makes the bad call on a list that already holds one op; returns that list so the
+  // caller can check nothing was recorded.
+  std::function<void(Backend& b, Backend& other, CommandList& cmd)> run;
+};
+
+ValidCall random_valid_call(Rng& rng);
+InvalidCall random_invalid_call(Rng& rng);
+
+// Shared by both: a random config within the ranges the generators use.
+RopeConfig random_rope_config(Rng& rng, std::size_t head_dim, bool for_cache = false);
+std::string describe(const RopeConfig& c);
+std::string describe(const AttentionConfig& c);
+std::string shape_text(const Shape& s);
+
+}  // namespace vkattn::fuzz

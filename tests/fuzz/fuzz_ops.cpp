@@ -1,0 +1,137 @@
+// Fuzz: random calls of every op, from deterministic seeds. Iteration i draws from seed
+// VKATTN_FUZZ_SEED + i (default seed 1) and makes one call:
+// - 70%: a valid call (fuzz_valid.cpp, fuzz_cache.cpp) with random shapes, dtypes,
+//   positions and config, run on the CPU reference and on a Vulkan backend (in turn: the
+//   device's own limits; the Vulkan 1.1 minimums with storage-buffer reads only), whose
+//   outputs must agree within the op's tolerance: RoPE 1e-5 x attention factor (f16: one
+//   f16 ulp); copies exactly; attention scores 1e-4 + 2e-6 M (M the magnitude of a score's
+//   terms) and 1e-5 relative; probabilities on the same scores 1e-5; out on the same
+//   probabilities 1e-4 (f16 inputs 2e-4) and 1e-4 relative; out of a whole chain (the
+//   attention op, or the three stages over a cache) that plus (e^(2d) - 1) max|v| for
+//   scores off by d = the scores' tolerance.
+// - 30%: an invalid call (fuzz_invalid.cpp) on both backends, which must throw
+//   InvalidArgument whose message names the op ("vkattn: <op>: ...") and record nothing.
+// Any other exception, a crash or a hang (submissions time out after 20 s) is a failure;
+// the validation layer must stay silent. VKATTN_FUZZ_ITERATIONS sets the count (default
+// 300; CI runs 5000 under AddressSanitizer and UndefinedBehaviorSanitizer). A failure
+// prints its seed: VKATTN_FUZZ_SEED=<seed> VKATTN_FUZZ_ITERATIONS=1 replays it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "fuzz/fuzz_cases.hpp"
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+
+namespace vkattn::fuzz {
+namespace {
+
+std::uint32_t env_number(const char* name, std::uint32_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? static_cast<std::uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
+}
+
+struct Tally {
+  std::size_t valid = 0, invalid = 0, failures = 0;
+};
+
+void check_valid(const ValidCall& call, Backend& cpu, Backend& gpu, std::uint32_t seed, Tally& tally) {
+  ++tally.valid;
+  const std::string where = "seed " + std::to_string(seed) + ", " + call.op + " on " + gpu.device_name() + ": " +
+                            call.description;
+  Outputs want, got;
+  try {
+    want = call.run(cpu, nullptr);
+    got = call.run(gpu, &want);
+  } catch (const std::exception& e) {
+    ++tally.failures;
+    ADD_FAILURE() << where << "\n  a valid call threw: " << e.what();
+    return;
+  }
+  for (std::size_t i = 0; i < call.checks.size(); ++i) {
+    const Check& c = call.checks[i];
+    const auto result = test::all_close(got.at(i), want.at(i), c.shape, c.atol, c.rtol);
+    if (!result) {
+      ++tally.failures;
+      ADD_FAILURE() << where << "\n  " << c.name << ": " << result.message();
+    }
+  }
+}
+
+void check_invalid(const InvalidCall& call, Backend& b, Backend& other, std::uint32_t seed, Tally& tally) {
+  const std::string where = "seed " + std::to_string(seed) + ", on " + b.device_name() + ": " + call.description;
+  const std::string prefix = "vkattn: " + call.op + ": ";
+  CommandList cmd = b.commands();
+  Tensor x = b.tensor({4}, DType::f32), y = b.tensor({4}, DType::f32);
+  cmd.copy(x, y);
+  try {
+    call.run(b, other, cmd);
+    ++tally.failures;
+    ADD_FAILURE() << where << "\n  no exception; expected InvalidArgument from " << call.op;
+  } catch (const InvalidArgument& e) {
+    if (std::string(e.what()).rfind(prefix, 0) != 0) {
+      ++tally.failures;
+      ADD_FAILURE() << where << "\n  the message does not start with \"" << prefix << "\": " << e.what();
+    }
+  } catch (const std::exception& e) {
+    ++tally.failures;
+    ADD_FAILURE() << where << "\n  expected InvalidArgument, got: " << e.what();
+  }
+  if (cmd.stats().ops != 1) {
+    ++tally.failures;
+    ADD_FAILURE() << where << "\n  the refused call recorded something";
+  }
+}
+
+TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
+  const std::uint32_t iterations = env_number("VKATTN_FUZZ_ITERATIONS", 300);
+  const std::uint32_t first = env_number("VKATTN_FUZZ_SEED", 1);
+  // The device's own limits, and the Vulkan 1.1 minimums with every input read through
+  // storage buffers (no texel views): between them, every kernel variant.
+  DeviceOptions options = test::test_options();
+  options.submit_timeout_ms = 20000;  // a hang is a failure, not a stuck run
+  DeviceOptions minimum = options;
+  minimum.cap_limits = spec_minimum_limits();
+  minimum.cap_limits->max_texel_buffer_elements = 0;
+  std::unique_ptr<Backend> gpus[2];
+  std::string why;
+  for (auto [i, o] : {std::pair{0, &options}, std::pair{1, &minimum}}) {
+    gpus[i] = test::try_backend(BackendKind::vulkan, *o, why);
+    VKATTN_REQUIRE_BACKEND(gpus[i], why);
+  }
+  auto cpu = make_backend(BackendKind::cpu), cpu_other = make_backend(BackendKind::cpu);
+
+  Tally tally;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint32_t i = 0; i < iterations && tally.failures < 20; ++i) {
+    const std::uint32_t seed = first + i;
+    Rng rng(seed);
+    Backend& gpu = *gpus[i % 2];
+    if (rng.chance(0.7)) {
+      check_valid(random_valid_call(rng), *cpu, gpu, seed, tally);
+    } else {
+      ++tally.invalid;
+      const InvalidCall call = random_invalid_call(rng);
+      check_invalid(call, *cpu, *cpu_other, seed, tally);
+      check_invalid(call, gpu, *cpu, seed, tally);
+    }
+    if ((i + 1) % 1000 == 0) {
+      const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+      std::printf("fuzz: %u iterations, %.0f s\n", i + 1, s.count());
+      std::fflush(stdout);
+    }
+  }
+  for (const auto& gpu : gpus) {
+    for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  }
+  const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+  std::printf("fuzz: %zu iterations from seed %u (%zu valid calls compared, %zu invalid calls on both backends) "
+              "in %.0f s: %zu failures\n",
+              tally.valid + tally.invalid, first, tally.valid, tally.invalid, s.count(), tally.failures);
+}
+
+}  // namespace
+}  // namespace vkattn::fuzz

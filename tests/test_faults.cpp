@@ -1,0 +1,199 @@
+// Device faults, injected (src/vulkan/faults.hpp) at the next vkAllocateMemory,
+// vkQueueSubmit or fence wait: each gives its ErrorCode; out of memory and timeouts leave
+// the backend working; a lost device makes every later call on that backend fail with
+// device_lost at once, and a new backend works. The validation layer, which also reports
+// Vulkan objects left alive when a device is destroyed, must stay silent, and the
+// sanitizer build checks host leaks.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/random.hpp"
+#include "vulkan/faults.hpp"
+
+namespace vkattn::test {
+namespace {
+
+using detail::FaultSite;
+
+constexpr std::size_t T = 3, H = 2, D = 16;
+const std::vector<std::int32_t> kPos{1, 20, 300};
+
+class Faults : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (int s = 0; s < static_cast<int>(FaultSite::count); ++s) detail::inject_fault(static_cast<FaultSite>(s), VK_SUCCESS);
+    backends_.clear();  // device destruction reports leaked Vulkan objects
+    for (const auto& m : *log_) ADD_FAILURE() << "log: " << m;
+  }
+
+  // A Vulkan backend whose log is checked after it is gone; null with |why| without Vulkan.
+  Backend* make(std::string& why, bool staging = false) {
+    DeviceOptions options = test_options();
+    options.force_staging = staging;
+    options.log = [log = log_, lock = lock_](LogLevel, std::string_view m) {
+      std::lock_guard guard(*lock);
+      log->emplace_back(m);
+    };
+    auto b = try_backend(BackendKind::vulkan, options, why);
+    if (!b) return nullptr;
+    backends_.push_back(std::move(b));
+    return backends_.back().get();
+  }
+
+  // Random x on a new tensor of |b|, and a list that rotates it by RoPE at kPos.
+  struct Rotation {
+    std::vector<float> x;
+    Tensor t;
+    CommandList cmd;
+  };
+  static Rotation rotation(Backend& b, std::uint32_t seed) {
+    Rotation r{normal(T * H * D, seed), b.tensor({T, H, D}, DType::f32), b.commands()};
+    b.upload(r.t, r.x);
+    r.cmd.rope(r.t, kPos);
+    return r;
+  }
+
+  // x rotated by |turns| RoPE passes at kPos, on the CPU reference.
+  static std::vector<float> rotated(const std::vector<float>& x, int turns) {
+    auto cpu = make_backend(BackendKind::cpu);
+    Tensor t = cpu->tensor({T, H, D}, DType::f32);
+    cpu->upload(t, x);
+    CommandList cmd = cpu->commands();
+    for (int i = 0; i < turns; ++i) cmd.rope(t, kPos);
+    cmd.submit_and_wait();
+    return cpu->download(t);
+  }
+
+  std::shared_ptr<std::vector<std::string>> log_ = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::mutex> lock_ = std::make_shared<std::mutex>();
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+#define VKATTN_BACKEND_OR_SKIP(var, ...)                  \
+  std::string var##_why;                                  \
+  Backend* var = make(var##_why __VA_OPT__(, ) __VA_ARGS__); \
+  VKATTN_REQUIRE_BACKEND(var, var##_why)
+
+// |f| throws Error with |code| and |vk_result|.
+void expect_error(const std::function<void()>& f, ErrorCode code, VkResult vk_result, const char* what = "") {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected Error(" << to_string(code) << ")";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_EQ(e.vk_result(), vk_result) << e.what();
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+// Out of device memory at vkAllocateMemory, wherever a buffer is made: a tensor, the
+// second half of a cache, a list's parameters at its first submit. Each leaves the
+// backend as it was.
+TEST_F(Faults, AllocateMemoryOutOfMemory) {
+  VKATTN_BACKEND_OR_SKIP(b);
+  const auto x = normal(T * H * D, 1);
+  Tensor t = b->tensor({T, H, D}, DType::f32);
+  b->upload(t, x);
+
+  detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  expect_error([&] { b->tensor({64}, DType::f32); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY,
+               "tensor: tensor needs 256 bytes from heap 0");
+  detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, 1);  // K, then V fails
+  expect_error([&] { b->kv_cache({.n_kv_heads = 1, .head_dim = D, .capacity = 8}); }, ErrorCode::out_of_memory,
+               VK_ERROR_OUT_OF_DEVICE_MEMORY, "kv_cache: K and V of shape [1, 8, 1, 16]");
+
+  CommandList cmd = b->commands();
+  cmd.rope(t, kPos);  // positions and frequencies go in a parameter buffer at submit
+  detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "op parameters");
+  EXPECT_EQ(b->download(t), x);  // nothing ran
+  cmd.submit_and_wait();
+  EXPECT_TRUE(all_close(b->download(t), rotated(x, 1), {T, H, D}, 4e-6, 0));
+}
+
+TEST_F(Faults, SubmitOutOfMemory) {
+  VKATTN_BACKEND_OR_SKIP(b);
+  auto [x, t, cmd] = rotation(*b, 2);
+  detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkQueueSubmit");
+  EXPECT_EQ(b->download(t), x);  // not submitted
+  EXPECT_EQ(cmd.stats().submits, 0u);
+  cmd.submit_and_wait();
+  EXPECT_TRUE(all_close(b->download(t), rotated(x, 1), {T, H, D}, 4e-6, 0));
+}
+
+// A fence wait that times out: Error(timeout); the submission still ran, and the list and
+// the backend go on. Through staging, an upload that times out still lands.
+TEST_F(Faults, FenceWaitTimeout) {
+  for (bool staging : {false, true}) {
+    SCOPED_TRACE(staging ? "staging" : "mapped");
+    VKATTN_BACKEND_OR_SKIP(b, staging);
+    auto [x, t, cmd] = rotation(*b, 3);
+    cmd.submit_and_wait();  // encoded (its parameters uploaded) and run once
+    detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
+    expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT, "did not finish within 60000 ms");
+    cmd.submit_and_wait();  // waits for the second run, runs a third time
+    EXPECT_TRUE(all_close(b->download(t), rotated(x, 3), {T, H, D}, 1e-5, 0));
+    if (staging) {
+      const auto y = normal(T * H * D, 4);
+      detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
+      expect_error([&] { b->upload(t, y); }, ErrorCode::timeout, VK_TIMEOUT, "upload");
+      EXPECT_EQ(b->download(t), y);
+    }
+  }
+}
+
+// After a lost device every call on that backend fails with device_lost before touching
+// the device; objects made before still destroy cleanly; a new backend works.
+void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, CommandList& cmd) {
+  const auto lost = [&](const std::function<void()>& f) {
+    expect_error(f, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST, "make a new backend");
+  };
+  lost([&] { b.tensor({4}, DType::f32); });
+  lost([&] { b.kv_cache({.head_dim = D, .capacity = 4}); });
+  lost([&] { b.upload(t, std::vector<float>(t.numel())); });
+  lost([&] { (void)b.download(t); });
+  lost([&] { (void)b.commands(); });
+  lost([&] { cmd.rope(t, kPos); });
+  lost([&] { cmd.submit_and_wait(); });
+  lost([&] { cmd.attention(t, cache, out, {.q_positions = kPos}); });
+}
+
+TEST_F(Faults, DeviceLost) {
+  struct Case {
+    FaultSite site;
+    const char* where;
+  };
+  for (const Case c : {Case{FaultSite::queue_submit, "vkQueueSubmit"}, Case{FaultSite::fence_wait, "vkWaitForFences"},
+                       Case{FaultSite::allocate_memory, "vkAllocateMemory"}}) {
+    SCOPED_TRACE(c.where);
+    VKATTN_BACKEND_OR_SKIP(b);
+    Tensor t = b->tensor({T, H, D}, DType::f32), out = b->tensor({T, H, D}, DType::f32);
+    KvCache cache = b->kv_cache({.n_kv_heads = H, .head_dim = D, .capacity = 8, .dtype = DType::f32});
+    CommandList cmd = b->commands();
+    cmd.rope(t, kPos);
+    detail::inject_fault(c.site, VK_ERROR_DEVICE_LOST);
+    if (c.site == FaultSite::allocate_memory) {
+      expect_error([&] { b->tensor({4}, DType::f32); }, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST, c.where);
+    } else {
+      expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST, c.where);
+    }
+    expect_lost_everywhere(*b, t, out, cache, cmd);
+    EXPECT_TRUE(b->validation_messages().empty());  // still answers
+  }
+  // A new backend works.
+  VKATTN_BACKEND_OR_SKIP(fresh);
+  auto [x, t, cmd] = rotation(*fresh, 5);
+  cmd.submit_and_wait();
+  EXPECT_TRUE(all_close(fresh->download(t), rotated(x, 1), {T, H, D}, 4e-6, 0));
+}
+
+}  // namespace
+}  // namespace vkattn::test

@@ -1,0 +1,151 @@
+// Memory exhaustion on both backends: allocations are counted against the heap, so asking
+// for more than is left is Error(out_of_memory) naming the heap, the request and the use,
+// and freeing gives it all back; host allocation failure (provoked with
+// support/failing_new.hpp) is Error(out_of_memory) too, never std::bad_alloc; absurd sizes
+// are refused, never an abort. After each, the backend still computes attention correctly.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/attention_io.hpp"
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/failing_new.hpp"
+
+namespace vkattn::test {
+namespace {
+
+constexpr std::uint64_t kHeap = 64u << 20;        // the capped heap
+constexpr std::size_t kFloats = std::size_t{1} << 20;  // 4 MiB tensors
+
+// |f| throws Error(out_of_memory) whose message contains every part.
+template <class F>
+std::string expect_out_of_memory(F&& f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected Error(out_of_memory)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    return e.what();
+  }
+  return {};
+}
+
+class Memory : public ::testing::TestWithParam<BackendKind> {
+ protected:
+  void SetUp() override {
+    DeviceOptions options = GetParam() == BackendKind::vulkan ? test_options() : DeviceOptions{};
+    options.cap_limits = uncapped();
+    options.cap_limits->device_local_bytes = kHeap;
+    std::string why;
+    b_ = try_backend(GetParam(), options, why);
+    VKATTN_REQUIRE_BACKEND(b_, why);
+    cpu_ = make_backend(BackendKind::cpu);
+  }
+  void TearDown() override {
+    if (b_) {
+      for (const auto& m : b_->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    }
+  }
+  const char* heap_name() const { return GetParam() == BackendKind::vulkan ? "heap 0 (device-local)" : "host memory"; }
+
+  // Attention (three stages and fused) on b_ against the CPU reference.
+  void expect_attention_works() {
+    const AttnInputs in = random_inputs(5, 4, 2, 37, 32, 1, 7);
+    const AttnOutputs want = run_attention(*cpu_, in), got = run_attention(*b_, in);
+    EXPECT_TRUE(all_close(got.out, want.out, in.out_shape(), 1e-5, 1e-5));
+    const AttnInputTensors t = upload_inputs(*b_, in);
+    Tensor out = b_->tensor(in.out_shape(), DType::f32);
+    CommandList cmd = b_->commands();
+    cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos}, {.path = AttentionPath::fused});
+    cmd.submit_and_wait();
+    EXPECT_TRUE(all_close(b_->download(out), want.out, in.out_shape(), 1e-5, 1e-5));
+  }
+
+  std::unique_ptr<Backend> b_, cpu_;
+};
+
+// Allocate 4 MiB tensors until the 64 MiB heap refuses one; free them; the same number fit
+// again (nothing stays counted) and attention still works.
+TEST_P(Memory, AllocateUntilRefusedThenRecover) {
+  EXPECT_EQ(b_->limits().device_local_bytes, kHeap);
+  std::size_t fitted[2] = {0, 0};
+  for (std::size_t& n : fitted) {
+    std::vector<Tensor> held;
+    const std::string what = expect_out_of_memory(
+        [&] {
+          for (;;) {
+            held.push_back(b_->tensor({kFloats}, DType::f32));
+            ASSERT_LE(held.size(), kHeap / (4 * kFloats)) << "more tensors than the heap holds";
+          }
+        },
+        {"vkattn: tensor: tensor needs 4194304 bytes from", heap_name(), "in use of 67108864"});
+    n = held.size();
+    EXPECT_NE(what.find(std::to_string(4 * kFloats * n) + " bytes in use"), std::string::npos) << what;
+    // A cache that does not fit either, named as such.
+    expect_out_of_memory([&] { b_->kv_cache({.n_kv_heads = 8, .head_dim = 128, .capacity = 1024, .dtype = DType::f32}); },
+                         {"kv_cache: K and V of shape [1, 1024, 8, 128]", heap_name()});
+  }
+  EXPECT_EQ(fitted[0], kHeap / (4 * kFloats));
+  EXPECT_EQ(fitted[1], fitted[0]);
+  expect_attention_works();
+}
+
+// One request larger than the whole heap, and absurd sizes: refused at once.
+TEST_P(Memory, AbsurdSizesAreRefused) {
+  expect_out_of_memory([&] { b_->tensor({kHeap / 4 + 1}, DType::f32); }, {"tensor needs"});
+  // 2^36 elements in each of K and V (256 GiB): refused, not an abort in new.
+  const KvCacheConfig huge{.n_kv_heads = 256, .head_dim = 256, .capacity = std::size_t{1} << 20, .dtype = DType::f32};
+  expect_out_of_memory([&] { b_->kv_cache(huge); }, {"kv_cache: K and V of shape [1, 1048576, 256, 256]"});
+  expect_attention_works();
+}
+
+// The same 2^36-element cache on an uncapped CPU backend: physical memory is the heap.
+TEST(MemoryCpu, UncappedAbsurdCacheIsRefused) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const std::string physical = " of " + std::to_string(cpu->limits().device_local_bytes) + " ";
+  expect_out_of_memory([&] {
+    cpu->kv_cache({.n_kv_heads = 256, .head_dim = 256, .capacity = std::size_t{1} << 20, .dtype = DType::f32});
+  }, {"kv_cache: K and V", "host memory", physical.c_str()});
+}
+
+// Host allocations that fail are Error(out_of_memory) naming the op, and leave the
+// backend working.
+TEST_P(Memory, HostAllocationFailureIsAnError) {
+  const std::vector<float> x = normal(kFloats, 3);
+  Tensor t = b_->tensor({kFloats}, DType::f32);
+  {
+    FailLargeAllocations fail(1u << 20);
+    if (GetParam() == BackendKind::vulkan) {
+      // A Vulkan tensor is zero-filled on the device: no host copy of its size.
+      EXPECT_NO_THROW(b_->tensor({kFloats}, DType::f32));
+    } else {
+      expect_out_of_memory([&] { b_->tensor({kFloats}, DType::f32); }, {"vkattn: tensor:", "std::bad_alloc"});
+    }
+    expect_out_of_memory([&] { b_->upload(t, x); }, {"vkattn: upload:", "std::bad_alloc"});
+    expect_out_of_memory([&] { (void)b_->download(t); }, {"vkattn: download:", "std::bad_alloc"});
+    EXPECT_GT(fail.refused(), 0u);
+  }
+  b_->upload(t, x);
+  if (GetParam() == BackendKind::cpu) {
+    // The CPU backend computes at submit, on host copies of its tensors.
+    Tensor r = b_->tensor({kFloats / 64, 2, 32}, DType::f32);
+    CommandList cmd = b_->commands();
+    cmd.rope(r, std::vector<std::int32_t>(kFloats / 64, 9));
+    {
+      FailLargeAllocations fail(1u << 20);
+      expect_out_of_memory([&] { cmd.submit_and_wait(); }, {"vkattn: submit_and_wait:", "std::bad_alloc"});
+    }
+    cmd.submit_and_wait();
+  }
+  EXPECT_EQ(b_->download(t), x);
+  expect_attention_works();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Memory, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+
+}  // namespace
+}  // namespace vkattn::test

@@ -1,0 +1,189 @@
+// Threads: one backend used by 4 threads at once, each making its own tensors, caches and
+// command lists and submitting 200 times a mix of ops (RoPE, copies, the three attention
+// stages, fused attention, KV-cache appends and attention over the cache), all reading a
+// pair of K/V tensors they share. Every result must equal, bit for bit, the same job run
+// alone on the same backend beforehand, and the validation layer (whose thread checks
+// report two threads in one command pool) must stay silent. Built on its own so that CI
+// can run it under -fsanitize=thread (VKATTN_SANITIZE=thread).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/backends.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+constexpr std::size_t kThreads = 4, kJobs = 200;
+constexpr std::size_t kKeys = 24, kKvHeads = 2, kHeadDim = 32;
+
+// What every thread reads and none writes: shared K and V, uploaded before threads start.
+struct Shared {
+  Tensor k, v;
+  std::vector<std::int32_t> k_pos;
+};
+
+// One thread's objects, made by that thread: a cache and a list it submits again and again.
+struct Own {
+  KvCache cache;
+  Tensor x;
+  CommandList reused;
+};
+
+// Job |j| of thread |t| on |b|: records one command list, submits it once, returns what it
+// wrote. Shapes vary with the job, so threads also build pipelines at the same time.
+std::vector<float> run_job(Backend& b, const Shared& shared, Own& own, std::size_t t, std::size_t j) {
+  const auto seed = static_cast<std::uint32_t>(1000 * t + j);
+  const std::size_t n = 1 + j % 4, heads = kKvHeads * (1 + j % 2);
+  const std::vector<std::int32_t> pos = uniform_positions(n, seed, 0, 1 << 20);
+  switch (j % 6) {
+    case 0: {  // RoPE on Q and K in one dispatch, then a copy
+      const std::size_t d = 16 << (j % 3);
+      const DType dt = j % 12 == 0 ? DType::f16 : DType::f32;
+      Tensor q = b.tensor({n, heads, d}, dt), k = b.tensor({n, kKvHeads, d}, dt);
+      Tensor out = b.tensor({n, heads, d}, dt);
+      b.upload(q, normal(n * heads * d, seed));
+      b.upload(k, normal(n * kKvHeads * d, seed + 1));
+      CommandList cmd = b.commands();
+      cmd.rope(q, k, pos, {.base = 500000.0});
+      cmd.copy(q, out);
+      cmd.submit_and_wait();
+      std::vector<float> r = b.download(out), rk = b.download(k);
+      r.insert(r.end(), rk.begin(), rk.end());
+      return r;
+    }
+    case 1:    // the three stages over the shared K and V
+    case 2: {  // fused attention over them
+      Tensor q = b.tensor({n, heads, kHeadDim}, DType::f32), out = b.tensor({n, heads, kHeadDim}, DType::f32);
+      b.upload(q, normal(n * heads * kHeadDim, seed));
+      const std::vector<std::int32_t> q_pos(n, static_cast<std::int32_t>(kKeys - 1 - j % 5));
+      const AttentionTokens tokens{.q_positions = q_pos, .k_positions = shared.k_pos};
+      const AttentionConfig config{.window = j % 3 == 0 ? std::optional<std::uint32_t>(7) : std::nullopt,
+                                   .path = j % 6 == 2 ? AttentionPath::fused : AttentionPath::three_stages};
+      CommandList cmd = b.commands();
+      if (j % 6 == 1) {
+        Tensor scores = b.tensor({n, heads, kKeys}, DType::f32);
+        cmd.attn_scores(q, shared.k, scores, tokens, config);
+        cmd.attn_softmax(scores, scores, config);
+        cmd.attn_weighted_sum(scores, shared.v, out);
+      } else {
+        cmd.attention(q, shared.k, shared.v, out, tokens, config);
+      }
+      cmd.submit_and_wait();
+      return b.download(out);
+    }
+    case 3: {  // append to the thread's cache, attend over it
+      if (own.cache.next_position(0) + static_cast<std::int32_t>(n) > 1000) own.cache.reset(0);
+      const std::int32_t first = own.cache.next_position(0);
+      std::vector<std::int32_t> cpos(n);
+      for (std::size_t i = 0; i < n; ++i) cpos[i] = first + static_cast<std::int32_t>(i);
+      Tensor k = b.tensor({n, kKvHeads, kHeadDim}, DType::f32), v = b.tensor({n, kKvHeads, kHeadDim}, DType::f32);
+      Tensor q = b.tensor({n, heads, kHeadDim}, DType::f32), out = b.tensor({n, heads, kHeadDim}, DType::f32);
+      b.upload(k, normal(n * kKvHeads * kHeadDim, seed));
+      b.upload(v, normal(n * kKvHeads * kHeadDim, seed + 1));
+      b.upload(q, normal(n * heads * kHeadDim, seed + 2));
+      CommandList cmd = b.commands();
+      cmd.kv_append(own.cache, k, v, cpos);
+      cmd.attention(q, own.cache, out, {.q_positions = cpos}, {.window = 8u});  // a chunk sees only held keys
+      cmd.submit_and_wait();
+      return b.download(out);
+    }
+    case 4: {  // the thread's long-lived list, submitted again on new contents
+      b.upload(own.x, normal(own.x.numel(), seed));
+      own.reused.submit_and_wait();
+      return b.download(own.x);
+    }
+    default: {  // many small lists, one op each
+      Tensor x = b.tensor({n, heads, 8}, DType::f16);
+      b.upload(x, normal(n * heads * 8, seed));
+      for (std::size_t i = 0; i < 3; ++i) {
+        CommandList cmd = b.commands();
+        cmd.rope(x, pos, {.layout = RopeLayout::interleaved});
+        cmd.submit_and_wait();
+      }
+      return b.download(x);
+    }
+  }
+}
+
+Own make_own(Backend& b) {
+  Own own{b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = 16, .dtype = DType::f16}),
+          b.tensor({2, kKvHeads, kHeadDim}, DType::f32), b.commands()};
+  own.reused.rope(own.x, std::vector<std::int32_t>{3, 70000});
+  own.reused.rope(own.x, std::vector<std::int32_t>{5, 11});
+  return own;
+}
+
+class Threads : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Threads, FourThreadsMatchOneThread) {
+  const std::string kind = GetParam();
+  auto messages = std::make_shared<std::vector<std::string>>();
+  auto lock = std::make_shared<std::mutex>();
+  std::unique_ptr<Backend> b;
+  if (kind == "cpu") {
+    b = make_backend(BackendKind::cpu);
+  } else {
+    DeviceOptions options = test_options();
+    options.force_staging = kind == "vulkan_staging";  // transfers through one-shot submissions
+    options.log = [messages, lock](LogLevel, std::string_view m) {
+      std::lock_guard guard(*lock);
+      messages->emplace_back(m);
+    };
+    std::string why;
+    b = try_backend(BackendKind::vulkan, options, why);
+    VKATTN_REQUIRE_BACKEND(b, why);
+  }
+
+  Shared shared{b->tensor({kKeys, kKvHeads, kHeadDim}, DType::f16), b->tensor({kKeys, kKvHeads, kHeadDim}, DType::f32), {}};
+  b->upload(shared.k, normal(kKeys * kKvHeads * kHeadDim, 1));
+  b->upload(shared.v, normal(kKeys * kKvHeads * kHeadDim, 2));
+  for (std::size_t i = 0; i < kKeys; ++i) shared.k_pos.push_back(static_cast<std::int32_t>(i));
+
+  // 1. Every job alone, one thread after another.
+  std::vector<std::vector<std::vector<float>>> want(kThreads);
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    Own own = make_own(*b);
+    for (std::size_t j = 0; j < kJobs; ++j) want[t].push_back(run_job(*b, shared, own, t, j));
+  }
+
+  // 2. The same jobs on four threads at once.
+  std::vector<std::vector<std::vector<float>>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        Own own = make_own(*b);
+        ready.fetch_add(1);
+        while (ready.load() < static_cast<int>(kThreads)) std::this_thread::yield();  // start together
+        for (std::size_t j = 0; j < kJobs; ++j) got[t].push_back(run_job(*b, shared, own, t, j));
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(errors[t], "") << "thread " << t;
+    ASSERT_EQ(got[t].size(), kJobs) << "thread " << t;
+    for (std::size_t j = 0; j < kJobs; ++j) EXPECT_EQ(got[t][j], want[t][j]) << "thread " << t << ", job " << j;
+  }
+  for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  b.reset();  // device destruction reports leaked objects too
+  for (const auto& m : *messages) ADD_FAILURE() << "log: " << m;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Threads, ::testing::Values("cpu", "vulkan", "vulkan_staging"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace vkattn::test
