@@ -12,7 +12,10 @@
 // - record_submit: recording and one submit_and_wait (so encoding is counted; the wait
 //   for the device is in the wall time, not in the CPU time only on devices that run
 //   elsewhere: lavapipe runs on this CPU, so there device work shows too);
-// - resubmit: submit_and_wait of a list recorded once (kv_append rewrites the same slots).
+// - resubmit: submit_and_wait of a list recorded once (kv_append rewrites the same slots);
+// - replay: CommandList::set_tokens for the next token on a decode step recorded once
+//   (the command buffer is kept: only parameter bytes change); replay_submit adds the
+//   submit_and_wait.
 // The caches' bookkeeping advances with every recorded append, so each recording uses
 // fresh positions, and the caches are reset when they would wrap past what the case needs.
 #include <chrono>
@@ -49,7 +52,7 @@ struct Model {
 
   // The step's ops for the next |tokens| positions; resets the caches first when the ring
   // would hold more than it can serve a chunk of this size.
-  void record(CommandList& cmd, AttentionPath path) {
+  std::vector<std::int32_t> next_positions() {
     if (next + static_cast<std::int32_t>(tokens) > static_cast<std::int32_t>(caches[0].config().capacity)) {
       for (KvCache& c : caches) c.reset(0);
       next = 0;
@@ -57,6 +60,11 @@ struct Model {
     std::vector<std::int32_t> pos(tokens);
     std::iota(pos.begin(), pos.end(), next);
     next += static_cast<std::int32_t>(tokens);
+    return pos;
+  }
+
+  void record(CommandList& cmd, AttentionPath path) {
+    const std::vector<std::int32_t> pos = next_positions();
     const RopeConfig rope{.base = 500000.0};
     for (std::size_t l = 0; l < kLayers; ++l) {
       cmd.rope(q, k, pos, rope);
@@ -119,6 +127,31 @@ void BM_resubmit(benchmark::State& state) {
   report(state, cmd.stats().ops, device_us(b, tokens, capacity, path));
 }
 
+// A decode step recorded once and replayed for the next token (set_tokens), then submitted.
+void BM_replay(benchmark::State& state, bool submit) {
+  Backend& b = backend(BackendKind::vulkan);
+  const AttentionPath path = static_cast<AttentionPath>(state.range(1));
+  Model m(b, 1, kCapacity);
+  CommandList cmd = b.commands();
+  m.record(cmd, path);
+  cmd.submit_and_wait();
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::vector<std::int32_t> pos = m.next_positions();
+    state.ResumeTiming();
+    cmd.set_tokens(pos);
+    if (submit) cmd.submit_and_wait();
+  }
+  if (cmd.stats().encodings != 1) state.SkipWithError("a replay encoded the list again");
+  report(state, cmd.stats().ops, device_us(b, 1, kCapacity, path));
+}
+
+void decode_shapes(benchmark::internal::Benchmark* bm) {
+  bm->ArgNames({"tokens", "path"});
+  bm->Args({1, 1})->Args({1, 2});
+  bm->Unit(benchmark::kMicrosecond);
+}
+
 void shapes(benchmark::internal::Benchmark* bm) {
   // Decode with the fused kernel and with the three stages; prefill with the device's
   // choice (on lavapipe the fused kernel would take tens of seconds for 32 layers).
@@ -130,6 +163,8 @@ void shapes(benchmark::internal::Benchmark* bm) {
 BENCHMARK_CAPTURE(BM_record, record, false)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_record, record_submit, true)->Apply(shapes);
 BENCHMARK(BM_resubmit)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_replay, replay, false)->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_replay, replay_submit, true)->Apply(decode_shapes);
 
 }  // namespace
 }  // namespace vkattn::bench

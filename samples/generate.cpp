@@ -181,6 +181,13 @@ int run(const Options& o) {
   else std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; ", n_prompt, prompt_s > 0 ? static_cast<double>(n_prompt) / prompt_s : 0.0);
   std::fprintf(stderr, "generation: %ld tokens, %.1f tok/s; vkattn calls: %.0f%% of forward time\n", generated,
                gen_s > 0 ? static_cast<double>(generated) / gen_s : 0.0, total > 0 ? 100.0 * model.vkattn_seconds() / total : 0.0);
+  // Per token over all layers: the host's cost of recording (first token) or replaying the
+  // steps, and the device's time running them.
+  const double per_token = 1e6 / static_cast<double>(std::max<long>(1, static_cast<long>(prompt.size()) - 1 + generated));
+  std::fprintf(stderr, "attention per token: host %.0f us (record once, then replay), device %s\n",
+               model.record_seconds() * per_token,
+               backend->limits().timestamps ? (std::to_string(static_cast<long>(model.device_seconds() * per_token)) + " us").c_str()
+                                            : "not measured (no timestamps)");
   if (ref) {
     std::printf("check: max |logit diff| %.3g; greedy tokens %s\n", max_diff,
                 disagree_at < 0 ? "agree" : ("disagree from step " + std::to_string(disagree_at)).c_str());

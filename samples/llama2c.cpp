@@ -426,20 +426,30 @@ const std::vector<float>& Model::forward(int token, std::int32_t pos) {
     backend_.upload(q_, q_host_);
     backend_.upload(k_, k_host_);
     backend_.upload(v_, v_host_);
-    vkattn::CommandList cmd = backend_.commands();
-    cmd.rope(q_, k_, positions, rope);
-    cmd.kv_append(caches_[l], k_, v_, positions);
-    const vkattn::AttentionTokens tokens{.q_positions = positions};
-    if (attention_op_) {
-      vkattn::AttentionConfig op = attn;
-      op.path = *attention_op_;
-      cmd.attention(q_, caches_[l], out_, tokens, op);
+    // Each layer's step is recorded once and replayed for every later token: only the
+    // position changes (set_tokens), the command buffer stays.
+    const auto t_record = std::chrono::steady_clock::now();
+    if (steps_.size() <= l) {
+      steps_.push_back(backend_.commands({.timestamps = backend_.limits().timestamps}));
+      vkattn::CommandList& cmd = steps_.back();
+      cmd.rope(q_, k_, positions, rope);
+      cmd.kv_append(caches_[l], k_, v_, positions);
+      const vkattn::AttentionTokens tokens{.q_positions = positions};
+      if (attention_op_) {
+        vkattn::AttentionConfig op = attn;
+        op.path = *attention_op_;
+        cmd.attention(q_, caches_[l], out_, tokens, op);
+      } else {
+        cmd.attn_scores(q_, caches_[l], scores_, tokens, attn);
+        cmd.attn_softmax(scores_, scores_, attn);
+        cmd.attn_weighted_sum(scores_, caches_[l], out_, tokens);
+      }
     } else {
-      cmd.attn_scores(q_, caches_[l], scores_, tokens, attn);
-      cmd.attn_softmax(scores_, scores_, attn);
-      cmd.attn_weighted_sum(scores_, caches_[l], out_, tokens);
+      steps_[l].set_tokens(positions);
     }
-    cmd.submit_and_wait();
+    record_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_record).count();
+    steps_[l].submit_and_wait();
+    for (const vkattn::OpTiming& t : steps_[l].timings()) device_seconds_ += t.ms * 1e-3;
     const std::vector<float> att = backend_.download(out_);
     if (static_cast<int>(l) == probe_layer_) probs_ = backend_.download(scores_);
     if (keep_queries_) queries_[l] = backend_.download(q_);

@@ -113,8 +113,12 @@ class Model {
   // Logits for |token| at |pos| (positions must be 0, 1, 2, ... in order).
   const std::vector<float>& forward(int token, std::int32_t pos);
   std::size_t capacity() const { return capacity_; }
-  // Wall time spent in vkattn calls (uploads, record, submit, downloads) so far.
+  // Wall time spent in vkattn calls (uploads, record, submit, downloads) so far; of it,
+  // recording or replaying the layers' steps (host), and their device time from
+  // timestamps (0 where the device has none).
   double vkattn_seconds() const { return vkattn_seconds_; }
+  double record_seconds() const { return record_seconds_; }
+  double device_seconds() const { return device_seconds_; }
   // How attention runs: unset (the default), the three ops recorded separately, which
   // keeps the probabilities readable; set, CommandList::attention with that path (fused
   // kernel, three stages, or the device's choice). keep_probabilities needs it unset.
@@ -137,7 +141,8 @@ class Model {
   std::vector<vkattn::KvCache> caches_;
   vkattn::Tensor q_, k_, v_, scores_, out_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_host_, k_host_, v_host_, logits_;
-  double vkattn_seconds_ = 0.0;
+  double vkattn_seconds_ = 0.0, record_seconds_ = 0.0, device_seconds_ = 0.0;
+  std::vector<vkattn::CommandList> steps_;  // per layer, recorded at the first token
   int probe_layer_ = -1;
   std::optional<vkattn::AttentionPath> attention_op_;
   std::vector<float> probs_;

@@ -157,7 +157,7 @@ void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, 
     expect_error(f, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST, "make a new backend");
   };
   lost([&] { b.tensor({4}, DType::f32); });
-  lost([&] { b.kv_cache({.head_dim = D, .capacity = 4}); });
+  lost([&] { b.kv_cache({.n_kv_heads = 1, .head_dim = D, .capacity = 4}); });
   lost([&] { b.upload(t, std::vector<float>(t.numel())); });
   lost([&] { (void)b.download(t); });
   lost([&] { (void)b.commands(); });

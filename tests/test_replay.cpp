@@ -36,6 +36,15 @@ struct Step {
     cmd.kv_append(cache, k, v, pos, seq);
     cmd.attention(q, cache, out, {.q_positions = pos, .q_seq_ids = seq}, {.softcap = 30.0, .path = path});
   }
+  // Sequence 1 starts 7 tokens ahead, so the two sequences wrap at different steps.
+  void prefill_sequence_1() {
+    Tensor k7 = b.tensor({7, kKvHeads, kDim}, DType::f32), v7 = b.tensor({7, kKvHeads, kDim}, DType::f32);
+    b.upload(k7, normal(7 * kKvHeads * kDim, 7));
+    b.upload(v7, normal(7 * kKvHeads * kDim, 8));
+    CommandList c = b.commands();
+    c.kv_append(cache, k7, v7, std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6}, std::vector<std::int32_t>(7, 1));
+    c.submit_and_wait();
+  }
   void upload(std::uint32_t seed) {
     b.upload(q, normal(2 * kHeads * kDim, seed));
     b.upload(k, normal(2 * kKvHeads * kDim, seed + 1));
@@ -43,39 +52,58 @@ struct Step {
   }
 };
 
+// |steps| tokens of a decode step replayed on |gpu|, against lists recorded afresh on
+// |gpu| (bit for bit) and against the CPU backend replaying too.
+void replay_against_fresh(Backend& gpu, Backend& cpu_backend, KvRope rope, AttentionPath path, std::int32_t steps) {
+  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40,
+                             .dtype = DType::f16, .n_sinks = 3, .rope = rope, .rope_config = {.base = 1000.0}};
+  Step replayed(gpu, config), fresh(gpu, config), cpu(cpu_backend, config);
+  for (Step* s : {&replayed, &fresh, &cpu}) s->prefill_sequence_1();
+  CommandList gpu_step = gpu.commands(), cpu_step = cpu_backend.commands();
+  const std::string what = std::string(rope == KvRope::on_read ? "on_read" : "stored") + ", path " +
+                           std::to_string(static_cast<int>(path)) + " on " + gpu.device_name();
+  for (std::int32_t t = 0; t < steps; ++t) {
+    const std::vector<std::int32_t> pos{t, t + 7}, seq{0, 1};
+    for (Step* s : {&replayed, &fresh, &cpu}) s->upload(100 + static_cast<std::uint32_t>(t));
+    if (t == 0) {
+      replayed.record(gpu_step, pos, seq, path);
+      cpu.record(cpu_step, pos, seq, path);
+    } else {
+      gpu_step.set_tokens(pos, seq);
+      cpu_step.set_tokens(pos, seq);
+    }
+    CommandList once = gpu.commands();
+    fresh.record(once, pos, seq, path);
+    for (CommandList* c : {&gpu_step, &cpu_step, &once}) c->submit_and_wait();
+    const std::vector<float> got = gpu.download(replayed.out), want = gpu.download(fresh.out);
+    ASSERT_EQ(got, want) << what << ", step " << t << ": replayed against recorded afresh";
+    ASSERT_TRUE(all_close(got, cpu_backend.download(cpu.out), {2, kHeads, kDim}, 2e-3, 2e-3))
+        << what << ", step " << t << ": Vulkan against CPU";
+    EXPECT_EQ(replayed.cache.slot_positions(0), fresh.cache.slot_positions(0));
+    EXPECT_EQ(replayed.cache.slot_positions(1), cpu.cache.slot_positions(1));
+  }
+  EXPECT_EQ(gpu_step.stats().submits, static_cast<std::size_t>(steps));
+  EXPECT_EQ(gpu_step.stats().encodings, 1u) << what << ": a replay recorded the command buffer again";
+}
+
+// 300 tokens: both sequences wrap their 37-slot rings several times.
 TEST_F(VulkanVsCpuTest, ReplayedDecodeMatchesFreshLists) {
   for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
     for (AttentionPath path : {AttentionPath::fused, AttentionPath::three_stages}) {
-      const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40,
-                                 .dtype = DType::f16, .n_sinks = 3, .rope = rope,
-                                 .rope_config = {.base = 1000.0}};
-      Step replayed(*gpu_, config), fresh(*gpu_, config), cpu(*cpu_, config);
-      CommandList gpu_step = gpu_->commands(), cpu_step = cpu_->commands();
-      const std::string what = std::string(rope == KvRope::on_read ? "on_read" : "stored") + ", path " +
-                               std::to_string(static_cast<int>(path));
-      for (std::int32_t t = 0; t < 300; ++t) {
-        // Sequence 1 starts 7 tokens later, so the two wrap at different steps.
-        const std::vector<std::int32_t> pos{t, t > 7 ? t - 7 : t}, seq{0, 1};
-        for (Step* s : {&replayed, &fresh, &cpu}) s->upload(100 + static_cast<std::uint32_t>(t));
-        if (t == 0) {
-          replayed.record(gpu_step, pos, seq, path);
-          cpu.record(cpu_step, pos, seq, path);
-        } else {
-          gpu_step.set_tokens(pos, seq);
-          cpu_step.set_tokens(pos, seq);
-        }
-        CommandList once = gpu_->commands();
-        fresh.record(once, pos, seq, path);
-        for (CommandList* c : {&gpu_step, &cpu_step, &once}) c->submit_and_wait();
-        const std::vector<float> got = gpu_->download(replayed.out), want = gpu_->download(fresh.out);
-        ASSERT_EQ(got, want) << what << ", step " << t << ": replayed against recorded afresh";
-        ASSERT_TRUE(all_close(got, cpu_->download(cpu.out), {2, kHeads, kDim}, 2e-3, 2e-3))
-            << what << ", step " << t << ": Vulkan against CPU";
-        EXPECT_EQ(replayed.cache.slot_positions(0), fresh.cache.slot_positions(0));
-        EXPECT_EQ(replayed.cache.slot_positions(1), cpu.cache.slot_positions(1));
-      }
-      EXPECT_EQ(gpu_step.stats().submits, 300u);
+      replay_against_fresh(*gpu_, *cpu_, rope, path, 300);
     }
+  }
+}
+
+// Parameters reach a discrete GPU's device-local memory through an upload buffer the
+// command buffer copies from; and the GPU-shaped kernels take other parameters.
+TEST_F(VulkanVsCpuTest, ReplayThroughStagingAndGpuKernels) {
+  DeviceOptions staging = test_options(), gpu_shape = shape_options(KernelShape::gpu);
+  staging.force_staging = true;
+  for (const DeviceOptions& options : {staging, gpu_shape}) {
+    auto b = make_backend(BackendKind::vulkan, options);
+    replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
+    EXPECT_TRUE(b->validation_messages().empty());
   }
 }
 

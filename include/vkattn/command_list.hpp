@@ -41,6 +41,8 @@ struct CommandStats {
   std::size_t submits = 0;   // completed submissions
   std::size_t texel_reads = 0;  // inputs bound as uniform texel buffers (Vulkan; see
                                 // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
+  std::size_t encodings = 0;  // times the ops were recorded into a command buffer (Vulkan; a
+                              // set_tokens that changes only parameters keeps the last one)
 };
 
 class VKATTN_API CommandList {
@@ -120,6 +122,22 @@ class VKATTN_API CommandList {
   // cache (tokens.q_seq_ids as there).
   void attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
+
+  // Replay: makes the list record its ops again for the next tokens, as if each op had
+  // been given |positions| (rope's and kv_append's positions, attention's q_positions
+  // where the op took positions) and |seq_ids| (every op's sequence ids where it took
+  // them; empty: each op keeps its own), with everything else as recorded. A decode step
+  // recorded once is then submitted for every token with ~1 us of host time per op: on
+  // Vulkan the command buffer is kept and only parameter bytes (positions, the cache's
+  // slot tables) are rewritten, so the same list stays valid until shapes change. What may
+  // change between replays: the positions and sequence ids, and the contents of tensors
+  // and caches. What may not: the number of tokens (every op of the list must take the
+  // same number; positions.size() must be it), shapes, which tensors and caches. Each op's
+  // checks run again: kv_append advances its cache's bookkeeping as when recorded, so
+  // positions must continue each sequence (after reset or truncate, give positions that
+  // continue it). On an error nothing changes: the list and the caches stay as they were.
+  // A list keeps every tensor and cache it records alive, also after their handles go.
+  void set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids = {});
 
   // Runs everything recorded so far and waits for it. Error(timeout) after
   // DeviceOptions::submit_timeout_ms: the submission keeps running, and the list's next

@@ -336,6 +336,13 @@ VKATTN_API void vkattn_command_list_destroy(vkattn_command_list* list);
 /* Runs everything recorded so far and waits; a list can be submitted again. */
 VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
 
+/* Replay (CommandList::set_tokens): records the list's ops again for new tokens, each op
+ * taking |positions| (n_positions = the list's number of tokens) and, where it took
+ * sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the command buffer is
+ * kept and only parameter bytes change. On an error nothing changes. */
+VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions,
+                                                        size_t n_positions, const int32_t* seq_ids, size_t n_seq_ids);
+
 /* dst = src: same dtype and number of elements. */
 VKATTN_API vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn_tensor* src, vkattn_tensor* dst);
 /* RoPE in place on x [n_tokens, n_heads, head_dim] (f32 or f16); |config| optional. */
@@ -400,6 +407,7 @@ typedef struct vkattn_command_stats {
   uint64_t barriers;    /* pipeline barriers between them (Vulkan) */
   uint64_t submits;     /* completed submissions */
   uint64_t texel_reads; /* inputs read through texel buffers (Vulkan) */
+  uint64_t encodings;   /* times the ops were recorded into a command buffer (Vulkan) */
 } vkattn_command_stats;
 VKATTN_API vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_command_stats* stats,
                                                    size_t stats_size);

@@ -41,7 +41,7 @@ VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, n_sinks);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, rope_config);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, texel_reads);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
 
 namespace vkattn::c_api {
 

@@ -73,6 +73,8 @@ std::span<const T> array(const char* function, const char* param, const T* p, st
 // a field is appended to a struct, pin its entry here to the old sizeof.
 template <class T>
 inline constexpr std::size_t kFirstSize = sizeof(T);
+template <>
+inline constexpr std::size_t kFirstSize<vkattn_command_stats> = offsetof(vkattn_command_stats, encodings);
 
 // An input struct as this library knows it: the caller's fields over our defaults (so a
 // struct from an older header gets the defaults of the fields it lacks), after checking

@@ -48,6 +48,15 @@ vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn_tensor* sr
   return guarded([&] { list_of(fn, list).copy(in(fn, "src", src), out(fn, "dst", dst)); });
 }
 
+vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions,
+                                             size_t n_positions, const int32_t* seq_ids, size_t n_seq_ids) {
+  const char* fn = "vkattn_command_list_set_tokens";
+  return guarded([&] {
+    list_of(fn, list).set_tokens(array(fn, "positions", positions, n_positions),
+                                 array(fn, "seq_ids", seq_ids, n_seq_ids));
+  });
+}
+
 vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const int32_t* positions,
                               size_t n_positions, const vkattn_rope_config* config) {
   const char* fn = "vkattn_cmd_rope";
@@ -180,7 +189,8 @@ vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_
     const vkattn::CommandStats s = need(fn, "list", list).impl.stats();
     write_struct(fn, "stats", stats, stats_size,
                  vkattn_command_stats{.struct_size = 0, .reserved = 0, .ops = s.ops, .barriers = s.barriers,
-                                      .submits = s.submits, .texel_reads = s.texel_reads});
+                                      .submits = s.submits, .texel_reads = s.texel_reads,
+                                      .encodings = s.encodings});
   });
 }
 

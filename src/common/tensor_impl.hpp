@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "vkattn/command_list.hpp"
@@ -43,11 +45,34 @@ struct ScoresParams {
   std::vector<std::int32_t> q_cpos, k_cpos;
 };
 
+class CommandListImpl;
+
+// A replayed list's tokens (CommandList::set_tokens).
+struct NextTokens {
+  std::span<const std::int32_t> positions, seq_ids;  // seq_ids empty: each op keeps its own
+};
+
+// How the frontend records one op again: the same checks and the same arguments, except
+// the tokens' positions and sequence ids when |next| is given.
+struct Recipe {
+  std::function<void(CommandListImpl&, const NextTokens* next)> run;
+  std::size_t n_tokens = 0;            // tokens whose data set_tokens replaces; 0: none
+  std::shared_ptr<KvCacheImpl> cache;  // the cache whose bookkeeping it advances, or null
+};
+
 // Arguments reach a CommandListImpl already checked and normalized
 // (RopeConfig::rotary_dim filled in).
 class CommandListImpl {
  public:
   virtual ~CommandListImpl();
+  std::vector<Recipe> recipes;  // every op recorded, in order (kept by the frontend)
+
+  // Replay: begin_replay() sets the recorded ops aside; the recipes then record them
+  // again; end_replay() keeps the new ones (on Vulkan reusing the encoded command buffer
+  // when only parameter bytes changed), abort_replay() restores the old ones.
+  virtual void begin_replay() = 0;
+  virtual void end_replay() = 0;
+  virtual void abort_replay() noexcept = 0;
   virtual const void* owner() const = 0;
   virtual void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) = 0;
   // |k| is null for rope on one tensor.

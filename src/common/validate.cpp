@@ -435,13 +435,11 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
   if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
     throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
   }
-  // The plain-tensor checks, against a stand-in for the keys: [capacity, n_kv_heads, head_dim].
+  // The plain-tensor checks, against a stand-in for the keys: [capacity, n_kv_heads,
+  // head_dim] at the default positions, which the cache's slot table then replaces.
   const std::size_t n_tokens = q.shape[0];
-  std::vector<std::int32_t> k_pos(c.capacity, 0);
-  AttentionTokens plain = tokens;
-  plain.k_positions = k_pos;
   const TensorImpl keys(nullptr, {c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
-  ScoresParams p = check_attn_scores(q, keys, scores, mask, plain, config, op);
+  ScoresParams p = check_attn_scores(q, keys, scores, mask, tokens, config, op);
   if (tokens.q_seq_ids.empty() && c.n_seqs > 1) {
     throw InvalidArgument(op, "tokens.q_seq_ids", "empty",
                           "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
@@ -454,21 +452,26 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
     cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p.window);
   }
   p.from_cache = true;
+  // Slot tables, a sequence at a time (this runs per op and per replayed token).
+  p.k_pos = cache.slot_pos;
+  p.k_seq.resize(p.k_pos.size());
+  std::int32_t* seq_of = p.k_seq.data();
+  for (std::size_t s = 0; s < c.n_seqs; ++s) {
+    const std::int32_t* slot = p.k_pos.data() + s * c.capacity;
+    for (std::size_t i = 0; i < c.capacity; ++i) seq_of[s * c.capacity + i] = slot[i] >= 0 ? static_cast<std::int32_t>(s) : -1;
+  }
   if (c.rope == KvRope::on_read) {
     p.rope_on_read = true;
     p.rope = check_rope_config(op, c.rope_config, c.head_dim);
     for (std::size_t t = 0; t < n_tokens; ++t) {
       p.q_cpos.push_back(cache.cache_position(static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t]));
     }
-    p.k_cpos.resize(cache.slot_pos.size(), 0);
-    for (std::size_t i = 0; i < cache.slot_pos.size(); ++i) {
-      if (cache.slot_pos[i] >= 0) p.k_cpos[i] = cache.cache_position(i / c.capacity, cache.slot_pos[i]);
+    p.k_cpos.assign(p.k_pos.size(), 0);
+    for (std::size_t s = 0; s < c.n_seqs; ++s) {
+      for (std::size_t i = s * c.capacity; i < (s + 1) * c.capacity; ++i) {
+        if (p.k_pos[i] >= 0) p.k_cpos[i] = cache.cache_position(s, p.k_pos[i]);
+      }
     }
-  }
-  p.k_pos = cache.slot_pos;
-  p.k_seq.resize(p.k_pos.size());
-  for (std::size_t i = 0; i < p.k_pos.size(); ++i) {
-    p.k_seq[i] = p.k_pos[i] >= 0 ? static_cast<std::int32_t>(i / c.capacity) : -1;
   }
   return p;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <functional>
 
 #include "common/half.hpp"
@@ -294,6 +295,11 @@ class CpuCommandList final : public CommandListImpl {
   std::vector<OpTiming> timings() const override { return timings_; }
   CommandStats stats() const override { return {ops_.size(), 0, submits_}; }
 
+  // The CPU backend records nothing ahead of time worth keeping: a replay records afresh.
+  void begin_replay() override { saved_ = std::exchange(ops_, {}); }
+  void end_replay() override { saved_.clear(); }
+  void abort_replay() noexcept override { ops_ = std::exchange(saved_, {}); }
+
  private:
   struct Op {
     std::string name;
@@ -302,6 +308,7 @@ class CpuCommandList final : public CommandListImpl {
   const void* owner_;
   bool timestamps_;
   std::vector<Op> ops_;
+  std::vector<Op> saved_;  // the ops a replay replaces, until it ends
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;
 };

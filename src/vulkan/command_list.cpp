@@ -3,6 +3,7 @@
 #include <bit>
 #include <map>
 #include <set>
+#include <utility>
 #include <type_traits>
 
 #include "common/shape_math.hpp"
@@ -71,6 +72,9 @@ struct QueryPool {
 struct Encoded {
   std::shared_ptr<Context> ctx;
   std::unique_ptr<Buffer> params;
+  // Where the host writes the parameters when |params| is not mapped (a discrete GPU): the
+  // command buffer copies them over first, so a replay rewrites them with no submit.
+  std::unique_ptr<Buffer> params_upload;
   std::unique_ptr<DescriptorPool> descriptors;
   QueryPool queries;
   Submission submission;  // destroyed first: it waits for work still running
@@ -207,10 +211,78 @@ class VulkanCommandList final : public CommandListImpl {
     for (const Dispatch& d : ops_) {
       for (const Binding& b : d.bindings) texel += b.texel ? 1 : 0;
     }
-    return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, texel};
+    return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, texel, encodings_};
+  }
+
+  void begin_replay() override {
+    replay_ = std::make_unique<Replay>(Replay{std::exchange(ops_, {}), std::exchange(params_, ParamArena(alignment())),
+                                              std::exchange(encoded_, nullptr), {}, false});
+    // The same ops again, most likely: room for them at once.
+    ops_.reserve(replay_->ops.size());
+    params_.reserve(replay_->params.bytes().size());
+  }
+
+  // The encoded command buffer stays when every rebuilt dispatch binds, pushes and
+  // dispatches what the encoded one does: then only parameter bytes (positions, slot
+  // tables) changed, and they are rewritten in place. Anything else encodes afresh.
+  void end_replay() override {
+    Replay& r = *replay_;
+    const bool reuse = r.encoded && r.params.bytes().size() == params_.bytes().size() && same_dispatches(r.ops, ops_);
+    if (reuse) {
+      // The list's previous submission may still read the parameters (after a timeout).
+      r.encoded->submission.finish(ctx_->options.submit_timeout_ms);
+      r.params_written = true;
+      write_params(*r.encoded);
+    }
+    scratch_log_ = std::move(r.scratch_used);
+    if (reuse) encoded_ = std::move(r.encoded);
+    replay_.reset();
+  }
+
+  void abort_replay() noexcept override {
+    ops_ = std::move(replay_->ops);
+    params_ = std::move(replay_->params);
+    encoded_ = std::move(replay_->encoded);
+    if (replay_->params_written) encoded_.reset();  // it holds the new parameters: encode afresh
+    replay_.reset();
   }
 
  private:
+  // What a replay set aside, and the scratch it has handed out so far.
+  struct Replay {
+    std::vector<Dispatch> ops;
+    ParamArena params;
+    std::unique_ptr<Encoded> encoded;
+    std::vector<std::shared_ptr<TensorImpl>> scratch_used;
+    bool params_written = false;
+  };
+
+  std::uint64_t alignment() const { return ctx_->limits.storage_offset_alignment; }
+
+  static bool same_dispatches(const std::vector<Dispatch>& a, const std::vector<Dispatch>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const Dispatch &x = a[i], &y = b[i];
+      if (x.key != y.key || x.groups != y.groups || x.push != y.push || x.bindings.size() != y.bindings.size()) {
+        return false;
+      }
+      for (std::size_t j = 0; j < x.bindings.size(); ++j) {
+        const Binding &u = x.bindings[j], &v = y.bindings[j];
+        if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes ||
+            u.write != v.write || u.texel != v.texel) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Host writes before vkQueueSubmit are visible to the submission without a barrier.
+  void write_params(Encoded& enc) {
+    Buffer& target = enc.params_upload ? *enc.params_upload : *enc.params;
+    target.write(params_.bytes());
+  }
+
   // Builds an op's dispatch (or dispatches) with parameters; the list grows only once
   // every dispatch is built and its grid checked, and the arena is cut back on a throw, so
   // a throw leaves nothing behind (without copying the arena per op).
@@ -232,10 +304,20 @@ class VulkanCommandList final : public CommandListImpl {
 
   // The list's scratch tensor, grown (replaced; earlier ops keep the old one) when an op
   // needs more.
+  // A replay hands each op the scratch it had before (when it still fits), so that the
+  // rebuilt dispatches bind what the encoded ones do.
   ScratchFn scratch_fn() {
     return [this](std::uint64_t floats) {
+      if (replay_ && replay_->scratch_used.size() < scratch_log_.size()) {
+        const auto& before = scratch_log_[replay_->scratch_used.size()];
+        if (before->numel >= floats) {
+          replay_->scratch_used.push_back(before);
+          return before;
+        }
+      }
       if (!scratch_ || scratch_->numel < floats)
         scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32, false);
+      (replay_ ? replay_->scratch_used : scratch_log_).push_back(scratch_);
       return scratch_;
     };
   }
@@ -285,7 +367,11 @@ class VulkanCommandList final : public CommandListImpl {
 
     if (!params_.bytes().empty()) {
       enc->params = ctx_->device_buffer(params_.bytes().size(), "op parameters");
-      ctx_->write(*enc->params, params_.bytes());
+      if (!enc->params->mapped()) {
+        enc->params_upload = Buffer::create(*ctx_->device, params_.bytes().size(), BufferKind::staging,
+                                            "op parameters (upload)", true);
+      }
+      write_params(*enc);
     }
 
     std::uint32_t n_descriptors = 0, n_texel = 0;
@@ -305,6 +391,10 @@ class VulkanCommandList final : public CommandListImpl {
 
     enc->cb = enc->submission.begin();
     if (enc->queries.handle) vkCmdResetQueryPool(enc->cb, enc->queries.handle, 0, 2 * n_ops);
+    if (enc->params_upload) {  // made visible to the shaders by the barrier below
+      const VkBufferCopy region{0, 0, params_.bytes().size()};
+      vkCmdCopyBuffer(enc->cb, enc->params_upload->handle(), enc->params->handle(), 1, &region);
+    }
     // Writes of earlier submissions (uploads through staging, previous lists) become
     // visible to this one's shaders.
     global_barrier(enc->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
@@ -375,6 +465,7 @@ class VulkanCommandList final : public CommandListImpl {
                    VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
     enc->submission.end();
     encoded_ = std::move(enc);
+    ++encodings_;
   }
 
   void read_timestamps() {
@@ -398,9 +489,12 @@ class VulkanCommandList final : public CommandListImpl {
   std::vector<Dispatch> ops_;
   std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
   std::map<Shape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
+  std::vector<std::shared_ptr<TensorImpl>> scratch_log_;  // the scratch each op was given
+  std::unique_ptr<Replay> replay_;                        // while the frontend replays
   std::unique_ptr<Encoded> encoded_;
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;
+  std::size_t encodings_ = 0;
 };
 
 }  // namespace

@@ -51,6 +51,7 @@ class ParamArena {
   const std::vector<std::uint8_t>& bytes() const { return bytes_; }
   // Drops everything added after the arena held |size| bytes (an op that failed to build).
   void truncate(std::size_t size) { bytes_.resize(size); }
+  void reserve(std::size_t size) { bytes_.reserve(size); }
 
  private:
   std::uint64_t alignment_;

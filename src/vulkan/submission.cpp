@@ -49,23 +49,25 @@ VkCommandBuffer Submission::begin() {
 
 void Submission::end() { VKATTN_VK_CHECK(vkEndCommandBuffer(cb_)); }
 
+static Error timeout_error(std::uint32_t timeout_ms) {
+  return Error(ErrorCode::timeout,
+               "submission did not finish within " + std::to_string(timeout_ms) +
+                   " ms (DeviceOptions::submit_timeout_ms); it keeps running",
+               "vkWaitForFences", VK_TIMEOUT, current_op());
+}
+
+void Submission::finish(std::uint32_t timeout_ms) {
+  if (!pending_) return;  // an earlier submission timed out
+  if (device_.wait(fence_, std::uint64_t{timeout_ms} * 1000000u) == VK_TIMEOUT) throw timeout_error(timeout_ms);
+  pending_ = false;
+}
+
 void Submission::submit_and_wait(std::uint32_t timeout_ms) {
-  const std::uint64_t ns = std::uint64_t{timeout_ms} * 1000000u;
-  auto timeout = [&] {
-    return Error(ErrorCode::timeout,
-                 "submission did not finish within " + std::to_string(timeout_ms) +
-                     " ms (DeviceOptions::submit_timeout_ms); it keeps running",
-                 "vkWaitForFences", VK_TIMEOUT, current_op());
-  };
-  if (pending_) {  // an earlier submission timed out
-    if (device_.wait(fence_, ns) == VK_TIMEOUT) throw timeout();
-    pending_ = false;
-  }
+  finish(timeout_ms);
   VKATTN_VK_CHECK(vkResetFences(device_.handle(), 1, &fence_));
   device_.submit(cb_, fence_);
   pending_ = true;
-  if (device_.wait(fence_, ns) == VK_TIMEOUT) throw timeout();
-  pending_ = false;
+  finish(timeout_ms);
 }
 
 }  // namespace vkattn::detail

@@ -28,6 +28,9 @@ class Submission {
   // next submit and the destructor wait for it first. Error(device_lost) sticks to the
   // device (Device::check_alive).
   void submit_and_wait(std::uint32_t timeout_ms);
+  // Waits up to |timeout_ms| for a submission still running after a timeout (none: at
+  // once), so that what it reads may be rewritten.
+  void finish(std::uint32_t timeout_ms);
 
  private:
   void release() noexcept;

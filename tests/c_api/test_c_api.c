@@ -156,7 +156,10 @@ static float* run_attention(vkattn_backend* b, int path, const float* q, const f
   vkattn_command_list* list = NULL;
   OK(vkattn_command_list_create(b, NULL, &list));
   if (path < 0) {
-    OK(vkattn_cmd_attn_scores(list, tq, tk, scores, tokens, &config, tm));
+    vkattn_attention_config no_sinks = config; /* sinks go to the softmax only */
+    no_sinks.sinks = NULL;
+    no_sinks.n_sinks = 0;
+    OK(vkattn_cmd_attn_scores(list, tq, tk, scores, tokens, &no_sinks, tm));
     OK(vkattn_cmd_attn_softmax(list, scores, scores, &config));
     OK(vkattn_cmd_attn_weighted_sum(list, scores, tv, out));
   } else {

@@ -35,7 +35,7 @@ std::uint32_t env_number(const char* name, std::uint32_t fallback) {
 }
 
 struct Tally {
-  std::size_t valid = 0, invalid = 0, failures = 0;
+  std::size_t valid = 0, invalid = 0, failures = 0, refused = 0;  // refused: see check_valid
 };
 
 void check_valid(const ValidCall& call, Backend& cpu, Backend& gpu, std::uint32_t seed, Tally& tally) {
@@ -46,6 +46,16 @@ void check_valid(const ValidCall& call, Backend& cpu, Backend& gpu, std::uint32_
   try {
     want = call.run(cpu, nullptr);
     got = call.run(gpu, &want);
+  } catch (const Error& e) {
+    // A device that may bind only 4 storage buffers per kernel, with texel reads off,
+    // refuses kernels that need more, naming the limit: a valid answer, not a failure.
+    if (e.code() == ErrorCode::unsupported && e.call() == "maxPerStageDescriptorStorageBuffers") {
+      ++tally.refused;
+      return;
+    }
+    ++tally.failures;
+    ADD_FAILURE() << where << "\n  a valid call threw: " << e.what();
+    return;
   } catch (const std::exception& e) {
     ++tally.failures;
     ADD_FAILURE() << where << "\n  a valid call threw: " << e.what();
@@ -128,9 +138,12 @@ TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
   const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
-  std::printf("fuzz: %zu iterations from seed %u (%zu valid calls compared, %zu invalid calls on both backends) "
-              "in %.0f s: %zu failures\n",
-              tally.valid + tally.invalid, first, tally.valid, tally.invalid, s.count(), tally.failures);
+  std::printf("fuzz: %zu iterations from seed %u (%zu valid calls compared, %zu refused by a 4-storage-buffer "
+              "device, %zu invalid calls on both backends) in %.0f s: %zu failures\n",
+              tally.valid + tally.invalid, first, tally.valid - tally.refused, tally.refused, tally.invalid, s.count(),
+              tally.failures);
+  // Refusals come from one of the fuzz's backends only: most valid calls must be compared.
+  EXPECT_LT(tally.refused, tally.valid / 2);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // memory and workgroup limits, per-token metadata packed into one parameter range.
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
@@ -69,11 +70,19 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
 }
 
 AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks) {
+  static const std::vector<std::uint32_t> none;
+  const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
   AttnMeta m;
+  m.words.reserve(VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.k_pos.size() + p.k_seq.size() +
+                  p.alibi_slopes.size() + p.q_cpos.size() + p.k_cpos.size() + sinks.size() + turns.size());
   m.words.assign(VKATTN_META_HEADER, 0);
+  // Every field is 32-bit (int32, float or uint32): copied as words.
   auto append = [&](std::uint32_t field, const auto& v) {
+    static_assert(sizeof(v[0]) == 4);
     m.words[field] = u32(m.words.size());
-    for (auto x : v) m.words.push_back(std::bit_cast<std::uint32_t>(x));
+    const std::size_t at = m.words.size();
+    m.words.resize(at + v.size());
+    if (!v.empty()) std::memcpy(m.words.data() + at, v.data(), v.size() * 4);
   };
   append(VKATTN_META_Q_POS, p.q_pos);
   append(VKATTN_META_Q_SEQ, p.q_seq);
@@ -83,8 +92,6 @@ AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks) {
   append(VKATTN_META_Q_CPOS, p.q_cpos);
   append(VKATTN_META_K_CPOS, p.k_cpos);
   append(VKATTN_META_SINKS, sinks);
-  static const std::vector<std::uint32_t> none;
-  const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
   if (p.rope_on_read) m.rotary_dim = u32(p.rope.rotary_dim);
   append(VKATTN_META_TURNS, turns);
   return m;

@@ -1,0 +1,341 @@
+// The public CommandList members. Each op checks its arguments here, records through the
+// backend's CommandListImpl, and keeps a recipe (its arguments and the same two steps) so
+// that set_tokens can record the list again with new token data. Each entry point turns a
+// host allocation failure below it into Error(out_of_memory) naming its op.
+#include <new>
+#include <set>
+
+#include "common/kv_cache_impl.hpp"
+#include "common/tensor_impl.hpp"
+#include "common/validate.hpp"
+#include "vkattn/command_list.hpp"
+
+namespace vkattn {
+
+namespace detail {
+CommandListImpl::~CommandListImpl() = default;
+}  // namespace detail
+
+CommandList::CommandList(std::unique_ptr<detail::CommandListImpl> impl) : impl_(std::move(impl)) {}
+CommandList::CommandList(CommandList&&) noexcept = default;
+CommandList& CommandList::operator=(CommandList&&) noexcept = default;
+CommandList::~CommandList() = default;
+
+namespace {
+
+using detail::CommandListImpl;
+using detail::NextTokens;
+using Ints = std::vector<std::int32_t>;
+
+// The list's implementation; a moved-from list has none.
+CommandListImpl& live(const std::unique_ptr<CommandListImpl>& impl, const char* op) {
+  if (!impl) throw InvalidArgument(op, "this", "a moved-from CommandList", "a list made by Backend::commands");
+  return *impl;
+}
+
+Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end()); }
+
+// Records an op now and keeps its recipe. |run| takes the new tokens (null: the ones it
+// was given); |n_tokens| > 0 when it takes token data.
+template <class Run>
+void record(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
+            std::shared_ptr<detail::KvCacheImpl> cache = nullptr) {
+  impl.recipes.reserve(impl.recipes.size() + 1);  // a recorded op always has its recipe
+  run(impl, nullptr);
+  impl.recipes.push_back({std::move(run), n_tokens, std::move(cache)});
+}
+
+// AttentionTokens that own their arrays; the queries' positions and sequence ids (those
+// given) are replaced by a replay's.
+struct OwnedTokens {
+  Ints q_pos, k_pos, q_seq, k_seq;
+  explicit OwnedTokens(const AttentionTokens& t)
+      : q_pos(copy_of(t.q_positions)), k_pos(copy_of(t.k_positions)), q_seq(copy_of(t.q_seq_ids)),
+        k_seq(copy_of(t.k_seq_ids)) {}
+  std::size_t n_replaced() const { return std::max(q_pos.size(), q_seq.size()); }
+  AttentionTokens view(const NextTokens* next) const {
+    AttentionTokens t{q_pos, k_pos, q_seq, k_seq};
+    if (next && !q_pos.empty()) t.q_positions = next->positions;
+    if (next && !q_seq.empty() && !next->seq_ids.empty()) t.q_seq_ids = next->seq_ids;
+    return t;
+  }
+};
+
+std::span<const std::int32_t> positions_of(const NextTokens* next, const Ints& own) {
+  return next ? next->positions : std::span<const std::int32_t>(own);
+}
+std::span<const std::int32_t> seq_ids_of(const NextTokens* next, const Ints& own) {
+  return next && !own.empty() && !next->seq_ids.empty() ? next->seq_ids : std::span<const std::int32_t>(own);
+}
+
+const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner) {
+  if (!cache.valid()) throw InvalidArgument(op, "cache", detail::kEmptyCache, "a cache made by Backend::kv_cache");
+  if (cache.impl()->owner != owner) {
+    throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by the backend of this command list");
+  }
+  return cache.impl();
+}
+
+std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t,
+                                                    const void* owner) {
+  return t ? detail::check_tensor(op, param, *t, owner) : nullptr;
+}
+
+}  // namespace
+
+void CommandList::copy(const Tensor& src, Tensor& dst) try {
+  auto& impl = live(impl_, "copy");
+  const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
+  const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
+  detail::check_copy(*s, *d);
+  record(impl, [s, d](CommandListImpl& i, const NextTokens*) { i.copy(s, d); });
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("copy");
+}
+
+void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
+  auto& impl = live(impl_, "rope");
+  const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
+  record(impl, [t, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
+    const auto p = positions_of(next, pos);
+    RopeConfig checked = detail::check_rope(*t, nullptr, p, config);
+    i.rope(t, nullptr, copy_of(p), checked);
+  }, positions.size());
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("rope");
+}
+
+void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config) try {
+  auto& impl = live(impl_, "rope");
+  const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
+  const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
+  record(impl, [tq, tk, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
+    const auto p = positions_of(next, pos);
+    RopeConfig checked = detail::check_rope(*tq, tk.get(), p, config);
+    i.rope(tq, tk, copy_of(p), checked);
+  }, positions.size());
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("rope");
+}
+
+void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, const AttentionTokens& tokens,
+                              const AttentionConfig& config, const Tensor* mask) try {
+  const char* op = "attn_scores";
+  auto& impl = live(impl_, op);
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
+  const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
+  auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  OwnedTokens own(tokens);
+  const std::size_t n = own.n_replaced();
+  record(impl, [tq, tk, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+    detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
+    detail::check_no_sinks(config);
+    i.attn_scores(tq, tk, ts, tm, params);
+  }, n);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_scores");
+}
+
+void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config) try {
+  auto& impl = live(impl_, "attn_softmax");
+  const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
+  const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
+  record(impl, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](CommandListImpl& i, const NextTokens*) {
+    i.attn_softmax(ts, tp, sinks);
+  });
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_softmax");
+}
+
+void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out) try {
+  const char* op = "attn_weighted_sum";
+  auto& impl = live(impl_, op);
+  const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
+  detail::check_attn_weighted_sum(*tp, *tv, *to);
+  record(impl, [tp, tv, to](CommandListImpl& i, const NextTokens*) { i.attn_weighted_sum(tp, tv, to); });
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_weighted_sum");
+}
+
+void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
+                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
+  const char* op = "kv_append";
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
+  auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options](CommandListImpl& i,
+                                                                                    const NextTokens* next) {
+    const auto p = positions_of(next, pos), s = seq_ids_of(next, seq);
+    detail::check_kv_append(*c, *tk, *tv, p, s);
+    const detail::KvCacheImpl::AppendPlan plan = c->plan_append(p, s, options);
+    i.kv_append(c, tk, tv, plan.dst_rows);
+    c->apply_append(p, s, plan);
+  };
+  record(impl, std::move(run), positions.size(), c);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("kv_append");
+}
+
+void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst) try {
+  const char* op = "kv_copy_sequence";
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  for (auto [name, s] : {std::pair{"src", src}, std::pair{"dst", dst}}) {
+    if (s >= c->config.n_seqs) {
+      throw InvalidArgument(op, name, std::to_string(s), "[0, n_seqs = " + std::to_string(c->config.n_seqs) + ")");
+    }
+  }
+  if (src == dst) return;
+  record(impl, [c, src, dst](CommandListImpl& i, const NextTokens*) {
+    i.kv_copy_sequence(c, src, dst);
+    c->copy_sequence(src, dst);
+  }, 0, c);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("kv_copy_sequence");
+}
+
+void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
+                              const AttentionConfig& config, const Tensor* mask) try {
+  const char* op = "attn_scores";
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
+  auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  OwnedTokens own(tokens);
+  const std::size_t n = own.n_replaced();
+  record(impl, [c, tq, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+    detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
+    detail::check_no_sinks(config);
+    i.attn_scores_cache(tq, c, ts, tm, params);
+  }, n);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_scores");
+}
+
+void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
+                                    const AttentionTokens& tokens) try {
+  const char* op = "attn_weighted_sum";
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
+  OwnedTokens own(tokens);
+  const std::size_t n = own.n_replaced();
+  record(impl, [c, tp, to, own = std::move(own)](CommandListImpl& i, const NextTokens* next) {
+    i.attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next)));
+  }, n);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attn_weighted_sum");
+}
+
+void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                            const AttentionTokens& tokens, const AttentionConfig& config, const Tensor* mask) try {
+  const char* op = "attention";
+  auto& impl = live(impl_, op);
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
+  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
+  auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  OwnedTokens own(tokens);
+  const std::size_t n = own.n_replaced();
+  record(impl, [tq, tk, tv, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+    detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
+    i.attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks), a.path);
+  }, n);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attention");
+}
+
+void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
+                            const AttentionConfig& config, const Tensor* mask) try {
+  const char* op = "attention";
+  auto& impl = live(impl_, op);
+  const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& to = detail::check_tensor(op, "out", out, impl.owner());
+  auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  OwnedTokens own(tokens);
+  const std::size_t n = own.n_replaced();
+  record(impl, [c, tq, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+    detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
+    i.attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks), a.path);
+  }, n);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("attention");
+}
+
+void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) try {
+  const char* op = "set_tokens";
+  auto& impl = live(impl_, op);
+  std::size_t n_tokens = 0;
+  for (const detail::Recipe& r : impl.recipes) n_tokens = std::max(n_tokens, r.n_tokens);
+  if (n_tokens == 0) {
+    throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
+                          "a list recorded with rope, kv_append or attention on tokens");
+  }
+  for (const detail::Recipe& r : impl.recipes) {
+    if (r.n_tokens != 0 && r.n_tokens != n_tokens) {
+      throw InvalidArgument(op, "this", "a list whose ops take " + std::to_string(r.n_tokens) + " and " +
+                                            std::to_string(n_tokens) + " tokens",
+                            "ops that all take the same tokens");
+    }
+  }
+  if (positions.size() != n_tokens) {
+    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
+                          "the list's number of tokens, " + std::to_string(n_tokens));
+  }
+  if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
+    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
+                          "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
+  }
+  // The caches' bookkeeping as it was, restored when an op refuses the new tokens.
+  struct Saved {
+    std::shared_ptr<detail::KvCacheImpl> cache;
+    Ints slot_pos, next, oldest;
+  };
+  std::vector<Saved> saved;
+  std::set<const detail::KvCacheImpl*> seen;
+  for (const detail::Recipe& r : impl.recipes) {
+    if (r.cache && seen.insert(r.cache.get()).second) {
+      saved.push_back({r.cache, r.cache->slot_pos, r.cache->next, r.cache->oldest});
+    }
+  }
+  const NextTokens next{positions, seq_ids};
+  impl.begin_replay();
+  try {
+    for (const detail::Recipe& r : impl.recipes) r.run(impl, &next);
+    impl.end_replay();
+  } catch (...) {
+    impl.abort_replay();
+    for (Saved& s : saved) {
+      s.cache->slot_pos = std::move(s.slot_pos);
+      s.cache->next = std::move(s.next);
+      s.cache->oldest = std::move(s.oldest);
+    }
+    throw;
+  }
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("set_tokens");
+}
+
+void CommandList::submit_and_wait() try {
+  live(impl_, "submit_and_wait").submit_and_wait();
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("submit_and_wait");
+}
+
+std::vector<OpTiming> CommandList::timings() const try {
+  return live(impl_, "timings").timings();
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("timings");
+}
+
+CommandStats CommandList::stats() const { return live(impl_, "stats").stats(); }
+
+}  // namespace vkattn
