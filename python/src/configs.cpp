@@ -18,7 +18,10 @@ void config_basics(Class& cls, const char* name, std::initializer_list<const cha
   cls.def("__repr__", [name, f](py::handle self) {
     std::string s = std::string(name) + "(";
     for (std::size_t i = 0; i < f.size(); ++i) {
-      s += (i ? ", " : "") + std::string(f[i]) + "=" + py::repr(self.attr(f[i])).cast<std::string>();
+      const py::object v = self.attr(f[i]);
+      // Enums as RopeLayout.half rather than <RopeLayout.half: 1>.
+      const bool is_enum = py::hasattr(py::type::of(v), "__members__");
+      s += (i ? ", " : "") + std::string(f[i]) + "=" + (is_enum ? py::str(v) : py::repr(v)).cast<std::string>();
     }
     return s + ")";
   });
