@@ -7,23 +7,37 @@
 namespace vkattn::python {
 namespace {
 
-// AttentionTokens over arrays this object owns.
-struct Tokens {
+// The attention ops' common arguments: tokens (arrays this object owns), config, mask.
+struct AttnArgs {
   std::vector<std::int32_t> q_positions, k_positions, q_seq_ids, k_seq_ids;
-  AttentionTokens view() const { return {q_positions, k_positions, q_seq_ids, k_seq_ids}; }
+  AttentionConfig config;
+  const Tensor* mask = nullptr;
+  AttentionTokens tokens() const { return {q_positions, k_positions, q_seq_ids, k_seq_ids}; }
 };
 
-Tokens tokens_arg(py::handle qp, py::handle kp, py::handle qs, py::handle ks, const char* op) {
+AttnArgs attn_args(const char* op, py::handle qp, py::handle kp, py::handle qs, py::handle ks, py::handle mask,
+                   py::handle config, const py::kwargs& kw) {
   return {int32_list(qp, op, "q_positions"), int32_list(kp, op, "k_positions"), int32_list(qs, op, "q_seq_ids"),
-          int32_list(ks, op, "k_seq_ids")};
+          int32_list(ks, op, "k_seq_ids"), config_arg<AttentionConfig>(config, kw, op),
+          mask.is_none() ? nullptr : &mask.cast<PyTensor&>().impl};
 }
 
-const Tensor* mask_arg(py::handle mask) { return mask.is_none() ? nullptr : &mask.cast<PyTensor&>().impl; }
+// Runs |f| on |cmd| without the GIL.
+template <class F>
+void record(PyCommandList& cmd, F&& f) {
+  py::gil_scoped_release nogil;
+  f(cmd.impl);
+}
 
-// |out| itself, or a new zero-filled f32 tensor of |shape| made by the list's backend.
-py::object output(const PyCommandList& cmd, py::handle out, const char* op, const Shape& shape) {
-  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
-  return py::cast(PyTensor{cmd.backend->get(op)->tensor(shape, DType::f32), cmd.backend});
+// Records |f|(list, output) with |out|, or a new zero-filled f32 tensor of |shape| made by
+// the list's backend when |out| is None; returns the output.
+template <class F>
+py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const Shape& shape, F&& f) {
+  py::object o = out.is_none() ? py::cast(PyTensor{cmd.backend->get(op)->tensor(shape, DType::f32), cmd.backend})
+                               : py::reinterpret_borrow<py::object>(out);
+  Tensor& t = o.cast<PyTensor&>().impl;
+  record(cmd, [&](CommandList& l) { f(l, t); });
+  return o;
 }
 
 // [n_tokens, n_heads, last] from q (or scores, probs) [n_tokens, n_heads, ...]; a q of
@@ -35,13 +49,6 @@ Shape rows_shape(const Tensor& q, std::size_t last) {
 
 std::size_t dim(const Tensor& t, std::size_t i) { return t.shape().size() > i ? t.shape()[i] : 1; }
 
-// Runs |record| on |cmd| without the GIL.
-template <class F>
-void record(PyCommandList& cmd, F&& f) {
-  py::gil_scoped_release nogil;
-  f(cmd.impl);
-}
-
 constexpr const char* kTokensDoc =
     "q_positions, k_positions, q_seq_ids, k_seq_ids: integer arrays or lists (AttentionTokens;\n"
     "empty: keys at 0..n_keys-1, all in sequence 0). mask: an f32 Tensor [n_tokens, n_keys] or\n"
@@ -50,85 +57,70 @@ constexpr const char* kTokensDoc =
 
 void bind_attention_ops(py::class_<PyCommandList>& cls) {
   using py::arg;
+  const py::none none;
   cls.def("attn_scores", [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, py::handle scores, py::handle qp,
                             py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config,
                             const py::kwargs& kw) {
-        const Tokens t = tokens_arg(qp, kp, qs, ks, "attn_scores");
-        const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attn_scores");
-        py::object out = output(cmd, scores, "attn_scores", rows_shape(q.impl, dim(k.impl, 0)));
-        const Tensor* m = mask_arg(mask);
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attn_scores(q.impl, k.impl, o, t.view(), c, m); });
-        return out;
-      }, arg("q"), arg("k"), arg("scores") = py::none(), py::kw_only(), arg("q_positions") = py::none(),
-      arg("k_positions") = py::none(), arg("q_seq_ids") = py::none(), arg("k_seq_ids") = py::none(),
-      arg("mask") = py::none(), arg("config") = py::none(),
+        const AttnArgs a = attn_args("attn_scores", qp, kp, qs, ks, mask, config, kw);
+        return record_into(cmd, scores, "attn_scores", rows_shape(q.impl, dim(k.impl, 0)), [&](CommandList& l, Tensor& o) {
+          l.attn_scores(q.impl, k.impl, o, a.tokens(), a.config, a.mask);
+        });
+      }, arg("q"), arg("k"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
+      arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
       "scores [n_tokens, n_heads, n_keys] f32 = scale * q k^T (+ softcap, ALiBi, mask; -inf where\n"
       "a key is not visible); made when not given, returned.")
      .def("attn_scores", [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle scores,
                             py::handle qp, py::handle qs, py::handle mask, py::handle config, const py::kwargs& kw) {
-        const Tokens t = tokens_arg(qp, py::none(), qs, py::none(), "attn_scores");
-        const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attn_scores");
-        py::object out = output(cmd, scores, "attn_scores", rows_shape(q.impl, cache.impl.config().capacity));
-        const Tensor* m = mask_arg(mask);
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attn_scores(q.impl, cache.impl, o, t.view(), c, m); });
-        return out;
-      }, arg("q"), arg("cache"), arg("scores") = py::none(), py::kw_only(), arg("q_positions") = py::none(),
-      arg("q_seq_ids") = py::none(), arg("mask") = py::none(), arg("config") = py::none(),
+        const AttnArgs a = attn_args("attn_scores", qp, py::none(), qs, py::none(), mask, config, kw);
+        const Shape shape = rows_shape(q.impl, cache.impl.config().capacity);
+        return record_into(cmd, scores, "attn_scores", shape, [&](CommandList& l, Tensor& o) {
+          l.attn_scores(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
+        });
+      }, arg("q"), arg("cache"), arg("scores") = none, py::kw_only(), arg("q_positions") = none,
+      arg("q_seq_ids") = none, arg("mask") = none, arg("config") = none,
       "The same over a KvCache: n_keys = capacity, keys in slot order.")
      .def("attn_softmax", [](PyCommandList& cmd, const PyTensor& scores, py::handle probs, py::handle config,
                              const py::kwargs& kw) {
         const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attn_softmax");
-        py::object out = output(cmd, probs, "attn_softmax", scores.impl.shape());
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attn_softmax(scores.impl, o, c); });
-        return out;
-      }, arg("scores"), arg("probs") = py::none(), py::kw_only(), arg("config") = py::none(),
+        return record_into(cmd, probs, "attn_softmax", scores.impl.shape(),
+                           [&](CommandList& l, Tensor& o) { l.attn_softmax(scores.impl, o, c); });
+      }, arg("scores"), arg("probs") = none, py::kw_only(), arg("config") = none,
       "probs = softmax over each row of scores, with config.sinks in the denominator; probs may be\n"
       "scores (in place); made when not given, returned.")
-     .def("attn_weighted_sum", [](PyCommandList& cmd, const PyTensor& probs, const PyTensor& v, py::handle out_arg) {
-        py::object out = output(cmd, out_arg, "attn_weighted_sum", rows_shape(probs.impl, dim(v.impl, 2)));
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attn_weighted_sum(probs.impl, v.impl, o); });
-        return out;
-      }, arg("probs"), arg("v"), arg("out") = py::none(),
+     .def("attn_weighted_sum", [](PyCommandList& cmd, const PyTensor& probs, const PyTensor& v, py::handle out) {
+        return record_into(cmd, out, "attn_weighted_sum", rows_shape(probs.impl, dim(v.impl, 2)),
+                           [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, v.impl, o); });
+      }, arg("probs"), arg("v"), arg("out") = none,
       "out [n_tokens, n_heads, head_dim] f32 = probs x v; made when not given, returned.")
-     .def("attn_weighted_sum", [](PyCommandList& cmd, const PyTensor& probs, const PyKvCache& cache, py::handle out_arg,
+     .def("attn_weighted_sum", [](PyCommandList& cmd, const PyTensor& probs, const PyKvCache& cache, py::handle out,
                                   py::handle qp, py::handle qs) {
-        const Tokens t = tokens_arg(qp, py::none(), qs, py::none(), "attn_weighted_sum");
-        py::object out = output(cmd, out_arg, "attn_weighted_sum", rows_shape(probs.impl, cache.impl.config().head_dim));
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attn_weighted_sum(probs.impl, cache.impl, o, t.view()); });
-        return out;
-      }, arg("probs"), arg("cache"), arg("out") = py::none(), py::kw_only(), arg("q_positions") = py::none(),
-      arg("q_seq_ids") = py::none(), "The same over a KvCache's values.")
-     .def("attention", [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, const PyTensor& v, py::handle out_arg,
+        const AttnArgs a = attn_args("attn_weighted_sum", qp, py::none(), qs, py::none(), py::none(), py::none(), {});
+        const Shape shape = rows_shape(probs.impl, cache.impl.config().head_dim);
+        return record_into(cmd, out, "attn_weighted_sum", shape, [&](CommandList& l, Tensor& o) {
+          l.attn_weighted_sum(probs.impl, cache.impl, o, a.tokens());
+        });
+      }, arg("probs"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none,
+      arg("q_seq_ids") = none, "The same over a KvCache's values.")
+     .def("attention", [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, const PyTensor& v, py::handle out,
                           py::handle qp, py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config,
                           const py::kwargs& kw) {
-        const Tokens t = tokens_arg(qp, kp, qs, ks, "attention");
-        const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attention");
-        py::object out = output(cmd, out_arg, "attention", q.impl.shape());
-        const Tensor* m = mask_arg(mask);
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attention(q.impl, k.impl, v.impl, o, t.view(), c, m); });
-        return out;
-      }, arg("q"), arg("k"), arg("v"), arg("out") = py::none(), py::kw_only(), arg("q_positions") = py::none(),
-      arg("k_positions") = py::none(), arg("q_seq_ids") = py::none(), arg("k_seq_ids") = py::none(),
-      arg("mask") = py::none(), arg("config") = py::none(),
+        const AttnArgs a = attn_args("attention", qp, kp, qs, ks, mask, config, kw);
+        return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
+          l.attention(q.impl, k.impl, v.impl, o, a.tokens(), a.config, a.mask);
+        });
+      }, arg("q"), arg("k"), arg("v"), arg("out") = none, py::kw_only(), arg("q_positions") = none,
+      arg("k_positions") = none, arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none,
+      arg("config") = none,
       "out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v in one op (config.path picks the\n"
       "kernels); made when not given, returned.")
-     .def("attention", [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out_arg,
+     .def("attention", [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out,
                           py::handle qp, py::handle qs, py::handle mask, py::handle config, const py::kwargs& kw) {
-        const Tokens t = tokens_arg(qp, py::none(), qs, py::none(), "attention");
-        const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attention");
-        py::object out = output(cmd, out_arg, "attention", q.impl.shape());
-        const Tensor* m = mask_arg(mask);
-        Tensor& o = out.cast<PyTensor&>().impl;
-        record(cmd, [&](CommandList& l) { l.attention(q.impl, cache.impl, o, t.view(), c, m); });
-        return out;
-      }, arg("q"), arg("cache"), arg("out") = py::none(), py::kw_only(), arg("q_positions") = py::none(),
-      arg("q_seq_ids") = py::none(), arg("mask") = py::none(), arg("config") = py::none(),
+        const AttnArgs a = attn_args("attention", qp, py::none(), qs, py::none(), mask, config, kw);
+        return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
+          l.attention(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
+        });
+      }, arg("q"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none,
+      arg("q_seq_ids") = none, arg("mask") = none, arg("config") = none,
       "The same over a KvCache's keys and values.");
 }
 
