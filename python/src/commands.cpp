@@ -17,6 +17,10 @@ struct AttnArgs {
 
 AttnArgs attn_args(const char* op, py::handle qp, py::handle kp, py::handle qs, py::handle ks, py::handle mask,
                    py::handle config, const py::kwargs& kw) {
+  if (!mask.is_none() && !py::isinstance<PyTensor>(mask)) {
+    throw py::type_error(std::string(op) + "(): mask must be a vkattn.Tensor or None, not " +
+                         py::str(py::type::of(mask).attr("__name__")).cast<std::string>());
+  }
   return {int32_list(qp, op, "q_positions"), int32_list(kp, op, "k_positions"), int32_list(qs, op, "q_seq_ids"),
           int32_list(ks, op, "k_seq_ids"), config_arg<AttentionConfig>(config, kw, op),
           mask.is_none() ? nullptr : &mask.cast<PyTensor&>().impl};

@@ -151,3 +151,6 @@ def test_wrong_python_types_are_type_errors(cpu):
         cpu.commands().rope(np.zeros((1, 1, 8), np.float32), [0])  # an array where a Tensor goes
     with pytest.raises(TypeError):
         cpu.kv_cache(n_kv_heads="two", head_dim=8, capacity=4)
+    x = cpu.zeros((1, 1, 8))
+    with pytest.raises(TypeError, match=r"attention\(\): mask must be a vkattn.Tensor or None, not ndarray"):
+        cpu.commands().attention(x, x, x, mask=np.zeros((1, 1), np.float32))
