@@ -27,7 +27,7 @@ py::array as_array(py::handle data) {
   // A torch tensor: .numpy() shares a CPU tensor's memory; detach() first so that tensors
   // requiring grad convert too. A CUDA tensor raises torch's own TypeError.
   const py::object type = py::type::of(data);
-  if (py::str(type.attr("__module__")).cast<std::string>() == "torch" && py::hasattr(data, "numpy")) {
+  if (py::str(type.attr("__module__")).cast<std::string>().starts_with("torch") && py::hasattr(data, "numpy")) {
     return data.attr("detach")().attr("numpy")();
   }
   return numpy().attr("asarray")(data);
@@ -65,7 +65,7 @@ DType dtype_arg(py::handle value, const char* op, const char* param) {
   }
   if (py::isinstance<DType>(value)) return value.cast<DType>();
   const py::dtype d = py::dtype::from_args(py::reinterpret_borrow<py::object>(value));
-  if (d.is(py::dtype::of<float>()) || d.equal(py::dtype::of<float>())) return DType::f32;
+  if (d.equal(py::dtype::of<float>())) return DType::f32;
   if (d.equal(py::dtype("float16"))) return DType::f16;
   if (d.equal(py::dtype::of<std::int32_t>())) return DType::i32;
   throw InvalidArgument(op, param, py::str(static_cast<py::handle>(d)).cast<std::string>(), "f32, f16, i32, q8_0, q4_0 (or numpy float32, float16, int32)");

@@ -47,6 +47,7 @@ def test_torch_tensors(backend):
     assert np.array_equal(backend.tensor(x).numpy(), A)
     y = x.clone().requires_grad_(True)  # converted through detach()
     assert np.array_equal(backend.tensor(y).numpy(), A)
+    assert np.array_equal(backend.tensor(torch.nn.Parameter(x.clone())).numpy(), A)  # a torch subclass
     assert backend.tensor(x.half()).dtype == vkattn.DType.f16
     with pytest.raises(vkattn.InvalidArgument, match="data.dtype = float64"):
         backend.tensor(x.double())

@@ -112,7 +112,7 @@ def test_sequences_do_not_mix(backend):
 
 def test_scale_and_cap_orders(cpu):
     """cap_then_scale caps the unscaled product, then scales."""
-    q, k, v = cpu.tensor(Q), cpu.tensor(K), cpu.tensor(V)
+    q, k = cpu.tensor(Q), cpu.tensor(K)
     with cpu.commands() as cmd:
         scores = cmd.attn_scores(q, k, q_positions=Q_POS, causal=False, softcap=3.0, scale=0.5,
                                  softcap_order="cap_then_scale")

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-import vkattn
 from reference import assert_close, attention, f64, rope_rotate_half, thetas
 
 STEPS, CAPACITY, H, KVH, D = 300, 128, 4, 2, 32
