@@ -131,6 +131,10 @@ void bind_enums(py::module_& m) {
 PYBIND11_MODULE(_vkattn, m) {
   using namespace vkattn::python;
   m.doc() = "vkattn's C++ API (import the package vkattn, which re-exports this module).";
+  // Classes take their __module__ from the module's name when they are bound: name them
+  // after the package users import, so that help(), reprs and signatures say vkattn.Tensor.
+  const py::object own_name = m.attr("__name__");
+  m.attr("__name__") = "vkattn";
   bind_errors(m);
   bind_enums(m);
   bind_configs(m);
@@ -141,4 +145,5 @@ PYBIND11_MODULE(_vkattn, m) {
     std::vector<float> s = vkattn::alibi_slopes(n_heads);
     return py::array_t<float>(static_cast<py::ssize_t>(s.size()), s.data());
   }, py::arg("n_heads"), "The standard ALiBi slopes for n_heads heads (float32 array).");
+  m.attr("__name__") = own_name;
 }
