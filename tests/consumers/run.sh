@@ -5,7 +5,8 @@
 # (and a request for another major version, which must fail at configure time), pkg-config,
 # and add_subdirectory of this source tree (same library kind); then the C API's test
 # compiled as C11 against the installed library through pkg-config. A shared build also
-# gets its exported symbols checked and the Python ctypes test.
+# gets its exported symbols checked and the Python ctypes test. When the Python module was
+# built, it is imported from the prefix and run.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -56,7 +57,7 @@ step "add_subdirectory"
 cmake -S "$src/tests/consumers/add_subdirectory" -B "$work/add_subdirectory" -DCMAKE_BUILD_TYPE=Release \
   -DVKATTN_SOURCE_DIR="$src" -DBUILD_SHARED_LIBS=$shared > /dev/null
 cmake --build "$work/add_subdirectory" -j"$jobs" > /dev/null
-[ -z "$(find "$work/add_subdirectory" -name 'vkattn_tests')" ]  # the library alone
+[ -z "$(find "$work/add_subdirectory" -name 'vkattn_tests' -o -name '_vkattn*')" ]  # the library alone
 "$work/add_subdirectory/consumer"
 
 step "the C API's test, C11, through pkg-config"
@@ -71,4 +72,24 @@ if [ $shared = ON ]; then
   python=/usr/bin/python3
   [ -x $python ] || python=python3
   $python "$src/tests/c_api/test_ctypes.py" "$libdir/libvkattn.so"
+fi
+
+package=$(find "$prefix" -path '*/vkattn/__init__.py' | head -1)
+if [ -n "$package" ]; then
+  step "the Python module, imported from the prefix (no build tree, no LD_LIBRARY_PATH)"
+  python=/usr/bin/python3
+  [ -x $python ] || python=python3
+  (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$(dirname "$(dirname "$package")")" $python -c '
+import numpy as np, vkattn
+assert vkattn.__file__.startswith("'"$prefix"'"), vkattn.__file__
+x = np.random.default_rng(0).standard_normal((2, 2, 8)).astype(np.float32)
+outs = []
+for kind in ("cpu", "vulkan"):
+    b = vkattn.Backend(kind)
+    t = b.tensor(x)
+    with b.commands() as cmd:
+        out = cmd.attention(t, t, t, q_positions=[0, 1])
+    outs.append(out.numpy())
+assert np.allclose(outs[0], outs[1], atol=1e-5), outs
+')
 fi

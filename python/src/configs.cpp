@@ -1,0 +1,148 @@
+// The config structs as Python classes: every field an attribute with the C++ name, set by
+// keyword in the constructor (RopeConfig(base=5e5, scaling="llama3", factor=8)), enums
+// also by name. Ops take the same keywords directly (configs_arg in bindings.hpp). Units,
+// defaults and ranges are the C++ headers' (include/vkattn/types.hpp, kv_cache.hpp), and
+// the stub vkattn/__init__.pyi repeats them.
+#include <string>
+
+#include "bindings.hpp"
+
+namespace vkattn::python {
+namespace {
+
+// Keyword-only construction and repr for a config class.
+template <class C, class Class>
+void config_basics(Class& cls, const char* name, std::initializer_list<const char*> fields) {
+  cls.def(py::init([name](const py::kwargs& kw) { return config_arg<C>(py::none(), kw, name); }));
+  std::vector<const char*> f(fields);
+  cls.def("__repr__", [name, f](py::handle self) {
+    std::string s = std::string(name) + "(";
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const py::object v = self.attr(f[i]);
+      // Enums as RopeLayout.half rather than <RopeLayout.half: 1>.
+      const bool is_enum = py::hasattr(py::type::of(v), "__members__");
+      s += (i ? ", " : "") + std::string(f[i]) + "=" + (is_enum ? py::str(v) : py::repr(v)).cast<std::string>();
+    }
+    return s + ")";
+  });
+}
+
+void bind_rope(py::module_& m) {
+  py::class_<YarnParams> yarn(m, "YarnParams", "YaRN's parameters (RopeConfig.yarn); keywords as the fields.");
+  config_basics<YarnParams>(yarn, "YarnParams", {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"});
+  yarn.def_readwrite("beta_fast", &YarnParams::beta_fast, "rotations bounding the extrapolated end; default 32")
+      .def_readwrite("beta_slow", &YarnParams::beta_slow, "rotations bounding the interpolated end; default 1")
+      .def_readwrite("mscale", &YarnParams::mscale, "DeepSeek-style attention factor term; 0 = unused")
+      .def_readwrite("mscale_all_dim", &YarnParams::mscale_all_dim, "DeepSeek-style; 0 = unused")
+      .def_readwrite("truncate", &YarnParams::truncate, "floor/ceil the ramp bounds; default True");
+
+  py::class_<Llama3Params> llama3(m, "Llama3Params", "Llama 3.1's band limits (RopeConfig.llama3).");
+  config_basics<Llama3Params>(llama3, "Llama3Params", {"low_freq_factor", "high_freq_factor"});
+  llama3.def_readwrite("low_freq_factor", &Llama3Params::low_freq_factor, "default 1")
+      .def_readwrite("high_freq_factor", &Llama3Params::high_freq_factor, "default 4; > low_freq_factor");
+
+  py::class_<RopeConfig> rope(m, "RopeConfig",
+      "RoPE's configuration (vkattn::RopeConfig); CommandList.rope takes the same keywords.");
+  config_basics<RopeConfig>(rope, "RopeConfig",
+      {"layout", "rotary_dim", "base", "scaling", "factor", "original_context", "sequence_length", "yarn",
+       "llama3", "freq_factors", "attention_factor"});
+  enum_property(rope, "RopeConfig", "layout", &RopeConfig::layout, "RopeLayout or its name; default 'half'");
+  rope.def_readwrite("rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim")
+      .def_readwrite("base", &RopeConfig::base, "theta_i = base^(-2i/rotary_dim); default 10000");
+  enum_property(rope, "RopeConfig", "scaling", &RopeConfig::scaling, "RopeScaling or its name; default 'none'");
+  rope.def_readwrite("factor", &RopeConfig::factor, "context extension factor; default 1")
+      .def_readwrite("original_context", &RopeConfig::original_context,
+                     "trained context length (dynamic_ntk, yarn, llama3); default 0")
+      .def_readwrite("sequence_length", &RopeConfig::sequence_length,
+                     "dynamic_ntk: current length; default 0 = 1 + largest position")
+      .def_readwrite("yarn", &RopeConfig::yarn, "YarnParams (yarn only)")
+      .def_readwrite("llama3", &RopeConfig::llama3, "Llama3Params (llama3 only)")
+      .def_readwrite("freq_factors", &RopeConfig::freq_factors, "factors: rotary_dim / 2 values, each > 0")
+      .def_readwrite("attention_factor", &RopeConfig::attention_factor,
+                     "multiplies the rotated dims; default None (yarn: 0.1 ln(factor) + 1, else 1)");
+
+  m.def("rope_frequencies", [](std::size_t head_dim, std::int32_t max_position, py::object config, const py::kwargs& kw) {
+    const RopeFrequencies f = rope_frequencies(config_arg<RopeConfig>(config, kw, "rope_frequencies"), head_dim, max_position);
+    return py::make_tuple(py::array_t<double>(static_cast<py::ssize_t>(f.theta.size()), f.theta.data()),
+                          f.attention_factor);
+  }, py::arg("head_dim"), py::arg("max_position") = 0, py::kw_only(), py::arg("config") = py::none(),
+     "(theta, attention_factor): the rotary_dim / 2 angles per token (radians, float64) and the\n"
+     "factor a RopeConfig (or its fields as keywords) resolves to for head_dim.");
+}
+
+void bind_attention(py::module_& m) {
+  py::class_<AttentionConfig> attn(m, "AttentionConfig",
+      "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
+  config_basics<AttentionConfig>(attn, "AttentionConfig",
+      {"scale", "causal", "window", "softcap", "softcap_order", "alibi", "alibi_slopes", "sinks", "path"});
+  attn.def_readwrite("scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)")
+      .def_readwrite("causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True")
+      .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1")
+      .def_readwrite("softcap", &AttentionConfig::softcap, "softcap * tanh(s / softcap); default None; > 0");
+  enum_property(attn, "AttentionConfig", "softcap_order", &AttentionConfig::softcap_order,
+                "SoftcapOrder or its name; default 'scale_then_cap'");
+  attn.def_readwrite("alibi", &AttentionConfig::alibi, "ALiBi with the standard slopes; default False")
+      .def_readwrite("alibi_slopes", &AttentionConfig::alibi_slopes, "per head slopes (implies ALiBi); default []")
+      .def_readwrite("sinks", &AttentionConfig::sinks, "per head sink logits in the softmax denominator; default []");
+  enum_property(attn, "AttentionConfig", "path", &AttentionConfig::path,
+                "AttentionPath or its name (CommandList.attention only); default 'automatic'");
+}
+
+void bind_cache_config(py::module_& m) {
+  py::class_<KvCacheConfig> kv(m, "KvCacheConfig",
+      "A KV cache's configuration (vkattn::KvCacheConfig); Backend.kv_cache takes the same keywords.");
+  config_basics<KvCacheConfig>(kv, "KvCacheConfig",
+      {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config"});
+  kv.def_readwrite("n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1")
+      .def_readwrite("n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1")
+      .def_readwrite("head_dim", &KvCacheConfig::head_dim, "required, in [1, 256]")
+      .def_readwrite("capacity", &KvCacheConfig::capacity, "required: slots per sequence, in (n_sinks, 2^30]");
+  kv.def_property("dtype", [](const KvCacheConfig& c) { return c.dtype; },
+                  [](KvCacheConfig& c, py::handle v) { c.dtype = dtype_arg(v, "KvCacheConfig", "dtype"); },
+                  "f32, f16, q8_0 or q4_0; default f16");
+  kv.def_readwrite("n_sinks", &KvCacheConfig::n_sinks, "first positions kept for ever; default 0");
+  enum_property(kv, "KvCacheConfig", "rope", &KvCacheConfig::rope, "KvRope or its name; default 'stored'");
+  kv.def_readwrite("rope_config", &KvCacheConfig::rope_config, "on_read: the RopeConfig attention applies");
+}
+
+void bind_devices(py::module_& m) {
+  py::class_<DeviceLimits> limits(m, "DeviceLimits", "The device limits vkattn plans with (read-only here except as a cap).");
+  config_basics<DeviceLimits>(limits, "DeviceLimits",
+      {"subgroup_size", "max_shared_memory", "max_workgroup_invocations", "max_storage_buffer_range",
+       "max_storage_buffers", "device_local_bytes", "timestamps", "unified_memory", "compute_units"});
+#define VKATTN_LIMIT(f) limits.def_readwrite(#f, &DeviceLimits::f)
+  VKATTN_LIMIT(subgroup_size); VKATTN_LIMIT(subgroup_arithmetic); VKATTN_LIMIT(subgroup_shuffle);
+  VKATTN_LIMIT(subgroup_size_control); VKATTN_LIMIT(subgroup_min_size); VKATTN_LIMIT(subgroup_max_size);
+  VKATTN_LIMIT(subgroup_vote); VKATTN_LIMIT(max_shared_memory); VKATTN_LIMIT(max_workgroup_invocations);
+  VKATTN_LIMIT(max_workgroup_size); VKATTN_LIMIT(max_workgroup_count); VKATTN_LIMIT(max_storage_buffer_range);
+  VKATTN_LIMIT(max_storage_buffers); VKATTN_LIMIT(storage_offset_alignment); VKATTN_LIMIT(max_texel_buffer_elements);
+  VKATTN_LIMIT(device_local_bytes); VKATTN_LIMIT(storage_16bit); VKATTN_LIMIT(shader_float16);
+  VKATTN_LIMIT(timestamps); VKATTN_LIMIT(timestamp_period_ns); VKATTN_LIMIT(unified_memory); VKATTN_LIMIT(compute_units);
+#undef VKATTN_LIMIT
+  m.def("spec_minimum_limits", &spec_minimum_limits, "The Vulkan 1.1 minimum of every limit (features off).");
+
+  py::class_<DeviceInfo>(m, "DeviceInfo", "One Vulkan device as vkattn sees it.")
+      .def_readonly("index", &DeviceInfo::index)
+      .def_readonly("name", &DeviceInfo::name)
+      .def_readonly("type", &DeviceInfo::type, "'discrete', 'integrated', 'virtual', 'cpu' or 'other'")
+      .def_readonly("api_version", &DeviceInfo::api_version)
+      .def_readonly("driver", &DeviceInfo::driver)
+      .def_readonly("limits", &DeviceInfo::limits)
+      .def_readonly("rejected", &DeviceInfo::rejected, "why vkattn cannot use it; '' when usable")
+      .def_readonly("chosen", &DeviceInfo::chosen, "the device Backend('vulkan') would pick")
+      .def("__repr__", [](const DeviceInfo& d) {
+        return "DeviceInfo(index=" + std::to_string(d.index) + ", name='" + d.name + "', type='" + d.type +
+               "', chosen=" + (d.chosen ? "True" : "False") + (d.rejected.empty() ? "" : ", rejected='" + d.rejected + "'") + ")";
+      });
+}
+
+}  // namespace
+
+void bind_configs(py::module_& m) {
+  bind_rope(m);
+  bind_attention(m);
+  bind_cache_config(m);
+  bind_devices(m);
+}
+
+}  // namespace vkattn::python

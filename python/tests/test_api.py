@@ -1,0 +1,150 @@
+"""The module's own promises: tensors to and from numpy and torch (float32 and float16
+exactly both ways, int32, quantized dtypes dequantized), command lists as context managers,
+timings as (op, ms), stats, threads, devices, and help() text."""
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import vkattn
+from reference import assert_close
+
+rng = np.random.default_rng(5)
+A = rng.standard_normal((3, 2, 32)).astype(np.float32)
+
+
+def test_round_trips(backend):
+    t = backend.tensor(A)
+    assert (t.shape, t.dtype, t.numel, t.nbytes) == ((3, 2, 32), vkattn.DType.f32, 192, 768)
+    assert np.array_equal(t.numpy(), A) and t.numpy().dtype == np.float32
+    h = A.astype(np.float16)
+    th = backend.tensor(h)
+    assert th.dtype == vkattn.DType.f16 and th.numpy().dtype == np.float16
+    assert np.array_equal(th.numpy().view(np.uint16), h.view(np.uint16))  # bit for bit
+    # float32 into an f16 tensor rounds to nearest even, as numpy's cast does.
+    assert np.array_equal(backend.tensor(A, dtype="float16").numpy(), h)
+    # float16 into an f32 tensor is exact.
+    assert np.array_equal(backend.tensor(h, dtype=vkattn.DType.f32).numpy(), h.astype(np.float32))
+    i = np.arange(-5, 6, dtype=np.int32)
+    assert np.array_equal(backend.tensor(i).numpy(), i)
+    assert np.array_equal(np.asarray(t), A)
+    odd = backend.tensor(np.ones(3, np.float16))  # an odd count of halves fills part of a word
+    assert np.array_equal(odd.numpy(), np.ones(3, np.float16))
+
+
+def test_quantized_tensors(backend):
+    t = backend.tensor(A, dtype="q8_0")
+    assert t.dtype == vkattn.DType.q8_0
+    got = t.numpy()
+    assert got.dtype == np.float32
+    scale = np.abs(A).max(axis=-1, keepdims=True) / 127  # one block of 32 per row
+    assert np.all(np.abs(got - A) <= scale / 2 + 1e-3 * scale)
+
+
+def test_torch_tensors(backend):
+    x = torch.from_numpy(A.copy())
+    assert np.array_equal(backend.tensor(x).numpy(), A)
+    y = x.clone().requires_grad_(True)  # converted through detach()
+    assert np.array_equal(backend.tensor(y).numpy(), A)
+    assert np.array_equal(backend.tensor(torch.nn.Parameter(x.clone())).numpy(), A)  # a torch subclass
+    assert backend.tensor(x.half()).dtype == vkattn.DType.f16
+    with pytest.raises(vkattn.InvalidArgument, match="data.dtype = float64"):
+        backend.tensor(x.double())
+    # Positions from torch's default int64 tensors.
+    q = backend.tensor(x)
+    with backend.commands() as cmd:
+        cmd.rope(q, torch.tensor([0, 0, 0]))
+    assert_close(q.numpy(), A, 1e-7, 0)  # position 0 is the identity
+
+
+def test_context_manager_submits_unless_raised(backend):
+    x = backend.tensor(A)
+    y = backend.zeros(A.shape)
+    with backend.commands() as cmd:
+        cmd.copy(x, y)
+    assert np.array_equal(y.numpy(), A)
+    z = backend.zeros(A.shape)
+    with pytest.raises(RuntimeError, match="stop"):
+        with backend.commands() as cmd:
+            cmd.copy(x, z)
+            raise RuntimeError("stop")
+    assert not z.numpy().any()
+    assert cmd.stats()["submits"] == 0
+
+
+def test_resubmit_reruns(backend):
+    x = backend.tensor(np.zeros((1, 1, 2), np.float32))
+    one = backend.tensor(np.ones((1, 1, 2), np.float32))
+    cmd = backend.commands()
+    cmd.copy(one, x)
+    cmd.submit()
+    one.upload(np.full((1, 1, 2), 7, np.float32))
+    cmd.submit()
+    assert np.array_equal(x.numpy(), np.full((1, 1, 2), 7, np.float32))
+    assert cmd.stats()["submits"] == 2 and cmd.stats()["ops"] == 1
+
+
+def test_timings(backend):
+    q = backend.tensor(rng.standard_normal((2, 4, 32)).astype(np.float32))
+    k = backend.tensor(rng.standard_normal((16, 2, 32)).astype(np.float32))
+    cmd = backend.commands(timestamps=True)
+    cmd.rope(q, [14, 15])
+    cmd.attention(q, k, k, q_positions=[14, 15], path="fused")
+    assert cmd.timings() == []
+    cmd.submit()
+    timings = cmd.timings()
+    assert [op for op, _ in timings][0] == "rope" and {op for op, _ in timings} == {"rope", "attention"}
+    assert all(isinstance(ms, float) and ms >= 0 for _, ms in timings)
+
+
+def test_threads(backend):
+    """Lists of several threads at once (the GIL is released while they run)."""
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            x = backend.tensor(np.full((64, 2, 32), i, np.float32))
+            y = backend.zeros((64, 2, 32))
+            for _ in range(5):
+                with backend.commands() as cmd:
+                    cmd.copy(x, y)
+            results[i] = y.numpy()
+        except Exception as e:  # reported below, on the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(np.all(results[i] == i) for i in range(4))
+
+
+def test_devices_and_configs(vulkan):
+    devices = vkattn.devices()
+    assert sum(d.chosen for d in devices) == 1
+    assert [d.name for d in devices if d.chosen] == [vulkan.device_name]
+    assert vulkan.kind == vkattn.BackendKind.vulkan and vulkan.limits.max_storage_buffer_range > 0
+    c = vkattn.RopeConfig(layout="interleaved", base=5e5)
+    assert c.layout == vkattn.RopeLayout.interleaved and c.base == 5e5 and c.attention_factor is None
+    assert "layout=RopeLayout.interleaved" in repr(c)
+    a = vkattn.AttentionConfig(window=4, sinks=[1.0, 2.0])
+    assert a.window == 4 and a.sinks == [1.0, 2.0] and a.causal
+    kv = vkattn.KvCacheConfig(n_kv_heads=2, head_dim=32, capacity=8, dtype=np.float32)
+    assert kv.dtype == vkattn.DType.f32
+    cache = vulkan.kv_cache(config=kv, n_sinks=2)
+    assert cache.config.n_sinks == 2 and cache.config.capacity == 8
+    assert cache.nbytes == 2 * 8 * 2 * 32 * 4
+
+
+def test_alibi_slopes():
+    assert np.allclose(vkattn.alibi_slopes(8), 2.0 ** -np.arange(1, 9))
+
+
+def test_help_text():
+    assert "context manager" in vkattn.CommandList.__doc__
+    assert "q_positions" in vkattn.CommandList.attention.__doc__
+    assert "InvalidArgument" in vkattn.__doc__
+    assert vkattn.Backend.tensor.__doc__ and vkattn.KvCache.truncate.__doc__

@@ -1,0 +1,121 @@
+"""Attention against softmax(q k^T * scale + biases) v in torch (float64, GQA by
+repeat_interleave): causal, window, mask, softcap, ALiBi, sinks, non-causal; f32 and f16
+K/V; both backends and both paths of CommandList.attention; the three stages' scores and
+probabilities. One shape throughout, so that lavapipe builds few pipelines."""
+import math
+
+import numpy as np
+import pytest
+
+import vkattn
+from reference import assert_close, attention, f64
+
+T, N, H, KVH, D = 6, 16, 4, 2, 32  # GQA 4:2
+rng = np.random.default_rng(11)
+Q = rng.standard_normal((T, H, D)).astype(np.float32)
+K = rng.standard_normal((N, KVH, D)).astype(np.float32)
+V = rng.standard_normal((N, KVH, D)).astype(np.float32)
+MASK = rng.uniform(-2, 0, (T, N)).astype(np.float32)
+Q_POS = np.arange(N - T, N, dtype=np.int32)  # the last T keys' positions: a prefill chunk
+K_POS = np.arange(N, dtype=np.int32)
+SLOPES = vkattn.alibi_slopes(H)
+SINKS = [0.5, -1.0, 2.0, 0.0]
+
+# Each case: the op's keyword arguments, and the reference's.
+CASES = {
+    "causal": ({}, {}),
+    "noncausal": ({"causal": False}, {"causal": False}),
+    "window": ({"window": 3}, {"window": 3}),
+    "mask": ({"mask": MASK}, {"mask": MASK}),
+    "softcap": ({"softcap": 2.0, "scale": 1.0}, {"softcap": 2.0, "scale": 1.0}),
+    "alibi": ({"alibi": True}, {"alibi_slopes": SLOPES}),
+    "sinks": ({"sinks": SINKS}, {"sinks": SINKS}),
+}
+
+
+def run_case(backend, case, kv_dtype, path):
+    op_kw, ref_kw = CASES[case]
+    op_kw = dict(op_kw)
+    q, k, v = backend.tensor(Q), backend.tensor(K, dtype=kv_dtype), backend.tensor(V, dtype=kv_dtype)
+    if "mask" in op_kw:
+        op_kw["mask"] = backend.tensor(op_kw["mask"])
+    with backend.commands() as cmd:
+        out = cmd.attention(q, k, v, q_positions=Q_POS, k_positions=K_POS, path=path, **op_kw)
+    # The reference sees K and V as stored: rounded to f16 when the tensor is f16.
+    k_ref, v_ref = (K, V) if kv_dtype == "f32" else (K.astype(np.float16), V.astype(np.float16))
+    return out.numpy(), attention(f64(Q), f64(k_ref), f64(v_ref), Q_POS, K_POS, **ref_kw)
+
+
+@pytest.mark.parametrize("path", ["fused", "three_stages"])
+@pytest.mark.parametrize("kv_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_attention_matches_torch(backend, case, kv_dtype, path):
+    got, want = run_case(backend, case, kv_dtype, path)
+    assert got.dtype == np.float32
+    assert_close(got, want, 1e-4, 1e-4, f"{case} {kv_dtype} {path}")
+
+
+def test_reference_cases_differ():
+    """Every case changes the result, so that a case the library ignored would fail."""
+    base = attention(f64(Q), f64(K), f64(V), Q_POS, K_POS)
+    for case, (_, ref_kw) in CASES.items():
+        if case != "causal":
+            assert not np.allclose(attention(f64(Q), f64(K), f64(V), Q_POS, K_POS, **ref_kw), base, atol=1e-3), case
+
+
+def test_three_stages(backend):
+    """attn_scores, attn_softmax (in place) and attn_weighted_sum, each against torch: scores
+    -inf exactly where a key is hidden, probabilities 0 there."""
+    q, k, v = backend.tensor(Q), backend.tensor(K), backend.tensor(V)
+    mask = backend.tensor(MASK)
+    config = vkattn.AttentionConfig(window=4, alibi=True)
+    with backend.commands() as cmd:
+        scores = cmd.attn_scores(q, k, q_positions=Q_POS, mask=mask, config=config)
+        raw = backend.zeros(scores.shape)
+        cmd.copy(scores, raw)
+        probs = cmd.attn_softmax(scores, scores, config=config)
+        out = cmd.attn_weighted_sum(probs, v)
+    want_out, want_s, want_p = attention(f64(Q), f64(K), f64(V), Q_POS, K_POS, window=4, mask=MASK,
+                                         alibi_slopes=SLOPES, return_probs=True)
+    got_s = raw.numpy()
+    hidden = np.isinf(want_s.numpy())
+    assert np.array_equal(np.isneginf(got_s), hidden)
+    assert_close(got_s[~hidden], want_s.numpy()[~hidden], 1e-4, 1e-5, "scores")
+    got_p = probs.numpy()
+    assert np.all(got_p[hidden] == 0)
+    assert_close(got_p, want_p, 1e-5, 0, "probs")
+    assert_close(out.numpy(), want_out, 1e-4, 1e-4, "out")
+
+
+def test_all_hidden_rows_are_zero(backend):
+    """Queries before every key see nothing: zeros, never NaN."""
+    q, k, v = backend.tensor(Q), backend.tensor(K), backend.tensor(V)
+    with backend.commands() as cmd:
+        out = cmd.attention(q, k, v, q_positions=Q_POS, k_positions=K_POS + 100)
+    assert np.array_equal(out.numpy(), np.zeros_like(Q))
+
+
+def test_sequences_do_not_mix(backend):
+    """Two sequences in one call: each query sees only its own sequence's keys."""
+    q_seq = np.array([0, 0, 0, 1, 1, 1], np.int32)
+    k_seq = np.array([0, 1] * (N // 2), np.int32)
+    q_pos = np.array([15, 15, 15, 15, 15, 15], np.int32)
+    q, k, v = backend.tensor(Q), backend.tensor(K), backend.tensor(V)
+    with backend.commands() as cmd:
+        out = cmd.attention(q, k, v, q_positions=q_pos, k_positions=K_POS, q_seq_ids=q_seq, k_seq_ids=k_seq)
+    got = out.numpy()
+    for s in (0, 1):
+        rows, keys = q_seq == s, k_seq == s
+        want = attention(f64(Q[rows]), f64(K[keys]), f64(V[keys]), q_pos[rows], K_POS[keys])
+        assert_close(got[rows], want, 1e-4, 1e-4, f"sequence {s}")
+
+
+def test_scale_and_cap_orders(cpu):
+    """cap_then_scale caps the unscaled product, then scales."""
+    q, k = cpu.tensor(Q), cpu.tensor(K)
+    with cpu.commands() as cmd:
+        scores = cmd.attn_scores(q, k, q_positions=Q_POS, causal=False, softcap=3.0, scale=0.5,
+                                 softcap_order="cap_then_scale")
+    qk = np.einsum("thd,nhd->thn", f64(Q).numpy(), np.repeat(f64(K).numpy(), H // KVH, axis=1))
+    assert_close(scores.numpy(), 0.5 * 3.0 * np.tanh(qk / 3.0), 1e-5, 1e-5, "scores")
+    assert math.isclose(float(np.max(np.abs(scores.numpy()))), 1.5, rel_tol=0.1)

@@ -1,0 +1,242 @@
+# Type stub of vkattn (the module vkattn._vkattn re-exported). Units, defaults and ranges
+# are those of the C++ headers (include/vkattn/types.hpp, kv_cache.hpp, command_list.hpp).
+from enum import Enum
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class DType(Enum):
+    f32: DType
+    f16: DType
+    i32: DType
+    q8_0: DType
+    q4_0: DType
+
+class BackendKind(Enum):
+    cpu: BackendKind
+    vulkan: BackendKind
+
+class RopeLayout(Enum):
+    interleaved: RopeLayout
+    half: RopeLayout
+
+class RopeScaling(Enum):
+    none: RopeScaling
+    linear: RopeScaling
+    ntk: RopeScaling
+    dynamic_ntk: RopeScaling
+    yarn: RopeScaling
+    llama3: RopeScaling
+    factors: RopeScaling
+
+class AttentionPath(Enum):
+    automatic: AttentionPath
+    fused: AttentionPath
+    three_stages: AttentionPath
+
+class SoftcapOrder(Enum):
+    scale_then_cap: SoftcapOrder
+    cap_then_scale: SoftcapOrder
+
+class KvRope(Enum):
+    stored: KvRope
+    on_read: KvRope
+
+class KernelShape(Enum):
+    automatic: KernelShape
+    cpu: KernelShape
+    gpu: KernelShape
+
+class LogLevel(Enum):
+    off: LogLevel
+    error: LogLevel
+    warning: LogLevel
+    info: LogLevel
+
+class ErrorCode(Enum):
+    vulkan_call_failed: ErrorCode
+    no_device: ErrorCode
+    device_lost: ErrorCode
+    out_of_memory: ErrorCode
+    timeout: ErrorCode
+    unsupported: ErrorCode
+
+class InvalidArgument(ValueError):
+    param: str
+
+class Error(RuntimeError):
+    code: ErrorCode
+    vk_result: int
+    call: str
+    op: str
+    message: str
+
+class VulkanError(Error): ...
+class NoDeviceError(Error): ...
+class DeviceLostError(Error): ...
+class OutOfMemoryError(Error, MemoryError): ...
+class DeviceTimeoutError(Error): ...
+class UnsupportedError(Error): ...
+
+DTypeLike = Union[DType, str, np.dtype, type]
+ArrayLike = Union[npt.ArrayLike, Any]  # numpy arrays, torch CPU tensors, nested lists
+Ints = Union[Sequence[int], npt.NDArray[np.integer], Any, None]  # positions, sequence ids
+
+class YarnParams:
+    beta_fast: float  # default 32
+    beta_slow: float  # default 1; < beta_fast
+    mscale: float  # default 0 = unused
+    mscale_all_dim: float  # default 0 = unused
+    truncate: bool  # default True
+    def __init__(self, *, beta_fast: float = ..., beta_slow: float = ..., mscale: float = ...,
+                 mscale_all_dim: float = ..., truncate: bool = ...) -> None: ...
+
+class Llama3Params:
+    low_freq_factor: float  # default 1
+    high_freq_factor: float  # default 4
+    def __init__(self, *, low_freq_factor: float = ..., high_freq_factor: float = ...) -> None: ...
+
+class RopeConfig:
+    layout: Union[RopeLayout, str]  # default "half" (Hugging Face)
+    rotary_dim: int  # even, <= head_dim; default 0 = head_dim
+    base: float  # default 10000
+    scaling: Union[RopeScaling, str]  # default "none"
+    factor: float  # default 1
+    original_context: int  # dynamic_ntk, yarn, llama3; default 0
+    sequence_length: int  # dynamic_ntk; default 0 = 1 + largest position
+    yarn: YarnParams
+    llama3: Llama3Params
+    freq_factors: list[float]  # factors: rotary_dim / 2 values
+    attention_factor: Optional[float]  # default None (yarn: 0.1 ln(factor) + 1, else 1)
+    def __init__(self, *, layout: Union[RopeLayout, str] = ..., rotary_dim: int = ..., base: float = ...,
+                 scaling: Union[RopeScaling, str] = ..., factor: float = ..., original_context: int = ...,
+                 sequence_length: int = ..., yarn: YarnParams = ..., llama3: Llama3Params = ...,
+                 freq_factors: Sequence[float] = ..., attention_factor: Optional[float] = ...) -> None: ...
+
+class AttentionConfig:
+    scale: Optional[float]  # default None = 1/sqrt(head_dim)
+    causal: bool  # default True
+    window: Optional[int]  # default None; >= 1
+    softcap: Optional[float]  # default None; > 0
+    softcap_order: Union[SoftcapOrder, str]  # default "scale_then_cap"
+    alibi: bool  # default False
+    alibi_slopes: list[float]  # default []; per head, implies ALiBi
+    sinks: list[float]  # default []; per head sink logits
+    path: Union[AttentionPath, str]  # default "automatic"
+    def __init__(self, *, scale: Optional[float] = ..., causal: bool = ..., window: Optional[int] = ...,
+                 softcap: Optional[float] = ..., softcap_order: Union[SoftcapOrder, str] = ...,
+                 alibi: bool = ..., alibi_slopes: Sequence[float] = ..., sinks: Sequence[float] = ...,
+                 path: Union[AttentionPath, str] = ...) -> None: ...
+
+class KvCacheConfig:
+    n_seqs: int  # default 1
+    n_kv_heads: int  # required
+    head_dim: int  # required, [1, 256]
+    capacity: int  # required, (n_sinks, 2^30]
+    dtype: DTypeLike  # default f16
+    n_sinks: int  # default 0
+    rope: Union[KvRope, str]  # default "stored"
+    rope_config: RopeConfig
+    def __init__(self, *, n_seqs: int = ..., n_kv_heads: int = ..., head_dim: int = ..., capacity: int = ...,
+                 dtype: DTypeLike = ..., n_sinks: int = ..., rope: Union[KvRope, str] = ...,
+                 rope_config: RopeConfig = ...) -> None: ...
+
+class DeviceLimits:
+    subgroup_size: int
+    max_shared_memory: int
+    max_workgroup_invocations: int
+    max_storage_buffer_range: int
+    max_storage_buffers: int
+    max_texel_buffer_elements: int
+    device_local_bytes: int
+    timestamps: bool
+    unified_memory: bool
+    compute_units: int
+    def __init__(self, **fields: Any) -> None: ...
+    def __getattr__(self, name: str) -> Any: ...
+
+class DeviceInfo:
+    index: int
+    name: str
+    type: str
+    api_version: str
+    driver: str
+    limits: DeviceLimits
+    rejected: str
+    chosen: bool
+
+class Tensor:
+    shape: tuple[int, ...]
+    dtype: DType
+    numel: int
+    nbytes: int
+    def numpy(self) -> np.ndarray: ...
+    def upload(self, data: ArrayLike) -> None: ...
+    def __array__(self, dtype: Any = ...) -> np.ndarray: ...
+
+class KvCache:
+    config: KvCacheConfig
+    nbytes: int
+    def next_position(self, seq: int = 0) -> int: ...
+    def length(self, seq: int = 0) -> int: ...
+    def slot_positions(self, seq: int = 0) -> npt.NDArray[np.int32]: ...
+    def slot(self, position: int) -> int: ...
+    def reset(self, seq: int = 0) -> None: ...
+    def truncate(self, position: int, seq: int = 0) -> None: ...
+
+class CommandList:
+    def __enter__(self) -> CommandList: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+    def copy(self, src: Tensor, dst: Tensor) -> None: ...
+    # rope(x, positions, ...) or rope(q, k, positions, ...); keywords: RopeConfig's fields.
+    def rope(self, x: Tensor, *args: Any, config: Optional[RopeConfig] = ..., **fields: Any) -> None: ...
+    def kv_append(self, cache: KvCache, k: Tensor, v: Tensor, positions: Ints, seq_ids: Ints = ...,
+                  *, keep_last: bool = ...) -> None: ...
+    def kv_copy_sequence(self, cache: KvCache, src: int, dst: int) -> None: ...
+    # The attention ops take k (and v) Tensors, or a KvCache in their place; keywords:
+    # q_positions, k_positions, q_seq_ids, k_seq_ids (Ints), mask (Tensor), config, and
+    # AttentionConfig's fields. Outputs are made when not given, and returned.
+    def attn_scores(self, q: Tensor, k: Union[Tensor, KvCache], scores: Optional[Tensor] = ...,
+                    **kw: Any) -> Tensor: ...
+    def attn_softmax(self, scores: Tensor, probs: Optional[Tensor] = ..., *,
+                     config: Optional[AttentionConfig] = ..., **fields: Any) -> Tensor: ...
+    def attn_weighted_sum(self, probs: Tensor, v: Union[Tensor, KvCache], out: Optional[Tensor] = ...,
+                          **kw: Any) -> Tensor: ...
+    def attention(self, q: Tensor, *args: Any, **kw: Any) -> Tensor: ...
+    def submit(self) -> None: ...
+    def timings(self) -> list[tuple[str, float]]: ...
+    def stats(self) -> dict[str, int]: ...
+
+class Backend:
+    kind: BackendKind
+    device_name: str
+    limits: DeviceLimits
+    closed: bool
+    def __init__(self, kind: Union[BackendKind, str] = "vulkan", device: Union[int, str, None] = None,
+                 validation: Optional[bool] = None, *, kernels: Union[KernelShape, str, None] = ...,
+                 force_staging: bool = ..., pipeline_cache_dir: Optional[str] = ...,
+                 submit_timeout_ms: int = ..., log_level: Union[LogLevel, str, None] = ...,
+                 cap_limits: Optional[DeviceLimits] = ...) -> None: ...
+    def __enter__(self) -> Backend: ...
+    def __exit__(self, *exc: Any) -> None: ...
+    @staticmethod
+    def devices(device: Union[int, str, None] = None, validation: Optional[bool] = None) -> list[DeviceInfo]: ...
+    def tensor(self, data: ArrayLike, dtype: Optional[DTypeLike] = None) -> Tensor: ...
+    def zeros(self, shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor: ...
+    def upload(self, tensor: Tensor, data: ArrayLike) -> None: ...
+    def download(self, tensor: Tensor) -> np.ndarray: ...
+    def kv_cache(self, *, config: Optional[KvCacheConfig] = ..., **fields: Any) -> KvCache: ...
+    def save_cache(self, cache: KvCache) -> bytes: ...
+    def restore_cache(self, cache: KvCache, data: bytes) -> None: ...
+    def commands(self, timestamps: bool = False) -> CommandList: ...
+    def validation_messages(self) -> list[str]: ...
+    def close(self) -> None: ...
+
+def devices(device: Union[int, str, None] = None, validation: Optional[bool] = None) -> list[DeviceInfo]: ...
+def alibi_slopes(n_heads: int) -> npt.NDArray[np.float32]: ...
+def rope_frequencies(head_dim: int, max_position: int = 0, *, config: Optional[RopeConfig] = ...,
+                     **fields: Any) -> tuple[npt.NDArray[np.float64], float]: ...
+def spec_minimum_limits() -> DeviceLimits: ...
