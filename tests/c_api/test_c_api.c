@@ -509,6 +509,61 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   vkattn_command_list_destroy(list);
 }
 
+/* A decode step recorded once and replayed (vkattn_command_list_set_tokens) gives what a
+ * list recorded afresh gives, bit for bit, through a wrapping ring; the command buffer is
+ * recorded once; a wrong token count is refused. */
+static void test_replay(vkattn_backend* gpu) {
+  enum { H = 4, HK = 2, D = 16, CAP = 8, STEPS = 20 };
+  vkattn_kv_cache_config cc;
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  cc.n_kv_heads = HK, cc.head_dim = D, cc.capacity = CAP, cc.n_sinks = 2, cc.dtype = VKATTN_DTYPE_F16;
+  vkattn_kv_cache *replayed = NULL, *fresh = NULL;
+  OK(vkattn_kv_cache_create(gpu, &cc, &replayed));
+  OK(vkattn_kv_cache_create(gpu, &cc, &fresh));
+  vkattn_tensor *q = tensor(gpu, 1, H, D, VKATTN_DTYPE_F32), *k = tensor(gpu, 1, HK, D, VKATTN_DTYPE_F32);
+  vkattn_tensor *v = tensor(gpu, 1, HK, D, VKATTN_DTYPE_F32), *out = tensor(gpu, 1, H, D, VKATTN_DTYPE_F32);
+  vkattn_command_list* step_list = NULL;
+  OK(vkattn_command_list_create(gpu, NULL, &step_list));
+  for (int32_t pos = 0; pos < STEPS; ++pos) {
+    vkattn_attention_tokens tokens;
+    OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+    tokens.q_positions = &pos, tokens.n_q_positions = 1;
+    float* outs[2];
+    for (int i = 0; i < 2; ++i) {
+      float* values = random_values(H * D, 400u + (unsigned)pos);
+      OK(vkattn_upload_f32(gpu, q, values, H * D)); /* rope rotates q and k in place: fresh values each time */
+      OK(vkattn_upload_f32(gpu, k, values, HK * D));
+      OK(vkattn_upload_f32(gpu, v, values + HK * D, HK * D));
+      free(values);
+      vkattn_command_list* list = step_list;
+      if (i == 1) OK(vkattn_command_list_create(gpu, NULL, &list));
+      if (i == 0 && pos > 0) {
+        OK(vkattn_command_list_set_tokens(step_list, &pos, 1, NULL, 0));
+      } else {
+        OK(vkattn_cmd_rope_qk(list, q, k, &pos, 1, NULL));
+        OK(vkattn_cmd_kv_append(list, i == 0 ? replayed : fresh, k, v, &pos, 1, NULL, 0, 0));
+        OK(vkattn_cmd_attention_cache(list, q, i == 0 ? replayed : fresh, out, &tokens, NULL, NULL));
+      }
+      OK(vkattn_submit_and_wait(list));
+      if (i == 1) vkattn_command_list_destroy(list);
+      outs[i] = download(gpu, out, H * D);
+    }
+    CHECK(max_diff(outs[0], outs[1], H * D) == 0.0);
+    free(outs[0]), free(outs[1]);
+  }
+  vkattn_command_stats stats;
+  OK(vkattn_command_list_stats(step_list, &stats, sizeof stats));
+  CHECK(stats.encodings == 1 && stats.submits == STEPS);
+  const int32_t two[2] = {STEPS, STEPS + 1};
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "positions.size() = 2",
+                vkattn_command_list_set_tokens(step_list, two, 2, NULL, 0));
+  vkattn_command_list_destroy(step_list);
+  vkattn_tensor* all[4] = {q, k, v, out};
+  for (int i = 0; i < 4; ++i) vkattn_tensor_destroy(all[i]);
+  vkattn_kv_cache_destroy(replayed);
+  vkattn_kv_cache_destroy(fresh);
+}
+
 int main(void) {
   CHECK(strcmp(vkattn_last_error_message(), "") == 0);
   vkattn_device_options options;
@@ -528,6 +583,7 @@ int main(void) {
   test_rope(gpu, cpu);
   test_attention(gpu, cpu);
   test_kv_cache_decode(gpu, cpu);
+  test_replay(gpu);
   test_errors(gpu, cpu);
 
   const char* const* messages = NULL;
