@@ -172,6 +172,14 @@ void bind_commands(py::module_& m) {
   bind_attention_ops(cls);
   cls.def("submit", [](PyCommandList& cmd) { record(cmd, [](CommandList& l) { l.submit_and_wait(); }); },
           "Runs everything recorded and waits (the C++ submit_and_wait).")
+     .def("set_tokens", [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
+        const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions");
+        const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
+        record(cmd, [&](CommandList& l) { l.set_tokens(p, s); });
+      }, arg("positions"), arg("seq_ids") = py::none(),
+      "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
+      "(and these sequence ids where it took some; None: each keeps its own). On Vulkan the\n"
+      "command buffer is kept and only parameters change. On an error nothing changes.")
      .def("timings", [](const PyCommandList& cmd) {
         py::list out;
         for (const OpTiming& t : cmd.impl.timings()) out.append(py::make_tuple(t.op, t.ms));
@@ -184,8 +192,9 @@ void bind_commands(py::module_& m) {
         d["barriers"] = s.barriers;
         d["submits"] = s.submits;
         d["texel_reads"] = s.texel_reads;
+        d["encodings"] = s.encodings;
         return d;
-      }, "{'ops', 'barriers', 'submits', 'texel_reads'}: counts (vkattn::CommandStats).")
+      }, "{'ops', 'barriers', 'submits', 'texel_reads', 'encodings'}: counts (vkattn::CommandStats).")
      .def("__enter__", [](py::handle self) { return py::reinterpret_borrow<py::object>(self); })
      .def("__exit__", [](PyCommandList& cmd, py::handle type, py::handle, py::handle) {
         if (type.is_none()) record(cmd, [](CommandList& l) { l.submit_and_wait(); });

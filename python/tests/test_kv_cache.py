@@ -38,7 +38,7 @@ class RollingBuffer:
                 np.stack([e[2] for e in entries]))
 
 
-def decode(backend, dtype, sinks, rope_mode):
+def decode(backend, dtype, sinks, rope_mode, replay=False):
     cache = backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=CAPACITY, dtype=dtype, n_sinks=sinks,
                              rope=rope_mode)
     q, k, v = backend.zeros((1, H, D)), backend.zeros((1, KVH, D)), backend.zeros((1, KVH, D))
@@ -50,11 +50,16 @@ def decode(backend, dtype, sinks, rope_mode):
         q.upload(QS[p])
         k.upload(KS[p])
         v.upload(VS[p])
-        with backend.commands() as cmd:
+        if replay and p > 0:  # the step recorded at the first token, replayed
+            step.set_tokens([p])
+            step.submit()
+        else:
+            step = backend.commands()
             if rope_mode == "stored":
-                cmd.rope(q, k, [p])
-            cmd.kv_append(cache, k, v, [p])
-            cmd.attention(q, cache, out, q_positions=[p])
+                step.rope(q, k, [p])
+            step.kv_append(cache, k, v, [p])
+            step.attention(q, cache, out, q_positions=[p])
+            step.submit()
         got.append(out.numpy())
         if rope_mode == "stored":
             q_ref = rope_rotate_half(f64(QS[p]), [p], THETA)
@@ -81,6 +86,14 @@ def test_decode_loop_matches_rolling_buffer(backend, dtype, sinks, rope_mode):
     assert sorted(held.tolist()) == expected
     assert all(held[cache.slot(p)] == p for p in expected)
     assert cache.length() == CAPACITY
+
+
+@pytest.mark.parametrize("rope_mode", ["stored", "on_read"])
+def test_replayed_decode_loop_matches_rolling_buffer(backend, rope_mode):
+    """The same loop with the step recorded once and replayed (set_tokens) every token."""
+    cache, got, want = decode(backend, "f16", 4, rope_mode, replay=True)
+    assert_close(got, want, 2e-3, 2e-3, f"replayed, {rope_mode}")
+    assert cache.next_position() == STEPS
 
 
 def test_save_and_restore_across_backends(cpu, vulkan):
