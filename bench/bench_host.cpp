@@ -15,7 +15,8 @@
 // - resubmit: submit_and_wait of a list recorded once (kv_append rewrites the same slots);
 // - replay: CommandList::set_tokens for the next token on a decode step recorded once
 //   (the command buffer is kept: only parameter bytes change); replay_submit adds the
-//   submit_and_wait.
+//   submit_and_wait; replay_cold streams 64 MiB between iterations (untimed), so that the
+//   replay meets the cold CPU caches lavapipe's kernels leave behind.
 // The caches' bookkeeping advances with every recorded append, so each recording uses
 // fresh positions, and the caches are reset when they would wrap past what the case needs.
 #include <chrono>
@@ -128,16 +129,21 @@ void BM_resubmit(benchmark::State& state) {
 }
 
 // A decode step recorded once and replayed for the next token (set_tokens), then submitted.
-void BM_replay(benchmark::State& state, bool submit) {
+// |cold|: 64 MiB are streamed between iterations (untimed), as a device that runs on this
+// CPU (lavapipe) does while it runs the step, so the replay finds cold caches.
+void BM_replay(benchmark::State& state, bool submit, bool cold = false) {
   Backend& b = backend(BackendKind::vulkan);
   const AttentionPath path = static_cast<AttentionPath>(state.range(1));
   Model m(b, 1, kCapacity);
   CommandList cmd = b.commands();
   m.record(cmd, path);
   cmd.submit_and_wait();
+  std::vector<std::uint8_t> flush(cold ? 64u << 20 : 0);
   for (auto _ : state) {
     state.PauseTiming();
     const std::vector<std::int32_t> pos = m.next_positions();
+    for (std::size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<std::uint8_t>(flush[i] + 1);
+    benchmark::DoNotOptimize(flush.data());
     state.ResumeTiming();
     cmd.set_tokens(pos);
     if (submit) cmd.submit_and_wait();
@@ -165,6 +171,7 @@ BENCHMARK_CAPTURE(BM_record, record_submit, true)->Apply(shapes);
 BENCHMARK(BM_resubmit)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_replay, replay, false)->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_replay, replay_submit, true)->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_replay, replay_cold, false, true)->Apply(decode_shapes);
 
 }  // namespace
 }  // namespace vkattn::bench
