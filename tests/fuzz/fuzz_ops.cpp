@@ -142,8 +142,9 @@ TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
               "device, %zu invalid calls on both backends) in %.0f s: %zu failures\n",
               tally.valid + tally.invalid, first, tally.valid - tally.refused, tally.refused, tally.invalid, s.count(),
               tally.failures);
-  // Refusals come from one of the fuzz's backends only: most valid calls must be compared.
-  EXPECT_LT(tally.refused, tally.valid / 2);
+  // Refusals come from one of the fuzz's backends only: most valid calls must be compared
+  // (checked over enough calls: a replayed seed may be one refusal).
+  if (tally.valid >= 100) EXPECT_LT(tally.refused, tally.valid / 2);
 }
 
 }  // namespace
