@@ -19,11 +19,29 @@
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
 
+// Vulkan's command buffer handle, as <vulkan/vulkan.h> declares it (VkCommandBuffer is a
+// pointer to it), so that this header needs no Vulkan header.
+struct VkCommandBuffer_T;
+
 namespace vkattn {
 
 namespace detail {
 class CommandListImpl;
 }
+
+// How CommandList::record joins the caller's commands (docs/interop.md has the contract).
+struct RecordOptions {
+  // A global memory barrier before the first dispatch, from ALL_COMMANDS / MEMORY_WRITE to
+  // COMPUTE_SHADER / SHADER_READ | SHADER_WRITE: every earlier command of the queue is done
+  // and its writes are visible to vkattn. Default true; false when the caller records such
+  // a barrier itself.
+  bool entry_barrier = true;
+  // A global memory barrier after the last dispatch, from COMPUTE_SHADER / SHADER_WRITE to
+  // dst_stage_mask / dst_access_mask. Default true; false when the caller records it.
+  bool exit_barrier = true;
+  std::uint32_t dst_stage_mask = 0;   // VkPipelineStageFlags; 0: ALL_COMMANDS
+  std::uint32_t dst_access_mask = 0;  // VkAccessFlags; 0: MEMORY_READ | MEMORY_WRITE
+};
 
 struct CommandListOptions {
   bool timestamps = false;  // measure each op's device time; see CommandList::timings()
@@ -126,6 +144,19 @@ class VKATTN_API CommandList {
   // submit and its destruction wait for it. Error(device_lost): the backend is lost for
   // good (every later call on it fails so), make a new one.
   void submit_and_wait();
+
+  // Records the list's dispatches and the barriers between them into |command_buffer|, a
+  // primary or secondary command buffer of the backend's VkDevice (vkattn/vulkan.hpp: a
+  // backend on the caller's device), in the recording state, outside a render pass, whose
+  // pool's queue family is the backend's. The caller submits it; nothing is submitted here.
+  // What stays alive until that submission completes (descriptor sets, parameters,
+  // intermediate tensors) lives as long as this list: destroy the list only after every
+  // submission of a command buffer it was recorded into has completed. A list may be
+  // recorded into several command buffers and again after more ops are recorded; each
+  // recording runs every op recorded so far (kv_append included: a cache's bookkeeping
+  // advanced when the op was recorded, so run a list with kv_append once). Throws
+  // InvalidArgument on a backend not made on a caller's device, or with timestamps on.
+  void record(VkCommandBuffer_T* command_buffer, const RecordOptions& options = {});
 
   // Per-dispatch times of the last submission, in recording order, named by their op (a
   // split weighted sum's two dispatches both say "attn_weighted_sum"); empty unless the

@@ -77,6 +77,9 @@ class CommandListImpl {
                                std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                                const ScoresParams& params, std::vector<float> sinks, AttentionPath path) = 0;
   virtual void submit_and_wait() = 0;
+  // CommandList::record; |command_buffer| is a VkCommandBuffer. Backends that cannot
+  // record into a caller's command buffer refuse (external.cpp).
+  virtual void record(void* command_buffer, const RecordOptions& options);
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;
 };

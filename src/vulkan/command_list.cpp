@@ -71,7 +71,10 @@ struct QueryPool {
 struct Encoded {
   std::shared_ptr<Context> ctx;
   std::unique_ptr<Buffer> params;
+  std::unique_ptr<Buffer> params_staging;  // see prepare()
   std::unique_ptr<DescriptorPool> descriptors;
+  std::vector<const Pipeline*> pipelines;  // one per dispatch
+  std::vector<VkDescriptorSet> sets;       // one per dispatch
   QueryPool queries;
   Submission submission;  // destroyed first: it waits for work still running
   VkCommandBuffer cb = VK_NULL_HANDLE;
@@ -275,17 +278,29 @@ class VulkanCommandList final : public CommandListImpl {
     }
     for (Dispatch& d : ds) ops_.push_back(std::move(d));
     encoded_.reset();
+    if (external_) retired_.push_back(std::move(external_));
   }
 
-  void encode() {
-    OpScope scope("encode");
+  // The resources of an encoding: parameters, descriptor sets, pipelines, queries. Through
+  // |host_params| the parameters reach the device by a copy recorded with the commands
+  // (record() into a caller's command buffer: no submission of vkattn's own), else by an
+  // upload now.
+  std::unique_ptr<Encoded> prepare(bool host_params) {
     auto enc = std::make_unique<Encoded>(ctx_);
     VkDevice dev = ctx_->device->handle();
     const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
 
     if (!params_.bytes().empty()) {
       enc->params = ctx_->device_buffer(params_.bytes().size(), "op parameters");
-      ctx_->write(*enc->params, params_.bytes());
+      if (enc->params->mapped()) {
+        enc->params->write(params_.bytes());
+      } else if (host_params) {
+        enc->params_staging = Buffer::create(*ctx_->device, params_.bytes().size(), BufferKind::staging,
+                                             "op parameters (staging)", true);
+        enc->params_staging->write(params_.bytes());
+      } else {
+        ctx_->write(*enc->params, params_.bytes());
+      }
     }
 
     std::uint32_t n_descriptors = 0, n_texel = 0;
@@ -303,47 +318,71 @@ class VulkanCommandList final : public CommandListImpl {
       VKATTN_VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &enc->queries.handle));
     }
 
-    enc->cb = enc->submission.begin();
-    if (enc->queries.handle) vkCmdResetQueryPool(enc->cb, enc->queries.handle, 0, 2 * n_ops);
-    // Writes of earlier submissions (uploads through staging, previous lists) become
-    // visible to this one's shaders.
-    global_barrier(enc->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-
-    std::set<VkBuffer> read, written;  // since the last barrier
     for (std::uint32_t i = 0; i < n_ops; ++i) {
       const Dispatch& d = ops_[i];
       OpScope op_scope(d.op);
       const Pipeline& pipeline = ctx_->pipelines->get(d.key);
-
       std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
       std::vector<VkBufferView> views(d.bindings.size(), VK_NULL_HANDLE);
-      bool hazard = false;
       for (std::size_t b = 0; b < d.bindings.size(); ++b) {
         const Binding& binding = d.bindings[b];
         if (binding.tensor) {
           const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
-          infos[b] = {buffer.handle(), 0, buffer.size()};
+          infos[b] = {buffer.handle(), buffer.offset(), buffer.size()};
           if (binding.texel) views[b] = buffer.texel_view();
           if (binding.texel && !views[b]) {
             throw Error(ErrorCode::unsupported, "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
                                                  " is a texel buffer but its tensor has no texel view",
                         "encode", 0, current_op());
           }
-          const VkBuffer h = buffer.handle();
-          hazard = hazard || written.count(h) || (binding.write && read.count(h));
         } else {
           infos[b] = {enc->params->handle(), binding.param_offset, binding.param_bytes};
         }
       }
-      const VkDescriptorSet set = enc->descriptors->allocate(pipeline.set_layout(), infos, views);
+      enc->pipelines.push_back(&pipeline);
+      enc->sets.push_back(enc->descriptors->allocate(pipeline.set_layout(), infos, views));
+    }
+    return enc;
+  }
 
+  // Records the encoding's commands into |cb|: the parameters' copy (if any), the entry
+  // barrier (if |entry|), the dispatches with a barrier at each hazard, and an exit barrier
+  // from compute-shader writes to |exit_stage|/|exit_access| (none if |exit_stage| is 0).
+  void record_commands(Encoded& enc, VkCommandBuffer cb, bool entry, VkPipelineStageFlags exit_stage,
+                       VkAccessFlags exit_access) {
+    const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
+    if (enc.params_staging) {
+      // Earlier submissions' reads of the parameters finish before the copy overwrites them.
+      global_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                     VK_ACCESS_TRANSFER_WRITE_BIT);
+      const VkBufferCopy region{0, 0, params_.bytes().size()};
+      vkCmdCopyBuffer(cb, enc.params_staging->handle(), enc.params->handle(), 1, &region);
+      global_barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    }
+    if (enc.queries.handle) vkCmdResetQueryPool(cb, enc.queries.handle, 0, 2 * n_ops);
+    // Writes of earlier submissions (uploads through staging, previous lists) become
+    // visible to this one's shaders.
+    if (entry) {
+      global_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    }
+
+    enc.barriers = 0;
+    std::set<VkBuffer> read, written;  // since the last barrier
+    for (std::uint32_t i = 0; i < n_ops; ++i) {
+      const Dispatch& d = ops_[i];
+      const Pipeline& pipeline = *enc.pipelines[i];
+      bool hazard = false;
+      for (const Binding& binding : d.bindings) {
+        if (!binding.tensor) continue;
+        const VkBuffer h = buffer_of(binding);
+        hazard = hazard || written.count(h) || (binding.write && read.count(h));
+      }
       if (hazard) {
-        global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        ++enc->barriers;
+        global_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        ++enc.barriers;
         read.clear();
         written.clear();
       }
@@ -353,28 +392,57 @@ class VulkanCommandList final : public CommandListImpl {
         if (binding.write) written.insert(buffer_of(binding));
       }
 
-      if (enc->queries.handle) {
+      if (enc.queries.handle) {
         // The start as the dispatch begins; the end once it and everything before it is done.
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc->queries.handle, 2 * i);
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc.queries.handle, 2 * i);
       }
-      vkCmdBindPipeline(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-      vkCmdBindDescriptorSets(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &enc.sets[i], 0, nullptr);
       if (!d.push.empty()) {
-        vkCmdPushConstants(enc->cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                           static_cast<std::uint32_t>(d.push.size()), d.push.data());
+        vkCmdPushConstants(cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(d.push.size()),
+                           d.push.data());
       }
       const auto grid = fold_grid(d.groups, ctx_->limits);
-      vkCmdDispatch(enc->cb, grid[0], grid[1], grid[2]);
-      if (enc->queries.handle) {
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries.handle, 2 * i + 1);
+      vkCmdDispatch(cb, grid[0], grid[1], grid[2]);
+      if (enc.queries.handle) {
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc.queries.handle, 2 * i + 1);
       }
     }
+    if (exit_stage) global_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
+  }
+
+  void encode() {
+    OpScope scope("encode");
+    auto enc = prepare(false);
+    enc->cb = enc->submission.begin();
     // Results become visible to host reads (mapped tensors) and to transfers (staging).
-    global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                   VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+    record_commands(*enc, enc->cb, true, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                    VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
     enc->submission.end();
     encoded_ = std::move(enc);
+  }
+
+  void record(void* command_buffer, const RecordOptions& options) override {
+    OpScope scope("record");
+    if (!ctx_->external) {
+      throw InvalidArgument("record", "this", "a list of a backend that made its own device",
+                            "a list of a backend on the caller's device (make_backend(ExternalVulkan))");
+    }
+    ctx_->device->check_alive();
+    if (options_.timestamps) {
+      throw InvalidArgument("record", "CommandListOptions::timestamps", "true",
+                            "false (timestamps are read back after vkattn's own submissions only)");
+    }
+    if (ops_.empty()) return;
+    // One encoding serves every command buffer the list is recorded into: its descriptor
+    // sets are never updated once written, and it lives until the list does.
+    if (!external_) external_ = prepare(true);
+    VkPipelineStageFlags stage = 0;
+    if (options.exit_barrier) stage = options.dst_stage_mask ? options.dst_stage_mask : VkPipelineStageFlags{VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
+    const VkAccessFlags access = options.dst_access_mask ? options.dst_access_mask
+                                                         : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+    record_commands(*external_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage, access);
+    ++records_;
   }
 
   void read_timestamps() {
@@ -399,6 +467,11 @@ class VulkanCommandList final : public CommandListImpl {
   std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
   std::map<Shape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::unique_ptr<Encoded> encoded_;
+  // The encoding recorded into callers' command buffers, and those it replaced when ops
+  // were added: all live as long as the list, as the contract says (vulkan.hpp).
+  std::unique_ptr<Encoded> external_;
+  std::vector<std::unique_ptr<Encoded>> retired_;
+  std::size_t records_ = 0;
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;
 };
