@@ -13,8 +13,8 @@
 
 #include "support/backends.hpp"
 #include "support/compare.hpp"
-#include "support/engine.hpp"
 #include "support/expect_invalid.hpp"
+#include "support/interop.hpp"
 #include "support/random.hpp"
 #include "vkattn/vulkan.hpp"
 
@@ -22,42 +22,6 @@ namespace vkattn::test {
 namespace {
 
 constexpr std::size_t kTokens = 3, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kCapacity = 8;
-
-ExternalVulkan external(const Engine& e) {
-  ExternalVulkan v;
-  v.instance = e.instance();
-  v.physical_device = e.physical();
-  v.device = e.device();
-  v.queue_family_index = e.family();
-  v.queue = e.queue();
-  v.api_version = e.api_version();
-  v.device_create_info = e.device_create_info();
-  return v;
-}
-
-DeviceOptions interop_options() {
-  DeviceOptions o;
-  o.pipeline_cache_dir = test_cache_dir();
-  return o;
-}
-
-class Interop : public ::testing::Test {
- protected:
-  void SetUp() override {
-    try {
-      engine_.emplace();
-    } catch (const std::exception& e) {
-      if (vulkan_required()) FAIL() << "no Vulkan engine: " << e.what();
-      GTEST_SKIP() << "no Vulkan engine: " << e.what();
-    }
-  }
-  void TearDown() override {
-    if (!engine_) return;
-    for (const auto& m : engine_->messages()) ADD_FAILURE() << "validation: " << m;
-  }
-  Engine& engine() { return *engine_; }
-  std::optional<Engine> engine_;
-};
 
 // The CPU backend's results for one chunk: rope on q and k, append, attention.
 std::vector<float> reference(Backend& cpu, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k,
@@ -76,9 +40,14 @@ std::vector<float> reference(Backend& cpu, KvCache& cache, const std::vector<flo
   return cpu.download(out);
 }
 
-TEST_F(Interop, RecordsIntoTheEnginesCommandBufferOnItsBuffers) {
-  Engine& e = engine();
-  auto gpu = make_backend(external(e), interop_options());
+// A prefill chunk recorded into the engine's command buffer between its copies, the same
+// list recorded again, and a decode step; |force_staging|: vkattn's own tensors and op
+// parameters behind staging copies (the parameters then reach the device by a copy
+// recorded into the engine's command buffer), as on a discrete GPU.
+void chunk_then_step(Engine& e, bool force_staging) {
+  DeviceOptions options = interop_options();
+  options.force_staging = force_staging;
+  auto gpu = make_backend(external(e), options);
   auto cpu = make_backend(BackendKind::cpu);
   const KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity};
   KvCache cache = gpu->kv_cache(config), ref_cache = cpu->kv_cache(config);
@@ -172,6 +141,10 @@ TEST_F(Interop, RecordsIntoTheEnginesCommandBufferOnItsBuffers) {
                         1e-4));
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
+
+TEST_F(Interop, RecordsIntoTheEnginesCommandBufferOnItsBuffers) { chunk_then_step(engine(), false); }
+
+TEST_F(Interop, RecordsIntoTheEnginesCommandBufferBehindStagingCopies) { chunk_then_step(engine(), true); }
 
 TEST_F(Interop, RequirementsAreListedAndChecked) {
   const VulkanRequirements r = vulkan_requirements();

@@ -27,7 +27,28 @@ namespace vkattn {
 
 namespace detail {
 class CommandListImpl;
+class SubmittedImpl;
 }
+
+struct SubmitSemaphores;  // the caller's semaphores: vkattn/vulkan.hpp
+
+// A submission that may still be running (CommandList::submit). A copyable handle; it
+// keeps what the submission uses (its command buffer, parameters, and every tensor and
+// cache it reads or writes) alive until the submission finishes, whatever is destroyed
+// first. Used by one thread at a time, as its list is.
+class VKATTN_API Submitted {
+ public:
+  Submitted() = default;  // a finished submission (also what the CPU backend returns)
+  explicit Submitted(std::shared_ptr<detail::SubmittedImpl> impl);
+  // Whether it has finished; never blocks. Throws Error(device_lost).
+  bool ready() const;
+  // Waits up to |timeout_ns| nanoseconds: true once it has finished, false on timeout (it
+  // keeps running). Throws Error(device_lost).
+  bool wait(std::uint64_t timeout_ns = UINT64_MAX) const;
+
+ private:
+  std::shared_ptr<detail::SubmittedImpl> impl_;
+};
 
 // How CommandList::record joins the caller's commands (docs/interop.md has the contract).
 struct RecordOptions {
@@ -157,6 +178,18 @@ class VKATTN_API CommandList {
   // advanced when the op was recorded, so run a list with kv_append once). Throws
   // InvalidArgument on a backend not made on a caller's device, or with timestamps on.
   void record(VkCommandBuffer_T* command_buffer, const RecordOptions& options = {});
+
+  // Submits everything recorded so far and returns at once (one vkQueueSubmit on Vulkan;
+  // the CPU backend runs the list before returning). A list has one submission in flight
+  // at a time: submitting it again first waits for the last one (Error(timeout) after
+  // DeviceOptions::submit_timeout_ms, submitting nothing). Until it finishes, nothing may
+  // write what it reads or read what it writes, except Backend::download, download_i32,
+  // download_raw, upload and save_cache, which wait for the last submission that wrote the
+  // tensor or cache. timings() are not read for these submissions.
+  Submitted submit();
+  // The same, waiting on and signalling the caller's semaphores (vkattn/vulkan.hpp), on a
+  // backend made on the caller's device.
+  Submitted submit(const SubmitSemaphores& semaphores);
 
   // Per-dispatch times of the last submission, in recording order, named by their op (a
   // split weighted sum's two dispatches both say "attn_weighted_sum"); empty unless the

@@ -84,6 +84,28 @@ VKATTN_API std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, c
 VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes,
                        const Shape& shape, DType dtype);
 
+// Semaphores of the caller that an asynchronous submission (CommandList::submit) waits on
+// before vkattn's work and signals after it, so that vkattn's work and the caller's chain
+// on the device with no wait on the host. A value is for a timeline semaphore (the device
+// made with the timelineSemaphore feature of Vulkan 1.2, or VK_KHR_timeline_semaphore);
+// 0 marks a binary semaphore. The rules are vkQueueSubmit's: a binary semaphore waited on
+// must have a signal pending; a timeline value signalled must exceed the semaphore's
+// current value and every value signalled before.
+struct SemaphoreWait {
+  VkSemaphore semaphore = VK_NULL_HANDLE;
+  std::uint64_t value = 0;  // timeline: wait until it reaches this; 0: binary
+  // vkattn's stages that wait (pWaitDstStageMask); default its compute shaders.
+  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+};
+struct SemaphoreSignal {
+  VkSemaphore semaphore = VK_NULL_HANDLE;
+  std::uint64_t value = 0;  // timeline: set to this when vkattn's work is done; 0: binary
+};
+struct SubmitSemaphores {
+  std::vector<SemaphoreWait> wait{};
+  std::vector<SemaphoreSignal> signal{};
+};
+
 // CommandList::record takes a VkCommandBuffer (command_list.hpp declares it without this
 // header).
 static_assert(std::is_same_v<VkCommandBuffer, VkCommandBuffer_T*>);

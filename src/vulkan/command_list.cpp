@@ -76,11 +76,33 @@ struct Encoded {
   std::vector<const Pipeline*> pipelines;  // one per dispatch
   std::vector<VkDescriptorSet> sets;       // one per dispatch
   QueryPool queries;
+  // Every tensor the dispatches bind: kept until the work has finished, even when the list
+  // goes before a Submitted handle does.
+  std::vector<std::shared_ptr<TensorImpl>> keep;
   Submission submission;  // destroyed first: it waits for work still running
   VkCommandBuffer cb = VK_NULL_HANDLE;
   std::size_t barriers = 0;
 
   explicit Encoded(std::shared_ptr<Context> c) : ctx(std::move(c)), submission(*ctx->device, false) {}
+};
+
+// One submission of an encoding (CommandList::submit); holds the encoding, so that what
+// the work uses outlives it.
+class VulkanSubmitted final : public SubmittedImpl {
+ public:
+  VulkanSubmitted(std::shared_ptr<Encoded> enc, std::uint64_t number) : enc_(std::move(enc)), number_(number) {}
+  bool ready() override {
+    OpScope scope("ready");
+    return enc_->submission.finished(number_);
+  }
+  bool wait(std::uint64_t timeout_ns) override {
+    OpScope scope("wait");
+    return enc_->submission.wait(number_, timeout_ns);
+  }
+
+ private:
+  std::shared_ptr<Encoded> enc_;
+  std::uint64_t number_;
 };
 
 class VulkanCommandList final : public CommandListImpl {
@@ -202,6 +224,30 @@ class VulkanCommandList final : public CommandListImpl {
     encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
     ++submits_;
     if (options_.timestamps) read_timestamps();
+  }
+
+  std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync) override {
+    OpScope scope("submit");
+    if (sync && !ctx_->external) {
+      throw InvalidArgument("submit", "semaphores", "given to a list of a backend that made its own device",
+                            "none, or a list of a backend on the caller's device (make_backend(ExternalVulkan))");
+    }
+    if (ops_.empty()) {
+      if (sync) throw InvalidArgument("submit", "this", "an empty list, with semaphores", "a list with at least one op");
+      ++submits_;
+      return nullptr;
+    }
+    if (!encoded_) encode();
+    const std::uint64_t number = encoded_->submission.submit(ctx_->options.submit_timeout_ms, sync);
+    ++submits_;
+    auto handle = std::make_shared<VulkanSubmitted>(encoded_, number);
+    // Downloads and uploads of what it writes wait for it (vulkan_backend.cpp: settle).
+    for (const Dispatch& d : ops_) {
+      for (const Binding& b : d.bindings) {
+        if (b.tensor && b.write) static_cast<VulkanTensor&>(*b.tensor).writer = handle;
+      }
+    }
+    return handle;
   }
 
   std::vector<OpTiming> timings() const override { return timings_; }
@@ -328,6 +374,7 @@ class VulkanCommandList final : public CommandListImpl {
         const Binding& binding = d.bindings[b];
         if (binding.tensor) {
           const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
+          enc->keep.push_back(binding.tensor);
           infos[b] = {buffer.handle(), buffer.offset(), buffer.size()};
           if (binding.texel) views[b] = buffer.texel_view();
           if (binding.texel && !views[b]) {
@@ -466,7 +513,7 @@ class VulkanCommandList final : public CommandListImpl {
   std::vector<Dispatch> ops_;
   std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
   std::map<Shape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
-  std::unique_ptr<Encoded> encoded_;
+  std::shared_ptr<Encoded> encoded_;  // shared with the Submitted handles of its submissions
   // The encoding recorded into callers' command buffers, and those it replaced when ops
   // were added: all live as long as the list, as the contract says (vulkan.hpp).
   std::unique_ptr<Encoded> external_;

@@ -49,6 +49,9 @@ class VulkanTensor final : public TensorImpl {
   VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype, std::unique_ptr<Buffer> borrowed);
   std::shared_ptr<Context> context;
   std::unique_ptr<Buffer> buffer;  // words * 4 bytes, padded to 16
+  // The last asynchronous submission that writes it (CommandList::submit), which host
+  // copies of it wait for; expired once that submission's encoding is gone (it waited).
+  std::weak_ptr<SubmittedImpl> writer;
 };
 
 }  // namespace vkattn::detail

@@ -364,11 +364,29 @@ void Device::note(VkResult result, const char* call) {
   if (result == VK_ERROR_DEVICE_LOST) lost_in_.compare_exchange_strong(none, call);
 }
 
-void Device::submit(VkCommandBuffer cb, VkFence fence) {
+void Device::submit(VkCommandBuffer cb, VkFence fence, const SemaphoreSync* sync) {
   check_alive();
   auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cb;
+  auto timeline = vk_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
+  if (sync) {
+    submit.waitSemaphoreCount = static_cast<std::uint32_t>(sync->wait.size());
+    submit.pWaitSemaphores = sync->wait.data();
+    submit.pWaitDstStageMask = sync->wait_stages.data();
+    submit.signalSemaphoreCount = static_cast<std::uint32_t>(sync->signal.size());
+    submit.pSignalSemaphores = sync->signal.data();
+    bool any = false;
+    for (auto v : sync->wait_values) any = any || v != 0;
+    for (auto v : sync->signal_values) any = any || v != 0;
+    if (any) {
+      timeline.waitSemaphoreValueCount = submit.waitSemaphoreCount;
+      timeline.pWaitSemaphoreValues = sync->wait_values.data();
+      timeline.signalSemaphoreValueCount = submit.signalSemaphoreCount;
+      timeline.pSignalSemaphoreValues = sync->signal_values.data();
+      submit.pNext = &timeline;
+    }
+  }
   VkResult r = take_fault(FaultSite::queue_submit);
   if (r == VK_SUCCESS) {
     std::lock_guard lock(queue_mutex_);
@@ -376,6 +394,14 @@ void Device::submit(VkCommandBuffer cb, VkFence fence) {
   }
   note(r, "vkQueueSubmit");
   if (r < 0) throw_vk_error(r, "vkQueueSubmit", __FILE__, __LINE__);
+}
+
+bool Device::signalled(VkFence fence) {
+  check_alive();
+  const VkResult r = vkGetFenceStatus(device_, fence);
+  note(r, "vkGetFenceStatus");
+  if (r < 0) throw_vk_error(r, "vkGetFenceStatus", __FILE__, __LINE__);
+  return r == VK_SUCCESS;
 }
 
 VkResult Device::wait(VkFence fence, std::uint64_t timeout_ns) {

@@ -17,6 +17,17 @@ namespace vkattn::detail {
 
 class Instance;
 
+// Semaphores a submission waits on and signals (vulkan.hpp: SubmitSemaphores). A value is a
+// timeline semaphore's; 0 marks a binary semaphore. When any value is not 0 the submission
+// carries VkTimelineSemaphoreSubmitInfo.
+struct SemaphoreSync {
+  std::vector<VkSemaphore> wait;
+  std::vector<std::uint64_t> wait_values;
+  std::vector<VkPipelineStageFlags> wait_stages;
+  std::vector<VkSemaphore> signal;
+  std::vector<std::uint64_t> signal_values;
+};
+
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   DeviceInfo info;                          // limits as the device reports them
@@ -70,7 +81,9 @@ class Device {
 
   // Submits |cb|, signalling |fence|. The queue is the one Vulkan object that every thread
   // using the backend shares; a mutex guards it.
-  void submit(VkCommandBuffer cb, VkFence fence);
+  void submit(VkCommandBuffer cb, VkFence fence, const SemaphoreSync* sync = nullptr);
+  // Whether |fence| has signalled (vkGetFenceStatus); throws on errors.
+  bool signalled(VkFence fence);
   // Waits up to |timeout_ns| for |fence|: VK_SUCCESS or VK_TIMEOUT; throws on errors.
   VkResult wait(VkFence fence, std::uint64_t timeout_ns);
   // Throws Error(device_lost) once any call on this device has reported it lost, so that

@@ -208,6 +208,37 @@ Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize
   detail::host_out_of_memory("wrap");
 }
 
+Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
+  if (!impl_) throw InvalidArgument("submit", "this", "a moved-from CommandList", "a list made by Backend::commands");
+  detail::SemaphoreSync sync;
+  for (std::size_t i = 0; i < semaphores.wait.size(); ++i) {
+    const SemaphoreWait& w = semaphores.wait[i];
+    if (w.semaphore == VK_NULL_HANDLE) {
+      throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].semaphore", "VK_NULL_HANDLE",
+                            "a VkSemaphore of the backend's device");
+    }
+    if (w.stages == 0) {
+      throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].stages", "0",
+                            "a nonzero VkPipelineStageFlags");
+    }
+    sync.wait.push_back(w.semaphore);
+    sync.wait_values.push_back(w.value);
+    sync.wait_stages.push_back(w.stages);
+  }
+  for (std::size_t i = 0; i < semaphores.signal.size(); ++i) {
+    const SemaphoreSignal& g = semaphores.signal[i];
+    if (g.semaphore == VK_NULL_HANDLE) {
+      throw InvalidArgument("submit", "semaphores.signal[" + std::to_string(i) + "].semaphore", "VK_NULL_HANDLE",
+                            "a VkSemaphore of the backend's device");
+    }
+    sync.signal.push_back(g.semaphore);
+    sync.signal_values.push_back(g.value);
+  }
+  return Submitted(impl_->submit(&sync));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("submit");
+}
+
 void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions& options) try {
   if (!impl_) throw InvalidArgument("record", "this", "a moved-from CommandList", "a list made by Backend::commands");
   if (!command_buffer) {

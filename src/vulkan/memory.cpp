@@ -38,7 +38,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   info.size = bytes;
   info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   const bool texels = kind == BufferKind::device && bytes % 16 == 0 && bytes / 16 <= max_texels;
-  if (kind != BufferKind::staging) info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+  if (kind == BufferKind::device) info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
   if (texels) info.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VKATTN_VK_CHECK(vkCreateBuffer(self->device_, &info, nullptr, &self->buffer_));
@@ -50,9 +50,6 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   if (kind == BufferKind::device) {
     if (prefer_mapped) order.push_back(kLocal | kVisible | kCoherent);
     order.insert(order.end(), {kLocal, kVisible | kCoherent});
-  } else if (kind == BufferKind::host) {
-    // Read by shaders, written once by the host: device-local where the host can see it.
-    order = {kLocal | kVisible | kCoherent, kVisible | kCoherent, kVisible};
   } else {
     order = {kVisible | kCoherent | kCached, kVisible | kCoherent, kVisible};
   }
@@ -98,7 +95,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   // A device buffer not asked to be mapped stays behind staging copies even in
   // host-visible memory (every type is, on CPU devices): DeviceOptions::force_staging and
   // devices without unified memory take that path.
-  if ((flags & kVisible) && (kind != BufferKind::device || prefer_mapped)) {
+  if ((flags & kVisible) && (kind == BufferKind::staging || prefer_mapped)) {
     VKATTN_VK_CHECK(vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
     self->coherent_ = (flags & kCoherent) != 0;
     VkPhysicalDeviceProperties props{};

@@ -3,8 +3,6 @@
 //                   staging); else DEVICE_LOCAL; else HOST_VISIBLE|HOST_COHERENT.
 //   staging:        HOST_VISIBLE|HOST_COHERENT|HOST_CACHED; else HOST_VISIBLE|HOST_COHERENT;
 //                   else HOST_VISIBLE (flushed and invalidated explicitly).
-//   host:           storage buffers in host-visible memory, mapped (an encoding's
-//                   parameters, written by the host with no queue submission).
 //   borrowed:       a range of a caller's VkBuffer (vulkan.hpp: wrap); never freed here.
 #pragma once
 
@@ -21,7 +19,7 @@ namespace vkattn::detail {
 
 class Device;
 
-enum class BufferKind { device, staging, host };
+enum class BufferKind { device, staging };
 
 class Buffer {
  public:

@@ -47,6 +47,20 @@ void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSiz
   });
 }
 
+// Waits for the last asynchronous submission that writes |t|, before the host copies it
+// (or over it).
+void settle(const Context& ctx, const VulkanTensor& t) {
+  const auto writer = t.writer.lock();
+  if (!writer) return;
+  const std::uint32_t ms = ctx.options.submit_timeout_ms;
+  if (!writer->wait(std::uint64_t{ms} * 1000000u)) {
+    throw Error(ErrorCode::timeout,
+                "the submission writing this tensor did not finish within " + std::to_string(ms) +
+                    " ms (DeviceOptions::submit_timeout_ms); it keeps running",
+                "vkWaitForFences", VK_TIMEOUT, current_op());
+  }
+}
+
 class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
@@ -89,11 +103,13 @@ class VulkanBackend final : public Backend {
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
     OpScope scope("upload");
     auto& vt = static_cast<VulkanTensor&>(t);
+    settle(*ctx_, vt);
     ctx_->write(*vt.buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()});
   }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
     OpScope scope("download");
     const auto& vt = static_cast<const VulkanTensor&>(t);
+    settle(*ctx_, vt);
     std::vector<std::uint32_t> words(t.words);
     ctx_->read(*vt.buffer, {reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 4});
     return words;

@@ -42,13 +42,16 @@ struct EngineBuffer {
 class Engine {
  public:
   // |api_version| of the instance; |enable_size_control|: enable VK_EXT_subgroup_size_control
-  // with its features when the device has them.
-  explicit Engine(std::uint32_t api_version = VK_API_VERSION_1_1, bool enable_size_control = true) {
-    api_version_ = api_version;
+  // with its features when the device has them; |timeline|: Vulkan 1.2 and the
+  // timelineSemaphore feature (throws when the device lacks them).
+  explicit Engine(std::uint32_t api_version = VK_API_VERSION_1_1, bool enable_size_control = true,
+                  bool timeline = false) {
+    api_version_ = timeline ? VK_API_VERSION_1_2 : api_version;
     create_instance();
-    create_device(enable_size_control);
+    create_device(enable_size_control, timeline);
   }
   ~Engine() {
+    for (VkSemaphore s : semaphores_) vkDestroySemaphore(device_, s, nullptr);
     for (auto& b : buffers_) {
       vkDestroyBuffer(device_, b.buffer, nullptr);
       vkFreeMemory(device_, b.memory, nullptr);
@@ -111,6 +114,19 @@ class Engine {
     buffers_.push_back(b);
     return b;
   }
+
+  // A binary semaphore, or a timeline semaphore at value 0.
+  VkSemaphore semaphore(bool timeline) {
+    auto type = vk_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
+    type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    auto info = vk_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
+    if (timeline) info.pNext = &type;
+    VkSemaphore s;
+    ENGINE_CHECK(vkCreateSemaphore(device_, &info, nullptr, &s));
+    semaphores_.push_back(s);
+    return s;
+  }
+  VkFence fence() const { return fence_; }
 
   VkCommandBuffer begin() {
     auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
@@ -202,7 +218,7 @@ class Engine {
     ENGINE_CHECK(create(instance_, &messenger, nullptr, &messenger_));
   }
 
-  void create_device(bool enable_size_control) {
+  void create_device(bool enable_size_control, bool timeline) {
     std::uint32_t n = 0;
     ENGINE_CHECK(vkEnumeratePhysicalDevices(instance_, &n, nullptr));
     if (n == 0) throw std::runtime_error("no Vulkan device");
@@ -235,6 +251,12 @@ class Engine {
       size_control_.computeFullSubgroups = VK_TRUE;
       device_info_.pNext = &size_control_;
     }
+    if (timeline) {
+      if (props_.apiVersion < VK_API_VERSION_1_2) throw std::runtime_error("the device lacks Vulkan 1.2");
+      timeline_.timelineSemaphore = VK_TRUE;
+      timeline_.pNext = const_cast<void*>(device_info_.pNext);
+      device_info_.pNext = &timeline_;
+    }
     queue_info_.queueFamilyIndex = family_;
     queue_info_.queueCount = 1;
     queue_info_.pQueuePriorities = &priority_;
@@ -263,11 +285,14 @@ class Engine {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   std::vector<EngineBuffer> buffers_;
+  std::vector<VkSemaphore> semaphores_;
   // Kept for ExternalVulkan::device_create_info, which vkattn reads while it is made.
   float priority_ = 1.0f;
   std::vector<const char*> extensions_;
   VkPhysicalDeviceSubgroupSizeControlFeaturesEXT size_control_ =
       vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
+  VkPhysicalDeviceTimelineSemaphoreFeatures timeline_ =
+      vk_struct<VkPhysicalDeviceTimelineSemaphoreFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES);
   VkDeviceQueueCreateInfo queue_info_ = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
   VkDeviceCreateInfo device_info_ = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
   mutable std::mutex mutex_;
