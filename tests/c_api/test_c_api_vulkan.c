@@ -9,29 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "vkattn/vkattn_vulkan.h"
 
-static int g_failures = 0;
 static int g_messages = 0;
-
-#define CHECK(cond)                                                                                    \
-  do {                                                                                                 \
-    if (!(cond)) {                                                                                     \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond,          \
-              vkattn_last_error_message());                                                            \
-      ++g_failures;                                                                                    \
-    }                                                                                                  \
-  } while (0)
-
-#define OK(call)                                                                                       \
-  do {                                                                                                 \
-    vkattn_status ok_status_ = (call);                                                                 \
-    if (ok_status_ != VKATTN_OK) {                                                                     \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, vkattn_status_string(ok_status_), \
-              vkattn_last_error_message());                                                            \
-      exit(1);                                                                                         \
-    }                                                                                                  \
-  } while (0)
 
 #define VK(call)                                                                                       \
   do {                                                                                                 \
@@ -189,6 +170,27 @@ static int close_enough(const float* got, const float* want, size_t n) {
   return 1;
 }
 
+/* A cache of 8 slots on |b|, and RoPE on q and k, their append and attention over the cache
+ * into out, recorded into |cmd|. */
+static vkattn_kv_cache* record_chunk(vkattn_backend* b, vkattn_command_list* cmd, vkattn_tensor* q, vkattn_tensor* k,
+                                     vkattn_tensor* v, vkattn_tensor* out, const int32_t* positions) {
+  vkattn_kv_cache_config config;
+  OK(vkattn_kv_cache_config_init(&config, sizeof config));
+  config.n_kv_heads = KV_HEADS;
+  config.head_dim = HEAD_DIM;
+  config.capacity = 8;
+  vkattn_kv_cache* cache = NULL;
+  OK(vkattn_kv_cache_create(b, &config, &cache));
+  vkattn_attention_tokens tokens;
+  OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+  tokens.q_positions = positions;
+  tokens.n_q_positions = TOKENS;
+  OK(vkattn_cmd_rope_qk(cmd, q, k, positions, TOKENS, NULL));
+  OK(vkattn_cmd_kv_append(cmd, cache, k, v, positions, TOKENS, NULL, 0, 0));
+  OK(vkattn_cmd_attention_cache(cmd, q, cache, out, &tokens, NULL, NULL));
+  return cache;
+}
+
 /* The CPU backend's output for q, k, v at |positions| (a cache of its own). */
 static void reference(const float* q, const float* k, const float* v, const int32_t* positions, float* out) {
   vkattn_backend* cpu = NULL;
@@ -202,22 +204,9 @@ static void reference(const float* q, const float* k, const float* v, const int3
   OK(vkattn_upload_f32(cpu, tq, q, TOKENS * HEADS * HEAD_DIM));
   OK(vkattn_upload_f32(cpu, tk, k, TOKENS * KV_HEADS * HEAD_DIM));
   OK(vkattn_upload_f32(cpu, tv, v, TOKENS * KV_HEADS * HEAD_DIM));
-  vkattn_kv_cache_config config;
-  OK(vkattn_kv_cache_config_init(&config, sizeof config));
-  config.n_kv_heads = KV_HEADS;
-  config.head_dim = HEAD_DIM;
-  config.capacity = 8;
-  vkattn_kv_cache* cache = NULL;
-  OK(vkattn_kv_cache_create(cpu, &config, &cache));
-  vkattn_attention_tokens tokens;
-  OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
-  tokens.q_positions = positions;
-  tokens.n_q_positions = TOKENS;
   vkattn_command_list* cmd = NULL;
   OK(vkattn_command_list_create(cpu, NULL, &cmd));
-  OK(vkattn_cmd_rope_qk(cmd, tq, tk, positions, TOKENS, NULL));
-  OK(vkattn_cmd_kv_append(cmd, cache, tk, tv, positions, TOKENS, NULL, 0, 0));
-  OK(vkattn_cmd_attention_cache(cmd, tq, cache, to, &tokens, NULL, NULL));
+  vkattn_kv_cache* cache = record_chunk(cpu, cmd, tq, tk, tv, to, positions);
   OK(vkattn_submit_and_wait(cmd));
   OK(vkattn_download_f32(cpu, to, out, TOKENS * HEADS * HEAD_DIM));
   vkattn_command_list_destroy(cmd);
@@ -279,22 +268,9 @@ int main(void) {
   OK(vkattn_tensor_wrap(gpu, kbuf.buffer, 0, kb, ks, 3, VKATTN_DTYPE_F32, &tk));
   OK(vkattn_tensor_wrap(gpu, vbuf.buffer, 0, kb, ks, 3, VKATTN_DTYPE_F32, &tv));
   OK(vkattn_tensor_wrap(gpu, obuf.buffer, 0, qb, qs, 3, VKATTN_DTYPE_F32, &to));
-  vkattn_kv_cache_config config;
-  OK(vkattn_kv_cache_config_init(&config, sizeof config));
-  config.n_kv_heads = KV_HEADS;
-  config.head_dim = HEAD_DIM;
-  config.capacity = 8;
-  vkattn_kv_cache* cache = NULL;
-  OK(vkattn_kv_cache_create(gpu, &config, &cache));
-  vkattn_attention_tokens tokens;
-  OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
-  tokens.q_positions = positions;
-  tokens.n_q_positions = TOKENS;
   vkattn_command_list* cmd = NULL;
   OK(vkattn_command_list_create(gpu, NULL, &cmd));
-  OK(vkattn_cmd_rope_qk(cmd, tq, tk, positions, TOKENS, NULL));
-  OK(vkattn_cmd_kv_append(cmd, cache, tk, tv, positions, TOKENS, NULL, 0, 0));
-  OK(vkattn_cmd_attention_cache(cmd, tq, cache, to, &tokens, NULL, NULL));
+  vkattn_kv_cache* cache = record_chunk(gpu, cmd, tq, tk, tv, to, positions);
 
   /* The application's command buffer: copies in, vkattn, copy out. */
   VkCommandBuffer cb = begin(&app);

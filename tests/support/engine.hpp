@@ -157,15 +157,10 @@ class Engine {
   // Ends |cb|, submits it with the engine's fence and waits.
   void submit_and_wait(VkCommandBuffer cb) {
     ENGINE_CHECK(vkEndCommandBuffer(cb));
-    auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
-    submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &cb;
-    ENGINE_CHECK(vkResetFences(device_, 1, &fence_));
-    ENGINE_CHECK(vkQueueSubmit(queue_, 1, &submit, fence_));
-    ENGINE_CHECK(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX));
+    resubmit_and_wait(cb);
   }
 
-  // Submits an already ended |cb| again and waits.
+  // Submits an already ended |cb| (again) and waits.
   void resubmit_and_wait(VkCommandBuffer cb) {
     auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     submit.commandBufferCount = 1;
