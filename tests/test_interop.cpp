@@ -150,6 +150,58 @@ TEST_F(Interop, RecordsIntoTheEnginesCommandBufferOnItsBuffers) { chunk_then_ste
 
 TEST_F(Interop, RecordsIntoTheEnginesCommandBufferBehindStagingCopies) { chunk_then_step(engine(), true); }
 
+TEST_F(Interop, KvCacheInTheEnginesBuffers) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  auto cpu = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity, .dtype = DType::f32};
+  const Shape shape = {1, kCapacity, kKvHeads, kHeadDim};
+  const VkDeviceSize bytes = kCapacity * kKvHeads * kHeadDim * 4;
+  // K and V in one host-visible buffer the engine can read, starting dirty: vkattn zeroes it.
+  const VkDeviceSize align = std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16,
+                                                     gpu->limits().storage_offset_alignment});
+  const VkDeviceSize v_off = (bytes + align - 1) / align * align;
+  EngineBuffer kv = e.buffer(v_off + bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+  std::memset(kv.mapped, 0x7f, v_off + bytes);
+  Tensor ck = wrap(*gpu, kv.buffer, 0, bytes, shape, DType::f32), cv = wrap(*gpu, kv.buffer, v_off, bytes, shape, DType::f32);
+  KvCache cache = wrap_kv_cache(*gpu, config, ck, cv), ref_cache = cpu->kv_cache(config);
+  EXPECT_EQ(cache.next_position(0), 0);
+  std::vector<float> k_rows(kTokens * kKvHeads * kHeadDim);
+
+  const std::vector<std::int32_t> positions = {0, 1, 2};
+  const auto q = normal(kTokens * kHeads * kHeadDim, 11), k = normal(k_rows.size(), 12), v = normal(k_rows.size(), 13);
+  Tensor tq = gpu->tensor({kTokens, kHeads, kHeadDim}, DType::f32), tk = gpu->tensor({kTokens, kKvHeads, kHeadDim}, DType::f32);
+  Tensor tv = gpu->tensor({kTokens, kKvHeads, kHeadDim}, DType::f32), out = gpu->tensor({kTokens, kHeads, kHeadDim}, DType::f32);
+  gpu->upload(tq, q);
+  gpu->upload(tk, k);
+  gpu->upload(tv, v);
+  CommandList cmd = gpu->commands();
+  cmd.rope(tq, tk, positions);
+  cmd.kv_append(cache, tk, tv, positions);
+  cmd.attention(tq, cache, out, {.q_positions = positions});
+  VkCommandBuffer cb = e.begin();
+  cmd.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
+  e.submit_and_wait(cb);
+  EXPECT_TRUE(all_close(gpu->download(out), reference(*cpu, ref_cache, q, k, v, positions), {kTokens, kHeads, kHeadDim},
+                        1e-5, 1e-4));
+  // The engine reads the appended keys (rotated) in slots 0..2 and zeros after them.
+  std::vector<float> stored(kCapacity * kKvHeads * kHeadDim);
+  std::memcpy(stored.data(), kv.mapped, bytes);
+  const std::vector<float> roped = gpu->download(tk);
+  EXPECT_TRUE(all_close(std::vector<float>(stored.begin(), stored.begin() + roped.size()), roped,
+                        {kTokens, kKvHeads, kHeadDim}, 0, 0));
+  for (std::size_t i = roped.size(); i < stored.size(); ++i) ASSERT_EQ(stored[i], 0.0f) << i;
+
+  // A cache of another shape or dtype, or K given as V, is refused by name.
+  expect_invalid([&] { wrap_kv_cache(*gpu, {.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = 4,
+                                            .dtype = DType::f32}, ck, cv); },
+                 {"wrap_kv_cache", "k", "[1, 4, 2, 16]"});
+  expect_invalid([&] { wrap_kv_cache(*gpu, {.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity}, ck, cv); },
+                 {"wrap_kv_cache", "k", "f16"});
+  expect_invalid([&] { wrap_kv_cache(*gpu, config, ck, ck); }, {"wrap_kv_cache", "v", "the tensor given as k"});
+  expect_invalid([&] { wrap_kv_cache(*cpu, config, ck, cv); }, {"wrap_kv_cache", "CPU backend"});
+}
+
 TEST_F(Interop, RequirementsAreListedAndChecked) {
   const VulkanRequirements r = vulkan_requirements();
   EXPECT_EQ(r.api_version, VK_API_VERSION_1_1);

@@ -49,6 +49,12 @@ VKATTN_API vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer bu
                                             VkDeviceSize size_bytes, const size_t* shape, size_t rank,
                                             vkattn_dtype dtype, vkattn_tensor** tensor);
 
+/* A KV cache whose K and V are the tensors |k| and |v| (wrap_kv_cache in vulkan.hpp): made
+ * by vkattn_tensor_wrap on this backend, each of the cache's shape [n_seqs, capacity,
+ * n_kv_heads, head_dim] and dtype; zero-filled through the queue (TRANSFER_DST usage). */
+VKATTN_API vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cache_config* config,
+                                              const vkattn_tensor* k, const vkattn_tensor* v, vkattn_kv_cache** cache);
+
 /* How vkattn_cmd_record joins the application's commands (RecordOptions). Zeros: an entry
  * barrier (ALL_COMMANDS / MEMORY_WRITE to COMPUTE_SHADER / SHADER_READ | SHADER_WRITE) and
  * an exit barrier (COMPUTE_SHADER / SHADER_WRITE to ALL_COMMANDS / MEMORY_READ |

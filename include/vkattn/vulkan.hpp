@@ -17,6 +17,7 @@
 
 #include "vkattn/backend.hpp"
 #include "vkattn/export.h"
+#include "vkattn/kv_cache.hpp"
 
 namespace vkattn {
 
@@ -83,6 +84,14 @@ VKATTN_API std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, c
 // wrapped tensors that one op uses must not overlap. Contents are the buffer's, not zeroed.
 VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes,
                        const Shape& shape, DType dtype);
+
+// A KV cache whose K and V live in the caller's buffers: |k| and |v|, distinct tensors of
+// this backend (wrap() them), each of the cache's shape [n_seqs, capacity, n_kv_heads,
+// head_dim] and config.dtype (docs/kv-cache.md has the layout of each dtype). vkattn fills
+// both with zeros now, through the queue (their buffers need TRANSFER_DST), and the cache
+// starts empty, as Backend::kv_cache's. The caller may read the buffers (after the work
+// that wrote them); writing them behind vkattn's bookkeeping is undefined.
+VKATTN_API KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tensor& k, const Tensor& v);
 
 // Semaphores of the caller that an asynchronous submission (CommandList::submit) waits on
 // before vkattn's work and signals after it, so that vkattn's work and the caller's chain

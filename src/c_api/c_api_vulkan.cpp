@@ -96,6 +96,18 @@ vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer buffer, VkDev
   });
 }
 
+vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cache_config* config,
+                                   const vkattn_tensor* k, const vkattn_tensor* v, vkattn_kv_cache** cache) {
+  const char* fn = "vkattn_kv_cache_wrap";
+  return guarded([&] {
+    need(fn, "cache", cache) = nullptr;
+    vkattn_backend& b = need(fn, "backend", backend);
+    auto c = std::make_unique<vkattn_kv_cache>();
+    c->impl = vkattn::wrap_kv_cache(*b.impl, kv_cache_config(fn, config), need(fn, "k", k).impl, need(fn, "v", v).impl);
+    *cache = c.release();
+  });
+}
+
 vkattn_status vkattn_record_options_init(vkattn_record_options* options, size_t struct_size) {
   return guarded([&] { write_struct("vkattn_record_options_init", "options", options, struct_size, vkattn_record_options{}); });
 }

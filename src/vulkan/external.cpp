@@ -4,6 +4,7 @@
 #include <new>
 
 #include "common/heap_ledger.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "common/shape_math.hpp"
 #include "common/validate.hpp"
 #include "vkattn/vulkan.hpp"
@@ -206,6 +207,32 @@ Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize
   return Tensor(std::make_shared<VulkanTensor>(ctx, shape, dtype, Buffer::borrow(buffer, offset, size_bytes)));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("wrap");
+}
+
+KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tensor& k, const Tensor& v) try {
+  using namespace detail;
+  const char* op = "wrap_kv_cache";
+  OpScope scope(op);
+  auto ctx = context_of(backend);
+  if (!ctx || !ctx->external) {
+    throw InvalidArgument(op, "backend", ctx ? "a backend that made its own device" : "the CPU backend",
+                          "a backend on the caller's device (make_backend(ExternalVulkan))");
+  }
+  const Shape shape = check_kv_cache_config(config);
+  const auto& tk = check_tensor(op, "k", k, ctx.get());
+  const auto& tv = check_tensor(op, "v", v, ctx.get());
+  for (const auto& [name, t] : {std::pair{"k", tk.get()}, std::pair{"v", tv.get()}}) {
+    if (t->shape != shape || t->dtype != config.dtype) {
+      throw InvalidArgument(op, name, std::string(to_string(t->dtype)) + " " + shape_string(t->shape),
+                            std::string(to_string(config.dtype)) + " " + shape_string(shape) +
+                                " (config.dtype [n_seqs, capacity, n_kv_heads, head_dim])");
+    }
+  }
+  if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
+  for (const auto* t : {tk.get(), tv.get()}) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
+  return KvCache(std::make_shared<KvCacheImpl>(ctx.get(), config, tk, tv));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("wrap_kv_cache");
 }
 
 Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {

@@ -326,6 +326,39 @@ int main(void) {
   cb = begin(&app);
   CHECK(vkattn_cmd_record(cmd, cb, &record) == VKATTN_ERROR_INVALID_ARGUMENT);
   submit_and_wait(&app, cb, VK_NULL_HANDLE); /* empty: nothing was recorded */
+  /* A cache in the application's buffers (K and V views of one buffer): empty, zeroed. */
+  {
+    vkattn_kv_cache_config cc;
+    OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+    cc.dtype = VKATTN_DTYPE_F32;
+    cc.n_kv_heads = KV_HEADS;
+    cc.head_dim = HEAD_DIM;
+    cc.capacity = 4;
+    const VkDeviceSize bytes = 4 * KV_HEADS * HEAD_DIM * 4;
+    buffer_t kvbuf = make_buffer(&app, 2 * bytes, storage | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1);
+    memset(kvbuf.mapped, 0x55, 2 * bytes);
+    const size_t cs[4] = {1, 4, KV_HEADS, HEAD_DIM};
+    vkattn_tensor *ck = NULL, *cv = NULL;
+    OK(vkattn_tensor_wrap(gpu, kvbuf.buffer, 0, bytes, cs, 4, VKATTN_DTYPE_F32, &ck));
+    OK(vkattn_tensor_wrap(gpu, kvbuf.buffer, bytes, bytes, cs, 4, VKATTN_DTYPE_F32, &cv));
+    vkattn_kv_cache* wrapped = NULL;
+    OK(vkattn_kv_cache_wrap(gpu, &cc, ck, cv, &wrapped));
+    int32_t next = -1;
+    OK(vkattn_kv_cache_next_position(wrapped, 0, &next));
+    CHECK(next == 0);
+    const unsigned char* zeros = (const unsigned char*)kvbuf.mapped;
+    int all_zero = 1;
+    for (VkDeviceSize i = 0; i < 2 * bytes; ++i) all_zero = all_zero && zeros[i] == 0;
+    CHECK(all_zero);
+    vkattn_kv_cache* refused_cache = NULL;
+    CHECK(vkattn_kv_cache_wrap(gpu, &cc, ck, ck, &refused_cache) == VKATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(refused_cache == NULL);
+    vkattn_kv_cache_destroy(wrapped);
+    vkattn_tensor_destroy(ck);
+    vkattn_tensor_destroy(cv);
+    free_buffer(&app, &kvbuf);
+  }
+
   vkattn_backend* refused = NULL;
   ext.api_version = VK_API_VERSION_1_0;
   CHECK(vkattn_backend_create_external(&ext, &options, &refused) == VKATTN_ERROR_UNSUPPORTED);
