@@ -19,11 +19,50 @@
 #include "vkattn/tensor.hpp"
 #include "vkattn/types.hpp"
 
+// Vulkan's command buffer handle, as <vulkan/vulkan.h> declares it (VkCommandBuffer is a
+// pointer to it), so that this header needs no Vulkan header.
+struct VkCommandBuffer_T;
+
 namespace vkattn {
 
 namespace detail {
 class CommandListImpl;
+class SubmittedImpl;
 }
+
+struct SubmitSemaphores;  // the caller's semaphores: vkattn/vulkan.hpp
+
+// A submission that may still be running (CommandList::submit). A copyable handle; it
+// keeps what the submission uses (its command buffer, parameters, and every tensor and
+// cache it reads or writes) alive until the submission finishes, whatever is destroyed
+// first. Used by one thread at a time, as its list is.
+class VKATTN_API Submitted {
+ public:
+  Submitted() = default;  // a finished submission (also what the CPU backend returns)
+  explicit Submitted(std::shared_ptr<detail::SubmittedImpl> impl);
+  // Whether it has finished; never blocks. Throws Error(device_lost).
+  bool ready() const;
+  // Waits up to |timeout_ns| nanoseconds: true once it has finished, false on timeout (it
+  // keeps running). Throws Error(device_lost).
+  bool wait(std::uint64_t timeout_ns = UINT64_MAX) const;
+
+ private:
+  std::shared_ptr<detail::SubmittedImpl> impl_;
+};
+
+// How CommandList::record joins the caller's commands (docs/interop.md has the contract).
+struct RecordOptions {
+  // A global memory barrier before the first dispatch, from ALL_COMMANDS / MEMORY_WRITE to
+  // COMPUTE_SHADER / SHADER_READ | SHADER_WRITE: every earlier command of the queue is done
+  // and its writes are visible to vkattn. Default true; false when the caller records such
+  // a barrier itself.
+  bool entry_barrier = true;
+  // A global memory barrier after the last dispatch, from COMPUTE_SHADER / SHADER_WRITE to
+  // dst_stage_mask / dst_access_mask. Default true; false when the caller records it.
+  bool exit_barrier = true;
+  std::uint32_t dst_stage_mask = 0;   // VkPipelineStageFlags; 0: ALL_COMMANDS
+  std::uint32_t dst_access_mask = 0;  // VkAccessFlags; 0: MEMORY_READ | MEMORY_WRITE
+};
 
 struct CommandListOptions {
   bool timestamps = false;  // measure each op's device time; see CommandList::timings()
@@ -137,6 +176,9 @@ class VKATTN_API CommandList {
   // positions must continue each sequence (after reset or truncate, give positions that
   // continue it). On an error nothing changes: the list and the caches stay as they were.
   // A list keeps every tensor and cache it records alive, also after their handles go.
+  // set_tokens waits for the list's own pending submission; command buffers the list was
+  // recorded into (record) read the rewritten parameters too, so they serve the next
+  // tokens as they are: call it only when none of them is pending (docs/interop.md).
   void set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids = {});
 
   // Runs everything recorded so far and waits for it. Error(timeout) after
@@ -144,6 +186,31 @@ class VKATTN_API CommandList {
   // submit and its destruction wait for it. Error(device_lost): the backend is lost for
   // good (every later call on it fails so), make a new one.
   void submit_and_wait();
+
+  // Records the list's dispatches and the barriers between them into |command_buffer|, a
+  // primary or secondary command buffer of the backend's VkDevice (vkattn/vulkan.hpp: a
+  // backend on the caller's device), in the recording state, outside a render pass, whose
+  // pool's queue family is the backend's. The caller submits it; nothing is submitted here.
+  // What stays alive until that submission completes (descriptor sets, parameters,
+  // intermediate tensors) lives as long as this list: destroy the list only after every
+  // submission of a command buffer it was recorded into has completed. A list may be
+  // recorded into several command buffers and again after more ops are recorded; each
+  // recording runs every op recorded so far (kv_append included: a cache's bookkeeping
+  // advanced when the op was recorded, so run a list with kv_append once). Throws
+  // InvalidArgument on a backend not made on a caller's device, or with timestamps on.
+  void record(VkCommandBuffer_T* command_buffer, const RecordOptions& options = {});
+
+  // Submits everything recorded so far and returns at once (one vkQueueSubmit on Vulkan;
+  // the CPU backend runs the list before returning). A list has one submission in flight
+  // at a time: submitting it again first waits for the last one (Error(timeout) after
+  // DeviceOptions::submit_timeout_ms, submitting nothing). Until it finishes, nothing may
+  // write what it reads or read what it writes, except Backend::download, download_i32,
+  // download_raw, upload and save_cache, which wait for the last submission that wrote the
+  // tensor or cache. timings() are not read for these submissions.
+  Submitted submit();
+  // The same, waiting on and signalling the caller's semaphores (vkattn/vulkan.hpp), on a
+  // backend made on the caller's device.
+  Submitted submit(const SubmitSemaphores& semaphores);
 
   // Per-dispatch times of the last submission, in recording order, named by their op (a
   // split weighted sum's two dispatches both say "attn_weighted_sum"); empty unless the

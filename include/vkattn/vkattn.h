@@ -31,9 +31,9 @@
  *   not know are zero. Output structs take their size as an argument and are filled up to
  *   it. No struct has bool, enum-typed or platform-dependent integer fields, or #if.
  * - Functions are only ever added. vkattn_version_number() gives the library's version,
- *   VKATTN_VERSION_NUMBER the header's. Later additions (asynchronous submission, a
- *   separate vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes)
- *   append values and functions without changing these.
+ *   VKATTN_VERSION_NUMBER the header's. Later additions (asynchronous submission,
+ *   vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes) append
+ *   values and functions without changing these.
  */
 #ifndef VKATTN_VKATTN_H
 #define VKATTN_VKATTN_H
@@ -342,6 +342,18 @@ VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
  * kept and only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions,
                                                         size_t n_positions, const int32_t* seq_ids, size_t n_seq_ids);
+
+/* Asynchronous submission (CommandList::submit): returns at once with a handle to poll or
+ * wait on, which keeps what the work uses alive until it finishes (destroy it whenever).
+ * Downloads wait for the submission that wrote the tensor. */
+typedef struct vkattn_submission vkattn_submission;
+VKATTN_API vkattn_status vkattn_submit(vkattn_command_list* list, vkattn_submission** submission);
+/* *ready = 1 once it has finished, else 0; never blocks. */
+VKATTN_API vkattn_status vkattn_submission_ready(vkattn_submission* submission, uint32_t* ready);
+/* Waits up to timeout_ns: *finished = 1 once it has finished, 0 on timeout (still running). */
+VKATTN_API vkattn_status vkattn_submission_wait(vkattn_submission* submission, uint64_t timeout_ns,
+                                                uint32_t* finished);
+VKATTN_API void vkattn_submission_destroy(vkattn_submission* submission);
 
 /* dst = src: same dtype and number of elements. */
 VKATTN_API vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn_tensor* src, vkattn_tensor* dst);

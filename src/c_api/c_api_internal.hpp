@@ -27,6 +27,9 @@ struct vkattn_command_list {
   vkattn::CommandList impl;
   std::vector<vkattn::OpTiming> timings;  // of the last submission
 };
+struct vkattn_submission {
+  vkattn::Submitted impl;
+};
 struct vkattn_kv_cache {
   vkattn::KvCache impl;
 };

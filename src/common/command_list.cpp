@@ -38,7 +38,7 @@ Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end());
 // Records an op now and keeps its recipe. |run| takes the new tokens (null: the ones it
 // was given); |n_tokens| > 0 when it takes token data.
 template <class Run>
-void record(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
+void record_op(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
             std::shared_ptr<detail::KvCacheImpl> cache = nullptr) {
   impl.recipes.reserve(impl.recipes.size() + 1);  // a recorded op always has its recipe
   run(impl, nullptr);
@@ -88,7 +88,7 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
   const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
   const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
   detail::check_copy(*s, *d);
-  record(impl, [s, d](CommandListImpl& i, const NextTokens*) { i.copy(s, d); });
+  record_op(impl, [s, d](CommandListImpl& i, const NextTokens*) { i.copy(s, d); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("copy");
 }
@@ -96,7 +96,7 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
 void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
   auto& impl = live(impl_, "rope");
   const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
-  record(impl, [t, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [t, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
     const auto p = positions_of(next, pos);
     RopeConfig checked = detail::check_rope(*t, nullptr, p, config);
     i.rope(t, nullptr, copy_of(p), checked);
@@ -109,7 +109,7 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
   auto& impl = live(impl_, "rope");
   const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
   const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
-  record(impl, [tq, tk, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [tq, tk, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
     const auto p = positions_of(next, pos);
     RopeConfig checked = detail::check_rope(*tq, tk.get(), p, config);
     i.rope(tq, tk, copy_of(p), checked);
@@ -128,7 +128,7 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record(impl, [tq, tk, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [tq, tk, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
     detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
     detail::check_no_sinks(config);
     i.attn_scores(tq, tk, ts, tm, params);
@@ -141,7 +141,7 @@ void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const Attent
   auto& impl = live(impl_, "attn_softmax");
   const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
   const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
-  record(impl, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](CommandListImpl& i, const NextTokens*) {
+  record_op(impl, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](CommandListImpl& i, const NextTokens*) {
     i.attn_softmax(ts, tp, sinks);
   });
 } catch (const std::bad_alloc&) {
@@ -155,7 +155,7 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   detail::check_attn_weighted_sum(*tp, *tv, *to);
-  record(impl, [tp, tv, to](CommandListImpl& i, const NextTokens*) { i.attn_weighted_sum(tp, tv, to); });
+  record_op(impl, [tp, tv, to](CommandListImpl& i, const NextTokens*) { i.attn_weighted_sum(tp, tv, to); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_weighted_sum");
 }
@@ -175,7 +175,7 @@ void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, st
     i.kv_append(c, tk, tv, plan.dst_rows);
     c->apply_append(p, s, plan);
   };
-  record(impl, std::move(run), positions.size(), c);
+  record_op(impl, std::move(run), positions.size(), c);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }
@@ -190,7 +190,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     }
   }
   if (src == dst) return;
-  record(impl, [c, src, dst](CommandListImpl& i, const NextTokens*) {
+  record_op(impl, [c, src, dst](CommandListImpl& i, const NextTokens*) {
     i.kv_copy_sequence(c, src, dst);
     c->copy_sequence(src, dst);
   }, 0, c);
@@ -208,7 +208,7 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record(impl, [c, tq, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [c, tq, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
     detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
     detail::check_no_sinks(config);
     i.attn_scores_cache(tq, c, ts, tm, params);
@@ -226,7 +226,7 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record(impl, [c, tp, to, own = std::move(own)](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [c, tp, to, own = std::move(own)](CommandListImpl& i, const NextTokens* next) {
     i.attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next)));
   }, n);
 } catch (const std::bad_alloc&) {
@@ -244,7 +244,7 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record(impl, [tq, tk, tv, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [tq, tk, tv, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
     detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
     i.attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks), a.path);
   }, n);
@@ -262,7 +262,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record(impl, [c, tq, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [c, tq, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
     detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
     i.attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks), a.path);
   }, n);

@@ -40,24 +40,7 @@ std::size_t Tensor::bytes() const { return live(impl_).words * 4; }
 Backend::~Backend() = default;
 
 Tensor Backend::tensor(const Shape& shape, DType dtype) try {
-  if (shape.empty()) throw InvalidArgument("tensor", "shape", "[]", "at least one dimension");
-  std::size_t n = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) {
-      throw InvalidArgument("tensor", "shape[" + std::to_string(i) + "]", "0", ">= 1");
-    }
-    if (n > (std::size_t{1} << 40) / shape[i]) {
-      throw InvalidArgument("tensor", "shape", detail::shape_string(shape), "at most 2^40 elements");
-    }
-    n *= shape[i];
-  }
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::i32 && !detail::is_quantized(dtype)) {
-    throw InvalidArgument("tensor", "dtype", std::to_string(static_cast<int>(dtype)), "f32, f16, i32, q8_0 or q4_0");
-  }
-  if (detail::is_quantized(dtype) && shape.back() % detail::kQuantBlock != 0) {
-    throw InvalidArgument("tensor", "shape[" + std::to_string(shape.size() - 1) + "]", std::to_string(shape.back()),
-                          std::string("a multiple of 32 for ") + to_string(dtype) + " (blocks of 32 along the last dimension)");
-  }
+  detail::check_new_tensor("tensor", shape, dtype);
   return Tensor(make_tensor(shape, dtype));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("tensor");

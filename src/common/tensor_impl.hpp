@@ -14,6 +14,15 @@
 namespace vkattn::detail {
 
 class KvCacheImpl;
+struct SemaphoreSync;  // vulkan/device.hpp
+
+// A submission in flight (the public Submitted).
+class SubmittedImpl {
+ public:
+  virtual ~SubmittedImpl();
+  virtual bool ready() = 0;
+  virtual bool wait(std::uint64_t timeout_ns) = 0;
+};
 
 class TensorImpl {
  public:
@@ -102,6 +111,13 @@ class CommandListImpl {
                                std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                                const ScoresParams& params, std::vector<float> sinks, AttentionPath path) = 0;
   virtual void submit_and_wait() = 0;
+  // CommandList::submit: null when the work is already done. |sync|: the caller's
+  // semaphores, or null. By default (the CPU backend) runs the list at once and refuses
+  // semaphores.
+  virtual std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync);
+  // CommandList::record; |command_buffer| is a VkCommandBuffer. Backends that cannot
+  // record into a caller's command buffer refuse (external.cpp).
+  virtual void record(void* command_buffer, const RecordOptions& options);
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;
 };

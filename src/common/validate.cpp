@@ -6,6 +6,8 @@
 #include <utility>
 #include <sstream>
 
+#include "common/quant.hpp"
+
 namespace vkattn::detail {
 
 std::string shape_string(const Shape& shape) {
@@ -14,6 +16,27 @@ std::string shape_string(const Shape& shape) {
   for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
   s << ']';
   return s.str();
+}
+
+void check_new_tensor(const char* op, const Shape& shape, DType dtype) {
+  if (shape.empty()) throw InvalidArgument(op, "shape", "[]", "at least one dimension");
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) {
+      throw InvalidArgument(op, "shape[" + std::to_string(i) + "]", "0", ">= 1");
+    }
+    if (n > (std::size_t{1} << 40) / shape[i]) {
+      throw InvalidArgument(op, "shape", shape_string(shape), "at most 2^40 elements");
+    }
+    n *= shape[i];
+  }
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::i32 && !is_quantized(dtype)) {
+    throw InvalidArgument(op, "dtype", std::to_string(static_cast<int>(dtype)), "f32, f16, i32, q8_0 or q4_0");
+  }
+  if (is_quantized(dtype) && shape.back() % kQuantBlock != 0) {
+    throw InvalidArgument(op, "shape[" + std::to_string(shape.size() - 1) + "]", std::to_string(shape.back()),
+                          std::string("a multiple of 32 for ") + to_string(dtype) + " (blocks of 32 along the last dimension)");
+  }
 }
 
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param,

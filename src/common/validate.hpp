@@ -21,6 +21,9 @@ inline constexpr const char* kEmptyCache = "an empty KvCache (default-constructe
 // Most heads alibi_slopes() serves (no model has more than a few hundred).
 inline constexpr std::size_t kMaxAlibiHeads = 65536;
 
+// A shape and dtype a tensor may have (Backend::tensor, wrap).
+void check_new_tensor(const char* op, const Shape& shape, DType dtype);
+
 // |t| is a live tensor of the backend |owner|.
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param,
                                                 const Tensor& t, const void* owner);

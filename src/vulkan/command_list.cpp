@@ -72,16 +72,41 @@ struct QueryPool {
 struct Encoded {
   std::shared_ptr<Context> ctx;
   std::unique_ptr<Buffer> params;
-  // Where the host writes the parameters when |params| is not mapped (a discrete GPU): the
-  // command buffer copies them over first, so a replay rewrites them with no submit.
-  std::unique_ptr<Buffer> params_upload;
+  // Where the host writes the parameters when |params| is not mapped (a discrete GPU):
+  // the commands copy them over first (record_commands), so neither an encoding nor a
+  // replay waits on a submission of its own to upload them.
+  std::unique_ptr<Buffer> params_staging;
   std::unique_ptr<DescriptorPool> descriptors;
+  std::vector<const Pipeline*> pipelines;  // one per dispatch
+  std::vector<VkDescriptorSet> sets;       // one per dispatch
   QueryPool queries;
+  // Every tensor the dispatches bind: kept until the work has finished, even when the list
+  // goes before a Submitted handle does.
+  std::vector<std::shared_ptr<TensorImpl>> keep;
   Submission submission;  // destroyed first: it waits for work still running
   VkCommandBuffer cb = VK_NULL_HANDLE;
   std::size_t barriers = 0;
 
   explicit Encoded(std::shared_ptr<Context> c) : ctx(std::move(c)), submission(*ctx->device, false) {}
+};
+
+// One submission of an encoding (CommandList::submit); holds the encoding, so that what
+// the work uses outlives it.
+class VulkanSubmitted final : public SubmittedImpl {
+ public:
+  VulkanSubmitted(std::shared_ptr<Encoded> enc, std::uint64_t number) : enc_(std::move(enc)), number_(number) {}
+  bool ready() override {
+    OpScope scope("ready");
+    return enc_->submission.finished(number_);
+  }
+  bool wait(std::uint64_t timeout_ns) override {
+    OpScope scope("wait");
+    return enc_->submission.wait(number_, timeout_ns);
+  }
+
+ private:
+  std::shared_ptr<Encoded> enc_;
+  std::uint64_t number_;
 };
 
 class VulkanCommandList final : public CommandListImpl {
@@ -205,6 +230,30 @@ class VulkanCommandList final : public CommandListImpl {
     if (options_.timestamps) read_timestamps();
   }
 
+  std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync) override {
+    OpScope scope("submit");
+    if (sync && !ctx_->external) {
+      throw InvalidArgument("submit", "semaphores", "given to a list of a backend that made its own device",
+                            "none, or a list of a backend on the caller's device (make_backend(ExternalVulkan))");
+    }
+    if (ops_.empty()) {
+      if (sync) throw InvalidArgument("submit", "this", "an empty list, with semaphores", "a list with at least one op");
+      ++submits_;
+      return nullptr;
+    }
+    if (!encoded_) encode();
+    const std::uint64_t number = encoded_->submission.submit(ctx_->options.submit_timeout_ms, sync);
+    ++submits_;
+    auto handle = std::make_shared<VulkanSubmitted>(encoded_, number);
+    // Downloads and uploads of what it writes wait for it (vulkan_backend.cpp: settle).
+    for (const Dispatch& d : ops_) {
+      for (const Binding& b : d.bindings) {
+        if (b.tensor && b.write) static_cast<VulkanTensor&>(*b.tensor).writer = handle;
+      }
+    }
+    return handle;
+  }
+
   std::vector<OpTiming> timings() const override { return timings_; }
   CommandStats stats() const override {
     std::size_t texel = 0;
@@ -216,26 +265,38 @@ class VulkanCommandList final : public CommandListImpl {
 
   void begin_replay() override {
     replay_ = std::make_unique<Replay>(Replay{std::exchange(ops_, {}), std::exchange(params_, ParamArena(alignment())),
-                                              std::exchange(encoded_, nullptr), {}, false});
+                                              std::exchange(encoded_, nullptr), std::exchange(external_, nullptr),
+                                              {}, false});
     // The same ops again, most likely: room for them at once.
     ops_.reserve(replay_->ops.size());
     params_.reserve(replay_->params.bytes().size());
   }
 
-  // The encoded command buffer stays when every rebuilt dispatch binds, pushes and
-  // dispatches what the encoded one does: then only parameter bytes (positions, slot
-  // tables) changed, and they are rewritten in place. Anything else encodes afresh.
+  // The encodings stay when every rebuilt dispatch binds, pushes and dispatches what the
+  // encoded one does: then only parameter bytes (positions, slot tables) changed, and they
+  // are rewritten in place. Anything else encodes afresh, except for a list recorded into
+  // callers' command buffers, which would go on running the old dispatches: refused.
   void end_replay() override {
     Replay& r = *replay_;
-    const bool reuse = r.encoded && r.params.bytes().size() == params_.bytes().size() && same_dispatches(r.ops, ops_);
-    if (reuse) {
-      // The list's previous submission may still read the parameters (after a timeout).
-      r.encoded->submission.finish(ctx_->options.submit_timeout_ms);
+    const bool same = r.params.bytes().size() == params_.bytes().size() && same_dispatches(r.ops, ops_);
+    if (!same && r.external) {
+      throw InvalidArgument("set_tokens", "positions / seq_ids",
+                            "tokens that change the list's dispatches (tiles follow the sequences' pattern)",
+                            "tokens with the pattern recorded, for a list recorded into a command buffer "
+                            "(record it afresh into a new list instead)");
+    }
+    if (same) {
+      // The list's own submissions may still read the parameters (asynchronous, or after a
+      // timeout). Callers' command buffers are the caller's to have finished (vulkan.hpp).
+      if (r.encoded) r.encoded->submission.finish(ctx_->options.submit_timeout_ms);
       r.params_written = true;
-      write_params(*r.encoded);
+      for (Encoded* e : {r.encoded.get(), r.external.get()}) {
+        if (e) write_params(*e);
+      }
+      encoded_ = std::move(r.encoded);
+      external_ = std::move(r.external);
     }
     scratch_log_ = std::move(r.scratch_used);
-    if (reuse) encoded_ = std::move(r.encoded);
     replay_.reset();
   }
 
@@ -243,7 +304,12 @@ class VulkanCommandList final : public CommandListImpl {
     ops_ = std::move(replay_->ops);
     params_ = std::move(replay_->params);
     encoded_ = std::move(replay_->encoded);
-    if (replay_->params_written) encoded_.reset();  // it holds the new parameters: encode afresh
+    external_ = std::move(replay_->external);
+    if (replay_->params_written) {  // they hold the new parameters: back to the old ones
+      for (Encoded* e : {encoded_.get(), external_.get()}) {
+        if (e) try_write_params(*e);
+      }
+    }
     replay_.reset();
   }
 
@@ -252,7 +318,7 @@ class VulkanCommandList final : public CommandListImpl {
   struct Replay {
     std::vector<Dispatch> ops;
     ParamArena params;
-    std::unique_ptr<Encoded> encoded;
+    std::shared_ptr<Encoded> encoded, external;
     std::vector<std::shared_ptr<TensorImpl>> scratch_used;
     bool params_written = false;
   };
@@ -277,9 +343,18 @@ class VulkanCommandList final : public CommandListImpl {
     return true;
   }
 
+  // A write that cannot throw (abort_replay); a failed one drops the own encoding.
+  void try_write_params(Encoded& enc) noexcept {
+    try {
+      write_params(enc);
+    } catch (...) {
+      if (&enc == encoded_.get()) encoded_.reset();
+    }
+  }
+
   // Host writes before vkQueueSubmit are visible to the submission without a barrier.
   void write_params(Encoded& enc) {
-    Buffer& target = enc.params_upload ? *enc.params_upload : *enc.params;
+    Buffer& target = enc.params_staging ? *enc.params_staging : *enc.params;
     target.write(params_.bytes());
   }
 
@@ -357,10 +432,11 @@ class VulkanCommandList final : public CommandListImpl {
     }
     for (Dispatch& d : ds) ops_.push_back(std::move(d));
     encoded_.reset();
+    if (external_) retired_.push_back(std::move(external_));
   }
 
-  void encode() {
-    OpScope scope("encode");
+  // The resources of an encoding: parameters, descriptor sets, pipelines, queries.
+  std::unique_ptr<Encoded> prepare() {
     auto enc = std::make_unique<Encoded>(ctx_);
     VkDevice dev = ctx_->device->handle();
     const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
@@ -368,8 +444,8 @@ class VulkanCommandList final : public CommandListImpl {
     if (!params_.bytes().empty()) {
       enc->params = ctx_->device_buffer(params_.bytes().size(), "op parameters");
       if (!enc->params->mapped()) {
-        enc->params_upload = Buffer::create(*ctx_->device, params_.bytes().size(), BufferKind::staging,
-                                            "op parameters (upload)", true);
+        enc->params_staging = Buffer::create(*ctx_->device, params_.bytes().size(), BufferKind::staging,
+                                             "op parameters (staging)", true);
       }
       write_params(*enc);
     }
@@ -389,51 +465,72 @@ class VulkanCommandList final : public CommandListImpl {
       VKATTN_VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &enc->queries.handle));
     }
 
-    enc->cb = enc->submission.begin();
-    if (enc->queries.handle) vkCmdResetQueryPool(enc->cb, enc->queries.handle, 0, 2 * n_ops);
-    if (enc->params_upload) {  // made visible to the shaders by the barrier below
-      const VkBufferCopy region{0, 0, params_.bytes().size()};
-      vkCmdCopyBuffer(enc->cb, enc->params_upload->handle(), enc->params->handle(), 1, &region);
-    }
-    // Writes of earlier submissions (uploads through staging, previous lists) become
-    // visible to this one's shaders.
-    global_barrier(enc->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-
-    std::set<VkBuffer> read, written;  // since the last barrier
     for (std::uint32_t i = 0; i < n_ops; ++i) {
       const Dispatch& d = ops_[i];
       OpScope op_scope(d.op);
       const Pipeline& pipeline = ctx_->pipelines->get(d.key);
-
       std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
       std::vector<VkBufferView> views(d.bindings.size(), VK_NULL_HANDLE);
-      bool hazard = false;
       for (std::size_t b = 0; b < d.bindings.size(); ++b) {
         const Binding& binding = d.bindings[b];
         if (binding.tensor) {
           const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
-          infos[b] = {buffer.handle(), 0, buffer.size()};
+          enc->keep.push_back(binding.tensor);
+          infos[b] = {buffer.handle(), buffer.offset(), buffer.size()};
           if (binding.texel) views[b] = buffer.texel_view();
           if (binding.texel && !views[b]) {
             throw Error(ErrorCode::unsupported, "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
                                                  " is a texel buffer but its tensor has no texel view",
                         "encode", 0, current_op());
           }
-          const VkBuffer h = buffer.handle();
-          hazard = hazard || written.count(h) || (binding.write && read.count(h));
         } else {
           infos[b] = {enc->params->handle(), binding.param_offset, binding.param_bytes};
         }
       }
-      const VkDescriptorSet set = enc->descriptors->allocate(pipeline.set_layout(), infos, views);
+      enc->pipelines.push_back(&pipeline);
+      enc->sets.push_back(enc->descriptors->allocate(pipeline.set_layout(), infos, views));
+    }
+    return enc;
+  }
 
+  // Records the encoding's commands into |cb|: the parameters' copy (if any), the entry
+  // barrier (if |entry|), the dispatches with a barrier at each hazard, and an exit barrier
+  // from compute-shader writes to |exit_stage|/|exit_access| (none if |exit_stage| is 0).
+  void record_commands(Encoded& enc, VkCommandBuffer cb, bool entry, VkPipelineStageFlags exit_stage,
+                       VkAccessFlags exit_access) {
+    const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
+    if (enc.params_staging) {
+      // Earlier submissions' reads of the parameters finish before the copy overwrites them.
+      global_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                     VK_ACCESS_TRANSFER_WRITE_BIT);
+      const VkBufferCopy region{0, 0, params_.bytes().size()};
+      vkCmdCopyBuffer(cb, enc.params_staging->handle(), enc.params->handle(), 1, &region);
+      global_barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    }
+    if (enc.queries.handle) vkCmdResetQueryPool(cb, enc.queries.handle, 0, 2 * n_ops);
+    // Writes of earlier submissions (uploads through staging, previous lists) become
+    // visible to this one's shaders.
+    if (entry) {
+      global_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    }
+
+    enc.barriers = 0;
+    std::set<VkBuffer> read, written;  // since the last barrier
+    for (std::uint32_t i = 0; i < n_ops; ++i) {
+      const Dispatch& d = ops_[i];
+      const Pipeline& pipeline = *enc.pipelines[i];
+      bool hazard = false;
+      for (const Binding& binding : d.bindings) {
+        if (!binding.tensor) continue;
+        const VkBuffer h = buffer_of(binding);
+        hazard = hazard || written.count(h) || (binding.write && read.count(h));
+      }
       if (hazard) {
-        global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        ++enc->barriers;
+        global_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        ++enc.barriers;
         read.clear();
         written.clear();
       }
@@ -443,29 +540,58 @@ class VulkanCommandList final : public CommandListImpl {
         if (binding.write) written.insert(buffer_of(binding));
       }
 
-      if (enc->queries.handle) {
+      if (enc.queries.handle) {
         // The start as the dispatch begins; the end once it and everything before it is done.
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc->queries.handle, 2 * i);
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc.queries.handle, 2 * i);
       }
-      vkCmdBindPipeline(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-      vkCmdBindDescriptorSets(enc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &enc.sets[i], 0, nullptr);
       if (!d.push.empty()) {
-        vkCmdPushConstants(enc->cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                           static_cast<std::uint32_t>(d.push.size()), d.push.data());
+        vkCmdPushConstants(cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(d.push.size()),
+                           d.push.data());
       }
       const auto grid = fold_grid(d.groups, ctx_->limits);
-      vkCmdDispatch(enc->cb, grid[0], grid[1], grid[2]);
-      if (enc->queries.handle) {
-        vkCmdWriteTimestamp(enc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc->queries.handle, 2 * i + 1);
+      vkCmdDispatch(cb, grid[0], grid[1], grid[2]);
+      if (enc.queries.handle) {
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc.queries.handle, 2 * i + 1);
       }
     }
+    if (exit_stage) global_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
+  }
+
+  void encode() {
+    OpScope scope("encode");
+    auto enc = prepare();
+    enc->cb = enc->submission.begin();
     // Results become visible to host reads (mapped tensors) and to transfers (staging).
-    global_barrier(enc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                   VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+    record_commands(*enc, enc->cb, true, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                    VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
     enc->submission.end();
     encoded_ = std::move(enc);
     ++encodings_;
+  }
+
+  void record(void* command_buffer, const RecordOptions& options) override {
+    OpScope scope("record");
+    if (!ctx_->external) {
+      throw InvalidArgument("record", "this", "a list of a backend that made its own device",
+                            "a list of a backend on the caller's device (make_backend(ExternalVulkan))");
+    }
+    ctx_->device->check_alive();
+    if (options_.timestamps) {
+      throw InvalidArgument("record", "CommandListOptions::timestamps", "true",
+                            "false (timestamps are read back after vkattn's own submissions only)");
+    }
+    if (ops_.empty()) return;
+    // One encoding serves every command buffer the list is recorded into: its descriptor
+    // sets are never updated once written, and it lives until the list does.
+    if (!external_) external_ = prepare();
+    VkPipelineStageFlags stage = 0;
+    if (options.exit_barrier) stage = options.dst_stage_mask ? options.dst_stage_mask : VkPipelineStageFlags{VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
+    const VkAccessFlags access = options.dst_access_mask ? options.dst_access_mask
+                                                         : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+    record_commands(*external_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage, access);
+    ++records_;
   }
 
   void read_timestamps() {
@@ -491,7 +617,12 @@ class VulkanCommandList final : public CommandListImpl {
   std::map<Shape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::vector<std::shared_ptr<TensorImpl>> scratch_log_;  // the scratch each op was given
   std::unique_ptr<Replay> replay_;                        // while the frontend replays
-  std::unique_ptr<Encoded> encoded_;
+  std::shared_ptr<Encoded> encoded_;  // shared with the Submitted handles of its submissions
+  // The encoding recorded into callers' command buffers, and those it replaced when ops
+  // were added: all live as long as the list, as the contract says (vulkan.hpp).
+  std::shared_ptr<Encoded> external_;
+  std::vector<std::shared_ptr<Encoded>> retired_;
+  std::size_t records_ = 0;
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;
   std::size_t encodings_ = 0;

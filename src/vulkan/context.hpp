@@ -28,6 +28,7 @@ struct Context {
   DeviceOptions options;
   bool mapped_tensors = false;  // unified memory and no forced staging
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
+  bool external = false;  // instance, device and queue are the caller's (external.cpp)
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);
@@ -44,8 +45,13 @@ class VulkanTensor final : public TensorImpl {
   // allocation's old contents. Ops' intermediate results (written before they are read,
   // never seen by a caller) skip it.
   VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype, bool zero = true);
+  // A view of a caller's buffer (wrap; external.cpp).
+  VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype, std::unique_ptr<Buffer> borrowed);
   std::shared_ptr<Context> context;
   std::unique_ptr<Buffer> buffer;  // words * 4 bytes, padded to 16
+  // The last asynchronous submission that writes it (CommandList::submit), which host
+  // copies of it wait for; expired once that submission's encoding is gone (it waited).
+  std::weak_ptr<SubmittedImpl> writer;
 };
 
 }  // namespace vkattn::detail

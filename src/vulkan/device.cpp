@@ -42,7 +42,9 @@ std::string lower(std::string s) {
   return s;
 }
 
-PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api) {
+}  // namespace
+
+PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api) {
   PhysicalDevice out;
   out.handle = pd;
   DeviceInfo& info = out.info;
@@ -188,8 +190,6 @@ PhysicalDevice probe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t ins
   return out;
 }
 
-}  // namespace
-
 std::vector<PhysicalDevice> enumerate_devices(const Instance& instance) {
   OpScope scope("enumerate devices");
   std::uint32_t n = 0;
@@ -197,7 +197,7 @@ std::vector<PhysicalDevice> enumerate_devices(const Instance& instance) {
   std::vector<VkPhysicalDevice> handles(n);
   VKATTN_VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &n, handles.data()));
   std::vector<PhysicalDevice> out;
-  for (std::uint32_t i = 0; i < n; ++i) out.push_back(probe(handles[i], i, instance.api_version()));
+  for (std::uint32_t i = 0; i < n; ++i) out.push_back(probe_device(handles[i], i, instance.api_version()));
   return out;
 }
 
@@ -285,15 +285,7 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
   std::unique_ptr<Device> self(new Device());
   self->physical_ = physical.handle;
   self->family_ = physical.compute_family;
-  vkGetPhysicalDeviceMemoryProperties(physical.handle, &self->memory_);
-  std::vector<HeapLedger::Heap> heaps;
-  for (std::uint32_t i = 0; i < self->memory_.memoryHeapCount; ++i) {
-    const VkMemoryHeap& h = self->memory_.memoryHeaps[i];
-    const bool local = h.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
-    heaps.push_back({"heap " + std::to_string(i) + (local ? " (device-local)" : " (host)"),
-                     local && local_heap_cap ? std::min<std::uint64_t>(h.size, local_heap_cap) : h.size});
-  }
-  self->heaps_ = std::make_unique<HeapLedger>(std::move(heaps));
+  self->count_heaps(local_heap_cap);
 
   const float priority = 1.0f;
   auto queue = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
@@ -322,8 +314,20 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
   return self;
 }
 
+void Device::count_heaps(std::uint64_t local_heap_cap) {
+  vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+  std::vector<HeapLedger::Heap> heaps;
+  for (std::uint32_t i = 0; i < memory_.memoryHeapCount; ++i) {
+    const VkMemoryHeap& h = memory_.memoryHeaps[i];
+    const bool local = h.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+    heaps.push_back({"heap " + std::to_string(i) + (local ? " (device-local)" : " (host)"),
+                     local && local_heap_cap ? std::min<std::uint64_t>(h.size, local_heap_cap) : h.size});
+  }
+  heaps_ = std::make_unique<HeapLedger>(std::move(heaps));
+}
+
 Device::~Device() {
-  if (device_ == VK_NULL_HANDLE) return;
+  if (device_ == VK_NULL_HANDLE || !owned_) return;
   vkDeviceWaitIdle(device_);  // nothing useful to do with a failure while tearing down
   vkDestroyDevice(device_, nullptr);
 }
@@ -360,11 +364,29 @@ void Device::note(VkResult result, const char* call) {
   if (result == VK_ERROR_DEVICE_LOST) lost_in_.compare_exchange_strong(none, call);
 }
 
-void Device::submit(VkCommandBuffer cb, VkFence fence) {
+void Device::submit(VkCommandBuffer cb, VkFence fence, const SemaphoreSync* sync) {
   check_alive();
   auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cb;
+  auto timeline = vk_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
+  if (sync) {
+    submit.waitSemaphoreCount = static_cast<std::uint32_t>(sync->wait.size());
+    submit.pWaitSemaphores = sync->wait.data();
+    submit.pWaitDstStageMask = sync->wait_stages.data();
+    submit.signalSemaphoreCount = static_cast<std::uint32_t>(sync->signal.size());
+    submit.pSignalSemaphores = sync->signal.data();
+    bool any = false;
+    for (auto v : sync->wait_values) any = any || v != 0;
+    for (auto v : sync->signal_values) any = any || v != 0;
+    if (any) {
+      timeline.waitSemaphoreValueCount = submit.waitSemaphoreCount;
+      timeline.pWaitSemaphoreValues = sync->wait_values.data();
+      timeline.signalSemaphoreValueCount = submit.signalSemaphoreCount;
+      timeline.pSignalSemaphoreValues = sync->signal_values.data();
+      submit.pNext = &timeline;
+    }
+  }
   VkResult r = take_fault(FaultSite::queue_submit);
   if (r == VK_SUCCESS) {
     std::lock_guard lock(queue_mutex_);
@@ -372,6 +394,14 @@ void Device::submit(VkCommandBuffer cb, VkFence fence) {
   }
   note(r, "vkQueueSubmit");
   if (r < 0) throw_vk_error(r, "vkQueueSubmit", __FILE__, __LINE__);
+}
+
+bool Device::signalled(VkFence fence) {
+  check_alive();
+  const VkResult r = vkGetFenceStatus(device_, fence);
+  note(r, "vkGetFenceStatus");
+  if (r < 0) throw_vk_error(r, "vkGetFenceStatus", __FILE__, __LINE__);
+  return r == VK_SUCCESS;
 }
 
 VkResult Device::wait(VkFence fence, std::uint64_t timeout_ns) {

@@ -17,6 +17,17 @@ namespace vkattn::detail {
 
 class Instance;
 
+// Semaphores a submission waits on and signals (vulkan.hpp: SubmitSemaphores). A value is a
+// timeline semaphore's; 0 marks a binary semaphore. When any value is not 0 the submission
+// carries VkTimelineSemaphoreSubmitInfo.
+struct SemaphoreSync {
+  std::vector<VkSemaphore> wait;
+  std::vector<std::uint64_t> wait_values;
+  std::vector<VkPipelineStageFlags> wait_stages;
+  std::vector<VkSemaphore> signal;
+  std::vector<std::uint64_t> signal_values;
+};
+
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   DeviceInfo info;                          // limits as the device reports them
@@ -32,6 +43,10 @@ struct PhysicalDevice {
 // Every device with its limits and, for unusable ones, the reason.
 std::vector<PhysicalDevice> enumerate_devices(const Instance& instance);
 
+// What vkattn can use of one physical device, as enumerate_devices reports it;
+// |instance_api| is the apiVersion its instance was created with.
+PhysicalDevice probe_device(VkPhysicalDevice handle, std::uint32_t index, std::uint32_t instance_api);
+
 // Index into |devices| of the device to use: DeviceOptions::device, else $VKATTN_DEVICE,
 // else the best type. Throws Error(no_device) listing each device's rejection reason.
 std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const DeviceOptions& options);
@@ -44,6 +59,10 @@ class Device {
   // |local_heap_cap|: each device-local heap counts as at most this many bytes (0: its
   // size), so that tests can exhaust a small heap quickly.
   static std::unique_ptr<Device> create(const PhysicalDevice& physical, std::uint64_t local_heap_cap = 0);
+  // A device and queue the caller created and keeps (vulkan.hpp: ExternalVulkan): never
+  // destroyed or waited on here; |physical|.compute_family is the caller's queue family.
+  // Defined in external.cpp.
+  static std::unique_ptr<Device> adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -62,7 +81,9 @@ class Device {
 
   // Submits |cb|, signalling |fence|. The queue is the one Vulkan object that every thread
   // using the backend shares; a mutex guards it.
-  void submit(VkCommandBuffer cb, VkFence fence);
+  void submit(VkCommandBuffer cb, VkFence fence, const SemaphoreSync* sync = nullptr);
+  // Whether |fence| has signalled (vkGetFenceStatus); throws on errors.
+  bool signalled(VkFence fence);
   // Waits up to |timeout_ns| for |fence|: VK_SUCCESS or VK_TIMEOUT; throws on errors.
   VkResult wait(VkFence fence, std::uint64_t timeout_ns);
   // Throws Error(device_lost) once any call on this device has reported it lost, so that
@@ -73,12 +94,14 @@ class Device {
 
  private:
   Device() = default;
+  void count_heaps(std::uint64_t local_heap_cap);  // memory_ and heaps_
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t family_ = 0;
   VkPhysicalDeviceMemoryProperties memory_{};
   bool memory_budget_ = false;
+  bool owned_ = true;
   std::unique_ptr<HeapLedger> heaps_;
   std::mutex queue_mutex_;
   std::atomic<const char*> lost_in_{nullptr};  // the call that reported the device lost

@@ -151,7 +151,15 @@ Instance::~Instance() {
         vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
     if (destroy) destroy(instance_, messenger_, nullptr);
   }
-  if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
+  if (instance_ != VK_NULL_HANDLE && owned_) vkDestroyInstance(instance_, nullptr);
+}
+
+std::unique_ptr<Instance> Instance::adopt(VkInstance instance, std::uint32_t api_version) {
+  std::unique_ptr<Instance> self(new Instance());
+  self->instance_ = instance;
+  self->api_version_ = api_version;
+  self->owned_ = false;
+  return self;
 }
 
 std::vector<std::string> Instance::messages() const {

@@ -18,6 +18,9 @@ class Instance {
   // Error(no_device) when no Vulkan loader or driver answers. Validation messages are
   // kept (messages()) and passed to |log| when given.
   static std::unique_ptr<Instance> create(bool validation, std::shared_ptr<const Logger> log = nullptr);
+  // An instance the caller created and keeps (vulkan.hpp: ExternalVulkan), made with
+  // |api_version|: never destroyed here; no messenger (the caller's own reports).
+  static std::unique_ptr<Instance> adopt(VkInstance instance, std::uint32_t api_version);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
@@ -36,6 +39,7 @@ class Instance {
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::uint32_t api_version_ = VK_API_VERSION_1_1;
+  bool owned_ = true;
   std::shared_ptr<const Logger> log_;
   mutable std::mutex mutex_;
   std::vector<std::string> messages_;

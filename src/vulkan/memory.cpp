@@ -105,7 +105,17 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   return self;
 }
 
+std::unique_ptr<Buffer> Buffer::borrow(VkBuffer buffer, VkDeviceSize offset, VkDeviceSize bytes) {
+  std::unique_ptr<Buffer> self(new Buffer());
+  self->buffer_ = buffer;
+  self->offset_ = offset;
+  self->size_ = bytes;
+  self->owned_ = false;
+  return self;
+}
+
 Buffer::~Buffer() {
+  if (!owned_) return;
   if (view_) vkDestroyBufferView(device_, view_, nullptr);
   if (buffer_) vkDestroyBuffer(device_, buffer_, nullptr);
   if (memory_) vkFreeMemory(device_, memory_, nullptr);  // unmaps implicitly

@@ -3,6 +3,7 @@
 //                   staging); else DEVICE_LOCAL; else HOST_VISIBLE|HOST_COHERENT.
 //   staging:        HOST_VISIBLE|HOST_COHERENT|HOST_CACHED; else HOST_VISIBLE|HOST_COHERENT;
 //                   else HOST_VISIBLE (flushed and invalidated explicitly).
+//   borrowed:       a range of a caller's VkBuffer (vulkan.hpp: wrap); never freed here.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -29,12 +30,16 @@ class Buffer {
   // view. The memory is counted against its heap (Device::reserve) until the buffer goes.
   static std::unique_ptr<Buffer> create(Device& device, VkDeviceSize bytes, BufferKind kind, const std::string& what,
                                         bool prefer_mapped, std::uint64_t max_texels = 0);
+  // A view of [offset, offset + bytes) of a buffer someone else owns: not destroyed, not
+  // mapped, no texel view, not counted against any heap.
+  static std::unique_ptr<Buffer> borrow(VkBuffer buffer, VkDeviceSize offset, VkDeviceSize bytes);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
   VkBuffer handle() const { return buffer_; }
   VkDeviceSize size() const { return size_; }
+  VkDeviceSize offset() const { return offset_; }  // into handle(); 0 unless borrowed
   bool mapped() const { return mapped_ != nullptr; }
   VkBufferView texel_view() const { return view_; }  // VK_NULL_HANDLE when there is none
 
@@ -51,6 +56,8 @@ class Buffer {
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   VkBufferView view_ = VK_NULL_HANDLE;
   VkDeviceSize size_ = 0;
+  VkDeviceSize offset_ = 0;
+  bool owned_ = true;
   VkDeviceSize atom_ = 1;
   void* mapped_ = nullptr;
   bool coherent_ = true;

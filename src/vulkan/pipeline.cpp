@@ -144,6 +144,9 @@ PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std
   }
 }
 
+PipelineCache::PipelineCache(Device& device, VkPipelineCache borrowed, std::shared_ptr<const Logger> log)
+    : device_(device.handle()), cache_(borrowed), owned_(false), log_(std::move(log)) {}
+
 // The file's data into |blob|, when it is there, readable and a cache of this device
 // (Vulkan's cache header: length, version 1, vendor, device, pipelineCacheUUID).
 void PipelineCache::load(const PhysicalDevice& physical, std::vector<char>& blob) const {
@@ -175,7 +178,7 @@ PipelineCache::~PipelineCache() {
     // Saving only spares a later run some compile time.
   }
   pipelines_.clear();
-  if (cache_) vkDestroyPipelineCache(device_, cache_, nullptr);
+  if (cache_ && owned_) vkDestroyPipelineCache(device_, cache_, nullptr);
 }
 
 void PipelineCache::save() const {

@@ -73,6 +73,9 @@ class Pipeline {
 class PipelineCache {
  public:
   PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir, std::shared_ptr<const Logger> log);
+  // Builds into a VkPipelineCache the caller owns (ExternalVulkan::pipeline_cache): neither
+  // saved nor destroyed here.
+  PipelineCache(Device& device, VkPipelineCache borrowed, std::shared_ptr<const Logger> log);
   ~PipelineCache();
   PipelineCache(const PipelineCache&) = delete;
   PipelineCache& operator=(const PipelineCache&) = delete;
@@ -85,6 +88,7 @@ class PipelineCache {
   void load(const PhysicalDevice& physical, std::vector<char>& blob) const;
   VkDevice device_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
+  bool owned_ = true;
   std::string file_;
   std::shared_ptr<const Logger> log_;
   mutable std::mutex mutex_;  // guards pipelines_ and save()

@@ -49,25 +49,44 @@ VkCommandBuffer Submission::begin() {
 
 void Submission::end() { VKATTN_VK_CHECK(vkEndCommandBuffer(cb_)); }
 
-static Error timeout_error(std::uint32_t timeout_ms) {
+namespace {
+Error timeout_error(std::uint32_t timeout_ms) {
   return Error(ErrorCode::timeout,
                "submission did not finish within " + std::to_string(timeout_ms) +
                    " ms (DeviceOptions::submit_timeout_ms); it keeps running",
                "vkWaitForFences", VK_TIMEOUT, current_op());
 }
+}  // namespace
 
 void Submission::finish(std::uint32_t timeout_ms) {
-  if (!pending_) return;  // an earlier submission timed out
-  if (device_.wait(fence_, std::uint64_t{timeout_ms} * 1000000u) == VK_TIMEOUT) throw timeout_error(timeout_ms);
-  pending_ = false;
+  if (!wait(submitted_, std::uint64_t{timeout_ms} * 1000000u)) throw timeout_error(timeout_ms);
 }
 
 void Submission::submit_and_wait(std::uint32_t timeout_ms) {
-  finish(timeout_ms);
+  const std::uint64_t number = submit(timeout_ms, nullptr);
+  if (!wait(number, std::uint64_t{timeout_ms} * 1000000u)) throw timeout_error(timeout_ms);
+}
+
+std::uint64_t Submission::submit(std::uint32_t timeout_ms, const SemaphoreSync* sync) {
+  if (pending_ && !wait(submitted_, std::uint64_t{timeout_ms} * 1000000u)) throw timeout_error(timeout_ms);
   VKATTN_VK_CHECK(vkResetFences(device_.handle(), 1, &fence_));
-  device_.submit(cb_, fence_);
+  device_.submit(cb_, fence_, sync);
   pending_ = true;
-  finish(timeout_ms);
+  return ++submitted_;
+}
+
+bool Submission::finished(std::uint64_t number) {
+  if (number < submitted_ || !pending_) return true;  // a later one was submitted after it ended
+  if (!device_.signalled(fence_)) return false;
+  pending_ = false;
+  return true;
+}
+
+bool Submission::wait(std::uint64_t number, std::uint64_t timeout_ns) {
+  if (number < submitted_ || !pending_) return true;
+  if (device_.wait(fence_, timeout_ns) == VK_TIMEOUT) return false;
+  pending_ = false;
+  return true;
 }
 
 }  // namespace vkattn::detail

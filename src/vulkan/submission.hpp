@@ -11,6 +11,7 @@
 namespace vkattn::detail {
 
 class Device;
+struct SemaphoreSync;
 
 class Submission {
  public:
@@ -28,8 +29,15 @@ class Submission {
   // next submit and the destructor wait for it first. Error(device_lost) sticks to the
   // device (Device::check_alive).
   void submit_and_wait(std::uint32_t timeout_ms);
-  // Waits up to |timeout_ms| for a submission still running after a timeout (none: at
-  // once), so that what it reads may be rewritten.
+  // Submits without waiting, after waiting up to |timeout_ms| for an earlier submission to
+  // finish (the command buffer is not simultaneous-use); returns the submission's number
+  // (1, 2, ...). Error(timeout) when the earlier one does not finish: nothing submitted.
+  std::uint64_t submit(std::uint32_t timeout_ms, const SemaphoreSync* sync);
+  // Whether submission |number| has finished; waits up to |timeout_ns| for it.
+  bool finished(std::uint64_t number);
+  bool wait(std::uint64_t number, std::uint64_t timeout_ns);
+  // Waits up to |timeout_ms| for the last submission (none running: at once), so that
+  // what it reads may be rewritten; Error(timeout) when it does not finish.
   void finish(std::uint32_t timeout_ms);
 
  private:
@@ -40,6 +48,7 @@ class Submission {
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   bool pending_ = false;  // submitted, not yet seen finished
+  std::uint64_t submitted_ = 0;  // submissions made
 };
 
 }  // namespace vkattn::detail

@@ -40,11 +40,25 @@ void one_shot(Context& ctx, Record record) {
   submission.submit_and_wait(ctx.options.submit_timeout_ms);
 }
 
-void copy_buffer(Context& ctx, VkBuffer src, VkBuffer dst, VkDeviceSize bytes) {
+void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
   one_shot(ctx, [&](VkCommandBuffer cb) {
-    const VkBufferCopy region{0, 0, bytes};
-    vkCmdCopyBuffer(cb, src, dst, 1, &region);
+    const VkBufferCopy region{src.offset(), dst.offset(), bytes};
+    vkCmdCopyBuffer(cb, src.handle(), dst.handle(), 1, &region);
   });
+}
+
+// Waits for the last asynchronous submission that writes |t|, before the host copies it
+// (or over it).
+void settle(const Context& ctx, const VulkanTensor& t) {
+  const auto writer = t.writer.lock();
+  if (!writer) return;
+  const std::uint32_t ms = ctx.options.submit_timeout_ms;
+  if (!writer->wait(std::uint64_t{ms} * 1000000u)) {
+    throw Error(ErrorCode::timeout,
+                "the submission writing this tensor did not finish within " + std::to_string(ms) +
+                    " ms (DeviceOptions::submit_timeout_ms); it keeps running",
+                "vkWaitForFences", VK_TIMEOUT, current_op());
+  }
 }
 
 class VulkanBackend final : public Backend {
@@ -71,6 +85,7 @@ class VulkanBackend final : public Backend {
   } catch (const std::bad_alloc&) {
     host_out_of_memory("commands");
   }
+  const std::shared_ptr<Context>& context() const { return ctx_; }
   std::vector<std::string> validation_messages() const override try {
     return ctx_->instance->messages();
   } catch (const std::bad_alloc&) {
@@ -88,11 +103,13 @@ class VulkanBackend final : public Backend {
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
     OpScope scope("upload");
     auto& vt = static_cast<VulkanTensor&>(t);
+    settle(*ctx_, vt);
     ctx_->write(*vt.buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()});
   }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
     OpScope scope("download");
     const auto& vt = static_cast<const VulkanTensor&>(t);
+    settle(*ctx_, vt);
     std::vector<std::uint32_t> words(t.words);
     ctx_->read(*vt.buffer, {reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 4});
     return words;
@@ -124,7 +141,7 @@ void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes) {
   }
   auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, "staging", true);
   staging->write(bytes);
-  copy_buffer(*this, staging->handle(), buffer.handle(), bytes.size());
+  copy_buffer(*this, *staging, buffer, bytes.size());
 }
 
 void Context::read(const Buffer& buffer, std::span<std::uint8_t> bytes) {
@@ -134,7 +151,7 @@ void Context::read(const Buffer& buffer, std::span<std::uint8_t> bytes) {
     return;
   }
   auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, "staging", true);
-  copy_buffer(*this, buffer.handle(), staging->handle(), bytes.size());
+  copy_buffer(*this, buffer, *staging, bytes.size());
   staging->read(bytes);
 }
 
@@ -143,7 +160,7 @@ void Context::zero(Buffer& buffer) {
     buffer.zero();
     return;
   }
-  one_shot(*this, [&](VkCommandBuffer cb) { vkCmdFillBuffer(cb, buffer.handle(), 0, VK_WHOLE_SIZE, 0); });
+  one_shot(*this, [&](VkCommandBuffer cb) { vkCmdFillBuffer(cb, buffer.handle(), buffer.offset(), buffer.size(), 0); });
 }
 
 bool has_texel_view(const TensorImpl& t) {
@@ -205,32 +222,37 @@ static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevi
   return shape;
 }
 
-static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
-  OpScope scope("create backend");
-  auto ctx = std::make_shared<Context>();
-  ctx->options = options;
-  ctx->log = std::make_shared<Logger>(options);
-  ctx->instance = Instance::create(validation_wanted(options), ctx->log);
-  auto devices = enumerate_devices(*ctx->instance);
-  ctx->physical = devices[choose_device(devices, options)];
-  ctx->limits = options.cap_limits ? cap(ctx->physical.info.limits, *options.cap_limits)
-                                   : ctx->physical.info.limits;
-  if (spec_minimum_wanted(*ctx->log)) {
+// Limits, kernel family and memory path: what a context plans with, once its physical
+// device is known and before its device is made.
+void plan_context(Context& ctx, const DeviceOptions& options) {
+  ctx.options = options;
+  ctx.limits = options.cap_limits ? cap(ctx.physical.info.limits, *options.cap_limits) : ctx.physical.info.limits;
+  if (spec_minimum_wanted(*ctx.log)) {
     // Every minimum but one: kernels may bind 8 storage buffers, not 4. At 4, an input too
     // large for the minimum texel view leaves attention more than it may bind, which it
     // refuses by name; those refusals have their own test, and the other limits then get
     // every shape an application runs.
     DeviceLimits minimum = spec_minimum_limits();
     minimum.max_storage_buffers = 8;
-    ctx->limits = cap(ctx->limits, minimum);
-    ctx->log->log(LogLevel::info, "VKATTN_CAP_LIMITS=spec_minimum: planning with the Vulkan 1.1 minimum limits");
+    ctx.limits = cap(ctx.limits, minimum);
+    ctx.log->log(LogLevel::info, "VKATTN_CAP_LIMITS=spec_minimum: planning with the Vulkan 1.1 minimum limits");
   }
-  ctx->shape = kernel_shape(options, ctx->physical);
+  ctx.shape = kernel_shape(options, ctx.physical);
   // GPU-shaped kernels read through storage buffers: on GPUs they cost what texel fetches
   // do, and coalesced loads need no texture path. A device that allows a kernel fewer
   // storage buffers than attention binds keeps texel views, which do not count.
-  if (ctx->shape == KernelShape::gpu && ctx->limits.max_storage_buffers >= 6) ctx->limits.max_texel_buffer_elements = 0;
-  ctx->mapped_tensors = ctx->limits.unified_memory && !options.force_staging;
+  if (ctx.shape == KernelShape::gpu && ctx.limits.max_storage_buffers >= 6) ctx.limits.max_texel_buffer_elements = 0;
+  ctx.mapped_tensors = ctx.limits.unified_memory && !options.force_staging;
+}
+
+static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
+  OpScope scope("create backend");
+  auto ctx = std::make_shared<Context>();
+  ctx->log = std::make_shared<Logger>(options);
+  ctx->instance = Instance::create(validation_wanted(options), ctx->log);
+  auto devices = enumerate_devices(*ctx->instance);
+  ctx->physical = devices[choose_device(devices, options)];
+  plan_context(*ctx, options);
   const std::uint64_t heap_cap = options.cap_limits ? options.cap_limits->device_local_bytes : 0;
   ctx->device = Device::create(ctx->physical, heap_cap);
   log_device(*ctx, devices);
@@ -243,6 +265,13 @@ static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
 
 namespace vkattn::detail {
 std::unique_ptr<Backend> make_vulkan_backend(const DeviceOptions& options) {
-  return std::make_unique<VulkanBackend>(make_context(options));
+  return make_vulkan_backend(make_context(options));
+}
+std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<Context> ctx) {
+  return std::make_unique<VulkanBackend>(std::move(ctx));
+}
+std::shared_ptr<Context> context_of(Backend& backend) {
+  auto* vulkan = dynamic_cast<VulkanBackend*>(&backend);
+  return vulkan ? vulkan->context() : nullptr;
 }
 }  // namespace vkattn::detail

@@ -2,6 +2,12 @@
 // find_package, pkg-config, add_subdirectory): RoPE, then attention, on the default Vulkan
 // device, checked against the CPU backend.
 #include <vkattn/vkattn.hpp>
+#include <vkattn/vkattn.h>
+// The API stays Vulkan-free: only vkattn/vulkan.hpp and vkattn/vkattn_vulkan.h, which this
+// program does not include, bring in the Vulkan headers.
+#ifdef VK_VERSION_1_0
+#error "a vkattn header other than vulkan.hpp or vkattn_vulkan.h includes <vulkan/vulkan.h>"
+#endif
 
 #include <algorithm>
 #include <cmath>

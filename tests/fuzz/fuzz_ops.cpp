@@ -144,7 +144,9 @@ TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
               tally.failures);
   // Refusals come from one of the fuzz's backends only: most valid calls must be compared
   // (checked over enough calls: a replayed seed may be one refusal).
-  if (tally.valid >= 100) EXPECT_LT(tally.refused, tally.valid / 2);
+  if (tally.valid >= 100) {
+    EXPECT_LT(tally.refused, tally.valid / 2);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+// Asynchronous submission: the public Submitted handle and CommandList::submit, and what a
+// backend that runs lists at once (the CPU reference) does for it.
+#include <new>
+
+#include "common/heap_ledger.hpp"
+#include "common/tensor_impl.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+
+namespace detail {
+
+SubmittedImpl::~SubmittedImpl() = default;
+
+std::shared_ptr<SubmittedImpl> CommandListImpl::submit(const SemaphoreSync* sync) {
+  if (sync) {
+    throw InvalidArgument("submit", "semaphores", "given to a list of the CPU backend",
+                          "none (semaphores belong to a Vulkan backend on the caller's device)");
+  }
+  submit_and_wait();
+  return nullptr;
+}
+
+}  // namespace detail
+
+Submitted::Submitted(std::shared_ptr<detail::SubmittedImpl> impl) : impl_(std::move(impl)) {}
+
+bool Submitted::ready() const { return !impl_ || impl_->ready(); }
+
+bool Submitted::wait(std::uint64_t timeout_ns) const { return !impl_ || impl_->wait(timeout_ns); }
+
+Submitted CommandList::submit() try {
+  if (!impl_) throw InvalidArgument("submit", "this", "a moved-from CommandList", "a list made by Backend::commands");
+  return Submitted(impl_->submit(nullptr));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("submit");
+}
+
+}  // namespace vkattn

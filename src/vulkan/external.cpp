@@ -1,0 +1,279 @@
+// Bring your own Vulkan (vkattn/vulkan.hpp): a backend on the caller's instance, device and
+// queue; tensors on the caller's buffers; lists recorded into the caller's command buffers.
+#include <cstring>
+#include <new>
+
+#include "common/heap_ledger.hpp"
+#include "common/kv_cache_impl.hpp"
+#include "common/shape_math.hpp"
+#include "common/validate.hpp"
+#include "vkattn/vulkan.hpp"
+#include "vulkan/check.hpp"
+#include "vulkan/context.hpp"
+#include "vulkan/vulkan_backend.hpp"
+
+namespace vkattn {
+
+namespace detail {
+
+namespace {
+
+constexpr const char* kSizeControl = "VK_EXT_subgroup_size_control";
+constexpr const char* kMemoryBudget = "VK_EXT_memory_budget";
+
+std::string version_string(std::uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v));
+}
+
+// What the caller enabled of what vkattn may use, from the device's create info.
+struct Enabled {
+  bool size_control = false;  // the extension and both of its features
+  bool memory_budget = false;
+};
+
+Enabled enabled_in(const VkDeviceCreateInfo* info, std::uint32_t family) {
+  Enabled out;
+  if (!info) return out;
+  bool has_family = false;
+  for (std::uint32_t i = 0; i < info->queueCreateInfoCount; ++i) {
+    has_family = has_family || info->pQueueCreateInfos[i].queueFamilyIndex == family;
+  }
+  if (!has_family) {
+    throw InvalidArgument("create backend", "ExternalVulkan::queue_family_index", std::to_string(family),
+                          "a queue family of ExternalVulkan::device_create_info->pQueueCreateInfos");
+  }
+  bool size_ext = false;
+  for (std::uint32_t i = 0; i < info->enabledExtensionCount; ++i) {
+    const char* name = info->ppEnabledExtensionNames[i];
+    size_ext = size_ext || std::strcmp(name, kSizeControl) == 0;
+    out.memory_budget = out.memory_budget || std::strcmp(name, kMemoryBudget) == 0;
+  }
+  bool size_features = false;
+  for (auto* s = static_cast<const VkBaseInStructure*>(info->pNext); s; s = s->pNext) {
+    if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT) {
+      const auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeaturesEXT*>(s);
+      size_features = size_features || (f->subgroupSizeControl && f->computeFullSubgroups);
+    }
+#ifdef VK_API_VERSION_1_3
+    if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES) {
+      const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan13Features*>(s);
+      size_features = size_features || (f->subgroupSizeControl && f->computeFullSubgroups);
+    }
+#endif
+  }
+  out.size_control = size_ext && size_features;
+  return out;
+}
+
+// The physical device as vkattn sees it, with only what the caller enabled counted in.
+PhysicalDevice external_physical(const ExternalVulkan& v, const Enabled& enabled) {
+  PhysicalDevice p = probe_device(v.physical_device, 0, v.api_version);
+  if (!p.info.rejected.empty()) {
+    throw Error(ErrorCode::unsupported, "ExternalVulkan::physical_device (" + p.info.name + ") " + p.info.rejected,
+                "vkGetPhysicalDeviceProperties", 0, current_op());
+  }
+  std::uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(v.physical_device, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(v.physical_device, &n, families.data());
+  if (v.queue_family_index >= n) {
+    throw InvalidArgument("create backend", "ExternalVulkan::queue_family_index", std::to_string(v.queue_family_index),
+                          "[0, " + std::to_string(n) + ") (the device's queue families)");
+  }
+  const VkQueueFamilyProperties& family = families[v.queue_family_index];
+  if (!(family.queueFlags & VK_QUEUE_COMPUTE_BIT)) {
+    throw Error(ErrorCode::unsupported,
+                "queue family " + std::to_string(v.queue_family_index) + " lacks VK_QUEUE_COMPUTE_BIT, which vkattn requires",
+                "vkGetPhysicalDeviceQueueFamilyProperties", 0, current_op());
+  }
+  p.compute_family = v.queue_family_index;
+  p.info.limits.timestamps = family.timestampValidBits > 0 && p.info.limits.timestamp_period_ns > 0.0;
+  DeviceLimits& lim = p.info.limits;
+  if (!(enabled.size_control && p.subgroup_size_control)) {
+    p.subgroup_size_control = false;
+    lim.subgroup_size_control = false;
+    lim.subgroup_min_size = lim.subgroup_max_size = lim.subgroup_size;
+  }
+  p.memory_budget = p.memory_budget && enabled.memory_budget;
+  return p;
+}
+
+void check_handles(const ExternalVulkan& v) {
+  auto null = [](const char* field, const char* type) {
+    return InvalidArgument("create backend", std::string("ExternalVulkan::") + field, "VK_NULL_HANDLE",
+                           std::string("the caller's ") + type);
+  };
+  if (v.instance == VK_NULL_HANDLE) throw null("instance", "VkInstance");
+  if (v.physical_device == VK_NULL_HANDLE) throw null("physical_device", "VkPhysicalDevice");
+  if (v.device == VK_NULL_HANDLE) throw null("device", "VkDevice");
+  if (v.queue == VK_NULL_HANDLE) throw null("queue", "VkQueue of queue_family_index");
+  if (v.api_version < VK_API_VERSION_1_1) {
+    throw Error(ErrorCode::unsupported,
+                "ExternalVulkan::api_version = " + version_string(v.api_version) +
+                    ": vkattn needs an instance created with Vulkan 1.1 or later (VkApplicationInfo::apiVersion)",
+                "VkApplicationInfo::apiVersion", 0, current_op());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue) {
+  std::unique_ptr<Device> self(new Device());
+  self->owned_ = false;
+  self->physical_ = physical.handle;
+  self->device_ = device;
+  self->queue_ = queue;
+  self->family_ = physical.compute_family;
+  self->memory_budget_ = physical.memory_budget;
+  self->count_heaps(0);
+  return self;
+}
+
+VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_,
+                           std::unique_ptr<Buffer> borrowed)
+    : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)), buffer(std::move(borrowed)) {}
+
+void CommandListImpl::record(void*, const RecordOptions&) {
+  throw InvalidArgument("record", "this", "a list of the CPU backend",
+                        "a list of a Vulkan backend on the caller's device (make_backend(ExternalVulkan))");
+}
+
+}  // namespace detail
+
+VulkanRequirements vulkan_requirements() {
+  VulkanRequirements r;
+  r.optional_extensions = {detail::kSizeControl, detail::kMemoryBudget};
+  r.optional_features = {"subgroupSizeControl", "computeFullSubgroups"};
+  return r;
+}
+
+std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const DeviceOptions& options) try {
+  using namespace detail;
+  OpScope scope("create backend");
+  check_handles(vulkan);
+  const Enabled enabled = enabled_in(vulkan.device_create_info, vulkan.queue_family_index);
+  auto ctx = std::make_shared<Context>();
+  ctx->external = true;
+  ctx->log = std::make_shared<Logger>(options);
+  ctx->instance = Instance::adopt(vulkan.instance, vulkan.api_version);
+  ctx->physical = external_physical(vulkan, enabled);
+  plan_context(*ctx, options);
+  ctx->device = Device::adopt(ctx->physical, vulkan.device, vulkan.queue);
+  if (vulkan.pipeline_cache != VK_NULL_HANDLE) {
+    ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, vulkan.pipeline_cache, ctx->log);
+  } else {
+    const std::string dir = options.pipeline_cache_dir ? *options.pipeline_cache_dir : default_pipeline_cache_dir();
+    ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, ctx->physical, dir, ctx->log);
+  }
+  ctx->log->log(LogLevel::info, "device: " + ctx->physical.info.name + " (the caller's), queue family " +
+                                    std::to_string(vulkan.queue_family_index) +
+                                    (ctx->physical.subgroup_size_control ? "; subgroup size control enabled" : "") +
+                                    (ctx->physical.memory_budget ? "; memory budget enabled" : ""));
+  return make_vulkan_backend(std::move(ctx));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("create backend");
+}
+
+Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes, const Shape& shape,
+            DType dtype) try {
+  using namespace detail;
+  const char* op = "wrap";
+  OpScope scope(op);
+  auto ctx = context_of(backend);
+  if (!ctx || !ctx->external) {
+    throw InvalidArgument(op, "backend", ctx ? "a backend that made its own device" : "the CPU backend",
+                          "a backend on the caller's device (make_backend(ExternalVulkan))");
+  }
+  ctx->device->check_alive();
+  if (buffer == VK_NULL_HANDLE) throw InvalidArgument(op, "buffer", "VK_NULL_HANDLE", "a VkBuffer of the backend's device");
+  check_new_tensor(op, shape, dtype);
+  const DeviceLimits& lim = ctx->limits;
+  const std::uint64_t align = std::max<std::uint64_t>(lim.storage_offset_alignment, 16);
+  if (offset % align != 0) {
+    throw InvalidArgument(op, "offset", std::to_string(offset),
+                          "a multiple of " + std::to_string(align) + " (minStorageBufferOffsetAlignment = " +
+                              std::to_string(lim.storage_offset_alignment) + ", and 16)");
+  }
+  const std::uint64_t needed = ceil_div(storage_words(numel(shape), dtype) * 4, 16) * 16;
+  if (size_bytes < needed) {
+    throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes),
+                          ">= " + std::to_string(needed) + " (" + to_string(dtype) + " " + shape_string(shape) +
+                              ", rounded up to 16 bytes)");
+  }
+  if (size_bytes > lim.max_storage_buffer_range) {
+    throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes),
+                          "<= maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
+  }
+  return Tensor(std::make_shared<VulkanTensor>(ctx, shape, dtype, Buffer::borrow(buffer, offset, size_bytes)));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("wrap");
+}
+
+KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tensor& k, const Tensor& v) try {
+  using namespace detail;
+  const char* op = "wrap_kv_cache";
+  OpScope scope(op);
+  auto ctx = context_of(backend);
+  if (!ctx || !ctx->external) {
+    throw InvalidArgument(op, "backend", ctx ? "a backend that made its own device" : "the CPU backend",
+                          "a backend on the caller's device (make_backend(ExternalVulkan))");
+  }
+  const Shape shape = check_kv_cache_config(config);
+  const auto& tk = check_tensor(op, "k", k, ctx.get());
+  const auto& tv = check_tensor(op, "v", v, ctx.get());
+  for (const auto& [name, t] : {std::pair{"k", tk.get()}, std::pair{"v", tv.get()}}) {
+    if (t->shape != shape || t->dtype != config.dtype) {
+      throw InvalidArgument(op, name, std::string(to_string(t->dtype)) + " " + shape_string(t->shape),
+                            std::string(to_string(config.dtype)) + " " + shape_string(shape) +
+                                " (config.dtype [n_seqs, capacity, n_kv_heads, head_dim])");
+    }
+  }
+  if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
+  for (const auto* t : {tk.get(), tv.get()}) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
+  return KvCache(std::make_shared<KvCacheImpl>(ctx.get(), config, tk, tv));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("wrap_kv_cache");
+}
+
+Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
+  if (!impl_) throw InvalidArgument("submit", "this", "a moved-from CommandList", "a list made by Backend::commands");
+  detail::SemaphoreSync sync;
+  for (std::size_t i = 0; i < semaphores.wait.size(); ++i) {
+    const SemaphoreWait& w = semaphores.wait[i];
+    if (w.semaphore == VK_NULL_HANDLE) {
+      throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].semaphore", "VK_NULL_HANDLE",
+                            "a VkSemaphore of the backend's device");
+    }
+    if (w.stages == 0) {
+      throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].stages", "0",
+                            "a nonzero VkPipelineStageFlags");
+    }
+    sync.wait.push_back(w.semaphore);
+    sync.wait_values.push_back(w.value);
+    sync.wait_stages.push_back(w.stages);
+  }
+  for (std::size_t i = 0; i < semaphores.signal.size(); ++i) {
+    const SemaphoreSignal& g = semaphores.signal[i];
+    if (g.semaphore == VK_NULL_HANDLE) {
+      throw InvalidArgument("submit", "semaphores.signal[" + std::to_string(i) + "].semaphore", "VK_NULL_HANDLE",
+                            "a VkSemaphore of the backend's device");
+    }
+    sync.signal.push_back(g.semaphore);
+    sync.signal_values.push_back(g.value);
+  }
+  return Submitted(impl_->submit(&sync));
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("submit");
+}
+
+void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions& options) try {
+  if (!impl_) throw InvalidArgument("record", "this", "a moved-from CommandList", "a list made by Backend::commands");
+  if (!command_buffer) {
+    throw InvalidArgument("record", "command_buffer", "VK_NULL_HANDLE", "a VkCommandBuffer in the recording state");
+  }
+  impl_->record(command_buffer, options);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("record");
+}
+
+}  // namespace vkattn

@@ -1,0 +1,184 @@
+// Asynchronous submission (CommandList::submit): handles that can be polled and waited on,
+// downloads that wait for the submission writing the tensor, what a submission uses kept
+// alive until it finishes, and chains with the caller's semaphores (timeline and binary)
+// on an engine's device, with no wait on the host between the links.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/expect_invalid.hpp"
+#include "support/interop.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+constexpr std::size_t kHeads = 4, kHeadDim = 16;
+
+// rope on x at positions 0..n-1, then a copy to y; on |backend|, asynchronously.
+struct RopeCopy {
+  Tensor x, y;
+  CommandList rope, copy;
+  RopeCopy(Backend& b, const std::vector<float>& values, std::size_t n)
+      : x(b.tensor({n, kHeads, kHeadDim}, DType::f32)),
+        y(b.tensor({n, kHeads, kHeadDim}, DType::f32)),
+        rope(b.commands()),
+        copy(b.commands()) {
+    b.upload(x, values);
+    std::vector<std::int32_t> pos(n);
+    for (std::size_t i = 0; i < n; ++i) pos[i] = static_cast<std::int32_t>(1000 * i);
+    rope.rope(x, pos);
+    copy.copy(x, y);
+  }
+};
+
+TEST_F(VulkanVsCpuTest, SubmitReturnsAtOnceAndDownloadsWaitForIt) {
+  const std::size_t n = 64;
+  const auto values = normal(n * kHeads * kHeadDim, 7);
+  RopeCopy want(*cpu_, values, n);
+  Submitted done = want.rope.submit();
+  EXPECT_TRUE(done.ready());  // the CPU backend runs the list before returning
+  EXPECT_TRUE(want.copy.submit().wait());
+  const std::vector<float> expected = cpu_->download(want.y);
+
+  // Two lists in flight on one backend, the second reading what the first writes: queue
+  // order and the second's entry barrier order them; the download of y waits for the
+  // second, with no wait() called.
+  RopeCopy got(*gpu_, values, n);
+  Submitted first = got.rope.submit();
+  Submitted second = got.copy.submit();
+  EXPECT_TRUE(all_close(gpu_->download(got.y), expected, {n, kHeads, kHeadDim}, 1e-5, 1e-5));
+  EXPECT_TRUE(first.wait(0));  // the second finished, so the first had
+  EXPECT_TRUE(second.ready());
+  EXPECT_TRUE(Submitted().ready());
+
+  // Submitting a list again while it runs waits for the run before; rope on x twice more.
+  got.rope.submit();
+  got.rope.submit();
+  Submitted copied = got.copy.submit();
+  EXPECT_TRUE(copied.wait());
+  want.rope.submit_and_wait();
+  want.rope.submit_and_wait();
+  want.copy.submit_and_wait();
+  EXPECT_TRUE(all_close(gpu_->download(got.y), cpu_->download(want.y), {n, kHeads, kHeadDim}, 1e-4, 1e-4));
+  EXPECT_EQ(got.rope.stats().submits, 3u);
+}
+
+TEST_F(VulkanVsCpuTest, WhatASubmissionUsesOutlivesItsHandles) {
+  // The tensors and the list go before the submission has finished: the handle keeps what
+  // the work reads and writes, and waits for it before letting go (ASan and the
+  // validation layer would see a buffer freed under the device).
+  const std::size_t n = 256;
+  const auto values = normal(n * kHeads * kHeadDim, 8);
+  Submitted handle;
+  {
+    RopeCopy work(*gpu_, values, n);
+    work.rope.submit();
+    handle = work.copy.submit();
+  }
+  EXPECT_TRUE(handle.wait());
+  Submitted copy = handle;  // handles copy; the last one lets go
+  handle = Submitted();
+  EXPECT_TRUE(copy.ready());
+}
+
+// An engine with timeline semaphores (Vulkan 1.2).
+class TimelineInterop : public Interop {
+ protected:
+  void make_engine() override { engine_.emplace(VK_API_VERSION_1_2, true, true); }
+};
+
+TEST_F(TimelineInterop, ChainsWithTheEnginesSemaphores) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  auto cpu = make_backend(BackendKind::cpu);
+  const std::size_t n = 8;
+  const VkDeviceSize bytes = n * kHeads * kHeadDim * 4;
+  const auto values = normal(n * kHeads * kHeadDim, 9);
+  RopeCopy want(*cpu, values, n);
+  want.rope.submit_and_wait();
+  want.copy.submit_and_wait();
+
+  EngineBuffer y_buf = e.buffer(bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, false);
+  EngineBuffer readback = e.buffer(bytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+  RopeCopy got(*gpu, values, n);
+  Tensor y = wrap(*gpu, y_buf.buffer, 0, bytes, {n, kHeads, kHeadDim}, DType::f32);
+  CommandList copy = gpu->commands();
+  copy.copy(got.x, y);
+
+  // The host starts the chain: rope waits for timeline value 1, the copy for 2 (which rope
+  // signals), the engine's readback for the copy's binary semaphore.
+  VkSemaphore timeline = e.semaphore(true), binary = e.semaphore(false);
+  Submitted roped = got.rope.submit({.wait = {{timeline, 1}}, .signal = {{timeline, 2}}});
+  Submitted copied = copy.submit({.wait = {{timeline, 2}}, .signal = {{timeline, 3}, {binary, 0}}});
+  EXPECT_FALSE(roped.ready());
+  EXPECT_FALSE(copied.wait(1000000));  // 1 ms: it is waiting for the host's signal
+  // (Signalled before the engine submits: lavapipe's vkQueueSubmit blocks on a binary
+  // semaphore whose signal is still waiting for a timeline value nobody has signalled.)
+  auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+  signal.semaphore = timeline;
+  signal.value = 1;
+  ASSERT_EQ(vkSignalSemaphore(e.device(), &signal), VK_SUCCESS);
+
+  VkCommandBuffer cb = e.begin();
+  Engine::copy(cb, y_buf, 0, readback, 0, bytes);
+  Engine::barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                  VK_ACCESS_HOST_READ_BIT);
+  ASSERT_EQ(vkEndCommandBuffer(cb), VK_SUCCESS);
+  const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
+  auto submit = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+  submit.waitSemaphoreCount = 1;
+  submit.pWaitSemaphores = &binary;
+  submit.pWaitDstStageMask = &stage;
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cb;
+  VkFence fence = e.fence();
+  ASSERT_EQ(vkResetFences(e.device(), 1, &fence), VK_SUCCESS);
+  ASSERT_EQ(vkQueueSubmit(e.queue(), 1, &submit, fence), VK_SUCCESS);
+
+  ASSERT_EQ(vkWaitForFences(e.device(), 1, &fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
+  std::uint64_t reached = 0;
+  ASSERT_EQ(vkGetSemaphoreCounterValue(e.device(), timeline, &reached), VK_SUCCESS);
+  EXPECT_EQ(reached, 3u);
+  EXPECT_TRUE(roped.ready());
+  EXPECT_TRUE(copied.ready());
+  std::vector<float> result(n * kHeads * kHeadDim);
+  std::memcpy(result.data(), readback.mapped, bytes);
+  EXPECT_TRUE(all_close(result, cpu->download(want.y), {n, kHeads, kHeadDim}, 1e-5, 1e-5));
+}
+
+TEST_F(Interop, SemaphoresAreCheckedAndNeedTheCallersDevice) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  Tensor x = gpu->tensor({4, 16}, DType::f32), y = gpu->tensor({4, 16}, DType::f32);
+  CommandList cmd = gpu->commands();
+  expect_invalid([&] { cmd.submit({.signal = {{e.semaphore(false), 0}}}); }, {"submit", "empty list"});
+  cmd.copy(x, y);
+  expect_invalid([&] { cmd.submit({.wait = {{VK_NULL_HANDLE, 0}}}); },
+                 {"submit", "semaphores.wait[0].semaphore", "VK_NULL_HANDLE"});
+  expect_invalid([&] { cmd.submit({.wait = {{e.semaphore(false), 0, 0}}}); }, {"semaphores.wait[0].stages", "0"});
+  expect_invalid([&] { cmd.submit({.signal = {{}, {VK_NULL_HANDLE, 0}}}); }, {"semaphores.signal[0].semaphore"});
+  EXPECT_EQ(cmd.stats().submits, 0u);
+
+  auto cpu = make_backend(BackendKind::cpu);
+  Tensor a = cpu->tensor({4}, DType::f32), b = cpu->tensor({4}, DType::f32);
+  CommandList cpu_list = cpu->commands();
+  cpu_list.copy(a, b);
+  expect_invalid([&] { cpu_list.submit({.signal = {{e.semaphore(false), 0}}}); }, {"submit", "CPU backend"});
+  std::string why;
+  auto own = try_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(own, why);
+  Tensor c = own->tensor({4}, DType::f32), d = own->tensor({4}, DType::f32);
+  CommandList own_list = own->commands();
+  own_list.copy(c, d);
+  expect_invalid([&] { own_list.submit({.signal = {{e.semaphore(false), 0}}}); }, {"submit", "made its own device"});
+  EXPECT_EQ(cpu_list.stats().submits, 0u);
+  EXPECT_EQ(own_list.stats().submits, 0u);
+  for (const auto& m : own->validation_messages()) ADD_FAILURE() << "validation: " << m;
+}
+
+}  // namespace
+}  // namespace vkattn::test
