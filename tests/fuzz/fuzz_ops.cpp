@@ -102,7 +102,9 @@ TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
   // The device's own limits, and the Vulkan 1.1 minimums with every input read through
   // storage buffers (no texel views): between them, every kernel variant.
   DeviceOptions options = test::test_options();
-  options.submit_timeout_ms = 20000;  // a hang is a failure, not a stuck run
+  // A hang is a failure, not a stuck run. lavapipe compiles a kernel when it first runs
+  // it, inside the submission: on a loaded 2-core machine under ASan that took over 20 s.
+  options.submit_timeout_ms = 120000;
   DeviceOptions minimum = options;
   minimum.cap_limits = spec_minimum_limits();
   minimum.cap_limits->max_texel_buffer_elements = 0;
