@@ -16,32 +16,6 @@
 
 namespace vkattn::detail {
 
-Binding ParamArena::add(std::span<const std::uint32_t> words) {
-  const std::uint64_t offset = ceil_div(bytes_.size(), alignment_) * alignment_;
-  // A zero-length range is not a valid descriptor; give empty inputs one word.
-  const std::uint64_t size = std::max<std::uint64_t>(4, words.size_bytes());
-  bytes_.resize(offset + size, 0);
-  std::memcpy(bytes_.data() + offset, words.data(), words.size_bytes());
-  return Binding{nullptr, offset, size, false};
-}
-
-std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits& limits) {
-  const auto& max = limits.max_workgroup_count;
-  const std::uint64_t x = std::min<std::uint64_t>(std::max<std::uint64_t>(groups, 1), max[0]);
-  std::uint64_t y = ceil_div(groups, x);
-  std::uint64_t z = 1;
-  if (y > max[1]) {
-    z = ceil_div(y, max[1]);
-    y = max[1];
-  }
-  if (z > max[2]) {
-    throw Error(ErrorCode::unsupported,
-                std::to_string(groups) + " workgroups exceed maxComputeWorkGroupCount", "fold_grid", 0,
-                current_op());
-  }
-  return {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), static_cast<std::uint32_t>(z)};
-}
-
 namespace {
 
 VkBuffer buffer_of(const Binding& b) { return static_cast<VulkanTensor&>(*b.tensor).buffer->handle(); }
@@ -324,24 +298,6 @@ class VulkanCommandList final : public CommandListImpl {
   };
 
   std::uint64_t alignment() const { return ctx_->limits.storage_offset_alignment; }
-
-  static bool same_dispatches(const std::vector<Dispatch>& a, const std::vector<Dispatch>& b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      const Dispatch &x = a[i], &y = b[i];
-      if (x.key != y.key || x.groups != y.groups || x.push != y.push || x.bindings.size() != y.bindings.size()) {
-        return false;
-      }
-      for (std::size_t j = 0; j < x.bindings.size(); ++j) {
-        const Binding &u = x.bindings[j], &v = y.bindings[j];
-        if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes ||
-            u.write != v.write || u.texel != v.texel) {
-          return false;
-        }
-      }
-    }
-    return true;
-  }
 
   // A write that cannot throw (abort_replay); a failed one drops the own encoding.
   void try_write_params(Encoded& enc) noexcept {

@@ -58,6 +58,10 @@ class ParamArena {
   std::vector<std::uint8_t> bytes_;
 };
 
+// Whether two lists of dispatches bind, push and dispatch the same (parameter bytes may
+// differ): a replay that rebuilds such a list keeps its encoding.
+bool same_dispatches(const std::vector<Dispatch>& a, const std::vector<Dispatch>& b);
+
 // Ops: each checks device-dependent limits and returns its dispatch(es).
 // Copies |words| 32-bit words from word |src_word| of src to word |dst_word| of dst.
 Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
