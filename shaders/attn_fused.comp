@@ -13,6 +13,8 @@
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta: positions, sequence ids, ALiBi slopes, sink logits and
 //              RoPE frequencies (params.h: VKATTN_META_*)
+//   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
+//              or a cache's slot table
 //   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
 //   spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
 //   query tile is not used); spec 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 6: K_VEC, spec 7:
@@ -84,6 +86,7 @@ layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
 layout(std430, binding = 3) writeonly buffer O { float out_[]; };
 layout(std430, binding = 4) readonly buffer M { float mask[]; };
 layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
+layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #include "attn_meta.glsl"
 
 #define TL_ALIGNED K_VEC  // q rows start on 4 elements whenever k rows do
@@ -186,7 +189,6 @@ void main() {
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's slots.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
-    const uint k_meta = seq0 * pc.k_meta_stride;
     const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
     for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
@@ -227,8 +229,8 @@ void main() {
             visible[i] = 0u;
             k_pos[i] = 0;
             if (j < j_end) {
-                k_pos[i] = meta[off_k_pos + k_meta + j];
-                const int k_seq = meta[off_k_seq + k_meta + j];
+                k_pos[i] = key_position(seq0, j);
+                const int k_seq = key_sequence(seq0, j, k_pos[i]);
                 for (uint r = 0u; r < ROWS; ++r) {
                     if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos[i], k_seq)) {
                         visible[i] |= 1u << r;
@@ -245,8 +247,7 @@ void main() {
         if (ROPE_ON_READ) {
             uint cpos[KEYS];
             for (uint i = 0u; i < KEYS; ++i) {
-                const uint j = key0 + i;
-                cpos[i] = uint(meta[off_k_cpos + k_meta + (j < j_end ? j : j_begin)]);
+                cpos[i] = key_cache_position(seq0, k_pos[i]);  // keys past j_end: unused
             }
             ROPE_READ_DOTS(dot, d4, k_row, cpos, work)
         } else if (K_VEC && K_WIDE) {

@@ -21,6 +21,8 @@
 //              the splits' partial results, laid out as attn_fused.comp's
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta (params.h: VKATTN_META_*)
+//   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
+//              or a cache's slot table
 //   push: AttnFusedParams; spec 0: WG, the workgroup size (a multiple of the required
 //   subgroup size); 1: ROWS; 2: LANES; 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); 6, 7: K_EPL, K_PIECES;
 //   8, 9: V_EPL, V_PIECES; 10, 11: K_ALIGNED, V_ALIGNED (head_dim % EPL == 0: pieces need
@@ -77,6 +79,7 @@ layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
 layout(std430, binding = 3) writeonly buffer O { float out_[]; };
 layout(std430, binding = 4) readonly buffer M { float mask[]; };
 layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
+layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #include "attn_meta.glsl"
 
 #define TL_ALIGNED false
@@ -246,7 +249,6 @@ void main() {
         slope[r] = alibi_slope(head[r]);
     }
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
-    const uint k_meta = seq0 * pc.k_meta_stride;
     const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
 
     // The query rows: into shared memory (rotated there when on_read), then the elements
@@ -298,8 +300,8 @@ void main() {
             visible[b] = 0u;
             k_pos[b] = 0;
             if (j < j_end) {
-                k_pos[b] = meta[off_k_pos + k_meta + j];
-                const int k_seq = meta[off_k_seq + k_meta + j];
+                k_pos[b] = key_position(seq0, j);
+                const int k_seq = key_sequence(seq0, j, k_pos[b]);
                 [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                     if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos[b], k_seq)) {
                         visible[b] |= 1u << r;
@@ -321,8 +323,7 @@ void main() {
         }
         if (ROPE_ON_READ) {
             [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
-                const uint j = min(key[b], j_end - 1u);
-                rotate_key(sid, lane, uint(meta[off_k_cpos + k_meta + j]), k_lo[b], k_hi[b]);
+                rotate_key(sid, lane, key_cache_position(seq0, k_pos[b]), k_lo[b], k_hi[b]);  // past j_end: unused
             }
         }
 

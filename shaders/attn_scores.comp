@@ -10,6 +10,8 @@
 //   binding 4: readonly int meta: positions, sequence ids, ALiBi slopes, RoPE frequencies
 //              (params.h: VKATTN_META_*); the host keeps a tile within one sequence when
 //              keys come from a cache.
+//   binding 5: readonly int key positions (params.h): the keys' positions and sequences,
+//              or a cache's slot table
 //   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
 //   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 5:
 //   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
@@ -73,6 +75,7 @@ layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 2) writeonly buffer S4 { vec4 scores4[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
 layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
+layout(std430, binding = 5) readonly buffer KeyPos { int kpos[]; };
 #include "attn_meta.glsl"
 
 // q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies.
@@ -147,7 +150,6 @@ void main() {
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's keys.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
-    const uint k_meta = seq0 * pc.k_meta_stride;
     // 1. Query rows into shared memory (zero past head_dim), unless read directly.
     for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
@@ -177,9 +179,9 @@ void main() {
         if (j >= pc.n_keys) {
             continue;
         }
-        const int k_pos = meta[off_k_pos + k_meta + j];
+        const int k_pos = key_position(seq0, j);
         key_pos[i] = k_pos;
-        const int k_seq = meta[off_k_seq + k_meta + j];
+        const int k_seq = key_sequence(seq0, j, k_pos);
         for (uint r = 0u; r < ROWS; ++r) {
             if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
                 visible[i] |= 1u << r;
@@ -203,8 +205,7 @@ void main() {
         // Each key pair is rotated by the key's in-cache position as it is read.
         uint cpos[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
-            const uint j = key0 + i;
-            cpos[i] = uint(meta[off_k_cpos + k_meta + (j < pc.n_keys ? j : 0u)]);
+            cpos[i] = key_cache_position(seq0, key_pos[i]);  // keys past n_keys: unused
         }
         ROPE_READ_DOTS(acc, d4, k_row, cpos, work)
     } else if (VEC && K_WIDE) {

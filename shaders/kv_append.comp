@@ -10,10 +10,12 @@
 //                f32, 1 f16, 2 q8_0, 3 q4_0, whose scales start at word dst_scales; head_dim
 //                is even for f16 and a multiple of 32 for the quantized types, so every row
 //                starts on a word and every block on its own code words)
-//   binding 4: readonly int dst_rows[n_tokens]
+//   binding 4: readonly int rows: dst_rows[n_tokens], then the tokens' positions[n_tokens]
+//   binding 5: int slots[n_seqs * capacity], the cache's slot table: slots[dst_rows[t]] =
+//              positions[t] when write_slots (params.h: the key positions attention reads)
 //   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_TYPE
-//   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2:
-//   dst_rows), for devices that allow 4 storage buffers per kernel; the host records two
+//   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2: rows,
+//   3: slots), for devices that allow 4 storage buffers per kernel; the host records two
 //   grid: one invocation per (token, kv head, pair of elements), or per block of 32 for the
 //   quantized types, folded
 // An invocation owns a pair of elements (a block), so an f16 word (a block's code words) is
@@ -35,6 +37,7 @@ const bool DST_F16 = DST_TYPE == 1u, DST_QUANT = DST_TYPE >= 2u;
 layout(std430, binding = 0) readonly buffer Src { uint src_words[]; };
 layout(std430, binding = 1) buffer Dst { uint dst_words[]; };
 layout(std430, binding = 2) readonly buffer Rows { int dst_rows[]; };
+layout(std430, binding = 3) buffer Slots { int slots[]; };
 const uint N_TENSORS = 1u;
 
 float src_elem(uint which, uint e) {
@@ -56,6 +59,7 @@ layout(std430, binding = 1) readonly buffer V { uint v_src[]; };
 layout(std430, binding = 2) buffer KC { uint k_cache[]; };
 layout(std430, binding = 3) buffer VC { uint v_cache[]; };
 layout(std430, binding = 4) readonly buffer Rows { int dst_rows[]; };
+layout(std430, binding = 5) buffer Slots { int slots[]; };
 const uint N_TENSORS = 2u;
 
 float src_elem(uint which, uint e) {
@@ -82,6 +86,13 @@ void store_half(uint which, uint e, uint shift, uint bits) {
 }
 #endif
 
+// The invocation that owns a token's first element records the position its slot holds.
+void write_slot(uint t, int row) {
+    if (pc.write_slots != 0u) {
+        slots[row] = dst_rows[pc.n_tokens + t];
+    }
+}
+
 // One block of 32 elements of a quantized cache.
 void append_block(uint id) {
     const uint blocks = pc.head_dim / QUANT_BLOCK;
@@ -91,6 +102,9 @@ void append_block(uint id) {
     const int row = dst_rows[t];
     if (row < 0) {
         return;
+    }
+    if (g == 0u && u == 0u) {
+        write_slot(t, row);
     }
     const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + QUANT_BLOCK * u;
     const uint dst = (uint(row) * pc.n_kv_heads + g) * pc.head_dim + QUANT_BLOCK * u;  // element
@@ -128,6 +142,9 @@ void main() {
     const int row = dst_rows[t];
     if (row < 0) {
         return;
+    }
+    if (g == 0u && u == 0u) {
+        write_slot(t, row);
     }
     const uint seq = uint(row) / pc.capacity, slot = uint(row) % pc.capacity;
     const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + 2u * u;

@@ -136,6 +136,53 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
   }
 }
 
+// An op that refuses after earlier ops of the list have advanced their caches (here layer
+// 0's append overwrote a slot of its wrapped ring before layer 1's refused): every cache is
+// as it was, and the list still replays, agreeing with one recorded afresh.
+TEST_F(VulkanVsCpuTest, ReplayRefusedByALaterOpUndoesEarlierAppends) {
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    const KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 4, .n_sinks = 1};
+    Tensor q = b->tensor({1, kHeads, kDim}, DType::f32), k = b->tensor({1, kKvHeads, kDim}, DType::f32),
+           v = b->tensor({1, kKvHeads, kDim}, DType::f32), out = b->tensor({1, kHeads, kDim}, DType::f32);
+    b->upload(q, normal(kHeads * kDim, 1));
+    b->upload(k, normal(kKvHeads * kDim, 2));
+    b->upload(v, normal(kKvHeads * kDim, 3));
+    KvCache layers[2] = {b->kv_cache(config), b->kv_cache(config)};
+    auto record = [&](CommandList& cmd, std::int32_t p) {
+      for (KvCache& c : layers) {
+        cmd.kv_append(c, k, v, {&p, 1});
+        cmd.attention(q, c, out, {.q_positions = {&p, 1}});
+      }
+    };
+    CommandList cmd = b->commands();
+    record(cmd, 0);
+    cmd.submit_and_wait();
+    for (std::int32_t p = 1; p < 6; ++p) {  // past the 3-slot ring: slots are overwritten
+      cmd.set_tokens({&p, 1});
+      cmd.submit_and_wait();
+    }
+    layers[1].reset(0);  // layer 1 starts again at 0, layer 0 continues at 6
+    const std::vector<std::int32_t> before = layers[0].slot_positions(0);
+    const std::int32_t six = 6;
+    expect_invalid([&] { cmd.set_tokens({&six, 1}); }, {"kv_append", "positions"});
+    EXPECT_EQ(layers[0].slot_positions(0), before) << to_string(b->kind()) << ": layer 0's append was undone";
+    EXPECT_EQ(layers[0].next_position(0), 6);
+    EXPECT_EQ(layers[1].next_position(0), 0);
+    // Back in step, the list replays, as a list recorded afresh does.
+    layers[0].reset(0);
+    const std::int32_t zero = 0;
+    cmd.set_tokens({&zero, 1});
+    cmd.submit_and_wait();
+    const std::vector<float> replayed = b->download(out);
+    for (KvCache& c : layers) c.reset(0);
+    CommandList fresh = b->commands();
+    record(fresh, 0);
+    fresh.submit_and_wait();
+    EXPECT_EQ(b->download(out), replayed) << to_string(b->kind());
+    EXPECT_EQ(layers[0].slot_positions(0), layers[1].slot_positions(0));
+  }
+}
+
 // Plain-tensor attention keeps its own key positions; only the queries' change.
 TEST_F(VulkanVsCpuTest, ReplayKeepsPlainKeyPositions) {
   std::vector<std::vector<float>> outs;

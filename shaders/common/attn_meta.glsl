@@ -1,21 +1,37 @@
 // The attention metadata binding (params.h, VKATTN_META_*): word offsets first, then the
-// arrays. The includer declares `int meta[]` and calls read_meta_offsets() at the start
-// of main(), so that the loops read each array without first reading its offset.
+// arrays; and the key positions binding. The includer declares `int meta[]` and
+// `int kpos[]` and calls read_meta_offsets() at the start of main(), so that the loops read
+// each array without first reading its offset.
 #ifndef VKATTN_ATTN_META_GLSL
 #define VKATTN_ATTN_META_GLSL
 
-uint off_q_pos, off_q_seq, off_k_pos, off_k_seq, off_slopes, off_q_cpos, off_k_cpos, off_sinks, off_turns;
+uint off_q_pos, off_q_seq, off_ring, off_slopes, off_q_cpos, off_sinks, off_turns;
 
 void read_meta_offsets() {
     off_q_pos = uint(meta[VKATTN_META_Q_POS]);
     off_q_seq = uint(meta[VKATTN_META_Q_SEQ]);
-    off_k_pos = uint(meta[VKATTN_META_K_POS]);
-    off_k_seq = uint(meta[VKATTN_META_K_SEQ]);
+    off_ring = uint(meta[VKATTN_META_RING]);
     off_slopes = uint(meta[VKATTN_META_SLOPES]);
     off_q_cpos = uint(meta[VKATTN_META_Q_CPOS]);
-    off_k_cpos = uint(meta[VKATTN_META_K_CPOS]);
     off_sinks = uint(meta[VKATTN_META_SINKS]);
     off_turns = uint(meta[VKATTN_META_TURNS]);
+}
+
+// Key j's position for a tile of sequence |seq| (0 for plain keys): -1 for an empty slot.
+int key_position(uint seq, uint j) {
+    return kpos[seq * pc.k_meta_stride + j];
+}
+
+// Key j's sequence: a cache slot belongs to its sequence when it holds a position.
+int key_sequence(uint seq, uint j, int position) {
+    return pc.k_meta_stride != 0u ? (position >= 0 ? int(seq) : -1) : kpos[pc.n_keys + j];
+}
+
+// KvRope::on_read: where a key of sequence |seq| at |position| sits inside the cache (sinks
+// first, then the ring oldest first); 0 for an empty slot, whose score is never used.
+uint key_cache_position(uint seq, int position) {
+    const int sinks = meta[off_ring];
+    return position < 0 ? 0u : uint(position < sinks ? position : sinks + position - meta[off_ring + 1u + seq]);
 }
 
 // ALiBi slope of query head |head| (0 without ALiBi: the slopes are not there to read).

@@ -39,23 +39,27 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 
 // Attention. Rows of a kv head's group are (token, head in group) pairs, row = t * group + i,
 // head = kv_head * group + i; a workgroup takes rows_per_wg consecutive rows.
-// The scores and fused kernels read one metadata binding of 32-bit words: first these word
-// offsets, then the arrays they point at: q_pos, q_seq (n_tokens each), k_pos, k_seq (a
-// cache holds k_meta_stride entries per sequence), ALiBi slopes (float bits, n_heads),
-// the in-cache positions of queries and keys (KvRope::on_read), sink logits (float bits,
-// n_heads) and RoPE frequencies (rope_phase.glsl's (lo, hi) turns, rotary_dim / 2 pairs).
+// The scores and fused kernels read two bindings of 32-bit ints besides the tensors:
+// - meta: first these word offsets, then the arrays they point at: q_pos, q_seq (n_tokens
+//   each); for keys from a cache with KvRope::on_read, the ring (n_sinks, then each
+//   sequence's oldest ring position); ALiBi slopes (float bits, n_heads); the queries'
+//   in-cache positions (on_read); sink logits (float bits, n_heads); RoPE frequencies
+//   (rope_phase.glsl's (lo, hi) turns, rotary_dim / 2 pairs). All of it is O(tokens +
+//   heads): a list's parameters.
+// - key positions: for plain keys k_pos then k_seq (n_keys each), a list's parameters; for
+//   keys from a cache, the cache's slot table on the device (k_meta_stride = capacity
+//   entries per sequence, -1 for an empty slot), which kv_append writes as it runs, so
+//   that recording or replaying an op over a cache costs the host nothing per slot.
 // Offsets live there rather than in push constants, which stay well inside the 128 bytes
 // every device has.
 #define VKATTN_META_Q_POS 0
 #define VKATTN_META_Q_SEQ 1
-#define VKATTN_META_K_POS 2
-#define VKATTN_META_K_SEQ 3
-#define VKATTN_META_SLOPES 4
-#define VKATTN_META_Q_CPOS 5
-#define VKATTN_META_K_CPOS 6
-#define VKATTN_META_SINKS 7
-#define VKATTN_META_TURNS 8
-#define VKATTN_META_HEADER 9
+#define VKATTN_META_RING 2
+#define VKATTN_META_SLOPES 3
+#define VKATTN_META_Q_CPOS 4
+#define VKATTN_META_SINKS 5
+#define VKATTN_META_TURNS 6
+#define VKATTN_META_HEADER 7
 #if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_SCORES)
 VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint n_tokens;
@@ -69,7 +73,7 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint k_key_stride;    // elements between keys of k
     uint k_head_stride;   // elements between kv heads of k
     uint k_seq_stride;    // elements between sequences of a cache (token t reads q_seq[t]'s)
-    uint k_meta_stride;   // k_pos/k_seq entries between sequences; 0 for plain keys
+    uint k_meta_stride;   // key positions between sequences (the cache's capacity); 0 for plain keys
     float scale;
     float softcap;        // 0: off
     uint causal;
@@ -130,7 +134,7 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint k_key_stride;    // elements between keys, kv heads and sequences: k and v alike
     uint k_head_stride;
     uint k_seq_stride;
-    uint k_meta_stride;   // k_pos/k_seq entries between sequences; 0 for plain keys
+    uint k_meta_stride;   // key positions between sequences (the cache's capacity); 0 for plain keys
     float scale;
     float softcap;
     uint causal;
@@ -164,6 +168,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint head_dim;
     uint capacity;        // slots per sequence (dst_rows = seq * capacity + slot)
     uint dst_scales;      // q8_0/q4_0 caches: word offset of the scales
+    uint write_slots;     // 1: also write each kept token's position into the slot table
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -2,8 +2,8 @@
 // backend's CommandListImpl, and keeps a recipe (its arguments and the same two steps) so
 // that set_tokens can record the list again with new token data. Each entry point turns a
 // host allocation failure below it into Error(out_of_memory) naming its op.
+#include <algorithm>
 #include <new>
-#include <set>
 
 #include "common/kv_cache_impl.hpp"
 #include "common/tensor_impl.hpp"
@@ -40,8 +40,13 @@ Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end());
 template <class Run>
 void record_op(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
             std::shared_ptr<detail::KvCacheImpl> cache = nullptr) {
-  impl.recipes.reserve(impl.recipes.size() + 1);  // a recorded op always has its recipe
+  // A recorded op always has its recipe: room for it first (doubling, as push_back would).
+  if (impl.recipes.size() == impl.recipes.capacity()) impl.recipes.reserve(std::max<std::size_t>(8, 2 * impl.recipes.size()));
+  if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) {
+    impl.caches.reserve(impl.caches.size() + 1);
+  }
   run(impl, nullptr);
+  if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) impl.caches.push_back(cache);
   impl.recipes.push_back({std::move(run), n_tokens, std::move(cache)});
 }
 
@@ -96,10 +101,12 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
 void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
   auto& impl = live(impl_, "rope");
   const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
-  record_op(impl, [t, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [t, pos = copy_of(positions), config, checked = RopeConfig{}](CommandListImpl& i,
+                                                                              const NextTokens* next) mutable {
     const auto p = positions_of(next, pos);
-    RopeConfig checked = detail::check_rope(*t, nullptr, p, config);
-    i.rope(t, nullptr, copy_of(p), checked);
+    if (next) detail::check_rope_positions(*t, nullptr, p);
+    else checked = detail::check_rope(*t, nullptr, p, config);
+    i.rope(t, nullptr, p, checked);
   }, positions.size());
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
@@ -109,10 +116,12 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
   auto& impl = live(impl_, "rope");
   const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
   const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
-  record_op(impl, [tq, tk, pos = copy_of(positions), config](CommandListImpl& i, const NextTokens* next) {
+  record_op(impl, [tq, tk, pos = copy_of(positions), config, checked = RopeConfig{}](CommandListImpl& i,
+                                                                                   const NextTokens* next) mutable {
     const auto p = positions_of(next, pos);
-    RopeConfig checked = detail::check_rope(*tq, tk.get(), p, config);
-    i.rope(tq, tk, copy_of(p), checked);
+    if (next) detail::check_rope_positions(*tq, tk.get(), p);
+    else checked = detail::check_rope(*tq, tk.get(), p, config);
+    i.rope(tq, tk, p, checked);
   }, positions.size());
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
@@ -128,9 +137,14 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record_op(impl, [tq, tk, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
-    detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
-    detail::check_no_sinks(config);
+  record_op(impl, [tq, tk, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](
+                      CommandListImpl& i, const NextTokens* next) mutable {
+    if (next) {
+      detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
+    } else {
+      params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
+      detail::check_no_sinks(config);
+    }
     i.attn_scores(tq, tk, ts, tm, params);
   }, n);
 } catch (const std::bad_alloc&) {
@@ -167,12 +181,13 @@ void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, st
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
-  auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options](CommandListImpl& i,
-                                                                                    const NextTokens* next) {
+  auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options,
+              plan = detail::KvCacheImpl::AppendPlan{}](CommandListImpl& i, const NextTokens* next) mutable {
     const auto p = positions_of(next, pos), s = seq_ids_of(next, seq);
-    detail::check_kv_append(*c, *tk, *tv, p, s);
-    const detail::KvCacheImpl::AppendPlan plan = c->plan_append(p, s, options);
-    i.kv_append(c, tk, tv, plan.dst_rows);
+    if (next) detail::check_kv_append_tokens(*c, *tk, p, s);
+    else detail::check_kv_append(*c, *tk, *tv, p, s);
+    c->plan_append(p, s, options, plan);
+    i.kv_append(c, tk, tv, plan.dst_rows, p);
     c->apply_append(p, s, plan);
   };
   record_op(impl, std::move(run), positions.size(), c);
@@ -208,9 +223,14 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record_op(impl, [c, tq, ts, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
-    detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
-    detail::check_no_sinks(config);
+  record_op(impl, [c, tq, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](
+                      CommandListImpl& i, const NextTokens* next) mutable {
+    if (next) {
+      detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
+    } else {
+      params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
+      detail::check_no_sinks(config);
+    }
     i.attn_scores_cache(tq, c, ts, tm, params);
   }, n);
 } catch (const std::bad_alloc&) {
@@ -244,9 +264,11 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record_op(impl, [tq, tk, tv, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
-    detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
-    i.attention(tq, tk, tv, to, tm, a.scores, std::move(a.sinks), a.path);
+  record_op(impl, [tq, tk, tv, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](
+                      CommandListImpl& i, const NextTokens* next) mutable {
+    if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
+    else a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
+    i.attention(tq, tk, tv, to, tm, a.scores, a.sinks, a.path);
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
@@ -262,9 +284,11 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
-  record_op(impl, [c, tq, to, tm, own = std::move(own), config](CommandListImpl& i, const NextTokens* next) {
-    detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
-    i.attention_cache(tq, c, to, tm, a.scores, std::move(a.sinks), a.path);
+  record_op(impl, [c, tq, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](
+                      CommandListImpl& i, const NextTokens* next) mutable {
+    if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
+    else a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
+    i.attention_cache(tq, c, to, tm, a.scores, a.sinks, a.path);
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
@@ -294,18 +318,23 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
                           "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
   }
-  // The caches' bookkeeping as it was, restored when an op refuses the new tokens.
-  struct Saved {
-    std::shared_ptr<detail::KvCacheImpl> cache;
-    Ints slot_pos, next, oldest;
-  };
-  std::vector<Saved> saved;
-  std::set<const detail::KvCacheImpl*> seen;
-  for (const detail::Recipe& r : impl.recipes) {
-    if (r.cache && seen.insert(r.cache.get()).second) {
-      saved.push_back({r.cache, r.cache->slot_pos, r.cache->next, r.cache->oldest});
-    }
+  // The caches' bookkeeping as it was (next and oldest whole, slot entries as the replay
+  // overwrites them), put back when an op refuses the new tokens.
+  impl.saved.resize(impl.caches.size());
+  for (std::size_t i = 0; i < impl.caches.size(); ++i) {
+    detail::KvCacheImpl& c = *impl.caches[i];
+    detail::CommandListImpl::SavedCache& s = impl.saved[i];
+    s.next.assign(c.next.begin(), c.next.end());
+    s.oldest.assign(c.oldest.begin(), c.oldest.end());
+    s.slots.clear();
+    c.journal = &s.slots;
   }
+  struct Unjournal {
+    CommandListImpl& impl;
+    ~Unjournal() {
+      for (const auto& c : impl.caches) c->journal = nullptr;
+    }
+  } unjournal{impl};
   const NextTokens next{positions, seq_ids};
   impl.begin_replay();
   try {
@@ -313,10 +342,12 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     impl.end_replay();
   } catch (...) {
     impl.abort_replay();
-    for (Saved& s : saved) {
-      s.cache->slot_pos = std::move(s.slot_pos);
-      s.cache->next = std::move(s.next);
-      s.cache->oldest = std::move(s.oldest);
+    for (std::size_t i = 0; i < impl.caches.size(); ++i) {
+      detail::KvCacheImpl& c = *impl.caches[i];
+      detail::CommandListImpl::SavedCache& s = impl.saved[i];
+      for (auto it = s.slots.rbegin(); it != s.slots.rend(); ++it) c.slot_pos[it->first] = it->second;
+      std::copy(s.next.begin(), s.next.end(), c.next.begin());
+      std::copy(s.oldest.begin(), s.oldest.end(), c.oldest.begin());
     }
     throw;
   }

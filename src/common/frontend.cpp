@@ -56,7 +56,13 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
     throw Error(e.code(), "K and V of shape " + detail::shape_string(shape) + ": " + e.message(), e.call(),
                 e.vk_result(), "kv_cache");
   }
-  return KvCache(std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl()));
+  auto impl = std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl());
+  if (kind() == BackendKind::vulkan) {
+    // The slot table kv_append keeps on the device and attention reads there.
+    impl->slots = make_tensor({config.n_seqs * config.capacity}, DType::i32);
+    impl->publish();
+  }
+  return KvCache(std::move(impl));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_cache");
 }

@@ -1,7 +1,6 @@
 #include "common/kv_cache_impl.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include "common/validate.hpp"
 
@@ -65,64 +64,92 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
       next(config_.n_seqs, 0),
       oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {}
 
+void KvCacheImpl::publish() const {
+  // int32 and uint32 may alias: the words as they are.
+  if (slots) slots->store({reinterpret_cast<const std::uint32_t*>(slot_pos.data()), slot_pos.size()});
+}
+
+void KvCacheImpl::fill_keys(ScoresParams& p) const {
+  p.k_pos.assign(slot_pos.begin(), slot_pos.end());
+  p.k_seq.resize(p.k_pos.size());
+  for (std::size_t s = 0; s < config.n_seqs; ++s) {
+    for (std::size_t i = s * config.capacity; i < (s + 1) * config.capacity; ++i) {
+      p.k_seq[i] = p.k_pos[i] >= 0 ? static_cast<std::int32_t>(s) : -1;
+    }
+  }
+  p.k_cpos.clear();
+  if (!p.rope_on_read) return;
+  p.k_cpos.assign(p.k_pos.size(), 0);
+  for (std::size_t s = 0; s < config.n_seqs; ++s) {
+    for (std::size_t i = s * config.capacity; i < (s + 1) * config.capacity; ++i) {
+      if (p.k_pos[i] >= 0) p.k_cpos[i] = cache_position(s, p.k_pos[i]);
+    }
+  }
+}
+
 std::size_t KvCacheImpl::slot(std::int32_t position) const {
   const auto p = static_cast<std::size_t>(position);
   return p < config.n_sinks ? p : config.n_sinks + (p - config.n_sinks) % ring();
 }
 
-KvCacheImpl::AppendPlan KvCacheImpl::plan_append(std::span<const std::int32_t> positions,
-                                                 std::span<const std::int32_t> seq_ids,
-                                                 const KvAppendOptions& options) const {
+void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                              const KvAppendOptions& options, AppendPlan& plan) const {
   const char* op = "kv_append";
-  // 1. Each sequence's tokens continue at next[seq], one position at a time.
-  std::map<std::int32_t, std::int32_t> expect;  // seq -> next position expected
-  std::map<std::int32_t, std::int32_t> last;    // seq -> last position of this call
+  // 1. Each sequence's tokens continue at next[seq], one position at a time. expect[s]:
+  // the next position expected (-1: no token of s yet); last[s]: s's last position here.
+  plan.expect.assign(config.n_seqs, -1);
+  plan.last.resize(config.n_seqs);
   for (std::size_t t = 0; t < positions.size(); ++t) {
     const std::int32_t s = seq_ids.empty() ? 0 : seq_ids[t];
     if (s < 0 || static_cast<std::size_t>(s) >= config.n_seqs) {
       throw InvalidArgument(op, "seq_ids[" + std::to_string(t) + "]", std::to_string(s),
                             "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
     }
-    auto it = expect.try_emplace(s, next[static_cast<std::size_t>(s)]).first;
-    if (positions[t] != it->second) {
+    const auto u = static_cast<std::size_t>(s);
+    std::int32_t& expect = plan.expect[u];
+    if (expect < 0) expect = next[u];
+    if (positions[t] != expect) {
       throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]),
-                            std::to_string(it->second) + ": sequence " + std::to_string(s) +
+                            std::to_string(expect) + ": sequence " + std::to_string(s) +
                                 " continues there (positions must be consecutive)");
     }
-    if (it->second == INT32_MAX) {
+    if (expect == INT32_MAX) {
       throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]), "< 2^31 - 1");
     }
-    ++it->second;
-    last[s] = positions[t];
+    ++expect;
+    plan.last[u] = positions[t];
   }
   // 2. A sequence's new ring tokens beyond the ring would overwrite each other.
-  for (const auto& [s, end] : expect) {
-    const std::int32_t first_ring = std::max(next[static_cast<std::size_t>(s)], static_cast<std::int32_t>(config.n_sinks));
-    const std::int64_t new_ring = std::int64_t{end} - first_ring;
+  for (std::size_t s = 0; s < config.n_seqs; ++s) {
+    if (plan.expect[s] < 0) continue;
+    const std::int32_t first_ring = std::max(next[s], static_cast<std::int32_t>(config.n_sinks));
+    const std::int64_t new_ring = std::int64_t{plan.expect[s]} - first_ring;
     if (new_ring > static_cast<std::int64_t>(ring()) && !options.keep_last) {
       throw InvalidArgument(op, "positions (sequence " + std::to_string(s) + ")", std::to_string(new_ring) + " new ring tokens",
                             "at most capacity - n_sinks = " + std::to_string(ring()) +
                                 " per call, or KvAppendOptions::keep_last");
     }
   }
-  AppendPlan plan;
   plan.dst_rows.resize(positions.size());
   for (std::size_t t = 0; t < positions.size(); ++t) {
-    const std::int32_t s = seq_ids.empty() ? 0 : seq_ids[t];
+    const auto s = static_cast<std::size_t>(seq_ids.empty() ? 0 : seq_ids[t]);
     const std::int32_t p = positions[t];
     // With keep_last, a ring token that a later token of the call overwrites is dropped.
     const bool dropped = p >= static_cast<std::int32_t>(config.n_sinks) &&
-                         std::int64_t{last[s]} - p >= static_cast<std::int64_t>(ring());
-    plan.dst_rows[t] = dropped ? -1 : static_cast<std::int32_t>(static_cast<std::size_t>(s) * config.capacity + slot(p));
+                         std::int64_t{plan.last[s]} - p >= static_cast<std::int64_t>(ring());
+    plan.dst_rows[t] = dropped ? -1 : static_cast<std::int32_t>(s * config.capacity + slot(p));
   }
-  return plan;
 }
 
 void KvCacheImpl::apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
                                const AppendPlan& plan) {
   for (std::size_t t = 0; t < positions.size(); ++t) {
     const auto s = static_cast<std::size_t>(seq_ids.empty() ? 0 : seq_ids[t]);
-    if (plan.dst_rows[t] >= 0) slot_pos[static_cast<std::size_t>(plan.dst_rows[t])] = positions[t];
+    if (plan.dst_rows[t] >= 0) {
+      const auto row = static_cast<std::size_t>(plan.dst_rows[t]);
+      if (journal) journal->emplace_back(row, slot_pos[row]);
+      slot_pos[row] = positions[t];
+    }
     next[s] = positions[t] + 1;
     const std::int64_t held_from = std::int64_t{next[s]} - static_cast<std::int64_t>(ring());
     oldest[s] = static_cast<std::int32_t>(std::max<std::int64_t>(oldest[s], held_from));
@@ -130,6 +157,9 @@ void KvCacheImpl::apply_append(std::span<const std::int32_t> positions, std::spa
 }
 
 void KvCacheImpl::copy_sequence(std::size_t src, std::size_t dst) {
+  if (journal) {
+    for (std::size_t i = dst * config.capacity; i < (dst + 1) * config.capacity; ++i) journal->emplace_back(i, slot_pos[i]);
+  }
   std::copy_n(slot_pos.begin() + static_cast<std::ptrdiff_t>(src * config.capacity), config.capacity,
               slot_pos.begin() + static_cast<std::ptrdiff_t>(dst * config.capacity));
   next[dst] = next[src];
@@ -203,6 +233,7 @@ void KvCache::reset(std::size_t seq) {
   std::fill_n(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity), c.config.capacity, -1);
   c.next[seq] = 0;
   c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
+  c.publish();
 }
 
 void KvCache::truncate(std::size_t seq, std::int32_t position) {
@@ -226,6 +257,7 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) {
   }
   c.next[seq] = position;
   if (position <= static_cast<std::int32_t>(c.config.n_sinks)) c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
+  c.publish();
 }
 
 }  // namespace vkattn

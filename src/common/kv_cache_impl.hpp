@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/tensor_impl.hpp"
@@ -21,6 +22,12 @@ class KvCacheImpl {
   const void* const owner;
   const KvCacheConfig config;
   const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, capacity, n_kv_heads, head_dim]
+  // The slot table on the device (Vulkan): i32 [n_seqs * capacity], slot_pos as the
+  // device's kv_append ops have written it, read by attention; null on the CPU backend.
+  std::shared_ptr<TensorImpl> slots;
+  // Writes slot_pos to |slots| after the host changed it outside a command list (creation,
+  // reset, truncate, restore_cache).
+  void publish() const;
 
   std::size_t ring() const { return config.capacity - config.n_sinks; }
   std::size_t slot(std::int32_t position) const;
@@ -28,16 +35,26 @@ class KvCacheImpl {
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append
   std::vector<std::int32_t> oldest;    // per sequence: oldest ring position (>= n_sinks) held
+  // While a replay runs (CommandList::set_tokens), where each write to slot_pos logs the
+  // entry and its old value, so that a refused replay can put the bookkeeping back; null
+  // otherwise.
+  std::vector<std::pair<std::size_t, std::int32_t>>* journal = nullptr;
 
-  // Per token, the row it goes to (seq * capacity + slot), or -1 when keep_last drops it.
+  // Per token, the row it goes to (seq * capacity + slot), or -1 when keep_last drops it;
+  // and per sequence what planning needs (kept so that a replay plans without allocating).
   struct AppendPlan {
     std::vector<std::int32_t> dst_rows;
+    std::vector<std::int32_t> expect, last;
   };
-  AppendPlan plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
-                         const KvAppendOptions& options) const;
+  // Checks an append and plans it into |plan|; throws InvalidArgument, changing nothing.
+  void plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                   const KvAppendOptions& options, AppendPlan& plan) const;
   void apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
                     const AppendPlan& plan);
   void copy_sequence(std::size_t src, std::size_t dst);
+  // The keys' positions, sequences and (KvRope::on_read) in-cache positions as the host's
+  // bookkeeping has them now, into |p| (ScoresParams: the CPU backend reads them there).
+  void fill_keys(ScoresParams& p) const;
   // KvRope::on_read: the position |position| of |seq| takes inside the cache now.
   std::int32_t cache_position(std::size_t seq, std::int32_t position) const;
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has

@@ -125,6 +125,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   c->slot_pos = ints(slot_pos);
   c->next = ints(next);
   c->oldest = ints(oldest);
+  c->publish();
 }
 
 }  // namespace vkattn

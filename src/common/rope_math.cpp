@@ -105,15 +105,16 @@ std::vector<std::uint64_t> rope_turns_fixed(const std::vector<long double>& thet
 }
 
 const RopeTurns& rope_turn_words(const RopeConfig& c, std::int32_t max_position) {
-  // Every field the table depends on; the largest position only where it matters.
-  std::vector<double> key{static_cast<double>(c.rotary_dim), c.base, static_cast<double>(c.scaling), c.factor,
-                          static_cast<double>(c.original_context), static_cast<double>(c.sequence_length),
-                          c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.mscale, c.yarn.mscale_all_dim,
-                          c.yarn.truncate ? 1.0 : 0.0, c.llama3.low_freq_factor, c.llama3.high_freq_factor,
-                          c.attention_factor ? 1.0 : 0.0, c.attention_factor.value_or(0.0),
-                          c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0
-                              ? static_cast<double>(max_position)
-                              : 0.0};
+  // Every field the table depends on; the largest position only where it matters. The
+  // key's memory is kept: every recorded or replayed RoPE op looks its table up here.
+  thread_local std::vector<double> key;
+  key.assign({static_cast<double>(c.rotary_dim), c.base, static_cast<double>(c.scaling), c.factor,
+              static_cast<double>(c.original_context), static_cast<double>(c.sequence_length),
+              c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.mscale, c.yarn.mscale_all_dim,
+              c.yarn.truncate ? 1.0 : 0.0, c.llama3.low_freq_factor, c.llama3.high_freq_factor,
+              c.attention_factor ? 1.0 : 0.0, c.attention_factor.value_or(0.0),
+              c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0 ? static_cast<double>(max_position)
+                                                                               : 0.0});
   key.insert(key.end(), c.freq_factors.begin(), c.freq_factors.end());
   struct Entry {
     std::vector<double> key;
@@ -131,7 +132,7 @@ const RopeTurns& rope_turn_words(const RopeConfig& c, std::int32_t max_position)
   }
   turns.attention_factor = static_cast<double>(table.attention_factor);
   if (recent.size() == 4) recent.erase(recent.begin());
-  recent.push_back({std::move(key), std::move(turns)});
+  recent.push_back({key, std::move(turns)});
   return recent.back().turns;
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "vkattn/command_list.hpp"
@@ -35,6 +36,10 @@ class TensorImpl {
   const DType dtype;
   const std::size_t numel;
   const std::size_t words;  // 32-bit storage words
+
+  // Host words into the tensor's storage (Backend::write_words), after any pending
+  // submission that writes it.
+  virtual void store(std::span<const std::uint32_t> words) = 0;
 };
 
 // Attention scores parameters after checking: defaults resolved, seq ids filled in.
@@ -45,13 +50,17 @@ struct ScoresParams {
   double softcap = 0.0;            // 0: off
   std::vector<float> alibi_slopes;  // n_heads values, or empty
   std::vector<std::int32_t> q_pos, k_pos, q_seq, k_seq;
-  // Keys from a KV cache: k_pos and k_seq hold n_seqs * capacity entries (slot order),
-  // k_seq -1 for empty slots, and token t reads sequence q_seq[t]'s slots.
+  // Keys from a KV cache: token t reads sequence q_seq[t]'s slots. The checks leave k_pos,
+  // k_seq and k_cpos empty (the Vulkan kernels read the cache's slot table on the device);
+  // KvCacheImpl::fill_keys fills them from the host's, n_seqs * capacity entries in slot
+  // order, k_seq -1 for empty slots.
   bool from_cache = false;
-  // KvRope::on_read: rotate q by q_cpos and each key by k_cpos (slot order) with |rope|.
+  // KvRope::on_read: rotate q by q_cpos and each key by k_cpos (slot order) with |rope|;
+  // |ring| holds n_sinks, then each sequence's oldest ring position (a key's in-cache
+  // position follows from its position and these).
   bool rope_on_read = false;
   RopeConfig rope;
-  std::vector<std::int32_t> q_cpos, k_cpos;
+  std::vector<std::int32_t> q_cpos, k_cpos, ring;
 };
 
 class CommandListImpl;
@@ -75,6 +84,14 @@ class CommandListImpl {
  public:
   virtual ~CommandListImpl();
   std::vector<Recipe> recipes;  // every op recorded, in order (kept by the frontend)
+  std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
+  // set_tokens' record of the caches' bookkeeping before a replay, in the order of
+  // |caches| (memory kept from one replay to the next).
+  struct SavedCache {
+    std::vector<std::int32_t> next, oldest;
+    std::vector<std::pair<std::size_t, std::int32_t>> slots;  // KvCacheImpl::journal
+  };
+  std::vector<SavedCache> saved;
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them
   // again; end_replay() keeps the new ones (on Vulkan reusing the encoded command buffer
@@ -86,17 +103,18 @@ class CommandListImpl {
   virtual void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) = 0;
   // |k| is null for rope on one tensor.
   virtual void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k,
-                    std::vector<std::int32_t> positions, const RopeConfig& config) = 0;
+                    std::span<const std::int32_t> positions, const RopeConfig& config) = 0;
   virtual void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k,
                            std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                            const ScoresParams& params) = 0;
   // |sinks|: n_heads values, or empty.
   virtual void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
-                            std::vector<float> sinks) = 0;
+                            const std::vector<float>& sinks) = 0;
   virtual void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
                                  std::shared_ptr<TensorImpl> out) = 0;
   virtual void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k,
-                         std::shared_ptr<TensorImpl> v, std::vector<std::int32_t> dst_rows) = 0;
+                         std::shared_ptr<TensorImpl> v, std::span<const std::int32_t> dst_rows,
+                         std::span<const std::int32_t> positions) = 0;
   virtual void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) = 0;
   virtual void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
                                  std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
@@ -106,10 +124,10 @@ class CommandListImpl {
   // Attention in one op (CommandList::attention): |sinks| n_heads values, or empty.
   virtual void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                          std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
-                         std::vector<float> sinks, AttentionPath path) = 0;
+                         const std::vector<float>& sinks, AttentionPath path) = 0;
   virtual void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                               const ScoresParams& params, std::vector<float> sinks, AttentionPath path) = 0;
+                               const ScoresParams& params, const std::vector<float>& sinks, AttentionPath path) = 0;
   virtual void submit_and_wait() = 0;
   // CommandList::submit: null when the work is already done. |sync|: the caller's
   // semaphores, or null. By default (the CPU backend) runs the list at once and refuses

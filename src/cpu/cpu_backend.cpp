@@ -28,6 +28,8 @@ class CpuTensor final : public TensorImpl {
   const std::shared_ptr<HeapLedger> ledger;  // outlives the reservation
   const HeapReservation reservation;         // counted before the vector is allocated
   std::vector<std::uint32_t> data;
+
+  void store(std::span<const std::uint32_t> words) override { data.assign(words.begin(), words.end()); }
 };
 
 CpuTensor& cpu(const std::shared_ptr<TensorImpl>& t) { return static_cast<CpuTensor&>(*t); }
@@ -142,6 +144,14 @@ std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size
   return o;
 }
 
+// |p| with the cache's keys as the bookkeeping has them when the op is recorded (the
+// position in the list where it runs).
+ScoresParams with_keys(const ScoresParams& p, const KvCacheImpl& cache) {
+  ScoresParams full = p;
+  cache.fill_keys(full);
+  return full;
+}
+
 class CpuCommandList final : public CommandListImpl {
  public:
   CpuCommandList(const void* owner, bool timestamps) : owner_(owner), timestamps_(timestamps) {}
@@ -151,9 +161,9 @@ class CpuCommandList final : public CommandListImpl {
     ops_.push_back({"copy", [src, dst] { cpu(dst).data = cpu(src).data; }});
   }
 
-  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::vector<std::int32_t> positions,
+  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> span,
             const RopeConfig& config) override {
-    ops_.push_back({"rope", [x, k, positions = std::move(positions), config] {
+    ops_.push_back({"rope", [x, k, positions = std::vector<std::int32_t>(span.begin(), span.end()), config] {
                       for (const auto& tensor : {x, k}) {
                         if (!tensor) continue;
                         CpuTensor& t = cpu(tensor);
@@ -172,8 +182,8 @@ class CpuCommandList final : public CommandListImpl {
   }
 
   void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
-                    std::vector<float> sinks) override {
-    ops_.push_back({"attn_softmax", [scores, probs, sinks = std::move(sinks)] {
+                    const std::vector<float>& sinks) override {
+    ops_.push_back({"attn_softmax", [scores, probs, sinks] {
                       from_floats(cpu(probs), softmax(to_floats(cpu(scores)), scores->shape[0], scores->shape[1], sinks));
                     }});
   }
@@ -186,8 +196,8 @@ class CpuCommandList final : public CommandListImpl {
   }
 
   void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                 std::vector<std::int32_t> dst_rows) override {
-    ops_.push_back({"kv_append", [cache, k, v, dst_rows = std::move(dst_rows)] {
+                 std::span<const std::int32_t> rows, std::span<const std::int32_t>) override {
+    ops_.push_back({"kv_append", [cache, k, v, dst_rows = std::vector<std::int32_t>(rows.begin(), rows.end())] {
                       const auto& c = cache->config;
                       const std::size_t row = c.head_dim;
                       for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
@@ -244,8 +254,8 @@ class CpuCommandList final : public CommandListImpl {
 
   void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
                          std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                         const ScoresParams& params) override {
-    ops_.push_back({"attn_scores", [q, cache, scores, mask, params] {
+                         const ScoresParams& checked) override {
+    ops_.push_back({"attn_scores", [q, cache, scores, mask, params = with_keys(checked, *cache)] {
                       from_floats(cpu(scores), cache_scores(q, *cache, mask, params));
                     }});
   }
@@ -261,8 +271,8 @@ class CpuCommandList final : public CommandListImpl {
   // The three stages in a row, on temporaries, whatever the path.
   void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
-                 std::vector<float> sinks, AttentionPath) override {
-    ops_.push_back({"attention", [q, k, v, out, mask, params, sinks = std::move(sinks)] {
+                 const std::vector<float>& sinks, AttentionPath) override {
+    ops_.push_back({"attention", [q, k, v, out, mask, params, sinks] {
                       const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
                       const std::vector<float> probs = softmax(plain_scores(q, k, mask, params), n_tokens, n_heads, sinks);
                       from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v));
@@ -270,9 +280,9 @@ class CpuCommandList final : public CommandListImpl {
   }
 
   void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
-                       std::shared_ptr<TensorImpl> mask, const ScoresParams& params, std::vector<float> sinks,
+                       std::shared_ptr<TensorImpl> mask, const ScoresParams& checked, const std::vector<float>& sinks,
                        AttentionPath) override {
-    ops_.push_back({"attention", [q, cache, out, mask, params, sinks = std::move(sinks)] {
+    ops_.push_back({"attention", [q, cache, out, mask, params = with_keys(checked, *cache), sinks] {
                       const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
                       const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
                       from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
@@ -346,10 +356,7 @@ class CpuBackend final : public Backend {
     OpScope scope("tensor");
     return std::make_shared<CpuTensor>(this, ledger_, shape, dtype);
   }
-  void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
-    auto& d = static_cast<CpuTensor&>(t).data;
-    d.assign(words.begin(), words.end());
-  }
+  void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override { t.store(words); }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
     return static_cast<const CpuTensor&>(t).data;
   }

@@ -86,7 +86,10 @@ class VulkanSubmitted final : public SubmittedImpl {
 class VulkanCommandList final : public CommandListImpl {
  public:
   VulkanCommandList(std::shared_ptr<Context> ctx, const CommandListOptions& options)
-      : ctx_(std::move(ctx)), options_(options), params_(ctx_->limits.storage_offset_alignment) {
+      : ctx_(std::move(ctx)),
+        options_(options),
+        params_(ctx_->limits.storage_offset_alignment),
+        spare_params_(ctx_->limits.storage_offset_alignment) {
     ctx_->device->check_alive();
     if (options_.timestamps && !ctx_->limits.timestamps) {
       throw Error(ErrorCode::unsupported, "this device's compute queue has no timestamps",
@@ -101,7 +104,7 @@ class VulkanCommandList final : public CommandListImpl {
     add({copy_dispatch(*ctx_, std::move(src), std::move(dst), 0, 0, words)});
   }
 
-  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::vector<std::int32_t> positions,
+  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
             const RopeConfig& config) override {
     with_params([&](ParamArena& arena) { return rope_dispatch(*ctx_, arena, std::move(x), std::move(k), positions, config); });
   }
@@ -118,12 +121,13 @@ class VulkanCommandList final : public CommandListImpl {
                          std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                          const ScoresParams& p) override {
     with_params([&](ParamArena& arena) {
-      return attn_scores_dispatch(*ctx_, arena, std::move(q), cache_keys(cache->k), std::move(scores), std::move(mask), p);
+      return attn_scores_dispatch(*ctx_, arena, std::move(q), cache_keys(cache->k, cache->slots), std::move(scores),
+                                  std::move(mask), p);
     });
   }
 
   void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
-                    std::vector<float> sinks) override {
+                    const std::vector<float>& sinks) override {
     with_params([&](ParamArena& arena) {
       return attn_softmax_dispatch(*ctx_, arena, std::move(scores), std::move(probs), sinks);
     });
@@ -140,14 +144,14 @@ class VulkanCommandList final : public CommandListImpl {
   void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
                                std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
     with_params([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), cache_keys(cache->v), std::move(out),
+      return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), cache_keys(cache->v, nullptr), std::move(out),
                                           q_seq);
     });
   }
 
   void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                 std::vector<float> sinks, AttentionPath path) override {
+                 const std::vector<float>& sinks, AttentionPath path) override {
     with_params([&](ParamArena& arena) {
       return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), plain_keys(std::move(k)),
                                   plain_keys(std::move(v)), std::move(out), std::move(mask), p, sinks, path);
@@ -155,23 +159,27 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
-                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p, std::vector<float> sinks,
+                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
                        AttentionPath path) override {
     with_params([&](ParamArena& arena) {
-      return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), cache_keys(cache->k),
-                                  cache_keys(cache->v), std::move(out), std::move(mask), p, sinks, path);
+      return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), cache_keys(cache->k, cache->slots),
+                                  cache_keys(cache->v, nullptr), std::move(out), std::move(mask), p, sinks, path);
     });
   }
 
   void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                 std::vector<std::int32_t> dst_rows) override {
-    with_params([&](ParamArena& arena) { return kv_append_dispatches(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows); });
+                 std::span<const std::int32_t> dst_rows, std::span<const std::int32_t> positions) override {
+    with_params([&](ParamArena& arena) {
+      return kv_append_dispatches(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows, positions);
+    });
   }
 
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
     const auto& c = cache->config;
     const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
-    std::vector<Dispatch> ds;
+    Dispatches ds;
+    // The slot table's entries of the sequence, then keys and values.
+    ds.push_back(copy_dispatch(*ctx_, cache->slots, cache->slots, src * c.capacity, dst * c.capacity, c.capacity));
     for (const auto& t : {cache->k, cache->v}) {
       if (!is_quantized(c.dtype)) {
         const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
@@ -237,12 +245,16 @@ class VulkanCommandList final : public CommandListImpl {
     return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, texel, encodings_};
   }
 
+  // A replay rebuilds each op's dispatches and compares them with the recorded ones as it
+  // goes (add); while they match, the rebuilt ones are dropped and the recorded ones stay,
+  // so a replay that changes only parameter bytes builds no list and frees none.
   void begin_replay() override {
-    replay_ = std::make_unique<Replay>(Replay{std::exchange(ops_, {}), std::exchange(params_, ParamArena(alignment())),
-                                              std::exchange(encoded_, nullptr), std::exchange(external_, nullptr),
-                                              {}, false});
-    // The same ops again, most likely: room for them at once.
-    ops_.reserve(replay_->ops.size());
+    replay_ = std::make_unique<Replay>();
+    replay_->params = std::exchange(params_, std::move(spare_params_));
+    params_.clear();
+    replay_->encoded = std::exchange(encoded_, nullptr);
+    replay_->external = std::exchange(external_, nullptr);
+    // The same parameters again, most likely: room for them at once.
     params_.reserve(replay_->params.bytes().size());
   }
 
@@ -252,7 +264,7 @@ class VulkanCommandList final : public CommandListImpl {
   // callers' command buffers, which would go on running the old dispatches: refused.
   void end_replay() override {
     Replay& r = *replay_;
-    const bool same = r.params.bytes().size() == params_.bytes().size() && same_dispatches(r.ops, ops_);
+    const bool same = !r.diverged && r.matched == ops_.size() && r.params.bytes().size() == params_.bytes().size();
     if (!same && r.external) {
       throw InvalidArgument("set_tokens", "positions / seq_ids",
                             "tokens that change the list's dispatches (tiles follow the sequences' pattern)",
@@ -269,13 +281,16 @@ class VulkanCommandList final : public CommandListImpl {
       }
       encoded_ = std::move(r.encoded);
       external_ = std::move(r.external);
+    } else if (!r.diverged) {
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(r.matched), ops_.end());  // fewer ops than recorded
     }
+    spare_params_ = std::move(r.params);
     scratch_log_ = std::move(r.scratch_used);
     replay_.reset();
   }
 
   void abort_replay() noexcept override {
-    ops_ = std::move(replay_->ops);
+    if (replay_->diverged) ops_ = std::move(replay_->ops);
     params_ = std::move(replay_->params);
     encoded_ = std::move(replay_->encoded);
     external_ = std::move(replay_->external);
@@ -290,10 +305,12 @@ class VulkanCommandList final : public CommandListImpl {
  private:
   // What a replay set aside, and the scratch it has handed out so far.
   struct Replay {
-    std::vector<Dispatch> ops;
-    ParamArena params;
+    ParamArena params{0};  // the recorded parameters
     std::shared_ptr<Encoded> encoded, external;
     std::vector<std::shared_ptr<TensorImpl>> scratch_used;
+    std::size_t matched = 0;  // recorded dispatches the rebuilt ones have matched so far
+    bool diverged = false;    // a rebuilt dispatch differed: ops_ holds the rebuilt ones
+    std::vector<Dispatch> ops;  // once diverged: the recorded dispatches
     bool params_written = false;
   };
 
@@ -322,16 +339,18 @@ class VulkanCommandList final : public CommandListImpl {
     const std::size_t size = params_.bytes().size();
     try {
       auto built = build(params_);
-      std::vector<Dispatch> ds;
-      if constexpr (std::is_same_v<decltype(built), Dispatch>) ds.push_back(std::move(built));
-      else ds = std::move(built);
-      add(std::move(ds));
+      if constexpr (std::is_same_v<decltype(built), Dispatch>) {
+        Dispatches ds;
+        ds.push_back(std::move(built));
+        add(std::move(ds));
+      } else {
+        add(std::move(built));
+      }
     } catch (...) {
       params_.truncate(size);  // a throw leaves the list as it was
       throw;
     }
   }
-
 
   // The list's scratch tensor, grown (replaced; earlier ops keep the old one) when an op
   // needs more.
@@ -356,14 +375,14 @@ class VulkanCommandList final : public CommandListImpl {
   // The list's f32 tensor of each shape for ops' intermediate results: attention() on every
   // layer of a model allocates it once, not per layer.
   TempFn temp_fn() {
-    return [this](const Shape& shape) {
+    return [this](const TempShape& shape) {
       auto& t = temps_[shape];
-      if (!t) t = std::make_shared<VulkanTensor>(ctx_, shape, DType::f32, false);
+      if (!t) t = std::make_shared<VulkanTensor>(ctx_, Shape(shape.begin(), shape.end()), DType::f32, false);
       return t;
     };
   }
 
-  void add(std::vector<Dispatch> ds) {
+  void add(Dispatches ds) {
     ctx_->device->check_alive();  // fail at once, not at submit
     for (Dispatch& d : ds) {
       d.groups = std::max<std::uint64_t>(d.groups, 1);
@@ -385,6 +404,19 @@ class VulkanCommandList final : public CommandListImpl {
                         " (inputs larger than maxTexelBufferElements texels cannot be read through texel views)",
                     "maxPerStageDescriptorStorageBuffers", 0, d.op);
       }
+    }
+    if (replay_ && !replay_->diverged) {
+      Replay& r = *replay_;
+      bool same = r.matched + ds.size() <= ops_.size();
+      for (std::size_t i = 0; same && i < ds.size(); ++i) same = same_dispatch(ops_[r.matched + i], ds[i]);
+      if (same) {
+        r.matched += ds.size();
+        return;
+      }
+      // From here the list is rebuilt: the recorded dispatches are kept for abort_replay.
+      r.ops = ops_;
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(r.matched), ops_.end());
+      r.diverged = true;
     }
     for (Dispatch& d : ds) ops_.push_back(std::move(d));
     encoded_.reset();
@@ -568,9 +600,10 @@ class VulkanCommandList final : public CommandListImpl {
   std::shared_ptr<Context> ctx_;
   CommandListOptions options_;
   ParamArena params_;
+  ParamArena spare_params_;  // the arena a replay fills next (its memory kept)
   std::vector<Dispatch> ops_;
   std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
-  std::map<Shape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
+  std::map<TempShape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::vector<std::shared_ptr<TensorImpl>> scratch_log_;  // the scratch each op was given
   std::unique_ptr<Replay> replay_;                        // while the frontend replays
   std::shared_ptr<Encoded> encoded_;  // shared with the Submitted handles of its submissions

@@ -52,6 +52,8 @@ class VulkanTensor final : public TensorImpl {
   // The last asynchronous submission that writes it (CommandList::submit), which host
   // copies of it wait for; expired once that submission's encoding is gone (it waited).
   std::weak_ptr<SubmittedImpl> writer;
+
+  void store(std::span<const std::uint32_t> words) override;
 };
 
 }  // namespace vkattn::detail

@@ -10,13 +10,19 @@
 
 namespace vkattn::detail {
 
-Binding ParamArena::add(std::span<const std::uint32_t> words) {
+Binding ParamArena::allocate(std::size_t words, std::uint8_t** out) {
   const std::uint64_t offset = ceil_div(bytes_.size(), alignment_) * alignment_;
-  // A zero-length range is not a valid descriptor; give empty inputs one word.
-  const std::uint64_t size = std::max<std::uint64_t>(4, words.size_bytes());
+  const std::uint64_t size = 4 * std::max<std::uint64_t>(1, words);
   bytes_.resize(offset + size, 0);
-  std::memcpy(bytes_.data() + offset, words.data(), words.size_bytes());
+  if (out) *out = bytes_.data() + offset;
   return Binding{nullptr, offset, size, false};
+}
+
+Binding ParamArena::add_bytes(const void* data, std::size_t words) {
+  std::uint8_t* at = nullptr;
+  const Binding b = allocate(words, &at);
+  if (words) std::memcpy(at, data, 4 * words);
+  return b;
 }
 
 std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits& limits) {
@@ -36,19 +42,13 @@ std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits&
   return {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), static_cast<std::uint32_t>(z)};
 }
 
-bool same_dispatches(const std::vector<Dispatch>& a, const std::vector<Dispatch>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const Dispatch &x = a[i], &y = b[i];
-    if (x.key != y.key || x.groups != y.groups || x.push != y.push || x.bindings.size() != y.bindings.size()) {
+bool same_dispatch(const Dispatch& x, const Dispatch& y) {
+  if (x.key != y.key || x.groups != y.groups || x.push != y.push || x.bindings.size() != y.bindings.size()) return false;
+  for (std::size_t j = 0; j < x.bindings.size(); ++j) {
+    const Binding &u = x.bindings[j], &v = y.bindings[j];
+    if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes ||
+        u.write != v.write || u.texel != v.texel) {
       return false;
-    }
-    for (std::size_t j = 0; j < x.bindings.size(); ++j) {
-      const Binding &u = x.bindings[j], &v = y.bindings[j];
-      if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes ||
-          u.write != v.write || u.texel != v.texel) {
-        return false;
-      }
     }
   }
   return true;

@@ -3,6 +3,7 @@
 // into one command buffer with barriers where they are needed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/inline_vector.hpp"
 #include "params.h"
 #include "vulkan/context.hpp"
 
@@ -28,39 +30,59 @@ struct Binding {
 // maxTexelBufferElements and texel reads are not turned off).
 bool has_texel_view(const TensorImpl& t);
 
+// Bindings a kernel may have (RoPE on Q and K through texel views has 6), and the
+// push-constant bytes every device allows.
+inline constexpr std::size_t kMaxBindings = 8, kMaxPushBytes = 128;
+
 struct Dispatch {
   const char* op = "";
   PipelineKey key;
-  std::vector<Binding> bindings;
-  std::vector<std::uint8_t> push;
+  InlineVector<Binding, kMaxBindings> bindings;
+  InlineVector<std::uint8_t, kMaxPushBytes> push;
   std::uint64_t groups = 0;  // total workgroups; folded into x/y/z when recorded
 
   template <class T>
   void set_push(const T& pc) {
+    static_assert(sizeof(T) <= kMaxPushBytes);
     push.resize(sizeof(T));
     std::memcpy(push.data(), &pc, sizeof(T));
   }
 };
+
+// An op's dispatches: one, or a few (attention in three stages with split keys: 4; a
+// quantized cache's kv_copy_sequence: 5).
+using Dispatches = InlineVector<Dispatch, 6>;
 
 // Small read-only inputs of ops (positions, frequency tables), packed into one buffer per
 // command list at offsets aligned to minStorageBufferOffsetAlignment.
 class ParamArena {
  public:
   explicit ParamArena(std::uint64_t alignment) : alignment_(alignment) {}
-  Binding add(std::span<const std::uint32_t> words);
+  // |words| zeroed 32-bit words (at least one: a zero-length range is not a valid
+  // descriptor); |*out| points at their bytes until the next allocate or add.
+  Binding allocate(std::size_t words, std::uint8_t** out);
+  // 32-bit values, copied as they are.
+  Binding add(std::span<const std::uint32_t> words) { return add_bytes(words.data(), words.size()); }
+  Binding add(std::span<const std::int32_t> ints) { return add_bytes(ints.data(), ints.size()); }
+  Binding add(std::span<const float> floats) { return add_bytes(floats.data(), floats.size()); }
+  // One zero word: the placeholder of an optional input that is not given.
+  Binding add_zero() { return allocate(1, nullptr); }
   const std::vector<std::uint8_t>& bytes() const { return bytes_; }
   // Drops everything added after the arena held |size| bytes (an op that failed to build).
   void truncate(std::size_t size) { bytes_.resize(size); }
   void reserve(std::size_t size) { bytes_.reserve(size); }
+  void clear() { bytes_.clear(); }
 
  private:
+  Binding add_bytes(const void* data, std::size_t words);
+
   std::uint64_t alignment_;
   std::vector<std::uint8_t> bytes_;
 };
 
-// Whether two lists of dispatches bind, push and dispatch the same (parameter bytes may
-// differ): a replay that rebuilds such a list keeps its encoding.
-bool same_dispatches(const std::vector<Dispatch>& a, const std::vector<Dispatch>& b);
+// Whether two dispatches bind, push and dispatch the same (parameter bytes may differ): a
+// replay whose rebuilt dispatches all match the recorded ones keeps its encoding.
+bool same_dispatch(const Dispatch& a, const Dispatch& b);
 
 // Ops: each checks device-dependent limits and returns its dispatch(es).
 // Copies |words| 32-bit words from word |src_word| of src to word |dst_word| of dst.
@@ -78,6 +100,7 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
 // elements; meta_stride is the key metadata entries per sequence (0: plain).
 struct KeySource {
   std::shared_ptr<TensorImpl> tensor;
+  std::shared_ptr<TensorImpl> slots;  // keys of a cache: its slot table on the device
   std::uint32_t n_keys, n_kv_heads, head_dim;
   std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
   std::uint32_t type;    // kv_type_code: 0 f32, 1 f16, 2 q8_0, 3 q4_0
@@ -85,7 +108,11 @@ struct KeySource {
   bool wide() const { return type != 0; }  // 8 elements per 16 bytes or fewer
 };
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
-KeySource cache_keys(std::shared_ptr<TensorImpl> t);
+// |slots|: the cache's slot table, for its keys (null for its values, which need none).
+KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots);
+// The key positions binding of the scores and fused kernels (params.h): a cache's slot
+// table, or plain keys' positions and sequence ids as parameters.
+Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p);
 
 // Shared by the attention ops.
 // Largest power of two <= |cap| and <= the device's workgroup limit.
@@ -97,14 +124,15 @@ Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = f
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
                         const std::vector<std::int32_t>& q_seq);
 // The scores and fused kernels' meta binding (params.h, VKATTN_META_*): the header of word
-// offsets, positions and sequence ids, ALiBi slopes and sink logits as float bits,
-// in-cache positions, and for KvRope::on_read the cache's RoPE frequencies
-// (rope_phase.glsl's fixed-point turns) and rotary_dim.
+// offsets, the queries' positions and sequence ids, ALiBi slopes and sink logits as float
+// bits, and for KvRope::on_read the ring, the queries' in-cache positions, the cache's
+// RoPE frequencies (rope_phase.glsl's fixed-point turns) and rotary_dim.
+// Written straight into |params|; |binding| is its range.
 struct AttnMeta {
-  std::vector<std::uint32_t> words;
+  Binding binding;
   std::uint32_t rotary_dim = 0;
 };
-AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks = {});
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {});
 // A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
 // how many such groups fill a workgroup of about |target| invocations (at least one).
 struct VRowGroups {
@@ -128,7 +156,7 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 // |q_seq|: each query token's sequence (read only for cache values). One dispatch, or two
 // when the keys are split across workgroups (few query rows, many keys): the first
 // writes each split's partial sums to |scratch|, the second adds them up.
-std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
 // CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
@@ -136,8 +164,9 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
 // a tensor from |temp|, as |path| says (AttentionPath).
 // An f32 tensor of |shape| for an op's intermediate results, which later ops of the same
 // list may be given again (the hazard tracking orders them).
-using TempFn = std::function<std::shared_ptr<TensorImpl>(const Shape& shape)>;
-std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+using TempShape = std::array<std::size_t, 3>;
+using TempFn = std::function<std::shared_ptr<TensorImpl>(const TempShape& shape)>;
+Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                            const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
                                            KeySource values, std::shared_ptr<TensorImpl> out,
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
@@ -155,7 +184,7 @@ bool coalesced_attention_usable(const Context& ctx);
 // per key and the query tile in shared memory cost fewer instructions (docs/gpu.md).
 bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads,
                                    std::uint32_t n_kv_heads);
-std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                      std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                                      std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                                                      const ScoresParams& p, const std::vector<float>& sinks);
@@ -169,8 +198,9 @@ std::uint32_t preferred_subgroup_size(const DeviceLimits& limits);
 
 // One dispatch, or one for k and one for v where a kernel may bind fewer than 5 storage
 // buffers.
-std::vector<Dispatch> kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                                           const std::vector<std::int32_t>& dst_rows);
+                                           std::span<const std::int32_t> dst_rows,
+                                           std::span<const std::int32_t> positions);
 
 }  // namespace vkattn::detail

@@ -230,7 +230,10 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
   }
   if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
   for (const auto* t : {tk.get(), tv.get()}) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
-  return KvCache(std::make_shared<KvCacheImpl>(ctx.get(), config, tk, tv));
+  auto impl = std::make_shared<KvCacheImpl>(ctx.get(), config, tk, tv);
+  impl->slots = std::make_shared<VulkanTensor>(ctx, Shape{config.n_seqs * config.capacity}, DType::i32);
+  impl->publish();
+  return KvCache(std::move(impl));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("wrap_kv_cache");
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/inline_vector.hpp"
 #include "common/log.hpp"
 
 namespace vkattn::detail {
@@ -27,13 +28,16 @@ enum class KernelId {
 const char* kernel_name(KernelId id);
 std::span<const std::uint32_t> kernel_spirv(KernelId id);
 
+// Specialization constants a kernel may take (the GPU-shaped fused kernel has 18).
+inline constexpr std::size_t kMaxSpecConstants = 24;
+
 // What makes two pipelines different. spec[0] is the workgroup size (constant_id 0);
 // spec[i] is constant_id i.
 struct PipelineKey {
   KernelId kernel;
   std::uint32_t n_bindings;   // descriptors at bindings 0..n-1: storage buffers, but
   std::uint32_t push_bytes;   // push-constant block size
-  std::vector<std::uint32_t> spec;
+  InlineVector<std::uint32_t, kMaxSpecConstants> spec;
   std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer (set by
                                      // the command list from the bindings' texel flags)
   std::uint32_t subgroup_size = 0;   // required, with full subgroups (needs

@@ -102,9 +102,7 @@ class VulkanBackend final : public Backend {
   }
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
     OpScope scope("upload");
-    auto& vt = static_cast<VulkanTensor&>(t);
-    settle(*ctx_, vt);
-    ctx_->write(*vt.buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()});
+    t.store(words);
   }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
     OpScope scope("download");
@@ -173,6 +171,11 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
   buffer = context->device_buffer(ceil_div(words * 4, 16) * 16, "tensor");
   // Zero-filled so that no tensor ever exposes another allocation's old contents.
   if (zero) context->zero(*buffer);
+}
+
+void VulkanTensor::store(std::span<const std::uint32_t> words) {
+  settle(*context, *this);
+  context->write(*buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()});
 }
 
 // $VKATTN_CAP_LIMITS=spec_minimum: plan with the Vulkan minimums whatever the options say.

@@ -70,7 +70,7 @@ bool coalesced_attention_usable(const Context& ctx) {
   const DeviceLimits& l = ctx.limits;
   const std::uint32_t sg = preferred_subgroup_size(l);
   return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) &&
-         sg <= l.max_workgroup_invocations && l.max_storage_buffers >= 6;
+         sg <= l.max_workgroup_invocations && l.max_storage_buffers >= 7;
 }
 
 bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads,
@@ -79,7 +79,7 @@ bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, s
   return tiles < std::uint64_t{kWorkgroupsPerUnit} * compute_units(ctx);
 }
 
-std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                      std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                                      std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                                                      const ScoresParams& p, const std::vector<float>& sinks) {
@@ -144,20 +144,21 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
   const std::uint64_t ml_offset = splits * n_rows * head_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
-  const AttnMeta meta = attn_meta(p, sinks);
+  const AttnMeta meta = attn_meta(params, p, sinks);
   Dispatch d;
   d.op = "attention";
-  d.key = {KernelId::attn_fused_coalesced, 6, sizeof(shader::AttnFusedParams),
+  d.key = {KernelId::attn_fused_coalesced, 7, sizeof(shader::AttnFusedParams),
            {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, kp.epl, kp.pieces,
             vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, batch,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4,
             tune.early == 2 ? 1u : tune.early, tune.heads_first}};
   d.key.subgroup_size = sg;
   const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  const Binding key_pos = key_positions(params, keys, p);
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
                 tensor_binding(values.tensor, false), tensor_binding(dst, true), std::move(mask_binding),
-                params.add(meta.words)};
+                meta.binding, key_pos};
   d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
@@ -165,7 +166,8 @@ std::vector<Dispatch> coalesced_attention_dispatches(const Context& ctx, ParamAr
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
                                      values.scales});
   d.groups = base_groups * splits;
-  std::vector<Dispatch> ds{std::move(d)};
+  Dispatches ds;
+  ds.push_back(std::move(d));
   if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));
   return ds;
 }

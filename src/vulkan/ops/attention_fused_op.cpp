@@ -28,13 +28,13 @@ std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d
 
 // The three stages through one temporary (the softmax works in place), timed and named as
 // one "attention" op.
-std::vector<Dispatch> three_stages(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                    const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
                                    KeySource values, std::shared_ptr<TensorImpl> out,
                                    std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
-  std::shared_ptr<TensorImpl> scores = temp(Shape{q->shape[0], q->shape[1], keys.n_keys});
-  std::vector<Dispatch> ds;
+  std::shared_ptr<TensorImpl> scores = temp(TempShape{q->shape[0], q->shape[1], keys.n_keys});
+  Dispatches ds;
   ds.push_back(attn_scores_dispatch(ctx, params, std::move(q), std::move(keys), scores, std::move(mask), p));
   ds.push_back(attn_softmax_dispatch(ctx, params, scores, scores, sinks));
   for (Dispatch& d : attn_weighted_sum_dispatches(ctx, params, scratch, scores, std::move(values), std::move(out), p.q_seq))
@@ -45,7 +45,7 @@ std::vector<Dispatch> three_stages(const Context& ctx, ParamArena& params, const
 
 }  // namespace
 
-std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                            const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
                                            KeySource values, std::shared_ptr<TensorImpl> out,
                                            std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
@@ -58,7 +58,7 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
   // out, mask and meta, and q, k, v unless read through texel views: on a device that
   // allows a kernel fewer storage buffers, the three stages (4 at most without a mask).
-  const bool fused_fits = 3u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
+  const bool fused_fits = 4u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
   const bool coalesced = ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx) &&
                          coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
   if (path == AttentionPath::three_stages ||
@@ -99,22 +99,23 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
   const std::uint64_t ml_offset = splits * n_rows * head_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
-  const AttnMeta meta = attn_meta(p, sinks);
+  const AttnMeta meta = attn_meta(params, p, sinks);
 
   const bool subgroups = ctx.limits.subgroup_arithmetic && ctx.limits.subgroup_size > 0;
   const KernelId kernel = subgroups ? (texel ? KernelId::attn_fused_subgroup_texel : KernelId::attn_fused_subgroup)
                                     : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
   Dispatch d;
   d.op = "attention";
-  d.key = {kernel, 6, sizeof(shader::AttnFusedParams),
+  d.key = {kernel, 7, sizeof(shader::AttnFusedParams),
            {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type,
             head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
             keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
   const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  const Binding key_pos = key_positions(params, keys, p);
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
                 tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
-                params.add(meta.words)};
+                meta.binding, key_pos};
   d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
@@ -122,7 +123,8 @@ std::vector<Dispatch> attention_dispatches(const Context& ctx, ParamArena& param
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
                                      values.scales});
   d.groups = base_groups * splits;
-  std::vector<Dispatch> ds{std::move(d)};
+  Dispatches ds;
+  ds.push_back(std::move(d));
   if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));
   return ds;
 }
@@ -133,9 +135,6 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   static_assert(sizeof(shader::AttnFusedCombineParams) == 24);
   const std::uint32_t n_rows = u32(out->shape[0] * out->shape[1]), n_heads = u32(out->shape[1]);
   const std::uint32_t head_dim = u32(out->shape[2]);
-  std::vector<std::uint32_t> sink_bits;
-  for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
-  if (sink_bits.empty()) sink_bits.push_back(0);
   Dispatch c;
   c.op = "attention";  // its second pass: timings add up under the op's name
   const std::uint32_t cwg = workgroup_size(ctx, 64);
@@ -143,7 +142,7 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, 3,
            sizeof(shader::AttnFusedCombineParams), {cwg}};
   c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
-                params.add(sink_bits)};
+                params.add(std::span<const float>(sinks))};
   c.set_push(shader::AttnFusedCombineParams{n_rows, n_heads, head_dim, splits, sinks.empty() ? 0u : 1u,
                                             u32(ml_offset)});
   c.groups = ceil_div(std::uint64_t{n_rows} * head_dim, cwg);

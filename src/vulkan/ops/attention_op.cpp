@@ -49,13 +49,23 @@ Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel) {
 KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
   const auto n = u32(t->shape[0]), n_kv = u32(t->shape[1]), d = u32(t->shape[2]);
   const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
-  return {std::move(t), n, n_kv, d, n_kv * d, d, 0, 0, type, scales};
+  return {std::move(t), nullptr, n, n_kv, d, n_kv * d, d, 0, 0, type, scales};
 }
 
-KeySource cache_keys(std::shared_ptr<TensorImpl> t) {  // [n_seqs, capacity, n_kv_heads, head_dim]
+KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots) {
+  // t: [n_seqs, capacity, n_kv_heads, head_dim]
   const auto c = u32(t->shape[1]), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
   const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
-  return {std::move(t), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales};
+  return {std::move(t), std::move(slots), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales};
+}
+
+Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p) {
+  if (keys.meta_stride != 0) return tensor_binding(keys.slots, false);
+  std::uint8_t* bytes = nullptr;
+  const Binding b = params.allocate(p.k_pos.size() + p.k_seq.size(), &bytes);
+  std::memcpy(bytes, p.k_pos.data(), 4 * p.k_pos.size());
+  std::memcpy(bytes + 4 * p.k_pos.size(), p.k_seq.data(), 4 * p.k_seq.size());
+  return b;
 }
 
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
@@ -69,30 +79,28 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
   return rows;
 }
 
-AttnMeta attn_meta(const ScoresParams& p, const std::vector<float>& sinks) {
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks) {
   static const std::vector<std::uint32_t> none;
   const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
-  AttnMeta m;
-  m.words.reserve(VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.k_pos.size() + p.k_seq.size() +
-                  p.alibi_slopes.size() + p.q_cpos.size() + p.k_cpos.size() + sinks.size() + turns.size());
-  m.words.assign(VKATTN_META_HEADER, 0);
-  // Every field is 32-bit (int32, float or uint32): copied as words.
+  const std::size_t words = VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() +
+                            p.alibi_slopes.size() + p.q_cpos.size() + sinks.size() + turns.size();
+  std::uint8_t* bytes = nullptr;
+  AttnMeta m{params.allocate(words, &bytes), p.rope_on_read ? u32(p.rope.rotary_dim) : 0u};
+  // Every field is 32-bit (int32, float or uint32): copied as words after the header of
+  // their offsets.
+  std::uint32_t at = VKATTN_META_HEADER;
   auto append = [&](std::uint32_t field, const auto& v) {
     static_assert(sizeof(v[0]) == 4);
-    m.words[field] = u32(m.words.size());
-    const std::size_t at = m.words.size();
-    m.words.resize(at + v.size());
-    if (!v.empty()) std::memcpy(m.words.data() + at, v.data(), v.size() * 4);
+    std::memcpy(bytes + 4 * field, &at, 4);
+    if (!v.empty()) std::memcpy(bytes + 4 * std::size_t{at}, v.data(), v.size() * 4);
+    at += u32(v.size());
   };
   append(VKATTN_META_Q_POS, p.q_pos);
   append(VKATTN_META_Q_SEQ, p.q_seq);
-  append(VKATTN_META_K_POS, p.k_pos);
-  append(VKATTN_META_K_SEQ, p.k_seq);
+  append(VKATTN_META_RING, p.ring);
   append(VKATTN_META_SLOPES, p.alibi_slopes);
   append(VKATTN_META_Q_CPOS, p.q_cpos);
-  append(VKATTN_META_K_CPOS, p.k_cpos);
   append(VKATTN_META_SINKS, sinks);
-  if (p.rope_on_read) m.rotary_dim = u32(p.rope.rotary_dim);
   append(VKATTN_META_TURNS, turns);
   return m;
 }
@@ -117,7 +125,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t keys_per_lane = rows <= 4 ? 8 : 4;
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
 
-  const AttnMeta meta = attn_meta(p);
+  const AttnMeta meta = attn_meta(params, p);
 
   // q and k through texel buffers when both have texel views (see tensor_load.glsl); the
   // query tile in shared memory is then only needed to rotate q on read.
@@ -129,16 +137,17 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   Dispatch d;
   d.op = "attn_scores";
   d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
-           5, sizeof(shader::AttnScoresParams),
+           6, sizeof(shader::AttnScoresParams),
            {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.type,
             head_dim % (keys.wide() ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
             shuffle ? preferred_subgroup_size(ctx.limits) : 8u}};
   d.key.subgroup_size = shuffle ? preferred_subgroup_size(ctx.limits) : 0u;
   const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add(std::vector<std::uint32_t>{0});
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  const Binding key_pos = key_positions(params, keys, p);
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
-                tensor_binding(std::move(scores), true), std::move(mask_binding), params.add(meta.words)};
+                tensor_binding(std::move(scores), true), std::move(mask_binding), meta.binding, key_pos};
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
@@ -178,16 +187,12 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
                          row_cap <= 8192;
   const KernelId kernel = subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel : KernelId::attn_softmax_subgroup)
                                     : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax);
-  std::vector<std::uint32_t> sink_bits;
-  for (float s : sinks) sink_bits.push_back(std::bit_cast<std::uint32_t>(s));
-  if (sink_bits.empty()) sink_bits.push_back(0);
-
   Dispatch d;
   d.op = "attn_softmax";
   d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams),
            {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, subgroup_rows ? rows_per_wg : 0u}};
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
-                params.add(sink_bits)};
+                params.add(std::span<const float>(sinks))};
   d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u});
   d.groups = ceil_div(n_rows, rows_per_wg);
   return d;
@@ -208,7 +213,7 @@ std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::u
   return u32(std::max<std::uint64_t>(splits, 1));
 }
 
-std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
                                                    std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq) {
   static_assert(sizeof(shader::AttnWsumParams) == 60);
@@ -232,8 +237,6 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   const std::uint32_t lanes = v_row.lanes, key_groups = v_row.groups;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
   splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
-  std::vector<std::uint32_t> meta(std::max<std::size_t>(q_seq.size(), 1), 0);
-  std::copy(q_seq.begin(), q_seq.end(), meta.begin());
 
   // Split keys write partial sums that a second pass adds up in split order.
   std::shared_ptr<TensorImpl> partial = splits > 1 ? scratch(std::uint64_t{splits} * out_elems) : out;
@@ -243,12 +246,13 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
            {lanes * key_groups, rows, values.type, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
-                tensor_binding(partial, true), params.add(meta)};
+                tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
                                     values.head_stride, values.seq_stride, 0, splits, keys_per_split,
                                     splits > 1 ? u32(out_elems) : 0u, values.scales});
   d.groups = base_groups * splits;
-  std::vector<Dispatch> dispatches{std::move(d)};
+  Dispatches dispatches;
+  dispatches.push_back(std::move(d));
   if (splits > 1) {
     Dispatch r;
     r.op = "attn_weighted_sum";  // its second pass: timings add up under the op's name
@@ -262,36 +266,48 @@ std::vector<Dispatch> attn_weighted_sum_dispatches(const Context& ctx, ParamAren
   return dispatches;
 }
 
-std::vector<Dispatch> kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
                                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                                           const std::vector<std::int32_t>& dst_rows) {
-  static_assert(sizeof(shader::KvAppendParams) == 20);
+                                           std::span<const std::int32_t> dst_rows,
+                                           std::span<const std::int32_t> positions) {
+  static_assert(sizeof(shader::KvAppendParams) == 24);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
   // A pair of elements per invocation, or a block of 32 for the quantized types.
   const std::uint64_t per_row = is_quantized(c.dtype) ? c.head_dim / 32 : (c.head_dim + 1) / 2;
   const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
-  const std::vector<std::uint32_t> rows(dst_rows.begin(), dst_rows.end());
-  Dispatch d;
+  const auto n = u32(dst_rows.size());
+  // The rows, then the positions the slot table records for them.
+  std::uint8_t* bytes = nullptr;
+  const Binding rows = params.allocate(2 * std::size_t{n}, &bytes);
+  std::memcpy(bytes, dst_rows.data(), 4 * std::size_t{n});
+  std::memcpy(bytes + 4 * std::size_t{n}, positions.data(), 4 * std::size_t{n});
+  const Binding slots = tensor_binding(cache.slots, true);
+  Dispatches ds;
+  Dispatch& d = ds.emplace_back();
   d.op = "kv_append";
-  d.key = {KernelId::kv_append, 5, sizeof(shader::KvAppendParams),
+  d.key = {KernelId::kv_append, 6, sizeof(shader::KvAppendParams),
            {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
-  d.set_push(shader::KvAppendParams{u32(dst_rows.size()), u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
-                                    u32(scale_words_offset(cache.k->numel, c.dtype))});
+  const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
+                                  u32(scale_words_offset(cache.k->numel, c.dtype)), 1u};
+  d.set_push(pc);
   d.groups = ceil_div(invocations, wg);
-  const Binding row_binding = params.add(rows);
-  if (ctx.limits.max_storage_buffers >= 5) {
+  if (ctx.limits.max_storage_buffers >= 6) {
     d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
-                  tensor_binding(cache.k, true), tensor_binding(cache.v, true), row_binding};
-    return {std::move(d)};
+                  tensor_binding(cache.k, true), tensor_binding(cache.v, true), rows, slots};
+    return ds;
   }
-  // Five storage buffers are one more than some devices allow a kernel: k, then v.
+  // Six storage buffers are more than some devices allow a kernel: k (with the slot
+  // table), then v.
   d.key.kernel = KernelId::kv_append_one;
-  d.key.n_bindings = 3;
-  Dispatch dv = d;
-  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), row_binding};
-  dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), row_binding};
-  return {std::move(d), std::move(dv)};
+  d.key.n_bindings = 4;
+  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
+  Dispatch& dv = ds.emplace_back(d);
+  dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
+  shader::KvAppendParams v_pc = pc;
+  v_pc.write_slots = 0;
+  dv.set_push(v_pc);
+  return ds;
 }
 
 }  // namespace vkattn::detail

@@ -53,7 +53,6 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   std::int32_t max_position = 0;
   for (std::int32_t p : positions) max_position = std::max(max_position, p);
   const RopeTurns& table = rope_turn_words(config, max_position);
-  const std::vector<std::uint32_t> pos_words(positions.begin(), positions.end());
 
   // 16-byte units read through texel views (written through the storage buffers) when
   // both tensors have them; see rope.comp.
@@ -65,7 +64,7 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
   d.key = {kernel, texel ? 6u : 4u, sizeof(shader::RopeParams), {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
   const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
-  d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(pos_words), params.add(table.words)};
+  d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(positions), params.add(table.words)};
   if (texel) {
     d.bindings.push_back({q, 0, 0, false, true});
     d.bindings.push_back({k_or_q, 0, 0, false, true});
