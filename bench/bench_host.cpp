@@ -14,7 +14,7 @@
 //   elsewhere: lavapipe runs on this CPU, so there device work shows too);
 // - resubmit: submit_and_wait of a list recorded once (kv_append rewrites the same slots);
 // - replay: CommandList::set_tokens for the next token on a decode step recorded once
-//   (the command buffer is kept: only parameter bytes change); replay_submit adds the
+//   (the command buffer is kept: only parameter bytes change), over 256 and 4096 slots; replay_submit adds the
 //   submit_and_wait; replay_cold streams 64 MiB between iterations (untimed), so that the
 //   replay meets the cold CPU caches lavapipe's kernels leave behind.
 // The caches' bookkeeping advances with every recorded append, so each recording uses
@@ -134,7 +134,8 @@ void BM_resubmit(benchmark::State& state) {
 void BM_replay(benchmark::State& state, bool submit, bool cold = false) {
   Backend& b = backend(BackendKind::vulkan);
   const AttentionPath path = static_cast<AttentionPath>(state.range(1));
-  Model m(b, 1, kCapacity);
+  const auto capacity = static_cast<std::size_t>(state.range(2));
+  Model m(b, 1, capacity);
   CommandList cmd = b.commands();
   m.record(cmd, path);
   cmd.submit_and_wait();
@@ -149,12 +150,14 @@ void BM_replay(benchmark::State& state, bool submit, bool cold = false) {
     if (submit) cmd.submit_and_wait();
   }
   if (cmd.stats().encodings != 1) state.SkipWithError("a replay encoded the list again");
-  report(state, cmd.stats().ops, device_us(b, 1, kCapacity, path));
+  report(state, cmd.stats().ops, device_us(b, 1, capacity, path));
 }
 
+// Both paths over 256-slot caches; and 4096 slots, where a replay must cost what it costs
+// at 256 (nothing per slot: the slot tables stay on the device).
 void decode_shapes(benchmark::internal::Benchmark* bm) {
-  bm->ArgNames({"tokens", "path"});
-  bm->Args({1, 1})->Args({1, 2});
+  bm->ArgNames({"tokens", "path", "capacity"});
+  bm->Args({1, 1, kCapacity})->Args({1, 2, kCapacity})->Args({1, 1, 4096});
   bm->Unit(benchmark::kMicrosecond);
 }
 
