@@ -30,6 +30,9 @@ typedef struct vkattn_external_vulkan {
   VkPipelineCache pipeline_cache;           /* optional: VK_NULL_HANDLE (default): vkattn's own */
   uint32_t api_version;                     /* the instance's VkApplicationInfo::apiVersion; default 1.1 */
   uint32_t reserved;                        /* 0 */
+  const VkAllocationCallbacks* allocator;   /* optional (since 0.2): for vkattn's device objects (ExternalVulkan) */
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* optional (since 0.2): where vkattn takes every
+                                               Vulkan command from; NULL: the loader it links (ExternalVulkan) */
 } vkattn_external_vulkan;
 
 VKATTN_API vkattn_status vkattn_external_vulkan_init(vkattn_external_vulkan* vulkan, size_t struct_size);

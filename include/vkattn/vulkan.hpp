@@ -45,6 +45,17 @@ struct ExternalVulkan {
   // destroys it. Default VK_NULL_HANDLE: a cache of vkattn's own, as
   // DeviceOptions::pipeline_cache_dir says.
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
+  // Host memory callbacks for the Vulkan objects vkattn creates on the device (buffers,
+  // memory, views, pipelines and their layouts and modules, descriptor pools, command
+  // pools, fences, query pools, a pipeline cache of its own): passed to every create,
+  // allocate, destroy and free of them, as the engine's allocator. Default null: the
+  // driver's. Must outlive the backend and everything made from it.
+  const VkAllocationCallbacks* allocator = nullptr;
+  // For engines that load Vulkan themselves (volk, a loader of their own): every Vulkan
+  // command vkattn calls on this backend is taken from it (instance commands with
+  // vkGetInstanceProcAddr(instance, ...), device commands with the vkGetDeviceProcAddr it
+  // returns). Default null: the Vulkan loader vkattn is linked with.
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
 };
 
 // What a device needs for vkattn, to read before creating it.

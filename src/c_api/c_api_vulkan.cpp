@@ -75,6 +75,8 @@ vkattn_status vkattn_backend_create_external(const vkattn_external_vulkan* vulka
     ext.api_version = v.api_version;
     ext.device_create_info = v.device_create_info;
     ext.pipeline_cache = v.pipeline_cache;
+    ext.allocator = v.allocator;
+    ext.get_instance_proc_addr = v.get_instance_proc_addr;
     auto b = std::make_unique<vkattn_backend>();
     b->impl = vkattn::make_backend(ext, device_options(fn, options));
     b->device_name = b->impl->device_name();

@@ -20,23 +20,24 @@ namespace {
 
 VkBuffer buffer_of(const Binding& b) { return static_cast<VulkanTensor&>(*b.tensor).buffer->handle(); }
 
-void global_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccessFlags src,
+void global_barrier(const VulkanFunctions& fn, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccessFlags src,
                     VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
   auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   barrier.srcAccessMask = src;
   barrier.dstAccessMask = dst;
-  vkCmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+  fn.vkCmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
 // Timestamp queries, destroyed after the submission that writes them has finished.
 struct QueryPool {
+  const VulkanFunctions* fn = nullptr;
   VkDevice device = VK_NULL_HANDLE;
   VkQueryPool handle = VK_NULL_HANDLE;
   QueryPool() = default;
   QueryPool(const QueryPool&) = delete;
   QueryPool& operator=(const QueryPool&) = delete;
   ~QueryPool() {
-    if (handle) vkDestroyQueryPool(device, handle, nullptr);
+    if (handle) fn->vkDestroyQueryPool(device, handle, fn->allocator);
   }
 };
 
@@ -443,14 +444,15 @@ class VulkanCommandList final : public CommandListImpl {
       n_descriptors += d.key.n_bindings;
       n_texel += static_cast<std::uint32_t>(std::popcount(d.key.texel_bindings));
     }
-    enc->descriptors = DescriptorPool::create(dev, n_ops, n_descriptors, n_texel);
+    enc->descriptors = DescriptorPool::create(*ctx_->device, n_ops, n_descriptors, n_texel);
 
     if (options_.timestamps) {
       auto q = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
       q.queryType = VK_QUERY_TYPE_TIMESTAMP;
       q.queryCount = 2 * n_ops;
+      enc->queries.fn = &ctx_->device->fn();
       enc->queries.device = dev;
-      VKATTN_VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &enc->queries.handle));
+      VKATTN_VK_CHECK(ctx_->device->fn().vkCreateQueryPool(dev, &q, ctx_->device->fn().allocator, &enc->queries.handle));
     }
 
     for (std::uint32_t i = 0; i < n_ops; ++i) {
@@ -486,21 +488,22 @@ class VulkanCommandList final : public CommandListImpl {
   // from compute-shader writes to |exit_stage|/|exit_access| (none if |exit_stage| is 0).
   void record_commands(Encoded& enc, VkCommandBuffer cb, bool entry, VkPipelineStageFlags exit_stage,
                        VkAccessFlags exit_access) {
+    const VulkanFunctions& fn = ctx_->device->fn();
     const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
     if (enc.params_staging) {
       // Earlier submissions' reads of the parameters finish before the copy overwrites them.
-      global_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+      global_barrier(fn, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                      VK_ACCESS_TRANSFER_WRITE_BIT);
       const VkBufferCopy region{0, 0, params_.bytes().size()};
-      vkCmdCopyBuffer(cb, enc.params_staging->handle(), enc.params->handle(), 1, &region);
-      global_barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+      fn.vkCmdCopyBuffer(cb, enc.params_staging->handle(), enc.params->handle(), 1, &region);
+      global_barrier(fn, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     }
-    if (enc.queries.handle) vkCmdResetQueryPool(cb, enc.queries.handle, 0, 2 * n_ops);
+    if (enc.queries.handle) fn.vkCmdResetQueryPool(cb, enc.queries.handle, 0, 2 * n_ops);
     // Writes of earlier submissions (uploads through staging, previous lists) become
     // visible to this one's shaders.
     if (entry) {
-      global_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+      global_barrier(fn, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     }
 
@@ -516,7 +519,7 @@ class VulkanCommandList final : public CommandListImpl {
         hazard = hazard || written.count(h) || (binding.write && read.count(h));
       }
       if (hazard) {
-        global_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+        global_barrier(fn, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
         ++enc.barriers;
         read.clear();
@@ -530,21 +533,21 @@ class VulkanCommandList final : public CommandListImpl {
 
       if (enc.queries.handle) {
         // The start as the dispatch begins; the end once it and everything before it is done.
-        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc.queries.handle, 2 * i);
+        fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc.queries.handle, 2 * i);
       }
-      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &enc.sets[i], 0, nullptr);
+      fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+      fn.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &enc.sets[i], 0, nullptr);
       if (!d.push.empty()) {
-        vkCmdPushConstants(cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(d.push.size()),
+        fn.vkCmdPushConstants(cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(d.push.size()),
                            d.push.data());
       }
       const auto grid = fold_grid(d.groups, ctx_->limits);
-      vkCmdDispatch(cb, grid[0], grid[1], grid[2]);
+      fn.vkCmdDispatch(cb, grid[0], grid[1], grid[2]);
       if (enc.queries.handle) {
-        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc.queries.handle, 2 * i + 1);
+        fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc.queries.handle, 2 * i + 1);
       }
     }
-    if (exit_stage) global_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
+    if (exit_stage) global_barrier(fn, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
   }
 
   void encode() {
@@ -585,7 +588,7 @@ class VulkanCommandList final : public CommandListImpl {
   void read_timestamps() {
     const std::uint32_t n = static_cast<std::uint32_t>(2 * ops_.size());
     std::vector<std::uint64_t> ticks(n);
-    const VkResult r = vkGetQueryPoolResults(ctx_->device->handle(), encoded_->queries.handle, 0, n,
+    const VkResult r = ctx_->device->fn().vkGetQueryPoolResults(ctx_->device->handle(), encoded_->queries.handle, 0, n,
                                              ticks.size() * sizeof(std::uint64_t), ticks.data(), sizeof(std::uint64_t),
                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     ctx_->device->note(r, "vkGetQueryPoolResults");

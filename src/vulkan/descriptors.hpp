@@ -8,11 +8,15 @@
 #include <memory>
 #include <span>
 
+#include "vulkan/functions.hpp"
+
 namespace vkattn::detail {
+
+class Device;
 
 class DescriptorPool {
  public:
-  static std::unique_ptr<DescriptorPool> create(VkDevice device, std::uint32_t max_sets,
+  static std::unique_ptr<DescriptorPool> create(const Device& device, std::uint32_t max_sets,
                                                 std::uint32_t max_buffers, std::uint32_t max_texel_buffers);
   ~DescriptorPool();
   DescriptorPool(const DescriptorPool&) = delete;
@@ -25,6 +29,7 @@ class DescriptorPool {
 
  private:
   DescriptorPool() = default;
+  const VulkanFunctions* fn_ = nullptr;
   VkDevice device_ = VK_NULL_HANDLE;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
 };

@@ -44,14 +44,16 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api) {
+PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index,
+                            std::uint32_t instance_api) {
   PhysicalDevice out;
   out.handle = pd;
+  out.functions = &fn;
   DeviceInfo& info = out.info;
   info.index = index;
 
   VkPhysicalDeviceProperties base{};
-  vkGetPhysicalDeviceProperties(pd, &base);
+  fn.vkGetPhysicalDeviceProperties(pd, &base);
   info.name = base.deviceName;
   info.type = type_name(base.deviceType);
   info.api_version = version_string(base.apiVersion);
@@ -64,9 +66,9 @@ PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint3
   const bool v12 = base.apiVersion >= VK_API_VERSION_1_2 && instance_api >= VK_API_VERSION_1_2;
 
   std::uint32_t n = 0;
-  VKATTN_VK_CHECK(vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr));
+  VKATTN_VK_CHECK(fn.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr));
   std::vector<VkExtensionProperties> exts(n);
-  VKATTN_VK_CHECK(vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()));
+  VKATTN_VK_CHECK(fn.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()));
   auto has = [&](const char* name) {
     return std::any_of(exts.begin(), exts.end(),
                        [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
@@ -96,7 +98,7 @@ PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint3
   if (has_nv_sm) nv_sm.pNext = std::exchange(props.pNext, &nv_sm);
   if (has_amd_core) amd_core.pNext = std::exchange(props.pNext, &amd_core);
   if (has_arm_core) arm_core.pNext = std::exchange(props.pNext, &arm_core);
-  vkGetPhysicalDeviceProperties2(pd, &props);
+  fn.vkGetPhysicalDeviceProperties2(pd, &props);
   info.driver = v12 ? std::string(driver.driverName) + " " + driver.driverInfo : "version " + std::to_string(base.driverVersion);
 
   auto storage16 = vk_struct<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
@@ -107,7 +109,7 @@ PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint3
   features.pNext = &storage16;
   if (v12 || has("VK_KHR_shader_float16_int8")) storage16.pNext = &f16;
   if (size_control_ext) size_control.pNext = std::exchange(features.pNext, &size_control);
-  vkGetPhysicalDeviceFeatures2(pd, &features);
+  fn.vkGetPhysicalDeviceFeatures2(pd, &features);
 
   const VkPhysicalDeviceLimits& l = base.limits;
   DeviceLimits& lim = info.limits;
@@ -143,14 +145,14 @@ PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint3
   lim.storage_offset_alignment = l.minStorageBufferOffsetAlignment;
   // Uniform texel buffers of R32G32B32A32_UINT are required by the spec; check anyway.
   VkFormatProperties texel_format{};
-  vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &texel_format);
+  fn.vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &texel_format);
   const bool texel_ok = (texel_format.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) != 0;
   lim.max_texel_buffer_elements = texel_ok ? l.maxTexelBufferElements : 0;
   lim.storage_16bit = storage16.storageBuffer16BitAccess;
   lim.shader_float16 = f16.shaderFloat16;
 
   VkPhysicalDeviceMemoryProperties mem{};
-  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
   bool all_local_visible = true;
   for (std::uint32_t i = 0; i < mem.memoryHeapCount; ++i) {
     if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
@@ -169,9 +171,9 @@ PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint3
   // devices). A discrete GPU with a resizable BAR also has such a type, but not only such.
   lim.unified_memory = any_local && all_local_visible;
 
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> families(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
   bool found = false;
   for (std::uint32_t i = 0; i < n && !found; ++i) {
     if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
@@ -193,11 +195,12 @@ PhysicalDevice probe_device(VkPhysicalDevice pd, std::uint32_t index, std::uint3
 std::vector<PhysicalDevice> enumerate_devices(const Instance& instance) {
   OpScope scope("enumerate devices");
   std::uint32_t n = 0;
-  VKATTN_VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &n, nullptr));
+  const VulkanFunctions& fn = instance.fn();
+  VKATTN_VK_CHECK(fn.vkEnumeratePhysicalDevices(instance.handle(), &n, nullptr));
   std::vector<VkPhysicalDevice> handles(n);
-  VKATTN_VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &n, handles.data()));
+  VKATTN_VK_CHECK(fn.vkEnumeratePhysicalDevices(instance.handle(), &n, handles.data()));
   std::vector<PhysicalDevice> out;
-  for (std::uint32_t i = 0; i < n; ++i) out.push_back(probe_device(handles[i], i, instance.api_version()));
+  for (std::uint32_t i = 0; i < n; ++i) out.push_back(probe_device(fn, handles[i], i, instance.api_version()));
   return out;
 }
 
@@ -283,6 +286,7 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
 std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint64_t local_heap_cap) {
   OpScope scope("create device");
   std::unique_ptr<Device> self(new Device());
+  self->fn_ = *physical.functions;
   self->physical_ = physical.handle;
   self->family_ = physical.compute_family;
   self->count_heaps(local_heap_cap);
@@ -309,13 +313,21 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
   info.pQueueCreateInfos = &queue;
   info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
   info.ppEnabledExtensionNames = extensions.data();
-  VKATTN_VK_CHECK(vkCreateDevice(physical.handle, &info, nullptr, &self->device_));
-  vkGetDeviceQueue(self->device_, self->family_, 0, &self->queue_);
+  VKATTN_VK_CHECK(self->fn_.vkCreateDevice(physical.handle, &info, nullptr, &self->device_));
+  try {
+    self->fn_ = self->fn_.with_device(self->device_);
+  } catch (...) {
+    const auto destroy = reinterpret_cast<PFN_vkDestroyDevice>(self->fn_.vkGetDeviceProcAddr(self->device_, "vkDestroyDevice"));
+    if (destroy) destroy(self->device_, nullptr);
+    self->device_ = VK_NULL_HANDLE;
+    throw;
+  }
+  self->fn_.vkGetDeviceQueue(self->device_, self->family_, 0, &self->queue_);
   return self;
 }
 
 void Device::count_heaps(std::uint64_t local_heap_cap) {
-  vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+  fn_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
   std::vector<HeapLedger::Heap> heaps;
   for (std::uint32_t i = 0; i < memory_.memoryHeapCount; ++i) {
     const VkMemoryHeap& h = memory_.memoryHeaps[i];
@@ -328,8 +340,8 @@ void Device::count_heaps(std::uint64_t local_heap_cap) {
 
 Device::~Device() {
   if (device_ == VK_NULL_HANDLE || !owned_) return;
-  vkDeviceWaitIdle(device_);  // nothing useful to do with a failure while tearing down
-  vkDestroyDevice(device_, nullptr);
+  fn_.vkDeviceWaitIdle(device_);  // nothing useful to do with a failure while tearing down
+  fn_.vkDestroyDevice(device_, nullptr);
 }
 
 HeapReservation Device::reserve(std::uint32_t heap, std::uint64_t bytes, const std::string& what) {
@@ -340,7 +352,7 @@ HeapReservation Device::reserve(std::uint32_t heap, std::uint64_t bytes, const s
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT);
     auto props = vk_struct<VkPhysicalDeviceMemoryProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
     props.pNext = &budget;
-    vkGetPhysicalDeviceMemoryProperties2(physical_, &props);
+    fn_.vkGetPhysicalDeviceMemoryProperties2(physical_, &props);
     const std::uint64_t used = budget.heapUsage[heap], limit = budget.heapBudget[heap];
     if (bytes > limit || used > limit - bytes) {
       throw heaps_->full(heap, what, bytes, used, limit, "the driver's budget for this process",
@@ -390,7 +402,7 @@ void Device::submit(VkCommandBuffer cb, VkFence fence, const SemaphoreSync* sync
   VkResult r = take_fault(FaultSite::queue_submit);
   if (r == VK_SUCCESS) {
     std::lock_guard lock(queue_mutex_);
-    r = vkQueueSubmit(queue_, 1, &submit, fence);
+    r = fn_.vkQueueSubmit(queue_, 1, &submit, fence);
   }
   note(r, "vkQueueSubmit");
   if (r < 0) throw_vk_error(r, "vkQueueSubmit", __FILE__, __LINE__);
@@ -398,7 +410,7 @@ void Device::submit(VkCommandBuffer cb, VkFence fence, const SemaphoreSync* sync
 
 bool Device::signalled(VkFence fence) {
   check_alive();
-  const VkResult r = vkGetFenceStatus(device_, fence);
+  const VkResult r = fn_.vkGetFenceStatus(device_, fence);
   note(r, "vkGetFenceStatus");
   if (r < 0) throw_vk_error(r, "vkGetFenceStatus", __FILE__, __LINE__);
   return r == VK_SUCCESS;
@@ -406,7 +418,7 @@ bool Device::signalled(VkFence fence) {
 
 VkResult Device::wait(VkFence fence, std::uint64_t timeout_ns) {
   check_alive();
-  VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ns);
+  VkResult r = fn_.vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ns);
   if (const VkResult fault = take_fault(FaultSite::fence_wait); fault != VK_SUCCESS) r = fault;
   note(r, "vkWaitForFences");
   if (r < 0) throw_vk_error(r, "vkWaitForFences", __FILE__, __LINE__);

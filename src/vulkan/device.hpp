@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/heap_ledger.hpp"
+#include "vulkan/functions.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::detail {
@@ -30,6 +31,7 @@ struct SemaphoreSync {
 
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
+  const VulkanFunctions* functions = nullptr;  // its instance's (Instance::fn())
   DeviceInfo info;                          // limits as the device reports them
   std::uint32_t compute_family = 0;
   std::array<std::uint8_t, VK_UUID_SIZE> uuid{};
@@ -44,8 +46,9 @@ struct PhysicalDevice {
 std::vector<PhysicalDevice> enumerate_devices(const Instance& instance);
 
 // What vkattn can use of one physical device, as enumerate_devices reports it;
-// |instance_api| is the apiVersion its instance was created with.
-PhysicalDevice probe_device(VkPhysicalDevice handle, std::uint32_t index, std::uint32_t instance_api);
+// |instance_api| is the apiVersion its instance was created with, |fn| its commands.
+PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, std::uint32_t index,
+                            std::uint32_t instance_api);
 
 // Index into |devices| of the device to use: DeviceOptions::device, else $VKATTN_DEVICE,
 // else the best type. Throws Error(no_device) listing each device's rejection reason.
@@ -60,14 +63,18 @@ class Device {
   // size), so that tests can exhaust a small heap quickly.
   static std::unique_ptr<Device> create(const PhysicalDevice& physical, std::uint64_t local_heap_cap = 0);
   // A device and queue the caller created and keeps (vulkan.hpp: ExternalVulkan): never
-  // destroyed or waited on here; |physical|.compute_family is the caller's queue family.
+  // destroyed or waited on here; |physical|.compute_family is the caller's queue family;
+  // |allocator| (may be null) is passed to every create and destroy of vkattn's objects.
   // Defined in external.cpp.
-  static std::unique_ptr<Device> adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue);
+  static std::unique_ptr<Device> adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue,
+                                       const VkAllocationCallbacks* allocator);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
   VkDevice handle() const { return device_; }
+  // Every command, and the allocation callbacks for device objects.
+  const VulkanFunctions& fn() const { return fn_; }
   VkPhysicalDevice physical() const { return physical_; }
   std::uint32_t family() const { return family_; }
   const VkPhysicalDeviceMemoryProperties& memory() const { return memory_; }
@@ -95,6 +102,7 @@ class Device {
  private:
   Device() = default;
   void count_heaps(std::uint64_t local_heap_cap);  // memory_ and heaps_
+  VulkanFunctions fn_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;

@@ -66,16 +66,17 @@ Enabled enabled_in(const VkDeviceCreateInfo* info, std::uint32_t family) {
 }
 
 // The physical device as vkattn sees it, with only what the caller enabled counted in.
-PhysicalDevice external_physical(const ExternalVulkan& v, const Enabled& enabled) {
-  PhysicalDevice p = probe_device(v.physical_device, 0, v.api_version);
+PhysicalDevice external_physical(const Instance& instance, const ExternalVulkan& v, const Enabled& enabled) {
+  const VulkanFunctions& fn = instance.fn();
+  PhysicalDevice p = probe_device(fn, v.physical_device, 0, v.api_version);
   if (!p.info.rejected.empty()) {
     throw Error(ErrorCode::unsupported, "ExternalVulkan::physical_device (" + p.info.name + ") " + p.info.rejected,
                 "vkGetPhysicalDeviceProperties", 0, current_op());
   }
   std::uint32_t n = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(v.physical_device, &n, nullptr);
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(v.physical_device, &n, nullptr);
   std::vector<VkQueueFamilyProperties> families(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(v.physical_device, &n, families.data());
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(v.physical_device, &n, families.data());
   if (v.queue_family_index >= n) {
     throw InvalidArgument("create backend", "ExternalVulkan::queue_family_index", std::to_string(v.queue_family_index),
                           "[0, " + std::to_string(n) + ") (the device's queue families)");
@@ -117,9 +118,12 @@ void check_handles(const ExternalVulkan& v) {
 
 }  // namespace
 
-std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue) {
+std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue,
+                                      const VkAllocationCallbacks* allocator) {
   std::unique_ptr<Device> self(new Device());
   self->owned_ = false;
+  self->fn_ = physical.functions->with_device(device);
+  self->fn_.allocator = allocator;
   self->physical_ = physical.handle;
   self->device_ = device;
   self->queue_ = queue;
@@ -155,10 +159,10 @@ std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const Device
   auto ctx = std::make_shared<Context>();
   ctx->external = true;
   ctx->log = std::make_shared<Logger>(options);
-  ctx->instance = Instance::adopt(vulkan.instance, vulkan.api_version);
-  ctx->physical = external_physical(vulkan, enabled);
+  ctx->instance = Instance::adopt(vulkan.instance, vulkan.api_version, vulkan.get_instance_proc_addr);
+  ctx->physical = external_physical(*ctx->instance, vulkan, enabled);
   plan_context(*ctx, options);
-  ctx->device = Device::adopt(ctx->physical, vulkan.device, vulkan.queue);
+  ctx->device = Device::adopt(ctx->physical, vulkan.device, vulkan.queue, vulkan.allocator);
   if (vulkan.pipeline_cache != VK_NULL_HANDLE) {
     ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, vulkan.pipeline_cache, ctx->log);
   } else {

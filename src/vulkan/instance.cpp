@@ -15,8 +15,8 @@ constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 // with "cannot allocate memory in static TLS block" (found on an H100, driver 580). One
 // bare instance kept for the life of the process keeps every driver loaded, so backends
 // may come and go. It is never destroyed: at exit, drivers may already be torn down.
-void keep_drivers_loaded() {
-  static const VkInstance anchor = [] {
+void keep_drivers_loaded(const VulkanFunctions& fn) {
+  static const VkInstance anchor = [&fn] {
     auto app = vk_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
     app.pApplicationName = "vkattn (keeps drivers loaded)";
     app.apiVersion = VK_API_VERSION_1_1;
@@ -24,7 +24,7 @@ void keep_drivers_loaded() {
     info.pApplicationInfo = &app;
     VkInstance instance = VK_NULL_HANDLE;
     // A failure here is reported by the real instance creation that follows.
-    if (vkCreateInstance(&info, nullptr, &instance) != VK_SUCCESS) instance = VK_NULL_HANDLE;
+    if (fn.vkCreateInstance(&info, nullptr, &instance) != VK_SUCCESS) instance = VK_NULL_HANDLE;
     return instance;
   }();
   (void)anchor;
@@ -41,21 +41,25 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
 std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<const Logger> log) {
   std::unique_ptr<Instance> self(new Instance());
   self->log_ = std::move(log);
+  self->fn_ = VulkanFunctions::global(nullptr);
+  const VulkanFunctions& fn = self->fn_;
 
   std::uint32_t loader_version = VK_API_VERSION_1_0;
-  if (vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS) loader_version = VK_API_VERSION_1_0;
+  if (!fn.vkEnumerateInstanceVersion || fn.vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS) {
+    loader_version = VK_API_VERSION_1_0;
+  }
   if (loader_version < VK_API_VERSION_1_1) {
     throw Error(ErrorCode::no_device, "the Vulkan loader supports only Vulkan 1.0; vkattn needs 1.1",
                 "vkEnumerateInstanceVersion", 0, current_op());
   }
-  keep_drivers_loaded();
+  keep_drivers_loaded(fn);
   // 1.2 when available, so that 1.2 feature structs may be queried on 1.2 devices.
   self->api_version_ = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
 
   std::uint32_t n = 0;
-  VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr));
+  VKATTN_VK_CHECK(fn.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr));
   std::vector<VkExtensionProperties> exts(n);
-  VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data()));
+  VKATTN_VK_CHECK(fn.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data()));
 
   std::vector<const char*> extensions;
   std::vector<const char*> layers;
@@ -67,9 +71,9 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
     flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
   }
   if (validation) {
-    VKATTN_VK_CHECK(vkEnumerateInstanceLayerProperties(&n, nullptr));
+    VKATTN_VK_CHECK(fn.vkEnumerateInstanceLayerProperties(&n, nullptr));
     std::vector<VkLayerProperties> props(n);
-    VKATTN_VK_CHECK(vkEnumerateInstanceLayerProperties(&n, props.data()));
+    VKATTN_VK_CHECK(fn.vkEnumerateInstanceLayerProperties(&n, props.data()));
     bool found = false;
     for (const auto& p : props) found = found || std::strcmp(p.layerName, kValidationLayer) == 0;
     if (!found) {
@@ -84,9 +88,9 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
     }
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
-    VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(kValidationLayer, &n, nullptr));
+    VKATTN_VK_CHECK(fn.vkEnumerateInstanceExtensionProperties(kValidationLayer, &n, nullptr));
     std::vector<VkExtensionProperties> layer_exts(n);
-    VKATTN_VK_CHECK(vkEnumerateInstanceExtensionProperties(kValidationLayer, &n, layer_exts.data()));
+    VKATTN_VK_CHECK(fn.vkEnumerateInstanceExtensionProperties(kValidationLayer, &n, layer_exts.data()));
     has_validation_features = has_extension(layer_exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     if (has_validation_features) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   }
@@ -124,17 +128,23 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
     if (has_validation_features) messenger_info.pNext = &features;
   }
 
-  const VkResult r = vkCreateInstance(&info, nullptr, &self->instance_);
+  const VkResult r = fn.vkCreateInstance(&info, nullptr, &self->instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
     throw Error(ErrorCode::no_device,
                 "no Vulkan driver is installed (on Debian, mesa-vulkan-drivers provides lavapipe)",
                 "vkCreateInstance", r, current_op());
   }
   VKATTN_VK_CHECK(r);
+  try {
+    self->fn_ = fn.with_instance(self->instance_);
+  } catch (...) {
+    self->fn_.vkDestroyInstance = reinterpret_cast<PFN_vkDestroyInstance>(
+        self->fn_.vkGetInstanceProcAddr(self->instance_, "vkDestroyInstance"));
+    throw;
+  }
 
   if (validation) {
-    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(self->instance_, "vkCreateDebugUtilsMessengerEXT"));
+    const auto create = self->fn_.vkCreateDebugUtilsMessengerEXT;
     if (!create) {
       throw Error(ErrorCode::unsupported, "vkCreateDebugUtilsMessengerEXT is unavailable",
                   "vkGetInstanceProcAddr", 0, current_op());
@@ -146,16 +156,16 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
 }
 
 Instance::~Instance() {
-  if (messenger_ != VK_NULL_HANDLE) {
-    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
-    if (destroy) destroy(instance_, messenger_, nullptr);
+  if (messenger_ != VK_NULL_HANDLE && fn_.vkDestroyDebugUtilsMessengerEXT) {
+    fn_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
   }
-  if (instance_ != VK_NULL_HANDLE && owned_) vkDestroyInstance(instance_, nullptr);
+  if (instance_ != VK_NULL_HANDLE && owned_ && fn_.vkDestroyInstance) fn_.vkDestroyInstance(instance_, nullptr);
 }
 
-std::unique_ptr<Instance> Instance::adopt(VkInstance instance, std::uint32_t api_version) {
+std::unique_ptr<Instance> Instance::adopt(VkInstance instance, std::uint32_t api_version,
+                                         PFN_vkGetInstanceProcAddr get_instance_proc_addr) {
   std::unique_ptr<Instance> self(new Instance());
+  self->fn_ = VulkanFunctions::global(get_instance_proc_addr).with_instance(instance);
   self->instance_ = instance;
   self->api_version_ = api_version;
   self->owned_ = false;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "vulkan/functions.hpp"
 
 namespace vkattn::detail {
 
@@ -19,13 +20,17 @@ class Instance {
   // kept (messages()) and passed to |log| when given.
   static std::unique_ptr<Instance> create(bool validation, std::shared_ptr<const Logger> log = nullptr);
   // An instance the caller created and keeps (vulkan.hpp: ExternalVulkan), made with
-  // |api_version|: never destroyed here; no messenger (the caller's own reports).
-  static std::unique_ptr<Instance> adopt(VkInstance instance, std::uint32_t api_version);
+  // |api_version|: never destroyed here; no messenger (the caller's own reports). Its
+  // commands come through |get_instance_proc_addr| (null: the loader vkattn links).
+  static std::unique_ptr<Instance> adopt(VkInstance instance, std::uint32_t api_version,
+                                         PFN_vkGetInstanceProcAddr get_instance_proc_addr);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
 
   VkInstance handle() const { return instance_; }
+  // The global and instance commands.
+  const VulkanFunctions& fn() const { return fn_; }
   std::uint32_t api_version() const { return api_version_; }
   bool validation() const { return messenger_ != VK_NULL_HANDLE; }
   std::vector<std::string> messages() const;
@@ -36,6 +41,7 @@ class Instance {
                                                    VkDebugUtilsMessageTypeFlagsEXT types,
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                    void* user);
+  VulkanFunctions fn_;
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::uint32_t api_version_ = VK_API_VERSION_1_1;

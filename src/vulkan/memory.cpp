@@ -31,8 +31,10 @@ int find_type(const VkPhysicalDeviceMemoryProperties& mem, std::uint32_t type_bi
 std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, BufferKind kind, const std::string& what,
                                        bool prefer_mapped, std::uint64_t max_texels) {
   std::unique_ptr<Buffer> self(new Buffer());
+  self->fn_ = &device.fn();
   self->device_ = device.handle();
   self->size_ = bytes;
+  const VulkanFunctions& fn = device.fn();
 
   auto info = vk_struct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
   info.size = bytes;
@@ -41,10 +43,10 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   if (kind == BufferKind::device) info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
   if (texels) info.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  VKATTN_VK_CHECK(vkCreateBuffer(self->device_, &info, nullptr, &self->buffer_));
+  VKATTN_VK_CHECK(fn.vkCreateBuffer(self->device_, &info, fn.allocator, &self->buffer_));
 
   VkMemoryRequirements req{};
-  vkGetBufferMemoryRequirements(self->device_, self->buffer_, &req);
+  fn.vkGetBufferMemoryRequirements(self->device_, self->buffer_, &req);
 
   std::vector<VkMemoryPropertyFlags> order;
   if (kind == BufferKind::device) {
@@ -69,7 +71,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   alloc.allocationSize = req.size;
   alloc.memoryTypeIndex = static_cast<std::uint32_t>(type);
   VkResult r = take_fault(FaultSite::allocate_memory);
-  if (r == VK_SUCCESS) r = vkAllocateMemory(self->device_, &alloc, nullptr, &self->memory_);
+  if (r == VK_SUCCESS) r = fn.vkAllocateMemory(self->device_, &alloc, fn.allocator, &self->memory_);
   device.note(r, "vkAllocateMemory");
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
     const auto& h = device.heaps();
@@ -80,7 +82,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
                 "vkAllocateMemory", r, current_op());
   }
   if (r < 0) throw_vk_error(r, "vkAllocateMemory", __FILE__, __LINE__);
-  VKATTN_VK_CHECK(vkBindBufferMemory(self->device_, self->buffer_, self->memory_, 0));
+  VKATTN_VK_CHECK(fn.vkBindBufferMemory(self->device_, self->buffer_, self->memory_, 0));
 
   if (texels) {
     auto view = vk_struct<VkBufferViewCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO);
@@ -88,7 +90,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
     view.format = VK_FORMAT_R32G32B32A32_UINT;
     view.offset = 0;
     view.range = bytes;
-    VKATTN_VK_CHECK(vkCreateBufferView(self->device_, &view, nullptr, &self->view_));
+    VKATTN_VK_CHECK(fn.vkCreateBufferView(self->device_, &view, fn.allocator, &self->view_));
   }
 
   const VkMemoryPropertyFlags flags = device.memory().memoryTypes[type].propertyFlags;
@@ -96,10 +98,10 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   // host-visible memory (every type is, on CPU devices): DeviceOptions::force_staging and
   // devices without unified memory take that path.
   if ((flags & kVisible) && (kind == BufferKind::staging || prefer_mapped)) {
-    VKATTN_VK_CHECK(vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
+    VKATTN_VK_CHECK(fn.vkMapMemory(self->device_, self->memory_, 0, VK_WHOLE_SIZE, 0, &self->mapped_));
     self->coherent_ = (flags & kCoherent) != 0;
     VkPhysicalDeviceProperties props{};
-    vkGetPhysicalDeviceProperties(device.physical(), &props);
+    fn.vkGetPhysicalDeviceProperties(device.physical(), &props);
     self->atom_ = props.limits.nonCoherentAtomSize;
   }
   return self;
@@ -116,9 +118,9 @@ std::unique_ptr<Buffer> Buffer::borrow(VkBuffer buffer, VkDeviceSize offset, VkD
 
 Buffer::~Buffer() {
   if (!owned_) return;
-  if (view_) vkDestroyBufferView(device_, view_, nullptr);
-  if (buffer_) vkDestroyBuffer(device_, buffer_, nullptr);
-  if (memory_) vkFreeMemory(device_, memory_, nullptr);  // unmaps implicitly
+  if (view_) fn_->vkDestroyBufferView(device_, view_, fn_->allocator);
+  if (buffer_) fn_->vkDestroyBuffer(device_, buffer_, fn_->allocator);
+  if (memory_) fn_->vkFreeMemory(device_, memory_, fn_->allocator);  // unmaps implicitly
 }
 
 // From |offset| (rounded down to nonCoherentAtomSize) to the end of the mapping.
@@ -134,7 +136,7 @@ void Buffer::write(std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
   std::memcpy(static_cast<std::uint8_t*>(mapped_) + offset, bytes.data(), bytes.size());
   if (!coherent_) {
     const VkMappedMemoryRange range = range_from(offset);
-    VKATTN_VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
+    VKATTN_VK_CHECK(fn_->vkFlushMappedMemoryRanges(device_, 1, &range));
   }
 }
 
@@ -142,14 +144,14 @@ void Buffer::zero() {
   std::memset(mapped_, 0, size_);
   if (!coherent_) {
     const VkMappedMemoryRange range = range_from(0);
-    VKATTN_VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
+    VKATTN_VK_CHECK(fn_->vkFlushMappedMemoryRanges(device_, 1, &range));
   }
 }
 
 void Buffer::read(std::span<std::uint8_t> bytes, VkDeviceSize offset) const {
   if (!coherent_) {
     const VkMappedMemoryRange range = range_from(offset);
-    VKATTN_VK_CHECK(vkInvalidateMappedMemoryRanges(device_, 1, &range));
+    VKATTN_VK_CHECK(fn_->vkInvalidateMappedMemoryRanges(device_, 1, &range));
   }
   std::memcpy(bytes.data(), static_cast<const std::uint8_t*>(mapped_) + offset, bytes.size());
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/heap_ledger.hpp"
+#include "vulkan/functions.hpp"
 
 namespace vkattn::detail {
 
@@ -51,6 +52,7 @@ class Buffer {
  private:
   Buffer() = default;
   VkMappedMemoryRange range_from(VkDeviceSize offset) const;
+  const VulkanFunctions* fn_ = nullptr;  // the device's; null for a borrowed buffer
   VkDevice device_ = VK_NULL_HANDLE;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;

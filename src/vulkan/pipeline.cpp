@@ -38,8 +38,8 @@ std::span<const std::uint32_t> kernel_spirv(KernelId id) {
   return {e.words, e.count};
 }
 
-Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& key)
-    : device_(device), key_(key) {
+Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key)
+    : fn_(fn), device_(device), key_(key) {
   // Members are released by the destructor, which a throwing constructor does not run:
   // clean up through a guard until the pipeline is complete.
   struct Guard {
@@ -53,7 +53,7 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
   auto module = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
   module.codeSize = spirv.size_bytes();
   module.pCode = spirv.data();
-  VKATTN_VK_CHECK(vkCreateShaderModule(device_, &module, nullptr, &module_));
+  VKATTN_VK_CHECK(fn_.vkCreateShaderModule(device_, &module, fn_.allocator, &module_));
 
   std::vector<VkDescriptorSetLayoutBinding> bindings(key.n_bindings);
   for (std::uint32_t i = 0; i < key.n_bindings; ++i) {
@@ -64,7 +64,7 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
   auto set = vk_struct<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
   set.bindingCount = key.n_bindings;
   set.pBindings = bindings.data();
-  VKATTN_VK_CHECK(vkCreateDescriptorSetLayout(device_, &set, nullptr, &set_layout_));
+  VKATTN_VK_CHECK(fn_.vkCreateDescriptorSetLayout(device_, &set, fn_.allocator, &set_layout_));
 
   VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, key.push_bytes};
   auto layout = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
@@ -72,7 +72,7 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
   layout.pSetLayouts = &set_layout_;
   layout.pushConstantRangeCount = key.push_bytes ? 1 : 0;
   layout.pPushConstantRanges = &push;
-  VKATTN_VK_CHECK(vkCreatePipelineLayout(device_, &layout, nullptr, &layout_));
+  VKATTN_VK_CHECK(fn_.vkCreatePipelineLayout(device_, &layout, fn_.allocator, &layout_));
 
   std::vector<VkSpecializationMapEntry> entries(key.spec.size());
   for (std::uint32_t i = 0; i < key.spec.size(); ++i) {
@@ -94,17 +94,17 @@ Pipeline::Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& ke
     info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   }
   info.layout = layout_;
-  VKATTN_VK_CHECK(vkCreateComputePipelines(device_, cache, 1, &info, nullptr, &pipeline_));
+  VKATTN_VK_CHECK(fn_.vkCreateComputePipelines(device_, cache, 1, &info, fn_.allocator, &pipeline_));
   guard.p = nullptr;
 }
 
 Pipeline::~Pipeline() { release(); }
 
 void Pipeline::release() {
-  if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);
-  if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
-  if (set_layout_) vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
-  if (module_) vkDestroyShaderModule(device_, module_, nullptr);
+  if (pipeline_) fn_.vkDestroyPipeline(device_, pipeline_, fn_.allocator);
+  if (layout_) fn_.vkDestroyPipelineLayout(device_, layout_, fn_.allocator);
+  if (set_layout_) fn_.vkDestroyDescriptorSetLayout(device_, set_layout_, fn_.allocator);
+  if (module_) fn_.vkDestroyShaderModule(device_, module_, fn_.allocator);
   pipeline_ = VK_NULL_HANDLE;
   layout_ = VK_NULL_HANDLE;
   set_layout_ = VK_NULL_HANDLE;
@@ -119,7 +119,7 @@ std::string default_pipeline_cache_dir() {
 
 PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir,
                              std::shared_ptr<const Logger> log)
-    : device_(device.handle()), log_(std::move(log)) {
+    : fn_(device.fn()), device_(device.handle()), log_(std::move(log)) {
   std::vector<char> blob;
   if (!dir.empty()) {
     static const char* hex = "0123456789abcdef";
@@ -134,18 +134,18 @@ PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std
   auto info = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
   info.initialDataSize = blob.size();
   info.pInitialData = blob.empty() ? nullptr : blob.data();
-  const VkResult r = vkCreatePipelineCache(device_, &info, nullptr, &cache_);
+  const VkResult r = fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_);
   if (r != VK_SUCCESS) {
     log_->log(LogLevel::warning, "pipeline cache " + file_ + " rejected by the driver (" + vk_result_name(r) +
                                      "); starting empty");
     info.initialDataSize = 0;
     info.pInitialData = nullptr;
-    VKATTN_VK_CHECK(vkCreatePipelineCache(device_, &info, nullptr, &cache_));
+    VKATTN_VK_CHECK(fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_));
   }
 }
 
 PipelineCache::PipelineCache(Device& device, VkPipelineCache borrowed, std::shared_ptr<const Logger> log)
-    : device_(device.handle()), cache_(borrowed), owned_(false), log_(std::move(log)) {}
+    : fn_(device.fn()), device_(device.handle()), cache_(borrowed), owned_(false), log_(std::move(log)) {}
 
 // The file's data into |blob|, when it is there, readable and a cache of this device
 // (Vulkan's cache header: length, version 1, vendor, device, pipelineCacheUUID).
@@ -178,7 +178,7 @@ PipelineCache::~PipelineCache() {
     // Saving only spares a later run some compile time.
   }
   pipelines_.clear();
-  if (cache_ && owned_) vkDestroyPipelineCache(device_, cache_, nullptr);
+  if (cache_ && owned_) fn_.vkDestroyPipelineCache(device_, cache_, fn_.allocator);
 }
 
 void PipelineCache::save() const {
@@ -191,9 +191,9 @@ void PipelineCache::save() const {
     }
   };
   std::size_t size = 0;
-  if (vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
+  if (fn_.vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
   std::vector<char> blob(size);
-  if (vkGetPipelineCacheData(device_, cache_, &size, blob.data()) != VK_SUCCESS) return;
+  if (fn_.vkGetPipelineCacheData(device_, cache_, &size, blob.data()) != VK_SUCCESS) return;
   std::error_code ec;
   const std::filesystem::path path(file_);
   std::filesystem::create_directories(path.parent_path(), ec);
@@ -225,7 +225,7 @@ const Pipeline& PipelineCache::get(const PipelineKey& key) {
   // Built unlocked: a build takes seconds on CPU devices, and VkPipelineCache is safe to
   // use from several threads at once.
   const auto start = std::chrono::steady_clock::now();
-  auto built = std::make_unique<Pipeline>(device_, cache_, key);
+  auto built = std::make_unique<Pipeline>(fn_, device_, cache_, key);
   if (log_->enabled(LogLevel::info)) {
     const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
     std::string spec;

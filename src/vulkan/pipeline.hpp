@@ -13,6 +13,7 @@
 
 #include "common/inline_vector.hpp"
 #include "common/log.hpp"
+#include "vulkan/functions.hpp"
 
 namespace vkattn::detail {
 
@@ -47,7 +48,7 @@ struct PipelineKey {
 
 class Pipeline {
  public:
-  Pipeline(VkDevice device, VkPipelineCache cache, const PipelineKey& key);
+  Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -59,6 +60,7 @@ class Pipeline {
 
  private:
   void release();
+  const VulkanFunctions& fn_;
   VkDevice device_;
   PipelineKey key_;
   VkShaderModule module_ = VK_NULL_HANDLE;
@@ -90,6 +92,7 @@ class PipelineCache {
 
  private:
   void load(const PhysicalDevice& physical, std::vector<char>& blob) const;
+  const VulkanFunctions& fn_;
   VkDevice device_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool owned_ = true;

@@ -13,14 +13,14 @@ Submission::Submission(Device& device, bool one_time) : device_(device), one_tim
     auto pool = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     pool.flags = one_time ? VK_COMMAND_POOL_CREATE_TRANSIENT_BIT : 0;
     pool.queueFamilyIndex = device_.family();
-    VKATTN_VK_CHECK(vkCreateCommandPool(device_.handle(), &pool, nullptr, &pool_));
+    VKATTN_VK_CHECK(device_.fn().vkCreateCommandPool(device_.handle(), &pool, device_.fn().allocator, &pool_));
     auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
     info.commandPool = pool_;
     info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     info.commandBufferCount = 1;
-    VKATTN_VK_CHECK(vkAllocateCommandBuffers(device_.handle(), &info, &cb_));
+    VKATTN_VK_CHECK(device_.fn().vkAllocateCommandBuffers(device_.handle(), &info, &cb_));
     auto fence = vk_struct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
-    VKATTN_VK_CHECK(vkCreateFence(device_.handle(), &fence, nullptr, &fence_));
+    VKATTN_VK_CHECK(device_.fn().vkCreateFence(device_.handle(), &fence, device_.fn().allocator, &fence_));
   } catch (...) {
     release();
     throw;
@@ -32,9 +32,9 @@ Submission::~Submission() { release(); }
 void Submission::release() noexcept {
   VkDevice dev = device_.handle();
   // A lost device answers at once; a hung one is lost after the driver's watchdog.
-  if (pending_) vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
-  if (fence_) vkDestroyFence(dev, fence_, nullptr);
-  if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);  // frees cb_
+  if (pending_) device_.fn().vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (fence_) device_.fn().vkDestroyFence(dev, fence_, device_.fn().allocator);
+  if (pool_) device_.fn().vkDestroyCommandPool(dev, pool_, device_.fn().allocator);  // frees cb_
   fence_ = VK_NULL_HANDLE;
   pool_ = VK_NULL_HANDLE;
   cb_ = VK_NULL_HANDLE;
@@ -43,11 +43,11 @@ void Submission::release() noexcept {
 VkCommandBuffer Submission::begin() {
   auto begin = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
   if (one_time_) begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  VKATTN_VK_CHECK(vkBeginCommandBuffer(cb_, &begin));
+  VKATTN_VK_CHECK(device_.fn().vkBeginCommandBuffer(cb_, &begin));
   return cb_;
 }
 
-void Submission::end() { VKATTN_VK_CHECK(vkEndCommandBuffer(cb_)); }
+void Submission::end() { VKATTN_VK_CHECK(device_.fn().vkEndCommandBuffer(cb_)); }
 
 namespace {
 Error timeout_error(std::uint32_t timeout_ms) {
@@ -69,7 +69,7 @@ void Submission::submit_and_wait(std::uint32_t timeout_ms) {
 
 std::uint64_t Submission::submit(std::uint32_t timeout_ms, const SemaphoreSync* sync) {
   if (pending_ && !wait(submitted_, std::uint64_t{timeout_ms} * 1000000u)) throw timeout_error(timeout_ms);
-  VKATTN_VK_CHECK(vkResetFences(device_.handle(), 1, &fence_));
+  VKATTN_VK_CHECK(device_.fn().vkResetFences(device_.handle(), 1, &fence_));
   device_.submit(cb_, fence_, sync);
   pending_ = true;
   return ++submitted_;

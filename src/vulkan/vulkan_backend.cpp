@@ -26,15 +26,16 @@ template <class Record>
 void one_shot(Context& ctx, Record record) {
   Submission submission(*ctx.device, true);
   VkCommandBuffer cb = submission.begin();
+  const VulkanFunctions& fn = ctx.device->fn();
   auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   barrier.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
+  fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
                        nullptr, 0, nullptr);
   record(cb);
   barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0,
+  fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0,
                        nullptr);
   submission.end();
   submission.submit_and_wait(ctx.options.submit_timeout_ms);
@@ -43,7 +44,7 @@ void one_shot(Context& ctx, Record record) {
 void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
   one_shot(ctx, [&](VkCommandBuffer cb) {
     const VkBufferCopy region{src.offset(), dst.offset(), bytes};
-    vkCmdCopyBuffer(cb, src.handle(), dst.handle(), 1, &region);
+    ctx.device->fn().vkCmdCopyBuffer(cb, src.handle(), dst.handle(), 1, &region);
   });
 }
 
@@ -158,7 +159,9 @@ void Context::zero(Buffer& buffer) {
     buffer.zero();
     return;
   }
-  one_shot(*this, [&](VkCommandBuffer cb) { vkCmdFillBuffer(cb, buffer.handle(), buffer.offset(), buffer.size(), 0); });
+  one_shot(*this, [&](VkCommandBuffer cb) {
+    device->fn().vkCmdFillBuffer(cb, buffer.handle(), buffer.offset(), buffer.size(), 0);
+  });
 }
 
 bool has_texel_view(const TensorImpl& t) {

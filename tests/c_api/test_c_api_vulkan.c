@@ -237,6 +237,8 @@ int main(void) {
   vkattn_external_vulkan ext;
   OK(vkattn_external_vulkan_init(&ext, sizeof ext));
   CHECK(ext.api_version == VK_API_VERSION_1_1);
+  CHECK(ext.allocator == NULL && ext.get_instance_proc_addr == NULL);
+  ext.get_instance_proc_addr = vkGetInstanceProcAddr; /* the application's loader, as volk would give it */
   ext.instance = app.instance;
   ext.physical_device = app.physical;
   ext.device = app.device;

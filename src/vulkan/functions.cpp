@@ -1,0 +1,55 @@
+#include "vulkan/functions.hpp"
+
+#include <string>
+
+#include "vulkan/check.hpp"
+
+// The one command taken from the loader vkattn links (VK_NO_PROTOTYPES hides its
+// declaration): everything else is loaded through it.
+extern "C" VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL vkGetInstanceProcAddr(VkInstance instance, const char* name);
+
+namespace vkattn::detail {
+
+namespace {
+
+[[noreturn]] void missing(ErrorCode code, const char* name, const char* from) {
+  throw Error(code, std::string(name) + " is not available from " + from, from, 0, current_op());
+}
+
+}  // namespace
+
+VulkanFunctions VulkanFunctions::global(PFN_vkGetInstanceProcAddr get_instance_proc_addr) {
+  VulkanFunctions f;
+  f.vkGetInstanceProcAddr = get_instance_proc_addr ? get_instance_proc_addr : &::vkGetInstanceProcAddr;
+  // vkEnumerateInstanceVersion is 1.1; a 1.0 loader lacks it, which instance creation reports.
+#define VKATTN_VK_LOAD(name) f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(VK_NULL_HANDLE, #name));
+  VKATTN_VK_GLOBAL(VKATTN_VK_LOAD)
+#undef VKATTN_VK_LOAD
+  if (!f.vkCreateInstance) missing(ErrorCode::no_device, "vkCreateInstance", "vkGetInstanceProcAddr");
+  return f;
+}
+
+VulkanFunctions VulkanFunctions::with_instance(VkInstance instance) const {
+  VulkanFunctions f = *this;
+#define VKATTN_VK_LOAD(name)                                                                   \
+  f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(instance, #name));             \
+  if (!f.name) missing(ErrorCode::unsupported, #name, "vkGetInstanceProcAddr");
+  VKATTN_VK_INSTANCE(VKATTN_VK_LOAD)
+#undef VKATTN_VK_LOAD
+#define VKATTN_VK_LOAD(name) f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(instance, #name));
+  VKATTN_VK_INSTANCE_OPTIONAL(VKATTN_VK_LOAD)
+#undef VKATTN_VK_LOAD
+  return f;
+}
+
+VulkanFunctions VulkanFunctions::with_device(VkDevice device) const {
+  VulkanFunctions f = *this;
+#define VKATTN_VK_LOAD(name)                                                                   \
+  f.name = reinterpret_cast<PFN_##name>(f.vkGetDeviceProcAddr(device, #name));                 \
+  if (!f.name) missing(ErrorCode::unsupported, #name, "vkGetDeviceProcAddr");
+  VKATTN_VK_DEVICE(VKATTN_VK_LOAD)
+#undef VKATTN_VK_LOAD
+  return f;
+}
+
+}  // namespace vkattn::detail
