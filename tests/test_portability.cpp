@@ -255,7 +255,7 @@ TEST_F(VulkanVsCpuTest, FourStorageBuffersPerKernel) {
     EXPECT_TRUE(all_close(outs[0], outs[1], {3, 8, 64}, 2e-4, 1e-4)) << "cache";
   });
   // V too large for the minimum texel view (1 MiB) while q and K fit: the fused kernel would
-  // bind 6 storage buffers, the three stages 4 at most, so attention takes those.
+  // bind 7 storage buffers, the three stages 4 at most, so attention takes those.
   options.cap_limits->max_texel_buffer_elements = 65536;
   on_vulkan(options, [&](Backend& gpu) {
     const std::size_t keys = 2400, d = 128;
