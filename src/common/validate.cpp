@@ -182,10 +182,13 @@ void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<co
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
                           std::string("n_tokens = ") + x_name + ".shape[0] = " + std::to_string(x.shape[0]));
   }
-  for (std::size_t t = 0; t < positions.size(); ++t) {
-    if (positions[t] < 0) {
-      throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]),
-                            "[0, 2^31 - 1]");
+  check_nonnegative(op, "positions", positions);
+}
+
+void check_nonnegative(const char* op, const char* name, std::span<const std::int32_t> v) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0) {
+      throw InvalidArgument(op, std::string(name) + "[" + std::to_string(i) + "]", std::to_string(v[i]), "[0, 2^31 - 1]");
     }
   }
 }

@@ -54,6 +54,9 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
 RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions,
                       const RopeConfig& config);
 
+// Each of |v| (positions or sequence ids, named |name|) in [0, 2^31).
+void check_nonnegative(const char* op, const char* name, std::span<const std::int32_t> v);
+
 // Its token part: n_tokens positions, each in [0, 2^31).
 void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions);
 

@@ -61,24 +61,22 @@ void check_heads(const char* op, const TensorImpl& q, const char* q_name, const 
   }
 }
 
-// Checks |v| (n ids, each >= 0; empty means n zeros where |may_be_empty|) into |out|,
-// whose memory a replay reuses.
-void check_ids_into(std::vector<std::int32_t>& out, const char* op, const char* name, std::span<const std::int32_t> v,
-                    std::size_t n, bool may_be_empty) {
-  if (v.empty() && may_be_empty) {
-    out.assign(n, 0);
-    return;
-  }
+// Checks |v|: n ids, each >= 0 (or none, where |may_be_empty|).
+void check_ids(const char* op, const char* name, std::span<const std::int32_t> v, std::size_t n, bool may_be_empty) {
+  if (v.empty() && may_be_empty) return;
   if (v.size() != n) {
     throw InvalidArgument(op, std::string(name) + ".size()", std::to_string(v.size()),
                           std::to_string(n) + (may_be_empty ? " (or 0: all in sequence 0)" : ""));
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    if (v[i] < 0) {
-      throw InvalidArgument(op, std::string(name) + "[" + std::to_string(i) + "]", std::to_string(v[i]), "[0, 2^31 - 1]");
-    }
-  }
-  out.assign(v.begin(), v.end());
+  check_nonnegative(op, name, v);
+}
+
+// The same, into |out| (empty: n zeros), whose memory a replay reuses.
+void check_ids_into(std::vector<std::int32_t>& out, const char* op, const char* name, std::span<const std::int32_t> v,
+                    std::size_t n, bool may_be_empty) {
+  check_ids(op, name, v, n, may_be_empty);
+  if (v.empty()) out.assign(n, 0);
+  else out.assign(v.begin(), v.end());
 }
 
 void check_per_head(const char* op, const char* name, const std::vector<float>& v, std::size_t n_heads) {
@@ -96,9 +94,14 @@ void check_per_head(const char* op, const char* name, const std::vector<float>& 
 
 }  // namespace
 
-ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
-                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
-                               const char* op) {
+namespace {
+
+// check_attn_scores, and with |cache| the same against its keys (|k| then stands for one
+// sequence's slots): the token part then comes from the cache, after the config it needs
+// (the window; RoPE on read).
+ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores, const TensorImpl* mask,
+                          const AttentionTokens& tokens, const AttentionConfig& config, const char* op,
+                          const KvCacheImpl* cache) {
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_rank3(op, "k", k, "[n_keys, n_kv_heads, head_dim]");
   check_dtype(op, "q", q, true);
@@ -112,7 +115,7 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
     check_shape(op, "mask", *mask, {n_tokens, n_keys});
   }
   ScoresParams p;
-  check_attn_tokens(op, p, tokens, n_tokens, n_keys);
+  if (!cache) check_attn_tokens(op, p, tokens, n_tokens, n_keys);
 
   p.scale = config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(q.shape[2]));
   if (!std::isfinite(p.scale)) throw InvalidArgument(op, "config.scale", num(p.scale), "finite");
@@ -144,7 +147,23 @@ ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const T
     p.alibi_slopes = alibi_slopes(n_heads);
   }
   check_distinct(op, "scores", scores, {{"q", &q}, {"k", &k}, {"mask", mask}});
+  if (cache) {
+    const KvCacheConfig& c = cache->config;
+    if (c.rope == KvRope::on_read) {
+      p.rope_on_read = true;
+      p.rope = check_rope_config(op, c.rope_config, c.head_dim);
+    }
+    check_attn_cache_tokens(op, p, *cache, tokens, n_tokens);
+  }
   return p;
+}
+
+}  // namespace
+
+ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
+                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
+                               const char* op) {
+  return check_scores(q, k, scores, mask, tokens, config, op, nullptr);
 }
 
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs,
@@ -266,14 +285,7 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
                             std::span<const std::int32_t> seq_ids) {
   const char* op = "kv_append";
   const auto& c = cache.config;
-  if (positions.size() != k.shape[0]) {
-    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()), std::to_string(k.shape[0]));
-  }
-  for (std::size_t i = 0; i < positions.size(); ++i) {
-    if (positions[i] < 0) {
-      throw InvalidArgument(op, "positions[" + std::to_string(i) + "]", std::to_string(positions[i]), "[0, 2^31 - 1]");
-    }
-  }
+  check_ids(op, "positions", positions, k.shape[0], false);
   if (seq_ids.empty() && c.n_seqs > 1) {
     throw InvalidArgument(op, "seq_ids", "empty",
                           "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
@@ -297,17 +309,10 @@ ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cac
   if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
     throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
   }
-  // The plain-tensor checks, against a stand-in for the keys: [capacity, n_kv_heads,
-  // head_dim] at the default positions, which the cache's slot table then replaces.
-  const std::size_t n_tokens = q.shape[0];
+  // The plain-tensor checks, against a stand-in for one sequence's keys: [capacity,
+  // n_kv_heads, head_dim].
   const ShapeOnly keys({c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
-  ScoresParams p = check_attn_scores(q, keys, scores, mask, tokens, config, op);
-  if (c.rope == KvRope::on_read) {
-    p.rope_on_read = true;
-    p.rope = check_rope_config(op, c.rope_config, c.head_dim);
-  }
-  check_attn_cache_tokens(op, p, cache, tokens, n_tokens);
-  return p;
+  return check_scores(q, keys, scores, mask, tokens, config, op, &cache);
 }
 
 void check_attn_cache_tokens(const char* op, ScoresParams& p, const KvCacheImpl& cache, const AttentionTokens& tokens,

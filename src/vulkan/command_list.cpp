@@ -176,29 +176,7 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
-    const auto& c = cache->config;
-    const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
-    Dispatches ds;
-    // The slot table's entries of the sequence, then keys and values.
-    ds.push_back(copy_dispatch(*ctx_, cache->slots, cache->slots, src * c.capacity, dst * c.capacity, c.capacity));
-    for (const auto& t : {cache->k, cache->v}) {
-      if (!is_quantized(c.dtype)) {
-        const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
-        ds.push_back(copy_dispatch(*ctx_, t, t, src * words, dst * words, words));
-        continue;
-      }
-      // Codes, then the scales: one half per block of 32, in whole words only when a
-      // sequence has an even number of blocks.
-      const std::uint64_t codes = scale_words_offset(n, c.dtype), blocks = n / 32;
-      ds.push_back(copy_dispatch(*ctx_, t, t, src * codes, dst * codes, codes));
-      const std::uint64_t scales = scale_words_offset(t->numel, c.dtype);
-      if (blocks % 2 == 0) {
-        ds.push_back(copy_dispatch(*ctx_, t, t, scales + src * blocks / 2, scales + dst * blocks / 2, blocks / 2));
-      } else {
-        ds.push_back(copy_halves_dispatch(*ctx_, t, t, 2 * scales + src * blocks, 2 * scales + dst * blocks, blocks));
-      }
-    }
-    add(std::move(ds));
+    add(kv_copy_sequence_dispatches(*ctx_, *cache, src, dst));
   }
 
   void submit_and_wait() override {
@@ -315,8 +293,6 @@ class VulkanCommandList final : public CommandListImpl {
     bool params_written = false;
   };
 
-  std::uint64_t alignment() const { return ctx_->limits.storage_offset_alignment; }
-
   // A write that cannot throw (abort_replay); a failed one drops the own encoding.
   void try_write_params(Encoded& enc) noexcept {
     try {
@@ -385,27 +361,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void add(Dispatches ds) {
     ctx_->device->check_alive();  // fail at once, not at submit
-    for (Dispatch& d : ds) {
-      d.groups = std::max<std::uint64_t>(d.groups, 1);
-      fold_grid(d.groups, ctx_->limits);  // fail at record time, not at submit
-      // The pipeline's descriptor types follow the bindings, so the two cannot disagree.
-      d.key.texel_bindings = 0;
-      std::uint32_t storage = 0;
-      for (std::size_t b = 0; b < d.bindings.size(); ++b) {
-        if (d.bindings[b].texel) d.key.texel_bindings |= 1u << b;
-        else ++storage;
-      }
-      // Inputs too large for texel views (maxTexelBufferElements) are bound as storage
-      // buffers, and a device may allow as few as 4 per kernel.
-      if (storage > ctx_->limits.max_storage_buffers) {
-        throw Error(ErrorCode::unsupported,
-                    std::string(d.op) + " binds " + std::to_string(storage) +
-                        " storage buffers; this device allows a kernel " +
-                        std::to_string(ctx_->limits.max_storage_buffers) +
-                        " (inputs larger than maxTexelBufferElements texels cannot be read through texel views)",
-                    "maxPerStageDescriptorStorageBuffers", 0, d.op);
-      }
-    }
+    for (Dispatch& d : ds) finish_dispatch(d, ctx_->limits);
     if (replay_ && !replay_->diverged) {
       Replay& r = *replay_;
       bool same = r.matched + ds.size() <= ops_.size();

@@ -42,6 +42,28 @@ std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits&
   return {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), static_cast<std::uint32_t>(z)};
 }
 
+void finish_dispatch(Dispatch& d, const DeviceLimits& limits) {
+  d.groups = std::max<std::uint64_t>(d.groups, 1);
+  fold_grid(d.groups, limits);  // fail at record time, not at submit
+  // The pipeline's descriptor types follow the bindings, so the two cannot disagree.
+  d.key.texel_bindings = 0;
+  std::uint32_t storage = 0;
+  for (std::size_t b = 0; b < d.bindings.size(); ++b) {
+    if (d.bindings[b].texel) d.key.texel_bindings |= 1u << b;
+    else ++storage;
+  }
+  // Inputs too large for texel views (maxTexelBufferElements) are bound as storage
+  // buffers, and a device may allow as few as 4 per kernel.
+  if (storage > limits.max_storage_buffers) {
+    throw Error(ErrorCode::unsupported,
+                std::string(d.op) + " binds " + std::to_string(storage) +
+                    " storage buffers; this device allows a kernel " +
+                    std::to_string(limits.max_storage_buffers) +
+                    " (inputs larger than maxTexelBufferElements texels cannot be read through texel views)",
+                "maxPerStageDescriptorStorageBuffers", 0, d.op);
+  }
+}
+
 bool same_dispatch(const Dispatch& x, const Dispatch& y) {
   if (x.key != y.key || x.groups != y.groups || x.push != y.push || x.bindings.size() != y.bindings.size()) return false;
   for (std::size_t j = 0; j < x.bindings.size(); ++j) {

@@ -80,6 +80,12 @@ class ParamArena {
   std::vector<std::uint8_t> bytes_;
 };
 
+// Completes |d| as the command list records it: at least one workgroup, a grid within
+// maxComputeWorkGroupCount, the pipeline's texel bindings from the bindings' (so the two
+// cannot disagree); Error(unsupported) naming maxPerStageDescriptorStorageBuffers when it
+// binds more storage buffers than the device allows a kernel.
+void finish_dispatch(Dispatch& d, const DeviceLimits& limits);
+
 // Whether two dispatches bind, push and dispatch the same (parameter bytes may differ): a
 // replay whose rebuilt dispatches all match the recorded ones keeps its encoding.
 bool same_dispatch(const Dispatch& a, const Dispatch& b);
@@ -202,5 +208,8 @@ Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const Kv
                                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                                            std::span<const std::int32_t> dst_rows,
                                            std::span<const std::int32_t> positions);
+// CommandList::kv_copy_sequence: the sequence's slot-table entries, keys and values (a
+// quantized cache's codes and scales apart).
+Dispatches kv_copy_sequence_dispatches(const Context& ctx, const KvCacheImpl& cache, std::size_t src, std::size_t dst);
 
 }  // namespace vkattn::detail

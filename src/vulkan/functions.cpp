@@ -16,13 +16,22 @@ namespace {
   throw Error(code, std::string(name) + " is not available from " + from, from, 0, current_op());
 }
 
+// |name| from |get| (vkGetInstanceProcAddr or vkGetDeviceProcAddr) for |handle|; a missing
+// one is Error(unsupported) when |required|, else null.
+template <class Fn, class Get, class Handle>
+void load(Fn& out, Get get, Handle handle, const char* name, const char* from, bool required) {
+  out = reinterpret_cast<Fn>(get(handle, name));
+  if (!out && required) missing(ErrorCode::unsupported, name, from);
+}
+
 }  // namespace
 
 VulkanFunctions VulkanFunctions::global(PFN_vkGetInstanceProcAddr get_instance_proc_addr) {
   VulkanFunctions f;
   f.vkGetInstanceProcAddr = get_instance_proc_addr ? get_instance_proc_addr : &::vkGetInstanceProcAddr;
   // vkEnumerateInstanceVersion is 1.1; a 1.0 loader lacks it, which instance creation reports.
-#define VKATTN_VK_LOAD(name) f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(VK_NULL_HANDLE, #name));
+  const VkInstance none = VK_NULL_HANDLE;
+#define VKATTN_VK_LOAD(name) load(f.name, f.vkGetInstanceProcAddr, none, #name, "vkGetInstanceProcAddr", false);
   VKATTN_VK_GLOBAL(VKATTN_VK_LOAD)
 #undef VKATTN_VK_LOAD
   if (!f.vkCreateInstance) missing(ErrorCode::no_device, "vkCreateInstance", "vkGetInstanceProcAddr");
@@ -31,12 +40,10 @@ VulkanFunctions VulkanFunctions::global(PFN_vkGetInstanceProcAddr get_instance_p
 
 VulkanFunctions VulkanFunctions::with_instance(VkInstance instance) const {
   VulkanFunctions f = *this;
-#define VKATTN_VK_LOAD(name)                                                                   \
-  f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(instance, #name));             \
-  if (!f.name) missing(ErrorCode::unsupported, #name, "vkGetInstanceProcAddr");
+#define VKATTN_VK_LOAD(name) load(f.name, f.vkGetInstanceProcAddr, instance, #name, "vkGetInstanceProcAddr", true);
   VKATTN_VK_INSTANCE(VKATTN_VK_LOAD)
 #undef VKATTN_VK_LOAD
-#define VKATTN_VK_LOAD(name) f.name = reinterpret_cast<PFN_##name>(f.vkGetInstanceProcAddr(instance, #name));
+#define VKATTN_VK_LOAD(name) load(f.name, f.vkGetInstanceProcAddr, instance, #name, "vkGetInstanceProcAddr", false);
   VKATTN_VK_INSTANCE_OPTIONAL(VKATTN_VK_LOAD)
 #undef VKATTN_VK_LOAD
   return f;
@@ -44,9 +51,7 @@ VulkanFunctions VulkanFunctions::with_instance(VkInstance instance) const {
 
 VulkanFunctions VulkanFunctions::with_device(VkDevice device) const {
   VulkanFunctions f = *this;
-#define VKATTN_VK_LOAD(name)                                                                   \
-  f.name = reinterpret_cast<PFN_##name>(f.vkGetDeviceProcAddr(device, #name));                 \
-  if (!f.name) missing(ErrorCode::unsupported, #name, "vkGetDeviceProcAddr");
+#define VKATTN_VK_LOAD(name) load(f.name, f.vkGetDeviceProcAddr, device, #name, "vkGetDeviceProcAddr", true);
   VKATTN_VK_DEVICE(VKATTN_VK_LOAD)
 #undef VKATTN_VK_LOAD
   return f;

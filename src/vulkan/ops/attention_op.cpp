@@ -266,48 +266,4 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   return dispatches;
 }
 
-Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
-                                           std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                                           std::span<const std::int32_t> dst_rows,
-                                           std::span<const std::int32_t> positions) {
-  static_assert(sizeof(shader::KvAppendParams) == 24);
-  const auto& c = cache.config;
-  const std::uint32_t wg = workgroup_size(ctx, 64);
-  // A pair of elements per invocation, or a block of 32 for the quantized types.
-  const std::uint64_t per_row = is_quantized(c.dtype) ? c.head_dim / 32 : (c.head_dim + 1) / 2;
-  const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
-  const auto n = u32(dst_rows.size());
-  // The rows, then the positions the slot table records for them.
-  std::uint8_t* bytes = nullptr;
-  const Binding rows = params.allocate(2 * std::size_t{n}, &bytes);
-  std::memcpy(bytes, dst_rows.data(), 4 * std::size_t{n});
-  std::memcpy(bytes + 4 * std::size_t{n}, positions.data(), 4 * std::size_t{n});
-  const Binding slots = tensor_binding(cache.slots, true);
-  Dispatches ds;
-  Dispatch& d = ds.emplace_back();
-  d.op = "kv_append";
-  d.key = {KernelId::kv_append, 6, sizeof(shader::KvAppendParams),
-           {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
-  const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
-                                  u32(scale_words_offset(cache.k->numel, c.dtype)), 1u};
-  d.set_push(pc);
-  d.groups = ceil_div(invocations, wg);
-  if (ctx.limits.max_storage_buffers >= 6) {
-    d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
-                  tensor_binding(cache.k, true), tensor_binding(cache.v, true), rows, slots};
-    return ds;
-  }
-  // Six storage buffers are more than some devices allow a kernel: k (with the slot
-  // table), then v.
-  d.key.kernel = KernelId::kv_append_one;
-  d.key.n_bindings = 4;
-  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
-  Dispatch& dv = ds.emplace_back(d);
-  dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
-  shader::KvAppendParams v_pc = pc;
-  v_pc.write_slots = 0;
-  dv.set_push(v_pc);
-  return ds;
-}
-
 }  // namespace vkattn::detail

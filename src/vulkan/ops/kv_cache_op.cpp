@@ -1,0 +1,83 @@
+// Host side of the KV cache's ops on the device: kv_append (the rows and the slot table)
+// and kv_copy_sequence.
+#include <cstring>
+
+#include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
+#include "common/shape_math.hpp"
+#include "vulkan/dispatch.hpp"
+
+namespace vkattn::detail {
+
+Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
+                                           std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
+                                           std::span<const std::int32_t> dst_rows,
+                                           std::span<const std::int32_t> positions) {
+  static_assert(sizeof(shader::KvAppendParams) == 24);
+  const auto& c = cache.config;
+  const std::uint32_t wg = workgroup_size(ctx, 64);
+  // A pair of elements per invocation, or a block of 32 for the quantized types.
+  const std::uint64_t per_row = is_quantized(c.dtype) ? c.head_dim / 32 : (c.head_dim + 1) / 2;
+  const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
+  const auto n = u32(dst_rows.size());
+  // The rows, then the positions the slot table records for them.
+  std::uint8_t* bytes = nullptr;
+  const Binding rows = params.allocate(2 * std::size_t{n}, &bytes);
+  std::memcpy(bytes, dst_rows.data(), 4 * std::size_t{n});
+  std::memcpy(bytes + 4 * std::size_t{n}, positions.data(), 4 * std::size_t{n});
+  const Binding slots = tensor_binding(cache.slots, true);
+  Dispatches ds;
+  Dispatch& d = ds.emplace_back();
+  d.op = "kv_append";
+  d.key = {KernelId::kv_append, 6, sizeof(shader::KvAppendParams),
+           {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
+  const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
+                                  u32(scale_words_offset(cache.k->numel, c.dtype)), 1u};
+  d.set_push(pc);
+  d.groups = ceil_div(invocations, wg);
+  if (ctx.limits.max_storage_buffers >= 6) {
+    d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
+                  tensor_binding(cache.k, true), tensor_binding(cache.v, true), rows, slots};
+    return ds;
+  }
+  // Six storage buffers are more than some devices allow a kernel: k (with the slot
+  // table), then v.
+  d.key.kernel = KernelId::kv_append_one;
+  d.key.n_bindings = 4;
+  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
+  Dispatch& dv = ds.emplace_back(d);
+  dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
+  shader::KvAppendParams v_pc = pc;
+  v_pc.write_slots = 0;
+  dv.set_push(v_pc);
+  return ds;
+}
+
+Dispatches kv_copy_sequence_dispatches(const Context& ctx, const KvCacheImpl& cache, std::size_t src,
+                                       std::size_t dst) {
+  const auto& c = cache.config;
+  const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
+  Dispatches ds;
+  // The slot table's entries of the sequence, then keys and values.
+  ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, src * c.capacity, dst * c.capacity, c.capacity));
+  for (const auto& t : {cache.k, cache.v}) {
+    if (!is_quantized(c.dtype)) {
+      const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
+      ds.push_back(copy_dispatch(ctx, t, t, src * words, dst * words, words));
+      continue;
+    }
+    // Codes, then the scales: one half per block of 32, in whole words only when a
+    // sequence has an even number of blocks.
+    const std::uint64_t codes = scale_words_offset(n, c.dtype), blocks = n / 32;
+    ds.push_back(copy_dispatch(ctx, t, t, src * codes, dst * codes, codes));
+    const std::uint64_t scales = scale_words_offset(t->numel, c.dtype);
+    if (blocks % 2 == 0) {
+      ds.push_back(copy_dispatch(ctx, t, t, scales + src * blocks / 2, scales + dst * blocks / 2, blocks / 2));
+    } else {
+      ds.push_back(copy_halves_dispatch(ctx, t, t, 2 * scales + src * blocks, 2 * scales + dst * blocks, blocks));
+    }
+  }
+    return ds;
+}
+
+}  // namespace vkattn::detail
