@@ -214,7 +214,7 @@ void main() {
         acc_hi[r] = vec4(0.0);
     }
     const uint j_begin = split * pc.keys_per_split;
-    const uint j_end = min(j_begin + pc.keys_per_split, pc.n_keys);
+    const uint j_end = min(j_begin + pc.keys_per_split, key_bound(seq0));  // the occupancy bound
     const uint block = n_lanes * KEYS;
     for (uint blk = j_begin; blk < j_end; blk += block) {
         // 1. This invocation's KEYS consecutive keys against every row: each query value

@@ -287,7 +287,7 @@ void main() {
     }
 
     const uint j_begin = split * pc.keys_per_split;
-    const uint j_end = min(j_begin + pc.keys_per_split, pc.n_keys);
+    const uint j_end = min(j_begin + pc.keys_per_split, key_bound(seq0));  // the occupancy bound
     for (uint step = j_begin; step < j_end; step += G * BATCH) {
         // 1. Visibility and the K pieces of seen keys.
         uint visible[BATCH], key[BATCH];

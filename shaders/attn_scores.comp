@@ -169,6 +169,7 @@ void main() {
     //    sees any: an invocation that sees none skips its loads, and so does a subgroup or
     //    a whole tile (the future of a causal block) whose invocations all see none.
     const uint key0 = (key_tile * n_lanes + lid) * KEYS;
+    const uint key_end = key_bound(seq0);  // keys at or past it are empty slots: not read
     bool work = false;
     uint visible[KEYS];
     int key_pos[KEYS];
@@ -176,7 +177,7 @@ void main() {
         visible[i] = 0u;
         key_pos[i] = 0;
         const uint j = key0 + i;
-        if (j >= pc.n_keys) {
+        if (j >= key_end) {
             continue;
         }
         const int k_pos = key_position(seq0, j);

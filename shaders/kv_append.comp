@@ -11,8 +11,10 @@
 //                is even for f16 and a multiple of 32 for the quantized types, so every row
 //                starts on a word and every block on its own code words)
 //   binding 4: readonly int rows: dst_rows[n_tokens], then the tokens' positions[n_tokens]
-//   binding 5: int slots[n_seqs * capacity], the cache's slot table: slots[dst_rows[t]] =
-//              positions[t] when write_slots (params.h: the key positions attention reads)
+//   binding 5: int slots[n_seqs * capacity + n_seqs], the cache's slot table:
+//              slots[dst_rows[t]] = positions[t] when write_slots (params.h: the key
+//              positions attention reads), and the sequence's occupancy bound from word
+//              bound_offset raised past each slot written
 //   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_TYPE
 //   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2: rows,
 //   3: slots), for devices that allow 4 storage buffers per kernel; the host records two
@@ -86,10 +88,13 @@ void store_half(uint which, uint e, uint shift, uint bits) {
 }
 #endif
 
-// The invocation that owns a token's first element records the position its slot holds.
+// The invocation that owns a token's first element records the position its slot holds,
+// and raises its sequence's occupancy bound past the slot.
 void write_slot(uint t, int row) {
     if (pc.write_slots != 0u) {
         slots[row] = dst_rows[pc.n_tokens + t];
+        const uint seq = uint(row) / pc.capacity;
+        atomicMax(slots[pc.bound_offset + seq], int(uint(row) - seq * pc.capacity) + 1);
     }
 }
 

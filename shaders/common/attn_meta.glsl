@@ -22,6 +22,12 @@ int key_position(uint seq, uint j) {
     return kpos[seq * pc.k_meta_stride + j];
 }
 
+// One past the last key of sequence |seq| (0 for plain keys) that may hold anything: the
+// cache's occupancy bound, else n_keys. Keys at or past it are empty slots.
+uint key_bound(uint seq) {
+    return pc.k_bound != 0u ? min(uint(max(kpos[pc.k_bound + seq], 0)), pc.n_keys) : pc.n_keys;
+}
+
 // Key j's sequence: a cache slot belongs to its sequence when it holds a position.
 int key_sequence(uint seq, uint j, int position) {
     return pc.k_meta_stride != 0u ? (position >= 0 ? int(seq) : -1) : kpos[pc.n_keys + j];

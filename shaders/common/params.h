@@ -50,6 +50,10 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 //   keys from a cache, the cache's slot table on the device (k_meta_stride = capacity
 //   entries per sequence, -1 for an empty slot), which kv_append writes as it runs, so
 //   that recording or replaying an op over a cache costs the host nothing per slot.
+//   After the n_seqs * capacity entries come each sequence's occupancy bound (k_bound):
+//   one past its last occupied slot, so that kernels read no key at or past it. kv_append
+//   raises it (atomicMax) as it fills slots; the host writes it with the table after
+//   reset, truncate and restore; kv_copy_sequence copies it with the entries.
 // Offsets live there rather than in push constants, which stay well inside the 128 bytes
 // every device has.
 #define VKATTN_META_Q_POS 0
@@ -82,6 +86,8 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint has_alibi;
     uint rotary_dim;      // ROPE_ON_READ: dims rotated
     uint k_scales;        // q8_0/q4_0 k: word offset of the scales
+    uint k_bound;         // keys of a cache: word offset of each sequence's occupancy bound in
+                          // the key positions binding; 0 for plain keys (all n_keys count)
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -147,6 +153,8 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint rotary_dim;      // ROPE_ON_READ: dims rotated
     uint k_scales;        // q8_0/q4_0 k and v: word offsets of the scales
     uint v_scales;
+    uint k_bound;         // as AttnScoresParams::k_bound
+    uint counter_offset;  // attn_decode's in-dispatch merge: word offset of its counters in meta
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -169,6 +177,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint capacity;        // slots per sequence (dst_rows = seq * capacity + slot)
     uint dst_scales;      // q8_0/q4_0 caches: word offset of the scales
     uint write_slots;     // 1: also write each kept token's position into the slot table
+    uint bound_offset;    // write_slots: word offset of the sequences' occupancy bounds in it
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -108,3 +108,62 @@ void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
     lo = TL_CAT(TL_FN, _4)(e, limit);
     hi = e + 4u < limit ? TL_CAT(TL_FN, _4)(e + 4u, limit) : vec4(0.0);
 }
+
+// Raw pieces, for kernels that keep loads in flight across a step of work (attn_decode):
+// _raw8 / _raw4 issue the loads of the piece at element e (e % 8 or e % 4 == 0) and return
+// the words undecoded, so that nothing waits for them until _unraw8 / _unraw4 (given the
+// same e) decode the piece where it is used. f16 stays two halves per word (unaligned
+// pieces are read element by element and packed again as halves, which is exact);
+// quantized pieces keep their code words and their block's scale word.
+uint TL_CAT(TL_FN, _scale_word)(uint e) { return TL_CAT(TL_FN, _word)((TL_SCALES) + e / 64u); }
+float TL_CAT(TL_FN, _scale_of)(uint word, uint e) { return unpackHalf2x16(word)[(e / 32u) & 1u]; }
+
+uvec4 TL_CAT(TL_FN, _raw8)(uint e, uint limit) {
+    if (TL_TYPE == 2u) {
+        return uvec4(TL_CAT(TL_FN, _word2)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u);
+    }
+    if (TL_TYPE == 3u) {
+        return uvec4(TL_CAT(TL_FN, _word)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
+    }
+    if (TL_ALIGNED && TL_TYPE == 1u) {
+        return TL_CAT(TL_FN, _word4)(e >> 3);
+    }
+    vec4 lo, hi;
+    TL_CAT(TL_FN, _8)(e, limit, lo, hi);
+    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+
+void TL_CAT(TL_FN, _unraw8)(uvec4 raw, uint e, out vec4 lo, out vec4 hi) {
+    if (TL_TYPE == 2u || TL_TYPE == 3u) {
+        const float d = TL_CAT(TL_FN, _scale_of)(TL_TYPE == 2u ? raw.z : raw.y, e);
+        lo = TL_CAT(TL_FN, _codes4)(raw.x, 0u) * d;
+        hi = TL_TYPE == 2u ? TL_CAT(TL_FN, _codes4)(raw.y, 0u) * d : TL_CAT(TL_FN, _codes4)(raw.x, 16u) * d;
+        return;
+    }
+    lo = vec4(unpackHalf2x16(raw.x), unpackHalf2x16(raw.y));
+    hi = vec4(unpackHalf2x16(raw.z), unpackHalf2x16(raw.w));
+}
+
+uvec4 TL_CAT(TL_FN, _raw4)(uint e, uint limit) {
+    if (TL_TYPE == 2u) {
+        return uvec4(TL_CAT(TL_FN, _word)(e >> 2), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
+    }
+    if (TL_TYPE == 3u) {
+        return uvec4(TL_CAT(TL_FN, _word)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
+    }
+    if (TL_ALIGNED) {
+        return TL_TYPE == 1u ? uvec4(TL_CAT(TL_FN, _word2)(e >> 2), 0u, 0u) : TL_CAT(TL_FN, _word4)(e >> 2);
+    }
+    const vec4 v = TL_CAT(TL_FN, _4)(e, limit);
+    return TL_TYPE == 1u ? uvec4(packHalf2x16(v.xy), packHalf2x16(v.zw), 0u, 0u) : floatBitsToUint(v);
+}
+
+vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
+    if (TL_TYPE == 2u || TL_TYPE == 3u) {
+        return TL_CAT(TL_FN, _codes4)(raw.x, TL_TYPE == 3u ? 4u * (e & 4u) : 0u) * TL_CAT(TL_FN, _scale_of)(raw.y, e);
+    }
+    if (TL_TYPE == 1u) {
+        return vec4(unpackHalf2x16(raw.x), unpackHalf2x16(raw.y));
+    }
+    return uintBitsToFloat(raw);
+}

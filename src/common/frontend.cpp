@@ -59,7 +59,7 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
   auto impl = std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl());
   if (kind() == BackendKind::vulkan) {
     // The slot table kv_append keeps on the device and attention reads there.
-    impl->slots = make_tensor({config.n_seqs * config.capacity}, DType::i32);
+    impl->slots = make_tensor({impl->slot_table_words()}, DType::i32);
     impl->publish();
   }
   return KvCache(std::move(impl));

@@ -65,8 +65,16 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
       oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {}
 
 void KvCacheImpl::publish() const {
-  // int32 and uint32 may alias: the words as they are.
-  if (slots) slots->store({reinterpret_cast<const std::uint32_t*>(slot_pos.data()), slot_pos.size()});
+  if (!slots) return;
+  std::vector<std::uint32_t> words(slot_table_words());
+  // int32 and uint32 may alias: the entries as they are, then the bounds.
+  std::copy(slot_pos.begin(), slot_pos.end(), words.begin());
+  for (std::size_t s = 0; s < config.n_seqs; ++s) {
+    std::size_t bound = config.capacity;
+    while (bound > 0 && slot_pos[s * config.capacity + bound - 1] < 0) --bound;
+    words[slot_pos.size() + s] = static_cast<std::uint32_t>(bound);
+  }
+  slots->store(words);
 }
 
 void KvCacheImpl::fill_keys(ScoresParams& p) const {

@@ -22,11 +22,14 @@ class KvCacheImpl {
   const void* const owner;
   const KvCacheConfig config;
   const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, capacity, n_kv_heads, head_dim]
-  // The slot table on the device (Vulkan): i32 [n_seqs * capacity], slot_pos as the
-  // device's kv_append ops have written it, read by attention; null on the CPU backend.
+  // The slot table on the device (Vulkan): i32 [n_seqs * capacity + n_seqs], slot_pos as
+  // the device's kv_append ops have written it, then each sequence's occupancy bound (one
+  // past its last occupied slot, which kv_append raises), read by attention; null on the
+  // CPU backend.
   std::shared_ptr<TensorImpl> slots;
-  // Writes slot_pos to |slots| after the host changed it outside a command list (creation,
-  // reset, truncate, restore_cache).
+  std::size_t slot_table_words() const { return config.n_seqs * (config.capacity + 1); }
+  // Writes slot_pos and the bounds it implies to |slots| after the host changed it outside
+  // a command list (creation, reset, truncate, restore_cache).
   void publish() const;
 
   std::size_t ring() const { return config.capacity - config.n_sinks; }

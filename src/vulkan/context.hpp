@@ -14,6 +14,24 @@
 
 namespace vkattn::detail {
 
+// A developer's knobs for the GPU-shaped decode kernels, from $VKATTN_DECODE (a list of
+// key=value, docs/gpu.md): which kernel, and overrides of what the host plans (0: planned).
+// The probes (load_only, interleave=0) compute no valid result.
+struct DecodeTuning {
+  enum class Kernel { decode, coalesced } kernel = Kernel::decode;
+  enum class Reduce { automatic, subgroup, shared } reduce = Reduce::automatic;
+  enum class Merge { automatic, last, two_pass } merge = Merge::automatic;
+  std::uint32_t keys = 0;            // keys per key group per stage
+  std::uint32_t resident = 0;        // workgroups resident per compute unit
+  std::uint32_t lanes = 0;           // invocations per key row
+  std::uint32_t workgroup = 0;       // invocations per workgroup
+  std::uint32_t keys_per_split = 0;  // sets the split count
+  bool interleave = true;            // splits take every S-th stage (false: contiguous)
+  bool load_only = false;            // K/V loads only, no results (probe)
+};
+// Parses $VKATTN_DECODE; InvalidArgument naming it and the valid keys when malformed.
+DecodeTuning decode_tuning_from_env();
+
 // Every member is set when the context is made and never changes after; what changes
 // (the pipeline map, heap use, the queue, the validation messages, device loss) is
 // guarded where it lives, so any number of threads may use one context at once.
@@ -29,6 +47,7 @@ struct Context {
   bool mapped_tensors = false;  // unified memory and no forced staging
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
   bool external = false;  // instance, device and queue are the caller's (external.cpp)
+  DecodeTuning decode;    // $VKATTN_DECODE
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);

@@ -44,6 +44,11 @@ std::string lower(std::string s) {
 
 }  // namespace
 
+bool pipeline_stats_wanted() {
+  const char* env = std::getenv("VKATTN_PIPELINE_STATS");
+  return env && std::strcmp(env, "1") == 0;
+}
+
 PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index,
                             std::uint32_t instance_api) {
   PhysicalDevice out;
@@ -105,11 +110,16 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   auto f16 = vk_struct<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
   auto size_control = vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
+  auto executables = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
   auto features = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   features.pNext = &storage16;
   if (v12 || has("VK_KHR_shader_float16_int8")) storage16.pNext = &f16;
   if (size_control_ext) size_control.pNext = std::exchange(features.pNext, &size_control);
+  const bool executables_ext = has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (executables_ext) executables.pNext = std::exchange(features.pNext, &executables);
   fn.vkGetPhysicalDeviceFeatures2(pd, &features);
+  out.pipeline_stats = executables_ext && executables.pipelineExecutableInfo;
 
   const VkPhysicalDeviceLimits& l = base.limits;
   DeviceLimits& lim = info.limits;
@@ -308,6 +318,16 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
     size_control.subgroupSizeControl = VK_TRUE;
     size_control.computeFullSubgroups = VK_TRUE;
     info.pNext = &size_control;
+  }
+  // Registers and spills of every pipeline, printed for VKATTN_PIPELINE_STATS=1 (a
+  // developer's probe: docs/gpu.md).
+  auto executables = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+  if (physical.pipeline_stats && pipeline_stats_wanted()) {
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    executables.pipelineExecutableInfo = VK_TRUE;
+    executables.pNext = const_cast<void*>(std::exchange(info.pNext, &executables));
+    self->pipeline_stats_ = true;
   }
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;

@@ -40,6 +40,8 @@ struct PhysicalDevice {
   bool subgroup_size_control = false;       // VK_EXT_subgroup_size_control is enabled with
                                             // subgroupSizeControl and computeFullSubgroups
   bool memory_budget = false;               // VK_EXT_memory_budget is enabled
+  // VK_KHR_pipeline_executable_properties exists (enabled only for VKATTN_PIPELINE_STATS=1).
+  bool pipeline_stats = false;
 };
 
 // Every device with its limits and, for unusable ones, the reason.
@@ -53,6 +55,9 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, 
 // Index into |devices| of the device to use: DeviceOptions::device, else $VKATTN_DEVICE,
 // else the best type. Throws Error(no_device) listing each device's rejection reason.
 std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const DeviceOptions& options);
+
+// $VKATTN_PIPELINE_STATS == "1": print every pipeline's statistics as it is built.
+bool pipeline_stats_wanted();
 
 // Element-wise minimum of two limit sets (features ANDed).
 DeviceLimits cap(const DeviceLimits& device, const DeviceLimits& cap);
@@ -80,6 +85,8 @@ class Device {
   const VkPhysicalDeviceMemoryProperties& memory() const { return memory_; }
   const HeapLedger& heaps() const { return *heaps_; }
   bool memory_budget() const { return memory_budget_; }
+  // VK_KHR_pipeline_executable_properties is enabled (VKATTN_PIPELINE_STATS=1).
+  bool pipeline_stats() const { return pipeline_stats_; }
 
   // Takes |bytes| of |heap| for |what|: Error(out_of_memory) when they would pass the
   // heap's size (as counted by this device's buffers) or, with VK_EXT_memory_budget, the
@@ -109,6 +116,7 @@ class Device {
   std::uint32_t family_ = 0;
   VkPhysicalDeviceMemoryProperties memory_{};
   bool memory_budget_ = false;
+  bool pipeline_stats_ = false;
   bool owned_ = true;
   std::unique_ptr<HeapLedger> heaps_;
   std::mutex queue_mutex_;

@@ -50,7 +50,7 @@ struct Dispatch {
 };
 
 // An op's dispatches: one, or a few (attention in three stages with split keys: 4; a
-// quantized cache's kv_copy_sequence: 5).
+// quantized cache's kv_copy_sequence: 6).
 using Dispatches = InlineVector<Dispatch, 6>;
 
 // Small read-only inputs of ops (positions, frequency tables), packed into one buffer per
@@ -111,6 +111,8 @@ struct KeySource {
   std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
   std::uint32_t type;    // kv_type_code: 0 f32, 1 f16, 2 q8_0, 3 q4_0
   std::uint32_t scales;  // q8_0/q4_0: word offset of the scales
+  std::uint32_t bound = 0;  // keys of a cache: the occupancy bounds' word offset in |slots|
+  std::uint32_t n_seqs = 1;
   bool wide() const { return type != 0; }  // 8 elements per 16 bytes or fewer
 };
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
@@ -134,11 +136,15 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
 // bits, and for KvRope::on_read the ring, the queries' in-cache positions, the cache's
 // RoPE frequencies (rope_phase.glsl's fixed-point turns) and rotary_dim.
 // Written straight into |params|; |binding| is its range.
+// |extra|: zeroed words after the arrays (attn_decode's merge counters), from word
+// |extra_offset| of the range.
 struct AttnMeta {
   Binding binding;
   std::uint32_t rotary_dim = 0;
+  std::uint32_t extra_offset = 0;
 };
-AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {});
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {},
+                   std::uint32_t extra = 0);
 // A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
 // how many such groups fill a workgroup of about |target| invocations (at least one).
 struct VRowGroups {
@@ -194,6 +200,21 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
                                                      std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                                      std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                                                      const ScoresParams& p, const std::vector<float>& sinks);
+// How a key row is spread over a group of |lanes| invocations for one tensor: |epl|
+// elements per piece (16 bytes, or 8 of f16 when 4 elements per lane are all that fit),
+// |pieces| per lane (attn_fused_coalesced, attn_decode).
+struct Pieces {
+  std::uint32_t epl, pieces;
+};
+Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16);
+// The decode kernel shaped for GPUs (attn_decode.comp), for KernelShape::gpu when rows are
+// few: on devices that allow a kernel 8 storage buffers, unless $VKATTN_DECODE picks the
+// coalesced kernel. |merge_scratch|: the splits' partial results.
+bool decode_attention_usable(const Context& ctx);
+Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                       std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                       std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                       const ScoresParams& p, const std::vector<float>& sinks);
 // The compute units to plan with: DeviceLimits::compute_units, else an estimate by
 // device type.
 std::uint32_t compute_units(const Context& ctx);

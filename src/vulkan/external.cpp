@@ -96,6 +96,7 @@ PhysicalDevice external_physical(const Instance& instance, const ExternalVulkan&
     lim.subgroup_min_size = lim.subgroup_max_size = lim.subgroup_size;
   }
   p.memory_budget = p.memory_budget && enabled.memory_budget;
+  p.pipeline_stats = false;
   return p;
 }
 
@@ -235,7 +236,7 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
   if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
   for (const auto* t : {tk.get(), tv.get()}) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
   auto impl = std::make_shared<KvCacheImpl>(ctx.get(), config, tk, tv);
-  impl->slots = std::make_shared<VulkanTensor>(ctx, Shape{config.n_seqs * config.capacity}, DType::i32);
+  impl->slots = std::make_shared<VulkanTensor>(ctx, Shape{impl->slot_table_words()}, DType::i32);
   impl->publish();
   return KvCache(std::move(impl));
 } catch (const std::bad_alloc&) {

@@ -54,6 +54,9 @@ VulkanFunctions VulkanFunctions::with_device(VkDevice device) const {
 #define VKATTN_VK_LOAD(name) load(f.name, f.vkGetDeviceProcAddr, device, #name, "vkGetDeviceProcAddr", true);
   VKATTN_VK_DEVICE(VKATTN_VK_LOAD)
 #undef VKATTN_VK_LOAD
+#define VKATTN_VK_LOAD(name) load(f.name, f.vkGetDeviceProcAddr, device, #name, "vkGetDeviceProcAddr", false);
+  VKATTN_VK_DEVICE_OPTIONAL(VKATTN_VK_LOAD)
+#undef VKATTN_VK_LOAD
   return f;
 }
 

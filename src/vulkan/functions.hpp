@@ -93,6 +93,11 @@ namespace vkattn::detail {
   X(vkDestroyQueryPool)                \
   X(vkGetQueryPoolResults)
 
+// Device commands of extensions vkattn enables only when asked (VKATTN_PIPELINE_STATS=1).
+#define VKATTN_VK_DEVICE_OPTIONAL(X)          \
+  X(vkGetPipelineExecutablePropertiesKHR)     \
+  X(vkGetPipelineExecutableStatisticsKHR)
+
 struct VulkanFunctions {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
 #define VKATTN_VK_MEMBER(name) PFN_##name name = nullptr;
@@ -100,6 +105,7 @@ struct VulkanFunctions {
   VKATTN_VK_INSTANCE(VKATTN_VK_MEMBER)
   VKATTN_VK_INSTANCE_OPTIONAL(VKATTN_VK_MEMBER)
   VKATTN_VK_DEVICE(VKATTN_VK_MEMBER)
+  VKATTN_VK_DEVICE_OPTIONAL(VKATTN_VK_MEMBER)
 #undef VKATTN_VK_MEMBER
   const VkAllocationCallbacks* allocator = nullptr;  // for device objects
 

@@ -31,6 +31,16 @@ constexpr KernelEntry kKernels[] = {
 };
 }  // namespace
 
+// The specialization constants as "128,4,...", for messages.
+static std::string spec_string(const PipelineKey& key) {
+  std::string spec;
+  for (std::uint32_t v : key.spec) {
+    if (!spec.empty()) spec += ',';
+    spec += std::to_string(v);
+  }
+  return spec;
+}
+
 const char* kernel_name(KernelId id) { return kKernels[static_cast<std::size_t>(id)].name; }
 
 std::span<const std::uint32_t> kernel_spirv(KernelId id) {
@@ -38,7 +48,8 @@ std::span<const std::uint32_t> kernel_spirv(KernelId id) {
   return {e.words, e.count};
 }
 
-Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key)
+Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key,
+                   bool capture)
     : fn_(fn), device_(device), key_(key) {
   // Members are released by the destructor, which a throwing constructor does not run:
   // clean up through a guard until the pipeline is complete.
@@ -93,12 +104,50 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
     info.stage.pNext = &required;
     info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   }
+  if (capture) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   info.layout = layout_;
   VKATTN_VK_CHECK(fn_.vkCreateComputePipelines(device_, cache, 1, &info, fn_.allocator, &pipeline_));
   guard.p = nullptr;
 }
 
 Pipeline::~Pipeline() { release(); }
+
+std::vector<std::string> Pipeline::statistics() const {
+  std::vector<std::string> lines;
+  if (!fn_.vkGetPipelineExecutablePropertiesKHR || !fn_.vkGetPipelineExecutableStatisticsKHR) return lines;
+  auto pipeline = vk_struct<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);
+  pipeline.pipeline = pipeline_;
+  std::uint32_t n = 0;
+  if (fn_.vkGetPipelineExecutablePropertiesKHR(device_, &pipeline, &n, nullptr) != VK_SUCCESS) return lines;
+  std::vector<VkPipelineExecutablePropertiesKHR> props(
+      n, vk_struct<VkPipelineExecutablePropertiesKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR));
+  if (fn_.vkGetPipelineExecutablePropertiesKHR(device_, &pipeline, &n, props.data()) != VK_SUCCESS) return lines;
+  for (std::uint32_t e = 0; e < n; ++e) {
+    auto exec = vk_struct<VkPipelineExecutableInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR);
+    exec.pipeline = pipeline_;
+    exec.executableIndex = e;
+    std::uint32_t m = 0;
+    if (fn_.vkGetPipelineExecutableStatisticsKHR(device_, &exec, &m, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> stats(
+        m, vk_struct<VkPipelineExecutableStatisticKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR));
+    if (fn_.vkGetPipelineExecutableStatisticsKHR(device_, &exec, &m, stats.data()) != VK_SUCCESS) continue;
+    std::string line = std::string(props[e].name) + " (subgroup " + std::to_string(props[e].subgroupSize) + "):";
+    for (std::uint32_t i = 0; i < m; ++i) {
+      const VkPipelineExecutableStatisticKHR& st = stats[i];
+      std::string value;
+      switch (st.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: value = st.value.b32 ? "true" : "false"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: value = std::to_string(st.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: value = std::to_string(st.value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: value = std::to_string(st.value.f64); break;
+        default: value = "?";
+      }
+      line += std::string(i ? ", " : " ") + st.name + " = " + value;
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
 
 void Pipeline::release() {
   if (pipeline_) fn_.vkDestroyPipeline(device_, pipeline_, fn_.allocator);
@@ -119,7 +168,7 @@ std::string default_pipeline_cache_dir() {
 
 PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir,
                              std::shared_ptr<const Logger> log)
-    : fn_(device.fn()), device_(device.handle()), log_(std::move(log)) {
+    : fn_(device.fn()), device_(device.handle()), stats_(device.pipeline_stats()), log_(std::move(log)) {
   std::vector<char> blob;
   if (!dir.empty()) {
     static const char* hex = "0123456789abcdef";
@@ -225,14 +274,18 @@ const Pipeline& PipelineCache::get(const PipelineKey& key) {
   // Built unlocked: a build takes seconds on CPU devices, and VkPipelineCache is safe to
   // use from several threads at once.
   const auto start = std::chrono::steady_clock::now();
-  auto built = std::make_unique<Pipeline>(fn_, device_, cache_, key);
+  auto built = std::make_unique<Pipeline>(fn_, device_, cache_, key, stats_);
+  if (stats_) {
+    // A developer's probe (VKATTN_PIPELINE_STATS=1): printed whatever the log level.
+    const std::string spec = spec_string(key);
+    for (const std::string& line : built->statistics()) {
+      std::fprintf(stderr, "vkattn: pipeline stats: %s (spec %s): %s\n", kernel_name(key.kernel), spec.c_str(),
+                   line.c_str());
+    }
+  }
   if (log_->enabled(LogLevel::info)) {
     const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    std::string spec;
-    for (std::uint32_t v : key.spec) {
-      if (!spec.empty()) spec += ',';
-      spec += std::to_string(v);
-    }
+    const std::string spec = spec_string(key);
     char time[32];
     std::snprintf(time, sizeof time, "%.1f", ms.count());
     log_->log(LogLevel::info, std::string("built pipeline ") + kernel_name(key.kernel) + " (spec " + spec +

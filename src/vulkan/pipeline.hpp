@@ -48,7 +48,13 @@ struct PipelineKey {
 
 class Pipeline {
  public:
-  Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key);
+  // |capture|: built with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (the device has
+  // VK_KHR_pipeline_executable_properties enabled), so that statistics() can be read.
+  Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key,
+           bool capture = false);
+  // Each executable's statistics as "name: stat value, ..." lines (registers, spills, local
+  // memory on NVIDIA); empty when not captured or the driver reports none.
+  std::vector<std::string> statistics() const;
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -96,6 +102,7 @@ class PipelineCache {
   VkDevice device_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool owned_ = true;
+  bool stats_ = false;  // VKATTN_PIPELINE_STATS=1 on a device that can: log each build's
   std::string file_;
   std::shared_ptr<const Logger> log_;
   mutable std::mutex mutex_;  // guards pipelines_ and save()

@@ -20,17 +20,6 @@ constexpr std::uint32_t kMaxLiveFloats = 32;   // query (and accumulator) floats
 constexpr std::uint32_t kBatch = 4;            // keys per key group per step: loads in flight
 constexpr std::uint32_t kWorkgroupsPerUnit = 4;
 
-// How a key row is spread over a key group for one tensor: |epl| elements per piece (16
-// bytes, or 8 of f16 when 4 elements per lane are all that fit), |pieces| per lane.
-struct Pieces {
-  std::uint32_t epl, pieces;
-};
-Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
-  const std::uint32_t per_lane = u32(ceil_div(head_dim, lanes));
-  const std::uint32_t epl = f16 && per_lane >= 8 ? 8 : 4;
-  return {epl, u32(ceil_div(per_lane, epl))};
-}
-
 std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t d4, std::uint32_t wg, std::uint32_t ke,
                            std::uint32_t ve, bool k_exchange) {
   return std::uint64_t{rows} * d4 * 16 + std::uint64_t{wg} * ve * 4 + std::uint64_t{wg} * 8 +
@@ -52,6 +41,12 @@ Tuning tuning() {
 }
 
 }  // namespace
+
+Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
+  const std::uint32_t per_lane = u32(ceil_div(head_dim, lanes));
+  const std::uint32_t epl = f16 && per_lane >= 8 ? 8 : 4;
+  return {epl, u32(ceil_div(per_lane, epl))};
+}
 
 std::uint32_t preferred_subgroup_size(const DeviceLimits& limits) {
   if (!limits.subgroup_size_control) return limits.subgroup_size;
@@ -164,7 +159,7 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                     values.scales});
+                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u});
   d.groups = base_groups * splits;
   Dispatches ds;
   ds.push_back(std::move(d));

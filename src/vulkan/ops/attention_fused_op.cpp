@@ -59,19 +59,27 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
   // out, mask and meta, and q, k, v unless read through texel views: on a device that
   // allows a kernel fewer storage buffers, the three stages (4 at most without a mask).
   const bool fused_fits = 4u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
-  const bool coalesced = ctx.shape == KernelShape::gpu && coalesced_attention_usable(ctx) &&
-                         coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
+  // Few rows on the GPU shape (decode): attn_decode, or the older coalesced kernel where
+  // the device allows fewer bindings or $VKATTN_DECODE asks for it.
+  const bool few_rows = ctx.shape == KernelShape::gpu &&
+                        coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
+  const bool decode = few_rows && decode_attention_usable(ctx);
+  const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
   if (path == AttentionPath::three_stages ||
-      (!fused_fits && scores_fit && !coalesced) ||
+      (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
     return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
+  }
+  if (decode) {
+    return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
+                                       std::move(out), std::move(mask), p, sinks);
   }
   if (coalesced) {
     return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
                                           std::move(out), std::move(mask), p, sinks);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 96);
+  static_assert(sizeof(shader::AttnFusedParams) == 104);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -121,7 +129,7 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                     values.scales});
+                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u});
   d.groups = base_groups * splits;
   Dispatches ds;
   ds.push_back(std::move(d));

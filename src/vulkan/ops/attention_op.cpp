@@ -56,7 +56,9 @@ KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> 
   // t: [n_seqs, capacity, n_kv_heads, head_dim]
   const auto c = u32(t->shape[1]), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
   const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
-  return {std::move(t), std::move(slots), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales};
+  const auto n_seqs = u32(t->shape[0]);
+  return {std::move(t), std::move(slots), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales,
+          n_seqs * c, n_seqs};
 }
 
 Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p) {
@@ -79,11 +81,12 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
   return rows;
 }
 
-AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks) {
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks,
+                   std::uint32_t extra) {
   static const std::vector<std::uint32_t> none;
   const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
   const std::size_t words = VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() +
-                            p.alibi_slopes.size() + p.q_cpos.size() + sinks.size() + turns.size();
+                            p.alibi_slopes.size() + p.q_cpos.size() + sinks.size() + turns.size() + extra;
   std::uint8_t* bytes = nullptr;
   AttnMeta m{params.allocate(words, &bytes), p.rope_on_read ? u32(p.rope.rotary_dim) : 0u};
   // Every field is 32-bit (int32, float or uint32): copied as words after the header of
@@ -102,13 +105,14 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
   append(VKATTN_META_Q_CPOS, p.q_cpos);
   append(VKATTN_META_SINKS, sinks);
   append(VKATTN_META_TURNS, turns);
+  m.extra_offset = at;  // zeroed by allocate()
   return m;
 }
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p) {
-  static_assert(sizeof(shader::AttnScoresParams) == 80);
+  static_assert(sizeof(shader::AttnScoresParams) == 84);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -153,7 +157,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim,
-                                      keys.scales});
+                                      keys.scales, keys.meta_stride != 0 ? keys.bound : 0u});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }

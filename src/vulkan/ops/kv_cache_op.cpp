@@ -13,7 +13,7 @@ Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const Kv
                                            std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
                                            std::span<const std::int32_t> dst_rows,
                                            std::span<const std::int32_t> positions) {
-  static_assert(sizeof(shader::KvAppendParams) == 24);
+  static_assert(sizeof(shader::KvAppendParams) == 28);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
   // A pair of elements per invocation, or a block of 32 for the quantized types.
@@ -32,7 +32,8 @@ Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const Kv
   d.key = {KernelId::kv_append, 6, sizeof(shader::KvAppendParams),
            {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
   const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
-                                  u32(scale_words_offset(cache.k->numel, c.dtype)), 1u};
+                                  u32(scale_words_offset(cache.k->numel, c.dtype)), 1u,
+                                  u32(c.n_seqs * c.capacity)};
   d.set_push(pc);
   d.groups = ceil_div(invocations, wg);
   if (ctx.limits.max_storage_buffers >= 6) {
@@ -58,8 +59,10 @@ Dispatches kv_copy_sequence_dispatches(const Context& ctx, const KvCacheImpl& ca
   const auto& c = cache.config;
   const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
   Dispatches ds;
-  // The slot table's entries of the sequence, then keys and values.
+  // The slot table's entries of the sequence and its occupancy bound, then keys and values.
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, src * c.capacity, dst * c.capacity, c.capacity));
+  const std::uint64_t bounds = c.n_seqs * c.capacity;
+  ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, bounds + src, bounds + dst, 1));
   for (const auto& t : {cache.k, cache.v}) {
     if (!is_quantized(c.dtype)) {
       const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words

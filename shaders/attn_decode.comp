@@ -1,0 +1,542 @@
+#version 450
+// attn_decode: CommandList::attention for few query rows over many keys (decode), shaped
+// for GPUs (KernelShape::gpu). It computes what attn_fused.comp does (scores as
+// attn_visible.glsl, the softmax of attn_softmax with sinks in the denominator); it is
+// built to keep K and V streaming at the memory's speed:
+// - a key group of LANES invocations reads a key row together, each lane PIECES pieces of
+//   EPL elements (16 bytes), piece p of lane l at element (p * LANES + l) * EPL;
+// - a stage is KEYS keys per key group (G groups: STAGE = G * KEYS consecutive keys); the
+//   next stage's K, V and positions are loaded, undecoded (tensor_load.glsl's _raw), while
+//   the current one is computed, so that loads are always in flight;
+// - splits are interleaved: split s takes stages s, s + S, s + 2S, ... so that all
+//   workgroups stream the keys front to back together, and each stops at the sequence's
+//   occupancy bound (attn_meta.glsl: key_bound), whatever the cache's capacity;
+// - the partial dot products are reduce-scattered over the key group
+//   (attn_decode_xchg.glsl), so each score's visibility, bias and exp run once;
+// - the key groups meet in shared memory at the end, with no register array indexed at run
+//   time; with S > 1 splits, each workgroup leaves its rows' partial sums and (max, sum)
+//   pairs, and the splits are merged (attn_merge.glsl) by the last workgroup of the tile
+//   to finish (VKATTN_LAST_MERGE: an atomic counter; coherent buffers and
+//   memoryBarrierBuffer, which every Vulkan device has: the Vulkan memory model's
+//   acquire/release lost stores on Mesa 22.3's lavapipe) or by attn_decode_merge.comp in
+//   a second dispatch.
+//   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
+//   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
+//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE, V_TYPE)
+//   binding 3: writeonly float out [n_tokens, n_heads, head_dim]
+//   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
+//   binding 5: readonly int meta (params.h: VKATTN_META_*); VKATTN_LAST_MERGE: from word
+//              counter_offset, a counter per tile (zero in every run: parameters)
+//   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
+//              or a cache's slot table and occupancy bounds
+//   binding 7: with key_splits > 1, the splits' results: sums [splits, n_tokens * n_heads,
+//              ceil(head_dim / 4) vec4], then from word ml_offset their (max, sum) pairs
+//   push: AttnFusedParams; spec: see the constants below
+//   variants: VKATTN_SHARED_REDUCE (no subgroup operations), VKATTN_LAST_MERGE
+//   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#ifndef VKATTN_SHARED_REDUCE
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#define VKATTN_WANT_ATTN_FUSED
+#include "layout.glsl"
+#include "params.h"
+#include "fma_dot.glsl"
+#include "rope_phase.glsl"
+
+const uint WG = WG_SIZE;  // a multiple of the required subgroup size (subgroup variant)
+layout(constant_id = 1) const uint ROWS = 4;    // rows per tile, a power of two
+layout(constant_id = 2) const uint LANES = 16;  // lanes per key row, a power of two
+layout(constant_id = 3) const bool Q_F16 = false;
+layout(constant_id = 4) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = 5) const uint V_TYPE = 1u;
+layout(constant_id = 6) const uint K_EPL = 8;     // elements per piece: 8 or 4
+layout(constant_id = 7) const uint K_PIECES = 1;  // pieces per lane
+layout(constant_id = 8) const uint V_EPL = 8;
+layout(constant_id = 9) const uint V_PIECES = 1;
+layout(constant_id = 10) const bool K_ALIGNED = true;  // head_dim % K_EPL == 0
+layout(constant_id = 11) const bool V_ALIGNED = true;
+layout(constant_id = 12) const uint KEYS = 2;  // keys per key group per stage
+layout(constant_id = 13) const bool ROPE_ON_READ = false;
+layout(constant_id = 14) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = 15) const bool MULTI_SEQ = false;  // a cache of several sequences
+layout(constant_id = 16) const uint N = 8;  // ROWS * KEYS
+layout(constant_id = 17) const uint C = 1;  // max(1, N / LANES)
+layout(constant_id = 18) const uint MERGE_ROWS = 4;  // rows per pass of the end's merge
+layout(constant_id = 19) const bool Q_ALIGNED = true;  // head_dim % 8 == 0
+layout(constant_id = 20) const bool INTERLEAVE = true;  // false: contiguous splits (probe)
+layout(constant_id = 21) const bool LOAD_ONLY = false;  // loads only, no results (probe)
+
+const uint KE = K_PIECES * K_EPL, VE4 = V_PIECES * V_EPL / 4u;
+
+layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
+layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
+layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
+layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
+layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
+layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
+layout(std430, binding = 2) readonly buffer V { uint v_words[]; };
+layout(std430, binding = 2) readonly buffer V2 { uvec2 v_words2[]; };
+layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
+layout(std430, binding = 3) writeonly buffer O { float out_[]; };
+layout(std430, binding = 4) readonly buffer M { float mask[]; };
+layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
+layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
+#ifdef VKATTN_LAST_MERGE
+layout(std430, binding = 5) coherent buffer Counters { uint counters[]; };  // meta's words
+layout(std430, binding = 7) coherent buffer Part { float part[]; };
+#else
+layout(std430, binding = 7) buffer Part { float part[]; };
+#endif
+#include "attn_meta.glsl"
+
+#define TL_ALIGNED Q_ALIGNED
+#define TL_WORDS q_words
+#define TL_WORDS2 q_words2
+#define TL_WORDS4 q_words4
+#define TL_TYPE (Q_F16 ? 1u : 0u)
+#define TL_SCALES 0u
+#define TL_FN load_q
+#include "tensor_load.glsl"
+#undef TL_ALIGNED
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_TYPE
+#undef TL_SCALES
+#undef TL_FN
+#define TL_ALIGNED K_ALIGNED
+#define TL_WORDS k_words
+#define TL_WORDS2 k_words2
+#define TL_WORDS4 k_words4
+#define TL_TYPE K_TYPE
+#define TL_SCALES pc.k_scales
+#define TL_FN load_k
+#include "tensor_load.glsl"
+#undef TL_ALIGNED
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_TYPE
+#undef TL_SCALES
+#undef TL_FN
+#define TL_ALIGNED V_ALIGNED
+#define TL_WORDS v_words
+#define TL_WORDS2 v_words2
+#define TL_WORDS4 v_words4
+#define TL_TYPE V_TYPE
+#define TL_SCALES pc.v_scales
+#define TL_FN load_v
+#include "tensor_load.glsl"
+
+#include "attn_rows.glsl"
+#include "attn_visible.glsl"
+#include "attn_decode_xchg.glsl"
+#include "attn_merge.glsl"
+
+const uint STAGE = G * KEYS;
+const float NEG_MAX = -3.4028234663852886e38;  // -FLT_MAX, not -inf: exp(-inf - m) must be 0
+
+// The end: each key group's (max, sum) per row, and MERGE_ROWS rows of sums at a time.
+shared float m_sh[G * ROWS];
+shared float l_sh[G * ROWS];
+shared vec4 acc_sh[MERGE_ROWS * WG * VE4];
+shared uint last_sh;
+
+float piece_at(vec4 lo, vec4 hi, uint i) { return i < 4u ? lo[i] : hi[i - 4u]; }
+
+// Rotates a piece (elements e0 .. e0 + EPL - 1 of the row at |row|) by |cpos|
+// (KvRope::on_read). Partners half a rotary_dim away are read again from memory (|which|:
+// 0 q, 1 k): the piece's lane has only its own elements, and the row was just read.
+void rope_piece(uint which, uint row, uint e0, uint epl, uint cpos, inout vec4 lo, inout vec4 hi) {
+    const uint half_rot = pc.rotary_dim / 2u;
+    const vec4 lo0 = lo, hi0 = hi;
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const uint d = e0 + i;
+        if (i >= epl || d >= pc.rotary_dim) {
+            continue;
+        }
+        const float x = piece_at(lo0, hi0, i);
+        float rotated;
+        if (ROPE_INTERLEAVED) {
+            const float partner = piece_at(lo0, hi0, i ^ 1u);  // pairs lie inside a piece
+            const vec2 cs = rope_cos_sin(cpos, rope_turns(d / 2u));
+            rotated = (d & 1u) == 0u ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+        } else {
+            const bool first = d < half_rot;
+            const uint pd = first ? d + half_rot : d - half_rot;
+            const float partner = which == 0u ? load_q_1(row + pd) : load_k_1(row + pd);
+            const vec2 cs = rope_cos_sin(cpos, rope_turns(first ? d : pd));
+            rotated = first ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+        }
+        if (i < 4u) {
+            lo[i] = rotated;
+        } else {
+            hi[i - 4u] = rotated;
+        }
+    }
+}
+
+// The undecoded K and V pieces and the positions (and, for plain keys, sequences) of the
+// keys of stage |T| that this invocation reads; keys at or past |LIMIT| are not read.
+#define LOAD_STAGE(T, LIMIT, KR, VR, KP, KS)                                                  \
+    [[unroll]] for (uint b = 0u; b < KEYS; ++b) {                                            \
+        const uint j = (T) * STAGE + b * G + group;                                          \
+        KP[b] = -1;                                                                          \
+        KS[b] = -1;                                                                          \
+        [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) KR[b][p] = uvec4(0u);                \
+        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) VR[b][p] = uvec4(0u);                \
+        if (j < (LIMIT)) {                                                                   \
+            KP[b] = key_position(seq0, j);                                                   \
+            if (pc.k_meta_stride == 0u) KS[b] = kpos[pc.n_keys + j];                         \
+            const uint row = kv_base + j * pc.k_key_stride;                                  \
+            [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {                                \
+                const uint e = (p * LANES + lane) * K_EPL;                                   \
+                if (e < pc.head_dim) {                                                       \
+                    KR[b][p] = K_EPL == 8u ? load_k_raw8(row + e, row + pc.head_dim)         \
+                                           : load_k_raw4(row + e, row + pc.head_dim);        \
+                }                                                                            \
+            }                                                                                \
+            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {                                \
+                const uint e = (p * LANES + lane) * V_EPL;                                   \
+                if (e < pc.head_dim) {                                                       \
+                    VR[b][p] = V_EPL == 8u ? load_v_raw8(row + e, row + pc.head_dim)         \
+                                           : load_v_raw4(row + e, row + pc.head_dim);        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+#ifdef VKATTN_SHARED_REDUCE
+    const uint sid = lid;
+#else
+    // Full subgroups of a size LANES divides: a key group's lanes are lanes of one subgroup.
+    const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#endif
+    const uint lane = sid % LANES, group = sid / LANES;
+    read_meta_offsets();
+    const uint n_kv = pc.n_heads / pc.group;
+    uint wg = wg_linear_id();
+    const uint kv_head = wg % n_kv;
+    wg /= n_kv;
+    const uint split = wg % pc.key_splits;
+    const uint row_tile = wg / pc.key_splits;
+    if (row_tile >= pc.row_tiles) {
+        return;  // past the grid (folded): whole workgroup, uniform
+    }
+    const uint row0 = row_tile * pc.rows_per_wg;
+    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
+
+    // The rows, at offsets the host fixes (q_pos, then q_seq), so that these loads need not
+    // wait for the header of offsets.
+    uint tok[ROWS], head[ROWS];
+    int q_pos[ROWS], q_seq[ROWS];
+    tile_rows(row0, n_rows, kv_head, tok, head);
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        q_pos[r] = meta[VKATTN_META_HEADER + tok[r]];
+        q_seq[r] = meta[VKATTN_META_HEADER + pc.n_tokens + tok[r]];
+    }
+    const uint seq0 = MULTI_SEQ ? uint(q_seq[0]) : 0u;
+    const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
+    const uint cap_stages = (pc.n_keys + STAGE - 1u) / STAGE;
+    uint t = split, t_step = pc.key_splits, t_stop = cap_stages;
+    if (!INTERLEAVE) {
+        const uint per = (cap_stages + pc.key_splits - 1u) / pc.key_splits;
+        t = split * per;
+        t_step = 1u;
+        t_stop = min(cap_stages, t + per);
+    }
+
+    // The first stage is read before the occupancy bound is known (its keys past the bound
+    // are empty slots, positions -1), so that its loads wait for nothing.
+    uvec4 kr[KEYS][K_PIECES], vr[KEYS][V_PIECES];
+    int kp[KEYS], ks[KEYS];
+    LOAD_STAGE(t, t < t_stop ? pc.n_keys : 0u, kr, vr, kp, ks)
+
+    // The query rows in registers: this invocation's elements of each, rotated for on_read.
+    vec4 q_lo[ROWS][K_PIECES], q_hi[ROWS][K_PIECES];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        const uint q_row = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
+        [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
+            const uint e = (p * LANES + lane) * K_EPL;
+            q_lo[r][p] = vec4(0.0);
+            q_hi[r][p] = vec4(0.0);
+            if (e < pc.head_dim) {
+                if (K_EPL == 8u) {
+                    load_q_8(q_row + e, q_row + pc.head_dim, q_lo[r][p], q_hi[r][p]);
+                } else {
+                    q_lo[r][p] = load_q_4(q_row + e, q_row + pc.head_dim);
+                }
+                if (ROPE_ON_READ) {
+                    rope_piece(0u, q_row, e, K_EPL, uint(meta[off_q_cpos + tok[r]]), q_lo[r][p], q_hi[r][p]);
+                }
+            }
+        }
+    }
+    // What this lane's sums (attn_decode_xchg.glsl) belong to: row and key of each.
+    uint my_r[C], my_b[C], my_tok[C];
+    int my_qpos[C], my_qseq[C];
+    float my_slope[C];
+    [[unroll]] for (uint j = 0u; j < C; ++j) {
+        const uint idx = held_index(lane, j);
+        my_r[j] = idx / KEYS;
+        my_b[j] = idx % KEYS;
+        my_tok[j] = tok[0];
+        my_qpos[j] = q_pos[0];
+        my_qseq[j] = q_seq[0];
+        uint h = head[0];
+        [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
+            if (r == my_r[j]) {
+                my_tok[j] = tok[r];
+                my_qpos[j] = q_pos[r];
+                my_qseq[j] = q_seq[r];
+                h = head[r];
+            }
+        }
+        my_slope[j] = alibi_slope(h);
+    }
+
+    float m[ROWS], l[ROWS];
+    vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        m[r] = NEG_MAX;
+        l[r] = 0.0;
+        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+            acc_lo[r][p] = vec4(0.0);
+            acc_hi[r][p] = vec4(0.0);
+        }
+    }
+
+    const uint bound = key_bound(seq0);
+    t_stop = min(t_stop, (bound + STAGE - 1u) / STAGE);
+    uvec4 sink = uvec4(0u);  // LOAD_ONLY: what the loads returned, so they are not dropped
+    for (; t < t_stop; t += t_step) {
+        // The next stage's loads go out first; nothing waits for them until it is computed.
+        uvec4 nkr[KEYS][K_PIECES], nvr[KEYS][V_PIECES];
+        int nkp[KEYS], nks[KEYS];
+        LOAD_STAGE(t + t_step, t + t_step < t_stop ? bound : 0u, nkr, nvr, nkp, nks)
+
+        if (LOAD_ONLY) {
+            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) sink ^= kr[b][p];
+                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) sink ^= vr[b][p];
+                sink.x ^= uint(kp[b]);
+            }
+        } else {
+            // 1. This lane's share of each (row, key) dot product (N pads ROWS * KEYS to a
+            //    power of two with zeros).
+            [[unroll]] for (uint i = ROWS * KEYS; i < N; ++i) {
+                dots[i] = 0.0;
+            }
+            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                const uint row = kv_base + (t * STAGE + b * G + group) * pc.k_key_stride;
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                    dots[r * KEYS + b] = 0.0;
+                }
+                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
+                    const uint e = (p * LANES + lane) * K_EPL;
+                    vec4 lo = vec4(0.0), hi = vec4(0.0);
+                    if (K_EPL == 8u) {
+                        load_k_unraw8(kr[b][p], e, lo, hi);
+                    } else {
+                        lo = load_k_unraw4(kr[b][p], e);
+                    }
+                    if (ROPE_ON_READ && e < pc.head_dim && kp[b] >= 0) {
+                        rope_piece(1u, row, e, K_EPL, key_cache_position(seq0, kp[b]), lo, hi);
+                    }
+                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                        float d = fma_dot(q_lo[r][p], lo, dots[r * KEYS + b]);
+                        if (K_EPL == 8u) {
+                            d = fma_dot(q_hi[r][p], hi, d);
+                        }
+                        dots[r * KEYS + b] = d;
+                    }
+                }
+            }
+            // 2. Whole dot products, one (row, key) per lane; their scores.
+            reduce_scatter(lane, group);
+            [[unroll]] for (uint j = 0u; j < C; ++j) {
+                int k_pos = kp[0], k_seq = ks[0];
+                [[unroll]] for (uint b = 1u; b < KEYS; ++b) {
+                    if (b == my_b[j]) {
+                        k_pos = kp[b];
+                        k_seq = ks[b];
+                    }
+                }
+                const uint key = t * STAGE + my_b[j] * G + group;
+                if (pc.k_meta_stride != 0u) {
+                    k_seq = k_pos >= 0 ? int(seq0) : -1;
+                }
+                const bool seen = key < bound && key_visible(my_qpos[j], my_qseq[j], k_pos, k_seq);
+                held[j] = seen ? visible_score(held[j], my_tok[j], my_qpos[j], key, k_pos, my_slope[j]) : -1.0 / 0.0;
+            }
+            // 3. Every row's new maximum from all the scores; this lane's probabilities.
+            all_gather(lane, group, 0u);
+            float m_new[ROWS];
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                m_new[r] = m[r];
+                [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                    m_new[r] = max(m_new[r], gathered[r * KEYS + b]);
+                }
+            }
+            [[unroll]] for (uint j = 0u; j < C; ++j) {
+                float mx = m_new[0];
+                [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
+                    if (r == my_r[j]) {
+                        mx = m_new[r];
+                    }
+                }
+                held[j] = exp(held[j] - mx);
+            }
+            all_gather(lane, group, 1u);
+            // 4. Rows whose maximum moved are rescaled; then p * v. A key no row weighs is
+            //    not added in, whatever its V holds (NaN in a stale slot).
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                if (m_new[r] > m[r]) {
+                    const float rescale = exp(m[r] - m_new[r]);
+                    l[r] *= rescale;
+                    [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+                        acc_lo[r][p] *= rescale;
+                        acc_hi[r][p] *= rescale;
+                    }
+                    m[r] = m_new[r];
+                }
+                [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                    l[r] += gathered[r * KEYS + b];
+                }
+            }
+            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                bool weighed = false;
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                    weighed = weighed || gathered[r * KEYS + b] > 0.0;
+                }
+                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+                    const uint e = (p * LANES + lane) * V_EPL;
+                    vec4 lo = vec4(0.0), hi = vec4(0.0);
+                    if (V_EPL == 8u) {
+                        load_v_unraw8(vr[b][p], e, lo, hi);
+                    } else {
+                        lo = load_v_unraw4(vr[b][p], e);
+                    }
+                    lo = weighed ? lo : vec4(0.0);
+                    hi = weighed ? hi : vec4(0.0);
+                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                        const vec4 w = vec4(gathered[r * KEYS + b]);
+                        acc_lo[r][p] = fma(w, lo, acc_lo[r][p]);
+                        if (V_EPL == 8u) {
+                            acc_hi[r][p] = fma(w, hi, acc_hi[r][p]);
+                        }
+                    }
+                }
+            }
+        }
+        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) kr[b][p] = nkr[b][p];
+            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) vr[b][p] = nvr[b][p];
+            kp[b] = nkp[b];
+            ks[b] = nks[b];
+        }
+    }
+    if (LOAD_ONLY) {
+        if (sink == uvec4(0x9e3779b9u)) {
+            out_[0] = 0.0;  // never in practice; the loads must not be dropped
+        }
+        return;
+    }
+
+    // The key groups' results of each row meet: (max, sum) of every group and row, then
+    // MERGE_ROWS rows of sums at a time, one output vec4 per invocation and pass.
+    if (lane == 0u) {
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+            m_sh[group * ROWS + r] = m[r];
+            l_sh[group * ROWS + r] = l[r];
+        }
+    }
+    const uint n_all = pc.n_tokens * pc.n_heads;
+    const uint d4 = (pc.head_dim + 3u) / 4u;
+    const uint per_row = LANES * VE4;  // vec4 slots of a row: LANES lanes' pieces
+    [[unroll]] for (uint r0 = 0u; r0 < ROWS; r0 += MERGE_ROWS) {
+        if (r0 < n_rows) {  // uniform
+            [[unroll]] for (uint rr = 0u; rr < MERGE_ROWS; ++rr) {
+                if (r0 + rr < ROWS) {
+                    [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+                        acc_sh[(rr * WG + sid) * VE4 + p * (V_EPL / 4u)] = acc_lo[r0 + rr][p];
+                        if (V_EPL == 8u) {
+                            acc_sh[(rr * WG + sid) * VE4 + p * 2u + 1u] = acc_hi[r0 + rr][p];
+                        }
+                    }
+                }
+            }
+            barrier();
+            for (uint i = lid; i < MERGE_ROWS * per_row; i += WG) {
+                const uint rr = i / per_row, slot = i - rr * per_row, r = r0 + rr;
+                const uint src = slot / VE4, k = slot - src * VE4;
+                const uint e = ((k / (V_EPL / 4u)) * LANES + src) * V_EPL + (k % (V_EPL / 4u)) * 4u;
+                if (r < n_rows && e < pc.head_dim) {
+                    float m_all = NEG_MAX;
+                    for (uint g = 0u; g < G; ++g) {
+                        m_all = max(m_all, m_sh[g * ROWS + r]);
+                    }
+                    float den = 0.0;
+                    vec4 sum = vec4(0.0);
+                    for (uint g = 0u; g < G; ++g) {
+                        const float w = exp(m_sh[g * ROWS + r] - m_all);
+                        den += l_sh[g * ROWS + r] * w;
+                        sum += w * acc_sh[(rr * WG + g * LANES + src) * VE4 + k];
+                    }
+                    const uint row = merge_row(kv_head, row0, r);
+                    if (pc.key_splits > 1u) {
+                        const uint at = ((split * n_all + row) * d4 + e / 4u) * 4u;
+                        part[at] = sum.x;
+                        part[at + 1u] = sum.y;
+                        part[at + 2u] = sum.z;
+                        part[at + 3u] = sum.w;
+                        if (e == 0u) {
+                            part[pc.ml_offset + 2u * (split * n_all + row)] = m_all;
+                            part[pc.ml_offset + 2u * (split * n_all + row) + 1u] = den;
+                        }
+                    } else {
+                        float scale = 1.0;
+                        if (pc.has_sinks != 0u) {
+                            const float sink_logit = intBitsToFloat(meta[off_sinks + row % pc.n_heads]);
+                            const float m_fin = max(m_all, sink_logit);
+                            scale = exp(m_all - m_fin);
+                            den = den * scale + exp(sink_logit - m_fin);
+                        }
+                        scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
+                        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+                            if (e + c < pc.head_dim) {
+                                out_[row * pc.head_dim + e + c] = scale * sum[c];
+                            }
+                        }
+                    }
+                }
+            }
+            barrier();
+        }
+    }
+#ifdef VKATTN_LAST_MERGE
+    if (pc.key_splits > 1u) {
+        // The last workgroup of the tile to get here merges the splits: each workgroup's
+        // sums are made visible (coherent, memoryBarrierBuffer) before it counts itself.
+        const uint counter = pc.counter_offset + kv_head * pc.row_tiles + row_tile;
+        memoryBarrierBuffer();  // this workgroup's sums, before its count
+        barrier();
+        if (lid == 0u) {
+            last_sh = atomicAdd(counters[counter], 1u) + 1u == pc.key_splits ? 1u : 0u;
+        }
+        barrier();
+        if (last_sh != 0u) {
+            memoryBarrierBuffer();  // the other workgroups' sums, after their counts
+            merge_tile(kv_head, row0, n_rows, lid);
+            if (lid == 0u) {
+                counters[counter] = 0u;  // ready for the next run without a fresh copy of the parameters
+            }
+        }
+    }
+#endif
+}

@@ -1,0 +1,235 @@
+// Host side of attn_decode.comp, the GPU-shaped decode kernel (KernelShape::gpu with few
+// query rows): lanes per key row and tile rows within a register budget, keys per stage,
+// the split count from the device's compute units, how key groups exchange their numbers
+// (shuffles or shared memory) and how the splits are merged (by the last workgroup, or by
+// attn_decode_merge.comp). docs/kernel-shapes.md describes the kernel.
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <string>
+
+#include "common/shape_math.hpp"
+#include "vulkan/check.hpp"
+#include "vulkan/dispatch.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+constexpr std::uint32_t kMaxRows = 8;         // query rows per tile (a GQA group of up to 8)
+constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
+constexpr std::uint32_t kKeys = 2;            // keys per key group per stage
+// Workgroups resident per compute unit, when nothing better is known: a kernel of ~130
+// registers per invocation fits 2-3 workgroups of 128 on NVIDIA SMs and AMD CUs.
+constexpr std::uint32_t kResident = 2;
+constexpr std::uint32_t kMaxSplits = 64;
+constexpr std::uint32_t kMergePairs = 512;  // attn_merge.glsl: MERGE_MAX_PAIRS (rows x splits)
+
+struct Plan {
+  bool subgroup = false;  // exchanges by shuffles (else shared memory)
+  std::uint32_t sg = 0, lanes = 0, rows = 0, keys = 0, n = 0, c = 0, wg = 0, merge_rows = 0;
+  Pieces kp{}, vp{};
+};
+
+std::uint64_t shared_bytes(const Plan& p, bool last_merge) {
+  const std::uint64_t g = p.wg / p.lanes, ve4 = p.vp.epl * p.vp.pieces / 4;
+  std::uint64_t bytes = 2 * g * p.rows * 4 + std::uint64_t{p.merge_rows} * p.wg * ve4 * 16 + 4;
+  if (!p.subgroup) bytes += std::uint64_t{p.wg} * p.n * 4 + 2 * g * p.n * 4;
+  if (last_merge) bytes += 2 * kMergePairs * 4 + 2 * std::uint64_t{p.rows} * 4;
+  return bytes;
+}
+
+bool subgroups_fit(const DeviceLimits& l) {
+  const std::uint32_t sg = preferred_subgroup_size(l);
+  return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) &&
+         sg <= l.max_workgroup_invocations;
+}
+
+std::uint32_t parse_number(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v > 1u << 20) {
+    throw InvalidArgument("create backend", "VKATTN_DECODE", key + "=" + value, key + "=<a number up to 2^20>");
+  }
+  return static_cast<std::uint32_t>(v);
+}
+
+}  // namespace
+
+DecodeTuning decode_tuning_from_env() {
+  DecodeTuning t;
+  const char* env = std::getenv("VKATTN_DECODE");
+  if (!env || !*env) return t;
+  const std::string all = env;
+  const char* valid =
+      "a comma-separated list of kernel=decode|coalesced, reduce=auto|subgroup|shared, "
+      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
+      "load_only=0|1";
+  std::size_t at = 0;
+  while (at <= all.size()) {
+    const std::size_t comma = std::min(all.find(',', at), all.size());
+    const std::string item = all.substr(at, comma - at);
+    at = comma + 1;
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) throw InvalidArgument("create backend", "VKATTN_DECODE", all, valid);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "kernel" && (value == "decode" || value == "coalesced")) {
+      t.kernel = value == "decode" ? DecodeTuning::Kernel::decode : DecodeTuning::Kernel::coalesced;
+    } else if (key == "reduce" && (value == "auto" || value == "subgroup" || value == "shared")) {
+      t.reduce = value == "auto"       ? DecodeTuning::Reduce::automatic
+                 : value == "subgroup" ? DecodeTuning::Reduce::subgroup
+                                       : DecodeTuning::Reduce::shared;
+    } else if (key == "merge" && (value == "auto" || value == "last" || value == "two_pass")) {
+      t.merge = value == "auto" ? DecodeTuning::Merge::automatic
+                : value == "last" ? DecodeTuning::Merge::last
+                                  : DecodeTuning::Merge::two_pass;
+    } else if (key == "keys") {
+      t.keys = std::min(parse_number(key, value), 8u);
+    } else if (key == "resident") {
+      t.resident = parse_number(key, value);
+    } else if (key == "lanes") {
+      t.lanes = parse_number(key, value);
+    } else if (key == "workgroup") {
+      t.workgroup = parse_number(key, value);
+    } else if (key == "keys_per_split") {
+      t.keys_per_split = parse_number(key, value);
+    } else if (key == "interleave" && (value == "0" || value == "1")) {
+      t.interleave = value == "1";
+    } else if (key == "load_only" && (value == "0" || value == "1")) {
+      t.load_only = value == "1";
+    } else {
+      throw InvalidArgument("create backend", "VKATTN_DECODE", item, valid);
+    }
+  }
+  return t;
+}
+
+bool decode_attention_usable(const Context& ctx) {
+  return ctx.decode.kernel == DecodeTuning::Kernel::decode && ctx.limits.max_storage_buffers >= 8 &&
+         ctx.limits.max_workgroup_invocations >= 32;
+}
+
+Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                       std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                       std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                       const ScoresParams& p, const std::vector<float>& sinks) {
+  const DecodeTuning& tune = ctx.decode;
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;
+  const std::uint32_t d4 = (head_dim + 3) / 4;
+  const bool k_wide = keys.wide(), v_wide = values.wide();
+
+  Plan plan;
+  plan.subgroup = tune.reduce != DecodeTuning::Reduce::shared && subgroups_fit(ctx.limits);
+  if (tune.reduce == DecodeTuning::Reduce::subgroup && !plan.subgroup) {
+    throw Error(ErrorCode::unsupported, "VKATTN_DECODE=reduce=subgroup: this device lacks subgroup shuffles or size control",
+                "VKATTN_DECODE", 0, "attention");
+  }
+  plan.sg = plan.subgroup ? preferred_subgroup_size(ctx.limits) : 0;
+  // Lanes per key row: enough that each holds 16 bytes of it and that rows x elements per
+  // lane stays within kMaxLiveFloats; at most a subgroup (shuffles) or 32, and no more
+  // than a row's vec4s.
+  const std::uint32_t max_lanes = std::min(plan.subgroup ? plan.sg : 32u, std::bit_ceil(d4));
+  auto lanes_for = [&](std::uint32_t rows) {
+    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
+    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
+    return std::min(max_lanes, std::max(for_registers, for_pieces));
+  };
+  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
+    const Pieces k = pieces_for(head_dim, lanes, k_wide), v = pieces_for(head_dim, lanes, v_wide);
+    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
+  };
+  std::uint32_t rows_cap = kMaxRows;
+  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
+  plan.rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : lanes_for(plan.rows);
+  plan.keys = tune.keys ? tune.keys : kKeys;
+  plan.n = std::bit_ceil(plan.rows * plan.keys);
+  plan.c = std::max(1u, plan.n / plan.lanes);
+  plan.kp = pieces_for(head_dim, plan.lanes, k_wide);
+  plan.vp = pieces_for(head_dim, plan.lanes, v_wide);
+  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, plan.rows));
+
+  // Splits: about |resident| workgroups per compute unit in one wave, each at least two
+  // stages long (something for the pipeline to overlap), within the merge's limits.
+  const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
+  const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
+  const bool last_merge = tune.merge != DecodeTuning::Merge::two_pass;
+
+  // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), a multiple of the subgroup, fewer or
+  // fewer rows merged at once if shared memory is short.
+  plan.wg = std::max({plan.lanes, plan.sg, workgroup_size(ctx, tune.workgroup ? tune.workgroup : 128)});
+  plan.merge_rows = plan.rows;
+  while (shared_bytes(plan, last_merge) > ctx.limits.max_shared_memory && plan.merge_rows > 1) --plan.merge_rows;
+  while (shared_bytes(plan, last_merge) > ctx.limits.max_shared_memory && plan.wg > std::max(plan.lanes, plan.sg)) {
+    plan.wg /= 2;
+  }
+  if (shared_bytes(plan, last_merge) > ctx.limits.max_shared_memory) {
+    throw Error(ErrorCode::unsupported,
+                "attention needs more shared memory than maxComputeSharedMemorySize = " +
+                    std::to_string(ctx.limits.max_shared_memory),
+                "maxComputeSharedMemorySize", 0, "attention");
+  }
+  const std::uint32_t stage = plan.wg / plan.lanes * plan.keys;
+  const std::uint64_t n_stages = ceil_div(n_keys, stage);
+  std::uint64_t splits = 1;
+  const std::uint64_t target = std::uint64_t{compute_units(ctx)} * (tune.resident ? tune.resident : kResident);
+  if (tune.keys_per_split) {
+    splits = ceil_div(n_stages, ceil_div(tune.keys_per_split, stage));
+  } else if (base_groups < target) {
+    splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
+  }
+  splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / plan.rows});
+  // The partial results fit one buffer range.
+  splits = std::max<std::uint64_t>(1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range /
+                                                                          (4 * n_rows * (d4 * 4 + 2))));
+  const bool last = splits > 1 && last_merge;
+  const std::uint64_t ml_offset = splits * n_rows * d4 * 4;
+  const AttnMeta meta = attn_meta(params, p, sinks, last ? u32(base_groups) : 0u);
+  Binding partials = splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero();
+  // With a second pass, the kernel leaves out to it.
+  Binding out_binding = splits > 1 && !last ? params.add_zero() : tensor_binding(out, true);
+
+  Dispatch d;
+  d.op = "attention";
+  const KernelId kernel = plan.subgroup ? (last ? KernelId::attn_decode_last : KernelId::attn_decode)
+                                        : (last ? KernelId::attn_decode_shared_last : KernelId::attn_decode_shared);
+  d.key = {kernel, 8, sizeof(shader::AttnFusedParams),
+           {plan.wg, plan.rows, plan.lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, plan.kp.epl,
+            plan.kp.pieces, plan.vp.epl, plan.vp.pieces, head_dim % plan.kp.epl == 0 ? 1u : 0u,
+            head_dim % plan.vp.epl == 0 ? 1u : 0u, plan.keys, p.rope_on_read ? 1u : 0u,
+            p.rope.layout == RopeLayout::interleaved ? 1u : 0u, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u,
+            plan.n, plan.c, plan.merge_rows, head_dim % 8 == 0 ? 1u : 0u, tune.interleave ? 1u : 0u,
+            tune.load_only ? 1u : 0u}};
+  d.key.subgroup_size = plan.sg;
+  const bool has_mask = mask != nullptr;
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  const Binding key_pos = key_positions(params, keys, p);
+  const std::uint32_t bound = keys.meta_stride != 0 ? keys.bound : 0u;
+  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
+                tensor_binding(values.tensor, false), out_binding, std::move(mask_binding), meta.binding, key_pos,
+                partials};
+  const shader::AttnFusedParams pc{n_tokens, n_heads, n_keys, head_dim, group, plan.rows, row_tiles, u32(splits),
+                                   keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
+                                   static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
+                                   p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, 0u,
+                                   sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
+                                   values.scales, bound, meta.extra_offset};
+  d.set_push(pc);
+  d.groups = base_groups * splits;
+  Dispatches ds;
+  ds.push_back(std::move(d));
+  if (splits > 1 && !last) {
+    Dispatch m;
+    m.op = "attention";  // its second pass: timings add up under the op's name
+    m.key = {KernelId::attn_decode_merge, 3, sizeof(shader::AttnFusedParams), {workgroup_size(ctx, 128), plan.rows}};
+    m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
+    m.bindings[0].write = false;
+    m.set_push(pc);
+    m.groups = base_groups;
+    ds.push_back(std::move(m));
+  }
+  return ds;
+}
+
+}  // namespace vkattn::detail
