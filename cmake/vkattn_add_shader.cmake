@@ -10,11 +10,22 @@ if(NOT VKATTN_SPIRV_VAL)
   message(FATAL_ERROR "spirv-val not found: install the Debian package 'spirv-tools'")
 endif()
 find_program(VKATTN_SPIRV_DIS spirv-dis)
+# spirv-opt -O: the drivers' own optimizers differ (llvmpipe's and mobile ones do less);
+# docs/kernel-shapes.md has what it changes. OFF to compare.
+option(VKATTN_SPIRV_OPT "Optimize the kernels' SPIR-V with spirv-opt -O" ON)
+if(VKATTN_SPIRV_OPT)
+  find_program(VKATTN_SPIRV_OPT_EXE spirv-opt)
+  if(NOT VKATTN_SPIRV_OPT_EXE)
+    message(FATAL_ERROR "spirv-opt not found: install the Debian package 'spirv-tools' (or -DVKATTN_SPIRV_OPT=OFF)")
+  endif()
+endif()
+set(VKATTN_SPV_TO_HEADER ${CMAKE_CURRENT_LIST_DIR}/vkattn_spv_to_header.cmake)
 
 # vkattn_add_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])
-# Writes <build>/shaders/<kernel>.spv (validated), <kernel>.h (uint32 array named
-# vkattn_spv_<kernel>) and, when spirv-dis exists, <kernel>.spvasm for review. The depfile
-# makes an edit to any included file rebuild every kernel that includes it.
+# Writes <build>/shaders/<kernel>.spv (optimized unless VKATTN_SPIRV_OPT is off, then
+# validated), <kernel>.h (the same words as a uint32 array named vkattn_spv_<kernel>) and,
+# when spirv-dis exists, <kernel>.spvasm for review. The depfile makes an edit to any
+# included file rebuild every kernel that includes it.
 function(vkattn_add_shader)
   cmake_parse_arguments(S "" "NAME;SOURCE" "DEFINES" ${ARGN})
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
@@ -29,14 +40,20 @@ function(vkattn_add_shader)
   if(VKATTN_SPIRV_DIS)
     set(dis_cmd COMMAND ${VKATTN_SPIRV_DIS} ${spv} -o ${out_dir}/${S_NAME}.spvasm)
   endif()
+  set(unopt ${out_dir}/${S_NAME}.unopt.spv)
+  if(VKATTN_SPIRV_OPT)
+    set(opt_cmd COMMAND ${VKATTN_SPIRV_OPT_EXE} -O --target-env=vulkan1.1 ${unopt} -o ${spv})
+  else()
+    set(opt_cmd COMMAND ${CMAKE_COMMAND} -E copy ${unopt} ${spv})
+  endif()
   add_custom_command(
     OUTPUT ${spv} ${hdr}
-    COMMAND ${VKATTN_GLSLANG} ${common_args} --quiet --depfile ${out_dir}/${S_NAME}.d
-            -o ${spv} ${S_SOURCE}
+    COMMAND ${VKATTN_GLSLANG} ${common_args} --quiet --depfile ${out_dir}/${S_NAME}.d -o ${unopt} ${S_SOURCE}
+    ${opt_cmd}
     COMMAND ${VKATTN_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-    COMMAND ${VKATTN_GLSLANG} ${common_args} --quiet --vn vkattn_spv_${S_NAME} -o ${hdr} ${S_SOURCE}
+    COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DHDR=${hdr} -DNAME=vkattn_spv_${S_NAME} -P ${VKATTN_SPV_TO_HEADER}
     ${dis_cmd}
-    DEPENDS ${S_SOURCE}
+    DEPENDS ${S_SOURCE} ${VKATTN_SPV_TO_HEADER}
     DEPFILE ${out_dir}/${S_NAME}.d
     COMMENT "SPIR-V ${S_NAME}"
     VERBATIM)

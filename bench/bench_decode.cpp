@@ -1,0 +1,210 @@
+// Decode attention, the case that must run at the memory's speed: one token, 32 query heads
+// over 8 KV heads, head_dim 128, q f32, K and V f16, causal (the token sees every key).
+// The kernel is the backend's for its shape (automatic, or gpu forced); $VKATTN_DECODE
+// picks the GPU decode kernel's variant and the probes (docs/gpu.md), so that one program
+// times each in its own process.
+//
+// - BM_decode: plain K and V of 1k, 4k and 16k keys. Counters: kv_copy_ratio (K and V
+//   bytes over the same device's copy rate), main_us and merge_us (the kernel's dispatch
+//   and, where the splits are merged in a second one, that dispatch).
+// - BM_decode_ops8: the same op recorded 8 times into one list (8 outputs): the time per
+//   op once the dispatches follow each other, against BM_decode's lone dispatch.
+// - BM_decode_cache: a cache of 16k slots holding 1k tokens against one of 1k slots
+//   holding the same tokens, timed alternately in the same run: occupancy_ratio is what
+//   the large cache costs over the small one (the capacity must not set the cost).
+// - BM_copy_16B: the smallest dispatch, the fixed cost every op pays.
+// Each Vulkan case is checked against the CPU reference first (2e-3 absolute), except
+// under VKATTN_DECODE=...load_only=1, whose kernel computes nothing.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace vkattn::bench {
+namespace {
+
+constexpr std::size_t kHeads = 32, kKvHeads = 8, kDim = 128;
+
+bool load_only() {
+  const char* env = std::getenv("VKATTN_DECODE");
+  return env && std::strstr(env, "load_only=1") != nullptr;
+}
+
+// Decode over plain keys at positions 0..keys-1 with the token at the last.
+struct Decode {
+  std::size_t keys;
+  Tensor q, k, v;
+  std::vector<Tensor> out;
+  std::vector<std::int32_t> q_pos, k_pos;
+
+  Decode(Backend& b, std::size_t n_keys, std::size_t n_out) : keys(n_keys), q_pos{static_cast<std::int32_t>(n_keys - 1)} {
+    q = b.tensor({1, kHeads, kDim}, DType::f32);
+    k = b.tensor({keys, kKvHeads, kDim}, DType::f16);
+    v = b.tensor({keys, kKvHeads, kDim}, DType::f16);
+    b.upload(q, normal_values(kHeads * kDim, 1));
+    b.upload(k, normal_values(keys * kKvHeads * kDim, 2));
+    b.upload(v, normal_values(keys * kKvHeads * kDim, 3));
+    for (std::size_t i = 0; i < n_out; ++i) out.push_back(b.tensor({1, kHeads, kDim}, DType::f32));
+    k_pos.resize(keys);
+    for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
+  }
+  void record(CommandList& cmd, std::size_t i) {
+    cmd.attention(q, k, v, out[i], {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
+  }
+  double kv_bytes() const { return static_cast<double>(k.bytes() + v.bytes()); }
+};
+
+// "" when |got| matches the CPU reference for |d|, else what differs.
+std::string verify(const Decode& d, const std::vector<float>& got) {
+  Backend& cpu = backend(BackendKind::cpu);
+  Decode ref(cpu, d.keys, 1);
+  CommandList cmd = cpu.commands();
+  ref.record(cmd, 0);
+  cmd.submit_and_wait();
+  const std::vector<float> want = cpu.download(ref.out[0]);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= 2e-3f)) {
+      return "out[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", CPU reference " + std::to_string(want[i]);
+    }
+  }
+  return "";
+}
+
+KernelShape shape_of(const benchmark::State& state) { return static_cast<KernelShape>(state.range(1)); }
+
+void BM_decode(benchmark::State& state, std::size_t ops) {
+  try {
+    Backend& b = backend(BackendKind::vulkan, shape_of(state));
+    Decode d(b, static_cast<std::size_t>(state.range(0)), ops);
+    CommandList cmd = b.commands({.timestamps = true});
+    for (std::size_t i = 0; i < ops; ++i) d.record(cmd, i);
+    cmd.submit_and_wait();
+    if (!load_only()) {
+      const std::string bad = verify(d, b.download(d.out[0]));
+      if (!bad.empty()) return state.SkipWithError(("differs from the CPU reference: " + bad).c_str());
+    }
+    Baseline baseline(BackendKind::vulkan);
+    double total = 0, main = 0, merge = 0;
+    for (auto _ : state) {
+      cmd.submit_and_wait();
+      const std::vector<OpTiming> t = cmd.timings();
+      double s = 0;
+      for (const OpTiming& o : t) s += o.ms * 1e-3;
+      // One op's dispatches: the kernel's, then the merge's when there is a second pass.
+      const std::size_t per_op = t.size() / ops;
+      main += t[0].ms * 1e-3;
+      if (per_op > 1) merge += t[1].ms * 1e-3;
+      state.SetIterationTime(s / static_cast<double>(ops));
+      total += s / static_cast<double>(ops);
+      baseline.keep_up(total);
+    }
+    const double n = static_cast<double>(state.iterations());
+    state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, d.kv_bytes(), total);
+    state.counters["copy_GBps"] = baseline.bytes_per_second() * 1e-9;
+    state.counters["main_us"] = main / n * 1e6;
+    state.counters["merge_us"] = merge / n * 1e6;
+    state.counters["dispatches"] = static_cast<double>(cmd.timings().size()) / static_cast<double>(ops);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// A cache of |capacity| slots holding positions 0..held-1, and decode over it at the last.
+struct CacheDecode {
+  KvCache cache;
+  Tensor q, out;
+  std::vector<std::int32_t> q_pos;
+  CommandList cmd;
+
+  CacheDecode(Backend& b, std::size_t capacity, std::size_t held)
+      : cache(b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f16})),
+        q_pos{static_cast<std::int32_t>(held - 1)},
+        cmd(b.commands({.timestamps = true})) {
+    q = b.tensor({1, kHeads, kDim}, DType::f32);
+    out = b.tensor({1, kHeads, kDim}, DType::f32);
+    b.upload(q, normal_values(kHeads * kDim, 1));
+    Tensor k = b.tensor({held, kKvHeads, kDim}, DType::f32), v = b.tensor({held, kKvHeads, kDim}, DType::f32);
+    b.upload(k, normal_values(held * kKvHeads * kDim, 2));
+    b.upload(v, normal_values(held * kKvHeads * kDim, 3));
+    std::vector<std::int32_t> pos(held);
+    for (std::size_t j = 0; j < held; ++j) pos[j] = static_cast<std::int32_t>(j);
+    CommandList fill = b.commands();
+    fill.kv_append(cache, k, v, pos);
+    fill.submit_and_wait();
+    cmd.attention(q, cache, out, {.q_positions = q_pos}, {.path = AttentionPath::automatic});
+    cmd.submit_and_wait();
+  }
+  double run() {
+    cmd.submit_and_wait();
+    double s = 0;
+    for (const OpTiming& t : cmd.timings()) s += t.ms * 1e-3;
+    return s;
+  }
+};
+
+void BM_decode_cache(benchmark::State& state) {
+  try {
+    Backend& b = backend(BackendKind::vulkan, shape_of(state));
+    const std::size_t held = static_cast<std::size_t>(state.range(0));
+    CacheDecode big(b, 16 * held, held), small(b, held, held);
+    const std::vector<float> a = b.download(big.out), c = b.download(small.out);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!(std::fabs(a[i] - c[i]) <= 1e-4f)) return state.SkipWithError("the two caches' results differ");
+    }
+    double t_big = 0, t_small = 0;
+    for (auto _ : state) {
+      const double s = small.run(), l = big.run();
+      t_small += s;
+      t_big += l;
+      state.SetIterationTime(l);
+    }
+    const double n = static_cast<double>(state.iterations());
+    state.counters["big_us"] = t_big / n * 1e6;
+    state.counters["small_us"] = t_small / n * 1e6;
+    state.counters["occupancy_ratio"] = t_small > 0 ? t_big / t_small : 0;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void BM_copy_16B(benchmark::State& state) {
+  try {
+    Backend& b = backend(BackendKind::vulkan, shape_of(state));
+    Tensor src = b.tensor({4}, DType::f32), dst = b.tensor({4}, DType::f32);
+    CommandList cmd = b.commands({.timestamps = true});
+    cmd.copy(src, dst);
+    cmd.submit_and_wait();
+    for (auto _ : state) {
+      cmd.submit_and_wait();
+      state.SetIterationTime(op_seconds(cmd));
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void decode_shapes(benchmark::internal::Benchmark* bm) {
+  bm->ArgNames({"keys", "shape"});
+  for (KernelShape s : {KernelShape::automatic, KernelShape::gpu}) {
+    for (std::int64_t keys : {1024, 4096, 16384}) bm->Args({keys, static_cast<std::int64_t>(s)});
+  }
+  bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_decode, one, std::size_t{1})->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_decode, ops8, std::size_t{8})->Apply(decode_shapes);
+BENCHMARK(BM_decode_cache)
+    ->ArgNames({"held", "shape"})
+    ->Args({1024, static_cast<std::int64_t>(KernelShape::automatic)})
+    ->Args({1024, static_cast<std::int64_t>(KernelShape::gpu)})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_copy_16B)->ArgNames({"shape"})->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace vkattn::bench
+
+VKATTN_BENCHMARK_MAIN()

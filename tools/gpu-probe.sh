@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The decode probes for a GPU run (docs/gpu.md, "Probes"): run from the GPU bundle as
+#   bash .gpu/run.sh probe            (VKATTN_GPU_BIN: the bundled programs)
+# or from a build tree as
+#   VKATTN_GPU_BIN=build bash tools/gpu-probe.sh
+# Each case runs vkattn-bench-decode (or -attention) in its own process with its own
+# $VKATTN_DECODE / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
+# K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
+# times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
+# default 0.1) make it shorter on slow devices. A .ggml/run.sh beside .gpu (ggml's
+# test-backend-ops, built outside the repository) is run last when present.
+set -uo pipefail
+bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
+keys=${PROBE_KEYS:-1024 4096 16384}
+min_time=${PROBE_MIN_TIME:-0.1}
+out=${OUT:-/tmp}
+mkdir -p "$out"
+table=$(mktemp)
+keys_re=$(echo "$keys" | tr ' ' '|')
+
+echo "== device"
+"$bin/samples/vkattn-info" 2>&1 | head -12
+if [ -x "$bin/vulkaninfo" ]; then
+  "$bin/vulkaninfo" 2>/dev/null | grep -E "VK_KHR_pipeline_executable_properties|vulkanMemoryModel |shaderSMCount|shaderWarpsPerSM" | sort -u
+fi
+smi=""
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 100 > "$out/smi.csv" 2>/dev/null &
+  smi=$!
+fi
+
+# run LABEL ENV... -- PROGRAM FILTER: one process, its CSV rows appended to the table as
+# "label  name  time_us  kv_copy_ratio  main_us  merge_us  occupancy_ratio".
+run() {
+  local label=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local prog=$1 filter=$2
+  local csv
+  csv=$(env "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
+        --benchmark_format=csv 2>"$out/probe-stderr.txt")
+  grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$out/pipeline-stats.txt"
+  echo "$csv" | awk -F, -v label="$label" '
+    /^name,/ { gsub(/"/, ""); n = split($0, h, ","); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
+    /^"/ {
+      gsub(/"/, "", $1)
+      t = $col["real_time"]; unit = $col["time_unit"]
+      if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
+      err = ("error_message" in col) ? $col["error_message"] : ""
+      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s\n", label, $1, t,
+             ("kv_copy_ratio" in col) ? $col["kv_copy_ratio"] : "-",
+             ("main_us" in col) ? $col["main_us"] : "-", ("merge_us" in col) ? $col["merge_us"] : "-",
+             ("occupancy_ratio" in col) ? $col["occupancy_ratio"] : "-", err
+    }' >> "$table"
+}
+
+decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
+: > "$out/pipeline-stats.txt"
+echo "== P0/P1: new and old kernel, kernel and merge dispatch times (pipeline statistics kept)"
+run "new (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
+run "new, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
+run "new, shared-memory reduce" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=reduce=shared -- vkattn-bench-decode "$decode_gpu"
+run "old (coalesced)" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "$decode_gpu"
+echo "== P2/P3: loads only, interleaved and contiguous splits; the old kernel heads-first"
+run "new, loads only" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "$decode_gpu"
+run "new, loads only, contiguous" VKATTN_DECODE=load_only=1,interleave=0 -- vkattn-bench-decode "$decode_gpu"
+run "new, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "$decode_gpu"
+run "old, heads first" VKATTN_DECODE=kernel=coalesced VKATTN_TUNE_COALESCED=0,0,0,2,1 -- vkattn-bench-decode "$decode_gpu"
+run "old, one KV head 131072 keys" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-attention \
+    "BM_attention_fused/vulkan_gpu_kernels_decode_one_kv_head"
+echo "== P4: keys per split, workgroups resident per unit, keys per stage"
+for kps in 64 256 1024 4096; do
+  run "new, keys_per_split=$kps" VKATTN_DECODE=keys_per_split=$kps -- vkattn-bench-decode "$decode_gpu"
+done
+for r in 1 3 4 8; do
+  run "new, resident=$r" VKATTN_DECODE=resident=$r -- vkattn-bench-decode "$decode_gpu"
+done
+for k in 1 4; do
+  run "new, keys=$k" VKATTN_DECODE=keys=$k -- vkattn-bench-decode "$decode_gpu"
+done
+echo "== P5: eight ops in one list; the smallest dispatch"
+run "new, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
+run "old, 8 ops per list" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
+run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
+echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
+run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
+run "cache, old GPU kernel" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
+[ -n "$smi" ] && kill "$smi" 2>/dev/null
+
+echo
+echo "== pipeline statistics (VKATTN_PIPELINE_STATS=1)"
+if [ -s "$out/pipeline-stats.txt" ]; then sort -u "$out/pipeline-stats.txt"; else
+  echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
+echo
+echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"
+printf "%-28s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
+cat "$table"
+if [ -s "$out/smi.csv" ]; then
+  echo
+  echo "== SM clock during the run (MHz: min, max; nvidia-smi every 100 ms)"
+  awk -F', ' 'NR > 1 { v = $2 + 0; if (min == "" || v < min) min = v; if (v > max) max = v } END { print min, max }' "$out/smi.csv"
+fi
+ggml="$(dirname "$bin")/../.ggml/run.sh"
+if [ -x "$ggml" ] || [ -f "$ggml" ]; then
+  echo
+  echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf)"
+  bash "$ggml" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20
+fi
+rm -f "$table"
