@@ -340,10 +340,10 @@ void main() {
                 [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
                     const uint e = (p * LANES + lane) * K_EPL;
                     vec4 lo = vec4(0.0), hi = vec4(0.0);
-                    if (K_EPL == 8u) {
-                        load_k_unraw8(kr[b][p], e, lo, hi);
+                    if (K_EPL == 8u) {  // the element's index in the tensor: its block's scale
+                        load_k_unraw8(kr[b][p], row + e, lo, hi);
                     } else {
-                        lo = load_k_unraw4(kr[b][p], e);
+                        lo = load_k_unraw4(kr[b][p], row + e);
                     }
                     if (ROPE_ON_READ && e < pc.head_dim && kp[b] >= 0) {
                         rope_piece(1u, row, e, K_EPL, key_cache_position(seq0, kp[b]), lo, hi);
@@ -410,6 +410,7 @@ void main() {
                 }
             }
             [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                const uint row = kv_base + (t * STAGE + b * G + group) * pc.k_key_stride;
                 bool weighed = false;
                 [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                     weighed = weighed || gathered[r * KEYS + b] > 0.0;
@@ -418,9 +419,9 @@ void main() {
                     const uint e = (p * LANES + lane) * V_EPL;
                     vec4 lo = vec4(0.0), hi = vec4(0.0);
                     if (V_EPL == 8u) {
-                        load_v_unraw8(vr[b][p], e, lo, hi);
+                        load_v_unraw8(vr[b][p], row + e, lo, hi);
                     } else {
-                        lo = load_v_unraw4(vr[b][p], e);
+                        lo = load_v_unraw4(vr[b][p], row + e);
                     }
                     lo = weighed ? lo : vec4(0.0);
                     hi = weighed ? hi : vec4(0.0);

@@ -13,6 +13,7 @@
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/fused_match.hpp"
 #include "support/kv_model.hpp"
 
 namespace vkattn::test {
@@ -26,25 +27,7 @@ std::vector<float> run_fused(Backend& b, const AttnInputs& in, CommandStats* sta
 
 class FusedVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<AttnCase> {};
 
-void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
-  AttnInputs in = case_inputs(c);
-  in.config.path = AttentionPath::fused;
-  const AttnOutputs want = run_attention(cpu, in);
-  CommandStats stats;
-  const std::vector<float> got = run_fused(gpu, in, &stats);
-  if (gpu.limits().max_texel_buffer_elements == 0) {
-    EXPECT_EQ(stats.texel_reads, 0u);
-  } else if (gpu.limits().max_texel_buffer_elements >= (1u << 26)) {
-    // q, k, v, and the merge's read of the splits' partial results.
-    EXPECT_EQ(stats.texel_reads, stats.ops == 2 ? 4u : 3u) << "q, k, v (+ partials)";
-  }
-  // The scores are f32 like the three stages' (tolerance as for theirs); a score off by at
-  // most d moves each probability by at most (e^(2d) - 1) p ~ 2d p, hence out by 2d max|v|.
-  const double s_atol = 1e-4 + 2e-6 * score_magnitude(in) + 1e-5 * max_abs(want.scores);
-  const bool f16 = c.q_dtype == DType::f16 || c.kv_dtype == DType::f16;
-  const double o_atol = (f16 ? 2e-4 : 1e-4) + (std::expm1(2 * s_atol) + 1e-5) * max_abs(in.v);
-  EXPECT_TRUE(all_close(got, want.out, in.out_shape(), o_atol, 1e-4)) << "out";
-}
+void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) { expect_fused_matches(gpu, cpu, c); }
 
 TEST_P(FusedVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam()); }
 

@@ -11,6 +11,7 @@
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
+#include "support/fused_match.hpp"
 #include "support/random.hpp"
 
 namespace vkattn::test {
@@ -104,6 +105,21 @@ TEST_F(VulkanVsCpuTest, ReplayThroughStagingAndGpuKernels) {
     auto b = make_backend(BackendKind::vulkan, options);
     replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
     EXPECT_TRUE(b->validation_messages().empty());
+  }
+}
+
+// The GPU decode kernel's variants ($VKATTN_DECODE), each split into stages of 16 keys so
+// that even these small caches are merged across splits, with parameters reaching the
+// device through staging as on a discrete GPU (the last-workgroup merge counts in them).
+TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
+  for (const char* env : {"keys=1,keys_per_split=16,merge=last", "keys=1,keys_per_split=16,merge=two_pass",
+                          "keys=1,keys_per_split=16,reduce=shared", "kernel=coalesced"}) {
+    DeviceOptions options = shape_options(KernelShape::gpu);
+    options.force_staging = true;
+    ScopedEnv decode("VKATTN_DECODE", env);
+    auto b = make_backend(BackendKind::vulkan, options);
+    replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
+    EXPECT_TRUE(b->validation_messages().empty()) << env;
   }
 }
 

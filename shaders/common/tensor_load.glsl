@@ -114,7 +114,8 @@ void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
 // the words undecoded, so that nothing waits for them until _unraw8 / _unraw4 (given the
 // same e) decode the piece where it is used. f16 stays two halves per word (unaligned
 // pieces are read element by element and packed again as halves, which is exact);
-// quantized pieces keep their code words and their block's scale word.
+// quantized pieces keep their code words and their block's scale word (e: the element's
+// index in the tensor, for _unraw too: which half of the scale word is the block's).
 uint TL_CAT(TL_FN, _scale_word)(uint e) { return TL_CAT(TL_FN, _word)((TL_SCALES) + e / 64u); }
 float TL_CAT(TL_FN, _scale_of)(uint word, uint e) { return unpackHalf2x16(word)[(e / 32u) & 1u]; }
 

@@ -1,0 +1,212 @@
+// The GPU decode kernel (attn_decode.comp, KernelShape::gpu with few rows) against the CPU
+// reference: each variant ($VKATTN_DECODE: shuffles or shared memory, the splits merged by
+// the last workgroup or by a second pass, contiguous splits and more keys per stage, and
+// the coalesced kernel it replaced) forced on every attention case, also at the Vulkan
+// minimums; quantized K and V whose rows hold an odd number of blocks; and the caches'
+// occupancy bound through appends, replay, wrap, reset, truncate, copy and restore, under
+// every kernel family. test_replay.cpp replays a wrapping ring under each variant.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "support/attention_cases.hpp"
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/expect_invalid.hpp"
+#include "support/fused_match.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+struct Variant {
+  const char* name;
+  const char* env;  // $VKATTN_DECODE
+};
+const Variant kVariants[] = {
+    {"shuffles_last", "reduce=subgroup,merge=last"},  {"shuffles_two_pass", "reduce=subgroup,merge=two_pass"},
+    {"shared_last", "reduce=shared,merge=last"},      {"shared_two_pass", "reduce=shared,merge=two_pass"},
+    {"contiguous_4_keys", "interleave=0,keys=4"},     {"coalesced", "kernel=coalesced"},
+};
+
+// The GPU shape planned for a device of very many compute units: every case has few rows
+// for it, so every case takes the decode kernel, split as far as its keys allow.
+DeviceOptions decode_options() {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  options.cap_limits->compute_units = 1u << 20;
+  return options;
+}
+
+std::unique_ptr<Backend> decode_backend(const char* env, const DeviceOptions& options = decode_options()) {
+  ScopedEnv decode("VKATTN_DECODE", env);
+  return make_backend(BackendKind::vulkan, options);
+}
+
+class DecodeVulkanVsCpu : public VulkanVsCpuTest,
+                          public ::testing::WithParamInterface<std::tuple<AttnCase, Variant>> {};
+
+TEST_P(DecodeVulkanVsCpu, Matches) {
+  const auto& [c, v] = GetParam();
+  auto gpu = decode_backend(v.env);
+  expect_fused_matches(*gpu, *cpu_, c);
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
+// The Vulkan 1.1 minimums (no subgroup operations: the shared-memory variant; 16 KiB of
+// shared memory; 128 invocations), with 8 storage buffers as the other spec-minimum tests.
+TEST_P(DecodeVulkanVsCpu, MatchesAtSpecMinimumLimits) {
+  const auto& [c, v] = GetParam();
+  if (std::string(v.env).find("subgroup") != std::string::npos) GTEST_SKIP() << "no subgroups at the minimums";
+  DeviceOptions options = decode_options();
+  options.cap_limits = test_spec_minimum();
+  options.cap_limits->compute_units = 1u << 20;
+  auto gpu = decode_backend(v.env, options);
+  expect_fused_matches(*gpu, *cpu_, c);
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
+std::string decode_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Variant>>& info) {
+  return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeVulkanVsCpu,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kVariants)),
+                         decode_name);
+
+// Quantized K and V, one and three decode tokens: rows of one and three blocks of 32 (odd:
+// a row's scale is the second half of its word as often as the first).
+class DecodeQuantized : public VulkanVsCpuTest, public ::testing::WithParamInterface<Variant> {};
+
+TEST_P(DecodeQuantized, OddBlocksPerRow) {
+  auto gpu = decode_backend(GetParam().env);
+  for (DType dtype : {DType::q8_0, DType::q4_0}) {
+    for (std::size_t d : {32u, 96u}) {
+      for (std::size_t tokens : {1u, 3u}) {
+        AttnInputs in = random_inputs(tokens, 8, 2, 100, d, 1, 77 + static_cast<std::uint32_t>(d));
+        in.kv_dtype = dtype;
+        in.config.path = AttentionPath::fused;
+        EXPECT_TRUE(all_close(run_attention_op(*gpu, in), run_attention(*cpu_, in).out, in.out_shape(), 1e-4, 1e-4))
+            << to_string(dtype) << ", head_dim " << d << ", " << tokens << " tokens";
+      }
+    }
+  }
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, DecodeQuantized, ::testing::ValuesIn(kVariants),
+                         [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
+
+// One decode token of sequence |seq| at |pos| over |cache|: the output on each backend.
+struct CacheDecode {
+  static constexpr std::size_t kHeads = 8, kKvHeads = 2, kDim = 64;
+  Backend& b;
+  KvCache cache;
+  explicit CacheDecode(Backend& backend, const KvCacheConfig& config) : b(backend), cache(b.kv_cache(config)) {}
+  void append(std::int32_t from, std::int32_t n, std::int32_t seq, std::uint32_t seed) {
+    const auto un = static_cast<std::size_t>(n);
+    Tensor k = b.tensor({un, kKvHeads, kDim}, DType::f32), v = b.tensor({un, kKvHeads, kDim}, DType::f32);
+    b.upload(k, normal(un * kKvHeads * kDim, seed));
+    b.upload(v, normal(un * kKvHeads * kDim, seed + 1));
+    std::vector<std::int32_t> pos(un), seqs(un, seq);
+    for (std::size_t i = 0; i < un; ++i) pos[i] = from + static_cast<std::int32_t>(i);
+    CommandList cmd = b.commands();
+    cmd.kv_append(cache, k, v, pos, seqs);
+    cmd.submit_and_wait();
+  }
+  std::vector<float> attend(std::int32_t pos, std::int32_t seq, AttentionPath path) {
+    Tensor q = b.tensor({1, kHeads, kDim}, DType::f32), out = b.tensor({1, kHeads, kDim}, DType::f32);
+    b.upload(q, normal(kHeads * kDim, 991));
+    CommandList cmd = b.commands();
+    cmd.attention(q, cache, out, {.q_positions = {&pos, 1}, .q_seq_ids = {&seq, 1}}, {.path = path});
+    cmd.submit_and_wait();
+    return b.download(out);
+  }
+};
+
+// Every kernel family stops at the occupancy bound, which each way of changing a cache
+// keeps: appends in several calls, truncate, a ring that wraps, reset then fewer tokens,
+// kv_copy_sequence, restore_cache into a fresh cache. A bound left behind (not raised by
+// kv_append, not written by the host, not copied) hides keys and fails here.
+TEST_F(VulkanVsCpuTest, DecodeStopsAtTheOccupancyBound) {
+  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = CacheDecode::kKvHeads, .head_dim = CacheDecode::kDim,
+                             .capacity = 48, .n_sinks = 2};
+  struct Family {
+    const char* name;
+    KernelShape shape;
+    AttentionPath path;
+    const char* env;
+  };
+  const Family families[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
+                             {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
+                             {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
+                             {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
+                             {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
+  for (const Family& f : families) {
+    DeviceOptions options = decode_options();
+    options.kernels = f.shape;
+    auto gpu = decode_backend(f.env, options);
+    CacheDecode g(*gpu, config), c(*cpu_, config);
+    auto check = [&](std::int32_t pos, std::int32_t seq, const std::string& what) {
+      EXPECT_TRUE(all_close(g.attend(pos, seq, f.path), c.attend(pos, seq, f.path), {1, 8, 64}, 1e-4, 1e-4))
+          << f.name << ": " << what;
+    };
+    for (CacheDecode* x : {&g, &c}) {
+      x->append(0, 5, 0, 1);
+      x->append(5, 12, 0, 2);
+    }
+    check(16, 0, "after two appends");
+    for (CacheDecode* x : {&g, &c}) {
+      x->cache.truncate(0, 10);
+      x->append(10, 1, 0, 3);
+    }
+    check(10, 0, "after truncate");
+    for (CacheDecode* x : {&g, &c}) {
+      x->append(11, 30, 0, 4);
+      x->append(41, 36, 0, 5);  // the ring of 46 wraps
+    }
+    check(76, 0, "after the ring wrapped");
+    for (CacheDecode* x : {&g, &c}) {
+      CommandList cmd = x->b.commands();
+      cmd.kv_copy_sequence(x->cache, 0, 1);
+      cmd.submit_and_wait();
+    }
+    check(76, 1, "on a copied sequence");
+    for (CacheDecode* x : {&g, &c}) {
+      x->cache.reset(0);
+      x->append(0, 9, 0, 6);
+    }
+    check(8, 0, "after reset and fewer tokens");
+    for (CacheDecode* x : {&g, &c}) {
+      x->cache.truncate(0, 4);
+      x->append(4, 2, 0, 7);
+    }
+    check(5, 0, "after truncate to fewer tokens");
+    const std::vector<std::uint8_t> saved = gpu->save_cache(g.cache);
+    CacheDecode restored(*gpu, config);
+    gpu->restore_cache(restored.cache, saved);
+    EXPECT_TRUE(all_close(restored.attend(76, 1, f.path), c.attend(76, 1, f.path), {1, 8, 64}, 1e-4, 1e-4))
+        << f.name << ": a restored cache";
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
+// $VKATTN_DECODE is read when a backend is made; a malformed one is refused by name.
+TEST(DecodeTuning, MalformedKnobsAreRefused) {
+  for (const char* bad : {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1"}) {
+    ScopedEnv decode("VKATTN_DECODE", bad);
+    std::string why;
+    try {
+      auto b = make_backend(BackendKind::vulkan, test_options());
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("VKATTN_DECODE"), std::string::npos) << e.what();
+    } catch (const Error& e) {
+      if (vulkan_required() || e.code() != ErrorCode::no_device) throw;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vkattn::test
