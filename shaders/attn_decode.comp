@@ -87,8 +87,10 @@ layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #ifdef VKATTN_LAST_MERGE
 layout(std430, binding = 5) coherent buffer Counters { uint counters[]; };  // meta's words
 layout(std430, binding = 7) coherent buffer Part { float part[]; };
+layout(std430, binding = 7) coherent buffer Part4 { vec4 part4[]; };
 #else
 layout(std430, binding = 7) buffer Part { float part[]; };
+layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
 #endif
 #include "attn_meta.glsl"
 
@@ -491,11 +493,7 @@ void main() {
                     }
                     const uint row = merge_row(kv_head, row0, r);
                     if (pc.key_splits > 1u) {
-                        const uint at = ((split * n_all + row) * d4 + e / 4u) * 4u;
-                        part[at] = sum.x;
-                        part[at + 1u] = sum.y;
-                        part[at + 2u] = sum.z;
-                        part[at + 3u] = sum.w;
+                        part4[(split * n_all + row) * d4 + e / 4u] = sum;
                         if (e == 0u) {
                             part[pc.ml_offset + 2u * (split * n_all + row)] = m_all;
                             part[pc.ml_offset + 2u * (split * n_all + row) + 1u] = den;

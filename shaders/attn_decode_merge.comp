@@ -19,6 +19,7 @@ const uint WG = WG_SIZE;
 layout(constant_id = 1) const uint ROWS = 4;
 
 layout(std430, binding = 0) readonly buffer Part { float part[]; };
+layout(std430, binding = 0) readonly buffer Part4 { vec4 part4[]; };
 layout(std430, binding = 1) writeonly buffer O { float out_[]; };
 layout(std430, binding = 2) readonly buffer Meta { int meta[]; };
 

@@ -11,6 +11,7 @@
 #include "support/attention_io.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/fused_match.hpp"
 #include "support/random.hpp"
 
 namespace vkattn::test {
@@ -297,10 +298,13 @@ TEST_F(VulkanVsCpuTest, FourStorageBuffersPerKernel) {
   });
 }
 
-// KernelShape::gpu plans decode by the device's compute units: keys are split (a second
-// dispatch merges the splits) while the row tiles alone are fewer than four workgroups
-// per unit; on a device without subgroup shuffles or size control its kernels fall back to
-// the lane-per-key ones. All agree with the CPU.
+// KernelShape::gpu plans decode by the device's compute units: keys are split while the
+// row tiles alone are fewer than two workgroups per unit (the decode kernel's last
+// workgroup merges the splits in the same dispatch; with VKATTN_DECODE=merge=two_pass a
+// second dispatch does, and the coalesced kernel always merges in a second dispatch,
+// splitting to four workgroups per unit); prefill takes the lane-per-key kernel. A device
+// without subgroup shuffles gets the decode kernel's shared-memory variant. All agree
+// with the CPU.
 TEST_F(VulkanVsCpuTest, GpuShapePlanning) {
   AttnInputs decode = random_inputs(1, 8, 2, 4096, 64, 1, 95);
   decode.kv_dtype = DType::f16;
@@ -317,13 +321,24 @@ TEST_F(VulkanVsCpuTest, GpuShapePlanning) {
     EXPECT_EQ(cmd.stats().texel_reads, 0u) << "storage buffers";
     return cmd.stats().ops;
   };
-  for (std::uint32_t units : {1u, 30u}) {
+  // decode: 2 KV heads of one row tile each.
+  struct Plan {
+    std::uint32_t units;
+    const char* decode_env;
+    std::size_t decode_ops;
+    const char* what;
+  };
+  for (const Plan& p : {Plan{1, "merge=two_pass", 1, "1 unit: 2 row tiles fill it, not split"},
+                        Plan{30, "merge=two_pass", 2, "30 units: split, merged by a second dispatch"},
+                        Plan{30, "merge=last", 1, "30 units: split, merged by the last workgroup"},
+                        Plan{1, "kernel=coalesced", 2, "coalesced, 1 unit: split"}}) {
     DeviceOptions options = shape_options(KernelShape::gpu);
     options.cap_limits = uncapped();
-    options.cap_limits->compute_units = units;
+    options.cap_limits->compute_units = p.units;
+    ScopedEnv env("VKATTN_DECODE", p.decode_env);
     on_vulkan(options, [&](Backend& gpu) {
-      EXPECT_EQ(ops(gpu, decode, want_decode), 2u) << units << " units: 2 row tiles, split";
-      EXPECT_EQ(ops(gpu, prefill, want_prefill), 1u) << units << " units: 128 row tiles or more";
+      EXPECT_EQ(ops(gpu, decode, want_decode), p.decode_ops) << p.what;
+      EXPECT_EQ(ops(gpu, prefill, want_prefill), 1u) << p.units << " units: 128 row tiles or more";
     });
   }
   DeviceOptions plain = shape_options(KernelShape::gpu);

@@ -30,8 +30,9 @@ if command -v nvidia-smi >/dev/null; then
   smi=$!
 fi
 
-# run LABEL ENV... -- PROGRAM FILTER: one process, its CSV rows appended to the table as
-# "label  name  time_us  kv_copy_ratio  main_us  merge_us  occupancy_ratio".
+# run LABEL ENV... -- PROGRAM FILTER: one process, its CSV rows printed as they come and
+# appended to the table as "label  name  time_us  kv_copy_ratio  main_us  merge_us
+# occupancy_ratio" (a run cut short by a time limit keeps what it printed).
 run() {
   local label=$1; shift
   local envs=()
@@ -53,7 +54,7 @@ run() {
              ("kv_copy_ratio" in col) ? $col["kv_copy_ratio"] : "-",
              ("main_us" in col) ? $col["main_us"] : "-", ("merge_us" in col) ? $col["merge_us"] : "-",
              ("occupancy_ratio" in col) ? $col["occupancy_ratio"] : "-", err
-    }' >> "$table"
+    }' | tee -a "$table"
 }
 
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"

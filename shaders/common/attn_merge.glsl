@@ -11,7 +11,8 @@
 // merge_tile() is defined where VKATTN_LAST_MERGE or VKATTN_MERGE_PASS is (its shared
 // memory would cost the other variants occupancy).
 // Needs: pc (AttnFusedParams: key_splits, ml_offset, has_sinks, ...), WG, ROWS,
-// `float part[]` (binding of the partials; the sums as vec4 rows of ceil(head_dim / 4)),
+// `float part[]` and `vec4 part4[]` (views of the partials' binding: the (max, sum) pairs;
+// the sums as vec4 rows of ceil(head_dim / 4)),
 // `float out_[]`, `int meta[]`.
 #ifndef VKATTN_ATTN_MERGE_GLSL
 #define VKATTN_ATTN_MERGE_GLSL
@@ -70,17 +71,18 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
         const uint r = i / d4, c = i - r * d4;
         const uint row = merge_row(kv_head, row0, r);
         vec4 acc = vec4(0.0);
-        // Four splits per turn: their loads are independent, so they overlap.
-        for (uint s0 = 0u; s0 < S; s0 += 4u) {
-            vec4 a[4];
-            [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+        // Eight splits per turn, as whole vec4s: their loads are independent, so they are in
+        // flight together.
+        for (uint s0 = 0u; s0 < S; s0 += 8u) {
+            vec4 a[8];
+            float w[8];
+            [[unroll]] for (uint k = 0u; k < 8u; ++k) {
                 const uint s = min(s0 + k, S - 1u);
-                const uint at = ((s * n_all + row) * d4 + c) * 4u;
-                const bool used = s0 + k < S && merge_m[r * S + s] != 0.0;
-                a[k] = used ? vec4(part[at], part[at + 1u], part[at + 2u], part[at + 3u]) : vec4(0.0);
+                w[k] = s0 + k < S ? merge_m[r * S + s] : 0.0;
+                a[k] = w[k] != 0.0 ? part4[(s * n_all + row) * d4 + c] : vec4(0.0);
             }
-            [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-                acc += (s0 + k < S ? merge_m[r * S + min(s0 + k, S - 1u)] : 0.0) * a[k];
+            [[unroll]] for (uint k = 0u; k < 8u; ++k) {
+                acc += w[k] * a[k];
             }
         }
         const float den = merge_row_den[r];
