@@ -150,6 +150,9 @@ void main() {
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's keys.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
+    if (pc.skip_past_bound != 0u && key_tile * n_lanes * KEYS >= key_bound(seq0)) {
+        return;  // attention()'s temporary: nothing reads scores past the bound (uniform)
+    }
     // 1. Query rows into shared memory (zero past head_dim), unless read directly.
     for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;

@@ -12,7 +12,10 @@
 //   == 0: rows load and store as vec4); spec 4: SUBGROUP_ROWS (VKATTN_SUBGROUPS only):
 //   rows per workgroup, each taken by one subgroup, 0 for a workgroup per row
 //   variants: VKATTN_SUBGROUPS reduces with subgroup operations (reduce.glsl);
-//   VKATTN_TEXEL reads the scores through a uniform texel buffer (tensor_load.glsl says why)
+//   VKATTN_TEXEL reads the scores through a uniform texel buffer (tensor_load.glsl says why);
+//   VKATTN_BOUND (attention()'s own temporary over a cache; binding 3: the tokens' sequence
+//   ids, binding 4: the cache's slot table) handles each row only up to its sequence's
+//   occupancy bound rounded up to 8 keys: nothing reads the rest
 //   grid: n_rows workgroups (SUBGROUP_ROWS: ceil(n_rows / SUBGROUP_ROWS)), folded
 // IN_SHARED: one read of the row into shared memory, then max, exp and sum, and write.
 // Otherwise two passes over the row: an online max and rescaled sum, then the write.
@@ -57,6 +60,17 @@ layout(std430, binding = 1) writeonly buffer P { float probs[]; };
 layout(std430, binding = 1) writeonly buffer P4 { vec4 probs4[]; };
 layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };
 
+#ifdef VKATTN_BOUND
+layout(std430, binding = 3) readonly buffer QSeq { int q_seq[]; };
+layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
+uint row_keys(uint row) {
+    const uint bound = uint(max(slots[pc.bound_offset + uint(q_seq[row / pc.n_heads])], 0));
+    return min(pc.n_keys, (bound + 7u) & ~7u);
+}
+#else
+uint row_keys(uint row) { return pc.n_keys; }
+#endif
+
 shared float red[WG_SIZE];
 #define REDUCE_SCRATCH red
 #include "reduce.glsl"
@@ -74,7 +88,7 @@ void two_pass(uint row, uint lane, uint n_lanes, bool sub) {
     const uint base = row * pc.n_keys;
     const bool has_sink = pc.has_sinks != 0u;
     const float sink = has_sink ? sinks[row % pc.n_heads] : -FLT_MAX;
-    const uint n = VEC4 ? pc.n_keys / 4u : pc.n_keys;
+    const uint n = VEC4 ? row_keys(row) / 4u : row_keys(row);
     // 1. Online max and sum, rescaled whenever the max grows.
     float m = -FLT_MAX, sum = 0.0;
     for (uint i = lane; i < n; i += n_lanes) {
@@ -128,7 +142,7 @@ void main() {
 
     // Rows are walked in vec4s when n_keys % 4 == 0 (a quarter of the memory operations);
     // otherwise element by element. The tile holds the row as vec4s either way.
-    const uint n = VEC4 ? pc.n_keys / 4u : pc.n_keys;
+    const uint n = VEC4 ? row_keys(row) / 4u : row_keys(row);
     if (IN_SHARED) {
         // 1. Load and take the max.
         float m = -FLT_MAX;

@@ -12,6 +12,8 @@
 //   spec 1: ROWS, most rows per tile; spec 2: V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 3: VEC (rows start on 16 bytes:
 //   head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys
 //   at a time); spec 5: KEY_GROUPS
+//   variants: VKATTN_TEXEL; VKATTN_BOUND (binding 4: a cache's slot table) stops at the
+//   occupancy bound
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
 // kv head) over one range of keys. Each invocation owns EPL consecutive dims (4 floats or
@@ -53,6 +55,11 @@ layout(std430, binding = 1) readonly buffer V4 { uvec4 v_words4[]; };
 #endif
 layout(std430, binding = 2) writeonly buffer O { float out_[]; };
 layout(std430, binding = 3) readonly buffer Meta { int meta[]; };
+#ifdef VKATTN_BOUND
+// attention()'s own temporary over a cache: keys past the sequence's occupancy bound
+// (rounded up to the softmax's 8) are not read.
+layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
+#endif
 
 // One row's partial sums per key group, summed by group 0.
 shared vec4 partial[WG_SIZE * 2u];
@@ -125,8 +132,12 @@ void main() {
     // sums. The v loads do not depend on each other, so their cache misses overlap (loaded
     // one by one between the sums, each key's miss stalls the loop on CPU devices; GPUs
     // hide latency better with more loads in flight too).
-    const uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
+    uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
     const uint j_begin = split * pc.keys_per_split;
+#ifdef VKATTN_BOUND
+    const uint bound = uint(max(slots[pc.bound_offset + seq0], 0));
+    j_end = max(j_begin, min(j_end, (bound + 7u) & ~7u));
+#endif
     const uint n_batches = (j_end - j_begin + 7u) / 8u, per_group = (n_batches + KEY_GROUPS - 1u) / KEY_GROUPS;
     const uint jg_end = min(j_begin + (key_group + 1u) * per_group * 8u, j_end);
     for (uint j = j_begin + key_group * per_group * 8u; j < jg_end; j += 8u) {

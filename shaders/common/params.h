@@ -88,6 +88,7 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint k_scales;        // q8_0/q4_0 k: word offset of the scales
     uint k_bound;         // keys of a cache: word offset of each sequence's occupancy bound in
                           // the key positions binding; 0 for plain keys (all n_keys count)
+    uint skip_past_bound; // 1: attention()'s own temporary: workgroups past the bound write nothing
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -97,6 +98,7 @@ VKATTN_PUSH_CONSTANTS(AttnSoftmaxParams) {
     uint n_heads;
     uint n_keys;
     uint has_sinks;
+    uint bound_offset;    // VKATTN_BOUND: word offset of the occupancy bounds in the slot table
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -117,6 +119,7 @@ VKATTN_PUSH_CONSTANTS(AttnWsumParams) {
     uint keys_per_split;  // a multiple of 4
     uint out_split_stride;  // elements between the splits' partial outputs (0 when 1 split)
     uint v_scales;        // q8_0/q4_0 v: word offset of the scales
+    uint bound_offset;    // VKATTN_BOUND: word offset of the occupancy bounds in the slot table
 } VKATTN_PC_INSTANCE;
 #endif
 

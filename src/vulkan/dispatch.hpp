@@ -156,11 +156,20 @@ VRowGroups v_row_groups(const Context& ctx, std::uint32_t head_dim, bool f16, st
 std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,
                          const DeviceLimits& limits);
 
+// attention()'s three stages over a cache, on its own temporary: the stages handle keys
+// only up to each sequence's occupancy bound (rounded up to 8), which nothing past them
+// reads (null: the public ops' full rows).
+struct StopAtBound {
+  std::shared_ptr<TensorImpl> slots;  // the cache's slot table
+  std::uint32_t offset = 0;           // word offset of the bounds in it
+  const std::vector<std::int32_t>* q_seq = nullptr;
+};
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                              const ScoresParams& p);
+                              const ScoresParams& p, const StopAtBound* stop = nullptr);
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
-                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks);
+                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks,
+                               const StopAtBound* stop = nullptr);
 // A f32 tensor of at least |floats| elements that ops may use as scratch: shared by the
 // ops of one command list (the hazard tracking orders them), so recording many layers'
 // attention allocates it once.
@@ -170,7 +179,8 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 // writes each split's partial sums to |scratch|, the second adds them up.
 Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
-                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq);
+                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq,
+                                                   const StopAtBound* stop = nullptr);
 // CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
 // across workgroups (the second merges the splits from |scratch|); or the three stages on
 // a tensor from |temp|, as |path| says (AttentionPath).

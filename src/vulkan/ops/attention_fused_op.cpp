@@ -34,10 +34,16 @@ Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn&
                                    std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
   std::shared_ptr<TensorImpl> scores = temp(TempShape{q->shape[0], q->shape[1], keys.n_keys});
+  // Over a cache, the temporary's rows matter only up to each sequence's occupancy bound:
+  // the stages stop there, where the device lets the softmax and the weighted sum bind the
+  // slot table as a fifth storage buffer.
+  StopAtBound bound{keys.slots, keys.bound, &p.q_seq};
+  const StopAtBound* stop = keys.meta_stride != 0 && ctx.limits.max_storage_buffers >= 5 ? &bound : nullptr;
   Dispatches ds;
-  ds.push_back(attn_scores_dispatch(ctx, params, std::move(q), std::move(keys), scores, std::move(mask), p));
-  ds.push_back(attn_softmax_dispatch(ctx, params, scores, scores, sinks));
-  for (Dispatch& d : attn_weighted_sum_dispatches(ctx, params, scratch, scores, std::move(values), std::move(out), p.q_seq))
+  ds.push_back(attn_scores_dispatch(ctx, params, std::move(q), std::move(keys), scores, std::move(mask), p, stop));
+  ds.push_back(attn_softmax_dispatch(ctx, params, scores, scores, sinks, stop));
+  for (Dispatch& d :
+       attn_weighted_sum_dispatches(ctx, params, scratch, scores, std::move(values), std::move(out), p.q_seq, stop))
     ds.push_back(std::move(d));
   for (Dispatch& d : ds) d.op = "attention";
   return ds;

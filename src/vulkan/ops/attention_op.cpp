@@ -111,8 +111,8 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                              const ScoresParams& p) {
-  static_assert(sizeof(shader::AttnScoresParams) == 84);
+                              const ScoresParams& p, const StopAtBound* stop) {
+  static_assert(sizeof(shader::AttnScoresParams) == 88);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -157,14 +157,16 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                                       static_cast<float>(p.scale),
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim,
-                                      keys.scales, keys.meta_stride != 0 ? keys.bound : 0u});
+                                      keys.scales, keys.meta_stride != 0 ? keys.bound : 0u,
+                                      stop && keys.meta_stride != 0 ? 1u : 0u});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }
 
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
-                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks) {
-  static_assert(sizeof(shader::AttnSoftmaxParams) == 16);
+                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks,
+                               const StopAtBound* stop) {
+  static_assert(sizeof(shader::AttnSoftmaxParams) == 20);
   const std::uint32_t n_tokens = u32(scores->shape[0]), n_heads = u32(scores->shape[1]);
   const std::uint32_t n_keys = u32(scores->shape[2]);
   const std::uint32_t n_rows = n_tokens * n_heads;
@@ -189,15 +191,23 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   const std::uint32_t row_cap = std::bit_ceil(std::max(n_keys, 256u));
   const bool in_shared = !subgroup_rows && !texel && std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory &&
                          row_cap <= 8192;
-  const KernelId kernel = subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel : KernelId::attn_softmax_subgroup)
-                                    : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax);
+  const KernelId kernel =
+      stop ? (subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel_bound : KernelId::attn_softmax_subgroup_bound)
+                        : (texel ? KernelId::attn_softmax_texel_bound : KernelId::attn_softmax_bound))
+           : (subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel : KernelId::attn_softmax_subgroup)
+                        : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax));
   Dispatch d;
   d.op = "attn_softmax";
   d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams),
            {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, subgroup_rows ? rows_per_wg : 0u}};
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(std::span<const float>(sinks))};
-  d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u});
+  if (stop) {
+    d.key.n_bindings = 5;
+    d.bindings.push_back(params.add(std::span<const std::int32_t>(*stop->q_seq)));
+    d.bindings.push_back(tensor_binding(stop->slots, false));
+  }
+  d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u, stop ? stop->offset : 0u});
   d.groups = ceil_div(n_rows, rows_per_wg);
   return d;
 }
@@ -219,8 +229,9 @@ std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::u
 
 Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                    std::shared_ptr<TensorImpl> probs, KeySource values,
-                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq) {
-  static_assert(sizeof(shader::AttnWsumParams) == 60);
+                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq,
+                                                   const StopAtBound* stop) {
+  static_assert(sizeof(shader::AttnWsumParams) == 64);
   static_assert(sizeof(shader::AttnWsumReduceParams) == 8);
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
   const std::uint32_t n_keys = values.n_keys, n_kv_heads = values.n_kv_heads, head_dim = values.head_dim;
@@ -247,13 +258,16 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   const bool texel = has_texel_view(*probs) && has_texel_view(*values.tensor);
   Dispatch d;
   d.op = "attn_weighted_sum";
-  d.key = {texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum, 4, sizeof(shader::AttnWsumParams),
+  const KernelId kernel = stop ? (texel ? KernelId::attn_weighted_sum_texel_bound : KernelId::attn_weighted_sum_bound)
+                               : (texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum);
+  d.key = {kernel, stop ? 5u : 4u, sizeof(shader::AttnWsumParams),
            {lanes * key_groups, rows, values.type, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
+  if (stop) d.bindings.push_back(tensor_binding(stop->slots, false));
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
                                     values.head_stride, values.seq_stride, 0, splits, keys_per_split,
-                                    splits > 1 ? u32(out_elems) : 0u, values.scales});
+                                    splits > 1 ? u32(out_elems) : 0u, values.scales, stop ? stop->offset : 0u});
   d.groups = base_groups * splits;
   Dispatches dispatches;
   dispatches.push_back(std::move(d));
