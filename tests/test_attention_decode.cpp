@@ -203,7 +203,6 @@ TEST_F(VulkanVsCpuTest, DecodeStopsAtTheOccupancyBound) {
 TEST(DecodeTuning, MalformedKnobsAreRefused) {
   for (const char* bad : {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1"}) {
     ScopedEnv decode("VKATTN_DECODE", bad);
-    std::string why;
     try {
       auto b = make_backend(BackendKind::vulkan, test_options());
       ADD_FAILURE() << bad << " was accepted";

@@ -217,6 +217,16 @@ struct Pieces {
   std::uint32_t epl, pieces;
 };
 Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16);
+// Rows per tile (a GQA group of up to 8, tile_rows) and lanes per key row for kernels whose
+// key groups read rows together: lanes enough that each holds 16 bytes of a row and that
+// rows x elements per lane stays within 32 floats (64-register GPUs must not spill), at
+// most |max_lanes|; rows fewer if need be.
+struct KeyGroupPlan {
+  std::uint32_t rows, lanes;
+};
+KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
+                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
+                             const std::vector<std::int32_t>& q_seq);
 // The decode kernel shaped for GPUs (attn_decode.comp), for KernelShape::gpu when rows are
 // few: on devices that allow a kernel 8 storage buffers, unless $VKATTN_DECODE picks the
 // coalesced kernel. |merge_scratch|: the splits' partial results.

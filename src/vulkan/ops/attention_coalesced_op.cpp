@@ -48,6 +48,24 @@ Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
   return {epl, u32(ceil_div(per_lane, epl))};
 }
 
+KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
+                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
+                             const std::vector<std::int32_t>& q_seq) {
+  auto lanes_for = [&](std::uint32_t rows) {
+    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
+    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
+    return std::min(max_lanes, std::max(for_registers, for_pieces));
+  };
+  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
+    const Pieces k = pieces_for(head_dim, lanes, k_wide), v = pieces_for(head_dim, lanes, v_wide);
+    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
+  };
+  std::uint32_t rows_cap = kMaxRows;
+  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
+  const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, per_seq, q_seq);
+  return {rows, lanes_for(rows)};
+}
+
 std::uint32_t preferred_subgroup_size(const DeviceLimits& limits) {
   if (!limits.subgroup_size_control) return limits.subgroup_size;
   return std::clamp(16u, limits.subgroup_min_size, limits.subgroup_max_size);
@@ -85,24 +103,12 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   const bool k_f16 = keys.wide(), v_f16 = values.wide();  // 8 elements per 16 bytes or fewer
   const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
 
-  // Lanes per key row: at least enough that a lane holds 16 bytes of a row, and enough
-  // that rows x elements per lane stays within kMaxLiveFloats; at most a subgroup (the
-  // dot products are summed by shuffles) and one piece of 4 elements per lane.
-  const std::uint32_t max_lanes = std::min(sg, std::bit_ceil(d4));
-  auto lanes_for = [&](std::uint32_t rows) {
-    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
-    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_f16 || v_f16 ? 8 : 4)));
-    return std::min(max_lanes, std::max(for_registers, for_pieces));
-  };
-  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
-    const Pieces k = pieces_for(head_dim, lanes, k_f16), v = pieces_for(head_dim, lanes, v_f16);
-    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
-  };
-  std::uint32_t rows_cap = kMaxRows;
-  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
-  const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  // At most a subgroup of lanes per key row: the dot products are summed by shuffles.
+  const KeyGroupPlan kg = plan_key_groups(head_dim, k_f16, v_f16, std::min(sg, std::bit_ceil(d4)), n_tokens, group,
+                                          keys.meta_stride != 0, p.q_seq);
+  const std::uint32_t rows = kg.rows;
   const Tuning tune = tuning();
-  const std::uint32_t lanes = tune.lanes ? std::min(tune.lanes, sg) : lanes_for(rows);
+  const std::uint32_t lanes = tune.lanes ? std::min(tune.lanes, sg) : kg.lanes;
   const std::uint32_t batch = tune.batch ? tune.batch : kBatch;
   const Pieces kp = pieces_for(head_dim, lanes, k_f16), vp = pieces_for(head_dim, lanes, v_f16);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));

@@ -16,8 +16,6 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kMaxRows = 8;         // query rows per tile (a GQA group of up to 8)
-constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
 constexpr std::uint32_t kKeys = 2;            // keys per key group per stage
 // Workgroups resident per compute unit, when nothing better is known: a kernel of ~130
 // registers per invocation fits 2-3 workgroups of 128 on NVIDIA SMs and AMD CUs.
@@ -126,23 +124,12 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                 "VKATTN_DECODE", 0, "attention");
   }
   plan.sg = plan.subgroup ? preferred_subgroup_size(ctx.limits) : 0;
-  // Lanes per key row: enough that each holds 16 bytes of it and that rows x elements per
-  // lane stays within kMaxLiveFloats; at most a subgroup (shuffles) or 32, and no more
-  // than a row's vec4s.
+  // At most a subgroup of lanes per key row (shuffles), or 32 (shared memory).
   const std::uint32_t max_lanes = std::min(plan.subgroup ? plan.sg : 32u, std::bit_ceil(d4));
-  auto lanes_for = [&](std::uint32_t rows) {
-    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
-    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
-    return std::min(max_lanes, std::max(for_registers, for_pieces));
-  };
-  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
-    const Pieces k = pieces_for(head_dim, lanes, k_wide), v = pieces_for(head_dim, lanes, v_wide);
-    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
-  };
-  std::uint32_t rows_cap = kMaxRows;
-  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
-  plan.rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
-  plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : lanes_for(plan.rows);
+  const KeyGroupPlan kg =
+      plan_key_groups(head_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  plan.rows = kg.rows;
+  plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : kg.lanes;
   plan.keys = tune.keys ? tune.keys : kKeys;
   plan.n = std::bit_ceil(plan.rows * plan.keys);
   plan.c = std::max(1u, plan.n / plan.lanes);
