@@ -91,10 +91,10 @@ TEST_P(Errors, Rope) {
   expect_invalid(
       [&] {
         RopeConfig c{.scaling = RopeScaling::llama3, .factor = 8.0, .original_context = 8192};
-        c.llama3.high_freq_factor = 1.0;
+        c.llama3.high_freq_factor = 0.5;
         rope(x, pos, c);
       },
-      {"config.llama3.high_freq_factor", "> config.llama3.low_freq_factor"});
+      {"config.llama3.high_freq_factor", "0.5", ">= config.llama3.low_freq_factor = 1"});
   expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 3}}); },
                  {"config.freq_factors.size()", "3", "rotary_dim / 2 = 4"});
   expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 0, 4}}); },

@@ -136,6 +136,32 @@ TEST(RopeScaling, Llama3) {
   expect_table(rope_frequencies(c, 128).theta, want);
 }
 
+// Llama 4 Scout's config.json: rope_type llama3, factor 16, low_freq_factor =
+// high_freq_factor = 1, original context 8192, base 500000. The smooth band is empty:
+// wavelengths above 8192 are divided by 16, the rest kept, none in between (a band of
+// width 0 would divide by zero).
+TEST(RopeScaling, Llama3EqualFactorsLlama4Scout) {
+  RopeConfig c{.layout = RopeLayout::interleaved, .base = 500000.0, .scaling = RopeScaling::llama3, .factor = 16.0,
+               .original_context = 8192};
+  c.llama3 = {.low_freq_factor = 1.0, .high_freq_factor = 1.0};
+  std::vector<double> want = plain(500000.0, 128);
+  int kept = 0, divided = 0;
+  for (double& t : want) {
+    if (2 * kPi / t > 8192.0) {
+      t /= 16.0;
+      ++divided;
+    } else {
+      ++kept;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  const auto f = rope_frequencies(c, 128);
+  expect_table(f.theta, want);
+  for (double t : f.theta) EXPECT_TRUE(std::isfinite(t));
+  EXPECT_EQ(f.attention_factor, 1.0);
+}
+
 TEST(RopeScaling, FactorTable) {
   std::vector<double> factors(32);
   for (std::size_t i = 0; i < 32; ++i) factors[i] = 1.0 + 0.25 * static_cast<double>(i);

@@ -65,7 +65,8 @@ struct YarnParams {
 
 struct Llama3Params {
   double low_freq_factor = 1.0;   // Llama 3.1 uses 1
-  double high_freq_factor = 4.0;  // Llama 3.1 uses 4; > low_freq_factor
+  double high_freq_factor = 4.0;  // Llama 3.1 uses 4; >= low_freq_factor (Llama 4 Scout: equal,
+                                  // which leaves no smooth band)
 };
 
 struct RopeConfig {
@@ -101,7 +102,8 @@ VKATTN_API RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_
 // Per query token t, head h, key j, with kvh(h) = h / (n_heads / n_kv_heads):
 //   s = scale * <q[t,h], k[j,kvh(h)]>;  s = softcap * tanh(s / softcap) when set;
 //   s -= alibi_slope[h] * |pos_t - pos_j| when ALiBi is on;  s += mask[t, j] when given;
-//   s = -inf for keys t cannot see (other sequence, future when causal, outside window).
+//   s = -inf for keys t cannot see (other sequence, future when causal, outside window,
+//   another chunk). With a query temperature, scale is scale * t(pos_t).
 // The ALiBi bias is symmetric, as in llama.cpp and in bidirectional ALiBi encoders: with
 // causal masking it is the usual slope * (pos_j - pos_t); without it, future keys are
 // penalised by their distance too.
@@ -120,10 +122,35 @@ enum class SoftcapOrder {
                    // attention (caps the unscaled qk, then scales)
 };
 
+// Which way AttentionConfig::window looks.
+enum class WindowType {
+  trailing,   // keys with pos_t - pos_j < window (Mistral, Gemma 2/3, gpt-oss)
+  symmetric,  // keys with |pos_t - pos_j| <= window / 2, both ways (bidirectional encoders:
+              // ModernBERT, EmbeddingGemma; llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC)
+};
+
+// A per-position query temperature (Llama 4's NoPE layers, Ministral 3, Mistral Small 4):
+// each query row's scores are multiplied by
+//   t(pos_t) = 1 + scale * ln(1 + floor((pos_t + offset) / floor_scale))
+// before soft-capping, as if q were multiplied by t (llama.cpp: f_attn_temp_scale,
+// n_attn_temp_floor_scale, f_attn_temp_offset).
+struct QueryTemperature {
+  std::uint32_t floor_scale = 8192;  // >= 1 (Llama 4: floor_scale 8192; Ministral 3:
+                                     // original_max_position_embeddings 16384)
+  double scale = 0.1;                // finite (Llama 4: attn_scale; Mistral: llama_4_scaling_beta)
+  std::uint32_t offset = 1;          // < 2^31 (Llama 4: 1, as Hugging Face's positions + 1;
+                                     // Ministral 3 / Mistral Small 4: 0)
+};
+
 struct AttentionConfig {
   std::optional<double> scale{};          // default 1/sqrt(head_dim); finite
   bool causal = true;                     // keys with pos_j <= pos_t only
   std::optional<std::uint32_t> window{};  // keys with pos_t - pos_j < window (Mistral); >= 1
+  WindowType window_type = WindowType::trailing;  // with window only
+  // Chunked local attention (Llama 4: 8192 on 3 layers of 4): keys with
+  // floor(pos_j / chunk) == floor(pos_t / chunk) only, besides causal and window; >= 1
+  std::optional<std::uint32_t> chunk{};
+  std::optional<QueryTemperature> query_temperature{};  // none: t = 1
   std::optional<double> softcap{};        // Gemma 2 logit soft-capping (50); finite, > 0
   SoftcapOrder softcap_order = SoftcapOrder::scale_then_cap;  // with softcap only
   bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)

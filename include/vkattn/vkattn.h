@@ -125,6 +125,11 @@ enum {
 };
 
 enum {
+  VKATTN_WINDOW_TRAILING = 0, /* keys with pos_q - pos_k < window (default) */
+  VKATTN_WINDOW_SYMMETRIC = 1 /* keys with |pos_q - pos_k| <= window / 2: bidirectional encoders */
+};
+
+enum {
   VKATTN_KV_ROPE_STORED = 0, /* keys appended already rotated at their absolute positions (default) */
   VKATTN_KV_ROPE_ON_READ = 1 /* keys appended unrotated, rotated by their in-cache position when read */
 };
@@ -266,6 +271,16 @@ typedef struct vkattn_attention_config {
   uint64_t n_alibi_slopes;
   const float* sinks;        /* n_heads sink logits in the softmax denominator (gpt-oss); default NULL */
   uint64_t n_sinks;
+  /* 0.3: */
+  uint32_t chunk;            /* keys in the query's chunk only: pos_k / chunk == pos_q / chunk (Llama 4:
+                                8192); 0 (default) = none */
+  int32_t window_type;       /* VKATTN_WINDOW_TRAILING (default) or VKATTN_WINDOW_SYMMETRIC */
+  /* Query temperature (Llama 4, Ministral 3): scores of query row t times
+   * 1 + temperature_scale * ln(1 + floor((pos_q + temperature_offset) / temperature_floor_scale)).
+   * temperature_floor_scale 0 (default) = none. */
+  uint32_t temperature_floor_scale;
+  uint32_t temperature_offset; /* < 2^31 (Llama 4: 1; Ministral 3: 0) */
+  double temperature_scale;    /* finite */
 } vkattn_attention_config;
 
 /* Positions and sequence ids of the query tokens and the keys (int32 in [0, 2^31)). */

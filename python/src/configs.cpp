@@ -71,13 +71,28 @@ void bind_rope(py::module_& m) {
 }
 
 void bind_attention(py::module_& m) {
+  py::class_<QueryTemperature> temp(m, "QueryTemperature",
+      "Per-position query temperature t(p) = 1 + scale * ln(1 + floor((p + offset) / floor_scale))\n"
+      "(AttentionConfig.query_temperature; Llama 4, Ministral 3); keywords as the fields.");
+  config_basics<QueryTemperature>(temp, "QueryTemperature", {"floor_scale", "scale", "offset"});
+  temp.def_readwrite("floor_scale", &QueryTemperature::floor_scale, "default 8192; >= 1")
+      .def_readwrite("scale", &QueryTemperature::scale, "default 0.1; finite")
+      .def_readwrite("offset", &QueryTemperature::offset, "added to the position; default 1 (Llama 4); < 2^31");
+
   py::class_<AttentionConfig> attn(m, "AttentionConfig",
       "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
   config_basics<AttentionConfig>(attn, "AttentionConfig",
-      {"scale", "causal", "window", "softcap", "softcap_order", "alibi", "alibi_slopes", "sinks", "path"});
+      {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap", "softcap_order", "alibi",
+       "alibi_slopes", "sinks", "path"});
   attn.def_readwrite("scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)")
       .def_readwrite("causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True")
-      .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1")
+      .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
+  enum_property(attn, "AttentionConfig", "window_type", &AttentionConfig::window_type,
+                "WindowType or its name: 'trailing' (default) or 'symmetric' (|pos_t - pos_j| <= window // 2)");
+  attn.def_readwrite("chunk", &AttentionConfig::chunk,
+                     "keys with pos_j // chunk == pos_t // chunk only (Llama 4: 8192); default None; >= 1")
+      .def_readwrite("query_temperature", &AttentionConfig::query_temperature,
+                     "QueryTemperature: each query row's scores times t(pos_t); default None")
       .def_readwrite("softcap", &AttentionConfig::softcap, "softcap * tanh(s / softcap); default None; > 0");
   enum_property(attn, "AttentionConfig", "softcap_order", &AttentionConfig::softcap_order,
                 "SoftcapOrder or its name; default 'scale_then_cap'");

@@ -108,6 +108,9 @@ void bind_enums(py::module_& m) {
       .value("automatic", AttentionPath::automatic)
       .value("fused", AttentionPath::fused)
       .value("three_stages", AttentionPath::three_stages);
+  py::enum_<WindowType>(m, "WindowType", "Which way AttentionConfig.window looks.")
+      .value("trailing", WindowType::trailing, "keys with pos_t - pos_j < window")
+      .value("symmetric", WindowType::symmetric, "keys with |pos_t - pos_j| <= window // 2 (encoders)");
   py::enum_<SoftcapOrder>(m, "SoftcapOrder")
       .value("scale_then_cap", SoftcapOrder::scale_then_cap)
       .value("cap_then_scale", SoftcapOrder::cap_then_scale);

@@ -36,14 +36,19 @@ def rope_complex(x, positions, theta):
     return torch.view_as_real(xc * rot).reshape(t, h, d)
 
 
-def attention(q, k, v, q_pos, k_pos, *, scale=None, causal=True, window=None, mask=None, softcap=None,
-              alibi_slopes=None, sinks=None, return_probs=False):
+def attention(q, k, v, q_pos, k_pos, *, scale=None, causal=True, window=None, symmetric=False, chunk=None,
+              temperature=None, mask=None, softcap=None, alibi_slopes=None, sinks=None, return_probs=False):
     """softmax(q k^T * scale + biases) v per head, GQA by repeat_interleave; q [T, H, D],
-    k, v [N, KVH, D]; a row with no visible key gives zeros."""
+    k, v [N, KVH, D]; a row with no visible key gives zeros. temperature: (floor_scale,
+    scale, offset), Llama 4's t(pos) multiplying q."""
     n_heads, n_kv = q.shape[1], k.shape[1]
     k = k.repeat_interleave(n_heads // n_kv, dim=1)
     v = v.repeat_interleave(n_heads // n_kv, dim=1)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if temperature is not None:
+        floor_scale, t_scale, offset = temperature
+        t = 1.0 + t_scale * torch.log1p(torch.floor((f64(q_pos) + offset) / floor_scale))
+        q = q * t[:, None, None]
     s = torch.einsum("thd,nhd->thn", q, k) * scale
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
@@ -57,7 +62,9 @@ def attention(q, k, v, q_pos, k_pos, *, scale=None, causal=True, window=None, ma
     if causal:
         visible &= distance >= 0
     if window is not None:
-        visible &= distance < window
+        visible &= distance.abs() <= window // 2 if symmetric else distance < window
+    if chunk is not None:
+        visible &= torch.floor(qp[:, None] / chunk) == torch.floor(kp[None, :] / chunk)
     s = s.masked_fill(~visible[:, None, :], -math.inf)
     if sinks is not None:
         sink = f64(sinks)[None, :, None].expand(s.shape[0], -1, 1)

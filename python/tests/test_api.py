@@ -132,6 +132,13 @@ def test_devices_and_configs(vulkan):
     assert "layout=RopeLayout.interleaved" in repr(c)
     a = vkattn.AttentionConfig(window=4, sinks=[1.0, 2.0])
     assert a.window == 4 and a.sinks == [1.0, 2.0] and a.causal
+    assert a.window_type == vkattn.WindowType.trailing and a.chunk is None and a.query_temperature is None
+    a = vkattn.AttentionConfig(window=8, window_type="symmetric", chunk=8192,
+                               query_temperature=vkattn.QueryTemperature(scale=0.2))
+    assert a.window_type == vkattn.WindowType.symmetric and a.chunk == 8192
+    t = a.query_temperature
+    assert (t.floor_scale, t.scale, t.offset) == (8192, 0.2, 1)
+    assert "window_type=WindowType.symmetric" in repr(a) and "chunk=8192" in repr(a)
     kv = vkattn.KvCacheConfig(n_kv_heads=2, head_dim=32, capacity=8, dtype=np.float32)
     assert kv.dtype == vkattn.DType.f32
     cache = vulkan.kv_cache(config=kv, n_sinks=2)

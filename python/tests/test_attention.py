@@ -1,5 +1,6 @@
 """Attention against softmax(q k^T * scale + biases) v in torch (float64, GQA by
-repeat_interleave): causal, window, mask, softcap, ALiBi, sinks, non-causal; f32 and f16
+repeat_interleave): causal, window, mask, softcap, ALiBi, sinks, non-causal, chunks, a
+symmetric window, the query temperature; f32 and f16
 K/V; both backends and both paths of CommandList.attention; the three stages' scores and
 probabilities. One shape throughout, so that lavapipe builds few pipelines."""
 import math
@@ -30,6 +31,12 @@ CASES = {
     "softcap": ({"softcap": 2.0, "scale": 1.0}, {"softcap": 2.0, "scale": 1.0}),
     "alibi": ({"alibi": True}, {"alibi_slopes": SLOPES}),
     "sinks": ({"sinks": SINKS}, {"sinks": SINKS}),
+    "Chunked": ({"chunk": 4}, {"chunk": 4}),
+    "SymmetricWindow": ({"causal": False, "window": 5, "window_type": "symmetric"},
+                        {"causal": False, "window": 5, "symmetric": True}),
+    "QueryTemperature": ({"query_temperature": vkattn.QueryTemperature(floor_scale=2, scale=0.5, offset=1),
+                          "softcap": 2.0, "scale": 1.0},
+                         {"temperature": (2, 0.5, 1), "softcap": 2.0, "scale": 1.0}),
 }
 
 

@@ -96,6 +96,15 @@ def test_bad_config_values_and_names(cpu):
         vkattn.AttentionConfig(windw=3)
     with raises_invalid(r"kv_cache: config\.capacity = 0"):
         cpu.kv_cache(n_kv_heads=1, head_dim=8)
+    q = cpu.zeros((1, 1, 8))
+    with raises_invalid(r"attention: config\.chunk = 0; valid: >= 1"):
+        cmd.attention(q, q, q, q_positions=[0], chunk=0)
+    with raises_invalid(r"AttentionConfig: window_type = 'both'; valid: 'trailing', 'symmetric'"):
+        cmd.attention(q, q, q, q_positions=[0], window=4, window_type="both")
+    with raises_invalid(r"attention: config\.query_temperature\.floor_scale = 0; valid: >= 1"):
+        cmd.attention(q, q, q, q_positions=[0], query_temperature=vkattn.QueryTemperature(floor_scale=0))
+    with raises_invalid(r"attention: config\.query_temperature\.scale = nan; valid: finite"):
+        cmd.attention(q, q, q, q_positions=[0], query_temperature=vkattn.QueryTemperature(scale=float("nan")))
 
 
 def test_kv_append_out_of_order(cpu):

@@ -37,6 +37,10 @@ class AttentionPath(Enum):
     fused: AttentionPath
     three_stages: AttentionPath
 
+class WindowType(Enum):
+    trailing: WindowType
+    symmetric: WindowType
+
 class SoftcapOrder(Enum):
     scale_then_cap: SoftcapOrder
     cap_then_scale: SoftcapOrder
@@ -96,7 +100,7 @@ class YarnParams:
 
 class Llama3Params:
     low_freq_factor: float  # default 1
-    high_freq_factor: float  # default 4
+    high_freq_factor: float  # default 4; >= low_freq_factor
     def __init__(self, *, low_freq_factor: float = ..., high_freq_factor: float = ...) -> None: ...
 
 class RopeConfig:
@@ -116,10 +120,19 @@ class RopeConfig:
                  sequence_length: int = ..., yarn: YarnParams = ..., llama3: Llama3Params = ...,
                  freq_factors: Sequence[float] = ..., attention_factor: Optional[float] = ...) -> None: ...
 
+class QueryTemperature:
+    floor_scale: int  # default 8192; >= 1
+    scale: float  # default 0.1; finite
+    offset: int  # default 1 (Llama 4); < 2^31
+    def __init__(self, *, floor_scale: int = ..., scale: float = ..., offset: int = ...) -> None: ...
+
 class AttentionConfig:
     scale: Optional[float]  # default None = 1/sqrt(head_dim)
     causal: bool  # default True
     window: Optional[int]  # default None; >= 1
+    window_type: Union[WindowType, str]  # default "trailing"; "symmetric": |pos_t - pos_j| <= window // 2
+    chunk: Optional[int]  # default None; >= 1: keys in the query's chunk only
+    query_temperature: Optional[QueryTemperature]  # default None
     softcap: Optional[float]  # default None; > 0
     softcap_order: Union[SoftcapOrder, str]  # default "scale_then_cap"
     alibi: bool  # default False
@@ -127,6 +140,8 @@ class AttentionConfig:
     sinks: list[float]  # default []; per head sink logits
     path: Union[AttentionPath, str]  # default "automatic"
     def __init__(self, *, scale: Optional[float] = ..., causal: bool = ..., window: Optional[int] = ...,
+                 window_type: Union[WindowType, str] = ..., chunk: Optional[int] = ...,
+                 query_temperature: Optional[QueryTemperature] = ...,
                  softcap: Optional[float] = ..., softcap_order: Union[SoftcapOrder, str] = ...,
                  alibi: bool = ..., alibi_slopes: Sequence[float] = ..., sinks: Sequence[float] = ...,
                  path: Union[AttentionPath, str] = ...) -> None: ...

@@ -5,7 +5,7 @@
 #ifndef VKATTN_ATTN_META_GLSL
 #define VKATTN_ATTN_META_GLSL
 
-uint off_q_pos, off_q_seq, off_ring, off_slopes, off_q_cpos, off_sinks, off_turns;
+uint off_q_pos, off_q_seq, off_ring, off_slopes, off_q_cpos, off_sinks, off_turns, off_q_temp;
 
 void read_meta_offsets() {
     off_q_pos = uint(meta[VKATTN_META_Q_POS]);
@@ -15,6 +15,7 @@ void read_meta_offsets() {
     off_q_cpos = uint(meta[VKATTN_META_Q_CPOS]);
     off_sinks = uint(meta[VKATTN_META_SINKS]);
     off_turns = uint(meta[VKATTN_META_TURNS]);
+    off_q_temp = uint(meta[VKATTN_META_Q_TEMP]);
 }
 
 // Key j's position for a tile of sequence |seq| (0 for plain keys): -1 for an empty slot.
@@ -43,6 +44,11 @@ uint key_cache_position(uint seq, int position) {
 // ALiBi slope of query head |head| (0 without ALiBi: the slopes are not there to read).
 float alibi_slope(uint head) {
     return pc.has_alibi != 0u ? intBitsToFloat(meta[off_slopes + head]) : 0.0;
+}
+
+// The scale of query token |token|'s scores: the op's, times its query temperature.
+float query_scale(uint token) {
+    return off_q_temp != 0u ? pc.scale * intBitsToFloat(meta[off_q_temp + token]) : pc.scale;
 }
 
 // RoPE frequency |pair| as rope_phase.glsl's fixed-point turns.

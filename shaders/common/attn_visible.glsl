@@ -1,20 +1,26 @@
 // Which keys a query sees, and a visible key's score from its dot product: the rules of
 // attn_scores, shared by every kernel that computes scores (the three-stage scores and
 // the fused kernel) so that they cannot drift apart.
-// Needs pc.causal, pc.window, pc.scale, pc.softcap, pc.has_alibi, pc.has_mask, pc.n_keys,
-// and the includer's `float mask[]` binding (read only when pc.has_mask != 0).
+// Needs pc.causal, pc.window, pc.window_symmetric, pc.chunk, pc.scale, pc.softcap,
+// pc.has_alibi, pc.has_mask, pc.n_keys, attn_meta.glsl (the query temperature) and the
+// includer's `float mask[]` binding (read only when pc.has_mask != 0).
 #ifndef VKATTN_ATTN_VISIBLE_GLSL
 #define VKATTN_ATTN_VISIBLE_GLSL
 
-// Same sequence; not in the future when causal; within the window when there is one.
+// Same sequence; not in the future when causal; within the window when there is one
+// (behind, or both ways); in the query's chunk when there are chunks. An empty slot (k_seq
+// -1) is never visible, whatever its position.
 bool key_visible(int q_pos, int q_seq, int k_pos, int k_seq) {
     const int distance = q_pos - k_pos;  // in (-2^31, 2^31): positions are in [0, 2^31)
-    return q_seq == k_seq && (pc.causal == 0u || distance >= 0) && (pc.window == 0u || distance < int(pc.window));
+    const bool in_window = pc.window == 0u ||
+                           (pc.window_symmetric != 0u ? uint(abs(distance)) <= pc.window / 2u : distance < int(pc.window));
+    const bool in_chunk = pc.chunk == 0u || uint(q_pos) / pc.chunk == uint(k_pos) / pc.chunk;
+    return q_seq == k_seq && (pc.causal == 0u || distance >= 0) && in_window && in_chunk;
 }
 
-// scale, then soft-capping, the ALiBi bias -slope |q_pos - k_pos| and the additive mask (row |token|, key |key|).
+// scale (times the query temperature), then soft-capping, the ALiBi bias -slope |q_pos - k_pos| and the additive mask (row |token|, key |key|).
 float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float slope) {
-    float s = pc.scale * dot;
+    float s = query_scale(token) * dot;
     if (pc.softcap > 0.0) {
         // tanh(15) is 1 in f32; Vulkan lets tanh of a large argument overflow to NaN.
         s = pc.softcap * tanh(clamp(s / pc.softcap, -15.0, 15.0));

@@ -44,7 +44,8 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 //   each); for keys from a cache with KvRope::on_read, the ring (n_sinks, then each
 //   sequence's oldest ring position); ALiBi slopes (float bits, n_heads); the queries'
 //   in-cache positions (on_read); sink logits (float bits, n_heads); RoPE frequencies
-//   (rope_phase.glsl's (lo, hi) turns, rotary_dim / 2 pairs). All of it is O(tokens +
+//   (rope_phase.glsl's (lo, hi) turns, rotary_dim / 2 pairs); the query temperature t(pos)
+//   of each token (float bits; its offset is 0 without one). All of it is O(tokens +
 //   heads): a list's parameters.
 // - key positions: for plain keys k_pos then k_seq (n_keys each), a list's parameters; for
 //   keys from a cache, the cache's slot table on the device (k_meta_stride = capacity
@@ -63,7 +64,8 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 #define VKATTN_META_Q_CPOS 4
 #define VKATTN_META_SINKS 5
 #define VKATTN_META_TURNS 6
-#define VKATTN_META_HEADER 7
+#define VKATTN_META_Q_TEMP 7  // 0: no query temperature
+#define VKATTN_META_HEADER 8
 #if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_SCORES)
 VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint n_tokens;
@@ -89,6 +91,8 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint k_bound;         // keys of a cache: word offset of each sequence's occupancy bound in
                           // the key positions binding; 0 for plain keys (all n_keys count)
     uint skip_past_bound; // 1: attention()'s own temporary: workgroups past the bound write nothing
+    uint chunk;           // 0: none; else keys in the query's chunk of this many positions only
+    uint window_symmetric;  // 1: the window looks both ways (|pos_t - pos_j| <= window / 2)
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -158,6 +162,8 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint v_scales;
     uint k_bound;         // as AttnScoresParams::k_bound
     uint counter_offset;  // attn_decode's in-dispatch merge: word offset of its counters in meta
+    uint chunk;           // as AttnScoresParams
+    uint window_symmetric;
 } VKATTN_PC_INSTANCE;
 #endif
 

@@ -29,6 +29,8 @@ static_assert(VKATTN_ATTENTION_PATH_AUTOMATIC == int(vkattn::AttentionPath::auto
               VKATTN_ATTENTION_PATH_THREE_STAGES == int(vkattn::AttentionPath::three_stages));
 static_assert(VKATTN_SOFTCAP_SCALE_THEN_CAP == int(vkattn::SoftcapOrder::scale_then_cap) &&
               VKATTN_SOFTCAP_CAP_THEN_SCALE == int(vkattn::SoftcapOrder::cap_then_scale));
+static_assert(VKATTN_WINDOW_TRAILING == int(vkattn::WindowType::trailing) &&
+              VKATTN_WINDOW_SYMMETRIC == int(vkattn::WindowType::symmetric));
 static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_ROPE_ON_READ == int(vkattn::KvRope::on_read));
 
 // Appending a field must not fit in tail padding (sizeof would not change, and struct_size
@@ -37,7 +39,7 @@ static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, reserved);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, n_sinks);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, rope_config);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
@@ -207,6 +209,18 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
   a.alibi_slopes.assign(slopes.begin(), slopes.end());
   const auto sinks = array(function, "config->sinks", c.sinks, c.n_sinks);
   a.sinks.assign(sinks.begin(), sinks.end());
+  if (c.chunk != 0) a.chunk = c.chunk;
+  a.window_type = static_cast<WindowType>(c.window_type);
+  if (c.temperature_floor_scale != 0) {
+    if (!std::isfinite(c.temperature_scale)) {
+      throw InvalidArgument(function, "config->temperature_scale", std::to_string(c.temperature_scale), "finite");
+    }
+    a.query_temperature = QueryTemperature{.floor_scale = c.temperature_floor_scale, .scale = c.temperature_scale,
+                                           .offset = c.temperature_offset};
+  } else if (c.temperature_scale != 0.0 || c.temperature_offset != 0) {
+    throw InvalidArgument(function, "config->temperature_floor_scale", "0",
+                          ">= 1 when temperature_scale or temperature_offset is set (0: no query temperature)");
+  }
   return a;
 }
 

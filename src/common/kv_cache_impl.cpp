@@ -175,11 +175,13 @@ void KvCacheImpl::copy_sequence(std::size_t src, std::size_t dst) {
 }
 
 void KvCacheImpl::check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,
-                                 std::uint32_t window) const {
+                                 const ScoresParams& p) const {
   // The ring positions this query may see start here; those it would need but the ring
   // has overwritten are below oldest[seq].
-  std::int64_t lo = std::max<std::int64_t>(config.n_sinks, std::int64_t{position} - static_cast<std::int64_t>(ring()) + 1);
-  if (window != 0) lo = std::max<std::int64_t>(lo, std::int64_t{position} - window + 1);
+  const std::int64_t pos = position;
+  std::int64_t lo = std::max<std::int64_t>(config.n_sinks, pos - static_cast<std::int64_t>(ring()) + 1);
+  if (p.window != 0) lo = std::max<std::int64_t>(lo, p.window_symmetric ? pos - p.window / 2 : pos - p.window + 1);
+  if (p.chunk != 0) lo = std::max<std::int64_t>(lo, pos / p.chunk * p.chunk);
   if (lo < oldest[seq] && lo < next[seq]) {
     throw InvalidArgument(op, "tokens.q_positions[" + std::to_string(token) + "]", std::to_string(position),
                           "a position whose keys sequence " + std::to_string(seq) + " still holds: it needs position " +

@@ -61,9 +61,9 @@ class KvCacheImpl {
   // KvRope::on_read: the position |position| of |seq| takes inside the cache now.
   std::int32_t cache_position(std::size_t seq, std::int32_t position) const;
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has
-  // already overwritten (window: 0 for none).
+  // already overwritten (|p|: its window and chunk).
   void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,
-                      std::uint32_t window) const;
+                      const ScoresParams& p) const;
 };
 
 // Checks a KvCacheConfig; returns the K/V shape.

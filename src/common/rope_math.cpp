@@ -80,7 +80,7 @@ RopeTable rope_table(const RopeConfig& c, std::int32_t max_position) {
         const long double wavelen = 2.0L * kPi / th;
         if (wavelen > low_wavelen) {
           th /= factor;
-        } else if (wavelen >= high_wavelen) {
+        } else if (wavelen >= high_wavelen && high_ff > low_ff) {  // equal factors: no band
           const long double smooth = (original / wavelen - low_ff) / (high_ff - low_ff);
           th = (1.0L - smooth) * th / factor + smooth * th;
         }

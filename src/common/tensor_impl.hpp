@@ -2,9 +2,12 @@
 // these; the public Tensor/CommandList classes only forward.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -47,6 +50,9 @@ struct ScoresParams {
   double scale = 1.0;
   bool causal = true;
   std::uint32_t window = 0;        // 0: no window
+  bool window_symmetric = false;   // WindowType::symmetric: |pos_t - pos_j| <= window / 2
+  std::uint32_t chunk = 0;         // 0: no chunks
+  std::optional<QueryTemperature> temperature;
   double softcap = 0.0;            // 0: off
   std::vector<float> alibi_slopes;  // n_heads values, or empty
   std::vector<std::int32_t> q_pos, k_pos, q_seq, k_seq;
@@ -62,6 +68,26 @@ struct ScoresParams {
   RopeConfig rope;
   std::vector<std::int32_t> q_cpos, k_cpos, ring;
 };
+
+// Whether query t sees key j by position alone (sequences aside): causal, the window,
+// the chunk. The CPU reference and the caches' readability check use it; the kernels
+// have its twin in attn_visible.glsl.
+inline bool position_visible(const ScoresParams& p, std::int64_t q_pos, std::int64_t k_pos) {
+  const std::int64_t distance = q_pos - k_pos;
+  if (p.causal && distance < 0) return false;
+  if (p.window != 0) {
+    if (p.window_symmetric ? std::abs(distance) > p.window / 2 : distance >= p.window) return false;
+  }
+  return p.chunk == 0 || q_pos / p.chunk == k_pos / p.chunk;  // positions are >= 0
+}
+
+// The query temperature t(pos) (1 without one), in double: the kernels read it as float.
+inline double query_temperature(const ScoresParams& p, std::int32_t pos) {
+  if (!p.temperature) return 1.0;
+  const auto& t = *p.temperature;
+  const std::int64_t steps = (std::int64_t{pos} + t.offset) / t.floor_scale;
+  return 1.0 + t.scale * std::log1p(static_cast<double>(steps));
+}
 
 class CommandListImpl;
 

@@ -74,10 +74,13 @@ void check_positive(const char* op, const std::string& param, double v) {
 namespace {
 
 // Both finite and > 0, and |hi| > |lo| (YaRN's beta bounds, Llama 3's frequency factors).
-void check_ordered_pair(const char* op, const std::string& lo_name, double lo, const std::string& hi_name, double hi) {
+void check_ordered_pair(const char* op, const std::string& lo_name, double lo, const std::string& hi_name, double hi,
+                        bool equal_ok = false) {
   check_positive(op, lo_name, lo);
   check_positive(op, hi_name, hi);
-  if (hi <= lo) throw InvalidArgument(op, hi_name, num(hi), "> " + lo_name + " = " + num(lo));
+  if (hi < lo || (hi == lo && !equal_ok)) {
+    throw InvalidArgument(op, hi_name, num(hi), (equal_ok ? ">= " : "> ") + lo_name + " = " + num(lo));
+  }
 }
 
 void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
@@ -132,8 +135,9 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
     }
   }
   if (s == RopeScaling::llama3) {
+    // Equal factors (Llama 4 Scout) leave the smooth band empty.
     check_ordered_pair(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor,
-                       "config.llama3.high_freq_factor", config.llama3.high_freq_factor);
+                       "config.llama3.high_freq_factor", config.llama3.high_freq_factor, true);
   }
   if (s == RopeScaling::factors) {
     if (config.freq_factors.size() != out.rotary_dim / 2) {

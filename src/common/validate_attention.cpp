@@ -124,6 +124,32 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     if (*config.window == 0) throw InvalidArgument(op, "config.window", "0", ">= 1, or unset for no window");
     p.window = *config.window;
   }
+  if (config.window_type != WindowType::trailing && config.window_type != WindowType::symmetric) {
+    throw InvalidArgument(op, "config.window_type", std::to_string(static_cast<int>(config.window_type)),
+                          "WindowType::trailing or WindowType::symmetric");
+  }
+  p.window_symmetric = config.window_type == WindowType::symmetric;
+  if (config.chunk) {
+    if (*config.chunk == 0) throw InvalidArgument(op, "config.chunk", "0", ">= 1, or unset for no chunks");
+    p.chunk = *config.chunk;
+  }
+  if (config.query_temperature) {
+    const QueryTemperature& t = *config.query_temperature;
+    if (t.floor_scale == 0) throw InvalidArgument(op, "config.query_temperature.floor_scale", "0", ">= 1");
+    if (!std::isfinite(t.scale)) {
+      throw InvalidArgument(op, "config.query_temperature.scale", num(t.scale), "finite");
+    }
+    if (t.offset > std::uint32_t{INT32_MAX}) {
+      throw InvalidArgument(op, "config.query_temperature.offset", std::to_string(t.offset), "[0, 2^31)");
+    }
+    // t itself finite (as the kernels' float) at every position a query may have.
+    const double t_max = 1.0 + std::abs(t.scale) * std::log1p((double{INT32_MAX} + t.offset) / t.floor_scale);
+    if (!(t_max <= 3.0e38)) {
+      throw InvalidArgument(op, "config.query_temperature.scale", num(t.scale),
+                            "small enough that t(position) stays finite in float");
+    }
+    p.temperature = t;
+  }
   if (config.softcap) {
     check_positive(op, "config.softcap", *config.softcap);
     p.softcap = *config.softcap;
@@ -329,7 +355,7 @@ void check_attn_cache_tokens(const char* op, ScoresParams& p, const KvCacheImpl&
       throw InvalidArgument(op, "tokens.q_seq_ids[" + std::to_string(t) + "]", std::to_string(p.q_seq[t]),
                             "[0, n_seqs = " + std::to_string(c.n_seqs) + ")");
     }
-    cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p.window);
+    cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p);
   }
   p.from_cache = true;
   // The keys' positions are the cache's (its slot table on the device; fill_keys for the

@@ -44,11 +44,7 @@ namespace vkattn::ref {
 
 namespace {
 bool visible(const detail::ScoresParams& p, std::size_t t, std::size_t j) {
-  if (p.q_seq[t] != p.k_seq[j]) return false;
-  const std::int64_t distance = std::int64_t{p.q_pos[t]} - p.k_pos[j];
-  if (p.causal && distance < 0) return false;
-  if (p.window != 0 && distance >= p.window) return false;
-  return true;
+  return p.q_seq[t] == p.k_seq[j] && detail::position_visible(p, p.q_pos[t], p.k_pos[j]);
 }
 }  // namespace
 
@@ -69,7 +65,7 @@ void attn_scores(std::span<const float> q, std::span<const float> k, std::span<f
         const float* kv = &k[(j * n_kv_heads + h / group) * head_dim];
         double dot = 0;
         for (std::size_t d = 0; d < head_dim; ++d) dot += double{qv[d]} * kv[d];
-        double s = p.scale * dot;
+        double s = p.scale * detail::query_temperature(p, p.q_pos[t]) * dot;
         // 2. Soft-capping, then the additive biases.
         if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
         if (!p.alibi_slopes.empty()) s -= double{p.alibi_slopes[h]} * std::abs(static_cast<double>(p.q_pos[t]) - p.k_pos[j]);

@@ -165,18 +165,38 @@ static void test_attention(vkattn_backend* gpu, vkattn_backend* cpu) {
   config.sinks = sinks;
   config.n_sinks = H;
 
-  float* want = run_attention(cpu, -1, q, k, v, mask, &tokens, config, T, H, HK, N, D);
-  const int paths[3] = {-1, VKATTN_ATTENTION_PATH_FUSED, VKATTN_ATTENTION_PATH_THREE_STAGES};
-  for (int p = 0; p < 3; ++p) {
-    float* got = run_attention(gpu, paths[p], q, k, v, mask, &tokens, config, T, H, HK, N, D);
-    const double diff = max_diff(got, want, T * H * D);
-    if (diff > 2e-4) {
-      fprintf(stderr, "attention path %d: max |diff| %g > 2e-4\n", paths[p], diff);
+  /* Then chunks with the query temperature, and a symmetric window (0.3's fields): each
+   * must change the result (the fields reach the library) and match on both backends. */
+  vkattn_attention_config chunked;
+  OK(vkattn_attention_config_init(&chunked, sizeof chunked));
+  chunked.chunk = 4;
+  chunked.temperature_floor_scale = 2, chunked.temperature_scale = 0.5, chunked.temperature_offset = 1;
+  vkattn_attention_config symmetric;
+  OK(vkattn_attention_config_init(&symmetric, sizeof symmetric));
+  symmetric.causal = 0, symmetric.window = 5, symmetric.window_type = VKATTN_WINDOW_SYMMETRIC;
+  vkattn_attention_config plain;
+  OK(vkattn_attention_config_init(&plain, sizeof plain));
+  float* plain_want = run_attention(cpu, -1, q, k, v, mask, &tokens, plain, T, H, HK, N, D);
+  const vkattn_attention_config configs[3] = {config, chunked, symmetric};
+  for (int c = 0; c < 3; ++c) {
+    float* want = run_attention(cpu, -1, q, k, v, mask, &tokens, configs[c], T, H, HK, N, D);
+    if (c > 0 && max_diff(want, plain_want, T * H * D) < 1e-3) {
+      fprintf(stderr, "attention config %d: no different from the default config\n", c);
       ++g_failures;
     }
-    free(got);
+    const int paths[3] = {-1, VKATTN_ATTENTION_PATH_FUSED, VKATTN_ATTENTION_PATH_THREE_STAGES};
+    for (int p = 0; p < 3; ++p) {
+      float* got = run_attention(gpu, paths[p], q, k, v, mask, &tokens, configs[c], T, H, HK, N, D);
+      const double diff = max_diff(got, want, T * H * D);
+      if (diff > 2e-4) {
+        fprintf(stderr, "attention config %d path %d: max |diff| %g > 2e-4\n", c, paths[p], diff);
+        ++g_failures;
+      }
+      free(got);
+    }
+    free(want);
   }
-  free(want), free(q), free(k), free(v), free(mask);
+  free(plain_want), free(q), free(k), free(v), free(mask);
 }
 
 /* ---- A KV-cache decode loop: two sequences taking turns through a wrapping ring ---- */
@@ -404,6 +424,16 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.causal = 2;
   EXPECT_STATUS(E, "config->causal = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.temperature_scale = 0.1;
+  EXPECT_STATUS(E, "config->temperature_floor_scale = 0; valid: >= 1 when temperature_scale",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.temperature_floor_scale = 8192, ac.temperature_scale = 1.0 / 0.0;
+  EXPECT_STATUS(E, "config->temperature_scale = inf; valid: finite",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.window = 4, ac.window_type = 2;
+  EXPECT_STATUS(E, "config.window_type = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   vkattn_kv_cache_config cc;
   OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
   vkattn_kv_cache* cache = NULL;

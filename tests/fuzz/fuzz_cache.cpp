@@ -80,6 +80,7 @@ ValidCall cache_call(Rng& r) {
   AttentionConfig config;
   config.causal = r.chance(0.8);
   if (r.chance(0.3)) config.window = static_cast<std::uint32_t>(r.range(1, c.capacity + 2));
+  random_visibility(r, config, c.capacity);
   if (r.chance(0.2)) config.softcap = r.uniform(1.0, 50.0);
   config.alibi = r.chance(0.15);
   if (r.chance(0.25)) config.sinks = r.normals(heads, 2.0);
@@ -97,7 +98,15 @@ ValidCall cache_call(Rng& r) {
     max_k = std::max(max_k, test::max_abs(a.k));
     max_v = std::max(max_v, test::max_abs(a.v));
   }
-  double dots = config.scale.value_or(1 / std::sqrt(double(c.head_dim))) * double(c.head_dim) * max_q * max_k;
+  double t_max = 1;  // the query temperature multiplies the dot products
+  if (const auto& temp = config.query_temperature) {
+    for (std::int32_t p : q_pos) {
+      const double steps = std::floor((static_cast<double>(p) + temp->offset) / temp->floor_scale);
+      t_max = std::max(t_max, std::fabs(1 + temp->scale * std::log1p(steps)));
+    }
+  }
+  double dots = std::fabs(config.scale.value_or(1 / std::sqrt(double(c.head_dim)))) * t_max * double(c.head_dim) *
+                max_q * max_k;
   if (config.softcap) dots = std::min(dots, *config.softcap);
   const std::int32_t span = *std::max_element(next.begin(), next.end()) + 1;
   const double magnitude = dots + max_mask + (config.alibi ? span : 0.0);  // standard slopes are below 1

@@ -72,6 +72,8 @@ InvalidCall random_invalid_call(Rng& rng);
 
 // Shared by both: a random config within the ranges the generators use.
 RopeConfig random_rope_config(Rng& rng, std::size_t head_dim, bool for_cache = false);
+// Adds a window direction, chunks (up to keys + 2) and a query temperature, each at random.
+void random_visibility(Rng& rng, AttentionConfig& c, std::size_t keys);
 std::string describe(const RopeConfig& c);
 std::string describe(const AttentionConfig& c);
 std::string shape_text(const Shape& s);

@@ -105,7 +105,7 @@ InvalidCall bad_attention(Rng& r) {
   bool use_mask = false, alias = false;
   const int op = static_cast<int>(r.range(0, 3));  // scores, softmax, weighted sum, attention
   std::string what;
-  switch (r.range(0, 15)) {
+  switch (r.range(0, 18)) {
     case 0: q[1] = h + 1; what = "heads"; break;
     case 1: k[2] = v[2] = d + 1; what = "head_dim"; break;
     case 2: q[2] = k[2] = v[2] = o[2] = kMaxAttentionHeadDim + r.range(1, 20); what = "head_dim > 256"; break;
@@ -128,6 +128,18 @@ InvalidCall bad_attention(Rng& r) {
       qp.assign(n, static_cast<std::int32_t>(n));
       kp.assign(n, 0);
       what = "alias";
+      break;
+    case 15: config.chunk = 0u; what = "chunk 0"; break;
+    case 16: config.window = 4u; config.window_type = static_cast<WindowType>(r.range(2, 50)); what = "window_type"; break;
+    case 17:
+      config.query_temperature = QueryTemperature{.floor_scale = r.pick<std::uint32_t>({0, 8}),
+                                                  .scale = r.pick({std::nan(""), HUGE_VAL, 1e300, 0.1}),
+                                                  .offset = r.pick<std::uint32_t>({1, 1u << 31})};
+      if (config.query_temperature->floor_scale != 0 && config.query_temperature->scale == 0.1 &&
+          config.query_temperature->offset == 1) {
+        config.query_temperature->floor_scale = 0;  // at least one field bad
+      }
+      what = "query temperature";
       break;
     default: config.path = static_cast<AttentionPath>(r.range(3, 50)); what = "path"; config.sinks = {0.0f}; break;
   }

@@ -30,8 +30,13 @@ std::string describe(const RopeConfig& c) {
 
 std::string describe(const AttentionConfig& c) {
   std::ostringstream o;
-  o << "scale " << c.scale.value_or(0) << " causal " << c.causal << " window " << c.window.value_or(0) << " softcap "
-    << c.softcap.value_or(0) << " alibi " << c.alibi << " slopes " << c.alibi_slopes.size() << " sinks "
+  o << "scale " << c.scale.value_or(0) << " causal " << c.causal << " window " << c.window.value_or(0)
+    << (c.window_type == WindowType::symmetric ? " symmetric" : "") << " chunk " << c.chunk.value_or(0);
+  if (c.query_temperature) {
+    const auto& t = *c.query_temperature;
+    o << " temperature " << t.floor_scale << "/" << t.scale << "/" << t.offset;
+  }
+  o << " softcap " << c.softcap.value_or(0) << " alibi " << c.alibi << " slopes " << c.alibi_slopes.size() << " sinks "
     << c.sinks.size() << " path " << static_cast<int>(c.path);
   return o.str();
 }
@@ -62,7 +67,8 @@ RopeConfig random_rope_config(Rng& r, std::size_t head_dim, bool for_cache) {
       break;
     case RopeScaling::llama3:
       c.llama3.low_freq_factor = r.uniform(0.5, 2.0);
-      c.llama3.high_freq_factor = c.llama3.low_freq_factor + r.uniform(0.5, 4.0);
+      // Equal factors (Llama 4 Scout) leave no smooth band.
+      c.llama3.high_freq_factor = c.llama3.low_freq_factor + (r.chance(0.2) ? 0.0 : r.uniform(0.5, 4.0));
       break;
     case RopeScaling::factors:
       for (std::size_t i = 0; i < d / 2; ++i) c.freq_factors.push_back(r.uniform(0.5, 8.0));
@@ -146,10 +152,26 @@ ValidCall copy_call(Rng& r) {
   return call;
 }
 
+}  // namespace
+
+// The window's direction, chunks and the query temperature (fuzz_cache.cpp draws them too).
+void random_visibility(Rng& r, AttentionConfig& c, std::size_t keys) {
+  if (c.window && r.chance(0.3)) c.window_type = WindowType::symmetric;
+  if (r.chance(0.15)) c.chunk = static_cast<std::uint32_t>(r.range(1, keys + 2));
+  if (r.chance(0.15)) {
+    c.query_temperature = QueryTemperature{.floor_scale = static_cast<std::uint32_t>(r.range(1, 64)),
+                                           .scale = r.uniform(-0.3, 0.5),
+                                           .offset = static_cast<std::uint32_t>(r.range(0, 3))};
+  }
+}
+
+namespace {
+
 AttentionConfig random_attention_config(Rng& r, std::size_t heads, std::size_t keys, std::size_t head_dim) {
   AttentionConfig c;
   c.causal = r.chance(0.8);
   if (r.chance(0.3)) c.window = static_cast<std::uint32_t>(r.range(1, keys + 2));
+  random_visibility(r, c, keys);
   if (r.chance(0.2)) c.softcap = r.uniform(1.0, 50.0);
   if (r.chance(0.2)) c.scale = r.uniform(-0.5, 2.0) / std::sqrt(static_cast<double>(head_dim));
   if (r.chance(0.1)) {

@@ -42,7 +42,15 @@ inline std::uint32_t seed_of(const char* name) {  // FNV-1a: a fixed seed per ca
 // What a score is made of, in absolute value: scale * sum_d |q_d k_d| + |ALiBi| + |mask|.
 // The f32 rounding error of a score grows with this, not with the score (which may cancel).
 inline double score_magnitude(const AttnInputs& in) {
-  const double scale = in.config.scale.value_or(1 / std::sqrt(double(in.head_dim)));
+  double scale = in.config.scale.value_or(1 / std::sqrt(double(in.head_dim)));
+  if (const auto& temp = in.config.query_temperature) {  // the largest t(pos_t) multiplies it
+    double t_max = 0;
+    for (std::int32_t p : in.q_pos) {
+      const double steps = std::floor((static_cast<double>(p) + temp->offset) / temp->floor_scale);
+      t_max = std::max(t_max, std::fabs(1 + temp->scale * std::log1p(steps)));
+    }
+    scale *= t_max;
+  }
   const std::size_t group = in.heads / in.kv_heads;
   double dots = 0;
   for (std::size_t t = 0; t < in.tokens; ++t) {
@@ -150,6 +158,23 @@ inline std::vector<AttnCase> attention_cases() {
                  .kv_dtype = DType::f16},
         AttnCase{.name = "decode_f16_head_dim_7", .tokens = 2, .heads = 4, .kv_heads = 2, .keys = 600, .head_dim = 7,
                  .seqs = 2, .kv_dtype = DType::f16},
+        // Llama 4's chunked attention: chunks of 16 positions cut through the keys of each
+        // sequence; decode with whole key splits outside the query's chunk.
+        AttnCase{.name = "Chunked_16_prefill", .tokens = 40, .heads = 8, .kv_heads = 2, .keys = 100, .head_dim = 64,
+                 .seqs = 2, .config = {.chunk = 16u}, .offset = 7},
+        AttnCase{.name = "Chunked_300_decode_2000_keys", .tokens = 2, .heads = 8, .kv_heads = 2, .keys = 2000,
+                 .head_dim = 64, .seqs = 2, .config = {.chunk = 300u}, .kv_dtype = DType::f16, .offset = 50},
+        // An encoder's window both ways (|pos_t - pos_j| <= 4), with symmetric ALiBi.
+        AttnCase{.name = "SymmetricWindow_9_bidirectional", .tokens = 30, .heads = 4, .kv_heads = 2, .keys = 60,
+                 .head_dim = 32, .config = {.causal = false, .window = 9u, .window_type = WindowType::symmetric,
+                                            .alibi = true},
+                 .offset = 3},
+        // t(pos) about 3.76 (floor_scale 4, positions ~1000), then soft-capping and a mask.
+        AttnCase{.name = "QueryTemperature_softcap_mask", .tokens = 13, .heads = 8, .kv_heads = 2, .keys = 77,
+                 .head_dim = 80, .seqs = 2,
+                 .config = {.query_temperature = QueryTemperature{.floor_scale = 4, .scale = 0.5, .offset = 1},
+                            .softcap = 20.0},
+                 .mask = MaskKind::random, .offset = 1000},
         AttnCase{.name = "long_rows_window_sinks_mask", .tokens = 4, .heads = 4, .kv_heads = 1, .keys = 20000,
                  .head_dim = 64, .seqs = 2, .config = {.window = 3000u, .sinks = {1.0f, -3.0f, 0.0f, 8.0f}},
                  .mask = MaskKind::random}};

@@ -165,7 +165,8 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u});
+                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u, p.chunk,
+                                     p.window_symmetric ? 1u : 0u});
   d.groups = base_groups * splits;
   Dispatches ds;
   ds.push_back(std::move(d));

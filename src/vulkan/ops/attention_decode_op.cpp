@@ -201,7 +201,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                                    static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                    p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, 0u,
                                    sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                   values.scales, bound, meta.extra_offset};
+                                   values.scales, bound, meta.extra_offset, p.chunk,
+                                   p.window_symmetric ? 1u : 0u};
   d.set_push(pc);
   d.groups = base_groups * splits;
   Dispatches ds;

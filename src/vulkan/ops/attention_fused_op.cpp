@@ -85,7 +85,7 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
     return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
                                           std::move(out), std::move(mask), p, sinks);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 104);
+  static_assert(sizeof(shader::AttnFusedParams) == 112);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -135,7 +135,8 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
                                      static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
                                      p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
                                      sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u});
+                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u, p.chunk,
+                                     p.window_symmetric ? 1u : 0u});
   d.groups = base_groups * splits;
   Dispatches ds;
   ds.push_back(std::move(d));

@@ -85,8 +85,16 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
                    std::uint32_t extra) {
   static const std::vector<std::uint32_t> none;
   const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
+  std::vector<float> temperature;
+  if (p.temperature) {
+    temperature.resize(p.q_pos.size());
+    for (std::size_t t = 0; t < temperature.size(); ++t) {
+      temperature[t] = static_cast<float>(query_temperature(p, p.q_pos[t]));
+    }
+  }
   const std::size_t words = VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() +
-                            p.alibi_slopes.size() + p.q_cpos.size() + sinks.size() + turns.size() + extra;
+                            p.alibi_slopes.size() + p.q_cpos.size() + sinks.size() + turns.size() +
+                            temperature.size() + extra;
   std::uint8_t* bytes = nullptr;
   AttnMeta m{params.allocate(words, &bytes), p.rope_on_read ? u32(p.rope.rotary_dim) : 0u};
   // Every field is 32-bit (int32, float or uint32): copied as words after the header of
@@ -105,6 +113,8 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
   append(VKATTN_META_Q_CPOS, p.q_cpos);
   append(VKATTN_META_SINKS, sinks);
   append(VKATTN_META_TURNS, turns);
+  append(VKATTN_META_Q_TEMP, temperature);
+  if (temperature.empty()) std::memset(bytes + 4 * VKATTN_META_Q_TEMP, 0, 4);  // none: offset 0
   m.extra_offset = at;  // zeroed by allocate()
   return m;
 }
@@ -112,7 +122,7 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p, const StopAtBound* stop) {
-  static_assert(sizeof(shader::AttnScoresParams) == 88);
+  static_assert(sizeof(shader::AttnScoresParams) == 96);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -158,7 +168,8 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim,
                                       keys.scales, keys.meta_stride != 0 ? keys.bound : 0u,
-                                      stop && keys.meta_stride != 0 ? 1u : 0u});
+                                      stop && keys.meta_stride != 0 ? 1u : 0u, p.chunk,
+                                      p.window_symmetric ? 1u : 0u});
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
   return d;
 }
