@@ -4,10 +4,11 @@
 // i < d/2 (d = rotary_dim) with elements (a, b):
 //   interleaved: a = 2i, b = 2i + 1     half: a = i, b = i + d/2
 //   x'[a] = f (x[a] cos - x[b] sin),  x'[b] = f (x[a] sin + x[b] cos),  angle = pos[t] theta_i
-// with f the attention factor. Elements past d are not touched.
+// with f the attention factor. Elements past d are not touched. M-RoPE (pc.mrope != 0):
+// three positions per token (t, h, w), pair i taking one of them (token_position).
 //   binding 0: q, read-write: f32, or (VKATTN_F16) f16 packed two per uint
 //   binding 1: k, read-write, same type (the same buffer as q when n_heads_k = 0)
-//   binding 2: readonly int   pos[n_tokens], each in [0, 2^31)
+//   binding 2: readonly int   pos[n_tokens] (M-RoPE: [n_tokens][3]), each in [0, 2^31)
 //   binding 3: readonly uvec2 turns[d/2]: theta_i / 2pi in 64-bit fixed point (lo, hi)
 //   push: RopeParams; spec 0: workgroup size; spec 1: HALF_ROT, the cos/sin table size;
 //   spec 2: UNIT (rope_unit.glsl); spec 3: INTERLEAVED (pairs (2i, 2i+1), else (i, i + d/2))
@@ -142,6 +143,23 @@ Trig load_trig(uint u) {
 #define ROPE_LOOP rotate_k_heads
 #include "rope_unit.glsl"
 
+// Token |token|'s position for pair |i|: its one position, or with M-RoPE the one its
+// section assigns (src/common/rope_math.hpp: mrope_section, the same rule).
+uint token_position(uint token, uint i) {
+    if (pc.mrope == 0u) {
+        return uint(pos[token]);
+    }
+    uint which = 0u;
+    if (pc.mrope == 1u) {
+        which = i < pc.mrope_t ? 0u : (i < pc.mrope_t + pc.mrope_h ? 1u : 2u);
+    } else if (i % 3u == 1u && i < 3u * pc.mrope_h) {
+        which = 1u;
+    } else if (i % 3u == 2u && i < 3u * pc.mrope_w) {
+        which = 2u;
+    }
+    return uint(pos[3u * token + which]);
+}
+
 void main() {
     const uint wg = wg_linear_id();
     const uint token = wg / pc.wgs_per_token;
@@ -153,9 +171,8 @@ void main() {
     const uint half_rot = pc.rotary_dim / 2u;
 
     // 1. cos/sin of this token's angles, with the attention factor folded in.
-    const uint p = uint(pos[token]);
     for (uint i = lid; i < half_rot; i += n_lanes) {
-        put_cs(i, rope_cos_sin(p, turns[i]) * pc.attention_factor);
+        put_cs(i, rope_cos_sin(token_position(token, i), turns[i]) * pc.attention_factor);
     }
     barrier();
 

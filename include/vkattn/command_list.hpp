@@ -97,7 +97,8 @@ class VKATTN_API CommandList {
   // Rotary position embedding in place on |x| [n_tokens, n_heads, head_dim] (f32 or f16;
   // head_dim even, <= kMaxHeadDim). |positions| holds n_tokens absolute positions, each in
   // [0, 2^31), copied when the op is recorded; tokens may come from different sequences.
-  // The frequency table is built once here, on the host.
+  // With config.mrope, three per token ([n_tokens, 3]: t, h, w). The frequency table is
+  // built once here, on the host.
   void rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config = {});
 
   // The same on Q [n_tokens, n_heads, head_dim] and K [n_tokens, n_kv_heads, head_dim] in
@@ -171,7 +172,10 @@ class VKATTN_API CommandList {
   // slot tables) are rewritten, so the same list stays valid until shapes change. What may
   // change between replays: the positions and sequence ids, and the contents of tensors
   // and caches. What may not: the number of tokens (every op of the list must take the
-  // same number; positions.size() must be it), shapes, which tensors and caches. Each op's
+  // same number; positions.size() must be it, or 3 x it for M-RoPE: (t, h, w) per token,
+  // which rope ops with config.mrope take whole and every other op as t; given one per
+  // token, M-RoPE ops take t = h = w, as text tokens have), shapes, which tensors and
+  // caches. Each op's
   // checks run again: kv_append advances its cache's bookkeeping as when recorded, so
   // positions must continue each sequence (after reset or truncate, give positions that
   // continue it). On an error nothing changes: the list and the caches stay as they were.

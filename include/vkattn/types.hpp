@@ -69,6 +69,23 @@ struct Llama3Params {
                                   // which leaves no smooth band)
 };
 
+// M-RoPE (multimodal RoPE: Qwen2-VL and later): each token has three positions, temporal,
+// height and width (t, h, w), and each rotary pair i rotates by one of them at the plain
+// angle pos * theta_i. Text tokens have t = h = w and get plain RoPE exactly.
+enum class MRopeLayout {
+  contiguous,   // pairs [0, s_t) by t, the next s_h by h, the last s_w by w (Qwen2-VL,
+                // Qwen2.5-VL, GLM-4.5V; ggml's GGML_ROPE_TYPE_MROPE)
+  interleaved,  // pair i by h when i % 3 == 1 and i < 3 s_h, by w when i % 3 == 2 and
+                // i < 3 s_w, else by t (Qwen3-VL, Qwen3.5; Hugging Face's
+                // apply_interleaved_mrope, ggml's GGML_ROPE_TYPE_IMROPE)
+};
+struct MRope {
+  std::array<std::uint32_t, 3> sections{};  // rotary pairs per position (t, h, w), as
+                                            // config.json's mrope_section; they add up
+                                            // to rotary_dim / 2
+  MRopeLayout layout = MRopeLayout::contiguous;
+};
+
 struct RopeConfig {
   RopeLayout layout = RopeLayout::half;  // default: Hugging Face layout
   std::size_t rotary_dim = 0;            // dims rotated, even, <= head_dim; default 0 = head_dim
@@ -87,6 +104,9 @@ struct RopeConfig {
   // 0.1 * ln(factor) + 1 (1 when factor <= 1), else 1. Phi-3 LongRoPE uses
   // sqrt(1 + ln(s) / ln(original_context)). Finite, > 0.
   std::optional<double> attention_factor{};
+  // M-RoPE: rope then takes three positions per token, [n_tokens, 3] row-major (t, h, w).
+  // Not with KvRope::on_read (rotate keys before kv_append: KvRope::stored).
+  std::optional<MRope> mrope{};
 };
 
 // The frequencies a RopeConfig resolves to, for a tensor with |head_dim| and a call whose

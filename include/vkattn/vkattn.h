@@ -125,6 +125,11 @@ enum {
 };
 
 enum {
+  VKATTN_MROPE_CONTIGUOUS = 0,  /* sections one after another: Qwen2-VL, Qwen2.5-VL */
+  VKATTN_MROPE_INTERLEAVED = 1  /* h and w every third pair: Qwen3-VL, Qwen3.5 */
+};
+
+enum {
   VKATTN_WINDOW_TRAILING = 0, /* keys with pos_q - pos_k < window (default) */
   VKATTN_WINDOW_SYMMETRIC = 1 /* keys with |pos_q - pos_k| <= window / 2: bidirectional encoders */
 };
@@ -256,6 +261,11 @@ typedef struct vkattn_rope_config {
   double attention_factor;        /* multiplies the rotated dims; 0 (default) = the scaling's own */
   uint32_t yarn_truncate;         /* 1 (default): floor/ceil YaRN's ramp bounds to whole dims */
   uint32_t reserved;              /* 0 */
+  /* 0.3: M-RoPE (Qwen2-VL and later): the rotary pairs each of a token's three positions
+   * (t, h, w) rotates, adding up to rotary_dim / 2; positions then come three per token.
+   * All 0 (default): plain RoPE. */
+  uint32_t mrope_sections[3];
+  int32_t mrope_layout;           /* VKATTN_MROPE_CONTIGUOUS (default) or VKATTN_MROPE_INTERLEAVED */
 } vkattn_rope_config;
 
 typedef struct vkattn_attention_config {

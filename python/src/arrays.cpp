@@ -33,13 +33,16 @@ py::array as_array(py::handle data) {
   return numpy().attr("asarray")(data);
 }
 
-std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param) {
+std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, bool rows_of_3) {
   if (data.is_none()) return {};
-  const py::array a = as_array(data);
+  py::array a = as_array(data);
+  if (rows_of_3 && a.ndim() == 2 && a.shape(1) == 3) a = a.attr("reshape")(-1);  // M-RoPE's (t, h, w) rows
   if (a.size() == 0) return {};
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u') throw InvalidArgument(op, std::string(param) + ".dtype", dtype_name(a), "integers");
-  if (a.ndim() != 1) throw InvalidArgument(op, std::string(param) + ".shape", shape_string(a), "1-D");
+  if (a.ndim() != 1) {
+    throw InvalidArgument(op, std::string(param) + ".shape", shape_string(a), rows_of_3 ? "1-D, or [n_tokens, 3]" : "1-D");
+  }
   // Values past int32 would wrap in the conversion: name the first one here (the ops
   // check the rest of their ranges themselves).
   const py::object np = numpy();

@@ -87,7 +87,8 @@ Config config_arg(py::handle config, const py::kwargs& fields, const char* op) {
 py::array as_array(py::handle data);
 // Integers (positions, sequence ids): a 1-D integer array or sequence, each value fitting
 // int32 (the ops check their own ranges); None is empty.
-std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param);
+// With |rows_of_3|, also [n_tokens, 3] (M-RoPE's t, h, w per token), flattened.
+std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, bool rows_of_3 = false);
 // A DType from a DType, a name ("f16", "float16", ...) or a numpy dtype.
 DType dtype_arg(py::handle value, const char* op, const char* param);
 // The Python shape tuple of a tensor.

@@ -142,7 +142,7 @@ void bind_commands(py::module_& m) {
         record(cmd, [&](CommandList& l) { l.copy(src.impl, dst.impl); });
       }, arg("src"), arg("dst"), "dst = src (same dtype and number of elements).")
      .def("rope", [](PyCommandList& cmd, PyTensor& x, py::handle positions, py::handle config, const py::kwargs& kw) {
-        const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions");
+        const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
         const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
         record(cmd, [&](CommandList& l) { l.rope(x.impl, p, c); });
       }, arg("x"), arg("positions"), py::kw_only(), arg("config") = py::none(),
@@ -152,7 +152,7 @@ void bind_commands(py::module_& m) {
       "attention_factor).")
      .def("rope", [](PyCommandList& cmd, PyTensor& q, PyTensor& k, py::handle positions, py::handle config,
                      const py::kwargs& kw) {
-        const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions");
+        const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
         const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
         record(cmd, [&](CommandList& l) { l.rope(q.impl, k.impl, p, c); });
       }, arg("q"), arg("k"), arg("positions"), py::kw_only(), arg("config") = py::none(),
@@ -173,7 +173,7 @@ void bind_commands(py::module_& m) {
   cls.def("submit", [](PyCommandList& cmd) { record(cmd, [](CommandList& l) { l.submit_and_wait(); }); },
           "Runs everything recorded and waits (the C++ submit_and_wait).")
      .def("set_tokens", [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
-        const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions");
+        const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", true);
         const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
         record(cmd, [&](CommandList& l) { l.set_tokens(p, s); });
       }, arg("positions"), arg("seq_ids") = py::none(),

@@ -39,13 +39,20 @@ void bind_rope(py::module_& m) {
   py::class_<Llama3Params> llama3(m, "Llama3Params", "Llama 3.1's band limits (RopeConfig.llama3).");
   config_basics<Llama3Params>(llama3, "Llama3Params", {"low_freq_factor", "high_freq_factor"});
   llama3.def_readwrite("low_freq_factor", &Llama3Params::low_freq_factor, "default 1")
-      .def_readwrite("high_freq_factor", &Llama3Params::high_freq_factor, "default 4; > low_freq_factor");
+      .def_readwrite("high_freq_factor", &Llama3Params::high_freq_factor, "default 4; >= low_freq_factor");
+
+  py::class_<MRope> mrope(m, "MRope",
+      "M-RoPE (RopeConfig.mrope): rotary pairs per position (t, h, w), as config.json's mrope_section,\n"
+      "and their layout; rope then takes positions [n_tokens, 3].");
+  config_basics<MRope>(mrope, "MRope", {"sections", "layout"});
+  mrope.def_readwrite("sections", &MRope::sections, "three counts adding up to rotary_dim / 2");
+  enum_property(mrope, "MRope", "layout", &MRope::layout, "MRopeLayout or its name; default 'contiguous'");
 
   py::class_<RopeConfig> rope(m, "RopeConfig",
       "RoPE's configuration (vkattn::RopeConfig); CommandList.rope takes the same keywords.");
   config_basics<RopeConfig>(rope, "RopeConfig",
       {"layout", "rotary_dim", "base", "scaling", "factor", "original_context", "sequence_length", "yarn",
-       "llama3", "freq_factors", "attention_factor"});
+       "llama3", "freq_factors", "attention_factor", "mrope"});
   enum_property(rope, "RopeConfig", "layout", &RopeConfig::layout, "RopeLayout or its name; default 'half'");
   rope.def_readwrite("rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim")
       .def_readwrite("base", &RopeConfig::base, "theta_i = base^(-2i/rotary_dim); default 10000");
@@ -59,7 +66,8 @@ void bind_rope(py::module_& m) {
       .def_readwrite("llama3", &RopeConfig::llama3, "Llama3Params (llama3 only)")
       .def_readwrite("freq_factors", &RopeConfig::freq_factors, "factors: rotary_dim / 2 values, each > 0")
       .def_readwrite("attention_factor", &RopeConfig::attention_factor,
-                     "multiplies the rotated dims; default None (yarn: 0.1 ln(factor) + 1, else 1)");
+                     "multiplies the rotated dims; default None (yarn: 0.1 ln(factor) + 1, else 1)")
+      .def_readwrite("mrope", &RopeConfig::mrope, "MRope: three positions per token; default None");
 
   m.def("rope_frequencies", [](std::size_t head_dim, std::int32_t max_position, py::object config, const py::kwargs& kw) {
     const RopeFrequencies f = rope_frequencies(config_arg<RopeConfig>(config, kw, "rope_frequencies"), head_dim, max_position);

@@ -108,6 +108,9 @@ void bind_enums(py::module_& m) {
       .value("automatic", AttentionPath::automatic)
       .value("fused", AttentionPath::fused)
       .value("three_stages", AttentionPath::three_stages);
+  py::enum_<MRopeLayout>(m, "MRopeLayout", "How M-RoPE assigns rotary pairs to t, h and w.")
+      .value("contiguous", MRopeLayout::contiguous, "sections one after another (Qwen2-VL, Qwen2.5-VL)")
+      .value("interleaved", MRopeLayout::interleaved, "h and w every third pair (Qwen3-VL, Qwen3.5)");
   py::enum_<WindowType>(m, "WindowType", "Which way AttentionConfig.window looks.")
       .value("trailing", WindowType::trailing, "keys with pos_t - pos_j < window")
       .value("symmetric", WindowType::symmetric, "keys with |pos_t - pos_j| <= window // 2 (encoders)");

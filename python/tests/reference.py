@@ -82,3 +82,24 @@ def assert_close(got, want, atol, rtol, what=""):
     err = np.abs(got - want) - (atol + rtol * np.abs(want))
     worst = np.unravel_index(np.argmax(err), err.shape)
     assert err[worst] <= 0, f"{what}: at {worst} got {got[worst]}, want {want[worst]} (atol {atol}, rtol {rtol})"
+
+
+def rope_mrope_hf(x, thw, theta, sections, interleaved):
+    """Hugging Face's M-RoPE, half layout, x [T, H, D], thw [T, 3]: Qwen2-VL's
+    apply_multimodal_rotary_pos_emb (dims split by mrope_section * 2, chunk k from position
+    k % 3) or Qwen3-VL's apply_interleaved_mrope (h's frequencies at 1::3 below 3 s_h,
+    w's at 2::3 below 3 s_w, t's elsewhere)."""
+    thw = f64(thw)
+    freqs = thw.T[:, :, None] * theta[None, None, :]  # [3, T, D/2]
+    if interleaved:
+        f = freqs[0].clone()
+        for axis in (1, 2):
+            idx = slice(axis, sections[axis] * 3, 3)
+            f[..., idx] = freqs[axis][..., idx]
+        emb = torch.cat((f, f), dim=-1)
+    else:
+        emb_all = torch.cat((freqs, freqs), dim=-1)  # [3, T, D]
+        chunks = emb_all.split(list(sections) * 2, dim=-1)
+        emb = torch.cat([c[i % 3] for i, c in enumerate(chunks)], dim=-1)
+    emb = emb[:, None, :]
+    return x * emb.cos() + rotate_half(x) * emb.sin()

@@ -96,6 +96,10 @@ def test_bad_config_values_and_names(cpu):
         vkattn.AttentionConfig(windw=3)
     with raises_invalid(r"kv_cache: config\.capacity = 0"):
         cpu.kv_cache(n_kv_heads=1, head_dim=8)
+    with raises_invalid(r"rope: config\.mrope\.sections = \{1, 1, 1\} \(sum 3\); valid: .* = 4"):
+        cmd.rope(x, [0, 0, 0], mrope=vkattn.MRope(sections=[1, 1, 1]))
+    with raises_invalid(r"rope: positions\.size\(\) = 1; valid: 3 x n_tokens"):
+        cmd.rope(x, [0], mrope=vkattn.MRope(sections=[2, 1, 1]))
     q = cpu.zeros((1, 1, 8))
     with raises_invalid(r"attention: config\.chunk = 0; valid: >= 1"):
         cmd.attention(q, q, q, q_positions=[0], chunk=0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import vkattn
-from reference import assert_close, f64, rope_complex, rope_rotate_half, thetas
+from reference import assert_close, f64, rope_complex, rope_mrope_hf, rope_rotate_half, thetas
 
 T, H, KVH, D = 5, 4, 2, 32
 rng = np.random.default_rng(7)
@@ -96,3 +96,20 @@ def test_yarn_attention_factor():
     assert f == pytest.approx(0.1 * math.log(4.0) + 1)
     _, f = vkattn.rope_frequencies(D, scaling="yarn", factor=4.0, original_context=256, attention_factor=1.5)
     assert f == 1.5
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["contiguous", "interleaved"])
+def test_mrope_matches_hugging_face(backend, interleaved):
+    """M-RoPE: positions [n_tokens, 3] (text, then image patches with their own h and w),
+    sections counted in rotary pairs, against Hugging Face's formula in torch."""
+    thw = np.array([[0, 0, 0], [1, 1, 1], [2, 2, 3], [2, 3, 2], [4, 4, 4]], dtype=np.int32)
+    sections = [4, 6, 6] if not interleaved else [6, 5, 5]
+    q = backend.tensor(Q)
+    mrope = vkattn.MRope(sections=sections, layout="interleaved" if interleaved else "contiguous")
+    with backend.commands() as cmd:
+        cmd.rope(q, thw, mrope=mrope, base=1e6)
+    want = rope_mrope_hf(f64(Q), thw, thetas(D, 1e6), sections, interleaved)
+    assert_close(q.numpy(), want, 4e-6, 1e-6, "q")
+    # The image's h and w matter: plain RoPE at t differs.
+    plain = rope_rotate_half(f64(Q), thw[:, 0], thetas(D, 1e6))
+    assert not np.allclose(q.numpy(), plain, atol=1e-3)

@@ -34,6 +34,8 @@ from ._vkattn import (  # noqa: F401
     KvRope,
     Llama3Params,
     LogLevel,
+    MRope,
+    MRopeLayout,
     NoDeviceError,
     OutOfMemoryError,
     QueryTemperature,

@@ -37,6 +37,10 @@ class AttentionPath(Enum):
     fused: AttentionPath
     three_stages: AttentionPath
 
+class MRopeLayout(Enum):
+    contiguous: MRopeLayout
+    interleaved: MRopeLayout
+
 class WindowType(Enum):
     trailing: WindowType
     symmetric: WindowType
@@ -103,6 +107,11 @@ class Llama3Params:
     high_freq_factor: float  # default 4; >= low_freq_factor
     def __init__(self, *, low_freq_factor: float = ..., high_freq_factor: float = ...) -> None: ...
 
+class MRope:
+    sections: list[int]  # rotary pairs per position (t, h, w); add up to rotary_dim / 2
+    layout: Union[MRopeLayout, str]  # default "contiguous"
+    def __init__(self, *, sections: Sequence[int] = ..., layout: Union[MRopeLayout, str] = ...) -> None: ...
+
 class RopeConfig:
     layout: Union[RopeLayout, str]  # default "half" (Hugging Face)
     rotary_dim: int  # even, <= head_dim; default 0 = head_dim
@@ -115,10 +124,12 @@ class RopeConfig:
     llama3: Llama3Params
     freq_factors: list[float]  # factors: rotary_dim / 2 values
     attention_factor: Optional[float]  # default None (yarn: 0.1 ln(factor) + 1, else 1)
+    mrope: Optional[MRope]  # default None; positions then [n_tokens, 3] (t, h, w)
     def __init__(self, *, layout: Union[RopeLayout, str] = ..., rotary_dim: int = ..., base: float = ...,
                  scaling: Union[RopeScaling, str] = ..., factor: float = ..., original_context: int = ...,
                  sequence_length: int = ..., yarn: YarnParams = ..., llama3: Llama3Params = ...,
-                 freq_factors: Sequence[float] = ..., attention_factor: Optional[float] = ...) -> None: ...
+                 freq_factors: Sequence[float] = ..., attention_factor: Optional[float] = ...,
+                 mrope: Optional[MRope] = ...) -> None: ...
 
 class QueryTemperature:
     floor_scale: int  # default 8192; >= 1

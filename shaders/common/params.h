@@ -34,6 +34,11 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
     uint heads_per_wg;      // of the q heads followed by the k heads of one token
     uint wgs_per_token;     // ceil((n_heads_q + n_heads_k) / heads_per_wg)
     float attention_factor; // multiplies the rotated dims (YaRN mscale); 1 otherwise
+    uint mrope;             // 0: one position per token; M-RoPE (t, h, w per token):
+                            // 1 contiguous sections, 2 interleaved
+    uint mrope_t;           // M-RoPE: rotary pairs of each position
+    uint mrope_h;
+    uint mrope_w;
 } VKATTN_PC_INSTANCE;
 #endif
 

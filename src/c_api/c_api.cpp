@@ -29,6 +29,8 @@ static_assert(VKATTN_ATTENTION_PATH_AUTOMATIC == int(vkattn::AttentionPath::auto
               VKATTN_ATTENTION_PATH_THREE_STAGES == int(vkattn::AttentionPath::three_stages));
 static_assert(VKATTN_SOFTCAP_SCALE_THEN_CAP == int(vkattn::SoftcapOrder::scale_then_cap) &&
               VKATTN_SOFTCAP_CAP_THEN_SCALE == int(vkattn::SoftcapOrder::cap_then_scale));
+static_assert(VKATTN_MROPE_CONTIGUOUS == int(vkattn::MRopeLayout::contiguous) &&
+              VKATTN_MROPE_INTERLEAVED == int(vkattn::MRopeLayout::interleaved));
 static_assert(VKATTN_WINDOW_TRAILING == int(vkattn::WindowType::trailing) &&
               VKATTN_WINDOW_SYMMETRIC == int(vkattn::WindowType::symmetric));
 static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_ROPE_ON_READ == int(vkattn::KvRope::on_read));
@@ -38,7 +40,7 @@ static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_
 #define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, reserved);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, mrope_layout);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, rope_config);
@@ -192,6 +194,13 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
   const auto factors = array(function, (p + "->freq_factors").c_str(), c.freq_factors, c.n_freq_factors);
   r.freq_factors.assign(factors.begin(), factors.end());
   if (c.attention_factor != 0.0) r.attention_factor = c.attention_factor;
+  if (c.mrope_sections[0] != 0 || c.mrope_sections[1] != 0 || c.mrope_sections[2] != 0) {
+    r.mrope = MRope{.sections = {c.mrope_sections[0], c.mrope_sections[1], c.mrope_sections[2]},
+                    .layout = static_cast<MRopeLayout>(c.mrope_layout)};
+  } else if (c.mrope_layout != 0) {
+    throw InvalidArgument(function, p + "->mrope_layout", std::to_string(c.mrope_layout),
+                          "0 unless mrope_sections are set");
+  }
   return r;
 }
 

@@ -69,6 +69,21 @@ struct OwnedTokens {
 std::span<const std::int32_t> positions_of(const NextTokens* next, const Ints& own) {
   return next ? next->positions : std::span<const std::int32_t>(own);
 }
+
+// An M-RoPE op's three positions per token: a replay's (t = h = w for a replay that gave
+// one per token, as text tokens have), else its own. |scratch| holds the expanded ones.
+std::span<const std::int32_t> mrope_positions_of(const NextTokens* next, const Ints& own, Ints& scratch) {
+  if (!next) return own;
+  if (!next->mrope_positions.empty()) return next->mrope_positions;
+  scratch.clear();
+  for (std::int32_t p : next->positions) scratch.insert(scratch.end(), {p, p, p});
+  return scratch;
+}
+
+// The tokens a rope op takes: its positions, three per token with M-RoPE.
+std::size_t rope_tokens(std::span<const std::int32_t> positions, const RopeConfig& config) {
+  return config.mrope ? positions.size() / 3 : positions.size();
+}
 std::span<const std::int32_t> seq_ids_of(const NextTokens* next, const Ints& own) {
   return next && !own.empty() && !next->seq_ids.empty() ? next->seq_ids : std::span<const std::int32_t>(own);
 }
@@ -101,13 +116,13 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
 void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
   auto& impl = live(impl_, "rope");
   const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
-  record_op(impl, [t, pos = copy_of(positions), config, checked = RopeConfig{}](CommandListImpl& i,
-                                                                              const NextTokens* next) mutable {
-    const auto p = positions_of(next, pos);
-    if (next) detail::check_rope_positions(*t, nullptr, p);
+  record_op(impl, [t, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](
+                      CommandListImpl& i, const NextTokens* next) mutable {
+    const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
+    if (next) detail::check_rope_positions(*t, nullptr, p, checked);
     else checked = detail::check_rope(*t, nullptr, p, config);
     i.rope(t, nullptr, p, checked);
-  }, positions.size());
+  }, rope_tokens(positions, config));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }
@@ -116,13 +131,13 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
   auto& impl = live(impl_, "rope");
   const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
   const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
-  record_op(impl, [tq, tk, pos = copy_of(positions), config, checked = RopeConfig{}](CommandListImpl& i,
-                                                                                   const NextTokens* next) mutable {
-    const auto p = positions_of(next, pos);
-    if (next) detail::check_rope_positions(*tq, tk.get(), p);
+  record_op(impl, [tq, tk, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](
+                      CommandListImpl& i, const NextTokens* next) mutable {
+    const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
+    if (next) detail::check_rope_positions(*tq, tk.get(), p, checked);
     else checked = detail::check_rope(*tq, tk.get(), p, config);
     i.rope(tq, tk, p, checked);
-  }, positions.size());
+  }, rope_tokens(positions, config));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }
@@ -310,9 +325,17 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
                             "ops that all take the same tokens");
     }
   }
-  if (positions.size() != n_tokens) {
+  // One position per token, or three (M-RoPE's t, h, w: rope ops with config.mrope take
+  // them, every other op the first, t).
+  const bool three = positions.size() == 3 * n_tokens;
+  if (positions.size() != n_tokens && !three) {
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
-                          "the list's number of tokens, " + std::to_string(n_tokens));
+                          "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
+  }
+  Ints t_positions;
+  if (three) {
+    t_positions.resize(n_tokens);
+    for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];
   }
   if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
@@ -335,7 +358,8 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr;
     }
   } unjournal{impl};
-  const NextTokens next{positions, seq_ids};
+  const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
+                        three ? positions : std::span<const std::int32_t>{}};
   impl.begin_replay();
   try {
     for (const detail::Recipe& r : impl.recipes) r.run(impl, &next);

@@ -38,6 +38,10 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
   }
   if (c.rope == KvRope::on_read) {
     const RopeConfig r = check_rope_config(op, c.rope_config, c.head_dim);
+    if (r.mrope) {
+      throw InvalidArgument(op, "config.rope_config.mrope", "set",
+                            "unset with KvRope::on_read (rotate M-RoPE keys before kv_append, KvRope::stored)");
+    }
     if (r.attention_factor && *r.attention_factor != 1.0) {
       throw InvalidArgument(op, "config.rope_config.attention_factor", std::to_string(*r.attention_factor),
                             "1 (unset) with KvRope::on_read");

@@ -15,6 +15,15 @@ struct RopeTable {
   long double attention_factor = 1.0L;
 };
 
+// M-RoPE: which of a token's three positions (0 t, 1 h, 2 w) rotary pair |pair| takes;
+// rope.comp has its twin.
+inline std::size_t mrope_section(const MRope& m, std::size_t pair) {
+  if (m.layout == MRopeLayout::contiguous) return pair < m.sections[0] ? 0 : pair < m.sections[0] + m.sections[1] ? 1 : 2;
+  if (pair % 3 == 1 && pair < 3 * std::size_t{m.sections[1]}) return 1;
+  if (pair % 3 == 2 && pair < 3 * std::size_t{m.sections[2]}) return 2;
+  return 0;
+}
+
 // |config| must be checked (check_rope_config) with rotary_dim resolved.
 RopeTable rope_table(const RopeConfig& config, std::int32_t max_position);
 

@@ -94,6 +94,7 @@ class CommandListImpl;
 // A replayed list's tokens (CommandList::set_tokens).
 struct NextTokens {
   std::span<const std::int32_t> positions, seq_ids;  // seq_ids empty: each op keeps its own
+  std::span<const std::int32_t> mrope_positions;     // (t, h, w) per token, or empty
 };
 
 // How the frontend records one op again: the same checks and the same arguments, except

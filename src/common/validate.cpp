@@ -152,6 +152,21 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
                           "0 unless config.scaling = RopeScaling::factors");
   }
   if (config.attention_factor) check_positive(op, "config.attention_factor", *config.attention_factor);
+  if (config.mrope) {
+    const auto& m = *config.mrope;
+    if (m.layout != MRopeLayout::contiguous && m.layout != MRopeLayout::interleaved) {
+      throw InvalidArgument(op, "config.mrope.layout", std::to_string(static_cast<int>(m.layout)),
+                            "MRopeLayout::contiguous or MRopeLayout::interleaved");
+    }
+    const std::uint64_t sum = std::uint64_t{m.sections[0]} + m.sections[1] + m.sections[2];
+    if (sum != out.rotary_dim / 2) {
+      throw InvalidArgument(op, "config.mrope.sections",
+                            "{" + std::to_string(m.sections[0]) + ", " + std::to_string(m.sections[1]) + ", " +
+                                std::to_string(m.sections[2]) + "} (sum " + std::to_string(sum) + ")",
+                            "rotary pairs per position adding up to rotary_dim / 2 = " +
+                                std::to_string(out.rotary_dim / 2));
+    }
+  }
   return out;
 }
 
@@ -175,14 +190,21 @@ RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const 
       throw InvalidArgument(op, "k.dtype", to_string(k->dtype), std::string("q.dtype = ") + to_string(x.dtype));
     }
   }
-  check_rope_positions(x, k, positions);
-  return check_rope_config(op, config, x.shape[2]);
+  RopeConfig checked = check_rope_config(op, config, x.shape[2]);
+  check_rope_positions(x, k, positions, checked);
+  return checked;
 }
 
-void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions) {
+void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions,
+                          const RopeConfig& config) {
   const char* op = "rope";
   const char* x_name = k ? "q" : "x";
-  if (positions.size() != x.shape[0]) {
+  if (config.mrope && positions.size() != 3 * x.shape[0]) {
+    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
+                          std::string("3 x n_tokens = 3 x ") + x_name + ".shape[0] = " + std::to_string(3 * x.shape[0]) +
+                              " with config.mrope ([n_tokens, 3]: t, h, w per token)");
+  }
+  if (!config.mrope && positions.size() != x.shape[0]) {
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
                           std::string("n_tokens = ") + x_name + ".shape[0] = " + std::to_string(x.shape[0]));
   }

@@ -58,7 +58,8 @@ RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const 
 void check_nonnegative(const char* op, const char* name, std::span<const std::int32_t> v);
 
 // Its token part: n_tokens positions, each in [0, 2^31).
-void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions);
+void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<const std::int32_t> positions,
+                          const RopeConfig& config);
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst);
 

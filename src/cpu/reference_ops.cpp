@@ -18,8 +18,8 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
   const std::vector<long double>& theta = table.theta;
   const long double f = table.attention_factor;
 
+  const std::size_t per_token = config.mrope ? 3 : 1;
   for (std::size_t t = 0; t < n_tokens; ++t) {
-    const long double m = positions[t];
     for (std::size_t h = 0; h < n_heads; ++h) {
       float* row = x.data() + (t * n_heads + h) * head_dim;
       for (std::size_t i = 0; i < d / 2; ++i) {
@@ -28,6 +28,8 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
         const std::size_t b = config.layout == RopeLayout::interleaved ? 2 * i + 1 : i + d / 2;
         // 2. Rotate them by m * theta_i (long double keeps the angle exact to ~1e-10 rad
         //    even at m near 2^31; sinl/cosl reduce the range correctly).
+        const std::size_t which = config.mrope ? detail::mrope_section(*config.mrope, i) : 0;
+        const long double m = positions[t * per_token + which];
         const long double angle = m * theta[i];
         const long double c = std::cos(angle), s = std::sin(angle);
         const long double xa = row[a], xb = row[b];

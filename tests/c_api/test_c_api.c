@@ -108,6 +108,46 @@ static void test_rope(vkattn_backend* gpu, vkattn_backend* cpu) {
   free(k);
 }
 
+/* M-RoPE (0.3's fields): three positions per token, both layouts, Vulkan against the
+ * CPU; each differs from plain RoPE at the temporal positions, so the fields arrive. */
+static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { T = 3, H = 2, D = 16 };
+  const int32_t positions[3 * T] = {5, 5, 5, 9, 10, 11, 12, 300, 7}; /* (t, h, w) per token */
+  const int32_t t_positions[T] = {5, 9, 12};
+  const uint32_t sections[2][3] = {{2, 3, 3}, {3, 3, 2}};
+  float* x = random_values(T * H * D, 9);
+  for (int layout = VKATTN_MROPE_CONTIGUOUS; layout <= VKATTN_MROPE_INTERLEAVED; ++layout) {
+    vkattn_rope_config config, plain;
+    OK(vkattn_rope_config_init(&config, sizeof config));
+    OK(vkattn_rope_config_init(&plain, sizeof plain));
+    memcpy(config.mrope_sections, sections[layout], sizeof config.mrope_sections);
+    config.mrope_layout = layout;
+    float* out[3];
+    vkattn_backend* backends[3] = {gpu, cpu, cpu};
+    for (int i = 0; i < 3; ++i) {
+      vkattn_tensor* t = filled(backends[i], T, H, D, VKATTN_DTYPE_F32, x);
+      vkattn_command_list* list = NULL;
+      OK(vkattn_command_list_create(backends[i], NULL, &list));
+      if (i < 2) {
+        OK(vkattn_cmd_rope(list, t, positions, 3 * T, &config));
+      } else {
+        OK(vkattn_cmd_rope(list, t, t_positions, T, &plain));
+      }
+      OK(vkattn_submit_and_wait(list));
+      out[i] = download(backends[i], t, T * H * D);
+      vkattn_command_list_destroy(list);
+      vkattn_tensor_destroy(t);
+    }
+    if (max_diff(out[0], out[1], T * H * D) > 4e-6 || max_diff(out[1], out[2], T * H * D) < 1e-3) {
+      fprintf(stderr, "mrope layout %d: Vulkan against CPU %g, against plain RoPE %g\n", layout,
+              max_diff(out[0], out[1], T * H * D), max_diff(out[1], out[2], T * H * D));
+      ++g_failures;
+    }
+    for (int i = 0; i < 3; ++i) free(out[i]);
+  }
+  free(x);
+}
+
 /* ---- Attention with every option, fused and three-stage, against the CPU ---- */
 
 /* out of attention on |b|: the fused op through |path|, or with path -1 the three ops. */
@@ -408,6 +448,11 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_rope_config_init(&rope, sizeof rope));
   rope.scaling = 42;
   EXPECT_STATUS(E, "config.scaling = 42", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.mrope_layout = 1;
+  EXPECT_STATUS(E, "config->mrope_layout = 1; valid: 0 unless mrope_sections", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  rope.mrope_sections[0] = 1;
+  EXPECT_STATUS(E, "config.mrope.sections = {1, 0, 0} (sum 1)", vkattn_cmd_rope(list, x, pos, 2, &rope));
   EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
   EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
   vkattn_attention_config ac;
@@ -578,6 +623,7 @@ int main(void) {
 
   test_queries(gpu);
   test_rope(gpu, cpu);
+  test_mrope(gpu, cpu);
   test_attention(gpu, cpu);
   test_kv_cache_decode(gpu, cpu);
   test_replay(gpu);

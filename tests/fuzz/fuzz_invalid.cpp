@@ -26,7 +26,7 @@ InvalidCall bad_rope(Rng& r) {
   RopeConfig c = random_rope_config(r, d);
   Shape shape{n, h, d};
   std::string what;
-  switch (r.range(0, 13)) {
+  switch (r.range(0, 15)) {
     case 0: shape = {n, h * d}; what = "rank 2"; break;
     case 1: dt = DType::i32; what = "i32"; break;
     case 2: shape[2] = d + 1; what = "odd head_dim"; break;
@@ -56,6 +56,19 @@ InvalidCall bad_rope(Rng& r) {
       }
       what = "freq_factors";
       break;
+    case 13: {  // M-RoPE sections that miss the rotary pairs by 1 or more
+      const auto pairs = static_cast<std::uint32_t>((c.rotary_dim ? c.rotary_dim : d) / 2);
+      c.mrope = MRope{.sections = {pairs, static_cast<std::uint32_t>(r.range(1, 5)), 0}};
+      pos.resize(3 * n, 0);
+      what = "mrope sections";
+      break;
+    }
+    case 14: {  // M-RoPE with one position per token
+      const auto pairs = static_cast<std::uint32_t>((c.rotary_dim ? c.rotary_dim : d) / 2);
+      c.mrope = MRope{.sections = {pairs, 0, 0}, .layout = r.pick({MRopeLayout::contiguous, MRopeLayout::interleaved})};
+      what = "mrope positions";
+      break;
+    }
     default: c.attention_factor = bad_real(r); what = "attention_factor"; break;
   }
   const bool pair = r.chance(0.3);

@@ -25,6 +25,10 @@ std::string describe(const RopeConfig& c) {
     << c.yarn.mscale << "/" << c.yarn.mscale_all_dim << "/" << c.yarn.truncate << " llama3 " << c.llama3.low_freq_factor
     << "/" << c.llama3.high_freq_factor << " freq_factors " << c.freq_factors.size() << " attention_factor "
     << c.attention_factor.value_or(0);
+  if (c.mrope) {
+    o << " mrope " << c.mrope->sections[0] << "/" << c.mrope->sections[1] << "/" << c.mrope->sections[2]
+      << (c.mrope->layout == MRopeLayout::interleaved ? " interleaved" : " contiguous");
+  }
   return o.str();
 }
 
@@ -97,8 +101,16 @@ ValidCall rope_call(Rng& r) {
   const std::size_t d = r.pick<std::size_t>({6, 16, 64, 320});  // pairs, 16-byte vectors, two rows' worth
   const DType dt = r.pick({DType::f32, DType::f16});
   const bool pair = r.chance(0.4);
-  const RopeConfig config = random_rope_config(r, d);
-  const std::vector<std::int32_t> pos = random_positions(r, n);
+  RopeConfig config = random_rope_config(r, d);
+  // M-RoPE: three positions per token, sections drawn to add up to the rotary pairs.
+  const bool mrope = r.chance(0.2);
+  if (mrope) {
+    const std::uint32_t pairs = static_cast<std::uint32_t>((config.rotary_dim ? config.rotary_dim : d) / 2);
+    const auto a = static_cast<std::uint32_t>(r.range(0, pairs)), b = static_cast<std::uint32_t>(r.range(0, pairs - a));
+    config.mrope = MRope{.sections = {a, b, pairs - a - b},
+                         .layout = r.pick({MRopeLayout::contiguous, MRopeLayout::interleaved})};
+  }
+  const std::vector<std::int32_t> pos = random_positions(r, mrope ? 3 * n : n);
   const std::vector<float> x = r.normals(n * h * d), y = r.normals(n * hk * d);
   const double af = rope_frequencies(config, d, *std::max_element(pos.begin(), pos.end())).attention_factor;
   const double atol = dt == DType::f16 ? 1e-3 * af : 1e-5 * af, rtol = dt == DType::f16 ? 1e-3 : 0;

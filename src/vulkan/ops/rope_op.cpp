@@ -2,6 +2,7 @@
 // long double; see shaders/common/rope_phase.glsl), the positions, and how a token's
 // heads are split over workgroups.
 #include <algorithm>
+#include <array>
 
 #include "common/rope_math.hpp"
 #include "common/shape_math.hpp"
@@ -12,7 +13,7 @@ namespace vkattn::detail {
 Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
                        std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
                        const RopeConfig& config) {
-  static_assert(sizeof(shader::RopeParams) == 36);
+  static_assert(sizeof(shader::RopeParams) == 52);
   const auto n_tokens = static_cast<std::uint32_t>(q->shape[0]);
   const auto n_heads_q = static_cast<std::uint32_t>(q->shape[1]);
   const auto n_heads_k = k ? static_cast<std::uint32_t>(k->shape[1]) : 0u;
@@ -52,6 +53,9 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
 
   std::int32_t max_position = 0;
   for (std::int32_t p : positions) max_position = std::max(max_position, p);
+  const std::uint32_t mrope =
+      !config.mrope ? 0u : config.mrope->layout == MRopeLayout::contiguous ? 1u : 2u;
+  const std::array<std::uint32_t, 3> sections = config.mrope ? config.mrope->sections : std::array<std::uint32_t, 3>{};
   const RopeTurns& table = rope_turn_words(config, max_position);
 
   // 16-byte units read through texel views (written through the storage buffers) when
@@ -71,7 +75,8 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   }
   d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
                                 static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
-                                static_cast<float>(table.attention_factor)});
+                                static_cast<float>(table.attention_factor), mrope, sections[0], sections[1],
+                                sections[2]});
   d.groups = std::uint64_t{n_tokens} * wgs_per_token;
   return d;
 }
