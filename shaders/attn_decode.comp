@@ -71,19 +71,6 @@ layout(constant_id = 21) const bool LOAD_ONLY = false;  // loads only, no result
 
 const uint KE = K_PIECES * K_EPL, VE4 = V_PIECES * V_EPL / 4u;
 
-layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
-layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
-layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
-layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
-layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
-layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
-layout(std430, binding = 2) readonly buffer V { uint v_words[]; };
-layout(std430, binding = 2) readonly buffer V2 { uvec2 v_words2[]; };
-layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
-layout(std430, binding = 3) writeonly buffer O { float out_[]; };
-layout(std430, binding = 4) readonly buffer M { float mask[]; };
-layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
-layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #ifdef VKATTN_LAST_MERGE
 layout(std430, binding = 5) coherent buffer Counters { uint counters[]; };  // meta's words
 layout(std430, binding = 7) coherent buffer Part { float part[]; };
@@ -92,46 +79,11 @@ layout(std430, binding = 7) coherent buffer Part4 { vec4 part4[]; };
 layout(std430, binding = 7) buffer Part { float part[]; };
 layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
 #endif
-#include "attn_meta.glsl"
-
-#define TL_ALIGNED Q_ALIGNED
-#define TL_WORDS q_words
-#define TL_WORDS2 q_words2
-#define TL_WORDS4 q_words4
-#define TL_TYPE (Q_F16 ? 1u : 0u)
-#define TL_SCALES 0u
-#define TL_FN load_q
-#include "tensor_load.glsl"
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#define TL_ALIGNED K_ALIGNED
-#define TL_WORDS k_words
-#define TL_WORDS2 k_words2
-#define TL_WORDS4 k_words4
-#define TL_TYPE K_TYPE
-#define TL_SCALES pc.k_scales
-#define TL_FN load_k
-#include "tensor_load.glsl"
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#define TL_ALIGNED V_ALIGNED
-#define TL_WORDS v_words
-#define TL_WORDS2 v_words2
-#define TL_WORDS4 v_words4
-#define TL_TYPE V_TYPE
-#define TL_SCALES pc.v_scales
-#define TL_FN load_v
-#include "tensor_load.glsl"
+#define ATTN_Q_ALIGNED Q_ALIGNED
+#define ATTN_K_ALIGNED K_ALIGNED
+#define ATTN_V_ALIGNED V_ALIGNED
+#include "attn_inputs.glsl"
+#include "attn_online.glsl"
 
 #include "attn_rows.glsl"
 #include "attn_visible.glsl"
@@ -139,7 +91,6 @@ layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
 #include "attn_merge.glsl"
 
 const uint STAGE = G * KEYS;
-const float NEG_MAX = -3.4028234663852886e38;  // -FLT_MAX, not -inf: exp(-inf - m) must be 0
 
 // The end: each key group's (max, sum) per row, and MERGE_ROWS rows of sums at a time.
 shared float m_sh[G * ROWS];
@@ -304,14 +255,7 @@ void main() {
 
     float m[ROWS], l[ROWS];
     vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
-    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-        m[r] = NEG_MAX;
-        l[r] = 0.0;
-        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
-            acc_lo[r][p] = vec4(0.0);
-            acc_hi[r][p] = vec4(0.0);
-        }
-    }
+    ONLINE_INIT(m, l, acc_lo, acc_hi)
 
     const uint bound = key_bound(seq0);
     t_stop = min(t_stop, (bound + STAGE - 1u) / STAGE);
@@ -400,11 +344,7 @@ void main() {
             [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                 if (m_new[r] > m[r]) {
                     const float rescale = exp(m[r] - m_new[r]);
-                    l[r] *= rescale;
-                    [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
-                        acc_lo[r][p] *= rescale;
-                        acc_hi[r][p] *= rescale;
-                    }
+                    ONLINE_RESCALE(r, rescale, l, acc_lo, acc_hi)
                     m[r] = m_new[r];
                 }
                 [[unroll]] for (uint b = 0u; b < KEYS; ++b) {

@@ -68,74 +68,10 @@ layout(constant_id = 11) const bool ROPE_INTERLEAVED = false;
 const uint EPL = V_WIDE ? 8u : 4u;  // v elements per invocation: 16 bytes of f16
 const uint ROWS4 = (ROWS + 3u) / 4u;
 
-#ifdef VKATTN_TEXEL
-layout(binding = 0) uniform usamplerBuffer q_texels;
-layout(binding = 1) uniform usamplerBuffer k_texels;
-layout(binding = 2) uniform usamplerBuffer v_texels;
-#else
-layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
-layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
-layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
-layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
-layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
-layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
-layout(std430, binding = 2) readonly buffer V { uint v_words[]; };
-layout(std430, binding = 2) readonly buffer V2 { uvec2 v_words2[]; };
-layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
-#endif
-layout(std430, binding = 3) writeonly buffer O { float out_[]; };
-layout(std430, binding = 4) readonly buffer M { float mask[]; };
-layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
-layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
-#include "attn_meta.glsl"
-
-#define TL_ALIGNED K_VEC  // q rows start on 4 elements whenever k rows do
-#define TL_WORDS q_words
-#define TL_WORDS2 q_words2
-#define TL_WORDS4 q_words4
-#define TL_TYPE (Q_F16 ? 1u : 0u)
-#define TL_SCALES 0u
-#define TL_FN load_q
-#ifdef VKATTN_TEXEL
-#define TL_TEXELS q_texels
-#endif
-#include "tensor_load.glsl"
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#ifdef VKATTN_TEXEL
-#undef TL_TEXELS
-#define TL_TEXELS k_texels
-#endif
-#define TL_WORDS k_words
-#define TL_WORDS2 k_words2
-#define TL_WORDS4 k_words4
-#define TL_TYPE K_TYPE
-#define TL_SCALES pc.k_scales
-#define TL_FN load_k
-#include "tensor_load.glsl"
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#ifdef VKATTN_TEXEL
-#undef TL_TEXELS
-#define TL_TEXELS v_texels
-#endif
-#define TL_ALIGNED V_VEC
-#define TL_WORDS v_words
-#define TL_WORDS2 v_words2
-#define TL_WORDS4 v_words4
-#define TL_TYPE V_TYPE
-#define TL_SCALES pc.v_scales
-#define TL_FN load_v
-#include "tensor_load.glsl"
+#define ATTN_Q_ALIGNED K_VEC  // q rows start on 4 elements whenever k rows do
+#define ATTN_K_ALIGNED K_VEC
+#define ATTN_V_ALIGNED V_VEC
+#include "attn_inputs.glsl"
 
 #include "attn_rows.glsl"
 #include "attn_visible.glsl"
@@ -150,13 +86,13 @@ const bool Q_DIRECT = false;
 #endif
 shared vec4 q_tile[Q_VEC4];
 #include "attn_rope_read.glsl"
+#include "attn_dot.glsl"
 // Step 2's exchange: per row, the subgroups' maxima, or every invocation's maximum.
 shared float red[ROWS * WG_SIZE];
 // Step 3's probabilities: block key i's rows at i * ROWS4.
 shared vec4 p_blk[WG_SIZE * KEYS * ROWS4];
 // The end: the groups' sums of one row.
-shared vec4 partial[WG_SIZE * 2u];
-shared float partial_l[WG_SIZE];
+#include "attn_key_groups.glsl"
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -165,26 +101,17 @@ void main() {
     const uint lane = lid % lanes;            // v dims EPL lane .. EPL lane + EPL - 1
     const uint key_group = lid / lanes;
     read_meta_offsets();
-    uint wg = wg_linear_id();
-    const uint split = wg % pc.key_splits;
-    wg /= pc.key_splits;
-    const uint row_tile = wg % pc.row_tiles;
-    const uint kv_head = wg / pc.row_tiles;
-    if (kv_head * pc.group >= pc.n_heads) {
+    uint split, kv_head, row0, n_rows;
+    if (!tile_place(pc.key_splits, split, kv_head, row0, n_rows)) {
         return;  // whole workgroup: uniform
     }
     const uint d4 = (pc.head_dim + 3u) / 4u;
-    const uint row0 = row_tile * pc.rows_per_wg;
-    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
 
     uint tok[ROWS], head[ROWS], q_row[ROWS];
     int q_pos[ROWS], q_seq[ROWS];
     float slope[ROWS];
-    tile_rows(row0, n_rows, kv_head, tok, head);
+    tile_queries(row0, n_rows, kv_head, tok, head, q_row, q_pos, q_seq);
     for (uint r = 0u; r < ROWS; ++r) {
-        q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
-        q_pos[r] = meta[off_q_pos + tok[r]];
-        q_seq[r] = meta[off_q_seq + tok[r]];
         slope[r] = alibi_slope(head[r]);
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's slots.
@@ -240,7 +167,7 @@ void main() {
             work = work || visible[i] != 0u;
             k_row[i] = kv_base + (j < j_end ? j : j_begin) * pc.k_key_stride;  // past the end: unused
         }
-        float dot[ROWS * KEYS];
+        float dot[ROWS_KEYS];
         for (uint i = 0u; i < ROWS * KEYS; ++i) {
             dot[i] = 0.0;
         }
@@ -259,12 +186,7 @@ void main() {
                 }
                 for (uint r = 0u; r < ROWS; ++r) {
                     vec4 qa, qb;
-                    if (Q_DIRECT) {
-                        load_q_8(q_row[r] + 8u * c, q_row[r] + pc.head_dim, qa, qb);
-                    } else {
-                        qa = q_tile[r * d4 + 2u * c];
-                        qb = q_tile[r * d4 + 2u * c + 1u];
-                    }
+                    query8(q_row[r], r, c, d4, qa, qb);
                     for (uint i = 0u; i < KEYS; ++i) {
                         dot[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], dot[r * KEYS + i]));
                     }
@@ -273,27 +195,12 @@ void main() {
         } else if (K_VEC) {
             const uint n4 = work ? d4 : 0u;
             for (uint c = 0u; c < n4; ++c) {
-                vec4 a[KEYS];
-                for (uint i = 0u; i < KEYS; ++i) {
-                    a[i] = load_k_4(k_row[i] + 4u * c, k_row[i] + pc.head_dim);
-                }
-                for (uint r = 0u; r < ROWS; ++r) {
-                    const vec4 qa = Q_DIRECT ? load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim) : q_tile[r * d4 + c];
-                    for (uint i = 0u; i < KEYS; ++i) {
-                        dot[r * KEYS + i] = fma_dot(qa, a[i], dot[r * KEYS + i]);
-                    }
-                }
+                dot_step4(k_row, q_row, c, d4, dot);
             }
         } else {
             const uint n = work ? pc.head_dim : 0u;
             for (uint d = 0u; d < n; ++d) {
-                for (uint i = 0u; i < KEYS; ++i) {
-                    const float a = load_k_1(k_row[i] + d);
-                    for (uint r = 0u; r < ROWS; ++r) {
-                        const float qd = Q_DIRECT ? load_q_1(q_row[r] + d) : q_tile[r * d4 + d / 4u][d & 3u];
-                        dot[r * KEYS + i] = fma(qd, a, dot[r * KEYS + i]);
-                    }
-                }
+                dot_step1(k_row, q_row, d, d4, dot);
             }
         }
         // Scores, and each row's largest among this invocation's keys.
@@ -408,18 +315,7 @@ void main() {
             break;  // uniform
         }
         if (KEY_GROUPS > 1u) {
-            partial[2u * lid] = acc_lo[r];
-            partial[2u * lid + 1u] = acc_hi[r];
-            partial_l[lid] = l[r];
-            barrier();
-            if (key_group == 0u) {
-                for (uint g = 1u; g < KEY_GROUPS; ++g) {
-                    acc_lo[r] += partial[2u * (g * lanes + lane)];
-                    acc_hi[r] += partial[2u * (g * lanes + lane) + 1u];
-                    l[r] += partial_l[g * lanes];
-                }
-            }
-            barrier();
+            sum_key_groups(lid, lane, lanes, key_group, acc_lo[r], acc_hi[r], l[r]);
         }
         if (key_group != 0u) {
             continue;

@@ -27,7 +27,8 @@
 //   subgroup size); 1: ROWS; 2: LANES; 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); 6, 7: K_EPL, K_PIECES;
 //   8, 9: V_EPL, V_PIECES; 10, 11: K_ALIGNED, V_ALIGNED (head_dim % EPL == 0: pieces need
 //   no bounds checks); 12: BATCH, keys per key group per step; 13: ROPE_ON_READ; 14:
-//   ROPE_INTERLEAVED; 15: D4, vec4s per query row (ceil(head_dim / 4))
+//   ROPE_INTERLEAVED; 15: D4, vec4s per query row (ceil(head_dim / 4)); 16: EARLY, V
+//   loads issued with the K loads; 17: HEADS_FIRST, workgroup ids KV head fastest
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // Per step, key group g takes keys step + b * G + g (b < BATCH, G key groups), so that
 // neighbouring groups read neighbouring rows:
@@ -67,59 +68,11 @@ layout(constant_id = 17) const bool HEADS_FIRST = false;  // workgroup ids: kv h
 const uint G = WG / LANES;  // key groups
 const uint KE = K_PIECES * K_EPL, VE = V_PIECES * V_EPL;  // elements per invocation
 
-layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
-layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
-layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
-layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
-layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
-layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
-layout(std430, binding = 2) readonly buffer V { uint v_words[]; };
-layout(std430, binding = 2) readonly buffer V2 { uvec2 v_words2[]; };
-layout(std430, binding = 2) readonly buffer V4 { uvec4 v_words4[]; };
-layout(std430, binding = 3) writeonly buffer O { float out_[]; };
-layout(std430, binding = 4) readonly buffer M { float mask[]; };
-layout(std430, binding = 5) readonly buffer Meta { int meta[]; };
-layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
-#include "attn_meta.glsl"
-
-#define TL_ALIGNED false
-#define TL_WORDS q_words
-#define TL_WORDS2 q_words2
-#define TL_WORDS4 q_words4
-#define TL_TYPE (Q_F16 ? 1u : 0u)
-#define TL_SCALES 0u
-#define TL_FN load_q
-#include "tensor_load.glsl"
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#define TL_ALIGNED K_ALIGNED
-#define TL_WORDS k_words
-#define TL_WORDS2 k_words2
-#define TL_WORDS4 k_words4
-#define TL_TYPE K_TYPE
-#define TL_SCALES pc.k_scales
-#define TL_FN load_k
-#include "tensor_load.glsl"
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#define TL_ALIGNED V_ALIGNED
-#define TL_WORDS v_words
-#define TL_WORDS2 v_words2
-#define TL_WORDS4 v_words4
-#define TL_TYPE V_TYPE
-#define TL_SCALES pc.v_scales
-#define TL_FN load_v
-#include "tensor_load.glsl"
+#define ATTN_Q_ALIGNED false
+#define ATTN_K_ALIGNED K_ALIGNED
+#define ATTN_V_ALIGNED V_ALIGNED
+#include "attn_inputs.glsl"
+#include "attn_online.glsl"
 
 #include "attn_rows.glsl"
 #include "attn_visible.glsl"
@@ -277,14 +230,7 @@ void main() {
     // sum of exponentials and sums of p * v over its elements.
     float m[ROWS], l[ROWS];
     vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
-    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-        m[r] = -3.4028234663852886e38;
-        l[r] = 0.0;
-        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
-            acc_lo[r][p] = vec4(0.0);
-            acc_hi[r][p] = vec4(0.0);
-        }
-    }
+    ONLINE_INIT(m, l, acc_lo, acc_hi)
 
     const uint j_begin = split * pc.keys_per_split;
     const uint j_end = min(j_begin + pc.keys_per_split, key_bound(seq0));  // the occupancy bound
@@ -365,11 +311,7 @@ void main() {
             const float m_new = max(m[r], step_max);
             const float rescale = exp(m[r] - m_new);
             m[r] = m_new;
-            l[r] *= rescale;
-            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
-                acc_lo[r][p] *= rescale;
-                acc_hi[r][p] *= rescale;
-            }
+            ONLINE_RESCALE(r, rescale, l, acc_lo, acc_hi)
             [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
                 const float pr = exp(prob[b * ROWS + r] - m_new);
                 prob[b * ROWS + r] = pr;

@@ -59,18 +59,6 @@ layout(constant_id = 8) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = 9) const bool S_VEC4 = false;  // n_keys % 4 == 0 (KEYS is 4 or 8)
 layout(constant_id = 10) const uint SG = 8;  // VKATTN_SHUFFLE: the (required) subgroup size
 
-#ifdef VKATTN_TEXEL
-layout(binding = 0) uniform usamplerBuffer q_texels;
-layout(binding = 1) uniform usamplerBuffer k_texels;
-#define TL_TEXELS q_texels
-#else
-layout(std430, binding = 0) readonly buffer Q { uint q_words[]; };
-layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_words2[]; };
-layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_words4[]; };
-layout(std430, binding = 1) readonly buffer K { uint k_words[]; };
-layout(std430, binding = 1) readonly buffer K2 { uvec2 k_words2[]; };
-layout(std430, binding = 1) readonly buffer K4 { uvec4 k_words4[]; };
-#endif
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 2) writeonly buffer S4 { vec4 scores4[]; };
 layout(std430, binding = 3) readonly buffer M { float mask[]; };
@@ -78,36 +66,12 @@ layout(std430, binding = 4) readonly buffer Meta { int meta[]; };
 layout(std430, binding = 5) readonly buffer KeyPos { int kpos[]; };
 #include "attn_meta.glsl"
 
-// q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies.
-#define TL_ALIGNED VEC
-#define TL_WORDS q_words
-#define TL_WORDS2 q_words2
-#define TL_WORDS4 q_words4
-#define TL_TYPE (Q_F16 ? 1u : 0u)
-#define TL_SCALES 0u
-#define TL_FN load_q
-#include "tensor_load.glsl"
-
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
-#ifdef VKATTN_TEXEL
-#undef TL_TEXELS
-#define TL_TEXELS k_texels
-#endif
-// k rows start on 16 bytes when VEC (see spec 5).
-#define TL_ALIGNED VEC
-#define TL_WORDS k_words
-#define TL_WORDS2 k_words2
-#define TL_WORDS4 k_words4
-#define TL_TYPE K_TYPE
-#define TL_SCALES pc.k_scales
-#define TL_FN load_k
-#include "tensor_load.glsl"
+// q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies; k rows start
+// on 16 bytes when VEC (see spec 5).
+#define ATTN_Q_ALIGNED VEC
+#define ATTN_K_ALIGNED VEC
+#define ATTN_NO_V
+#include "attn_inputs.glsl"
 
 // With texel reads the query values are fetched where they are used (on CPU devices a
 // shared-memory read costs a loop over lanes, a texel fetch a few vector loads); the
@@ -121,33 +85,23 @@ const bool Q_DIRECT = false;
 #include "attn_visible.glsl"
 shared vec4 q_tile[Q_VEC4];
 #include "attn_rope_read.glsl"
+#include "attn_dot.glsl"
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint n_lanes = gl_WorkGroupSize.x;
     read_meta_offsets();
-    uint wg = wg_linear_id();
-    const uint key_tile = wg % pc.key_tiles;
-    wg /= pc.key_tiles;
-    const uint row_tile = wg % pc.row_tiles;
-    const uint kv_head = wg / pc.row_tiles;
-    if (kv_head * pc.group >= pc.n_heads) {
+    uint key_tile, kv_head, row0, n_rows;
+    if (!tile_place(pc.key_tiles, key_tile, kv_head, row0, n_rows)) {
         return;  // whole workgroup: uniform
     }
     const uint d4 = (pc.head_dim + 3u) / 4u;
-    const uint row0 = row_tile * pc.rows_per_wg;
-    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
 
     // Where each row starts in q, its token's position and sequence (rows past the tile
     // repeat the last one: their results are never written).
     uint tok[ROWS], head[ROWS], q_row[ROWS];
     int q_pos[ROWS], q_seq[ROWS];
-    tile_rows(row0, n_rows, kv_head, tok, head);
-    for (uint r = 0u; r < ROWS; ++r) {
-        q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
-        q_pos[r] = meta[off_q_pos + tok[r]];
-        q_seq[r] = meta[off_q_seq + tok[r]];
-    }
+    tile_queries(row0, n_rows, kv_head, tok, head, q_row, q_pos, q_seq);
     // With cache keys a tile holds one sequence's rows and reads that sequence's keys.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
     if (pc.skip_past_bound != 0u && key_tile * n_lanes * KEYS >= key_bound(seq0)) {
@@ -196,8 +150,8 @@ void main() {
 
     // 3. Dot products: a ROWS x KEYS block per invocation, so each query value read from
     //    shared memory serves KEYS keys. Keys past n_keys read key 0 (results unused).
-    float acc[ROWS * KEYS];
-    for (uint i = 0u; i < ROWS * KEYS; ++i) {
+    float acc[ROWS_KEYS];
+    for (uint i = 0u; i < ROWS_KEYS; ++i) {
         acc[i] = 0.0;
     }
     uint k_row[KEYS];
@@ -256,12 +210,7 @@ void main() {
                     qb = uintBitsToFloat(subgroupShuffle(held[(n0 + 1u) / SG], (n0 + 1u) % SG));
                 }
 #else
-                if (Q_DIRECT) {
-                    load_q_8(q_row[r] + 8u * c, q_row[r] + pc.head_dim, qa, qb);
-                } else {
-                    qa = q_tile[r * d4 + 2u * c];
-                    qb = q_tile[r * d4 + 2u * c + 1u];
-                }
+                query8(q_row[r], r, c, d4, qa, qb);
 #endif
                 for (uint i = 0u; i < KEYS; ++i) {
                     acc[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], acc[r * KEYS + i]));
@@ -271,26 +220,12 @@ void main() {
     } else if (VEC) {
         const uint n4 = work ? d4 : 0u;
         for (uint c = 0u; c < n4; ++c) {
-            vec4 a[KEYS];
-            for (uint i = 0u; i < KEYS; ++i) {
-                a[i] = load_k_4(k_row[i] + 4u * c, k_row[i] + pc.head_dim);
-            }
-            for (uint r = 0u; r < ROWS; ++r) {
-                const vec4 qa = Q_DIRECT ? load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim) : q_tile[r * d4 + c];
-                for (uint i = 0u; i < KEYS; ++i) {
-                    acc[r * KEYS + i] = fma_dot(qa, a[i], acc[r * KEYS + i]);
-                }
-            }
+            dot_step4(k_row, q_row, c, d4, acc);
         }
     } else {
         const uint n = work ? pc.head_dim : 0u;
         for (uint d = 0u; d < n; ++d) {
-            for (uint i = 0u; i < KEYS; ++i) {
-                const float a = load_k_1(k_row[i] + d);
-                for (uint r = 0u; r < ROWS; ++r) {
-                    acc[r * KEYS + i] += (Q_DIRECT ? load_q_1(q_row[r] + d) : q_tile[r * d4 + d / 4u][d & 3u]) * a;
-                }
-            }
+            dot_step1(k_row, q_row, d, d4, acc);
         }
     }
 

@@ -62,7 +62,7 @@ layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
 #endif
 
 // One row's partial sums per key group, summed by group 0.
-shared vec4 partial[WG_SIZE * 2u];
+#include "attn_key_groups.glsl"
 
 #include "attn_rows.glsl"
 
@@ -78,15 +78,7 @@ shared vec4 partial[WG_SIZE * 2u];
 #define TL_SCALES 0u
 #define TL_FN load_p
 #include "tensor_load.glsl"
-#undef TL_ALIGNED
-#undef TL_WORDS
-#undef TL_WORDS2
-#undef TL_WORDS4
-#undef TL_TYPE
-#undef TL_SCALES
-#undef TL_FN
 #ifdef VKATTN_TEXEL
-#undef TL_TEXELS
 #define TL_TEXELS v_texels
 #endif
 
@@ -103,16 +95,10 @@ void main() {
     const uint lanes = gl_WorkGroupSize.x / KEY_GROUPS;  // invocations per v row
     const uint lane = gl_LocalInvocationID.x % lanes;     // dims EPL lane .. EPL lane + EPL - 1
     const uint key_group = gl_LocalInvocationID.x / lanes;
-    uint wg = wg_linear_id();
-    const uint split = wg % pc.key_splits;
-    wg /= pc.key_splits;
-    const uint row_tile = wg % pc.row_tiles;
-    const uint kv_head = wg / pc.row_tiles;
-    if (kv_head * pc.group >= pc.n_heads) {
+    uint split, kv_head, row0, n_rows;
+    if (!tile_place(pc.key_splits, split, kv_head, row0, n_rows)) {
         return;  // whole workgroup: uniform
     }
-    const uint row0 = row_tile * pc.rows_per_wg;
-    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
 
     // Where each row's probabilities start; rows past the tile repeat the last row, so the
     // loop needs no bounds check (their sums are not written).
@@ -192,16 +178,8 @@ void main() {
             break;  // uniform
         }
         if (KEY_GROUPS > 1u) {
-            partial[2u * gl_LocalInvocationID.x] = acc_lo[r];
-            partial[2u * gl_LocalInvocationID.x + 1u] = acc_hi[r];
-            barrier();
-            if (key_group == 0u) {
-                for (uint g = 1u; g < KEY_GROUPS; ++g) {
-                    acc_lo[r] += partial[2u * (g * lanes + lane)];
-                    acc_hi[r] += partial[2u * (g * lanes + lane) + 1u];
-                }
-            }
-            barrier();
+            float no_l = 0.0;
+            sum_key_groups(gl_LocalInvocationID.x, lane, lanes, key_group, acc_lo[r], acc_hi[r], no_l);
         }
         if (key_group == 0u) {
             const uint o = split * pc.out_split_stride + (tok[r] * pc.n_heads + head[r]) * pc.head_dim + EPL * lane;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages vkattn needs to build, test and run on a machine without
 # a GPU (Mesa's lavapipe is the Vulkan device there). Only missing packages are
-# installed; nothing happens when all are present.
+# installed; nothing happens when all are present. It also puts the copy-paste checker
+# (jscpd, from the npm registry) under .tools/.
 set -euo pipefail
 
 packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spirv-tools
@@ -12,14 +13,27 @@ packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spir
 packages+=(python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-torch
            python3-matplotlib)
 
+# The copy-paste check (tools/check-duplicates.sh) runs jscpd from the npm registry: Node
+# and npm from Debian unless the machine has them already (from any source).
+command -v npm > /dev/null || packages+=(nodejs npm)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "installing: ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# jscpd, pinned, into the checkout (.tools/ is ignored by git).
+jscpd_version=4.0.5
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -x "$here/.tools/jscpd/node_modules/.bin/jscpd" ] ||
+   ! grep -q "\"version\": \"$jscpd_version\"" "$here/.tools/jscpd/node_modules/jscpd/package.json" 2>/dev/null; then
+  echo "installing: jscpd $jscpd_version (npm)"
+  npm install --prefix "$here/.tools/jscpd" --no-audit --no-fund --silent "jscpd@$jscpd_version"
+fi

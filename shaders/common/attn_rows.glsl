@@ -7,6 +7,21 @@
 #ifndef VKATTN_ATTN_ROWS_GLSL
 #define VKATTN_ATTN_ROWS_GLSL
 
+// Where this workgroup sits in a folded grid of n_kv_heads x row_tiles x |inner_count|
+// workgroups (|inner| fastest: its key split or key tile): its KV head and its tile's first
+// row and row count. False past the grid's end, where the whole workgroup returns.
+// Needs pc.row_tiles, pc.rows_per_wg, pc.n_tokens and pc.n_heads too.
+bool tile_place(uint inner_count, out uint inner, out uint kv_head, out uint row0, out uint n_rows) {
+    uint wg = wg_linear_id();
+    inner = wg % inner_count;
+    wg /= inner_count;
+    const uint row_tile = wg % pc.row_tiles;
+    kv_head = wg / pc.row_tiles;
+    row0 = row_tile * pc.rows_per_wg;
+    n_rows = kv_head * pc.group < pc.n_heads ? min(pc.rows_per_wg, pc.n_tokens * pc.group - row0) : 0u;
+    return n_rows != 0u;
+}
+
 void tile_rows(uint row0, uint n_rows, uint kv_head, out uint token[ROWS], out uint head[ROWS]) {
     uint t = row0 / pc.group;
     uint i = row0 - t * pc.group;

@@ -35,4 +35,16 @@ float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float
     return s;
 }
 
+// A tile's rows (attn_rows.glsl) with where each starts in q and its token's position and
+// sequence (attn_meta.glsl).
+void tile_queries(uint row0, uint n_rows, uint kv_head, out uint tok[ROWS], out uint head[ROWS], out uint q_row[ROWS],
+                  out int q_pos[ROWS], out int q_seq[ROWS]) {
+    tile_rows(row0, n_rows, kv_head, tok, head);
+    for (uint r = 0u; r < ROWS; ++r) {
+        q_row[r] = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
+        q_pos[r] = meta[off_q_pos + tok[r]];
+        q_seq[r] = meta[off_q_seq + tok[r]];
+    }
+}
+
 #endif

@@ -2,7 +2,8 @@
 // q4_0 codes followed by their f16 scales (src/common/quant.hpp has the layout).
 // Included once per binding with TL_TYPE a uint constant (0 f32, 1 f16, 2 q8_0, 3 q4_0),
 // TL_SCALES the word where a quantized tensor's scales start (an expression; unused
-// otherwise), TL_FN the prefix of the functions it defines (no include guard), and either
+// otherwise), TL_FN the prefix of the functions it defines (no include guard; it
+// undefines its parameters at the end, ready for the next binding's), and either
 //   TL_TEXELS: the binding as a usamplerBuffer of 16-byte texels (R32G32B32A32_UINT), or
 //   TL_WORDS (uint[]), TL_WORDS2 (uvec2[]) and TL_WORDS4 (uvec4[]): its storage-buffer views.
 // The functions:
@@ -168,3 +169,12 @@ vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
     }
     return uintBitsToFloat(raw);
 }
+
+#undef TL_TEXELS
+#undef TL_ALIGNED
+#undef TL_WORDS
+#undef TL_WORDS2
+#undef TL_WORDS4
+#undef TL_TYPE
+#undef TL_SCALES
+#undef TL_FN

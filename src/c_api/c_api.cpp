@@ -275,6 +275,21 @@ void download_into(const char* fn, const vkattn_tensor* tensor, T* data, size_t 
   const std::vector<T> values = download(t);
   std::copy(values.begin(), values.end(), data);
 }
+
+// Uploads the caller's |count| values: the tensor's numel (checked here, so that the
+// message names the C parameter).
+template <class T>
+vkattn_status upload_from(const char* fn, vkattn_backend* backend, vkattn_tensor* tensor, const T* data, size_t count) {
+  return guarded([&] {
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    vkattn::Tensor& t = need(fn, "tensor", tensor).impl;
+    const std::span<const T> values = array(fn, "data", data, count);
+    if (count != t.numel()) {
+      throw InvalidArgument(fn, "count", std::to_string(count), "tensor numel = " + std::to_string(t.numel()));
+    }
+    b.upload(t, values);
+  });
+}
 }  // namespace
 
 extern "C" {
@@ -406,12 +421,9 @@ vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape,
                                    vkattn_tensor** tensor) {
   const char* fn = "vkattn_tensor_create";
   return guarded([&] {
-    need(fn, "tensor", tensor) = nullptr;
-    vkattn_backend& b = need(fn, "backend", backend);
-    const auto dims = array(fn, "shape", shape, rank);
-    auto t = std::make_unique<vkattn_tensor>();
-    t->impl = b.impl->tensor(vkattn::Shape(dims.begin(), dims.end()), static_cast<vkattn::DType>(dtype));
-    *tensor = t.release();
+    new_tensor(fn, backend, shape, rank, tensor, [&](vkattn_backend& b, vkattn::Shape s) {
+      return b.impl->tensor(std::move(s), static_cast<vkattn::DType>(dtype));
+    });
   });
 }
 
@@ -444,17 +456,11 @@ vkattn_status vkattn_tensor_numel(const vkattn_tensor* tensor, size_t* numel) {
 }
 
 vkattn_status vkattn_upload_f32(vkattn_backend* backend, vkattn_tensor* tensor, const float* data, size_t count) {
-  const char* fn = "vkattn_upload_f32";
-  return guarded([&] {
-    need(fn, "backend", backend).impl->upload(need(fn, "tensor", tensor).impl, array(fn, "data", data, count));
-  });
+  return upload_from("vkattn_upload_f32", backend, tensor, data, count);
 }
 
 vkattn_status vkattn_upload_i32(vkattn_backend* backend, vkattn_tensor* tensor, const int32_t* data, size_t count) {
-  const char* fn = "vkattn_upload_i32";
-  return guarded([&] {
-    need(fn, "backend", backend).impl->upload(need(fn, "tensor", tensor).impl, array(fn, "data", data, count));
-  });
+  return upload_from("vkattn_upload_i32", backend, tensor, data, count);
 }
 
 vkattn_status vkattn_download_f32(vkattn_backend* backend, const vkattn_tensor* tensor, float* data, size_t count) {

@@ -72,6 +72,19 @@ std::span<const T> array(const char* function, const char* param, const T* p, st
   return p ? std::span<const T>(p, static_cast<std::size_t>(n)) : std::span<const T>();
 }
 
+// *tensor = a new handle for what |make| returns given the backend and the shape; NULL
+// first, so that it stays NULL on an error.
+template <class Make>
+void new_tensor(const char* fn, vkattn_backend* backend, const std::size_t* shape, std::size_t rank,
+                vkattn_tensor** tensor, Make&& make) {
+  need(fn, "tensor", tensor) = nullptr;
+  vkattn_backend& b = need(fn, "backend", backend);
+  const auto dims = array(fn, "shape", shape, rank);
+  auto t = std::make_unique<vkattn_tensor>();
+  t->impl = make(b, vkattn::Shape(dims.begin(), dims.end()));
+  *tensor = t.release();
+}
+
 // The size of each struct's first version: callers built against it stay supported. When
 // a field is appended to a struct, pin its entry here to the old sizeof.
 template <class T>

@@ -88,13 +88,9 @@ vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer buffer, VkDev
                                  const size_t* shape, size_t rank, vkattn_dtype dtype, vkattn_tensor** tensor) {
   const char* fn = "vkattn_tensor_wrap";
   return guarded([&] {
-    need(fn, "tensor", tensor) = nullptr;
-    vkattn_backend& b = need(fn, "backend", backend);
-    const auto dims = array(fn, "shape", shape, rank);
-    auto t = std::make_unique<vkattn_tensor>();
-    t->impl = vkattn::wrap(*b.impl, buffer, offset, size_bytes, vkattn::Shape(dims.begin(), dims.end()),
-                           static_cast<vkattn::DType>(dtype));
-    *tensor = t.release();
+    new_tensor(fn, backend, shape, rank, tensor, [&](vkattn_backend& b, vkattn::Shape s) {
+      return vkattn::wrap(*b.impl, buffer, offset, size_bytes, std::move(s), static_cast<vkattn::DType>(dtype));
+    });
   });
 }
 

@@ -145,6 +145,25 @@ struct AttnMeta {
 };
 AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {},
                    std::uint32_t extra = 0);
+// The fused kernels' push constants (attn_fused, attn_fused_coalesced, attn_decode): q's
+// shape, the keys and values, the checked options, and the kernel's plan.
+struct FusedPlan {
+  std::uint32_t rows = 0, row_tiles = 0, splits = 1, keys_per_split = 0;
+  std::uint64_t ml_offset = 0;         // the splits' (max, sum) pairs in the output scratch
+  std::uint32_t counter_offset = 0;    // attn_decode's merge counters in meta
+};
+shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values,
+                                     const ScoresParams& p, const AttnMeta& meta, bool has_mask, bool has_sinks,
+                                     const FusedPlan& plan);
+// attn_fused's and attn_fused_coalesced's dispatch |d| finished: its bindings (q, k, v
+// through texel views with |texel|, |dst|, the mask, meta, the key positions), push
+// constants and grid (base_groups x splits), then the combine pass into |out| when the
+// keys are split.
+Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q,
+                        const KeySource& keys, const KeySource& values, std::shared_ptr<TensorImpl> dst,
+                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                        const std::vector<float>& sinks, const AttnMeta& meta, bool texel, const FusedPlan& plan,
+                        std::uint64_t base_groups);
 // A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
 // how many such groups fill a workgroup of about |target| invocations (at least one).
 struct VRowGroups {

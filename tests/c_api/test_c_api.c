@@ -432,7 +432,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_tensor_create(cpu, shape2, 2, VKATTN_DTYPE_F32, &rank2));
   EXPECT_STATUS(E, "vkattn: rope: x.shape = [2, 16]; valid: rank 3", vkattn_cmd_rope(list, rank2, pos, 2, NULL));
   EXPECT_STATUS(E, "positions.size() = 1", vkattn_cmd_rope(list, x, pos, 1, NULL));
-  EXPECT_STATUS(E, "data.size() = 3", vkattn_upload_f32(cpu, x, (const float[3]){0}, 3));
+  EXPECT_STATUS(E, "vkattn_upload_f32: count = 3; valid: tensor numel", vkattn_upload_f32(cpu, x, (const float[3]){0}, 3));
   out = x;  /* a failed create sets its result to NULL */
   EXPECT_STATUS(E, "shape[1] = 0", vkattn_tensor_create(cpu, (const size_t[]){2, 0}, 2, 0, &out));
   CHECK(out == NULL);

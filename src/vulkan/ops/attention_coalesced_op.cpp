@@ -154,24 +154,9 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4,
             tune.early == 2 ? 1u : tune.early, tune.heads_first}};
   d.key.subgroup_size = sg;
-  const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
-  const Binding key_pos = key_positions(params, keys, p);
-  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
-                tensor_binding(values.tensor, false), tensor_binding(dst, true), std::move(mask_binding),
-                meta.binding, key_pos};
-  d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
-                                     keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
-                                     static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
-                                     p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
-                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u, p.chunk,
-                                     p.window_symmetric ? 1u : 0u});
-  d.groups = base_groups * splits;
-  Dispatches ds;
-  ds.push_back(std::move(d));
-  if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));
-  return ds;
+  return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out),
+                      std::move(mask), p, sinks, meta, false, {rows, row_tiles, u32(splits), keys_per_split, ml_offset},
+                      base_groups);
 }
 
 }  // namespace vkattn::detail

@@ -192,17 +192,12 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
-  const std::uint32_t bound = keys.meta_stride != 0 ? keys.bound : 0u;
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
                 tensor_binding(values.tensor, false), out_binding, std::move(mask_binding), meta.binding, key_pos,
                 partials};
-  const shader::AttnFusedParams pc{n_tokens, n_heads, n_keys, head_dim, group, plan.rows, row_tiles, u32(splits),
-                                   keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
-                                   static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
-                                   p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, 0u,
-                                   sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                   values.scales, bound, meta.extra_offset, p.chunk,
-                                   p.window_symmetric ? 1u : 0u};
+  const shader::AttnFusedParams pc =
+      fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(),
+                   {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset});
   d.set_push(pc);
   d.groups = base_groups * splits;
   Dispatches ds;

@@ -124,24 +124,42 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
            {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type,
             head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
             keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
+  return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out),
+                      std::move(mask), p, sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset},
+                      base_groups);
+}
+
+Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q,
+                        const KeySource& keys, const KeySource& values, std::shared_ptr<TensorImpl> dst,
+                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                        const std::vector<float>& sinks, const AttnMeta& meta, bool texel, const FusedPlan& plan,
+                        std::uint64_t base_groups) {
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
+  d.set_push(fused_params(q->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan));
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
                 tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
                 meta.binding, key_pos};
-  d.set_push(shader::AttnFusedParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, u32(splits),
-                                     keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
-                                     static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u,
-                                     p.window, has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, keys_per_split,
-                                     sinks.empty() ? 0u : 1u, u32(ml_offset), meta.rotary_dim, keys.scales,
-                                     values.scales, keys.meta_stride != 0 ? keys.bound : 0u, 0u, p.chunk,
-                                     p.window_symmetric ? 1u : 0u});
-  d.groups = base_groups * splits;
+  d.groups = base_groups * plan.splits;
   Dispatches ds;
   ds.push_back(std::move(d));
-  if (splits > 1) ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, u32(splits), ml_offset));
+  if (plan.splits > 1) {
+    ds.push_back(fused_combine_dispatch(ctx, params, dst, std::move(out), sinks, plan.splits, plan.ml_offset));
+  }
   return ds;
+}
+
+shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values,
+                                     const ScoresParams& p, const AttnMeta& meta, bool has_mask, bool has_sinks,
+                                     const FusedPlan& plan) {
+  const std::uint32_t n_heads = u32(q_shape[1]);
+  return {u32(q_shape[0]), n_heads, keys.n_keys, u32(q_shape[2]), n_heads / keys.n_kv_heads, plan.rows, plan.row_tiles,
+          plan.splits, keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
+          static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
+          has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, plan.keys_per_split, has_sinks ? 1u : 0u,
+          u32(plan.ml_offset), meta.rotary_dim, keys.scales, values.scales, keys.meta_stride != 0 ? keys.bound : 0u,
+          plan.counter_offset, p.chunk, p.window_symmetric ? 1u : 0u};
 }
 
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
