@@ -82,14 +82,19 @@ TEST(Quant, Q4BlockByHand) {
 TEST(Quant, ZeroAndTinyBlocks) {
   for (DType dtype : {DType::q8_0, DType::q4_0}) {
     std::array<float, 32> x{};
+    // q4_0's d = max / -8 is -0.0 for zeros: ggml stores f16 0x8000 there.
+    const std::uint16_t zero = dtype == DType::q4_0 ? 0x8000u : 0u;
     Block b = quantize(dtype, x);
-    EXPECT_EQ(b.scale, 0u) << to_string(dtype);
+    EXPECT_EQ(b.scale, zero) << to_string(dtype);
     for (std::size_t i = 0; i < kQuantBlock; ++i) {
       EXPECT_EQ(dtype == DType::q8_0 ? q8_code(b, i) : static_cast<std::int32_t>(q4_code(b, i)),
                 dtype == DType::q8_0 ? 0 : 8);
     }
     // A scale that would be subnormal in f32 is 0 (GPUs may flush subnormals).
     x.fill(9e-38f);  // normal, but |x| / 127 and |x| / 8 are not
+    b = quantize(dtype, x);
+    EXPECT_EQ(b.scale, zero) << to_string(dtype);
+    x.fill(-9e-38f);  // q4_0: d = +tiny, 0 with its sign
     b = quantize(dtype, x);
     EXPECT_EQ(b.scale, 0u) << to_string(dtype);
   }

@@ -124,8 +124,8 @@ class VKATTN_API CommandList {
   // out [n_tokens, n_heads, head_dim] f32 = probs x v, per head's kv head.
   void attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out);
 
-  // Writes each token's key and value (k, v: [n_tokens, n_kv_heads, head_dim], f32 or f16,
-  // converted to the cache's dtype) into slot(position) of its sequence, one dispatch for
+  // Writes each token's key and value (k, v: [n_tokens, n_kv_heads, head_dim], both f32 or
+  // both f16, converted to the cache's dtype) into slot(position) of its sequence, one dispatch for
   // any mix of sequences. seq_ids may be empty only for a one-sequence cache. Each sequence's tokens must
   // have consecutive positions continuing at next_position(seq), in order. On a bad
   // argument nothing changes. The cache's bookkeeping advances when the append is

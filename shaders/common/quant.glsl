@@ -70,7 +70,8 @@ uint quantize_block(bool Q4, float x[32], out uint words[8]) {
                 m = x[i];
             }
         }
-        d = amax >= 9.4039548e-38 ? m * -0.125 : 0.0;  // 2^-123: |d| stays normal
+        // 2^-123: |d| stays normal; else 0 with d's sign, -0.0 for zeros (0 / -8, as ggml).
+        d = amax >= 9.4039548e-38 ? m * -0.125 : (m >= 0.0 ? uintBitsToFloat(0x80000000u) : 0.0);
     } else {
         float amax = 0.0;
         for (uint i = 0u; i < QUANT_BLOCK; ++i) {

@@ -35,7 +35,8 @@ inline std::size_t quant_words(std::size_t n, DType d) {
 }
 
 // Largest |x| (q8_0) or the signed value of largest |x|, the first one on ties (q4_0), of
-// 32 values; the scale d ggml derives from it, or 0 when d would be subnormal.
+// 32 values; the scale d ggml derives from it, or 0 when d would be subnormal (q4_0: 0 with
+// d's sign, so that a block of zeros stores -0.0 = 0 / -8, byte for byte as ggml does).
 inline float q8_0_scale(std::span<const float, kQuantBlock> x) {
   float amax = 0.0f;
   for (float v : x) amax = std::max(amax, std::fabs(v));
@@ -51,7 +52,7 @@ inline float q4_0_scale(std::span<const float, kQuantBlock> x) {
     }
   }
   const float d = max / -8.0f;
-  return std::fpclassify(d) == FP_NORMAL ? d : 0.0f;
+  return std::fpclassify(d) == FP_NORMAL ? d : std::copysign(0.0f, d);
 }
 
 // Quantizes one block into |codes| (8 words for q8_0, 4 for q4_0) and returns the f16 bits

@@ -61,9 +61,11 @@ cmake --build "$work/add_subdirectory" -j"$jobs" > /dev/null
 "$work/add_subdirectory/consumer"
 
 step "the C API's test, C11, through pkg-config"
-cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/c_api/test_c_api.c" -o "$work/test_c_api" \
-  $(pkg-config --cflags --libs $static_flag vkattn) -lm
-"$work/test_c_api"
+for t in test_c_api test_c_api_errors; do
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/c_api/$t.c" -o "$work/$t" \
+    $(pkg-config --cflags --libs $static_flag vkattn) -lm
+  "$work/$t"
+done
 
 if [ $shared = ON ]; then
   step "exported symbols"

@@ -15,7 +15,6 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kMaxRows = 8;          // query rows per tile (a GQA group of up to 8)
 constexpr std::uint32_t kMaxLiveFloats = 32;   // query (and accumulator) floats per invocation
 constexpr std::uint32_t kBatch = 4;            // keys per key group per step: loads in flight
 constexpr std::uint32_t kWorkgroupsPerUnit = 4;

@@ -12,7 +12,6 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kMaxRows = 8;  // query rows per tile, as in the three stages
 
 // Keys per invocation when scoring: each query value read serves this many keys (the
 // scores kernel's register blocking). Tiles of up to 4 rows (decode) take 8, larger ones

@@ -15,7 +15,6 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kMaxRows = 8;  // query rows per tile: accumulators per invocation
 // Key splits (weighted sum, fused attention): when rows alone give fewer workgroups than
 // this (decode: one per KV head), the keys are split so that a large GPU has work for
 // every compute unit; each split covers at least kMinKeysPerSplit keys so that the second

@@ -1,0 +1,157 @@
+/* The C API's statuses and messages (built like test_c_api.c): every status C can
+ * provoke, each message naming the C function, the parameter, its value and the valid
+ * range. Exit status 0: passed; 1: failed; 77: no Vulkan device (skipped, unless
+ * VKATTN_REQUIRE_VULKAN=1). */
+#include "c_helpers.h"
+
+static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
+  const int E = VKATTN_ERROR_INVALID_ARGUMENT;
+  vkattn_tensor *x = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32), *out = NULL, *rank2 = NULL;
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(cpu, NULL, &list));
+  const int32_t pos[2] = {1, 2}, bad_pos[2] = {1, -3};
+  const size_t shape2[2] = {2, 16};
+
+  /* NULL handles and pointers. */
+  EXPECT_STATUS(E, "vkattn_cmd_rope: list = NULL", vkattn_cmd_rope(NULL, x, pos, 2, NULL));
+  EXPECT_STATUS(E, "vkattn_cmd_rope: x = NULL", vkattn_cmd_rope(list, NULL, pos, 2, NULL));
+  EXPECT_STATUS(E, "positions = NULL with count 2", vkattn_cmd_rope(list, x, NULL, 2, NULL));
+  EXPECT_STATUS(E, "vkattn_tensor_create: backend = NULL", vkattn_tensor_create(NULL, shape2, 2, 0, &out));
+  EXPECT_STATUS(E, "tensor = NULL", vkattn_tensor_create(cpu, shape2, 2, 0, NULL));
+  EXPECT_STATUS(E, "backend = NULL", vkattn_backend_create(VKATTN_BACKEND_CPU, NULL, NULL));
+  EXPECT_STATUS(E, "numel = NULL", vkattn_tensor_numel(x, NULL));
+  EXPECT_STATUS(E, "tokens = NULL", vkattn_cmd_attention(list, x, x, x, x, NULL, NULL, NULL));
+  EXPECT_STATUS(E, "cache = NULL", vkattn_kv_cache_reset(NULL, 0));
+  EXPECT_STATUS(E, "config = NULL", vkattn_kv_cache_create(cpu, NULL, &(vkattn_kv_cache*){NULL}));
+  EXPECT_STATUS(E, "data = NULL", vkattn_download_f32(cpu, x, NULL, 32));
+
+  /* Bad shapes and sizes: the C++ API's own messages. */
+  OK(vkattn_tensor_create(cpu, shape2, 2, VKATTN_DTYPE_F32, &rank2));
+  EXPECT_STATUS(E, "vkattn: rope: x.shape = [2, 16]; valid: rank 3", vkattn_cmd_rope(list, rank2, pos, 2, NULL));
+  EXPECT_STATUS(E, "positions.size() = 1", vkattn_cmd_rope(list, x, pos, 1, NULL));
+  EXPECT_STATUS(E, "vkattn_upload_f32: count = 3; valid: tensor numel", vkattn_upload_f32(cpu, x, (const float[3]){0}, 3));
+  out = x;  /* a failed create sets its result to NULL */
+  EXPECT_STATUS(E, "shape[1] = 0", vkattn_tensor_create(cpu, (const size_t[]){2, 0}, 2, 0, &out));
+  CHECK(out == NULL);
+  EXPECT_STATUS(E, "max_dims", vkattn_tensor_shape(x, &(size_t){0}, (size_t[2]){0}, 2));
+  EXPECT_STATUS(E, "count = 3", vkattn_download_f32(cpu, x, (float[3]){0}, 3));
+  vkattn_tensor_destroy(rank2);
+
+  /* Bad enum values. */
+  vkattn_rope_config rope;
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.layout = 9;
+  EXPECT_STATUS(E, "config.layout = 9", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.scaling = 42;
+  EXPECT_STATUS(E, "config.scaling = 42", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.mrope_layout = 1;
+  EXPECT_STATUS(E, "config->mrope_layout = 1; valid: 0 unless mrope_sections", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  rope.mrope_sections[0] = 1;
+  EXPECT_STATUS(E, "config.mrope.sections = {1, 0, 0} (sum 1)", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
+  EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
+  vkattn_attention_config ac;
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.path = 3;
+  vkattn_attention_tokens tok;
+  OK(vkattn_attention_tokens_init(&tok, sizeof tok));
+  tok.q_positions = pos, tok.n_q_positions = 2;
+  vkattn_tensor *k = tensor(cpu, 3, 1, 8, VKATTN_DTYPE_F32), *o = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32);
+  EXPECT_STATUS(E, "config.path = 3", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.softcap = 1.0, ac.softcap_order = 2;
+  EXPECT_STATUS(E, "config.softcap_order = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.causal = 2;
+  EXPECT_STATUS(E, "config->causal = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.temperature_scale = 0.1;
+  EXPECT_STATUS(E, "config->temperature_floor_scale = 0; valid: >= 1 when temperature_scale",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.temperature_floor_scale = 8192, ac.temperature_scale = 1.0 / 0.0;
+  EXPECT_STATUS(E, "config->temperature_scale = inf; valid: finite",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.window = 4, ac.window_type = 2;
+  EXPECT_STATUS(E, "config.window_type = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  vkattn_kv_cache_config cc;
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  vkattn_kv_cache* cache = NULL;
+  EXPECT_STATUS(E, "config.n_kv_heads = 0; valid: >= 1; required", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.n_kv_heads = 1, cc.head_dim = 8, cc.capacity = 4, cc.rope = 4;
+  EXPECT_STATUS(E, "config.rope = 4", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.rope = VKATTN_KV_ROPE_STORED, cc.dtype = VKATTN_DTYPE_I32;
+  EXPECT_STATUS(E, "config.dtype = i32", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.dtype = VKATTN_DTYPE_F32;
+  OK(vkattn_kv_cache_create(cpu, &cc, &cache));
+  EXPECT_STATUS(E, "flags = 2", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 2));
+
+  /* Out-of-range positions and sequences. */
+  EXPECT_STATUS(E, "positions[1] = -3; valid: [0, 2^31 - 1]", vkattn_cmd_rope(list, x, bad_pos, 2, NULL));
+  EXPECT_STATUS(E, "positions[0] = 5", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){5, 6, 7}, 3, NULL, 0, 0));
+  OK(vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 0));
+  OK(vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){3, 4, 5}, 3, NULL, 0, 0));
+  EXPECT_STATUS(E, "truncate: position = 9", vkattn_kv_cache_truncate(cache, 0, 9));
+  EXPECT_STATUS(E, "reset: seq = 1", vkattn_kv_cache_reset(cache, 1));
+  tok.q_positions = (const int32_t[]){1, 5};
+  EXPECT_STATUS(E, "tokens.q_positions[0] = 1", vkattn_cmd_attention_cache(list, x, cache, o, &tok, NULL, NULL));
+  tok.k_positions = pos, tok.n_k_positions = 2;
+  EXPECT_STATUS(E, "k_positions / k_seq_ids = given", vkattn_cmd_attention_cache(list, x, cache, o, &tok, NULL, NULL));
+
+  /* Struct sizes: uninitialised, too small, and a newer header's fields set. */
+  struct {
+    vkattn_attention_config config;
+    uint64_t newer_field;
+  } newer;
+  OK(vkattn_attention_config_init(&newer.config, sizeof newer));
+  CHECK(newer.config.struct_size == sizeof newer && newer.newer_field == 0);
+  OK(vkattn_cmd_attn_softmax(list, o, o, &newer.config)); /* unknown fields zero: accepted */
+  newer.newer_field = 1;
+  EXPECT_STATUS(E, "does not know the fields there", vkattn_cmd_attn_softmax(list, o, o, &newer.config));
+  ac.struct_size = 0;
+  EXPECT_STATUS(E, "config->struct_size = 0", vkattn_cmd_attn_softmax(list, o, o, &ac));
+  EXPECT_STATUS(E, "size = 4", vkattn_attention_config_init(&ac, 4));
+
+  /* Nothing was recorded by the failed calls; the list still runs. */
+  vkattn_command_stats stats;
+  OK(vkattn_command_list_stats(list, &stats, sizeof stats));
+  CHECK(stats.ops == 3); /* two appends and the softmax */
+  OK(vkattn_submit_and_wait(list));
+  CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
+
+  /* Device errors: no such device; a cache beyond the device's buffer range. */
+  vkattn_device_options dopt;
+  OK(vkattn_device_options_init(&dopt, sizeof dopt));
+  dopt.device = "no-such-gpu-anywhere";
+  vkattn_backend* none = NULL;
+  EXPECT_STATUS(VKATTN_ERROR_NO_DEVICE, "no-such-gpu-anywhere", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  CHECK(none == NULL);
+  dopt.device = NULL, dopt.validation = 3;
+  EXPECT_STATUS(E, "options->validation = 3", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  cc.n_kv_heads = 64, cc.head_dim = 256, cc.capacity = 1u << 20;
+  vkattn_kv_cache* huge = NULL;
+  EXPECT_STATUS(VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, "maxStorageBufferRange", vkattn_kv_cache_create(gpu, &cc, &huge));
+  CHECK(huge == NULL);
+
+  /* Status names; destroying NULL does nothing. */
+  CHECK(strcmp(vkattn_status_string(VKATTN_ERROR_DEVICE_LOST), "ERROR_DEVICE_LOST") == 0);
+  CHECK(strcmp(vkattn_status_string(VKATTN_ERROR_TIMEOUT), "ERROR_TIMEOUT") == 0);
+  CHECK(strcmp(vkattn_status_string(1000), "unknown status") == 0);
+  vkattn_backend_destroy(NULL), vkattn_tensor_destroy(NULL), vkattn_command_list_destroy(NULL);
+  vkattn_kv_cache_destroy(NULL), vkattn_device_list_destroy(NULL);
+
+  vkattn_kv_cache_destroy(cache);
+  vkattn_tensor_destroy(x), vkattn_tensor_destroy(k), vkattn_tensor_destroy(o);
+  vkattn_command_list_destroy(list);
+}
+
+int main(void) {
+  vkattn_backend *gpu = NULL, *cpu = NULL;
+  const int skip = open_backends(&gpu, &cpu);
+  if (skip) return skip;
+  test_errors(gpu, cpu);
+  return close_backends(gpu, cpu, "C API errors");
+}
