@@ -113,3 +113,19 @@ def test_mrope_matches_hugging_face(backend, interleaved):
     # The image's h and w matter: plain RoPE at t differs.
     plain = rope_rotate_half(f64(Q), thw[:, 0], thetas(D, 1e6))
     assert not np.allclose(q.numpy(), plain, atol=1e-3)
+
+
+def test_mrope_replay_takes_three_positions_per_token(backend):
+    """A rope op with M-RoPE replayed (set_tokens with [n_tokens, 3] positions) rotates as
+    Hugging Face's formula says for the new positions."""
+    mrope = vkattn.MRope(sections=[6, 5, 5], layout="interleaved")
+    q = backend.tensor(Q[:1])
+    step = backend.commands()
+    step.rope(q, np.zeros((1, 3), dtype=np.int32), mrope=mrope, base=1e6)
+    step.submit()
+    for thw in ([[3, 4, 5]], [[7, 7, 7]], [[9, 2, 30]]):
+        q.upload(Q[:1])  # the op rotates q in place
+        step.set_tokens(np.array(thw, dtype=np.int32))
+        step.submit()
+        want = rope_mrope_hf(f64(Q[:1]), np.array(thw), thetas(D, 1e6), [6, 5, 5], True)
+        assert_close(q.numpy(), want, 4e-6, 1e-6, f"replayed {thw}")
