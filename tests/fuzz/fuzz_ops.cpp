@@ -13,8 +13,9 @@
 //   InvalidArgument whose message names the op ("vkattn: <op>: ...") and record nothing.
 // Any other exception, a crash or a hang (submissions time out after 20 s) is a failure;
 // the validation layer must stay silent. VKATTN_FUZZ_ITERATIONS sets the count (default
-// 300; CI runs 5000 under AddressSanitizer and UndefinedBehaviorSanitizer). A failure
-// prints its seed: VKATTN_FUZZ_SEED=<seed> VKATTN_FUZZ_ITERATIONS=1 replays it.
+// 300; CI runs 5000 under AddressSanitizer and UndefinedBehaviorSanitizer), split between
+// two tests that ctest runs side by side. A failure prints its seed:
+// VKATTN_FUZZ_SEED=<seed> VKATTN_FUZZ_ITERATIONS=1 replays it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -96,9 +97,12 @@ void check_invalid(const InvalidCall& call, Backend& b, Backend& other, std::uin
   }
 }
 
-TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
-  const std::uint32_t iterations = env_number("VKATTN_FUZZ_ITERATIONS", 300);
-  const std::uint32_t first = env_number("VKATTN_FUZZ_SEED", 1);
+// Iterations [begin, end) of the VKATTN_FUZZ_ITERATIONS the run makes (iteration i: seed
+// VKATTN_FUZZ_SEED + i, the device's own limits when i is even).
+void fuzz_iterations(bool second_half) {
+  const std::uint32_t total = env_number("VKATTN_FUZZ_ITERATIONS", 300);
+  const std::uint32_t begin = second_half ? total / 2 : 0, iterations = second_half ? total - total / 2 : total / 2;
+  const std::uint32_t first = env_number("VKATTN_FUZZ_SEED", 1) + begin;
   // The device's own limits, and the Vulkan 1.1 minimums with every input read through
   // storage buffers (no texel views): between them, every kernel variant.
   DeviceOptions options = test::test_options();
@@ -123,7 +127,7 @@ TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
   for (std::uint32_t i = 0; i < iterations && tally.failures < 20; ++i) {
     const std::uint32_t seed = first + i;
     Rng rng(seed);
-    Backend& gpu = *gpus[i % 2];
+    Backend& gpu = *gpus[(begin + i) % 2];
     if (rng.chance(0.7)) {
       check_valid(random_valid_call(rng), *cpu, gpu, seed, tally);
     } else {
@@ -152,6 +156,11 @@ TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) {
     EXPECT_LT(tally.refused, tally.valid / 2);
   }
 }
+
+// The run in two halves, which ctest runs side by side: the same seeds, in half the time on
+// two cores.
+TEST(Fuzz, VulkanMatchesCpuAndBadCallsAreRefused) { fuzz_iterations(false); }
+TEST(Fuzz, SecondHalfOfTheIterations) { fuzz_iterations(true); }
 
 }  // namespace
 }  // namespace vkattn::fuzz
