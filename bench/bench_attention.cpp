@@ -20,9 +20,8 @@
 //
 // Each Vulkan case is first checked against the CPU reference (out: 2e-3 absolute; probs:
 // 1e-6 absolute + 1e-2 relative, and exactly 0 where the reference is 0, as the API
-// promises for keys a token cannot see). Ops the backend cannot run yet (Vulkan attention
-// throws Error(unsupported) until its kernels land), tensors larger than the device
-// allows, and mismatches skip the case with the reason.
+// promises for keys a token cannot see). Ops the backend refuses (Error(unsupported)),
+// tensors larger than the device allows, and mismatches skip the case with the reason.
 #include <algorithm>
 #include <array>
 #include <cmath>

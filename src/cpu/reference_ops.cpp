@@ -40,10 +40,6 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
   }
 }
 
-}  // namespace vkattn::ref
-
-namespace vkattn::ref {
-
 namespace {
 bool visible(const detail::ScoresParams& p, std::size_t t, std::size_t j) {
   return p.q_seq[t] == p.k_seq[j] && detail::position_visible(p, p.q_pos[t], p.k_pos[j]);

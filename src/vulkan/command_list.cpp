@@ -538,7 +538,6 @@ class VulkanCommandList final : public CommandListImpl {
     const VkAccessFlags access = options.dst_access_mask ? options.dst_access_mask
                                                          : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
     record_commands(*external_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage, access);
-    ++records_;
   }
 
   void read_timestamps() {
@@ -570,7 +569,6 @@ class VulkanCommandList final : public CommandListImpl {
   // were added: all live as long as the list, as the contract says (vulkan.hpp).
   std::shared_ptr<Encoded> external_;
   std::vector<std::shared_ptr<Encoded>> retired_;
-  std::size_t records_ = 0;
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;
   std::size_t encodings_ = 0;

@@ -200,21 +200,20 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 // when the keys are split across workgroups (few query rows, many keys): the first
 // writes each split's partial sums to |scratch|, the second adds them up.
 Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                                   std::shared_ptr<TensorImpl> probs, KeySource values,
-                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq,
-                                                   const StopAtBound* stop = nullptr);
-// CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
-// across workgroups (the second merges the splits from |scratch|); or the three stages on
-// a tensor from |temp|, as |path| says (AttentionPath).
+                                        std::shared_ptr<TensorImpl> probs, KeySource values,
+                                        std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq,
+                                        const StopAtBound* stop = nullptr);
 // An f32 tensor of |shape| for an op's intermediate results, which later ops of the same
 // list may be given again (the hazard tracking orders them).
 using TempShape = std::array<std::size_t, 3>;
 using TempFn = std::function<std::shared_ptr<TensorImpl>(const TempShape& shape)>;
+// CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
+// across workgroups (the second merges the splits from |scratch|); or the three stages on
+// a tensor from |temp|, as |path| says (AttentionPath).
 Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                           const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
-                                           KeySource values, std::shared_ptr<TensorImpl> out,
-                                           std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                           const std::vector<float>& sinks, AttentionPath path);
+                                const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                const ScoresParams& p, const std::vector<float>& sinks, AttentionPath path);
 // The merge of a fused attention whose keys were split: |partial| holds each split's sums
 // and, from word |ml_offset|, its (max, sum) pairs (attn_fused_combine.comp).
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,

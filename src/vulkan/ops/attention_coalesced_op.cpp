@@ -26,8 +26,8 @@ std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t d4, std::uint32_t w
 }
 
 // A developer's knob for tuning on a device at hand (docs/gpu.md):
-// VKATTN_TUNE_COALESCED="batch,workgroup,lanes,early" overrides the planned values
-// (0 keeps one).
+// VKATTN_TUNE_COALESCED="batch,workgroup,lanes,early,heads_first" overrides the planned
+// values (0 keeps one; early is 2, "planned", unless given).
 struct Tuning {
   std::uint32_t batch = 0, wg = 0, lanes = 0, early = 2, heads_first = 0;
 };
