@@ -139,21 +139,8 @@ struct CacheDecode {
 TEST_F(VulkanVsCpuTest, DecodeStopsAtTheOccupancyBound) {
   const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = CacheDecode::kKvHeads, .head_dim = CacheDecode::kDim,
                              .capacity = 48, .n_sinks = 2};
-  struct Family {
-    const char* name;
-    KernelShape shape;
-    AttentionPath path;
-    const char* env;
-  };
-  const Family families[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
-                             {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
-                             {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
-                             {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
-                             {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
-  for (const Family& f : families) {
-    DeviceOptions options = decode_options();
-    options.kernels = f.shape;
-    auto gpu = decode_backend(f.env, options);
+  for (const KernelFamily& f : kKernelFamilies) {
+    auto gpu = family_backend(f);
     CacheDecode g(*gpu, config), c(*cpu_, config);
     auto check = [&](std::int32_t pos, std::int32_t seq, const std::string& what) {
       EXPECT_TRUE(all_close(g.attend(pos, seq, f.path), c.attend(pos, seq, f.path), {1, 8, 64}, 1e-4, 1e-4))

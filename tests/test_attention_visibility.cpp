@@ -227,26 +227,8 @@ class CacheVisibility : public VulkanVsCpuTest, public ::testing::WithParamInter
 TEST_P(CacheVisibility, ReplayedDecodeUnderEveryKernelFamily) {
   constexpr std::size_t kHeads = 8, kKvHeads = 2, kDim = 64;
   const KvCacheConfig cache_config{.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40, .dtype = DType::f32};
-  struct Family {
-    const char* name;
-    KernelShape shape;
-    AttentionPath path;
-    const char* env;  // $VKATTN_DECODE
-  };
-  const Family families[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
-                             {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
-                             {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
-                             {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
-                             {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
-  for (const Family& f : families) {
-    DeviceOptions options = shape_options(f.shape);
-    options.cap_limits = uncapped();
-    options.cap_limits->compute_units = 1u << 20;
-    std::unique_ptr<Backend> gpu;
-    {
-      ScopedEnv decode("VKATTN_DECODE", f.env);
-      gpu = make_backend(BackendKind::vulkan, options);
-    }
+  for (const KernelFamily& f : kKernelFamilies) {
+    std::unique_ptr<Backend> gpu = family_backend(f);
     struct Side {
       Backend& b;
       KvCache cache;

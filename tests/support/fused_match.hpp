@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "support/attention_cases.hpp"
@@ -57,5 +58,30 @@ class ScopedEnv {
   const char* name_;
   std::string old_;
 };
+
+// Every kernel family attention over a cache can take, each forced on a Vulkan backend
+// planned for a device of very many compute units (so the GPU shape splits keys as far as
+// it can): the decode kernel (merged in the dispatch or by a second pass), the coalesced
+// kernel it replaced, the lane-per-key fused kernel and the three stages.
+struct KernelFamily {
+  const char* name;
+  KernelShape shape;
+  AttentionPath path;
+  const char* env;  // $VKATTN_DECODE
+};
+inline constexpr KernelFamily kKernelFamilies[] = {
+    {"decode", KernelShape::gpu, AttentionPath::fused, ""},
+    {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
+    {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
+    {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
+    {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
+
+inline std::unique_ptr<Backend> family_backend(const KernelFamily& f) {
+  DeviceOptions options = shape_options(f.shape);
+  options.cap_limits = uncapped();
+  options.cap_limits->compute_units = 1u << 20;
+  ScopedEnv decode("VKATTN_DECODE", f.env);
+  return make_backend(BackendKind::vulkan, options);
+}
 
 }  // namespace vkattn::test
