@@ -267,11 +267,14 @@ void decode_one_kv_head(benchmark::internal::Benchmark* bm) {
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
-// 512 tokens attending to themselves, and after 3584 earlier keys.
-void prefill_shapes(benchmark::internal::Benchmark* bm, bool with_4k) {
+// 512 tokens attending to themselves, and after 3584 earlier keys; with |with_4kx4k|
+// (the fused op only: three stages would need 2 GiB of scores) 4096 tokens attending to
+// themselves.
+void prefill_shapes(benchmark::internal::Benchmark* bm, bool with_4k, bool with_4kx4k = false) {
   bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
   bm->Args({512, 512, kHeads, kKvHeads, kDim, 0});
   if (with_4k) bm->Args({512, 4096, kHeads, kKvHeads, kDim, 0});
+  if (with_4kx4k) bm->Args({4096, 4096, kHeads, kKvHeads, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -302,9 +305,9 @@ BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_quantized, BackendKind:
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_quantized, BackendKind::vulkan, KernelShape::gpu)
     ->Apply(quantized_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true); });
+    ->Apply([](auto* bm) { prefill_shapes(bm, true, true); });
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true); });
+    ->Apply([](auto* bm) { prefill_shapes(bm, true, true); });
 // The CPU reference (plain loops, double accumulation) is slow: a fixed few runs. On a
 // 2-core x86-64 VM one run takes about 0.3 s (decode, 16k keys), 0.5 s (prefill 512) and
 // 9-10 s (prefill 512x4096), all under the ~20 s past which a case would be left out, so

@@ -50,10 +50,11 @@ run() {
       t = $col["real_time"]; unit = $col["time_unit"]
       if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
       err = ("error_message" in col) ? $col["error_message"] : ""
-      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s\n", label, $1, t,
+      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s %s\n", label, $1, t,
              ("kv_copy_ratio" in col) ? $col["kv_copy_ratio"] : "-",
              ("main_us" in col) ? $col["main_us"] : "-", ("merge_us" in col) ? $col["merge_us"] : "-",
-             ("occupancy_ratio" in col) ? $col["occupancy_ratio"] : "-", err
+             ("occupancy_ratio" in col) ? $col["occupancy_ratio"] : "-",
+             ("gflops" in col && $col["gflops"] != "") ? sprintf("%.3g TFLOP/s", $col["gflops"] / 1e3) : "", err
     }' | tee -a "$table"
 }
 
@@ -71,16 +72,6 @@ run "new, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "
 run "old, heads first" VKATTN_DECODE=kernel=coalesced VKATTN_TUNE_COALESCED=0,0,0,2,1 -- vkattn-bench-decode "$decode_gpu"
 run "old, one KV head 131072 keys" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-attention \
     "BM_attention_fused/vulkan_gpu_kernels_decode_one_kv_head"
-echo "== P4: keys per split, workgroups resident per unit, keys per stage"
-for kps in 64 256 1024 4096; do
-  run "new, keys_per_split=$kps" VKATTN_DECODE=keys_per_split=$kps -- vkattn-bench-decode "$decode_gpu"
-done
-for r in 1 3 4 8; do
-  run "new, resident=$r" VKATTN_DECODE=resident=$r -- vkattn-bench-decode "$decode_gpu"
-done
-for k in 1 4; do
-  run "new, keys=$k" VKATTN_DECODE=keys=$k -- vkattn-bench-decode "$decode_gpu"
-done
 echo "== P5: eight ops in one list; the smallest dispatch"
 run "new, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
 run "old, 8 ops per list" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
@@ -88,6 +79,13 @@ run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "cache, old GPU kernel" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
+echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s), three stages and both fused families"
+prefill_re="tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"
+run "prefill, three stages" -- vkattn-bench-attention "BM_attention/vulkan_prefill/($prefill_re)"
+run "prefill, fused lane-per-key" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention \
+    "BM_attention_fused/vulkan_cpu_kernels_prefill/($prefill_re)"
+run "prefill, fused GPU-shaped" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention \
+    "BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 
 echo
@@ -103,10 +101,15 @@ if [ -s "$out/smi.csv" ]; then
   echo "== SM clock during the run (MHz: min, max; nvidia-smi every 100 ms)"
   awk -F', ' 'NR > 1 { v = $2 + 0; if (min == "" || v < min) min = v; if (v > max) max = v } END { print min, max }' "$out/smi.csv"
 fi
-ggml="$(dirname "$bin")/../.ggml/run.sh"
-if [ -x "$ggml" ] || [ -f "$ggml" ]; then
+ggml_dir="$(dirname "$bin")/../.ggml"
+if [ -f "$ggml_dir/run.sh" ]; then
   echo
-  echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf)"
-  bash "$ggml" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20
+  echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf): decode"
+  bash "$ggml_dir/run.sh" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20
+  echo "== ggml-vulkan FLASH_ATTN_EXT: prefill (its mask is not causal: every key is computed)"
+  LD_LIBRARY_PATH="$(dirname "$bin")/lib:$ggml_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$ggml_dir/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b Vulkan0 \
+    -p '^hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096),nb=(512|4096),mask=1,sinks=0,.*type_K=f16,type_V=f16,permute=\[0,1,2,3\],' \
+    2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
 fi
 rm -f "$table"
