@@ -23,7 +23,7 @@
 //   fetch the query texels of a step between them and hand them round with
 //   subgroupShuffle, rather than every lane fetching every row's (on CPU devices a texel
 //   fetch costs tens of instructions, a shuffle one)
-//   grid: n_kv_heads * row_tiles * key_tiles workgroups (KEYS * workgroup size keys
+//   grid: n_kv_heads * row_tiles * key_tile_stride workgroups (KEYS * workgroup size keys
 //   each), folded
 // A workgroup computes ROWS query rows of one kv head (all heads that share it, so k is
 // read once per kv head) against KEYS * workgroup-size keys:
@@ -92,7 +92,7 @@ void main() {
     const uint n_lanes = gl_WorkGroupSize.x;
     read_meta_offsets();
     uint key_tile, kv_head, row0, n_rows;
-    if (!tile_place(pc.key_tiles, key_tile, kv_head, row0, n_rows)) {
+    if (!tile_place(pc.key_tile_stride, key_tile, kv_head, row0, n_rows)) {
         return;  // whole workgroup: uniform
     }
     const uint d4 = (pc.head_dim + 3u) / 4u;
@@ -122,136 +122,144 @@ void main() {
         barrier();
     }
 
-    // 2. Which rows see each of this invocation's KEYS consecutive keys, and whether it
-    //    sees any: an invocation that sees none skips its loads, and so does a subgroup or
-    //    a whole tile (the future of a causal block) whose invocations all see none.
-    const uint key0 = (key_tile * n_lanes + lid) * KEYS;
     const uint key_end = key_bound(seq0);  // keys at or past it are empty slots: not read
-    bool work = false;
-    uint visible[KEYS];
-    int key_pos[KEYS];
-    for (uint i = 0u; i < KEYS; ++i) {
-        visible[i] = 0u;
-        key_pos[i] = 0;
-        const uint j = key0 + i;
-        if (j >= key_end) {
-            continue;
-        }
-        const int k_pos = key_position(seq0, j);
-        key_pos[i] = k_pos;
-        const int k_seq = key_sequence(seq0, j, k_pos);
-        for (uint r = 0u; r < ROWS; ++r) {
-            if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
-                visible[i] |= 1u << r;
-            }
-        }
-        work = work || visible[i] != 0u;
-    }
-
-    // 3. Dot products: a ROWS x KEYS block per invocation, so each query value read from
-    //    shared memory serves KEYS keys. Keys past n_keys read key 0 (results unused).
-    float acc[ROWS_KEYS];
-    for (uint i = 0u; i < ROWS_KEYS; ++i) {
-        acc[i] = 0.0;
-    }
-    uint k_row[KEYS];
-    for (uint i = 0u; i < KEYS; ++i) {
-        const uint j = key0 + i;
-        k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
-    }
-    if (ROPE_ON_READ) {
-        // Each key pair is rotated by the key's in-cache position as it is read.
-        uint cpos[KEYS];
-        for (uint i = 0u; i < KEYS; ++i) {
-            cpos[i] = key_cache_position(seq0, key_pos[i]);  // keys past n_keys: unused
-        }
-        ROPE_READ_DOTS(acc, d4, k_row, cpos, work)
-    } else if (VEC && K_WIDE) {
-#ifdef VKATTN_SHUFFLE
-        // Lanes hand values round, so the whole subgroup runs the loop if any lane works.
-        const uint n8 = subgroupAny(work) ? pc.head_dim / 8u : 0u;
-        // The step's query texels: TPR per row (8 dims: two texels of f32, one of f16),
-        // NT in all; lane l holds texels l, l + SG, ... (the last repeated past NT).
-        const uint TPR = Q_F16 ? 1u : 2u, NT = ROWS * TPR, NSLOT = (NT + SG - 1u) / SG;
-        const uint lane = gl_SubgroupInvocationID;
-        uint my_q[(ROWS * 2u + SG - 1u) / SG];
-        for (uint k = 0u; k < NSLOT; ++k) {
-            const uint n = min(lane + k * SG, NT - 1u);
-            uint base = 0u;
-            for (uint r = 0u; r < ROWS; ++r) {
-                base = r == n / TPR ? q_row[r] : base;  // q_row[n / TPR] without indexing
-            }
-            my_q[k] = base / (Q_F16 ? 8u : 4u) + n % TPR;
-        }
-#else
-        const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
-#endif
-        for (uint c = 0u; c < n8; ++c) {
-            vec4 a[KEYS], b[KEYS];
-            for (uint i = 0u; i < KEYS; ++i) {
-                load_k_8(k_row[i] + 8u * c, k_row[i] + pc.head_dim, a[i], b[i]);
-            }
-#ifdef VKATTN_SHUFFLE
-            uvec4 held[(ROWS * 2u + SG - 1u) / SG];
-            for (uint k = 0u; k < NSLOT; ++k) {
-                held[k] = texelFetch(q_texels, int(my_q[k] + TPR * c));
-            }
-#endif
-            for (uint r = 0u; r < ROWS; ++r) {
-                vec4 qa, qb;
-#ifdef VKATTN_SHUFFLE
-                const uint n0 = r * TPR;
-                const uvec4 t0 = subgroupShuffle(held[n0 / SG], n0 % SG);
-                if (Q_F16) {
-                    qa = vec4(unpackHalf2x16(t0.x), unpackHalf2x16(t0.y));
-                    qb = vec4(unpackHalf2x16(t0.z), unpackHalf2x16(t0.w));
-                } else {
-                    qa = uintBitsToFloat(t0);
-                    qb = uintBitsToFloat(subgroupShuffle(held[(n0 + 1u) / SG], (n0 + 1u) % SG));
-                }
-#else
-                query8(q_row[r], r, c, d4, qa, qb);
-#endif
-                for (uint i = 0u; i < KEYS; ++i) {
-                    acc[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], acc[r * KEYS + i]));
-                }
-            }
-        }
-    } else if (VEC) {
-        const uint n4 = work ? d4 : 0u;
-        for (uint c = 0u; c < n4; ++c) {
-            dot_step4(k_row, q_row, c, d4, acc);
-        }
-    } else {
-        const uint n = work ? pc.head_dim : 0u;
-        for (uint d = 0u; d < n; ++d) {
-            dot_step1(k_row, q_row, d, d4, acc);
-        }
-    }
-
-    // 4. Scale, soft-capping and biases on visible entries (attn_visible.glsl), -inf
-    //    elsewhere; written 16 bytes at a time when rows start on 4 keys (S_VEC4), each
-    //    store's address computed once.
-    for (uint r = 0u; r < ROWS; ++r) {
-        if (r >= n_rows) {
+    // A workgroup takes key tiles key_tile, key_tile + key_tile_stride, ... (the host
+    // sizes the grid for the device when the tiles past the bound are skipped, so a cache
+    // far larger than what it holds launches no empty workgroups), up to the bound.
+    for (uint kt = key_tile; kt < pc.key_tiles; kt += pc.key_tile_stride) {
+        if (pc.skip_past_bound != 0u && kt * n_lanes * KEYS >= key_end) {
             break;  // uniform
         }
-        const uint out_row = (tok[r] * pc.n_heads + head[r]) * pc.n_keys;
-        const float slope = alibi_slope(head[r]);
-        float sc[KEYS];
+        // 2. Which rows see each of this invocation's KEYS consecutive keys, and whether it
+        //    sees any: an invocation that sees none skips its loads, and so does a subgroup or
+        //    a whole tile (the future of a causal block) whose invocations all see none.
+        const uint key0 = (kt * n_lanes + lid) * KEYS;
+        bool work = false;
+        uint visible[KEYS];
+        int key_pos[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
-            sc[i] = (visible[i] & (1u << r)) != 0u
-                        ? visible_score(acc[r * KEYS + i], tok[r], q_pos[r], key0 + i, key_pos[i], slope)
-                        : -1.0 / 0.0;  // -inf
-        }
-        for (uint i = 0u; i < KEYS; i += S_VEC4 ? 4u : 1u) {
-            if (key0 + i >= pc.n_keys) {
-                break;
+            visible[i] = 0u;
+            key_pos[i] = 0;
+            const uint j = key0 + i;
+            if (j >= key_end) {
+                continue;
             }
-            if (S_VEC4) {
-                scores4[(out_row + key0 + i) / 4u] = vec4(sc[i], sc[i + 1u], sc[i + 2u], sc[i + 3u]);
-            } else {
-                scores[out_row + key0 + i] = sc[i];
+            const int k_pos = key_position(seq0, j);
+            key_pos[i] = k_pos;
+            const int k_seq = key_sequence(seq0, j, k_pos);
+            for (uint r = 0u; r < ROWS; ++r) {
+                if (r < n_rows && key_visible(q_pos[r], q_seq[r], k_pos, k_seq)) {
+                    visible[i] |= 1u << r;
+                }
+            }
+            work = work || visible[i] != 0u;
+        }
+
+        // 3. Dot products: a ROWS x KEYS block per invocation, so each query value read from
+        //    shared memory serves KEYS keys. Keys past n_keys read key 0 (results unused).
+        float acc[ROWS_KEYS];
+        for (uint i = 0u; i < ROWS_KEYS; ++i) {
+            acc[i] = 0.0;
+        }
+        uint k_row[KEYS];
+        for (uint i = 0u; i < KEYS; ++i) {
+            const uint j = key0 + i;
+            k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
+        }
+        if (ROPE_ON_READ) {
+            // Each key pair is rotated by the key's in-cache position as it is read.
+            uint cpos[KEYS];
+            for (uint i = 0u; i < KEYS; ++i) {
+                cpos[i] = key_cache_position(seq0, key_pos[i]);  // keys past n_keys: unused
+            }
+            ROPE_READ_DOTS(acc, d4, k_row, cpos, work)
+        } else if (VEC && K_WIDE) {
+#ifdef VKATTN_SHUFFLE
+            // Lanes hand values round, so the whole subgroup runs the loop if any lane works.
+            const uint n8 = subgroupAny(work) ? pc.head_dim / 8u : 0u;
+            // The step's query texels: TPR per row (8 dims: two texels of f32, one of f16),
+            // NT in all; lane l holds texels l, l + SG, ... (the last repeated past NT).
+            const uint TPR = Q_F16 ? 1u : 2u, NT = ROWS * TPR, NSLOT = (NT + SG - 1u) / SG;
+            const uint lane = gl_SubgroupInvocationID;
+            uint my_q[(ROWS * 2u + SG - 1u) / SG];
+            for (uint k = 0u; k < NSLOT; ++k) {
+                const uint n = min(lane + k * SG, NT - 1u);
+                uint base = 0u;
+                for (uint r = 0u; r < ROWS; ++r) {
+                    base = r == n / TPR ? q_row[r] : base;  // q_row[n / TPR] without indexing
+                }
+                my_q[k] = base / (Q_F16 ? 8u : 4u) + n % TPR;
+            }
+#else
+            const uint n8 = work ? pc.head_dim / 8u : 0u;  // 8 halves per 16 bytes
+#endif
+            for (uint c = 0u; c < n8; ++c) {
+                vec4 a[KEYS], b[KEYS];
+                for (uint i = 0u; i < KEYS; ++i) {
+                    load_k_8(k_row[i] + 8u * c, k_row[i] + pc.head_dim, a[i], b[i]);
+                }
+#ifdef VKATTN_SHUFFLE
+                uvec4 held[(ROWS * 2u + SG - 1u) / SG];
+                for (uint k = 0u; k < NSLOT; ++k) {
+                    held[k] = texelFetch(q_texels, int(my_q[k] + TPR * c));
+                }
+#endif
+                for (uint r = 0u; r < ROWS; ++r) {
+                    vec4 qa, qb;
+#ifdef VKATTN_SHUFFLE
+                    const uint n0 = r * TPR;
+                    const uvec4 t0 = subgroupShuffle(held[n0 / SG], n0 % SG);
+                    if (Q_F16) {
+                        qa = vec4(unpackHalf2x16(t0.x), unpackHalf2x16(t0.y));
+                        qb = vec4(unpackHalf2x16(t0.z), unpackHalf2x16(t0.w));
+                    } else {
+                        qa = uintBitsToFloat(t0);
+                        qb = uintBitsToFloat(subgroupShuffle(held[(n0 + 1u) / SG], (n0 + 1u) % SG));
+                    }
+#else
+                    query8(q_row[r], r, c, d4, qa, qb);
+#endif
+                    for (uint i = 0u; i < KEYS; ++i) {
+                        acc[r * KEYS + i] = fma_dot(qb, b[i], fma_dot(qa, a[i], acc[r * KEYS + i]));
+                    }
+                }
+            }
+        } else if (VEC) {
+            const uint n4 = work ? d4 : 0u;
+            for (uint c = 0u; c < n4; ++c) {
+                dot_step4(k_row, q_row, c, d4, acc);
+            }
+        } else {
+            const uint n = work ? pc.head_dim : 0u;
+            for (uint d = 0u; d < n; ++d) {
+                dot_step1(k_row, q_row, d, d4, acc);
+            }
+        }
+
+        // 4. Scale, soft-capping and biases on visible entries (attn_visible.glsl), -inf
+        //    elsewhere; written 16 bytes at a time when rows start on 4 keys (S_VEC4), each
+        //    store's address computed once.
+        for (uint r = 0u; r < ROWS; ++r) {
+            if (r >= n_rows) {
+                break;  // uniform
+            }
+            const uint out_row = (tok[r] * pc.n_heads + head[r]) * pc.n_keys;
+            const float slope = alibi_slope(head[r]);
+            float sc[KEYS];
+            for (uint i = 0u; i < KEYS; ++i) {
+                sc[i] = (visible[i] & (1u << r)) != 0u
+                            ? visible_score(acc[r * KEYS + i], tok[r], q_pos[r], key0 + i, key_pos[i], slope)
+                            : -1.0 / 0.0;  // -inf
+            }
+            for (uint i = 0u; i < KEYS; i += S_VEC4 ? 4u : 1u) {
+                if (key0 + i >= pc.n_keys) {
+                    break;
+                }
+                if (S_VEC4) {
+                    scores4[(out_row + key0 + i) / 4u] = vec4(sc[i], sc[i + 1u], sc[i + 2u], sc[i + 3u]);
+                } else {
+                    scores[out_row + key0 + i] = sc[i];
+                }
             }
         }
     }

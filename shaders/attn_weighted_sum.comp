@@ -9,9 +9,9 @@
 //              attn_weighted_sum_reduce adds up
 //   binding 3: readonly int meta: the query tokens' sequence ids at off_q_seq
 //   push: AttnWsumParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
-//   spec 1: ROWS, most rows per tile; spec 2: V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 3: VEC (rows start on 16 bytes:
-//   head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4 == 0: probabilities are read 4 keys
-//   at a time); spec 5: KEY_GROUPS
+//   spec 1: ROWS, most rows per tile; spec 2: V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0);
+//   spec 3: VEC (rows start on 16 bytes: head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4
+//   == 0: probabilities are read 4 keys at a time); spec 5: KEY_GROUPS
 //   variants: VKATTN_TEXEL; VKATTN_BOUND (binding 4: a cache's slot table) stops at the
 //   occupancy bound
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
@@ -114,60 +114,65 @@ void main() {
     }
     const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + tok[0]]) : 0u;
     const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
-    // Keys go in batches of 8 per key group: the probabilities, then all 8 v rows, then the
-    // sums. The v loads do not depend on each other, so their cache misses overlap (loaded
-    // one by one between the sums, each key's miss stalls the loop on CPU devices; GPUs
-    // hide latency better with more loads in flight too).
-    uint j_end = min((split + 1u) * pc.keys_per_split, pc.n_keys);
-    const uint j_begin = split * pc.keys_per_split;
+    // A split's keys are runs of keys_per_split, key_splits runs apart: one run unless the
+    // host sized the grid for the device rather than the capacity (VKATTN_BOUND), so
+    // that a cache far larger than what it holds launches no empty workgroups.
 #ifdef VKATTN_BOUND
-    const uint bound = uint(max(slots[pc.bound_offset + seq0], 0));
-    j_end = max(j_begin, min(j_end, (bound + 7u) & ~7u));
+    const uint key_end = min(pc.n_keys, (uint(max(slots[pc.bound_offset + seq0], 0)) + 7u) & ~7u);
+#else
+    const uint key_end = pc.n_keys;
 #endif
-    const uint n_batches = (j_end - j_begin + 7u) / 8u, per_group = (n_batches + KEY_GROUPS - 1u) / KEY_GROUPS;
-    const uint jg_end = min(j_begin + (key_group + 1u) * per_group * 8u, j_end);
-    for (uint j = j_begin + key_group * per_group * 8u; j < jg_end; j += 8u) {
-        vec4 p[ROWS][2];
-        bool any = false;
-        for (uint r = 0u; r < ROWS; ++r) {
-            for (uint h = 0u; h < 2u; ++h) {
-                const uint jh = j + 4u * h;
-                if (P_VEC4) {  // n_keys % 4 == 0, and j_end too
-                    p[r][h] = jh < j_end ? load_p_4(p_row[r] + jh, 0u) : vec4(0.0);
-                } else {
-                    for (uint i = 0u; i < 4u; ++i) {
-                        p[r][h][i] = jh + i < j_end ? load_p_1(p_row[r] + jh + i) : 0.0;
+    for (uint j_begin = split * pc.keys_per_split; j_begin < key_end; j_begin += pc.key_splits * pc.keys_per_split) {
+        const uint j_end = min(j_begin + pc.keys_per_split, key_end);
+        const uint n_batches = (j_end - j_begin + 7u) / 8u, per_group = (n_batches + KEY_GROUPS - 1u) / KEY_GROUPS;
+        const uint jg_end = min(j_begin + (key_group + 1u) * per_group * 8u, j_end);
+        // Keys go in batches of 8 per key group: the probabilities, then all 8 v rows, then the
+        // sums. The v loads do not depend on each other, so their cache misses overlap (loaded
+        // one by one between the sums, each key's miss stalls the loop on CPU devices; GPUs
+        // hide latency better with more loads in flight too).
+        for (uint j = j_begin + key_group * per_group * 8u; j < jg_end; j += 8u) {
+            vec4 p[ROWS][2];
+            bool any = false;
+            for (uint r = 0u; r < ROWS; ++r) {
+                for (uint h = 0u; h < 2u; ++h) {
+                    const uint jh = j + 4u * h;
+                    if (P_VEC4) {  // n_keys % 4 == 0, and j_end too
+                        p[r][h] = jh < j_end ? load_p_4(p_row[r] + jh, 0u) : vec4(0.0);
+                    } else {
+                        for (uint i = 0u; i < 4u; ++i) {
+                            p[r][h][i] = jh + i < j_end ? load_p_1(p_row[r] + jh + i) : 0.0;
+                        }
                     }
+                    any = any || p[r][h] != vec4(0.0);
                 }
-                any = any || p[r][h] != vec4(0.0);
             }
-        }
-        if (!any) {
-            continue;  // the same for the whole key group
-        }
-        vec4 lo[8], hi[8];
-        for (uint i = 0u; i < 8u; ++i) {
-            const uint v_row = min(j + i, j_end - 1u) * pc.v_key_stride + v_head;  // past the end: unused
-            hi[i] = vec4(0.0);
-            if (EIGHT) {
-                load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[i], hi[i]);
-            } else {
-                lo[i] = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+            if (!any) {
+                continue;  // the same for the whole key group
             }
-        }
-        for (uint i = 0u; i < 8u; ++i) {
-            // A key no row sees is zeroed, not multiplied by 0: its v may be anything (a
-            // stale slot, NaN); a key some row sees is real, so 0 * v is 0 for the others.
-            bool seen = false;
-            for (uint r = 0u; r < ROWS; ++r) {
-                seen = seen || p[r][i / 4u][i & 3u] != 0.0;
-            }
-            const vec4 vlo = seen ? lo[i] : vec4(0.0), vhi = seen ? hi[i] : vec4(0.0);
-            for (uint r = 0u; r < ROWS; ++r) {
-                const float w = p[r][i / 4u][i & 3u];
-                acc_lo[r] = fma(vec4(w), vlo, acc_lo[r]);
+            vec4 lo[8], hi[8];
+            for (uint i = 0u; i < 8u; ++i) {
+                const uint v_row = min(j + i, j_end - 1u) * pc.v_key_stride + v_head;  // past the end: unused
+                hi[i] = vec4(0.0);
                 if (EIGHT) {
-                    acc_hi[r] = fma(vec4(w), vhi, acc_hi[r]);
+                    load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[i], hi[i]);
+                } else {
+                    lo[i] = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+                }
+            }
+            for (uint i = 0u; i < 8u; ++i) {
+                // A key no row sees is zeroed, not multiplied by 0: its v may be anything (a
+                // stale slot, NaN); a key some row sees is real, so 0 * v is 0 for the others.
+                bool seen = false;
+                for (uint r = 0u; r < ROWS; ++r) {
+                    seen = seen || p[r][i / 4u][i & 3u] != 0.0;
+                }
+                const vec4 vlo = seen ? lo[i] : vec4(0.0), vhi = seen ? hi[i] : vec4(0.0);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    const float w = p[r][i / 4u][i & 3u];
+                    acc_lo[r] = fma(vec4(w), vlo, acc_lo[r]);
+                    if (EIGHT) {
+                        acc_hi[r] = fma(vec4(w), vhi, acc_hi[r]);
+                    }
                 }
             }
         }

@@ -186,6 +186,31 @@ TEST_F(VulkanVsCpuTest, DecodeStopsAtTheOccupancyBound) {
   }
 }
 
+// A cache far larger than what it holds: the three stages launch a grid sized for the
+// device (attention_op.cpp: device_sized), each workgroup striding over key tiles and runs
+// of keys up to the bound, so a grid index taken for the capacity, or a stride that skips
+// a run, shows here: with one compute unit, 2 workgroups per KV head, first with one
+// round of the stride in use, then past 8,192 keys with many; with 8 (the guess for a CPU
+// device), 16 per head.
+TEST_F(VulkanVsCpuTest, DecodeOverACacheFarLargerThanItHolds) {
+  const KvCacheConfig config{.n_kv_heads = CacheDecode::kKvHeads, .head_dim = CacheDecode::kDim, .capacity = 16384};
+  for (std::uint32_t units : {1u, 8u}) {
+    DeviceOptions options = shape_options(KernelShape::cpu);
+    options.cap_limits = uncapped();
+    options.cap_limits->compute_units = units;
+    auto gpu = make_backend(BackendKind::vulkan, options);
+    CacheDecode g(*gpu, config), c(*cpu_, config);
+    for (CacheDecode* x : {&g, &c}) x->append(0, 1000, 0, 1);
+    const AttentionPath path = AttentionPath::three_stages;
+    EXPECT_TRUE(all_close(g.attend(999, 0, path), c.attend(999, 0, path), {1, 8, 64}, 1e-4, 1e-4))
+        << units << " compute units: 1,000 tokens in 16,384 slots";
+    for (CacheDecode* x : {&g, &c}) x->append(1000, 8500, 0, 2);
+    EXPECT_TRUE(all_close(g.attend(9499, 0, path), c.attend(9499, 0, path), {1, 8, 64}, 1e-4, 1e-4))
+        << units << " compute units: 9,500 tokens in 16,384 slots";
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
 // $VKATTN_DECODE is read when a backend is made; a malformed one is refused by name.
 TEST(DecodeTuning, MalformedKnobsAreRefused) {
   for (const char* bad : {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1"}) {

@@ -98,6 +98,7 @@ VKATTN_PUSH_CONSTANTS(AttnScoresParams) {
     uint skip_past_bound; // 1: attention()'s own temporary: workgroups past the bound write nothing
     uint chunk;           // 0: none; else keys in the query's chunk of this many positions only
     uint window_symmetric;  // 1: the window looks both ways (|pos_t - pos_j| <= window / 2)
+    uint key_tile_stride; // workgroups per row tile: each takes every key_tile_stride-th key tile
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -124,8 +125,9 @@ VKATTN_PUSH_CONSTANTS(AttnWsumParams) {
     uint v_head_stride;
     uint v_seq_stride;    // elements between sequences of a cache; 0 for plain values
     uint off_q_seq;       // word offset of the query sequence ids in the meta binding
-    uint key_splits;      // workgroups per row tile, each over its own range of keys
-    uint keys_per_split;  // a multiple of 4
+    uint key_splits;      // workgroups per row tile; split s takes keys [s k, s k + k) + n key_splits k
+                          // for n = 0, 1, ... below n_keys, k = keys_per_split
+    uint keys_per_split;  // a multiple of 8
     uint out_split_stride;  // elements between the splits' partial outputs (0 when 1 split)
     uint v_scales;        // q8_0/q4_0 v: word offset of the scales
     uint bound_offset;    // VKATTN_BOUND: word offset of the occupancy bounds in the slot table

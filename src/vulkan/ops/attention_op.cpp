@@ -21,6 +21,20 @@ namespace {
 // pass stays cheap.
 constexpr std::uint64_t kSplitTargetGroups = 256;
 constexpr std::uint32_t kMinKeysPerSplit = 256;
+// Workgroups per compute unit that the three stages launch over a cache when they skip
+// the keys past its occupancy bound.
+constexpr std::uint64_t kBoundGroupsPerUnit = 4;
+
+// Workgroups per row tile for a kernel that strides over |units| key tiles or runs of keys
+// and stops at a cache's occupancy bound: enough for the device over all |base_groups| row
+// tiles, at most |units|. The grid is then sized for the device, not for the capacity, so
+// a cache far larger than what it holds launches no empty workgroups (each costs a CPU
+// device microseconds), and a list recorded early stays valid as the cache fills.
+std::uint32_t device_sized(const Context& ctx, std::uint64_t base_groups, std::uint64_t units) {
+  const std::uint64_t target = kBoundGroupsPerUnit * compute_units(ctx);
+  const std::uint64_t per_tile = ceil_div(target, std::max<std::uint64_t>(base_groups, 1));
+  return u32(std::clamp<std::uint64_t>(per_tile, 1, std::max<std::uint64_t>(units, 1)));
+}
 // Softmax: from this many rows on, subgroups take whole rows (enough of them to fill a GPU).
 constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
@@ -121,7 +135,7 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
                               std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
                               const ScoresParams& p, const StopAtBound* stop) {
-  static_assert(sizeof(shader::AttnScoresParams) == 96);
+  static_assert(sizeof(shader::AttnScoresParams) == 100);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -137,6 +151,9 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   // take 8 keys; 8 x 8 accumulators spill registers on CPU devices, so larger tiles take 4.
   const std::uint32_t keys_per_lane = rows <= 4 ? 8 : 4;
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
+  const bool skip_past_bound = stop && keys.meta_stride != 0;
+  const std::uint32_t launched =
+      skip_past_bound ? device_sized(ctx, std::uint64_t{n_kv_heads} * row_tiles, key_tiles) : key_tiles;
 
   const AttnMeta meta = attn_meta(params, p);
 
@@ -167,9 +184,9 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                                       static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
                                       has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim,
                                       keys.scales, keys.meta_stride != 0 ? keys.bound : 0u,
-                                      stop && keys.meta_stride != 0 ? 1u : 0u, p.chunk,
-                                      p.window_symmetric ? 1u : 0u});
-  d.groups = std::uint64_t{n_kv_heads} * row_tiles * key_tiles;
+                                      skip_past_bound ? 1u : 0u, p.chunk, p.window_symmetric ? 1u : 0u,
+                                      launched});
+  d.groups = std::uint64_t{n_kv_heads} * row_tiles * launched;
   return d;
 }
 
@@ -260,8 +277,16 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   const bool f16 = values.wide();
   const VRowGroups v_row = v_row_groups(ctx, head_dim, f16, base_groups < kSplitTargetGroups ? 64 : 32);
   const std::uint32_t lanes = v_row.lanes, key_groups = v_row.groups;
-  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
+  std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
   splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
+  if (stop && splits > 1) {
+    // Over a cache, the splits stride over runs of kMinKeysPerSplit keys up to the bound.
+    const std::uint32_t sized = device_sized(ctx, base_groups, ceil_div(n_keys, kMinKeysPerSplit));
+    if (sized < splits) {
+      splits = sized;
+      keys_per_split = kMinKeysPerSplit;
+    }
+  }
 
   // Split keys write partial sums that a second pass adds up in split order.
   std::shared_ptr<TensorImpl> partial = splits > 1 ? scratch(std::uint64_t{splits} * out_elems) : out;
