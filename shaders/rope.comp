@@ -1,10 +1,10 @@
 #version 450
 // rope: rotary position embedding, in place, on q[n_tokens, n_heads_q, head_dim] and
 // (optionally) k[n_tokens, n_heads_k, head_dim] in one dispatch. For token t, pair
-// i < d/2 (d = rotary_dim) with elements (a, b):
-//   interleaved: a = 2i, b = 2i + 1     half: a = i, b = i + d/2
+// i < d/2 (d = rotary_dim) with elements (a, b), o = rotary_offset:
+//   interleaved: a = o + 2i, b = o + 2i + 1     half: a = o + i, b = o + i + d/2
 //   x'[a] = f (x[a] cos - x[b] sin),  x'[b] = f (x[a] sin + x[b] cos),  angle = pos[t] theta_i
-// with f the attention factor. Elements past d are not touched. M-RoPE (pc.mrope != 0):
+// with f the attention factor. Elements outside [o, o + d) are not touched. M-RoPE (pc.mrope != 0):
 // three positions per token (t, h, w), pair i taking one of them (token_position).
 //   binding 0: q, read-write: f32, or (VKATTN_F16) f16 packed two per uint
 //   binding 1: k, read-write, same type (the same buffer as q when n_heads_k = 0)

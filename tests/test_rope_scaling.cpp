@@ -11,17 +11,12 @@
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/random.hpp"
+#include "support/rope_formulas.hpp"
 
 namespace vkattn::test {
 namespace {
 
 constexpr double kPi = std::numbers::pi;
-
-std::vector<double> plain(double base, std::size_t d) {
-  std::vector<double> t(d / 2);
-  for (std::size_t i = 0; i < d / 2; ++i) t[i] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-  return t;
-}
 
 void expect_table(const std::vector<double>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
@@ -62,25 +57,6 @@ TEST(RopeScaling, DynamicNtk) {
   RopeConfig explicit_len = c;
   explicit_len.sequence_length = 3 * 4096;
   expect_table(rope_frequencies(explicit_len, 128, 0).theta, plain(10000.0 * std::pow(5.0, d / (d - 2)), 128));
-}
-
-// YaRN as transformers' _compute_yarn_parameters computes it.
-std::vector<double> yarn(double base, double d, double factor, double original, double beta_fast, double beta_slow) {
-  auto correction_dim = [&](double rotations) {
-    return d * std::log(original / (rotations * 2 * kPi)) / (2 * std::log(base));
-  };
-  double low = std::max(std::floor(correction_dim(beta_fast)), 0.0);
-  double high = std::min(std::ceil(correction_dim(beta_slow)), d - 1);
-  if (low == high) high += 0.001;
-  std::vector<double> t(static_cast<std::size_t>(d) / 2);
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const double pos_freq = std::pow(base, 2.0 * static_cast<double>(i) / d);
-    const double extrapolation = 1.0 / pos_freq, interpolation = 1.0 / (factor * pos_freq);
-    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
-    const double extrapolation_factor = 1.0 - ramp;
-    t[i] = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
-  }
-  return t;
 }
 
 TEST(RopeScaling, Yarn) {

@@ -88,7 +88,10 @@ struct MRope {
 
 struct RopeConfig {
   RopeLayout layout = RopeLayout::half;  // default: Hugging Face layout
-  std::size_t rotary_dim = 0;            // dims rotated, even, <= head_dim; default 0 = head_dim
+  std::size_t rotary_dim = 0;            // dims rotated, even; default 0 = head_dim - rotary_offset
+  std::size_t rotary_offset = 0;         // the first dim rotated, even: dims [rotary_offset,
+                                         // rotary_offset + rotary_dim) rotate, the rest pass
+                                         // through (DeepSeek's MLA keys: 512 of 576)
   double base = 10000.0;                 // theta_i = base^(-2i/rotary_dim); finite, > 0
                                          // (Llama 2: 1e4; Llama 3: 5e5; Qwen2: 1e6)
   RopeScaling scaling = RopeScaling::none;

@@ -245,7 +245,7 @@ typedef struct vkattn_rope_config {
   uint32_t struct_size;
   int32_t layout;                 /* VKATTN_ROPE_LAYOUT_HALF (default) or _INTERLEAVED */
   int32_t scaling;                /* VKATTN_ROPE_SCALING_NONE (default) */
-  uint32_t rotary_dim;            /* dims rotated, even, <= head_dim; 0 (default) = head_dim */
+  uint32_t rotary_dim;            /* dims rotated, even; 0 (default) = head_dim - rotary_offset */
   double base;                    /* theta_i = base^(-2i/rotary_dim); default 10000 */
   double factor;                  /* context extension factor (linear, ntk, dynamic_ntk, yarn, llama3); default 1 */
   uint64_t original_context;      /* the trained context (dynamic_ntk, yarn, llama3); default 0 */
@@ -266,6 +266,9 @@ typedef struct vkattn_rope_config {
    * All 0 (default): plain RoPE. */
   uint32_t mrope_sections[3];
   int32_t mrope_layout;           /* VKATTN_MROPE_CONTIGUOUS (default) or VKATTN_MROPE_INTERLEAVED */
+  /* 0.4: the first dim rotated, even: dims [rotary_offset, rotary_offset + rotary_dim)
+   * rotate, the rest pass through (DeepSeek's MLA keys: 512 of 576); default 0. */
+  uint64_t rotary_offset;
 } vkattn_rope_config;
 
 typedef struct vkattn_attention_config {

@@ -51,10 +51,12 @@ void bind_rope(py::module_& m) {
   py::class_<RopeConfig> rope(m, "RopeConfig",
       "RoPE's configuration (vkattn::RopeConfig); CommandList.rope takes the same keywords.");
   config_basics<RopeConfig>(rope, "RopeConfig",
-      {"layout", "rotary_dim", "base", "scaling", "factor", "original_context", "sequence_length", "yarn",
+      {"layout", "rotary_dim", "rotary_offset", "base", "scaling", "factor", "original_context", "sequence_length", "yarn",
        "llama3", "freq_factors", "attention_factor", "mrope"});
   enum_property(rope, "RopeConfig", "layout", &RopeConfig::layout, "RopeLayout or its name; default 'half'");
-  rope.def_readwrite("rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim")
+  rope.def_readwrite("rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim - rotary_offset")
+      .def_readwrite("rotary_offset", &RopeConfig::rotary_offset,
+                     "the first dim rotated, even: dims [rotary_offset, rotary_offset + rotary_dim) rotate; default 0")
       .def_readwrite("base", &RopeConfig::base, "theta_i = base^(-2i/rotary_dim); default 10000");
   enum_property(rope, "RopeConfig", "scaling", &RopeConfig::scaling, "RopeScaling or its name; default 'none'");
   rope.def_readwrite("factor", &RopeConfig::factor, "context extension factor; default 1")

@@ -64,6 +64,23 @@ def test_rope_partial_rotary_dim(backend):
     assert np.array_equal(got[..., 16:], Q[..., 16:])
 
 
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_on_a_slice(backend, layout):
+    """rotary_offset: dims [8, 24) rotate as a head of their own (DeepSeek's MLA rotates the
+    last 64 of 576); the dims around the slice pass through unchanged."""
+    q = backend.tensor(Q)
+    with backend.commands() as cmd:
+        cmd.rope(q, SMALL, layout=layout, rotary_dim=16, rotary_offset=8)
+    got = q.numpy()
+    want = REFERENCE[layout](f64(Q[..., 8:24]), SMALL, thetas(16))
+    assert_close(got[..., 8:24], want, 4e-6, 1e-6, "rotated slice")
+    assert np.array_equal(got[..., :8], Q[..., :8])
+    assert np.array_equal(got[..., 24:], Q[..., 24:])
+    with pytest.raises(vkattn.InvalidArgument, match="config.rotary_offset = 7"):
+        with backend.commands() as cmd:
+            cmd.rope(q, SMALL, rotary_offset=7)
+
+
 @pytest.mark.parametrize("scaling", ["linear", "ntk", "llama3"])
 def test_scaled_rope(backend, scaling):
     """Each scaling's frequencies as the published formulas give them, then the rotation."""

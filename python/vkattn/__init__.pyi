@@ -114,7 +114,8 @@ class MRope:
 
 class RopeConfig:
     layout: Union[RopeLayout, str]  # default "half" (Hugging Face)
-    rotary_dim: int  # even, <= head_dim; default 0 = head_dim
+    rotary_dim: int  # even; default 0 = head_dim - rotary_offset
+    rotary_offset: int  # even: dims [rotary_offset, rotary_offset + rotary_dim) rotate; default 0
     base: float  # default 10000
     scaling: Union[RopeScaling, str]  # default "none"
     factor: float  # default 1
@@ -125,7 +126,8 @@ class RopeConfig:
     freq_factors: list[float]  # factors: rotary_dim / 2 values
     attention_factor: Optional[float]  # default None (yarn: 0.1 ln(factor) + 1, else 1)
     mrope: Optional[MRope]  # default None; positions then [n_tokens, 3] (t, h, w)
-    def __init__(self, *, layout: Union[RopeLayout, str] = ..., rotary_dim: int = ..., base: float = ...,
+    def __init__(self, *, layout: Union[RopeLayout, str] = ..., rotary_dim: int = ..., rotary_offset: int = ...,
+                 base: float = ...,
                  scaling: Union[RopeScaling, str] = ..., factor: float = ..., original_context: int = ...,
                  sequence_length: int = ..., yarn: YarnParams = ..., llama3: Llama3Params = ...,
                  freq_factors: Sequence[float] = ..., attention_factor: Optional[float] = ...,

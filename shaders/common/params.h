@@ -29,7 +29,7 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
     uint n_heads_q;         // heads of binding 0
     uint n_heads_k;         // heads of binding 1; 0 when one tensor is rotated
     uint head_dim;          // even
-    uint rotary_dim;        // even, <= head_dim; dims past it pass through untouched
+    uint rotary_dim;        // even, <= head_dim - rotary_offset; other dims pass through untouched
     uint units_per_row;     // see shaders/common/rope_unit.glsl
     uint heads_per_wg;      // of the q heads followed by the k heads of one token
     uint wgs_per_token;     // ceil((n_heads_q + n_heads_k) / heads_per_wg)
@@ -39,6 +39,7 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
     uint mrope_t;           // M-RoPE: rotary pairs of each position
     uint mrope_h;
     uint mrope_w;
+    uint rotary_offset;     // even: the rotated dims are [rotary_offset, rotary_offset + rotary_dim)
 } VKATTN_PC_INSTANCE;
 #endif
 

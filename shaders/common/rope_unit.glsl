@@ -15,7 +15,7 @@
 //   ROPE_UNIT_PAIR2: f16 half, pairs 2u, 2u+1: one word from each half
 //   ROPE_UNIT_ROW: f16 half with an odd number of pairs (they straddle words): the row
 void ROPE_FN(uint row, uint u, Trig tr) {
-    const uint base = row * pc.head_dim;
+    const uint base = row * pc.head_dim + pc.rotary_offset;  // the rotated slice
     const uint half_rot = pc.rotary_dim / 2u;
 #ifndef VKATTN_F16
     if (UNIT == ROPE_UNIT_VEC4) {

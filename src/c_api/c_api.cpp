@@ -40,7 +40,7 @@ static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_
 #define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, mrope_layout);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, rope_config);
@@ -184,6 +184,7 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
   r.layout = static_cast<RopeLayout>(c.layout);
   r.scaling = static_cast<RopeScaling>(c.scaling);
   r.rotary_dim = c.rotary_dim;
+  r.rotary_offset = static_cast<std::size_t>(c.rotary_offset);
   r.base = c.base;
   r.factor = c.factor;
   r.original_context = static_cast<std::size_t>(c.original_context);

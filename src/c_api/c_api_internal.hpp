@@ -91,6 +91,10 @@ template <class T>
 inline constexpr std::size_t kFirstSize = sizeof(T);
 template <>
 inline constexpr std::size_t kFirstSize<vkattn_command_stats> = offsetof(vkattn_command_stats, encodings);
+template <>  // 0.2's: before M-RoPE
+inline constexpr std::size_t kFirstSize<vkattn_rope_config> = offsetof(vkattn_rope_config, mrope_sections);
+template <>  // 0.2's: before chunk, window_type and the query temperature
+inline constexpr std::size_t kFirstSize<vkattn_attention_config> = offsetof(vkattn_attention_config, chunk);
 
 // An input struct as this library knows it: the caller's fields over our defaults (so a
 // struct from an older header gets the defaults of the fields it lacks), after checking

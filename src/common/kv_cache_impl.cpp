@@ -42,6 +42,10 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.mrope", "set",
                             "unset with KvRope::on_read (rotate M-RoPE keys before kv_append, KvRope::stored)");
     }
+    if (r.rotary_offset != 0) {
+      throw InvalidArgument(op, "config.rope_config.rotary_offset", std::to_string(r.rotary_offset),
+                            "0 with KvRope::on_read (rotate a slice before kv_append, KvRope::stored)");
+    }
     if (r.attention_factor && *r.attention_factor != 1.0) {
       throw InvalidArgument(op, "config.rope_config.attention_factor", std::to_string(*r.attention_factor),
                             "1 (unset) with KvRope::on_read");

@@ -102,10 +102,16 @@ void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
 
 RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim) {
   RopeConfig out = config;
-  if (out.rotary_dim == 0) out.rotary_dim = head_dim;
-  if (out.rotary_dim % 2 != 0 || out.rotary_dim > head_dim) {
+  if (out.rotary_offset % 2 != 0 || out.rotary_offset + 2 > head_dim) {
+    throw InvalidArgument(op, "config.rotary_offset", std::to_string(config.rotary_offset),
+                          "even in [0, head_dim - 2 = " + std::to_string(head_dim - 2) + "]");
+  }
+  const std::size_t room = head_dim - out.rotary_offset;  // dims from the offset to the row's end
+  if (out.rotary_dim == 0) out.rotary_dim = room;
+  if (out.rotary_dim % 2 != 0 || out.rotary_dim > room) {
+    const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
     throw InvalidArgument(op, "config.rotary_dim", std::to_string(config.rotary_dim),
-                          "0 (= head_dim) or even in [2, head_dim = " + std::to_string(head_dim) + "]");
+                          "0 (= " + upper + ") or even in [2, " + upper + " = " + std::to_string(room) + "]");
   }
   check_positive(op, "config.base", config.base);
   if (config.layout != RopeLayout::interleaved && config.layout != RopeLayout::half) {

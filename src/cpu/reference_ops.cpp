@@ -24,8 +24,9 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
       float* row = x.data() + (t * n_heads + h) * head_dim;
       for (std::size_t i = 0; i < d / 2; ++i) {
         // 1. Which two elements form pair i.
-        const std::size_t a = config.layout == RopeLayout::interleaved ? 2 * i : i;
-        const std::size_t b = config.layout == RopeLayout::interleaved ? 2 * i + 1 : i + d / 2;
+        const std::size_t o = config.rotary_offset;
+        const std::size_t a = o + (config.layout == RopeLayout::interleaved ? 2 * i : i);
+        const std::size_t b = o + (config.layout == RopeLayout::interleaved ? 2 * i + 1 : i + d / 2);
         // 2. Rotate them by m * theta_i (long double keeps the angle exact to ~1e-10 rad
         //    even at m near 2^31; sinl/cosl reduce the range correctly).
         const std::size_t which = config.mrope ? detail::mrope_section(*config.mrope, i) : 0;

@@ -99,6 +99,46 @@ static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
   free(x);
 }
 
+/* RoPE on a slice (0.4's rotary_offset): DeepSeek's MLA key, the last 64 of 576 dims;
+ * Vulkan against the CPU, the first 512 dims untouched, the slice rotated. An older
+ * header's struct (0.2's size: no M-RoPE, no offset) still works with the defaults. */
+static void test_rope_slice(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { T = 2, H = 1, D = 576, O = 512 };
+  const int32_t positions[T] = {3, 40000};
+  float* x = random_values(T * H * D, 12);
+  vkattn_rope_config config, old;
+  OK(vkattn_rope_config_init(&config, sizeof config));
+  config.rotary_dim = 64;
+  config.rotary_offset = O;
+  OK(vkattn_rope_config_init(&old, sizeof old));
+  old.struct_size = (uint32_t)offsetof(vkattn_rope_config, mrope_sections);
+  float* out[3];
+  vkattn_backend* backends[3] = {gpu, cpu, cpu};
+  for (int i = 0; i < 3; ++i) {
+    vkattn_tensor* t = filled(backends[i], T, H, D, VKATTN_DTYPE_F32, x);
+    vkattn_command_list* list = NULL;
+    OK(vkattn_command_list_create(backends[i], NULL, &list));
+    OK(vkattn_cmd_rope(list, t, positions, T, i < 2 ? &config : &old));
+    OK(vkattn_submit_and_wait(list));
+    out[i] = download(backends[i], t, T * H * D);
+    vkattn_command_list_destroy(list);
+    vkattn_tensor_destroy(t);
+  }
+  double kept = 0, rotated = 0;
+  for (int t = 0; t < T; ++t) {
+    kept = fmax(kept, max_diff(out[1] + t * D, x + t * D, O));
+    rotated = fmax(rotated, max_diff(out[1] + t * D + O, x + t * D + O, D - O));
+  }
+  if (max_diff(out[0], out[1], T * H * D) > 4e-6 || kept != 0 || rotated < 1e-3 ||
+      max_diff(out[2], out[1], T * H * D) < 1e-3) {
+    fprintf(stderr, "rope slice: Vulkan against CPU %g, dims before the slice moved %g, slice moved %g\n",
+            max_diff(out[0], out[1], T * H * D), kept, rotated);
+    ++g_failures;
+  }
+  for (int i = 0; i < 3; ++i) free(out[i]);
+  free(x);
+}
+
 /* ---- Attention with every option, fused and three-stage, against the CPU ---- */
 
 /* out of attention on |b|: the fused op through |path|, or with path -1 the three ops. */
@@ -421,6 +461,7 @@ int main(void) {
   test_queries(gpu);
   test_rope(gpu, cpu);
   test_mrope(gpu, cpu);
+  test_rope_slice(gpu, cpu);
   test_attention(gpu, cpu);
   test_kv_cache_decode(gpu, cpu);
   test_replay(gpu);

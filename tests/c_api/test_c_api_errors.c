@@ -50,6 +50,9 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "config->mrope_layout = 1; valid: 0 unless mrope_sections", vkattn_cmd_rope(list, x, pos, 2, &rope));
   rope.mrope_sections[0] = 1;
   EXPECT_STATUS(E, "config.mrope.sections = {1, 0, 0} (sum 1)", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.rotary_offset = 3;
+  EXPECT_STATUS(E, "config.rotary_offset = 3", vkattn_cmd_rope(list, x, pos, 2, &rope));
   EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
   EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
   vkattn_attention_config ac;

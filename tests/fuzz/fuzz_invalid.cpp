@@ -33,7 +33,15 @@ InvalidCall bad_rope(Rng& r) {
     case 3: shape[2] = kMaxHeadDim + 2; what = "head_dim > 2048"; break;
     case 4: pos.push_back(0); what = "positions.size()"; break;
     case 5: pos[r.range(0, n - 1)] = -static_cast<std::int32_t>(r.range(1, 1u << 30)); what = "negative position"; break;
-    case 6: c.rotary_dim = r.chance(0.5) ? 2 * r.range(1, d / 2) + 1 : d + 2; what = "rotary_dim"; break;
+    case 6:
+      if (r.chance(0.3)) {  // odd, or no room for a pair after it
+        c.rotary_offset = r.chance(0.5) ? 2 * r.range(0, d / 2 - 1) + 1 : d;
+        what = "rotary_offset";
+        break;
+      }
+      c.rotary_dim = r.chance(0.5) ? 2 * r.range(1, d / 2) + 1 : d + 2;
+      what = "rotary_dim";
+      break;
     case 7: c.base = bad_real(r); what = "base"; break;
     case 8: c.layout = static_cast<RopeLayout>(r.range(2, 9)); what = "layout"; break;
     case 9: c.scaling = static_cast<RopeScaling>(r.range(7, 99)); what = "scaling"; break;

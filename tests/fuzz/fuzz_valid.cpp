@@ -19,7 +19,8 @@ std::string shape_text(const Shape& s) { return detail::shape_string(s); }
 
 std::string describe(const RopeConfig& c) {
   std::ostringstream o;
-  o << "layout " << static_cast<int>(c.layout) << " rotary_dim " << c.rotary_dim << " base " << c.base << " scaling "
+  o << "layout " << static_cast<int>(c.layout) << " rotary_dim " << c.rotary_dim << " rotary_offset "
+    << c.rotary_offset << " base " << c.base << " scaling "
     << static_cast<int>(c.scaling) << " factor " << c.factor << " original_context " << c.original_context
     << " sequence_length " << c.sequence_length << " yarn " << c.yarn.beta_fast << "/" << c.yarn.beta_slow << "/"
     << c.yarn.mscale << "/" << c.yarn.mscale_all_dim << "/" << c.yarn.truncate << " llama3 " << c.llama3.low_freq_factor
@@ -50,6 +51,8 @@ RopeConfig random_rope_config(Rng& r, std::size_t head_dim, bool for_cache) {
   c.layout = r.pick({RopeLayout::interleaved, RopeLayout::half});
   c.rotary_dim = r.chance(0.5) || head_dim % 4 ? 0 : head_dim / 2;  // each rotary_dim is a kernel variant
   const std::size_t d = c.rotary_dim ? c.rotary_dim : head_dim;
+  // A slice after the offset (not for a cache: on_read refuses one).
+  if (!for_cache && c.rotary_dim != 0 && r.chance(0.4)) c.rotary_offset = 2 * r.range(0, (head_dim - d) / 2);
   c.base = r.chance(0.7) ? r.pick({1e4, 5e5, 1e6}) : r.uniform(1.5, 1e7);
   c.scaling = r.pick({RopeScaling::none, RopeScaling::linear, RopeScaling::ntk, RopeScaling::dynamic_ntk,
                       RopeScaling::yarn, RopeScaling::llama3, RopeScaling::factors});

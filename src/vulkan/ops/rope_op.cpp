@@ -13,7 +13,7 @@ namespace vkattn::detail {
 Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
                        std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
                        const RopeConfig& config) {
-  static_assert(sizeof(shader::RopeParams) == 52);
+  static_assert(sizeof(shader::RopeParams) == 56);
   const auto n_tokens = static_cast<std::uint32_t>(q->shape[0]);
   const auto n_heads_q = static_cast<std::uint32_t>(q->shape[1]);
   const auto n_heads_k = k ? static_cast<std::uint32_t>(k->shape[1]) : 0u;
@@ -29,13 +29,14 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   const std::uint32_t wgs_per_token = (total_heads + heads_per_wg - 1) / heads_per_wg;
 
   // What one invocation owns (shaders/common/rope_unit.glsl): a 16-byte vector when every
-  // row and the second half start on 16 bytes, else a pair, two pairs (f16), or a row (f16
+  // row's rotated slice and its second half start on 16 bytes, else a pair, two pairs (f16), or a row (f16
   // with an odd number of pairs).
   const std::size_t head_dim = q->shape[2];
   const bool f16 = q->dtype == DType::f16;
   const bool inter = config.layout == RopeLayout::interleaved;
   const std::size_t per_vec = f16 ? 8 : 4;  // elements in 16 bytes
-  const bool vec = head_dim % per_vec == 0 && (inter ? (2 * half_rot) % per_vec == 0 : half_rot % per_vec == 0);
+  const bool vec = head_dim % per_vec == 0 && config.rotary_offset % per_vec == 0 &&
+                   (inter ? (2 * half_rot) % per_vec == 0 : half_rot % per_vec == 0);
   std::uint32_t unit = 0, units_per_row = 0;  // ROPE_UNIT_* in the shader
   if (vec) {
     unit = 0;
@@ -76,7 +77,7 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
                                 static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
                                 static_cast<float>(table.attention_factor), mrope, sections[0], sections[1],
-                                sections[2]});
+                                sections[2], static_cast<std::uint32_t>(config.rotary_offset)});
   d.groups = std::uint64_t{n_tokens} * wgs_per_token;
   return d;
 }
