@@ -42,6 +42,13 @@ endif()
 # What linking the static library needs besides Vulkan (Requires.private): threads, and
 # the C++ runtime for programs linked by a C compiler (the C API's users).
 set(VKATTN_PC_LIBS_PRIVATE "${CMAKE_THREAD_LIBS_INIT}")
+foreach(lib IN LISTS CMAKE_DL_LIBS)
+  string(APPEND VKATTN_PC_LIBS_PRIVATE " -l${lib}")
+endforeach()
+set(VKATTN_PC_REQUIRES_PRIVATE "")
+if(VKATTN_LINK_VULKAN)
+  set(VKATTN_PC_REQUIRES_PRIVATE "Requires.private: vulkan\n")
+endif()
 foreach(lib IN LISTS CMAKE_CXX_IMPLICIT_LINK_LIBRARIES)
   if(NOT lib IN_LIST CMAKE_C_IMPLICIT_LINK_LIBRARIES)
     string(APPEND VKATTN_PC_LIBS_PRIVATE " -l${lib}")

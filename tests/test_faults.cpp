@@ -1,7 +1,8 @@
 // Device faults, injected (src/vulkan/faults.hpp) at the next vkAllocateMemory,
 // vkQueueSubmit or fence wait: each gives its ErrorCode; out of memory and timeouts leave
 // the backend working; a lost device makes every later call on that backend fail with
-// device_lost at once, and a new backend works. The validation layer, which also reports
+// device_lost at once, and a new backend works. A machine without a Vulkan loader gets
+// Error(unsupported) naming it, and its CPU backend works. The validation layer, which also reports
 // Vulkan objects left alive when a device is destroyed, must stay silent, and the
 // sanitizer build checks host leaks.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/fused_match.hpp"
 #include "support/random.hpp"
 #include "vulkan/faults.hpp"
 
@@ -193,6 +195,39 @@ TEST_F(Faults, DeviceLost) {
   auto [x, t, cmd] = rotation(*fresh, 5);
   cmd.submit_and_wait();
   EXPECT_TRUE(all_close(fresh->download(t), rotated(x, 1), {T, H, D}, 4e-6, 0));
+}
+
+// The loader is opened at run time: $VKATTN_VULKAN_LIBRARY naming a file that does not
+// exist stands for a machine without one. make_backend gives Error(unsupported) naming the
+// library and the variable; the CPU backend works meanwhile; afterwards the real loader
+// (already loaded or not) gives a device again.
+TEST(Loader, MissingLoaderIsUnsupportedAndTheCpuBackendWorks) {
+#ifdef VKATTN_TEST_LINKED_VULKAN
+  GTEST_SKIP() << "built with VKATTN_LINK_VULKAN: the loader is linked, not looked for";
+#else
+  const std::string missing = "/nonexistent/libvulkan-missing.so.1";
+  {
+    ScopedEnv env("VKATTN_VULKAN_LIBRARY", missing);
+    try {
+      make_backend(BackendKind::vulkan, test_options());
+      ADD_FAILURE() << "a Vulkan backend without a loader";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("VKATTN_VULKAN_LIBRARY"), std::string::npos) << e.what();
+    }
+    auto cpu = make_backend(BackendKind::cpu);
+    Tensor x = cpu->tensor({T, H, D}, DType::f32);
+    cpu->upload(x, normal(T * H * D, 1));
+    CommandList cmd = cpu->commands();
+    cmd.rope(x, kPos);
+    cmd.submit_and_wait();
+    EXPECT_NE(cpu->download(x), normal(T * H * D, 1));
+  }
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+#endif
 }
 
 }  // namespace

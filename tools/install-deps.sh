@@ -13,6 +13,10 @@ packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spir
 packages+=(python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-torch
            python3-matplotlib)
 
+# The other builds CI makes: clang, and the cross builds for Windows (MinGW-w64) and
+# aarch64 Linux (tools/cross-build.sh, which reads what it built with file).
+packages+=(clang g++-mingw-w64-x86-64-posix g++-aarch64-linux-gnu file)
+
 # The copy-paste check (tools/check-duplicates.sh) runs jscpd from the npm registry: Node
 # and npm from Debian unless the machine has them already (from any source).
 command -v npm > /dev/null || packages+=(nodejs npm)

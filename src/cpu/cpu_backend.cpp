@@ -1,6 +1,10 @@
 #include "cpu/cpu_backend.hpp"
 
+#if defined(_WIN32)
+#include <windows.h>
+#else
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -323,11 +327,22 @@ class CpuCommandList final : public CommandListImpl {
   std::size_t submits_ = 0;
 };
 
-// Physical memory, or less when capped: the CPU backend's one heap.
-std::uint64_t host_memory_bytes(const DeviceOptions& options) {
+// Physical memory (1 TiB where the system does not say), or less when capped: the CPU
+// backend's one heap.
+std::uint64_t physical_memory_bytes() {
+#if defined(_WIN32)
+  MEMORYSTATUSEX status{};
+  status.dwLength = sizeof status;
+  if (GlobalMemoryStatusEx(&status) && status.ullTotalPhys > 0) return status.ullTotalPhys;
+#else
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  std::uint64_t bytes = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                                              : std::uint64_t{1} << 40;
+  if (pages > 0 && page > 0) return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+#endif
+  return std::uint64_t{1} << 40;
+}
+
+std::uint64_t host_memory_bytes(const DeviceOptions& options) {
+  std::uint64_t bytes = physical_memory_bytes();
   if (options.cap_limits && options.cap_limits->device_local_bytes) {
     bytes = std::min(bytes, options.cap_limits->device_local_bytes);
   }

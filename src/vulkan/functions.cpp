@@ -3,10 +3,7 @@
 #include <string>
 
 #include "vulkan/check.hpp"
-
-// The one command taken from the loader vkattn links (VK_NO_PROTOTYPES hides its
-// declaration): everything else is loaded through it.
-extern "C" VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL vkGetInstanceProcAddr(VkInstance instance, const char* name);
+#include "vulkan/loader.hpp"
 
 namespace vkattn::detail {
 
@@ -28,7 +25,8 @@ void load(Fn& out, Get get, Handle handle, const char* name, const char* from, b
 
 VulkanFunctions VulkanFunctions::global(PFN_vkGetInstanceProcAddr get_instance_proc_addr) {
   VulkanFunctions f;
-  f.vkGetInstanceProcAddr = get_instance_proc_addr ? get_instance_proc_addr : &::vkGetInstanceProcAddr;
+  // The one command taken from the loader: everything else is loaded through it.
+  f.vkGetInstanceProcAddr = get_instance_proc_addr ? get_instance_proc_addr : loader_get_instance_proc_addr();
   // vkEnumerateInstanceVersion is 1.1; a 1.0 loader lacks it, which instance creation reports.
   const VkInstance none = VK_NULL_HANDLE;
 #define VKATTN_VK_LOAD(name) load(f.name, f.vkGetInstanceProcAddr, none, #name, "vkGetInstanceProcAddr", false);

@@ -1,5 +1,5 @@
-// The Vulkan functions vkattn calls, loaded through a vkGetInstanceProcAddr: the loader
-// vkattn links by default, or the application's (ExternalVulkan::get_instance_proc_addr,
+// The Vulkan functions vkattn calls, loaded through a vkGetInstanceProcAddr: the loader's,
+// found at run time (loader.hpp), or the application's (ExternalVulkan::get_instance_proc_addr,
 // for engines that load Vulkan themselves, as volk does). vkattn's sources are compiled
 // with VK_NO_PROTOTYPES, so a call that does not go through a table does not compile.
 // The table also carries the allocation callbacks that every create, allocate, destroy
