@@ -332,7 +332,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
                           "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
   }
-  Ints t_positions;
+  Ints& t_positions = impl.t_positions;  // its memory kept from one replay to the next
   if (three) {
     t_positions.resize(n_tokens);
     for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];

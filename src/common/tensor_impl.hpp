@@ -119,6 +119,7 @@ class CommandListImpl {
     std::vector<std::pair<std::size_t, std::int32_t>> slots;  // KvCacheImpl::journal
   };
   std::vector<SavedCache> saved;
+  std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them
   // again; end_replay() keeps the new ones (on Vulkan reusing the encoded command buffer
