@@ -39,8 +39,9 @@ endif()
 if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
   set(VKATTN_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
-# What linking the static library needs besides Vulkan (Requires.private): threads, and
-# the C++ runtime for programs linked by a C compiler (the C API's users).
+# What linking the static library needs: threads, the dynamic loader's library (the Vulkan
+# loader is opened at run time), and the C++ runtime for programs linked by a C compiler
+# (the C API's users); Vulkan itself (Requires.private) only with VKATTN_LINK_VULKAN.
 set(VKATTN_PC_LIBS_PRIVATE "${CMAKE_THREAD_LIBS_INIT}")
 foreach(lib IN LISTS CMAKE_DL_LIBS)
   string(APPEND VKATTN_PC_LIBS_PRIVATE " -l${lib}")
