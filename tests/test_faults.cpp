@@ -124,7 +124,9 @@ TEST_F(Faults, SubmitOutOfMemory) {
   VKATTN_BACKEND_OR_SKIP(b);
   auto [x, t, cmd] = rotation(*b, 2);
   detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
-  expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkQueueSubmit");
+  // Structured bindings are captured by name (clang 14 has not C++20's capture of them).
+  expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY,
+               "vkQueueSubmit");
   EXPECT_EQ(b->download(t), x);  // not submitted
   EXPECT_EQ(cmd.stats().submits, 0u);
   cmd.submit_and_wait();
@@ -140,13 +142,14 @@ TEST_F(Faults, FenceWaitTimeout) {
     auto [x, t, cmd] = rotation(*b, 3);
     cmd.submit_and_wait();  // encoded (its parameters uploaded) and run once
     detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
-    expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT, "did not finish within 60000 ms");
+    expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT,
+                 "did not finish within 60000 ms");
     cmd.submit_and_wait();  // waits for the second run, runs a third time
     EXPECT_TRUE(all_close(b->download(t), rotated(x, 3), {T, H, D}, 1e-5, 0));
     if (staging) {
       const auto y = normal(T * H * D, 4);
       detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
-      expect_error([&] { b->upload(t, y); }, ErrorCode::timeout, VK_TIMEOUT, "upload");
+      expect_error([&, &t = t] { b->upload(t, y); }, ErrorCode::timeout, VK_TIMEOUT, "upload");
       EXPECT_EQ(b->download(t), y);
     }
   }

@@ -137,8 +137,9 @@ TEST_F(VulkanVsCpuTest, AttentionOverQuantizedCaches) {
 // Plain quantized K and V (uploaded: quantized on the host), any mix of dtypes.
 TEST_F(VulkanVsCpuTest, AttentionOverQuantizedTensors) {
   AttnInputs in = random_inputs(3, 8, 2, 200, 64, 1, 61);
-  for (auto [kd, vd] : {std::pair{DType::q8_0, DType::q8_0}, std::pair{DType::q4_0, DType::q4_0},
-                        std::pair{DType::q8_0, DType::f32}, std::pair{DType::f16, DType::q4_0}}) {
+  for (auto [k_dtype, v_dtype] : {std::pair{DType::q8_0, DType::q8_0}, std::pair{DType::q4_0, DType::q4_0},
+                                  std::pair{DType::q8_0, DType::f32}, std::pair{DType::f16, DType::q4_0}}) {
+    const DType kd = k_dtype, vd = v_dtype;  // lambdas capture variables (clang 14: not structured bindings)
     auto run = [&](Backend& b, AttentionPath path) {
       Tensor q = b.tensor({3, 8, 64}, DType::f32), k = b.tensor({200, 2, 64}, kd), v = b.tensor({200, 2, 64}, vd),
              out = b.tensor({3, 8, 64}, DType::f32);
