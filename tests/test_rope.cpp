@@ -9,21 +9,10 @@
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/random.hpp"
+#include "support/rope_run.hpp"
 
 namespace vkattn::test {
 namespace {
-
-std::vector<float> apply_rope(Backend& b, const Shape& shape, const std::vector<float>& x,
-                              const std::vector<std::int32_t>& positions, const RopeConfig& config,
-                              DType dtype = DType::f32, CommandStats* stats = nullptr) {
-  Tensor t = b.tensor(shape, dtype);
-  b.upload(t, x);
-  CommandList cmd = b.commands();
-  cmd.rope(t, positions, config);
-  cmd.submit_and_wait();
-  if (stats) *stats = cmd.stats();
-  return b.download(t);
-}
 
 double dot(const float* a, const float* b, std::size_t n) {
   double s = 0;

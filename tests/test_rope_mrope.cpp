@@ -16,20 +16,10 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/random.hpp"
+#include "support/rope_run.hpp"
 
 namespace vkattn::test {
 namespace {
-
-std::vector<float> rotate(Backend& b, const Shape& shape, const std::vector<float>& x,
-                          const std::vector<std::int32_t>& positions, const RopeConfig& config,
-                          DType dtype = DType::f32) {
-  Tensor t = b.tensor(shape, dtype);
-  b.upload(t, x);
-  CommandList cmd = b.commands();
-  cmd.rope(t, positions, config);
-  cmd.submit_and_wait();
-  return b.download(t);
-}
 
 // Pairs (1, 0) in the interleaved layout become (cos a_i, sin a_i).
 std::vector<float> unit_pairs_rotated(const std::vector<double>& angles) {
@@ -59,7 +49,7 @@ TEST_P(MRopeTest, HandComputedAngles) {
   };
   for (const Case& c : cases) {
     const RopeConfig config{.layout = RopeLayout::interleaved, .base = 256.0, .mrope = c.mrope};
-    EXPECT_TRUE(all_close(rotate(backend(), {1, 1, 16}, x, thw, config), unit_pairs_rotated(c.angles), {1, 1, 16},
+    EXPECT_TRUE(all_close(apply_rope(backend(), {1, 1, 16}, x, thw, config), unit_pairs_rotated(c.angles), {1, 1, 16},
                           1e-6, 0))
         << (c.mrope.layout == MRopeLayout::contiguous ? "contiguous" : "interleaved");
   }
@@ -82,7 +72,8 @@ TEST_P(MRopeTest, TextTokensArePlainRopeBitForBit) {
         mrope.mrope = m;
         const Shape shape{pos.size(), 3, 128};
         const std::vector<float> x = normal(pos.size() * 3 * 128, 5);
-        EXPECT_EQ(rotate(backend(), shape, x, thw, mrope, dtype), rotate(backend(), shape, x, pos, plain, dtype));
+        EXPECT_EQ(apply_rope(backend(), shape, x, thw, mrope, dtype),
+                  apply_rope(backend(), shape, x, pos, plain, dtype));
       }
     }
   }
@@ -91,7 +82,8 @@ TEST_P(MRopeTest, TextTokensArePlainRopeBitForBit) {
   RopeConfig mrope = plain;
   mrope.mrope = MRope{.sections = {11, 11, 10}, .layout = MRopeLayout::interleaved};
   const std::vector<float> x = normal(pos.size() * 2 * 256, 6);
-  EXPECT_EQ(rotate(backend(), {pos.size(), 2, 256}, x, thw, mrope), rotate(backend(), {pos.size(), 2, 256}, x, pos, plain));
+  EXPECT_EQ(apply_rope(backend(), {pos.size(), 2, 256}, x, thw, mrope),
+            apply_rope(backend(), {pos.size(), 2, 256}, x, pos, plain));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MRopeTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
@@ -219,7 +211,7 @@ TEST_P(MRopeFamilies, ImageBetweenText) {
   plain.mrope.reset();
   std::vector<std::int32_t> t_only(n);
   for (std::size_t t = 0; t < n; ++t) t_only[t] = thw[3 * t];
-  EXPECT_FALSE(all_close(got[1][0], rotate(*cpu_, {n, f.heads, d}, q, t_only, plain), {n, f.heads, d}, 1e-3, 0))
+  EXPECT_FALSE(all_close(got[1][0], apply_rope(*cpu_, {n, f.heads, d}, q, t_only, plain), {n, f.heads, d}, 1e-3, 0))
       << "the image's h and w change the result";
 }
 
@@ -251,15 +243,15 @@ TEST_F(VulkanVsCpuTest, MRopeMatchesAtAnyPosition) {
         const Shape shape{n, 4, 64};
         const std::vector<float> x = normal(n * 4 * 64, 7);
         const double atol = dtype == DType::f16 ? 1e-3 : 4e-6, rtol = dtype == DType::f16 ? 1e-3 : 0.0;
-        const std::vector<float> want = rotate(*cpu_, shape, x, thw, config, dtype);
-        EXPECT_TRUE(all_close(rotate(*gpu_, shape, x, thw, config, dtype), want, shape, atol, rtol));
+        const std::vector<float> want = apply_rope(*cpu_, shape, x, thw, config, dtype);
+        EXPECT_TRUE(all_close(apply_rope(*gpu_, shape, x, thw, config, dtype), want, shape, atol, rtol));
         on_vulkan(storage_buffer_options(), [&](Backend& gpu) {
-          EXPECT_TRUE(all_close(rotate(gpu, shape, x, thw, config, dtype), want, shape, atol, rtol));
+          EXPECT_TRUE(all_close(apply_rope(gpu, shape, x, thw, config, dtype), want, shape, atol, rtol));
         });
         DeviceOptions minimum = test_options();
         minimum.cap_limits = test_spec_minimum();
         on_vulkan(minimum, [&](Backend& gpu) {
-          EXPECT_TRUE(all_close(rotate(gpu, shape, x, thw, config, dtype), want, shape, atol, rtol));
+          EXPECT_TRUE(all_close(apply_rope(gpu, shape, x, thw, config, dtype), want, shape, atol, rtol));
         });
       }
     }

@@ -16,21 +16,11 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/random.hpp"
+#include "support/rope_run.hpp"
 #include "support/rope_formulas.hpp"
 
 namespace vkattn::test {
 namespace {
-
-std::vector<float> rotate(Backend& b, const Shape& shape, const std::vector<float>& x,
-                          const std::vector<std::int32_t>& positions, const RopeConfig& config,
-                          DType dtype = DType::f32) {
-  Tensor t = b.tensor(shape, dtype);
-  b.upload(t, x);
-  CommandList cmd = b.commands();
-  cmd.rope(t, positions, config);
-  cmd.submit_and_wait();
-  return b.download(t);
-}
 
 // Columns [from, from + width) of every row of |x| (rows of |dim| values).
 std::vector<float> columns(const std::vector<float>& x, std::size_t dim, std::size_t from, std::size_t width) {
@@ -62,16 +52,16 @@ TEST_P(RopeSliceTest, IsRopeOfTheSliceAndLeavesTheRest) {
         const RopeConfig whole{.layout = layout, .base = 1e4};
         const std::size_t rows = pos.size() * 2;
         const std::vector<float> x = normal(rows * s.head_dim, 11);
-        const std::vector<float> got = rotate(backend(), {pos.size(), 2, s.head_dim}, x, pos, sliced, dtype);
-        const std::vector<float> alone =
-            rotate(backend(), {pos.size(), 2, s.rotary_dim}, columns(x, s.head_dim, s.offset, s.rotary_dim), pos, whole, dtype);
+        const std::vector<float> got = apply_rope(backend(), {pos.size(), 2, s.head_dim}, x, pos, sliced, dtype);
+        const std::vector<float> slice = columns(x, s.head_dim, s.offset, s.rotary_dim);
+        const std::vector<float> alone = apply_rope(backend(), {pos.size(), 2, s.rotary_dim}, slice, pos, whole, dtype);
         // What passes through is x as the tensor holds it (rounded to f16 where it is f16).
         Tensor raw = backend().tensor({pos.size(), 2, s.head_dim}, dtype);
         backend().upload(raw, x);
         const std::vector<float> held = backend().download(raw);
         const std::string what = std::to_string(s.head_dim) + "/" + std::to_string(s.offset) + "/" +
-                                 std::to_string(s.rotary_dim) + (layout == RopeLayout::half ? " half " : " interleaved ") +
-                                 to_string(dtype);
+                                 std::to_string(s.rotary_dim) +
+                                 (layout == RopeLayout::half ? " half " : " interleaved ") + to_string(dtype);
         EXPECT_EQ(columns(got, s.head_dim, s.offset, s.rotary_dim), alone) << what;
         EXPECT_EQ(columns(got, s.head_dim, 0, s.offset), columns(held, s.head_dim, 0, s.offset)) << what;
         const std::size_t end = s.offset + s.rotary_dim;

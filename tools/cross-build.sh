@@ -36,13 +36,9 @@ cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DVKATTN_VULKAN_INCLUDE
   -DVKATTN_INSTALL=OFF > "$dir/configure.log"
 cmake --build "$dir" -j"$(nproc)" > "$dir/build.log"
 
-if [ "$target" = windows ]; then
-  lib=$dir/src/libvkattn.$([ "$kind" = shared ] && echo dll || echo a)
-  programs=("$dir"/tests/c_api/*.exe)
-else
-  lib=$dir/src/libvkattn.$([ "$kind" = shared ] && echo "so" || echo a)
-  programs=("$dir"/tests/c_api/vkattn_c_api_test "$dir"/tests/c_api/vkattn_c_api_errors_test)
-fi
+suffix=$([ "$kind" = static ] && echo a || ([ "$target" = windows ] && echo dll || echo so))
+lib=$dir/src/libvkattn.$suffix
+programs=("$dir"/tests/c_api/vkattn_c_api_test* "$dir"/tests/c_api/vkattn_c_api_errors_test*)
 [ -e "$lib" ] || { echo "$lib was not built" >&2; exit 1; }
 if [ "$kind" = shared ] && [ "$target" = windows ] &&
    x86_64-w64-mingw32-objdump -p "$lib" | grep -qi "DLL Name: vulkan"; then

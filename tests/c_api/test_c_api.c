@@ -59,6 +59,20 @@ static void test_rope(vkattn_backend* gpu, vkattn_backend* cpu) {
   free(k);
 }
 
+/* RoPE on one f32 tensor [T, H, D] holding |x| on |b|: the result (freed by the caller). */
+static float* roped(vkattn_backend* b, size_t T, size_t H, size_t D, const float* x, const int32_t* positions,
+                    size_t n_positions, const vkattn_rope_config* config) {
+  vkattn_tensor* t = filled(b, T, H, D, VKATTN_DTYPE_F32, x);
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(b, NULL, &list));
+  OK(vkattn_cmd_rope(list, t, positions, n_positions, config));
+  OK(vkattn_submit_and_wait(list));
+  float* out = download(b, t, T * H * D);
+  vkattn_command_list_destroy(list);
+  vkattn_tensor_destroy(t);
+  return out;
+}
+
 /* M-RoPE (0.3's fields): three positions per token, both layouts, Vulkan against the
  * CPU; each differs from plain RoPE at the temporal positions, so the fields arrive. */
 static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
@@ -73,22 +87,9 @@ static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
     OK(vkattn_rope_config_init(&plain, sizeof plain));
     memcpy(config.mrope_sections, sections[layout], sizeof config.mrope_sections);
     config.mrope_layout = layout;
-    float* out[3];
-    vkattn_backend* backends[3] = {gpu, cpu, cpu};
-    for (int i = 0; i < 3; ++i) {
-      vkattn_tensor* t = filled(backends[i], T, H, D, VKATTN_DTYPE_F32, x);
-      vkattn_command_list* list = NULL;
-      OK(vkattn_command_list_create(backends[i], NULL, &list));
-      if (i < 2) {
-        OK(vkattn_cmd_rope(list, t, positions, 3 * T, &config));
-      } else {
-        OK(vkattn_cmd_rope(list, t, t_positions, T, &plain));
-      }
-      OK(vkattn_submit_and_wait(list));
-      out[i] = download(backends[i], t, T * H * D);
-      vkattn_command_list_destroy(list);
-      vkattn_tensor_destroy(t);
-    }
+    float* out[3] = {roped(gpu, T, H, D, x, positions, 3 * T, &config),
+                     roped(cpu, T, H, D, x, positions, 3 * T, &config),
+                     roped(cpu, T, H, D, x, t_positions, T, &plain)};
     if (max_diff(out[0], out[1], T * H * D) > 4e-6 || max_diff(out[1], out[2], T * H * D) < 1e-3) {
       fprintf(stderr, "mrope layout %d: Vulkan against CPU %g, against plain RoPE %g\n", layout,
               max_diff(out[0], out[1], T * H * D), max_diff(out[1], out[2], T * H * D));
@@ -112,18 +113,8 @@ static void test_rope_slice(vkattn_backend* gpu, vkattn_backend* cpu) {
   config.rotary_offset = O;
   OK(vkattn_rope_config_init(&old, sizeof old));
   old.struct_size = (uint32_t)offsetof(vkattn_rope_config, mrope_sections);
-  float* out[3];
-  vkattn_backend* backends[3] = {gpu, cpu, cpu};
-  for (int i = 0; i < 3; ++i) {
-    vkattn_tensor* t = filled(backends[i], T, H, D, VKATTN_DTYPE_F32, x);
-    vkattn_command_list* list = NULL;
-    OK(vkattn_command_list_create(backends[i], NULL, &list));
-    OK(vkattn_cmd_rope(list, t, positions, T, i < 2 ? &config : &old));
-    OK(vkattn_submit_and_wait(list));
-    out[i] = download(backends[i], t, T * H * D);
-    vkattn_command_list_destroy(list);
-    vkattn_tensor_destroy(t);
-  }
+  float* out[3] = {roped(gpu, T, H, D, x, positions, T, &config), roped(cpu, T, H, D, x, positions, T, &config),
+                   roped(cpu, T, H, D, x, positions, T, &old)};
   double kept = 0, rotated = 0;
   for (int t = 0; t < T; ++t) {
     kept = fmax(kept, max_diff(out[1] + t * D, x + t * D, O));
