@@ -16,7 +16,8 @@
 // - replay: CommandList::set_tokens for the next token on a decode step recorded once
 //   (the command buffer is kept: only parameter bytes change), over 256 and 4096 slots; replay_submit adds the
 //   submit_and_wait; replay_cold streams 64 MiB between iterations (untimed), so that the
-//   replay meets the cold CPU caches lavapipe's kernels leave behind.
+//   replay meets the cold CPU caches lavapipe's kernels leave behind; replay_loop is an
+//   engine's decode loop: set_tokens timed, the step's submit_and_wait between (untimed).
 // The caches' bookkeeping advances with every recorded append, so each recording uses
 // fresh positions, and the caches are reset when they would wrap past what the case needs.
 #include <chrono>
@@ -131,7 +132,8 @@ void BM_resubmit(benchmark::State& state) {
 // A decode step recorded once and replayed for the next token (set_tokens), then submitted.
 // |cold|: 64 MiB are streamed between iterations (untimed), as a device that runs on this
 // CPU (lavapipe) does while it runs the step, so the replay finds cold caches.
-void BM_replay(benchmark::State& state, bool submit, bool cold = false) {
+// |loop|: the step is submitted and waited for between iterations (untimed).
+void BM_replay(benchmark::State& state, bool submit, bool cold = false, bool loop = false) {
   Backend& b = backend(BackendKind::vulkan);
   const AttentionPath path = static_cast<AttentionPath>(state.range(1));
   const auto capacity = static_cast<std::size_t>(state.range(2));
@@ -142,6 +144,7 @@ void BM_replay(benchmark::State& state, bool submit, bool cold = false) {
   std::vector<std::uint8_t> flush(cold ? 64u << 20 : 0);
   for (auto _ : state) {
     state.PauseTiming();
+    if (loop) cmd.submit_and_wait();
     const std::vector<std::int32_t> pos = m.next_positions();
     for (std::size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<std::uint8_t>(flush[i] + 1);
     benchmark::DoNotOptimize(flush.data());
@@ -175,6 +178,8 @@ BENCHMARK(BM_resubmit)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_replay, replay, false)->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_replay, replay_submit, true)->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_replay, replay_cold, false, true)->Apply(decode_shapes);
+// A fixed count: each iteration waits for a whole step on lavapipe.
+BENCHMARK_CAPTURE(BM_replay, replay_loop, false, false, true)->Apply(decode_shapes)->Iterations(400);
 
 }  // namespace
 }  // namespace vkattn::bench

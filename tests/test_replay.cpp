@@ -54,8 +54,11 @@ struct Step {
 };
 
 // |steps| tokens of a decode step replayed on |gpu|, against lists recorded afresh on
-// |gpu| (bit for bit) and against the CPU backend replaying too.
-void replay_against_fresh(Backend& gpu, Backend& cpu_backend, KvRope rope, AttentionPath path, std::int32_t steps) {
+// |gpu| (bit for bit) and against the CPU backend replaying too. |swap|: every other step
+// takes the two sequences' tokens in the other order (new sequence ids per token, which a
+// replay cannot patch in place).
+void replay_against_fresh(Backend& gpu, Backend& cpu_backend, KvRope rope, AttentionPath path, std::int32_t steps,
+                          bool swap = false) {
   const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40,
                              .dtype = DType::f16, .n_sinks = 3, .rope = rope, .rope_config = {.base = 1000.0}};
   Step replayed(gpu, config), fresh(gpu, config), cpu(cpu_backend, config);
@@ -64,7 +67,9 @@ void replay_against_fresh(Backend& gpu, Backend& cpu_backend, KvRope rope, Atten
   const std::string what = std::string(rope == KvRope::on_read ? "on_read" : "stored") + ", path " +
                            std::to_string(static_cast<int>(path)) + " on " + gpu.device_name();
   for (std::int32_t t = 0; t < steps; ++t) {
-    const std::vector<std::int32_t> pos{t, t + 7}, seq{0, 1};
+    const bool swapped = swap && t % 2 == 1;
+    const std::vector<std::int32_t> pos = swapped ? std::vector<std::int32_t>{t + 7, t} : std::vector<std::int32_t>{t, t + 7};
+    const std::vector<std::int32_t> seq = swapped ? std::vector<std::int32_t>{1, 0} : std::vector<std::int32_t>{0, 1};
     for (Step* s : {&replayed, &fresh, &cpu}) s->upload(100 + static_cast<std::uint32_t>(t));
     if (t == 0) {
       replayed.record(gpu_step, pos, seq, path);
@@ -94,6 +99,20 @@ TEST_F(VulkanVsCpuTest, ReplayedDecodeMatchesFreshLists) {
       replay_against_fresh(*gpu_, *cpu_, rope, path, 300);
     }
   }
+}
+
+// A replay patches the recorded parameters in place; one whose tokens change more than
+// those words (the sequences' order) records the list again; $VKATTN_REPLAY=rebuild records
+// every replay again. All three agree with lists recorded afresh.
+TEST_F(VulkanVsCpuTest, ReplayPatchedOrRebuiltAgree) {
+  for (const char* mode : {"patch", "rebuild"}) {
+    ScopedEnv replay("VKATTN_REPLAY", mode);
+    for (AttentionPath path : {AttentionPath::fused, AttentionPath::three_stages}) {
+      replay_against_fresh(*gpu_, *cpu_, KvRope::on_read, path, 24, /*swap=*/true);
+    }
+  }
+  ScopedEnv replay("VKATTN_REPLAY", "sometimes");
+  expect_invalid([&] { gpu_->commands(); }, {"commands", "VKATTN_REPLAY", "sometimes"});
 }
 
 // Parameters reach a discrete GPU's device-local memory through an upload buffer the

@@ -6,7 +6,7 @@
 #include <new>
 
 #include "common/kv_cache_impl.hpp"
-#include "common/tensor_impl.hpp"
+#include "common/command_list_impl.hpp"
 #include "common/validate.hpp"
 #include "vkattn/command_list.hpp"
 
@@ -108,7 +108,7 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
   const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
   const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
   detail::check_copy(*s, *d);
-  record_op(impl, [s, d](CommandListImpl& i, const NextTokens*) { i.copy(s, d); });
+  record_op(impl, [s, d](CommandListImpl& i, const NextTokens*) { i.record(detail::CopyCall{s, d}); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("copy");
 }
@@ -121,7 +121,7 @@ void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const
     const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
     if (next) detail::check_rope_positions(*t, nullptr, p, checked);
     else checked = detail::check_rope(*t, nullptr, p, config);
-    i.rope(t, nullptr, p, checked);
+    i.record(detail::RopeCall{t, nullptr, p, checked});
   }, rope_tokens(positions, config));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
@@ -136,7 +136,7 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
     const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
     if (next) detail::check_rope_positions(*tq, tk.get(), p, checked);
     else checked = detail::check_rope(*tq, tk.get(), p, config);
-    i.rope(tq, tk, p, checked);
+    i.record(detail::RopeCall{tq, tk, p, checked});
   }, rope_tokens(positions, config));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
@@ -160,7 +160,7 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
       params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
       detail::check_no_sinks(config);
     }
-    i.attn_scores(tq, tk, ts, tm, params);
+    i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
@@ -171,7 +171,7 @@ void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const Attent
   const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
   const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
   record_op(impl, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](CommandListImpl& i, const NextTokens*) {
-    i.attn_softmax(ts, tp, sinks);
+    i.record(detail::SoftmaxCall{ts, tp, sinks});
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_softmax");
@@ -184,7 +184,10 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   detail::check_attn_weighted_sum(*tp, *tv, *to);
-  record_op(impl, [tp, tv, to](CommandListImpl& i, const NextTokens*) { i.attn_weighted_sum(tp, tv, to); });
+  record_op(impl, [tp, tv, to](CommandListImpl& i, const NextTokens*) {
+    static const Ints no_seq;
+    i.record(detail::WeightedSumCall{tp, {nullptr, tv, nullptr}, to, no_seq});
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_weighted_sum");
 }
@@ -202,7 +205,7 @@ void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, st
     if (next) detail::check_kv_append_tokens(*c, *tk, p, s);
     else detail::check_kv_append(*c, *tk, *tv, p, s);
     c->plan_append(p, s, options, plan);
-    i.kv_append(c, tk, tv, plan.dst_rows, p);
+    i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p});
     c->apply_append(p, s, plan);
   };
   record_op(impl, std::move(run), positions.size(), c);
@@ -221,7 +224,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   }
   if (src == dst) return;
   record_op(impl, [c, src, dst](CommandListImpl& i, const NextTokens*) {
-    i.kv_copy_sequence(c, src, dst);
+    i.record(detail::CopySequenceCall{c, src, dst});
     c->copy_sequence(src, dst);
   }, 0, c);
 } catch (const std::bad_alloc&) {
@@ -246,7 +249,7 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
       params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
       detail::check_no_sinks(config);
     }
-    i.attn_scores_cache(tq, c, ts, tm, params);
+    i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
@@ -262,7 +265,8 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   OwnedTokens own(tokens);
   const std::size_t n = own.n_replaced();
   record_op(impl, [c, tp, to, own = std::move(own)](CommandListImpl& i, const NextTokens* next) {
-    i.attn_weighted_sum_cache(tp, c, to, detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next)));
+    const Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
+    i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_weighted_sum");
@@ -283,7 +287,7 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                       CommandListImpl& i, const NextTokens* next) mutable {
     if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
     else a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
-    i.attention(tq, tk, tv, to, tm, a.scores, a.sinks, a.path);
+    i.record(detail::AttentionCall{tq, {tk, tv, nullptr}, to, tm, a.scores, a.sinks, a.path});
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
@@ -303,7 +307,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
                       CommandListImpl& i, const NextTokens* next) mutable {
     if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
     else a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
-    i.attention_cache(tq, c, to, tm, a.scores, a.sinks, a.path);
+    i.record(detail::AttentionCall{tq, {nullptr, nullptr, c}, to, tm, a.scores, a.sinks, a.path});
   }, n);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
@@ -358,21 +362,33 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr;
     }
   } unjournal{impl};
-  const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
-                        three ? positions : std::span<const std::int32_t>{}};
-  impl.begin_replay();
-  try {
-    for (const detail::Recipe& r : impl.recipes) r.run(impl, &next);
-    impl.end_replay();
-  } catch (...) {
-    impl.abort_replay();
+  auto restore_caches = [&impl] {
     for (std::size_t i = 0; i < impl.caches.size(); ++i) {
       detail::KvCacheImpl& c = *impl.caches[i];
       detail::CommandListImpl::SavedCache& s = impl.saved[i];
       for (auto it = s.slots.rbegin(); it != s.slots.rend(); ++it) c.slot_pos[it->first] = it->second;
       std::copy(s.next.begin(), s.next.end(), c.next.begin());
       std::copy(s.oldest.begin(), s.oldest.end(), c.oldest.begin());
+      s.slots.clear();
     }
+  };
+  const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
+                        three ? positions : std::span<const std::int32_t>{}};
+  // Patched in place first; where the new tokens change an op's dispatches (another
+  // pattern of sequences), recorded again from the caches' state before the replay.
+  bool patch = true;
+  impl.begin_replay(patch);
+  try {
+    for (;;) {
+      for (const detail::Recipe& r : impl.recipes) r.run(impl, &next);
+      if (impl.end_replay()) break;
+      restore_caches();
+      patch = false;
+      impl.begin_replay(patch);
+    }
+  } catch (...) {
+    impl.abort_replay();
+    restore_caches();
     throw;
   }
 } catch (const std::bad_alloc&) {

@@ -3,7 +3,7 @@
 #include <new>
 
 #include "common/heap_ledger.hpp"
-#include "common/tensor_impl.hpp"
+#include "common/command_list_impl.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {

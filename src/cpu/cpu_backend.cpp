@@ -11,291 +11,24 @@
 #include <utility>
 #include <functional>
 
-#include "common/half.hpp"
+#include "common/command_list_impl.hpp"
 #include "common/heap_ledger.hpp"
 #include "common/op_scope.hpp"
-#include "common/kv_cache_impl.hpp"
-#include "common/quant.hpp"
-#include "common/tensor_impl.hpp"
-#include "cpu/reference_ops.hpp"
+#include "cpu/cpu_ops.hpp"
 
 namespace vkattn::detail {
 namespace {
-
-class CpuTensor final : public TensorImpl {
- public:
-  CpuTensor(const void* owner_, std::shared_ptr<HeapLedger> ledger_, const Shape& shape_, DType dtype_)
-      : TensorImpl(owner_, shape_, dtype_),
-        ledger(std::move(ledger_)),
-        reservation(*ledger, 0, std::uint64_t{words} * 4, "tensor"),
-        data(words, 0u) {}
-  const std::shared_ptr<HeapLedger> ledger;  // outlives the reservation
-  const HeapReservation reservation;         // counted before the vector is allocated
-  std::vector<std::uint32_t> data;
-
-  void store(std::span<const std::uint32_t> words) override { data.assign(words.begin(), words.end()); }
-};
-
-CpuTensor& cpu(const std::shared_ptr<TensorImpl>& t) { return static_cast<CpuTensor&>(*t); }
-
-// f16 tensors are widened to float, processed, and rounded back: the same storage
-// rounding the GPU applies. q8_0 and q4_0 tensors (K and V) are dequantized.
-std::vector<float> to_floats(const CpuTensor& t) {
-  std::vector<float> f(t.numel);
-  if (is_quantized(t.dtype)) {
-    for (std::size_t i = 0; i < t.numel; ++i) f[i] = dequantize(t.dtype, t.data, t.numel, i);
-    return f;
-  }
-  for (std::size_t i = 0; i < t.numel; ++i) {
-    f[i] = t.dtype == DType::f16
-               ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
-               : std::bit_cast<float>(t.data[i]);
-  }
-  return f;
-}
-
-void from_floats(CpuTensor& t, const std::vector<float>& f) {
-  for (std::size_t i = 0; i < t.numel; ++i) {
-    if (t.dtype == DType::f16) {
-      std::uint32_t& w = t.data[i / 2];
-      const unsigned shift = 16 * (i % 2);
-      w = (w & ~(0xffffu << shift)) | (std::uint32_t{float_to_half(f[i])} << shift);
-    } else {
-      t.data[i] = std::bit_cast<std::uint32_t>(f[i]);
-    }
-  }
-}
-
-// The three stages on host vectors, used by the stage ops and by attention(), which runs
-// them in a row. Scores [n_tokens, n_heads, n_keys] of q against plain keys k.
-std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
-                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
-  std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
-  const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0],
-                   q->shape[2], params);
-  return out;
-}
-
-std::vector<float> softmax(const std::vector<float>& scores, std::size_t n_tokens, std::size_t n_heads,
-                           const std::vector<float>& sinks) {
-  std::vector<float> probs(scores.size());
-  ref::attn_softmax(scores, probs, n_tokens, n_heads, scores.size() / (n_tokens * n_heads), sinks);
-  return probs;
-}
-
-// out [n_tokens, n_heads, head_dim] from probabilities over plain values v.
-std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
-                                      const std::shared_ptr<TensorImpl>& v) {
-  std::vector<float> o(n_tokens * n_heads * v->shape[2]);
-  ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
-  return o;
-}
-
-// The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
-// [capacity, n_kv_heads, head_dim] the reference takes.
-std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
-  const std::size_t n = cache.config.capacity * cache.config.n_kv_heads * cache.config.head_dim;
-  return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
-}
-
-// Scores [n_tokens, n_heads, capacity] over a cache: one token at a time against its own
-// sequence's slots.
-std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
-                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
-  const auto& c = cache.config;
-  const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
-  const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
-  const std::vector<float> mf = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-  std::vector<float> out(q->shape[0] * n_heads * n);
-  for (std::size_t t = 0; t < q->shape[0]; ++t) {
-    const auto seq = static_cast<std::size_t>(params.q_seq[t]);
-    ScoresParams one = params;
-    one.q_pos = {params.q_pos[t]};
-    one.q_seq = {params.q_seq[t]};
-    one.k_pos.assign(params.k_pos.begin() + static_cast<std::ptrdiff_t>(seq * n),
-                     params.k_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
-    one.k_seq.assign(params.k_seq.begin() + static_cast<std::ptrdiff_t>(seq * n),
-                     params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
-    const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
-    std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
-    std::vector<float> keys = sequence_rows(cache, kf, seq);
-    if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
-      const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
-      const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
-      ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
-      ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
-    }
-    ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads,
-                     n, d, one);
-  }
-  return out;
-}
-
-// out [n_tokens, n_heads, head_dim] from probabilities over a cache's slots, each token
-// reading its own sequence's values.
-std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
-                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
-  const auto& c = cache.config;
-  const std::size_t d = c.head_dim, n = c.capacity;
-  const std::vector<float> vf = to_floats(cpu(cache.v));
-  std::vector<float> o(n_tokens * n_heads * d);
-  for (std::size_t t = 0; t < n_tokens; ++t) {
-    ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
-                           sequence_rows(cache, vf, static_cast<std::size_t>(q_seq[t])),
-                           std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, n, d);
-  }
-  return o;
-}
-
-// |p| with the cache's keys as the bookkeeping has them when the op is recorded (the
-// position in the list where it runs).
-ScoresParams with_keys(const ScoresParams& p, const KvCacheImpl& cache) {
-  ScoresParams full = p;
-  cache.fill_keys(full);
-  return full;
-}
 
 class CpuCommandList final : public CommandListImpl {
  public:
   CpuCommandList(const void* owner, bool timestamps) : owner_(owner), timestamps_(timestamps) {}
   const void* owner() const override { return owner_; }
 
-  void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) override {
-    ops_.push_back({"copy", [src, dst] { cpu(dst).data = cpu(src).data; }});
-  }
-
-  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> span,
-            const RopeConfig& config) override {
-    ops_.push_back({"rope", [x, k, positions = std::vector<std::int32_t>(span.begin(), span.end()), config] {
-                      for (const auto& tensor : {x, k}) {
-                        if (!tensor) continue;
-                        CpuTensor& t = cpu(tensor);
-                        std::vector<float> f = to_floats(t);
-                        ref::rope(f, t.shape[0], t.shape[1], t.shape[2], positions, config);
-                        from_floats(t, f);
-                      }
-                    }});
-  }
-
-  void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
-                   std::shared_ptr<TensorImpl> mask, const ScoresParams& params) override {
-    ops_.push_back({"attn_scores", [q, k, scores, mask, params] {
-                      from_floats(cpu(scores), plain_scores(q, k, mask, params));
-                    }});
-  }
-
-  void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
-                    const std::vector<float>& sinks) override {
-    ops_.push_back({"attn_softmax", [scores, probs, sinks] {
-                      from_floats(cpu(probs), softmax(to_floats(cpu(scores)), scores->shape[0], scores->shape[1], sinks));
-                    }});
-  }
-
-  void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
-                         std::shared_ptr<TensorImpl> out) override {
-    ops_.push_back({"attn_weighted_sum", [probs, v, out] {
-                      from_floats(cpu(out), plain_weighted_sum(to_floats(cpu(probs)), out->shape[0], out->shape[1], v));
-                    }});
-  }
-
-  void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                 std::span<const std::int32_t> rows, std::span<const std::int32_t>) override {
-    ops_.push_back({"kv_append", [cache, k, v, dst_rows = std::vector<std::int32_t>(rows.begin(), rows.end())] {
-                      const auto& c = cache->config;
-                      const std::size_t row = c.head_dim;
-                      for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
-                        const std::vector<float> in = to_floats(cpu(src));
-                        if (is_quantized(c.dtype)) {  // each row's blocks, quantized in place
-                          CpuTensor& d = cpu(dst);
-                          const std::size_t blocks = c.n_kv_heads * row / kQuantBlock;
-                          for (std::size_t t = 0; t < dst_rows.size(); ++t) {
-                            if (dst_rows[t] < 0) continue;
-                            for (std::size_t b = 0; b < blocks; ++b) {
-                              store_block(c.dtype, std::span<const float>(in).subspan((t * blocks + b) * kQuantBlock).first<kQuantBlock>(),
-                                          d.data, d.numel, static_cast<std::size_t>(dst_rows[t]) * blocks + b);
-                            }
-                          }
-                          continue;
-                        }
-                        std::vector<float> out = to_floats(cpu(dst));
-                        for (std::size_t t = 0; t < dst_rows.size(); ++t) {
-                          if (dst_rows[t] < 0) continue;
-                          const std::size_t seq = static_cast<std::size_t>(dst_rows[t]) / c.capacity;
-                          const std::size_t slot = static_cast<std::size_t>(dst_rows[t]) % c.capacity;
-                          std::copy_n(&in[t * c.n_kv_heads * row], c.n_kv_heads * row,
-                                      &out[(seq * c.capacity + slot) * c.n_kv_heads * row]);
-                        }
-                        from_floats(cpu(dst), out);
-                      }
-                    }});
-  }
-
-  void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
-    ops_.push_back({"kv_copy_sequence", [cache, src, dst] {
-                      const auto& c = cache->config;
-                      const std::size_t n = c.capacity * c.n_kv_heads * c.head_dim;
-                      for (const auto& t : {cache->k, cache->v}) {
-                        if (is_quantized(c.dtype)) {  // codes, then the scales half by half
-                          std::vector<std::uint32_t>& w = cpu(t).data;
-                          const std::size_t codes = codes_words(n, c.dtype), blocks = n / kQuantBlock;
-                          std::copy_n(&w[src * codes], codes, &w[dst * codes]);
-                          const std::size_t scales = codes_words(t->numel, c.dtype);
-                          for (std::size_t b = 0; b < blocks; ++b) {
-                            const std::size_t from = src * blocks + b, to = dst * blocks + b;
-                            const std::uint32_t half = (w[scales + from / 2] >> (16 * (from % 2))) & 0xffffu;
-                            std::uint32_t& word = w[scales + to / 2];
-                            word = (word & ~(0xffffu << (16 * (to % 2)))) | (half << (16 * (to % 2)));
-                          }
-                          continue;
-                        }
-                        std::vector<float> f = to_floats(cpu(t));
-                        std::copy_n(&f[src * n], n, &f[dst * n]);
-                        from_floats(cpu(t), f);
-                      }
-                    }});
-  }
-
-  void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
-                         std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                         const ScoresParams& checked) override {
-    ops_.push_back({"attn_scores", [q, cache, scores, mask, params = with_keys(checked, *cache)] {
-                      from_floats(cpu(scores), cache_scores(q, *cache, mask, params));
-                    }});
-  }
-
-  void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
-                               std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
-    ops_.push_back({"attn_weighted_sum", [probs, cache, out, q_seq = std::move(q_seq)] {
-                      from_floats(cpu(out), cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1],
-                                                               *cache, q_seq));
-                    }});
-  }
-
-  // The three stages in a row, on temporaries, whatever the path.
-  void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                 std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& params,
-                 const std::vector<float>& sinks, AttentionPath) override {
-    ops_.push_back({"attention", [q, k, v, out, mask, params, sinks] {
-                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-                      const std::vector<float> probs = softmax(plain_scores(q, k, mask, params), n_tokens, n_heads, sinks);
-                      from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v));
-                    }});
-  }
-
-  void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
-                       std::shared_ptr<TensorImpl> mask, const ScoresParams& checked, const std::vector<float>& sinks,
-                       AttentionPath) override {
-    ops_.push_back({"attention", [q, cache, out, mask, params = with_keys(checked, *cache), sinks] {
-                      const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-                      const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
-                      from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
-                    }});
-  }
+  void record(const OpCall& call) override { ops_.push_back(cpu_op(call)); }
 
   void submit_and_wait() override {
     timings_.clear();
-    for (const Op& op : ops_) {
+    for (const CpuOp& op : ops_) {
       const auto start = std::chrono::steady_clock::now();
       op.run();
       if (timestamps_) {
@@ -310,19 +43,18 @@ class CpuCommandList final : public CommandListImpl {
   CommandStats stats() const override { return {ops_.size(), 0, submits_}; }
 
   // The CPU backend records nothing ahead of time worth keeping: a replay records afresh.
-  void begin_replay() override { saved_ = std::exchange(ops_, {}); }
-  void end_replay() override { saved_.clear(); }
+  void begin_replay(bool) override { saved_ = std::exchange(ops_, {}); }
+  bool end_replay() override {
+    saved_.clear();
+    return true;
+  }
   void abort_replay() noexcept override { ops_ = std::exchange(saved_, {}); }
 
  private:
-  struct Op {
-    std::string name;
-    std::function<void()> run;
-  };
   const void* owner_;
   bool timestamps_;
-  std::vector<Op> ops_;
-  std::vector<Op> saved_;  // the ops a replay replaces, until it ends
+  std::vector<CpuOp> ops_;
+  std::vector<CpuOp> saved_;  // the ops a replay replaces, until it ends
   std::vector<OpTiming> timings_;
   std::size_t submits_ = 0;
 };

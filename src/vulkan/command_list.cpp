@@ -1,10 +1,13 @@
 #include "vulkan/command_list.hpp"
 
 #include <bit>
+#include <cstring>
+#include <cstdlib>
+#include <string_view>
 #include <map>
 #include <set>
 #include <utility>
-#include <type_traits>
+#include <variant>
 
 #include "common/shape_math.hpp"
 #include "common/kv_cache_impl.hpp"
@@ -84,6 +87,15 @@ class VulkanSubmitted final : public SubmittedImpl {
   std::uint64_t number_;
 };
 
+// Whether replays patch parameter words in place: $VKATTN_REPLAY unset, empty or "patch";
+// "rebuild" rebuilds every op (tests compare the two).
+bool replay_patches() {
+  const char* env = std::getenv("VKATTN_REPLAY");
+  if (!env || !*env || std::string_view(env) == "patch") return true;
+  if (std::string_view(env) == "rebuild") return false;
+  throw InvalidArgument("commands", "VKATTN_REPLAY", env, "patch (the default) or rebuild");
+}
+
 class VulkanCommandList final : public CommandListImpl {
  public:
   VulkanCommandList(std::shared_ptr<Context> ctx, const CommandListOptions& options)
@@ -100,83 +112,25 @@ class VulkanCommandList final : public CommandListImpl {
 
   const void* owner() const override { return ctx_.get(); }
 
-  void copy(std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst) override {
-    const std::uint64_t words = ceil_div(src->words, 4) * 4;  // buffers are padded to 16 bytes
-    add({copy_dispatch(*ctx_, std::move(src), std::move(dst), 0, 0, words)});
-  }
-
-  void rope(std::shared_ptr<TensorImpl> x, std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
-            const RopeConfig& config) override {
-    with_params([&](ParamArena& arena) { return rope_dispatch(*ctx_, arena, std::move(x), std::move(k), positions, config); });
-  }
-
-  void attn_scores(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> scores,
-                   std::shared_ptr<TensorImpl> mask, const ScoresParams& p) override {
+  void record(const OpCall& call) override {
+    if (replay_ && replay_->patching) {  // the same op with new tokens: its words rewritten
+      Replay& r = *replay_;
+      if (!r.failed && r.op >= marks_.size()) r.failed = true;
+      if (!r.failed) {
+        for (const TokenWords& w : marks_[r.op]) keep_for_undo(w);
+        r.failed = !patch_tokens(params_.data(), marks_[r.op], call);
+      }
+      ++r.op;
+      return;
+    }
+    marks_.reserve(marks_.size() + 1);  // nothing can fail once the op is added
+    const ScratchFn scratch = scratch_fn();
+    const TempFn temp = temp_fn();
     with_params([&](ParamArena& arena) {
-      return attn_scores_dispatch(*ctx_, arena, std::move(q), plain_keys(std::move(k)), std::move(scores),
-                                  std::move(mask), p);
+      OpEnv env{*ctx_, arena, scratch, temp};
+      return std::visit([&](const auto& c) { return build(env, c); }, call);
     });
-  }
-
-  void attn_scores_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache,
-                         std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                         const ScoresParams& p) override {
-    with_params([&](ParamArena& arena) {
-      return attn_scores_dispatch(*ctx_, arena, std::move(q), cache_keys(cache->k, cache->slots), std::move(scores),
-                                  std::move(mask), p);
-    });
-  }
-
-  void attn_softmax(std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> probs,
-                    const std::vector<float>& sinks) override {
-    with_params([&](ParamArena& arena) {
-      return attn_softmax_dispatch(*ctx_, arena, std::move(scores), std::move(probs), sinks);
-    });
-  }
-
-  void attn_weighted_sum(std::shared_ptr<TensorImpl> probs, std::shared_ptr<TensorImpl> v,
-                         std::shared_ptr<TensorImpl> out) override {
-    with_params([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), plain_keys(std::move(v)), std::move(out),
-                                          {});
-    });
-  }
-
-  void attn_weighted_sum_cache(std::shared_ptr<TensorImpl> probs, std::shared_ptr<KvCacheImpl> cache,
-                               std::shared_ptr<TensorImpl> out, std::vector<std::int32_t> q_seq) override {
-    with_params([&](ParamArena& arena) {
-      return attn_weighted_sum_dispatches(*ctx_, arena, scratch_fn(), std::move(probs), cache_keys(cache->v, nullptr), std::move(out),
-                                          q_seq);
-    });
-  }
-
-  void attention(std::shared_ptr<TensorImpl> q, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                 std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                 const std::vector<float>& sinks, AttentionPath path) override {
-    with_params([&](ParamArena& arena) {
-      return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), plain_keys(std::move(k)),
-                                  plain_keys(std::move(v)), std::move(out), std::move(mask), p, sinks, path);
-    });
-  }
-
-  void attention_cache(std::shared_ptr<TensorImpl> q, std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> out,
-                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
-                       AttentionPath path) override {
-    with_params([&](ParamArena& arena) {
-      return attention_dispatches(*ctx_, arena, scratch_fn(), temp_fn(), std::move(q), cache_keys(cache->k, cache->slots),
-                                  cache_keys(cache->v, nullptr), std::move(out), std::move(mask), p, sinks, path);
-    });
-  }
-
-  void kv_append(std::shared_ptr<KvCacheImpl> cache, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                 std::span<const std::int32_t> dst_rows, std::span<const std::int32_t> positions) override {
-    with_params([&](ParamArena& arena) {
-      return kv_append_dispatches(*ctx_, arena, *cache, std::move(k), std::move(v), dst_rows, positions);
-    });
-  }
-
-  void kv_copy_sequence(std::shared_ptr<KvCacheImpl> cache, std::size_t src, std::size_t dst) override {
-    add(kv_copy_sequence_dispatches(*ctx_, *cache, src, dst));
+    marks_.push_back(params_.take_marks());
   }
 
   void submit_and_wait() override {
@@ -224,11 +178,21 @@ class VulkanCommandList final : public CommandListImpl {
     return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, texel, encodings_};
   }
 
-  // A replay rebuilds each op's dispatches and compares them with the recorded ones as it
-  // goes (add); while they match, the rebuilt ones are dropped and the recorded ones stay,
-  // so a replay that changes only parameter bytes builds no list and frees none.
-  void begin_replay() override {
+  // A replay first patches the recorded parameters in place: each op rewrites its token
+  // words (patch_tokens), keeping what they held until the replay ends, and builds
+  // nothing; only those words reach the device. When an op's new tokens change more than
+  // those words, end_replay() puts them back and says so, and the frontend replays again
+  // rebuilding: each op's dispatches are built and compared with the recorded ones as it
+  // goes (add); while they match, the rebuilt ones are dropped and the recorded ones stay.
+  void begin_replay(bool patch) override {
     replay_ = std::make_unique<Replay>();
+    if (patch && patch_replay_) {
+      replay_->patching = true;
+      patched_.clear();
+      undo_.clear();
+      return;
+    }
+    replay_->marks = std::exchange(marks_, {});
     replay_->params = std::exchange(params_, std::move(spare_params_));
     params_.clear();
     replay_->encoded = std::exchange(encoded_, nullptr);
@@ -241,8 +205,21 @@ class VulkanCommandList final : public CommandListImpl {
   // encoded one does: then only parameter bytes (positions, slot tables) changed, and they
   // are rewritten in place. Anything else encodes afresh, except for a list recorded into
   // callers' command buffers, which would go on running the old dispatches: refused.
-  void end_replay() override {
+  bool end_replay() override {
     Replay& r = *replay_;
+    if (r.patching) {
+      if (r.failed || r.op != marks_.size()) {
+        abort_replay();
+        return false;
+      }
+      if (encoded_) encoded_->submission.finish(ctx_->options.submit_timeout_ms);
+      r.params_written = true;
+      for (Encoded* e : {encoded_.get(), external_.get()}) {
+        if (e) write_patched(*e);
+      }
+      replay_.reset();
+      return true;
+    }
     const bool same = !r.diverged && r.matched == ops_.size() && r.params.bytes().size() == params_.bytes().size();
     if (!same && r.external) {
       throw InvalidArgument("set_tokens", "positions / seq_ids",
@@ -266,11 +243,27 @@ class VulkanCommandList final : public CommandListImpl {
     spare_params_ = std::move(r.params);
     scratch_log_ = std::move(r.scratch_used);
     replay_.reset();
+    return true;
   }
 
   void abort_replay() noexcept override {
-    if (replay_->diverged) ops_ = std::move(replay_->ops);
+    if (replay_->patching) {  // the patched words back, and to the device if written there
+      std::size_t end = undo_.size();
+      for (auto it = patched_.rbegin(); it != patched_.rend(); ++it) {
+        end -= it->second;
+        std::memcpy(params_.data() + it->first, undo_.data() + end, it->second);
+      }
+      if (replay_->params_written) {
+        for (Encoded* e : {encoded_.get(), external_.get()}) {
+          if (e) try_write_params(*e, true);
+        }
+      }
+      replay_.reset();
+      return;
+    }
     params_ = std::move(replay_->params);
+    if (replay_->diverged) ops_ = std::move(replay_->ops);
+    marks_ = std::move(replay_->marks);
     encoded_ = std::move(replay_->encoded);
     external_ = std::move(replay_->external);
     if (replay_->params_written) {  // they hold the new parameters: back to the old ones
@@ -291,12 +284,17 @@ class VulkanCommandList final : public CommandListImpl {
     bool diverged = false;    // a rebuilt dispatch differed: ops_ holds the rebuilt ones
     std::vector<Dispatch> ops;  // once diverged: the recorded dispatches
     bool params_written = false;
+    // Patching: the ops replayed so far, and whether one could not be patched.
+    bool patching = false, failed = false;
+    std::size_t op = 0;
+    std::vector<TokenMarks> marks;  // rebuilding: the recorded ops' token words
   };
 
   // A write that cannot throw (abort_replay); a failed one drops the own encoding.
-  void try_write_params(Encoded& enc) noexcept {
+  void try_write_params(Encoded& enc, bool patched = false) noexcept {
     try {
-      write_params(enc);
+      if (patched) write_patched(enc);
+      else write_params(enc);
     } catch (...) {
       if (&enc == encoded_.get()) encoded_.reset();
     }
@@ -307,6 +305,18 @@ class VulkanCommandList final : public CommandListImpl {
     Buffer& target = enc.params_staging ? *enc.params_staging : *enc.params;
     target.write(params_.bytes());
   }
+  void write_patched(Encoded& enc) {
+    Buffer& target = enc.params_staging ? *enc.params_staging : *enc.params;
+    target.write_ranges(params_.data(), patched_);
+  }
+
+  // What a patch overwrites, kept until the replay ends (abort_replay puts it back).
+  void keep_for_undo(const TokenWords& w) {
+    const std::uint64_t bytes = token_bytes(w);
+    if (bytes == 0) return;
+    patched_.emplace_back(w.offset, bytes);
+    undo_.insert(undo_.end(), params_.data() + w.offset, params_.data() + w.offset + bytes);
+  }
 
   // Builds an op's dispatch (or dispatches) with parameters; the list grows only once
   // every dispatch is built and its grid checked, and the arena is cut back on a throw, so
@@ -315,16 +325,10 @@ class VulkanCommandList final : public CommandListImpl {
   void with_params(Build build) {
     const std::size_t size = params_.bytes().size();
     try {
-      auto built = build(params_);
-      if constexpr (std::is_same_v<decltype(built), Dispatch>) {
-        Dispatches ds;
-        ds.push_back(std::move(built));
-        add(std::move(ds));
-      } else {
-        add(std::move(built));
-      }
+      add(build(params_));
     } catch (...) {
       params_.truncate(size);  // a throw leaves the list as it was
+      params_.take_marks();
       throw;
     }
   }
@@ -518,7 +522,7 @@ class VulkanCommandList final : public CommandListImpl {
     ++encodings_;
   }
 
-  void record(void* command_buffer, const RecordOptions& options) override {
+  void record_into(void* command_buffer, const RecordOptions& options) override {
     OpScope scope("record");
     if (!ctx_->external) {
       throw InvalidArgument("record", "this", "a list of a backend that made its own device",
@@ -560,6 +564,12 @@ class VulkanCommandList final : public CommandListImpl {
   ParamArena params_;
   ParamArena spare_params_;  // the arena a replay fills next (its memory kept)
   std::vector<Dispatch> ops_;
+  std::vector<TokenMarks> marks_;  // each recorded op's token words in params_
+  // A patching replay's (offset, size) ranges of params_ and what they held, in order.
+  std::vector<std::pair<VkDeviceSize, VkDeviceSize>> patched_;
+  std::vector<std::uint8_t> undo_;
+  // $VKATTN_REPLAY=rebuild: replays rebuild every op (the path patching falls back to).
+  bool patch_replay_ = replay_patches();
   std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
   std::map<TempShape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::vector<std::shared_ptr<TensorImpl>> scratch_log_;  // the scratch each op was given

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "common/tensor_impl.hpp"
+#include "common/command_list_impl.hpp"
 #include "vulkan/context.hpp"
 
 namespace vkattn::detail {

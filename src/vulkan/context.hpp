@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "common/log.hpp"
-#include "common/tensor_impl.hpp"
+#include "common/command_list_impl.hpp"
 #include "vulkan/device.hpp"
 #include "vulkan/instance.hpp"
 #include "vulkan/memory.hpp"

@@ -2,6 +2,7 @@
 // workgroup-count limits, and the comparison that lets a replay keep its encoding.
 #include <algorithm>
 #include <cstring>
+#include <variant>
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
@@ -45,7 +46,9 @@ std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits&
 void finish_dispatch(Dispatch& d, const DeviceLimits& limits) {
   d.groups = std::max<std::uint64_t>(d.groups, 1);
   fold_grid(d.groups, limits);  // fail at record time, not at submit
-  // The pipeline's descriptor types follow the bindings, so the two cannot disagree.
+  // The pipeline's layout follows the bindings and push constants, so they cannot disagree.
+  d.key.n_bindings = static_cast<std::uint32_t>(d.bindings.size());
+  d.key.push_bytes = static_cast<std::uint32_t>(d.push.size());
   d.key.texel_bindings = 0;
   std::uint32_t storage = 0;
   for (std::size_t b = 0; b < d.bindings.size(); ++b) {
@@ -71,6 +74,64 @@ bool same_dispatch(const Dispatch& x, const Dispatch& y) {
     if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes ||
         u.write != v.write || u.texel != v.texel) {
       return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// The queries' sequences and attention parameters of an op that has them.
+const ScoresParams* scores_params(const OpCall& call) {
+  if (const auto* c = std::get_if<ScoresCall>(&call)) return &c->params;
+  if (const auto* c = std::get_if<AttentionCall>(&call)) return &c->params;
+  return nullptr;
+}
+
+const std::vector<std::int32_t>* q_seq_of(const OpCall& call) {
+  if (const auto* c = std::get_if<WeightedSumCall>(&call)) return &c->q_seq;
+  const ScoresParams* p = scores_params(call);
+  return p ? &p->q_seq : nullptr;
+}
+
+bool copy_if_same_size(std::uint8_t* at, std::uint32_t words, std::span<const std::int32_t> values) {
+  if (values.size() != words) return false;
+  std::memcpy(at, values.data(), 4 * values.size());
+  return true;
+}
+
+}  // namespace
+
+bool patch_tokens(std::uint8_t* arena, const TokenMarks& marks, const OpCall& call) {
+  static const std::vector<float> no_sinks;
+  const auto* rope = std::get_if<RopeCall>(&call);
+  const auto* append = std::get_if<AppendCall>(&call);
+  for (const TokenWords& w : marks) {
+    std::uint8_t* at = arena + w.offset;
+    switch (w.kind) {
+      case TokenWords::meta: {
+        const ScoresParams* p = scores_params(call);
+        const auto* attention = std::get_if<AttentionCall>(&call);
+        if (!p || !patch_attn_meta(at, w, *p, attention && w.extra ? attention->sinks : no_sinks)) return false;
+        break;
+      }
+      case TokenWords::rope_positions:
+        if (!rope || !copy_if_same_size(at, w.words, rope->positions)) return false;
+        break;
+      case TokenWords::rope_table:
+        if (!rope || !patch_rope_table(at, w, *rope)) return false;
+        break;
+      case TokenWords::append_rows:
+        if (!append || !copy_if_same_size(at, w.words, append->dst_rows) ||
+            !copy_if_same_size(at + 4 * std::size_t{w.words}, w.words, append->positions)) {
+          return false;
+        }
+        break;
+      case TokenWords::q_seq: {
+        const std::vector<std::int32_t>* q_seq = q_seq_of(call);
+        if (!q_seq || q_seq->size() != w.words || std::memcmp(at, q_seq->data(), 4 * q_seq->size()) != 0) return false;
+        break;
+      }
     }
   }
   return true;

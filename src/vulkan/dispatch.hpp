@@ -10,9 +10,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/inline_vector.hpp"
+#include "common/op_call.hpp"
 #include "params.h"
 #include "vulkan/context.hpp"
 
@@ -52,6 +54,31 @@ struct Dispatch {
 // An op's dispatches: one, or a few (attention in three stages with split keys: 4; a
 // quantized cache's kv_copy_sequence: 6).
 using Dispatches = InlineVector<Dispatch, 6>;
+inline Dispatches one(Dispatch d) {
+  Dispatches ds;
+  ds.push_back(std::move(d));
+  return ds;
+}
+
+// Token data an op keeps in the parameter arena (ParamArena::mark): a replay rewrites these
+// words in place (patch_tokens) instead of building the op again.
+struct TokenWords {
+  enum Kind : std::uint8_t {
+    meta,            // attn_meta's words (q positions, sequences, ring...); |extra|: 1 with sinks
+    rope_positions,  // a rope op's positions
+    rope_table,      // its frequency table; |extra|: the attention factor's bits (a push constant)
+    append_rows,     // kv_append's rows, then its positions (|words| tokens)
+    q_seq,           // the queries' sequences: the dispatches follow them, a replay keeps them
+  } kind;
+  std::uint64_t offset = 0;  // bytes into the arena
+  std::uint32_t words = 0;
+  std::uint32_t extra = 0;
+};
+using TokenMarks = InlineVector<TokenWords, 4>;
+// The bytes a patch may write at |w.offset| (0: it only compares).
+inline std::uint64_t token_bytes(const TokenWords& w) {
+  return w.kind == TokenWords::q_seq ? 0 : 4 * std::uint64_t{w.words} * (w.kind == TokenWords::append_rows ? 2 : 1);
+}
 
 // Small read-only inputs of ops (positions, frequency tables), packed into one buffer per
 // command list at offsets aligned to minStorageBufferOffsetAlignment.
@@ -72,17 +99,29 @@ class ParamArena {
   void truncate(std::size_t size) { bytes_.resize(size); }
   void reserve(std::size_t size) { bytes_.reserve(size); }
   void clear() { bytes_.clear(); }
+  std::uint8_t* data() { return bytes_.data(); }
+  // Token words of the op being built; the command list takes them once it is built.
+  void mark(const TokenWords& w) { marks_.push_back(w); }
+  TokenMarks take_marks() { return std::exchange(marks_, {}); }
 
  private:
   Binding add_bytes(const void* data, std::size_t words);
 
   std::uint64_t alignment_;
   std::vector<std::uint8_t> bytes_;
+  TokenMarks marks_;
 };
 
+// Rewrites a recorded op's token words in |arena| for |call|, the same op with new tokens;
+// false when the new tokens change more than those words (other sequences, another
+// frequency table size or attention factor), and then the op must be built again.
+bool patch_tokens(std::uint8_t* arena, const TokenMarks& marks, const OpCall& call);
+bool patch_attn_meta(std::uint8_t* bytes, const TokenWords& w, const ScoresParams& p, const std::vector<float>& sinks);
+bool patch_rope_table(std::uint8_t* bytes, const TokenWords& w, const RopeCall& call);
+
 // Completes |d| as the command list records it: at least one workgroup, a grid within
-// maxComputeWorkGroupCount, the pipeline's texel bindings from the bindings' (so the two
-// cannot disagree); Error(unsupported) naming maxPerStageDescriptorStorageBuffers when it
+// maxComputeWorkGroupCount, the pipeline's layout (binding count, texel bindings,
+// push-constant size) from the bindings and push constants; Error(unsupported) naming maxPerStageDescriptorStorageBuffers when it
 // binds more storage buffers than the device allows a kernel.
 void finish_dispatch(Dispatch& d, const DeviceLimits& limits);
 
@@ -90,16 +129,12 @@ void finish_dispatch(Dispatch& d, const DeviceLimits& limits);
 // replay whose rebuilt dispatches all match the recorded ones keeps its encoding.
 bool same_dispatch(const Dispatch& a, const Dispatch& b);
 
-// Ops: each checks device-dependent limits and returns its dispatch(es).
 // Copies |words| 32-bit words from word |src_word| of src to word |dst_word| of dst.
 Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
                        std::uint64_t src_word, std::uint64_t dst_word, std::uint64_t words);
 // The same in 16-bit halves, each replaced with atomics (the scales of a quantized cache).
 Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
                               std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves);
-Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
-                       std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
-                       const RopeConfig& config);
 
 // Where keys (or values) live: a plain [n_keys, n_kv_heads, head_dim] tensor, or a KV
 // cache [n_seqs, capacity, n_kv_heads, head_dim] read at each tile's sequence. Strides in
@@ -116,6 +151,8 @@ struct KeySource {
   bool wide() const { return type != 0; }  // 8 elements per 16 bytes or fewer
 };
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
+// An op's keys (|values| false) or values as a KeySource.
+KeySource key_source(const KvSource& source, bool values);
 // |slots|: the cache's slot table, for its keys (null for its values, which need none).
 KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots);
 // The key positions binding of the scores and fused kernels (params.h): a cache's slot
@@ -207,13 +244,28 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
 // list may be given again (the hazard tracking orders them).
 using TempShape = std::array<std::size_t, 3>;
 using TempFn = std::function<std::shared_ptr<TensorImpl>(const TempShape& shape)>;
-// CommandList::attention: the fused kernel, one dispatch, or two when the keys are split
-// across workgroups (the second merges the splits from |scratch|); or the three stages on
-// a tensor from |temp|, as |path| says (AttentionPath).
-Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
-                                std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                                const ScoresParams& p, const std::vector<float>& sinks, AttentionPath path);
+
+// What an op's build has at hand: the device, the list's parameter arena, its scratch and
+// its temporaries.
+struct OpEnv {
+  const Context& ctx;
+  ParamArena& params;
+  const ScratchFn& scratch;
+  const TempFn& temp;
+};
+// Each op's dispatches, device-dependent limits checked (vulkan/ops/<op>_op.cpp); the
+// command list calls the one for its OpCall. CommandList::attention (AttentionCall): the
+// fused kernel, one dispatch, or two when the keys are split across workgroups (the second
+// merges the splits from the scratch); or the three stages on a temporary, as the path
+// says (AttentionPath).
+Dispatches build(OpEnv& env, const CopyCall& call);
+Dispatches build(OpEnv& env, const RopeCall& call);
+Dispatches build(OpEnv& env, const ScoresCall& call);
+Dispatches build(OpEnv& env, const SoftmaxCall& call);
+Dispatches build(OpEnv& env, const WeightedSumCall& call);
+Dispatches build(OpEnv& env, const AppendCall& call);
+Dispatches build(OpEnv& env, const CopySequenceCall& call);
+Dispatches build(OpEnv& env, const AttentionCall& call);
 // The merge of a fused attention whose keys were split: |partial| holds each split's sums
 // and, from word |ml_offset|, its (max, sum) pairs (attn_fused_combine.comp).
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
@@ -264,14 +316,5 @@ std::uint32_t compute_units(const Context& ctx);
 // it allows (32 on NVIDIA and AMD RDNA, 8 on llvmpipe).
 std::uint32_t preferred_subgroup_size(const DeviceLimits& limits);
 
-// One dispatch, or one for k and one for v where a kernel may bind fewer than 5 storage
-// buffers.
-Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
-                                           std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                                           std::span<const std::int32_t> dst_rows,
-                                           std::span<const std::int32_t> positions);
-// CommandList::kv_copy_sequence: the sequence's slot-table entries, keys and values (a
-// quantized cache's codes and scales apart).
-Dispatches kv_copy_sequence_dispatches(const Context& ctx, const KvCacheImpl& cache, std::size_t src, std::size_t dst);
 
 }  // namespace vkattn::detail

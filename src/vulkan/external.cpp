@@ -138,7 +138,7 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
                            std::unique_ptr<Buffer> borrowed)
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)), buffer(std::move(borrowed)) {}
 
-void CommandListImpl::record(void*, const RecordOptions&) {
+void CommandListImpl::record_into(void*, const RecordOptions&) {
   throw InvalidArgument("record", "this", "a list of the CPU backend",
                         "a list of a Vulkan backend on the caller's device (make_backend(ExternalVulkan))");
 }
@@ -279,7 +279,7 @@ void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions&
   if (!command_buffer) {
     throw InvalidArgument("record", "command_buffer", "VK_NULL_HANDLE", "a VkCommandBuffer in the recording state");
   }
-  impl_->record(command_buffer, options);
+  impl_->record_into(command_buffer, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("record");
 }

@@ -140,6 +140,16 @@ void Buffer::write(std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
   }
 }
 
+void Buffer::write_ranges(const std::uint8_t* source, std::span<const std::pair<VkDeviceSize, VkDeviceSize>> ranges) {
+  for (const auto& [offset, size] : ranges) {
+    std::memcpy(static_cast<std::uint8_t*>(mapped_) + offset, source + offset, size);
+  }
+  if (!coherent_ && !ranges.empty()) {
+    const VkMappedMemoryRange range = range_from(0);
+    VKATTN_VK_CHECK(fn_->vkFlushMappedMemoryRanges(device_, 1, &range));
+  }
+}
+
 void Buffer::zero() {
   std::memset(mapped_, 0, size_);
   if (!coherent_) {

@@ -46,6 +46,8 @@ class Buffer {
 
   // Host access to a mapped buffer; flush/invalidate when the memory is not coherent.
   void write(std::span<const std::uint8_t> bytes, VkDeviceSize offset = 0);
+  // The (offset, size) ranges of |source| to the same offsets, flushed once.
+  void write_ranges(const std::uint8_t* source, std::span<const std::pair<VkDeviceSize, VkDeviceSize>> ranges);
   void read(std::span<std::uint8_t> bytes, VkDeviceSize offset = 0) const;
   void zero();  // a mapped buffer
 

@@ -36,11 +36,12 @@ inline constexpr std::size_t kMaxSpecConstants = 24;
 // spec[i] is constant_id i.
 struct PipelineKey {
   KernelId kernel;
-  std::uint32_t n_bindings;   // descriptors at bindings 0..n-1: storage buffers, but
-  std::uint32_t push_bytes;   // push-constant block size
   InlineVector<std::uint32_t, kMaxSpecConstants> spec;
-  std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer (set by
-                                     // the command list from the bindings' texel flags)
+  // Set by the command list from the dispatch's bindings and push constants
+  // (finish_dispatch), so that neither can disagree with them:
+  std::uint32_t n_bindings = 0;      // descriptors at bindings 0..n-1
+  std::uint32_t push_bytes = 0;      // push-constant block size
+  std::uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
   std::uint32_t subgroup_size = 0;   // required, with full subgroups (needs
                                      // DeviceLimits::subgroup_size_control); 0: any
   auto operator<=>(const PipelineKey&) const = default;

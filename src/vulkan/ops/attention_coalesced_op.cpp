@@ -147,7 +147,7 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   const AttnMeta meta = attn_meta(params, p, sinks);
   Dispatch d;
   d.op = "attention";
-  d.key = {KernelId::attn_fused_coalesced, 7, sizeof(shader::AttnFusedParams),
+  d.key = {KernelId::attn_fused_coalesced,
            {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, kp.epl, kp.pieces,
             vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, batch,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4,

@@ -181,7 +181,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   d.op = "attention";
   const KernelId kernel = plan.subgroup ? (last ? KernelId::attn_decode_last : KernelId::attn_decode)
                                         : (last ? KernelId::attn_decode_shared_last : KernelId::attn_decode_shared);
-  d.key = {kernel, 8, sizeof(shader::AttnFusedParams),
+  d.key = {kernel,
            {plan.wg, plan.rows, plan.lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, plan.kp.epl,
             plan.kp.pieces, plan.vp.epl, plan.vp.pieces, head_dim % plan.kp.epl == 0 ? 1u : 0u,
             head_dim % plan.vp.epl == 0 ? 1u : 0u, plan.keys, p.rope_on_read ? 1u : 0u,
@@ -205,7 +205,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   if (splits > 1 && !last) {
     Dispatch m;
     m.op = "attention";  // its second pass: timings add up under the op's name
-    m.key = {KernelId::attn_decode_merge, 3, sizeof(shader::AttnFusedParams), {workgroup_size(ctx, 128), plan.rows}};
+    m.key = {KernelId::attn_decode_merge, {workgroup_size(ctx, 128), plan.rows}};
     m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
     m.bindings[0].write = false;
     m.set_push(pc);

@@ -50,11 +50,15 @@ Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn&
 
 }  // namespace
 
-Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                           const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
-                                           KeySource values, std::shared_ptr<TensorImpl> out,
-                                           std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                           const std::vector<float>& sinks, AttentionPath path) {
+Dispatches build(OpEnv& env, const AttentionCall& call) {
+  const Context& ctx = env.ctx;
+  ParamArena& params = env.params;
+  const ScratchFn& scratch = env.scratch;
+  std::shared_ptr<TensorImpl> q = call.q, out = call.out, mask = call.mask;
+  KeySource keys = key_source(call.kv, false), values = key_source(call.kv, true);
+  const ScoresParams& p = call.params;
+  const std::vector<float>& sinks = call.sinks;
+  const AttentionPath path = call.path;
   // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
   // is a loop over lanes, and the three stages run 2.5 to 5 times faster
   // (docs/benchmarks.md); they need the scores to fit a buffer (else the temporary throws).
@@ -73,7 +77,7 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
   if (path == AttentionPath::three_stages ||
       (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
-    return three_stages(ctx, params, scratch, temp, std::move(q), std::move(keys), std::move(values), std::move(out),
+    return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
   if (decode) {
@@ -119,7 +123,7 @@ Dispatches attention_dispatches(const Context& ctx, ParamArena& params, const Sc
                                     : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
   Dispatch d;
   d.op = "attention";
-  d.key = {kernel, 7, sizeof(shader::AttnFusedParams),
+  d.key = {kernel,
            {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type,
             head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
             keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
@@ -171,8 +175,7 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   c.op = "attention";  // its second pass: timings add up under the op's name
   const std::uint32_t cwg = workgroup_size(ctx, 64);
   const bool texel_partial = has_texel_view(*partial);
-  c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, 3,
-           sizeof(shader::AttnFusedCombineParams), {cwg}};
+  c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, {cwg}};
   c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
                 params.add(std::span<const float>(sinks))};
   c.set_push(shader::AttnFusedCombineParams{n_rows, n_heads, head_dim, splits, sinks.empty() ? 0u : 1u,

@@ -94,24 +94,22 @@ std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t
   return rows;
 }
 
-AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks,
-                   std::uint32_t extra) {
+namespace {
+
+const std::vector<std::uint32_t>& meta_turns(const ScoresParams& p) {
   static const std::vector<std::uint32_t> none;
-  const std::vector<std::uint32_t>& turns = p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
-  std::vector<float> temperature;
-  if (p.temperature) {
-    temperature.resize(p.q_pos.size());
-    for (std::size_t t = 0; t < temperature.size(); ++t) {
-      temperature[t] = static_cast<float>(query_temperature(p, p.q_pos[t]));
-    }
-  }
-  const std::size_t words = VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() +
-                            p.alibi_slopes.size() + p.q_cpos.size() + sinks.size() + turns.size() +
-                            temperature.size() + extra;
-  std::uint8_t* bytes = nullptr;
-  AttnMeta m{params.allocate(words, &bytes), p.rope_on_read ? u32(p.rope.rotary_dim) : 0u};
-  // Every field is 32-bit (int32, float or uint32): copied as words after the header of
-  // their offsets.
+  return p.rope_on_read ? rope_turn_words(p.rope, 0).words : none;
+}
+
+// The meta words of |p| and |sinks| (the extra words aside).
+std::size_t meta_words(const ScoresParams& p, const std::vector<float>& sinks) {
+  return VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() + p.alibi_slopes.size() +
+         p.q_cpos.size() + sinks.size() + meta_turns(p).size() + (p.temperature ? p.q_pos.size() : 0);
+}
+
+// Every field is 32-bit (int32, float or uint32): written as words after the header of
+// their offsets. The extra words are left as they are.
+void write_meta(std::uint8_t* bytes, const ScoresParams& p, const std::vector<float>& sinks) {
   std::uint32_t at = VKATTN_META_HEADER;
   auto append = [&](std::uint32_t field, const auto& v) {
     static_assert(sizeof(v[0]) == 4);
@@ -125,11 +123,38 @@ AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<
   append(VKATTN_META_SLOPES, p.alibi_slopes);
   append(VKATTN_META_Q_CPOS, p.q_cpos);
   append(VKATTN_META_SINKS, sinks);
-  append(VKATTN_META_TURNS, turns);
-  append(VKATTN_META_Q_TEMP, temperature);
-  if (temperature.empty()) std::memset(bytes + 4 * VKATTN_META_Q_TEMP, 0, 4);  // none: offset 0
-  m.extra_offset = at;  // zeroed by allocate()
+  append(VKATTN_META_TURNS, meta_turns(p));
+  const std::uint32_t temperature_at = p.temperature ? at : 0;  // none: offset 0
+  std::memcpy(bytes + 4 * VKATTN_META_Q_TEMP, &temperature_at, 4);
+  if (p.temperature) {
+    for (std::int32_t pos : p.q_pos) {
+      const auto t = static_cast<float>(query_temperature(p, pos));
+      std::memcpy(bytes + 4 * std::size_t{at++}, &t, 4);
+    }
+  }
+}
+
+}  // namespace
+
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks,
+                   std::uint32_t extra) {
+  const std::size_t words = meta_words(p, sinks);
+  std::uint8_t* bytes = nullptr;
+  AttnMeta m{params.allocate(words + extra, &bytes), p.rope_on_read ? u32(p.rope.rotary_dim) : 0u};
+  write_meta(bytes, p, sinks);
+  m.extra_offset = u32(words);  // zeroed by allocate()
+  params.mark({TokenWords::meta, m.binding.param_offset, u32(words), sinks.empty() ? 0u : 1u});
   return m;
+}
+
+bool patch_attn_meta(std::uint8_t* bytes, const TokenWords& w, const ScoresParams& p, const std::vector<float>& sinks) {
+  if (meta_words(p, sinks) != w.words) return false;
+  // The tiles follow the queries' sequences: new ones need new dispatches.
+  std::uint32_t q_seq_at = 0;
+  std::memcpy(&q_seq_at, bytes + 4 * VKATTN_META_Q_SEQ, 4);
+  if (std::memcmp(bytes + 4 * std::size_t{q_seq_at}, p.q_seq.data(), 4 * p.q_seq.size()) != 0) return false;
+  write_meta(bytes, p, sinks);
+  return true;
 }
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
@@ -167,7 +192,6 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   Dispatch d;
   d.op = "attn_scores";
   d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
-           6, sizeof(shader::AttnScoresParams),
            {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.type,
             head_dim % (keys.wide() ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
             p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
@@ -225,13 +249,13 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
                         : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax));
   Dispatch d;
   d.op = "attn_softmax";
-  d.key = {kernel, 3, sizeof(shader::AttnSoftmaxParams),
+  d.key = {kernel,
            {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, subgroup_rows ? rows_per_wg : 0u}};
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(std::span<const float>(sinks))};
   if (stop) {
-    d.key.n_bindings = 5;
     d.bindings.push_back(params.add(std::span<const std::int32_t>(*stop->q_seq)));
+    params.mark({TokenWords::q_seq, d.bindings[d.bindings.size() - 1].param_offset, u32(stop->q_seq->size())});
     d.bindings.push_back(tensor_binding(stop->slots, false));
   }
   d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u, stop ? stop->offset : 0u});
@@ -295,10 +319,11 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   d.op = "attn_weighted_sum";
   const KernelId kernel = stop ? (texel ? KernelId::attn_weighted_sum_texel_bound : KernelId::attn_weighted_sum_bound)
                                : (texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum);
-  d.key = {kernel, stop ? 5u : 4u, sizeof(shader::AttnWsumParams),
+  d.key = {kernel,
            {lanes * key_groups, rows, values.type, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
+  params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
   if (stop) d.bindings.push_back(tensor_binding(stop->slots, false));
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
                                     values.head_stride, values.seq_stride, 0, splits, keys_per_split,
@@ -310,13 +335,32 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
     Dispatch r;
     r.op = "attn_weighted_sum";  // its second pass: timings add up under the op's name
     const std::uint32_t rwg = workgroup_size(ctx, 64);
-    r.key = {KernelId::attn_weighted_sum_reduce, 2, sizeof(shader::AttnWsumReduceParams), {rwg}};
+    r.key = {KernelId::attn_weighted_sum_reduce, {rwg}};
     r.bindings = {tensor_binding(std::move(partial), false), tensor_binding(std::move(out), true)};
     r.set_push(shader::AttnWsumReduceParams{u32(out_elems), splits});
     r.groups = ceil_div(out_elems, rwg);
     dispatches.push_back(std::move(r));
   }
   return dispatches;
+}
+
+KeySource key_source(const KvSource& source, bool values) {
+  if (!source.cache) return plain_keys(values ? source.v : source.k);
+  return values ? cache_keys(source.cache->v, nullptr) : cache_keys(source.cache->k, source.cache->slots);
+}
+
+Dispatches build(OpEnv& env, const ScoresCall& call) {
+  return one(attn_scores_dispatch(env.ctx, env.params, call.q, key_source(call.keys, false), call.scores, call.mask,
+                                  call.params));
+}
+
+Dispatches build(OpEnv& env, const SoftmaxCall& call) {
+  return one(attn_softmax_dispatch(env.ctx, env.params, call.scores, call.probs, call.sinks));
+}
+
+Dispatches build(OpEnv& env, const WeightedSumCall& call) {
+  return attn_weighted_sum_dispatches(env.ctx, env.params, env.scratch, call.probs, key_source(call.values, true),
+                                      call.out, call.q_seq);
 }
 
 }  // namespace vkattn::detail

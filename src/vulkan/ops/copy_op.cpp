@@ -14,7 +14,7 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
   const bool texel = has_texel_view(*src);
   Dispatch d;
   d.op = "copy";
-  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, vec4 ? 1u : 0u, 0u}};
+  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, {wg, vec4 ? 1u : 0u, 0u}};
   const auto count = static_cast<std::uint32_t>(words / unit);
   d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
   d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_word / unit),
@@ -29,12 +29,17 @@ Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> sr
   const bool texel = has_texel_view(*src);
   Dispatch d;
   d.op = "copy";
-  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, 2, sizeof(shader::CopyParams), {wg, 0u, 1u}};
+  d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32, {wg, 0u, 1u}};
   const auto count = static_cast<std::uint32_t>(halves);
   d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
   d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_half), static_cast<std::uint32_t>(dst_half)});
   d.groups = ceil_div(count, wg);
   return d;
+}
+
+Dispatches build(OpEnv& env, const CopyCall& call) {
+  const std::uint64_t words = ceil_div(call.src->words, 4) * 4;  // buffers are padded to 16 bytes
+  return one(copy_dispatch(env.ctx, call.src, call.dst, 0, 0, words));
 }
 
 }  // namespace vkattn::detail

@@ -9,10 +9,14 @@
 
 namespace vkattn::detail {
 
-Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const KvCacheImpl& cache,
-                                           std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v,
-                                           std::span<const std::int32_t> dst_rows,
-                                           std::span<const std::int32_t> positions) {
+// One dispatch, or one for k and one for v where a kernel may bind fewer than 6 storage
+// buffers.
+Dispatches build(OpEnv& env, const AppendCall& call) {
+  const Context& ctx = env.ctx;
+  ParamArena& params = env.params;
+  const KvCacheImpl& cache = *call.cache;
+  std::shared_ptr<TensorImpl> k = call.k, v = call.v;
+  const std::span<const std::int32_t> dst_rows = call.dst_rows, positions = call.positions;
   static_assert(sizeof(shader::KvAppendParams) == 28);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
@@ -25,11 +29,12 @@ Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const Kv
   const Binding rows = params.allocate(2 * std::size_t{n}, &bytes);
   std::memcpy(bytes, dst_rows.data(), 4 * std::size_t{n});
   std::memcpy(bytes + 4 * std::size_t{n}, positions.data(), 4 * std::size_t{n});
+  params.mark({TokenWords::append_rows, rows.param_offset, n});
   const Binding slots = tensor_binding(cache.slots, true);
   Dispatches ds;
   Dispatch& d = ds.emplace_back();
   d.op = "kv_append";
-  d.key = {KernelId::kv_append, 6, sizeof(shader::KvAppendParams),
+  d.key = {KernelId::kv_append,
            {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
   const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
                                   u32(scale_words_offset(cache.k->numel, c.dtype)), 1u,
@@ -44,7 +49,6 @@ Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const Kv
   // Six storage buffers are more than some devices allow a kernel: k (with the slot
   // table), then v.
   d.key.kernel = KernelId::kv_append_one;
-  d.key.n_bindings = 4;
   d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
   Dispatch& dv = ds.emplace_back(d);
   dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
@@ -54,8 +58,12 @@ Dispatches kv_append_dispatches(const Context& ctx, ParamArena& params, const Kv
   return ds;
 }
 
-Dispatches kv_copy_sequence_dispatches(const Context& ctx, const KvCacheImpl& cache, std::size_t src,
-                                       std::size_t dst) {
+// The sequence's slot-table entries and occupancy bound, keys and values (a quantized
+// cache's codes and scales apart).
+Dispatches build(OpEnv& env, const CopySequenceCall& call) {
+  const Context& ctx = env.ctx;
+  const KvCacheImpl& cache = *call.cache;
+  const std::size_t src = call.src, dst = call.dst;
   const auto& c = cache.config;
   const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
   Dispatches ds;
@@ -80,7 +88,7 @@ Dispatches kv_copy_sequence_dispatches(const Context& ctx, const KvCacheImpl& ca
       ds.push_back(copy_halves_dispatch(ctx, t, t, 2 * scales + src * blocks, 2 * scales + dst * blocks, blocks));
     }
   }
-    return ds;
+  return ds;
 }
 
 }  // namespace vkattn::detail

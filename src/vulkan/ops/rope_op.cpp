@@ -3,6 +3,8 @@
 // heads are split over workgroups.
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 
 #include "common/rope_math.hpp"
 #include "common/shape_math.hpp"
@@ -10,9 +12,13 @@
 
 namespace vkattn::detail {
 
-Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q,
-                       std::shared_ptr<TensorImpl> k, std::span<const std::int32_t> positions,
-                       const RopeConfig& config) {
+Dispatches build(OpEnv& env, const RopeCall& call) {
+  const Context& ctx = env.ctx;
+  ParamArena& params = env.params;
+  const std::shared_ptr<TensorImpl>& q = call.x;
+  const std::shared_ptr<TensorImpl>& k = call.k;
+  const std::span<const std::int32_t> positions = call.positions;
+  const RopeConfig& config = call.config;
   static_assert(sizeof(shader::RopeParams) == 56);
   const auto n_tokens = static_cast<std::uint32_t>(q->shape[0]);
   const auto n_heads_q = static_cast<std::uint32_t>(q->shape[1]);
@@ -67,19 +73,38 @@ Dispatch rope_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<T
   const KernelId kernel = texel ? (f16 ? KernelId::rope_f16_texel : KernelId::rope_f32_texel)
                                 : (f16 ? KernelId::rope_f16 : KernelId::rope_f32);
   // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
-  d.key = {kernel, texel ? 6u : 4u, sizeof(shader::RopeParams), {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
+  d.key = {kernel, {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
   const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
   d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(positions), params.add(table.words)};
+  const auto factor = static_cast<float>(table.attention_factor);
+  params.mark({TokenWords::rope_positions, d.bindings[2].param_offset, u32(positions.size())});
+  // The table follows the positions only where dynamic NTK scaling takes the largest.
+  if (config.scaling == RopeScaling::dynamic_ntk && config.sequence_length == 0) {
+    params.mark({TokenWords::rope_table, d.bindings[3].param_offset, u32(table.words.size()),
+                 std::bit_cast<std::uint32_t>(factor)});
+  }
   if (texel) {
     d.bindings.push_back({q, 0, 0, false, true});
     d.bindings.push_back({k_or_q, 0, 0, false, true});
   }
   d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
                                 static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
-                                static_cast<float>(table.attention_factor), mrope, sections[0], sections[1],
+                                factor, mrope, sections[0], sections[1],
                                 sections[2], static_cast<std::uint32_t>(config.rotary_offset)});
   d.groups = std::uint64_t{n_tokens} * wgs_per_token;
-  return d;
+  return one(std::move(d));
+}
+
+bool patch_rope_table(std::uint8_t* bytes, const TokenWords& w, const RopeCall& call) {
+  std::int32_t max_position = 0;
+  for (std::int32_t p : call.positions) max_position = std::max(max_position, p);
+  const RopeTurns& table = rope_turn_words(call.config, max_position);
+  // The attention factor is a push constant, encoded in the command buffer.
+  if (table.words.size() != w.words || std::bit_cast<std::uint32_t>(static_cast<float>(table.attention_factor)) != w.extra) {
+    return false;
+  }
+  std::memcpy(bytes, table.words.data(), 4 * table.words.size());
+  return true;
 }
 
 }  // namespace vkattn::detail

@@ -1,0 +1,84 @@
+// The backend interface of a command list: one entry point for every op (record(const
+// OpCall&)), submission, and replay. The public CommandList checks arguments
+// (common/command_list.cpp) and forwards here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "common/op_call.hpp"
+#include "vkattn/command_list.hpp"
+
+namespace vkattn::detail {
+
+struct SemaphoreSync;  // vulkan/device.hpp
+
+// A submission in flight (the public Submitted).
+class SubmittedImpl {
+ public:
+  virtual ~SubmittedImpl();
+  virtual bool ready() = 0;
+  virtual bool wait(std::uint64_t timeout_ns) = 0;
+};
+
+class CommandListImpl;
+
+// A replayed list's tokens (CommandList::set_tokens).
+struct NextTokens {
+  std::span<const std::int32_t> positions, seq_ids;  // seq_ids empty: each op keeps its own
+  std::span<const std::int32_t> mrope_positions;     // (t, h, w) per token, or empty
+};
+
+// How the frontend records one op again: the same checks and the same arguments, except
+// the tokens' positions and sequence ids when |next| is given.
+struct Recipe {
+  std::function<void(CommandListImpl&, const NextTokens* next)> run;
+  std::size_t n_tokens = 0;            // tokens whose data set_tokens replaces; 0: none
+  std::shared_ptr<KvCacheImpl> cache;  // the cache whose bookkeeping it advances, or null
+};
+
+// Arguments reach a CommandListImpl already checked and normalized
+// (RopeConfig::rotary_dim filled in).
+class CommandListImpl {
+ public:
+  virtual ~CommandListImpl();
+  std::vector<Recipe> recipes;  // every op recorded, in order (kept by the frontend)
+  std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
+  // set_tokens' record of the caches' bookkeeping before a replay, in the order of
+  // |caches| (memory kept from one replay to the next).
+  struct SavedCache {
+    std::vector<std::int32_t> next, oldest;
+    std::vector<std::pair<std::size_t, std::int32_t>> slots;  // KvCacheImpl::journal
+  };
+  std::vector<SavedCache> saved;
+  std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
+
+  // Replay: begin_replay() sets the recorded ops aside; the recipes then record them
+  // again; end_replay() keeps the new ones (on Vulkan reusing the encoded command buffer
+  // when only parameter bytes changed), abort_replay() restores the old ones. With
+  // |patch|, a backend may rewrite the recorded ops' token data in place instead; when it
+  // cannot, end_replay() restores the old ops and returns false, and the frontend replays
+  // again without |patch|.
+  virtual void begin_replay(bool patch) = 0;
+  virtual bool end_replay() = 0;
+  virtual void abort_replay() noexcept = 0;
+  virtual const void* owner() const = 0;
+  // Records one op (its arguments checked and normalized: OpCall).
+  virtual void record(const OpCall& call) = 0;
+  virtual void submit_and_wait() = 0;
+  // CommandList::submit: null when the work is already done. |sync|: the caller's
+  // semaphores, or null. By default (the CPU backend) runs the list at once and refuses
+  // semaphores.
+  virtual std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync);
+  // CommandList::record; |command_buffer| is a VkCommandBuffer. Backends that cannot
+  // record into a caller's command buffer refuse (external.cpp).
+  virtual void record_into(void* command_buffer, const RecordOptions& options);
+  virtual std::vector<OpTiming> timings() const = 0;
+  virtual CommandStats stats() const = 0;
+};
+
+}  // namespace vkattn::detail

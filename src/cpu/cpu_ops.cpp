@@ -1,0 +1,261 @@
+// The CPU backend's ops: each call's arguments copied into a closure that runs the
+// reference at submit.
+#include <algorithm>
+#include <bit>
+
+#include "common/half.hpp"
+#include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
+#include "cpu/cpu_ops.hpp"
+#include "cpu/reference_ops.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+// f16 tensors are widened to float, processed, and rounded back: the same storage
+// rounding the GPU applies. q8_0 and q4_0 tensors (K and V) are dequantized.
+std::vector<float> to_floats(const CpuTensor& t) {
+  std::vector<float> f(t.numel);
+  if (is_quantized(t.dtype)) {
+    for (std::size_t i = 0; i < t.numel; ++i) f[i] = dequantize(t.dtype, t.data, t.numel, i);
+    return f;
+  }
+  for (std::size_t i = 0; i < t.numel; ++i) {
+    f[i] = t.dtype == DType::f16
+               ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
+               : std::bit_cast<float>(t.data[i]);
+  }
+  return f;
+}
+
+void from_floats(CpuTensor& t, const std::vector<float>& f) {
+  for (std::size_t i = 0; i < t.numel; ++i) {
+    if (t.dtype == DType::f16) {
+      std::uint32_t& w = t.data[i / 2];
+      const unsigned shift = 16 * (i % 2);
+      w = (w & ~(0xffffu << shift)) | (std::uint32_t{float_to_half(f[i])} << shift);
+    } else {
+      t.data[i] = std::bit_cast<std::uint32_t>(f[i]);
+    }
+  }
+}
+
+// The three stages on host vectors, used by the stage ops and by attention(), which runs
+// them in a row. Scores [n_tokens, n_heads, n_keys] of q against plain keys k.
+std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+  std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
+  const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0],
+                   q->shape[2], params);
+  return out;
+}
+
+std::vector<float> softmax(const std::vector<float>& scores, std::size_t n_tokens, std::size_t n_heads,
+                           const std::vector<float>& sinks) {
+  std::vector<float> probs(scores.size());
+  ref::attn_softmax(scores, probs, n_tokens, n_heads, scores.size() / (n_tokens * n_heads), sinks);
+  return probs;
+}
+
+// out [n_tokens, n_heads, head_dim] from probabilities over plain values v.
+std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
+                                      const std::shared_ptr<TensorImpl>& v) {
+  std::vector<float> o(n_tokens * n_heads * v->shape[2]);
+  ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
+  return o;
+}
+
+// The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
+// [capacity, n_kv_heads, head_dim] the reference takes.
+std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
+  const std::size_t n = cache.config.capacity * cache.config.n_kv_heads * cache.config.head_dim;
+  return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
+}
+
+// Scores [n_tokens, n_heads, capacity] over a cache: one token at a time against its own
+// sequence's slots.
+std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+  const auto& c = cache.config;
+  const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
+  const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
+  const std::vector<float> mf = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+  std::vector<float> out(q->shape[0] * n_heads * n);
+  for (std::size_t t = 0; t < q->shape[0]; ++t) {
+    const auto seq = static_cast<std::size_t>(params.q_seq[t]);
+    ScoresParams one = params;
+    one.q_pos = {params.q_pos[t]};
+    one.q_seq = {params.q_seq[t]};
+    one.k_pos.assign(params.k_pos.begin() + static_cast<std::ptrdiff_t>(seq * n),
+                     params.k_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
+    one.k_seq.assign(params.k_seq.begin() + static_cast<std::ptrdiff_t>(seq * n),
+                     params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
+    const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
+    std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
+    std::vector<float> keys = sequence_rows(cache, kf, seq);
+    if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
+      const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
+      const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
+      ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
+      ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
+    }
+    ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads,
+                     n, d, one);
+  }
+  return out;
+}
+
+// out [n_tokens, n_heads, head_dim] from probabilities over a cache's slots, each token
+// reading its own sequence's values.
+std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
+                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
+  const auto& c = cache.config;
+  const std::size_t d = c.head_dim, n = c.capacity;
+  const std::vector<float> vf = to_floats(cpu(cache.v));
+  std::vector<float> o(n_tokens * n_heads * d);
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
+                           sequence_rows(cache, vf, static_cast<std::size_t>(q_seq[t])),
+                           std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, n, d);
+  }
+  return o;
+}
+
+// |p| with the cache's keys as the bookkeeping has them when the op is recorded (the
+// position in the list where it runs).
+ScoresParams with_keys(const ScoresParams& p, const KvCacheImpl& cache) {
+  ScoresParams full = p;
+  cache.fill_keys(full);
+  return full;
+}
+
+using Ints = std::vector<std::int32_t>;
+
+CpuOp op(const CopyCall& c) {
+  return {"copy", [src = c.src, dst = c.dst] { cpu(dst).data = cpu(src).data; }};
+}
+
+CpuOp op(const RopeCall& c) {
+  return {"rope", [x = c.x, k = c.k, positions = Ints(c.positions.begin(), c.positions.end()), config = c.config] {
+            for (const auto& tensor : {x, k}) {
+              if (!tensor) continue;
+              CpuTensor& t = cpu(tensor);
+              std::vector<float> f = to_floats(t);
+              ref::rope(f, t.shape[0], t.shape[1], t.shape[2], positions, config);
+              from_floats(t, f);
+            }
+          }};
+}
+
+CpuOp op(const ScoresCall& c) {
+  if (c.keys.cache) {
+    return {"attn_scores", [q = c.q, cache = c.keys.cache, scores = c.scores, mask = c.mask,
+                            params = with_keys(c.params, *c.keys.cache)] {
+              from_floats(cpu(scores), cache_scores(q, *cache, mask, params));
+            }};
+  }
+  return {"attn_scores", [q = c.q, k = c.keys.k, scores = c.scores, mask = c.mask, params = c.params] {
+            from_floats(cpu(scores), plain_scores(q, k, mask, params));
+          }};
+}
+
+CpuOp op(const SoftmaxCall& c) {
+  return {"attn_softmax", [scores = c.scores, probs = c.probs, sinks = c.sinks] {
+            from_floats(cpu(probs), softmax(to_floats(cpu(scores)), scores->shape[0], scores->shape[1], sinks));
+          }};
+}
+
+CpuOp op(const WeightedSumCall& c) {
+  if (c.values.cache) {
+    return {"attn_weighted_sum", [probs = c.probs, cache = c.values.cache, out = c.out, q_seq = c.q_seq] {
+              from_floats(cpu(out), cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1],
+                                                       *cache, q_seq));
+            }};
+  }
+  return {"attn_weighted_sum", [probs = c.probs, v = c.values.v, out = c.out] {
+            from_floats(cpu(out), plain_weighted_sum(to_floats(cpu(probs)), out->shape[0], out->shape[1], v));
+          }};
+}
+
+CpuOp op(const AppendCall& a) {
+  return {"kv_append", [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end())] {
+            const auto& c = cache->config;
+            const std::size_t row = c.head_dim;
+            for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
+              const std::vector<float> in = to_floats(cpu(src));
+              if (is_quantized(c.dtype)) {  // each row's blocks, quantized in place
+                CpuTensor& d = cpu(dst);
+                const std::size_t blocks = c.n_kv_heads * row / kQuantBlock;
+                for (std::size_t t = 0; t < dst_rows.size(); ++t) {
+                  if (dst_rows[t] < 0) continue;
+                  for (std::size_t b = 0; b < blocks; ++b) {
+                    store_block(c.dtype, std::span<const float>(in).subspan((t * blocks + b) * kQuantBlock).first<kQuantBlock>(),
+                                d.data, d.numel, static_cast<std::size_t>(dst_rows[t]) * blocks + b);
+                  }
+                }
+                continue;
+              }
+              std::vector<float> out = to_floats(cpu(dst));
+              for (std::size_t t = 0; t < dst_rows.size(); ++t) {
+                if (dst_rows[t] < 0) continue;
+                const std::size_t seq = static_cast<std::size_t>(dst_rows[t]) / c.capacity;
+                const std::size_t slot = static_cast<std::size_t>(dst_rows[t]) % c.capacity;
+                std::copy_n(&in[t * c.n_kv_heads * row], c.n_kv_heads * row,
+                            &out[(seq * c.capacity + slot) * c.n_kv_heads * row]);
+              }
+              from_floats(cpu(dst), out);
+            }
+          }};
+}
+
+CpuOp op(const CopySequenceCall& a) {
+  return {"kv_copy_sequence", [cache = a.cache, src = a.src, dst = a.dst] {
+            const auto& c = cache->config;
+            const std::size_t n = c.capacity * c.n_kv_heads * c.head_dim;
+            for (const auto& t : {cache->k, cache->v}) {
+              if (is_quantized(c.dtype)) {  // codes, then the scales half by half
+                std::vector<std::uint32_t>& w = cpu(t).data;
+                const std::size_t codes = codes_words(n, c.dtype), blocks = n / kQuantBlock;
+                std::copy_n(&w[src * codes], codes, &w[dst * codes]);
+                const std::size_t scales = codes_words(t->numel, c.dtype);
+                for (std::size_t b = 0; b < blocks; ++b) {
+                  const std::size_t from = src * blocks + b, to = dst * blocks + b;
+                  const std::uint32_t half = (w[scales + from / 2] >> (16 * (from % 2))) & 0xffffu;
+                  std::uint32_t& word = w[scales + to / 2];
+                  word = (word & ~(0xffffu << (16 * (to % 2)))) | (half << (16 * (to % 2)));
+                }
+                continue;
+              }
+              std::vector<float> f = to_floats(cpu(t));
+              std::copy_n(&f[src * n], n, &f[dst * n]);
+              from_floats(cpu(t), f);
+            }
+          }};
+}
+
+// The three stages in a row, on temporaries, whatever the path.
+CpuOp op(const AttentionCall& c) {
+  if (c.kv.cache) {
+    return {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask,
+                          params = with_keys(c.params, *c.kv.cache), sinks = c.sinks] {
+              const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
+              const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
+              from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
+            }};
+  }
+  return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params,
+                        sinks = c.sinks] {
+            const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
+            const std::vector<float> probs = softmax(plain_scores(q, k, mask, params), n_tokens, n_heads, sinks);
+            from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v));
+          }};
+}
+
+}  // namespace
+
+CpuOp cpu_op(const OpCall& call) {
+  return std::visit([](const auto& c) { return op(c); }, call);
+}
+
+}  // namespace vkattn::detail
