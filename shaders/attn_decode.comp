@@ -144,7 +144,7 @@ void rope_piece(uint which, uint row, uint e0, uint epl, uint cpos, inout vec4 l
         if (j < (LIMIT)) {                                                                   \
             KP[b] = key_position(seq0, j);                                                   \
             if (pc.k_meta_stride == 0u) KS[b] = kpos[pc.n_keys + j];                         \
-            const uint row = kv_base + j * pc.k_key_stride;                                  \
+            const uint row = key_row(seq0, kv_head, j);                                      \
             [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {                                \
                 const uint e = (p * LANES + lane) * K_EPL;                                   \
                 if (e < pc.head_dim) {                                                       \
@@ -194,7 +194,6 @@ void main() {
         q_seq[r] = meta[VKATTN_META_HEADER + pc.n_tokens + tok[r]];
     }
     const uint seq0 = MULTI_SEQ ? uint(q_seq[0]) : 0u;
-    const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
     const uint cap_stages = (pc.n_keys + STAGE - 1u) / STAGE;
     uint t = split, t_step = pc.key_splits, t_stop = cap_stages;
     if (!INTERLEAVE) {
@@ -279,7 +278,7 @@ void main() {
                 dots[i] = 0.0;
             }
             [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                const uint row = kv_base + (t * STAGE + b * G + group) * pc.k_key_stride;
+                const uint row = key_row(seq0, kv_head, t * STAGE + b * G + group);
                 [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                     dots[r * KEYS + b] = 0.0;
                 }
@@ -352,7 +351,7 @@ void main() {
                 }
             }
             [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                const uint row = kv_base + (t * STAGE + b * G + group) * pc.k_key_stride;
+                const uint row = key_row(seq0, kv_head, t * STAGE + b * G + group);
                 bool weighed = false;
                 [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                     weighed = weighed || gathered[r * KEYS + b] > 0.0;

@@ -116,7 +116,6 @@ void main() {
     }
     // With cache keys a tile holds one sequence's rows and reads that sequence's slots.
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
-    const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
     for (uint i = Q_DIRECT ? n_rows * d4 : lid; i < n_rows * d4; i += n_lanes) {
         const uint r = i / d4, c = i - r * d4;
         q_tile[i] = load_q_4(q_row[r] + 4u * c, q_row[r] + pc.head_dim);
@@ -165,7 +164,7 @@ void main() {
                 }
             }
             work = work || visible[i] != 0u;
-            k_row[i] = kv_base + (j < j_end ? j : j_begin) * pc.k_key_stride;  // past the end: unused
+            k_row[i] = key_row(seq0, kv_head, j < j_end ? j : j_begin);  // past the end: unused
         }
         float dot[ROWS_KEYS];
         for (uint i = 0u; i < ROWS * KEYS; ++i) {
@@ -288,7 +287,7 @@ void main() {
                 lo[b] = vec4(0.0);
                 hi[b] = vec4(0.0);
                 if (seen) {  // the same for the whole group
-                    const uint v_row = kv_base + (jj + b) * pc.k_key_stride;
+                    const uint v_row = key_row(seq0, kv_head, jj + b);
                     if (V_WIDE) {
                         load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[b], hi[b]);
                     } else {

@@ -202,7 +202,6 @@ void main() {
         slope[r] = alibi_slope(head[r]);
     }
     const uint seq0 = pc.k_meta_stride != 0u ? uint(q_seq[0]) : 0u;
-    const uint kv_base = seq0 * pc.k_seq_stride + kv_head * pc.k_head_stride;
 
     // The query rows: into shared memory (rotated there when on_read), then the elements
     // this invocation multiplies into registers.
@@ -257,7 +256,7 @@ void main() {
             // Keys in range are read whether or not a row sees them, so that these loads
             // need not wait for the positions; a hidden key's score is -inf whatever it
             // holds. Its V is never used (EARLY: read, then replaced by zeros).
-            const uint row = kv_base + min(j, j_end - 1u) * pc.k_key_stride;
+            const uint row = key_row(seq0, kv_head, min(j, j_end - 1u));
             [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
                 load_k_piece(row, (p * LANES + lane) * K_EPL, k_lo[b][p], k_hi[b][p]);
             }
@@ -323,7 +322,7 @@ void main() {
         // 4. V of keys with a nonzero probability (the same across the key group): a key
         //    no row weighs is not added in, whatever its V holds (NaN in a stale slot).
         [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
-            const uint row = kv_base + key[b] * pc.k_key_stride;
+            const uint row = key_row(seq0, kv_head, key[b]);
             [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
                 if (!EARLY) {
                     v_lo[b][p] = vec4(0.0);

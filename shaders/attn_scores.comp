@@ -164,7 +164,7 @@ void main() {
         uint k_row[KEYS];
         for (uint i = 0u; i < KEYS; ++i) {
             const uint j = key0 + i;
-            k_row[i] = seq0 * pc.k_seq_stride + (j < pc.n_keys ? j : 0u) * pc.k_key_stride + kv_head * pc.k_head_stride;
+            k_row[i] = key_row(seq0, kv_head, j < pc.n_keys ? j : 0u);
         }
         if (ROPE_ON_READ) {
             // Each key pair is rotated by the key's in-cache position as it is read.

@@ -90,6 +90,7 @@ layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
 #define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"
+#include "kv_row.glsl"
 
 void main() {
     const uint lanes = gl_WorkGroupSize.x / KEY_GROUPS;  // invocations per v row
@@ -113,7 +114,6 @@ void main() {
         acc_hi[r] = vec4(0.0);
     }
     const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + tok[0]]) : 0u;
-    const uint v_head = seq0 * pc.v_seq_stride + kv_head * pc.v_head_stride;
     // A split's keys are runs of keys_per_split, key_splits runs apart: one run unless the
     // host sized the grid for the device rather than the capacity (VKATTN_BOUND), so
     // that a cache far larger than what it holds launches no empty workgroups.
@@ -151,7 +151,8 @@ void main() {
             }
             vec4 lo[8], hi[8];
             for (uint i = 0u; i < 8u; ++i) {
-                const uint v_row = min(j + i, j_end - 1u) * pc.v_key_stride + v_head;  // past the end: unused
+                const uint v_row = kv_row(seq0, kv_head, min(j + i, j_end - 1u), pc.v_seq_stride, pc.v_head_stride,
+                                          pc.v_key_stride);  // past the end: unused
                 hi[i] = vec4(0.0);
                 if (EIGHT) {
                     load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[i], hi[i]);

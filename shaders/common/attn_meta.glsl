@@ -5,6 +5,8 @@
 #ifndef VKATTN_ATTN_META_GLSL
 #define VKATTN_ATTN_META_GLSL
 
+#include "kv_row.glsl"
+
 uint off_q_pos, off_q_seq, off_ring, off_slopes, off_q_cpos, off_sinks, off_turns, off_q_temp;
 
 void read_meta_offsets() {
@@ -21,6 +23,12 @@ void read_meta_offsets() {
 // Key j's position for a tile of sequence |seq| (0 for plain keys): -1 for an empty slot.
 int key_position(uint seq, uint j) {
     return kpos[seq * pc.k_meta_stride + j];
+}
+
+// Where key j of |kv_head| (and its value: k and v share the layout) starts in k, for a
+// tile of sequence |seq| (0 for plain keys).
+uint key_row(uint seq, uint kv_head, uint j) {
+    return kv_row(seq, kv_head, j, pc.k_seq_stride, pc.k_head_stride, pc.k_key_stride);
 }
 
 // One past the last key of sequence |seq| (0 for plain keys) that may hold anything: the

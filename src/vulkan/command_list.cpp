@@ -192,7 +192,8 @@ class VulkanCommandList final : public CommandListImpl {
       undo_.clear();
       return;
     }
-    replay_->marks = std::exchange(marks_, {});
+    replay_->marks = std::exchange(marks_, std::move(spare_marks_));
+    marks_.clear();
     replay_->params = std::exchange(params_, std::move(spare_params_));
     params_.clear();
     replay_->encoded = std::exchange(encoded_, nullptr);
@@ -241,6 +242,7 @@ class VulkanCommandList final : public CommandListImpl {
       ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(r.matched), ops_.end());  // fewer ops than recorded
     }
     spare_params_ = std::move(r.params);
+    spare_marks_ = std::move(r.marks);
     scratch_log_ = std::move(r.scratch_used);
     replay_.reset();
     return true;
@@ -565,6 +567,7 @@ class VulkanCommandList final : public CommandListImpl {
   ParamArena spare_params_;  // the arena a replay fills next (its memory kept)
   std::vector<Dispatch> ops_;
   std::vector<TokenMarks> marks_;  // each recorded op's token words in params_
+  std::vector<TokenMarks> spare_marks_;  // the vector a rebuilding replay fills next
   // A patching replay's (offset, size) ranges of params_ and what they held, in order.
   std::vector<std::pair<VkDeviceSize, VkDeviceSize>> patched_;
   std::vector<std::uint8_t> undo_;
