@@ -47,27 +47,27 @@
 #include "rope_phase.glsl"
 
 const uint WG = WG_SIZE;  // a multiple of the required subgroup size (subgroup variant)
-layout(constant_id = 1) const uint ROWS = 4;    // rows per tile, a power of two
-layout(constant_id = 2) const uint LANES = 16;  // lanes per key row, a power of two
-layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = 5) const uint V_TYPE = 1u;
-layout(constant_id = 6) const uint K_EPL = 8;     // elements per piece: 8 or 4
-layout(constant_id = 7) const uint K_PIECES = 1;  // pieces per lane
-layout(constant_id = 8) const uint V_EPL = 8;
-layout(constant_id = 9) const uint V_PIECES = 1;
-layout(constant_id = 10) const bool K_ALIGNED = true;  // head_dim % K_EPL == 0
-layout(constant_id = 11) const bool V_ALIGNED = true;
-layout(constant_id = 12) const uint KEYS = 2;  // keys per key group per stage
-layout(constant_id = 13) const bool ROPE_ON_READ = false;
-layout(constant_id = 14) const bool ROPE_INTERLEAVED = false;
-layout(constant_id = 15) const bool MULTI_SEQ = false;  // a cache of several sequences
-layout(constant_id = 16) const uint N = 8;  // ROWS * KEYS
-layout(constant_id = 17) const uint C = 1;  // max(1, N / LANES)
-layout(constant_id = 18) const uint MERGE_ROWS = 4;  // rows per pass of the end's merge
-layout(constant_id = 19) const bool Q_ALIGNED = true;  // head_dim % 8 == 0
-layout(constant_id = 20) const bool INTERLEAVE = true;  // false: contiguous splits (probe)
-layout(constant_id = 21) const bool LOAD_ONLY = false;  // loads only, no results (probe)
+layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 4;    // rows per tile, a power of two
+layout(constant_id = VKATTN_SPEC_DECODE_LANES) const uint LANES = 16;  // lanes per key row, a power of two
+layout(constant_id = VKATTN_SPEC_DECODE_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_DECODE_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_DECODE_K_EPL) const uint K_EPL = 8;     // elements per piece: 8 or 4
+layout(constant_id = VKATTN_SPEC_DECODE_K_PIECES) const uint K_PIECES = 1;  // pieces per lane
+layout(constant_id = VKATTN_SPEC_DECODE_V_EPL) const uint V_EPL = 8;
+layout(constant_id = VKATTN_SPEC_DECODE_V_PIECES) const uint V_PIECES = 1;
+layout(constant_id = VKATTN_SPEC_DECODE_K_ALIGNED) const bool K_ALIGNED = true;  // head_dim % K_EPL == 0
+layout(constant_id = VKATTN_SPEC_DECODE_V_ALIGNED) const bool V_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_DECODE_KEYS) const uint KEYS = 2;  // keys per key group per stage
+layout(constant_id = VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;  // a cache of several sequences
+layout(constant_id = VKATTN_SPEC_DECODE_N) const uint N = 8;  // ROWS * KEYS
+layout(constant_id = VKATTN_SPEC_DECODE_C) const uint C = 1;  // max(1, N / LANES)
+layout(constant_id = VKATTN_SPEC_DECODE_MERGE_ROWS) const uint MERGE_ROWS = 4;  // rows per pass of the end's merge
+layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;  // head_dim % 8 == 0
+layout(constant_id = VKATTN_SPEC_DECODE_INTERLEAVE) const bool INTERLEAVE = true;  // false: contiguous splits (probe)
+layout(constant_id = VKATTN_SPEC_DECODE_LOAD_ONLY) const bool LOAD_ONLY = false;  // loads only, no results (probe)
 
 const uint KE = K_PIECES * K_EPL, VE4 = V_PIECES * V_EPL / 4u;
 

@@ -16,7 +16,7 @@
 #include "params.h"
 
 const uint WG = WG_SIZE;
-layout(constant_id = 1) const uint ROWS = 4;
+layout(constant_id = VKATTN_SPEC_MERGE_ROWS) const uint ROWS = 4;
 
 layout(std430, binding = 0) readonly buffer Part { float part[]; };
 layout(std430, binding = 0) readonly buffer Part4 { vec4 part4[]; };

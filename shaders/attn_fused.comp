@@ -52,18 +52,18 @@
 #include "fma_dot.glsl"
 #include "rope_phase.glsl"
 
-layout(constant_id = 1) const uint ROWS = 8;
-layout(constant_id = 2) const uint Q_VEC4 = 256;
-layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = 5) const uint V_TYPE = 0u;
+layout(constant_id = VKATTN_SPEC_FUSED_ROWS) const uint ROWS = 8;
+layout(constant_id = VKATTN_SPEC_FUSED_Q_VEC4) const uint Q_VEC4 = 256;
+layout(constant_id = VKATTN_SPEC_FUSED_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_FUSED_K_TYPE) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_FUSED_V_TYPE) const uint V_TYPE = 0u;
 const bool K_WIDE = K_TYPE != 0u, V_WIDE = V_TYPE != 0u;  // loaded 8 elements at a time
-layout(constant_id = 6) const bool K_VEC = true;
-layout(constant_id = 7) const bool V_VEC = true;
-layout(constant_id = 8) const uint KEY_GROUPS = 1;
-layout(constant_id = 9) const uint KEYS = 1;  // keys per invocation in step 1
-layout(constant_id = 10) const bool ROPE_ON_READ = false;
-layout(constant_id = 11) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = VKATTN_SPEC_FUSED_K_VEC) const bool K_VEC = true;
+layout(constant_id = VKATTN_SPEC_FUSED_V_VEC) const bool V_VEC = true;
+layout(constant_id = VKATTN_SPEC_FUSED_KEY_GROUPS) const uint KEY_GROUPS = 1;
+layout(constant_id = VKATTN_SPEC_FUSED_KEYS) const uint KEYS = 1;  // keys per invocation in step 1
+layout(constant_id = VKATTN_SPEC_FUSED_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+layout(constant_id = VKATTN_SPEC_FUSED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 
 const uint EPL = V_WIDE ? 8u : 4u;  // v elements per invocation: 16 bytes of f16
 const uint ROWS4 = (ROWS + 3u) / 4u;

@@ -47,23 +47,23 @@
 #include "rope_phase.glsl"
 
 const uint WG = WG_SIZE;
-layout(constant_id = 1) const uint ROWS = 4;
-layout(constant_id = 2) const uint LANES = 16;
-layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = 5) const uint V_TYPE = 1u;
-layout(constant_id = 6) const uint K_EPL = 8;
-layout(constant_id = 7) const uint K_PIECES = 1;
-layout(constant_id = 8) const uint V_EPL = 8;
-layout(constant_id = 9) const uint V_PIECES = 1;
-layout(constant_id = 10) const bool K_ALIGNED = true;
-layout(constant_id = 11) const bool V_ALIGNED = true;
-layout(constant_id = 12) const uint BATCH = 4;
-layout(constant_id = 13) const bool ROPE_ON_READ = false;
-layout(constant_id = 14) const bool ROPE_INTERLEAVED = false;
-layout(constant_id = 15) const uint D4 = 32;
-layout(constant_id = 16) const bool EARLY = true;  // issue V loads with K loads
-layout(constant_id = 17) const bool HEADS_FIRST = false;  // workgroup ids: kv head fastest
+layout(constant_id = VKATTN_SPEC_COALESCED_ROWS) const uint ROWS = 4;
+layout(constant_id = VKATTN_SPEC_COALESCED_LANES) const uint LANES = 16;
+layout(constant_id = VKATTN_SPEC_COALESCED_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_COALESCED_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_COALESCED_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_COALESCED_K_EPL) const uint K_EPL = 8;
+layout(constant_id = VKATTN_SPEC_COALESCED_K_PIECES) const uint K_PIECES = 1;
+layout(constant_id = VKATTN_SPEC_COALESCED_V_EPL) const uint V_EPL = 8;
+layout(constant_id = VKATTN_SPEC_COALESCED_V_PIECES) const uint V_PIECES = 1;
+layout(constant_id = VKATTN_SPEC_COALESCED_K_ALIGNED) const bool K_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_COALESCED_V_ALIGNED) const bool V_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_COALESCED_BATCH) const uint BATCH = 4;
+layout(constant_id = VKATTN_SPEC_COALESCED_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+layout(constant_id = VKATTN_SPEC_COALESCED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = VKATTN_SPEC_COALESCED_D4) const uint D4 = 32;
+layout(constant_id = VKATTN_SPEC_COALESCED_EARLY) const bool EARLY = true;  // issue V loads with K loads
+layout(constant_id = VKATTN_SPEC_COALESCED_HEADS_FIRST) const bool HEADS_FIRST = false;  // workgroup ids: kv head fastest
 
 const uint G = WG / LANES;  // key groups
 const uint KE = K_PIECES * K_EPL, VE = V_PIECES * V_EPL;  // elements per invocation

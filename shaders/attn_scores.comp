@@ -47,17 +47,17 @@
 #include "rope_phase.glsl"
 #include "fma_dot.glsl"
 
-layout(constant_id = 1) const uint ROWS = 8;
-layout(constant_id = 2) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
-layout(constant_id = 3) const bool Q_F16 = false;
-layout(constant_id = 4) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_SCORES_ROWS) const uint ROWS = 8;
+layout(constant_id = VKATTN_SPEC_SCORES_Q_VEC4) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
+layout(constant_id = VKATTN_SPEC_SCORES_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_SCORES_K_TYPE) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
 const bool K_WIDE = K_TYPE != 0u;  // 8 elements per 16 bytes or fewer: loaded 8 at a time
-layout(constant_id = 5) const bool VEC = true;
-layout(constant_id = 6) const uint KEYS = 4;  // keys per invocation
-layout(constant_id = 7) const bool ROPE_ON_READ = false;
-layout(constant_id = 8) const bool ROPE_INTERLEAVED = false;
-layout(constant_id = 9) const bool S_VEC4 = false;  // n_keys % 4 == 0 (KEYS is 4 or 8)
-layout(constant_id = 10) const uint SG = 8;  // VKATTN_SHUFFLE: the (required) subgroup size
+layout(constant_id = VKATTN_SPEC_SCORES_VEC) const bool VEC = true;
+layout(constant_id = VKATTN_SPEC_SCORES_KEYS) const uint KEYS = 4;  // keys per invocation
+layout(constant_id = VKATTN_SPEC_SCORES_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+layout(constant_id = VKATTN_SPEC_SCORES_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = VKATTN_SPEC_SCORES_S_VEC4) const bool S_VEC4 = false;  // n_keys % 4 == 0 (KEYS is 4 or 8)
+layout(constant_id = VKATTN_SPEC_SCORES_SG) const uint SG = 8;  // VKATTN_SHUFFLE: the (required) subgroup size
 
 layout(std430, binding = 2) writeonly buffer S { float scores[]; };
 layout(std430, binding = 2) writeonly buffer S4 { vec4 scores4[]; };

@@ -31,10 +31,10 @@
 #include "layout.glsl"
 #include "params.h"
 
-layout(constant_id = 1) const uint ROW_CAP = 1024;
-layout(constant_id = 2) const bool IN_SHARED = true;
-layout(constant_id = 3) const bool VEC4 = false;  // n_keys % 4 == 0: rows move as vec4
-layout(constant_id = 4) const uint SUBGROUP_ROWS = 0;
+layout(constant_id = VKATTN_SPEC_SOFTMAX_ROW_CAP) const uint ROW_CAP = 1024;
+layout(constant_id = VKATTN_SPEC_SOFTMAX_IN_SHARED) const bool IN_SHARED = true;
+layout(constant_id = VKATTN_SPEC_SOFTMAX_VEC4) const bool VEC4 = false;  // n_keys % 4 == 0: rows move as vec4
+layout(constant_id = VKATTN_SPEC_SOFTMAX_SUBGROUP_ROWS) const uint SUBGROUP_ROWS = 0;
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer s_texels;

@@ -33,11 +33,11 @@
 #include "layout.glsl"
 #include "params.h"
 
-layout(constant_id = 1) const uint ROWS = 8;
-layout(constant_id = 2) const uint V_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = 3) const bool VEC = true;
-layout(constant_id = 4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
-layout(constant_id = 5) const uint KEY_GROUPS = 1;
+layout(constant_id = VKATTN_SPEC_WSUM_ROWS) const uint ROWS = 8;
+layout(constant_id = VKATTN_SPEC_WSUM_V_TYPE) const uint V_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_WSUM_VEC) const bool VEC = true;
+layout(constant_id = VKATTN_SPEC_WSUM_P_VEC4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
+layout(constant_id = VKATTN_SPEC_WSUM_KEY_GROUPS) const uint KEY_GROUPS = 1;
 
 const bool EIGHT = V_TYPE != 0u;  // 8 elements per 16 bytes or fewer
 const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation

@@ -14,8 +14,8 @@
 #include "layout.glsl"
 #include "params.h"
 
-layout(constant_id = 1) const bool VEC4 = true;
-layout(constant_id = 2) const bool HALVES = false;
+layout(constant_id = VKATTN_SPEC_COPY_VEC4) const bool VEC4 = true;
+layout(constant_id = VKATTN_SPEC_COPY_HALVES) const bool HALVES = false;
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer src_texels;

@@ -31,8 +31,8 @@
 #include "half_rne.glsl"
 #include "quant.glsl"
 
-layout(constant_id = 1) const bool SRC_F16 = false;
-layout(constant_id = 2) const uint DST_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_KV_APPEND_SRC_F16) const bool SRC_F16 = false;
+layout(constant_id = VKATTN_SPEC_KV_APPEND_DST_TYPE) const uint DST_TYPE = 1u;
 const bool DST_F16 = DST_TYPE == 1u, DST_QUANT = DST_TYPE >= 2u;
 
 #ifdef VKATTN_KV_ONE

@@ -22,9 +22,9 @@
 #include "params.h"
 #include "rope_phase.glsl"
 
-layout(constant_id = 1) const uint HALF_ROT = 64;
-layout(constant_id = 2) const uint UNIT = 0;          // ROPE_UNIT_*: what one invocation owns
-layout(constant_id = 3) const bool INTERLEAVED = false;
+layout(constant_id = VKATTN_SPEC_ROPE_HALF_ROT) const uint HALF_ROT = 64;
+layout(constant_id = VKATTN_SPEC_ROPE_UNIT) const uint UNIT = 0;          // ROPE_UNIT_*: what one invocation owns
+layout(constant_id = VKATTN_SPEC_ROPE_INTERLEAVED) const bool INTERLEAVED = false;
 #define ROPE_UNIT_VEC4 0u
 #define ROPE_UNIT_PAIR 1u
 #define ROPE_UNIT_PAIR2 2u

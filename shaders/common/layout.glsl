@@ -1,6 +1,7 @@
-// Shared by every kernel: workgroup size from specialization constant 0, and the
+// Shared by every kernel: workgroup size from specialization constant 0 (params.h:
+// VKATTN_SPEC_WG_SIZE; layout.glsl comes before params.h in some kernels), and the
 // linear workgroup id of a grid the host folded into x/y/z so that no dimension exceeds
-// maxComputeWorkGroupCount (see fold_grid() in src/vulkan/recorder.cpp).
+// maxComputeWorkGroupCount (see fold_grid() in src/vulkan/dispatch.cpp).
 #ifndef VKATTN_LAYOUT_GLSL
 #define VKATTN_LAYOUT_GLSL
 

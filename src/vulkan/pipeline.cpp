@@ -15,6 +15,15 @@
 
 namespace vkattn::detail {
 
+SpecConstants spec(std::initializer_list<std::pair<std::uint32_t, std::uint32_t>> values) {
+  SpecConstants out;
+  for (const auto& [id, value] : values) {
+    if (id >= out.size()) out.resize(id + 1);  // throws past kMaxSpecConstants
+    out[id] = value;
+  }
+  return out;
+}
+
 namespace {
 #include "kernel_spirv.inc"
 

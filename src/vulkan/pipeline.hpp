@@ -4,11 +4,13 @@
 
 #include <vulkan/vulkan.h>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/inline_vector.hpp"
@@ -29,14 +31,18 @@ enum class KernelId {
 const char* kernel_name(KernelId id);
 std::span<const std::uint32_t> kernel_spirv(KernelId id);
 
-// Specialization constants a kernel may take (the GPU-shaped fused kernel has 18).
+// Specialization constants a kernel may take (the GPU decode kernel has 22).
 inline constexpr std::size_t kMaxSpecConstants = 24;
+using SpecConstants = InlineVector<std::uint32_t, kMaxSpecConstants>;
+// Specialization constants by id (shaders/common/params.h: VKATTN_SPEC_*), in any order:
+// element i is constant_id i; ids not given are 0.
+SpecConstants spec(std::initializer_list<std::pair<std::uint32_t, std::uint32_t>> values);
 
 // What makes two pipelines different. spec[0] is the workgroup size (constant_id 0);
 // spec[i] is constant_id i.
 struct PipelineKey {
   KernelId kernel;
-  InlineVector<std::uint32_t, kMaxSpecConstants> spec;
+  SpecConstants spec;
   // Set by the command list from the dispatch's bindings and push constants
   // (finish_dispatch), so that neither can disagree with them:
   std::uint32_t n_bindings = 0;      // descriptors at bindings 0..n-1

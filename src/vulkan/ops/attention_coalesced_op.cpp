@@ -148,10 +148,17 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   Dispatch d;
   d.op = "attention";
   d.key = {KernelId::attn_fused_coalesced,
-           {wg, rows, lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, kp.epl, kp.pieces,
-            vp.epl, vp.pieces, head_dim % kp.epl == 0 ? 1u : 0u, head_dim % vp.epl == 0 ? 1u : 0u, batch,
-            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, d4,
-            tune.early == 2 ? 1u : tune.early, tune.heads_first}};
+           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COALESCED_ROWS, rows}, {VKATTN_SPEC_COALESCED_LANES, lanes},
+                 {VKATTN_SPEC_COALESCED_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_K_TYPE, keys.type}, {VKATTN_SPEC_COALESCED_V_TYPE, values.type},
+                 {VKATTN_SPEC_COALESCED_K_EPL, kp.epl}, {VKATTN_SPEC_COALESCED_K_PIECES, kp.pieces},
+                 {VKATTN_SPEC_COALESCED_V_EPL, vp.epl}, {VKATTN_SPEC_COALESCED_V_PIECES, vp.pieces},
+                 {VKATTN_SPEC_COALESCED_K_ALIGNED, head_dim % kp.epl == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_V_ALIGNED, head_dim % vp.epl == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_BATCH, batch}, {VKATTN_SPEC_COALESCED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_D4, d4}, {VKATTN_SPEC_COALESCED_EARLY, tune.early == 2 ? 1u : tune.early},
+                 {VKATTN_SPEC_COALESCED_HEADS_FIRST, tune.heads_first}})};
   d.key.subgroup_size = sg;
   return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out),
                       std::move(mask), p, sinks, meta, false, {rows, row_tiles, u32(splits), keys_per_split, ml_offset},

@@ -182,12 +182,21 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   const KernelId kernel = plan.subgroup ? (last ? KernelId::attn_decode_last : KernelId::attn_decode)
                                         : (last ? KernelId::attn_decode_shared_last : KernelId::attn_decode_shared);
   d.key = {kernel,
-           {plan.wg, plan.rows, plan.lanes, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type, plan.kp.epl,
-            plan.kp.pieces, plan.vp.epl, plan.vp.pieces, head_dim % plan.kp.epl == 0 ? 1u : 0u,
-            head_dim % plan.vp.epl == 0 ? 1u : 0u, plan.keys, p.rope_on_read ? 1u : 0u,
-            p.rope.layout == RopeLayout::interleaved ? 1u : 0u, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u,
-            plan.n, plan.c, plan.merge_rows, head_dim % 8 == 0 ? 1u : 0u, tune.interleave ? 1u : 0u,
-            tune.load_only ? 1u : 0u}};
+           spec({{VKATTN_SPEC_WG_SIZE, plan.wg}, {VKATTN_SPEC_DECODE_ROWS, plan.rows},
+                 {VKATTN_SPEC_DECODE_LANES, plan.lanes}, {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_K_TYPE, keys.type}, {VKATTN_SPEC_DECODE_V_TYPE, values.type},
+                 {VKATTN_SPEC_DECODE_K_EPL, plan.kp.epl}, {VKATTN_SPEC_DECODE_K_PIECES, plan.kp.pieces},
+                 {VKATTN_SPEC_DECODE_V_EPL, plan.vp.epl}, {VKATTN_SPEC_DECODE_V_PIECES, plan.vp.pieces},
+                 {VKATTN_SPEC_DECODE_K_ALIGNED, head_dim % plan.kp.epl == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_V_ALIGNED, head_dim % plan.vp.epl == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_KEYS, plan.keys}, {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_N, plan.n}, {VKATTN_SPEC_DECODE_C, plan.c},
+                 {VKATTN_SPEC_DECODE_MERGE_ROWS, plan.merge_rows},
+                 {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 8 == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u}})};
   d.key.subgroup_size = plan.sg;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
@@ -205,7 +214,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   if (splits > 1 && !last) {
     Dispatch m;
     m.op = "attention";  // its second pass: timings add up under the op's name
-    m.key = {KernelId::attn_decode_merge, {workgroup_size(ctx, 128), plan.rows}};
+    m.key = {KernelId::attn_decode_merge, spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)},
+                                                {VKATTN_SPEC_MERGE_ROWS, plan.rows}})};
     m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
     m.bindings[0].write = false;
     m.set_push(pc);

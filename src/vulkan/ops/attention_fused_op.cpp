@@ -124,9 +124,15 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   Dispatch d;
   d.op = "attention";
   d.key = {kernel,
-           {wg, rows, q_tile ? rows * d4 : 1u, q->dtype == DType::f16 ? 1u : 0u, keys.type, values.type,
-            head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u, head_dim % v_row.per_lane == 0 ? 1u : 0u, key_groups,
-            keys_per_invocation, p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}};
+           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_FUSED_ROWS, rows},
+                 {VKATTN_SPEC_FUSED_Q_VEC4, q_tile ? rows * d4 : 1u},
+                 {VKATTN_SPEC_FUSED_Q_F16, q->dtype == DType::f16 ? 1u : 0u}, {VKATTN_SPEC_FUSED_K_TYPE, keys.type},
+                 {VKATTN_SPEC_FUSED_V_TYPE, values.type},
+                 {VKATTN_SPEC_FUSED_K_VEC, head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_FUSED_V_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_FUSED_KEY_GROUPS, key_groups}, {VKATTN_SPEC_FUSED_KEYS, keys_per_invocation},
+                 {VKATTN_SPEC_FUSED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_FUSED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
   return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out),
                       std::move(mask), p, sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset},
                       base_groups);
@@ -175,7 +181,7 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   c.op = "attention";  // its second pass: timings add up under the op's name
   const std::uint32_t cwg = workgroup_size(ctx, 64);
   const bool texel_partial = has_texel_view(*partial);
-  c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, {cwg}};
+  c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, spec({{VKATTN_SPEC_WG_SIZE, cwg}})};
   c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
                 params.add(std::span<const float>(sinks))};
   c.set_push(shader::AttnFusedCombineParams{n_rows, n_heads, head_dim, splits, sinks.empty() ? 0u : 1u,

@@ -192,10 +192,14 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   Dispatch d;
   d.op = "attn_scores";
   d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
-           {wg, rows, texel && !p.rope_on_read ? 1u : rows * d4, q->dtype == DType::f16 ? 1u : 0u, keys.type,
-            head_dim % (keys.wide() ? 8 : 4) == 0 ? 1u : 0u, keys_per_lane,
-            p.rope_on_read ? 1u : 0u, p.rope.layout == RopeLayout::interleaved ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u,
-            shuffle ? preferred_subgroup_size(ctx.limits) : 8u}};
+           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_SCORES_ROWS, rows},
+                 {VKATTN_SPEC_SCORES_Q_VEC4, texel && !p.rope_on_read ? 1u : rows * d4},
+                 {VKATTN_SPEC_SCORES_Q_F16, q->dtype == DType::f16 ? 1u : 0u}, {VKATTN_SPEC_SCORES_K_TYPE, keys.type},
+                 {VKATTN_SPEC_SCORES_VEC, head_dim % (keys.wide() ? 8 : 4) == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_SCORES_KEYS, keys_per_lane}, {VKATTN_SPEC_SCORES_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_SCORES_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                 {VKATTN_SPEC_SCORES_S_VEC4, n_keys % 4 == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_SCORES_SG, shuffle ? preferred_subgroup_size(ctx.limits) : 8u}})};
   d.key.subgroup_size = shuffle ? preferred_subgroup_size(ctx.limits) : 0u;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
@@ -250,7 +254,10 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   Dispatch d;
   d.op = "attn_softmax";
   d.key = {kernel,
-           {wg, in_shared ? row_cap : 4u, in_shared ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, subgroup_rows ? rows_per_wg : 0u}};
+           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_SOFTMAX_ROW_CAP, in_shared ? row_cap : 4u},
+                 {VKATTN_SPEC_SOFTMAX_IN_SHARED, in_shared ? 1u : 0u},
+                 {VKATTN_SPEC_SOFTMAX_VEC4, n_keys % 4 == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_SOFTMAX_SUBGROUP_ROWS, subgroup_rows ? rows_per_wg : 0u}})};
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(std::span<const float>(sinks))};
   if (stop) {
@@ -320,7 +327,10 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   const KernelId kernel = stop ? (texel ? KernelId::attn_weighted_sum_texel_bound : KernelId::attn_weighted_sum_bound)
                                : (texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum);
   d.key = {kernel,
-           {lanes * key_groups, rows, values.type, head_dim % v_row.per_lane == 0 ? 1u : 0u, n_keys % 4 == 0 ? 1u : 0u, key_groups}};
+           spec({{VKATTN_SPEC_WG_SIZE, lanes * key_groups}, {VKATTN_SPEC_WSUM_ROWS, rows},
+                 {VKATTN_SPEC_WSUM_V_TYPE, values.type},
+                 {VKATTN_SPEC_WSUM_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_WSUM_P_VEC4, n_keys % 4 == 0 ? 1u : 0u}, {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups}})};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
   params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
@@ -335,7 +345,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
     Dispatch r;
     r.op = "attn_weighted_sum";  // its second pass: timings add up under the op's name
     const std::uint32_t rwg = workgroup_size(ctx, 64);
-    r.key = {KernelId::attn_weighted_sum_reduce, {rwg}};
+    r.key = {KernelId::attn_weighted_sum_reduce, spec({{VKATTN_SPEC_WG_SIZE, rwg}})};
     r.bindings = {tensor_binding(std::move(partial), false), tensor_binding(std::move(out), true)};
     r.set_push(shader::AttnWsumReduceParams{u32(out_elems), splits});
     r.groups = ceil_div(out_elems, rwg);

@@ -35,7 +35,8 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   Dispatch& d = ds.emplace_back();
   d.op = "kv_append";
   d.key = {KernelId::kv_append,
-           {wg, k->dtype == DType::f16 ? 1u : 0u, kv_type_code(c.dtype)}};
+           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_KV_APPEND_SRC_F16, k->dtype == DType::f16 ? 1u : 0u},
+                 {VKATTN_SPEC_KV_APPEND_DST_TYPE, kv_type_code(c.dtype)}})};
   const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
                                   u32(scale_words_offset(cache.k->numel, c.dtype)), 1u,
                                   u32(c.n_seqs * c.capacity)};

@@ -73,7 +73,8 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
   const KernelId kernel = texel ? (f16 ? KernelId::rope_f16_texel : KernelId::rope_f32_texel)
                                 : (f16 ? KernelId::rope_f16 : KernelId::rope_f32);
   // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
-  d.key = {kernel, {wg, std::max(1u, half_rot), unit, inter ? 1u : 0u}};
+  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_ROPE_HALF_ROT, std::max(1u, half_rot)},
+                         {VKATTN_SPEC_ROPE_UNIT, unit}, {VKATTN_SPEC_ROPE_INTERLEAVED, inter ? 1u : 0u}})};
   const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
   d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(positions), params.add(table.words)};
   const auto factor = static_cast<float>(table.attention_factor);
