@@ -171,6 +171,23 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
   }
 }
 
+// A list without token data, or whose ops take different numbers of tokens, has no tokens
+// to replace.
+TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    Tensor two = b->tensor({2, kHeads, kDim}, DType::f32), one = b->tensor({1, kHeads, kDim}, DType::f32),
+           other = b->tensor({2, kHeads, kDim}, DType::f32);
+    CommandList none = b->commands();
+    none.copy(two, other);
+    expect_invalid([&] { none.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "no op that takes"});
+    CommandList mixed = b->commands();
+    mixed.rope(two, std::vector<std::int32_t>{0, 1});
+    mixed.copy(two, other);
+    mixed.rope(one, std::vector<std::int32_t>{5});
+    expect_invalid([&] { mixed.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "take 1 and 2 tokens"});
+  }
+}
+
 // An op that refuses after earlier ops of the list have advanced their caches (here layer
 // 0's append overwrote a slot of its wrapped ring before layer 1's refused): every cache is
 // as it was, and the list still replays, agreeing with one recorded afresh.

@@ -48,6 +48,10 @@ void record_op(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
   run(impl, nullptr);
   if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) impl.caches.push_back(cache);
   impl.recipes.push_back({std::move(run), n_tokens, std::move(cache)});
+  if (n_tokens != 0) {
+    impl.fewest_tokens = std::min(impl.fewest_tokens, n_tokens);
+    impl.most_tokens = std::max(impl.most_tokens, n_tokens);
+  }
 }
 
 // AttentionTokens that own their arrays; the queries' positions and sequence ids (those
@@ -316,18 +320,15 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
 void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) try {
   const char* op = "set_tokens";
   auto& impl = live(impl_, op);
-  std::size_t n_tokens = 0;
-  for (const detail::Recipe& r : impl.recipes) n_tokens = std::max(n_tokens, r.n_tokens);
+  const std::size_t n_tokens = impl.most_tokens;
   if (n_tokens == 0) {
     throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
                           "a list recorded with rope, kv_append or attention on tokens");
   }
-  for (const detail::Recipe& r : impl.recipes) {
-    if (r.n_tokens != 0 && r.n_tokens != n_tokens) {
-      throw InvalidArgument(op, "this", "a list whose ops take " + std::to_string(r.n_tokens) + " and " +
-                                            std::to_string(n_tokens) + " tokens",
-                            "ops that all take the same tokens");
-    }
+  if (impl.fewest_tokens != n_tokens) {
+    throw InvalidArgument(op, "this", "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " +
+                                          std::to_string(n_tokens) + " tokens",
+                          "ops that all take the same tokens");
   }
   // One position per token, or three (M-RoPE's t, h, w: rope ops with config.mrope take
   // them, every other op the first, t).

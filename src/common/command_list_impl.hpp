@@ -3,6 +3,7 @@
 // (common/command_list.cpp) and forwards here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,6 +48,8 @@ class CommandListImpl {
  public:
   virtual ~CommandListImpl();
   std::vector<Recipe> recipes;  // every op recorded, in order (kept by the frontend)
+  // The fewest and most tokens the recipes take (those that take any).
+  std::size_t fewest_tokens = SIZE_MAX, most_tokens = 0;
   std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
   // set_tokens' record of the caches' bookkeeping before a replay, in the order of
   // |caches| (memory kept from one replay to the next).
