@@ -1,72 +1,19 @@
 #include "vulkan/command_list.hpp"
 
-#include <bit>
-#include <cstring>
 #include <cstdlib>
-#include <string_view>
+#include <cstring>
 #include <map>
-#include <set>
+#include <string_view>
 #include <utility>
 #include <variant>
 
-#include "common/shape_math.hpp"
-#include "common/kv_cache_impl.hpp"
-#include "common/quant.hpp"
 #include "vulkan/check.hpp"
-#include "vulkan/descriptors.hpp"
 #include "vulkan/dispatch.hpp"
-#include "vulkan/submission.hpp"
+#include "vulkan/encoding.hpp"
 
 namespace vkattn::detail {
 
 namespace {
-
-VkBuffer buffer_of(const Binding& b) { return static_cast<VulkanTensor&>(*b.tensor).buffer->handle(); }
-
-void global_barrier(const VulkanFunctions& fn, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccessFlags src,
-                    VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
-  auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-  barrier.srcAccessMask = src;
-  barrier.dstAccessMask = dst;
-  fn.vkCmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
-}
-
-// Timestamp queries, destroyed after the submission that writes them has finished.
-struct QueryPool {
-  const VulkanFunctions* fn = nullptr;
-  VkDevice device = VK_NULL_HANDLE;
-  VkQueryPool handle = VK_NULL_HANDLE;
-  QueryPool() = default;
-  QueryPool(const QueryPool&) = delete;
-  QueryPool& operator=(const QueryPool&) = delete;
-  ~QueryPool() {
-    if (handle) fn->vkDestroyQueryPool(device, handle, fn->allocator);
-  }
-};
-
-// Everything one encoding owns; freed together when ops are added or the list dies. The
-// command buffer comes from a pool of the list's own (Submission), so lists record and
-// submit on any threads at once.
-struct Encoded {
-  std::shared_ptr<Context> ctx;
-  std::unique_ptr<Buffer> params;
-  // Where the host writes the parameters when |params| is not mapped (a discrete GPU):
-  // the commands copy them over first (record_commands), so neither an encoding nor a
-  // replay waits on a submission of its own to upload them.
-  std::unique_ptr<Buffer> params_staging;
-  std::unique_ptr<DescriptorPool> descriptors;
-  std::vector<const Pipeline*> pipelines;  // one per dispatch
-  std::vector<VkDescriptorSet> sets;       // one per dispatch
-  QueryPool queries;
-  // Every tensor the dispatches bind: kept until the work has finished, even when the list
-  // goes before a Submitted handle does.
-  std::vector<std::shared_ptr<TensorImpl>> keep;
-  Submission submission;  // destroyed first: it waits for work still running
-  VkCommandBuffer cb = VK_NULL_HANDLE;
-  std::size_t barriers = 0;
-
-  explicit Encoded(std::shared_ptr<Context> c) : ctx(std::move(c)), submission(*ctx->device, false) {}
-};
 
 // One submission of an encoding (CommandList::submit); holds the encoding, so that what
 // the work uses outlives it.
@@ -142,7 +89,7 @@ class VulkanCommandList final : public CommandListImpl {
     if (!encoded_) encode();
     encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
     ++submits_;
-    if (options_.timestamps) read_timestamps();
+    if (options_.timestamps) timings_ = read_timestamps(*encoded_, ops_);
   }
 
   std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync) override {
@@ -303,14 +250,8 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   // Host writes before vkQueueSubmit are visible to the submission without a barrier.
-  void write_params(Encoded& enc) {
-    Buffer& target = enc.params_staging ? *enc.params_staging : *enc.params;
-    target.write(params_.bytes());
-  }
-  void write_patched(Encoded& enc) {
-    Buffer& target = enc.params_staging ? *enc.params_staging : *enc.params;
-    target.write_ranges(params_.data(), patched_);
-  }
+  void write_params(Encoded& enc) { enc.param_target().write(params_.bytes()); }
+  void write_patched(Encoded& enc) { enc.param_target().write_ranges(params_.data(), patched_); }
 
   // What a patch overwrites, kept until the replay ends (abort_replay puts it back).
   void keep_for_undo(const TokenWords& w) {
@@ -386,138 +327,12 @@ class VulkanCommandList final : public CommandListImpl {
     if (external_) retired_.push_back(std::move(external_));
   }
 
-  // The resources of an encoding: parameters, descriptor sets, pipelines, queries.
-  std::unique_ptr<Encoded> prepare() {
-    auto enc = std::make_unique<Encoded>(ctx_);
-    VkDevice dev = ctx_->device->handle();
-    const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
-
-    if (!params_.bytes().empty()) {
-      enc->params = ctx_->device_buffer(params_.bytes().size(), "op parameters");
-      if (!enc->params->mapped()) {
-        enc->params_staging = Buffer::create(*ctx_->device, params_.bytes().size(), BufferKind::staging,
-                                             "op parameters (staging)", true);
-      }
-      write_params(*enc);
-    }
-
-    std::uint32_t n_descriptors = 0, n_texel = 0;
-    for (const Dispatch& d : ops_) {
-      n_descriptors += d.key.n_bindings;
-      n_texel += static_cast<std::uint32_t>(std::popcount(d.key.texel_bindings));
-    }
-    enc->descriptors = DescriptorPool::create(*ctx_->device, n_ops, n_descriptors, n_texel);
-
-    if (options_.timestamps) {
-      auto q = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
-      q.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      q.queryCount = 2 * n_ops;
-      enc->queries.fn = &ctx_->device->fn();
-      enc->queries.device = dev;
-      VKATTN_VK_CHECK(ctx_->device->fn().vkCreateQueryPool(dev, &q, ctx_->device->fn().allocator, &enc->queries.handle));
-    }
-
-    for (std::uint32_t i = 0; i < n_ops; ++i) {
-      const Dispatch& d = ops_[i];
-      OpScope op_scope(d.op);
-      const Pipeline& pipeline = ctx_->pipelines->get(d.key);
-      std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
-      std::vector<VkBufferView> views(d.bindings.size(), VK_NULL_HANDLE);
-      for (std::size_t b = 0; b < d.bindings.size(); ++b) {
-        const Binding& binding = d.bindings[b];
-        if (binding.tensor) {
-          const auto& buffer = *static_cast<VulkanTensor&>(*binding.tensor).buffer;
-          enc->keep.push_back(binding.tensor);
-          infos[b] = {buffer.handle(), buffer.offset(), buffer.size()};
-          if (binding.texel) views[b] = buffer.texel_view();
-          if (binding.texel && !views[b]) {
-            throw Error(ErrorCode::unsupported, "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
-                                                 " is a texel buffer but its tensor has no texel view",
-                        "encode", 0, current_op());
-          }
-        } else {
-          infos[b] = {enc->params->handle(), binding.param_offset, binding.param_bytes};
-        }
-      }
-      enc->pipelines.push_back(&pipeline);
-      enc->sets.push_back(enc->descriptors->allocate(pipeline.set_layout(), infos, views));
-    }
-    return enc;
-  }
-
-  // Records the encoding's commands into |cb|: the parameters' copy (if any), the entry
-  // barrier (if |entry|), the dispatches with a barrier at each hazard, and an exit barrier
-  // from compute-shader writes to |exit_stage|/|exit_access| (none if |exit_stage| is 0).
-  void record_commands(Encoded& enc, VkCommandBuffer cb, bool entry, VkPipelineStageFlags exit_stage,
-                       VkAccessFlags exit_access) {
-    const VulkanFunctions& fn = ctx_->device->fn();
-    const std::uint32_t n_ops = static_cast<std::uint32_t>(ops_.size());
-    if (enc.params_staging) {
-      // Earlier submissions' reads of the parameters finish before the copy overwrites them.
-      global_barrier(fn, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                     VK_ACCESS_TRANSFER_WRITE_BIT);
-      const VkBufferCopy region{0, 0, params_.bytes().size()};
-      fn.vkCmdCopyBuffer(cb, enc.params_staging->handle(), enc.params->handle(), 1, &region);
-      global_barrier(fn, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    }
-    if (enc.queries.handle) fn.vkCmdResetQueryPool(cb, enc.queries.handle, 0, 2 * n_ops);
-    // Writes of earlier submissions (uploads through staging, previous lists) become
-    // visible to this one's shaders.
-    if (entry) {
-      global_barrier(fn, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
-                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    }
-
-    enc.barriers = 0;
-    std::set<VkBuffer> read, written;  // since the last barrier
-    for (std::uint32_t i = 0; i < n_ops; ++i) {
-      const Dispatch& d = ops_[i];
-      const Pipeline& pipeline = *enc.pipelines[i];
-      bool hazard = false;
-      for (const Binding& binding : d.bindings) {
-        if (!binding.tensor) continue;
-        const VkBuffer h = buffer_of(binding);
-        hazard = hazard || written.count(h) || (binding.write && read.count(h));
-      }
-      if (hazard) {
-        global_barrier(fn, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        ++enc.barriers;
-        read.clear();
-        written.clear();
-      }
-      for (const Binding& binding : d.bindings) {
-        if (!binding.tensor) continue;
-        read.insert(buffer_of(binding));
-        if (binding.write) written.insert(buffer_of(binding));
-      }
-
-      if (enc.queries.handle) {
-        // The start as the dispatch begins; the end once it and everything before it is done.
-        fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, enc.queries.handle, 2 * i);
-      }
-      fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-      fn.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &enc.sets[i], 0, nullptr);
-      if (!d.push.empty()) {
-        fn.vkCmdPushConstants(cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(d.push.size()),
-                           d.push.data());
-      }
-      const auto grid = fold_grid(d.groups, ctx_->limits);
-      fn.vkCmdDispatch(cb, grid[0], grid[1], grid[2]);
-      if (enc.queries.handle) {
-        fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc.queries.handle, 2 * i + 1);
-      }
-    }
-    if (exit_stage) global_barrier(fn, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
-  }
-
   void encode() {
     OpScope scope("encode");
-    auto enc = prepare();
+    auto enc = prepare_encoding(ctx_, ops_, params_.bytes(), options_.timestamps);
     enc->cb = enc->submission.begin();
     // Results become visible to host reads (mapped tensors) and to transfers (staging).
-    record_commands(*enc, enc->cb, true, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+    record_commands(*enc, ops_, enc->cb, true, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                     VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
     enc->submission.end();
     encoded_ = std::move(enc);
@@ -538,27 +353,13 @@ class VulkanCommandList final : public CommandListImpl {
     if (ops_.empty()) return;
     // One encoding serves every command buffer the list is recorded into: its descriptor
     // sets are never updated once written, and it lives until the list does.
-    if (!external_) external_ = prepare();
+    if (!external_) external_ = prepare_encoding(ctx_, ops_, params_.bytes(), options_.timestamps);
     VkPipelineStageFlags stage = 0;
     if (options.exit_barrier) stage = options.dst_stage_mask ? options.dst_stage_mask : VkPipelineStageFlags{VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
     const VkAccessFlags access = options.dst_access_mask ? options.dst_access_mask
                                                          : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
-    record_commands(*external_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage, access);
-  }
-
-  void read_timestamps() {
-    const std::uint32_t n = static_cast<std::uint32_t>(2 * ops_.size());
-    std::vector<std::uint64_t> ticks(n);
-    const VkResult r = ctx_->device->fn().vkGetQueryPoolResults(ctx_->device->handle(), encoded_->queries.handle, 0, n,
-                                             ticks.size() * sizeof(std::uint64_t), ticks.data(), sizeof(std::uint64_t),
-                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-    ctx_->device->note(r, "vkGetQueryPoolResults");
-    VKATTN_VK_CHECK(r);
-    timings_.clear();
-    for (std::size_t i = 0; i < ops_.size(); ++i) {
-      const double ns = static_cast<double>(ticks[2 * i + 1] - ticks[2 * i]) * ctx_->limits.timestamp_period_ns;
-      timings_.push_back({ops_[i].op, ns * 1e-6});
-    }
+    record_commands(*external_, ops_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage,
+                    access);
   }
 
   std::shared_ptr<Context> ctx_;
