@@ -346,17 +346,10 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
                           "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
   }
-  // The caches' bookkeeping as it was (next and oldest whole, slot entries as the replay
-  // overwrites them), put back when an op refuses the new tokens.
-  impl.saved.resize(impl.caches.size());
-  for (std::size_t i = 0; i < impl.caches.size(); ++i) {
-    detail::KvCacheImpl& c = *impl.caches[i];
-    detail::CommandListImpl::SavedCache& s = impl.saved[i];
-    s.next.assign(c.next.begin(), c.next.end());
-    s.oldest.assign(c.oldest.begin(), c.oldest.end());
-    s.slots.clear();
-    c.journal = &s.slots;
-  }
+  // The caches' bookkeeping words the replay changes are logged, and put back when an op
+  // refuses the new tokens.
+  impl.journal.clear();
+  for (const auto& c : impl.caches) c->journal = &impl.journal;
   struct Unjournal {
     CommandListImpl& impl;
     ~Unjournal() {
@@ -364,14 +357,8 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     }
   } unjournal{impl};
   auto restore_caches = [&impl] {
-    for (std::size_t i = 0; i < impl.caches.size(); ++i) {
-      detail::KvCacheImpl& c = *impl.caches[i];
-      detail::CommandListImpl::SavedCache& s = impl.saved[i];
-      for (auto it = s.slots.rbegin(); it != s.slots.rend(); ++it) c.slot_pos[it->first] = it->second;
-      std::copy(s.next.begin(), s.next.end(), c.next.begin());
-      std::copy(s.oldest.begin(), s.oldest.end(), c.oldest.begin());
-      s.slots.clear();
-    }
+    for (auto it = impl.journal.rbegin(); it != impl.journal.rend(); ++it) *it->first = it->second;
+    impl.journal.clear();
   };
   const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
                         three ? positions : std::span<const std::int32_t>{}};

@@ -51,13 +51,9 @@ class CommandListImpl {
   // The fewest and most tokens the recipes take (those that take any).
   std::size_t fewest_tokens = SIZE_MAX, most_tokens = 0;
   std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
-  // set_tokens' record of the caches' bookkeeping before a replay, in the order of
-  // |caches| (memory kept from one replay to the next).
-  struct SavedCache {
-    std::vector<std::int32_t> next, oldest;
-    std::vector<std::pair<std::size_t, std::int32_t>> slots;  // KvCacheImpl::journal
-  };
-  std::vector<SavedCache> saved;
+  // set_tokens' log of the caches' bookkeeping words a replay changed and what they held
+  // (KvCacheImpl::journal; its memory kept from one replay to the next).
+  std::vector<std::pair<std::int32_t*, std::int32_t>> journal;
   std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them

@@ -162,24 +162,18 @@ void KvCacheImpl::apply_append(std::span<const std::int32_t> positions, std::spa
   for (std::size_t t = 0; t < positions.size(); ++t) {
     const auto s = static_cast<std::size_t>(seq_ids.empty() ? 0 : seq_ids[t]);
     if (plan.dst_rows[t] >= 0) {
-      const auto row = static_cast<std::size_t>(plan.dst_rows[t]);
-      if (journal) journal->emplace_back(row, slot_pos[row]);
-      slot_pos[row] = positions[t];
+      set(slot_pos[static_cast<std::size_t>(plan.dst_rows[t])], positions[t]);
     }
-    next[s] = positions[t] + 1;
+    set(next[s], positions[t] + 1);
     const std::int64_t held_from = std::int64_t{next[s]} - static_cast<std::int64_t>(ring());
-    oldest[s] = static_cast<std::int32_t>(std::max<std::int64_t>(oldest[s], held_from));
+    set(oldest[s], static_cast<std::int32_t>(std::max<std::int64_t>(oldest[s], held_from)));
   }
 }
 
 void KvCacheImpl::copy_sequence(std::size_t src, std::size_t dst) {
-  if (journal) {
-    for (std::size_t i = dst * config.capacity; i < (dst + 1) * config.capacity; ++i) journal->emplace_back(i, slot_pos[i]);
-  }
-  std::copy_n(slot_pos.begin() + static_cast<std::ptrdiff_t>(src * config.capacity), config.capacity,
-              slot_pos.begin() + static_cast<std::ptrdiff_t>(dst * config.capacity));
-  next[dst] = next[src];
-  oldest[dst] = oldest[src];
+  for (std::size_t i = 0; i < config.capacity; ++i) set(slot_pos[dst * config.capacity + i], slot_pos[src * config.capacity + i]);
+  set(next[dst], next[src]);
+  set(oldest[dst], oldest[src]);
 }
 
 void KvCacheImpl::check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,

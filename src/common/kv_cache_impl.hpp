@@ -38,10 +38,14 @@ class KvCacheImpl {
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append
   std::vector<std::int32_t> oldest;    // per sequence: oldest ring position (>= n_sinks) held
-  // While a replay runs (CommandList::set_tokens), where each write to slot_pos logs the
-  // entry and its old value, so that a refused replay can put the bookkeeping back; null
-  // otherwise.
-  std::vector<std::pair<std::size_t, std::int32_t>>* journal = nullptr;
+  // While a replay runs (CommandList::set_tokens), where each write to the bookkeeping
+  // (slot_pos, next, oldest) logs the word and its old value, so that a refused replay can
+  // put back what it changed, and only that; null otherwise.
+  std::vector<std::pair<std::int32_t*, std::int32_t>>* journal = nullptr;
+  void set(std::int32_t& word, std::int32_t value) {
+    if (journal && word != value) journal->emplace_back(&word, word);
+    word = value;
+  }
 
   // Per token, the row it goes to (seq * capacity + slot), or -1 when keep_last drops it;
   // and per sequence what planning needs (kept so that a replay plans without allocating).
