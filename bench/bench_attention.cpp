@@ -151,8 +151,8 @@ std::string verify(const AttnCase& c, const std::vector<float>& out, const std::
     for (std::size_t i = 0; i < q_row; ++i) {
       const float got = out[t * q_row + i], want = ref_out[r * q_row + i];
       if (!(std::fabs(got - want) <= 2e-3f)) {
-        std::snprintf(msg, sizeof msg, "out[%zu, %zu, %zu] = %g, CPU reference %g (tolerance 2e-3)", t, i / c.dim,
-                      i % c.dim, got, want);
+        std::snprintf(msg, sizeof msg, "out[%zu, %zu, %zu] = %g, CPU reference %g (tolerance 2e-3)", t, i / c.dim, i % c.dim, got,
+                      want);
         return msg;
       }
     }
@@ -160,8 +160,8 @@ std::string verify(const AttnCase& c, const std::vector<float>& out, const std::
       const float got = (*probs)[t * p_row + i], want = ref_probs[r * p_row + i];
       const bool ok = want == 0.0f ? got == 0.0f : std::fabs(got - want) <= 1e-6f + 1e-2f * std::fabs(want);
       if (!ok) {
-        std::snprintf(msg, sizeof msg, "probs[%zu, %zu, %zu] = %g, CPU reference %g (tolerance 1e-6 + 1e-2 rel)", t,
-                      i / c.keys, i % c.keys, got, want);
+        std::snprintf(msg, sizeof msg, "probs[%zu, %zu, %zu] = %g, CPU reference %g (tolerance 1e-6 + 1e-2 rel)", t, i / c.keys,
+                      i % c.keys, got, want);
         return msg;
       }
     }
@@ -178,7 +178,7 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
     AttnTensors t = record(b, cmd, c, inputs(c.tokens * c.heads * c.dim, 1), q_pos, k_pos);
 
     if (kind != BackendKind::cpu) {
-      cmd.submit_and_wait();  // warm-up, and the result to verify
+      cmd.submit_and_wait();                                              // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case
       auto it = verified.find(c.key());
       if (it == verified.end()) {
@@ -230,7 +230,7 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape s
     CommandList cmd = b.commands({.timestamps = true});
     cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
     if (kind != BackendKind::cpu) {
-      cmd.submit_and_wait();  // warm-up, and the result to verify
+      cmd.submit_and_wait();                                              // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case
       auto it = verified.find(c.key());
       if (it == verified.end()) it = verified.emplace(c.key(), verify(c, b.download(out), nullptr)).first;
@@ -282,10 +282,8 @@ BENCHMARK_CAPTURE(BM_attention, vulkan_decode, BackendKind::vulkan)->Apply(decod
 // 512x4096 needs 256 MiB of scores: on devices with the 128 MiB maxStorageBufferRange
 // minimum (lavapipe) it runs as two blocks of 256 rows in the same command list.
 BENCHMARK_CAPTURE(BM_attention, vulkan_prefill, BackendKind::vulkan)->Apply([](auto* bm) { prefill_shapes(bm, true); });
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_decode, BackendKind::vulkan, KernelShape::cpu)
-    ->Apply(decode_shapes);
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vulkan, KernelShape::gpu)
-    ->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_decode, BackendKind::vulkan, KernelShape::cpu)->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vulkan, KernelShape::gpu)->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode_one_kv_head, BackendKind::vulkan, KernelShape::gpu)
     ->Apply(decode_one_kv_head);
 // Quantized K and V against the f16 cases above: decode at 4k and 16k keys and a 512-token
@@ -304,18 +302,19 @@ BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_quantized, BackendKind:
     ->Apply(quantized_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_quantized, BackendKind::vulkan, KernelShape::gpu)
     ->Apply(quantized_shapes);
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true, true); });
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true, true); });
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)->Apply([](auto* bm) {
+  prefill_shapes(bm, true, true);
+});
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)->Apply([](auto* bm) {
+  prefill_shapes(bm, true, true);
+});
 // The CPU reference (plain loops, double accumulation) is slow: a fixed few runs. On a
 // 2-core x86-64 VM one run takes about 0.3 s (decode, 16k keys), 0.5 s (prefill 512) and
 // 9-10 s (prefill 512x4096), all under the ~20 s past which a case would be left out, so
 // every case is kept.
 BENCHMARK_CAPTURE(BM_attention, cpu_decode, BackendKind::cpu)->Apply(decode_shapes)->Iterations(3);
 BENCHMARK_CAPTURE(BM_attention, cpu_prefill, BackendKind::cpu)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true); })
-    ->Iterations(1);
+    ->Apply([](auto* bm) { prefill_shapes(bm, true); }) -> Iterations(1);
 
 }  // namespace
 }  // namespace vkattn::bench

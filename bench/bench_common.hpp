@@ -103,8 +103,7 @@ class Baseline {
     auto& c = lists()[kind];
     if (!c) {
       Backend& b = backend(kind);
-      c.reset(new Copy{b.tensor({kFloats}, DType::f32), b.tensor({kFloats}, DType::f32),
-                       b.commands({.timestamps = true})});
+      c.reset(new Copy{b.tensor({kFloats}, DType::f32), b.tensor({kFloats}, DType::f32), b.commands({.timestamps = true})});
       c->cmd.copy(c->src, c->dst);
       c->cmd.submit_and_wait();
     }
@@ -146,8 +145,7 @@ inline double run_timed(benchmark::State& state, CommandList& cmd, Baseline& bas
 
 // Bytes per second of |bytes_per_iteration| over the run (total op time |seconds|)
 // divided by the baseline copy's bytes per second; 0 when nothing was timed.
-inline double copy_ratio(const benchmark::State& state, const Baseline& baseline, double bytes_per_iteration,
-                         double seconds) {
+inline double copy_ratio(const benchmark::State& state, const Baseline& baseline, double bytes_per_iteration, double seconds) {
   const double copy = baseline.bytes_per_second();
   if (seconds <= 0 || copy <= 0) return 0;
   return bytes_per_iteration * static_cast<double>(state.iterations()) / seconds / copy;
@@ -155,8 +153,7 @@ inline double copy_ratio(const benchmark::State& state, const Baseline& baseline
 
 // Sets bytes/s, copy_bytes_per_second (the baseline's), and copy_ratio = bytes/s over the
 // baseline's bytes/s, from the bytes moved per iteration and the total op time.
-inline void report_bandwidth(benchmark::State& state, const Baseline& baseline, double bytes_per_iteration,
-                             double seconds) {
+inline void report_bandwidth(benchmark::State& state, const Baseline& baseline, double bytes_per_iteration, double seconds) {
   const double bytes = bytes_per_iteration * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["copy_GBps"] = baseline.bytes_per_second() * 1e-9;
@@ -181,12 +178,12 @@ inline void release_all() {
 }  // namespace vkattn::bench
 
 // BENCHMARK_MAIN(), releasing the benchmarks' backends before returning.
-#define VKATTN_BENCHMARK_MAIN()                                        \
-  int main(int argc, char** argv) {                                   \
-    ::benchmark::Initialize(&argc, argv);                             \
+#define VKATTN_BENCHMARK_MAIN()                                         \
+  int main(int argc, char** argv) {                                     \
+    ::benchmark::Initialize(&argc, argv);                               \
     if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1; \
-    ::benchmark::RunSpecifiedBenchmarks();                            \
-    ::benchmark::Shutdown();                                          \
-    ::vkattn::bench::release_all();                                   \
-    return 0;                                                         \
+    ::benchmark::RunSpecifiedBenchmarks();                              \
+    ::benchmark::Shutdown();                                            \
+    ::vkattn::bench::release_all();                                     \
+    return 0;                                                           \
   }

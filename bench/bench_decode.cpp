@@ -128,8 +128,7 @@ struct CacheDecode {
 
   CacheDecode(Backend& b, std::size_t capacity, std::size_t held)
       : cache(b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f16})),
-        q_pos{static_cast<std::int32_t>(held - 1)},
-        cmd(b.commands({.timestamps = true})) {
+        q_pos{static_cast<std::int32_t>(held - 1)}, cmd(b.commands({.timestamps = true})) {
     q = b.tensor({1, kHeads, kDim}, DType::f32);
     out = b.tensor({1, kHeads, kDim}, DType::f32);
     b.upload(q, normal_values(kHeads * kDim, 1));

@@ -90,9 +90,8 @@ double device_us(Backend& b, std::size_t tokens, std::size_t capacity, Attention
 void report(benchmark::State& state, std::size_t dispatches, double device) {
   state.counters["dispatches"] = static_cast<double>(dispatches);
   // Iterations x dispatches per second of CPU time, inverted: seconds per dispatch.
-  state.counters["s_per_dispatch"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(dispatches),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["s_per_dispatch"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(dispatches),
+                                                        benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["device_us"] = device;
 }
 

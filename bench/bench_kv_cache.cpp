@@ -102,8 +102,7 @@ std::span<const float> append_v(std::size_t layer, std::size_t tokens) {
 // Attends over each cache with window 1 (query t at position t sees only its own key),
 // so out is the appended V and the one finite score per row is scale * q.k. Returns
 // scores and out per layer, concatenated.
-std::pair<std::vector<float>, std::vector<float>> read_back(Backend& b, const std::vector<KvCache>& caches,
-                                                            std::size_t tokens) {
+std::pair<std::vector<float>, std::vector<float>> read_back(Backend& b, const std::vector<KvCache>& caches, std::size_t tokens) {
   const std::vector<std::int32_t> pos = iota_positions(0, tokens);
   const AttentionConfig config{.window = 1};
   CommandList cmd = b.commands();
@@ -163,8 +162,8 @@ std::string verify_appends(const std::vector<KvCache>& caches, std::size_t token
     for (std::size_t i = 0; i < o_layer; ++i) {
       const float got = got_out[l * o_layer + i], want = want_out[i];
       if (!(std::fabs(got - want) <= 2e-3f)) {
-        return printf_string("layer %zu: V of token %zu, head %zu, dim %zu = %g, CPU reference %g (tolerance 2e-3)", l,
-                      i / kRow, i / kDim % kKvHeads, i % kDim, got, want);
+        return printf_string("layer %zu: V of token %zu, head %zu, dim %zu = %g, CPU reference %g (tolerance 2e-3)", l, i / kRow,
+                             i / kDim % kKvHeads, i % kDim, got, want);
       }
     }
     for (std::size_t i = 0; i < s_layer; ++i) {
@@ -172,7 +171,7 @@ std::string verify_appends(const std::vector<KvCache>& caches, std::size_t token
       const bool ok = std::isinf(want) ? got == want : std::fabs(got - want) <= 1e-4f + 1e-4f * std::fabs(want);
       if (!ok) {
         return printf_string("layer %zu: scores[%zu, %zu, slot %zu] = %g, CPU reference %g (K differs)", l,
-                      i / (kKvHeads * kCapacity), i / kCapacity % kKvHeads, i % kCapacity, got, want);
+                             i / (kKvHeads * kCapacity), i / kCapacity % kKvHeads, i % kCapacity, got, want);
       }
     }
   }
@@ -290,8 +289,10 @@ Keys make_keys(Backend& b, const PairCase& c, bool ring) {
     for (std::size_t i = 0; i < m; ++i) {
       // Position p holds plain key (p - offset) mod keys; those below offset are overwritten.
       const auto row = static_cast<std::size_t>((((a + static_cast<std::int64_t>(i) - c.offset()) % n) + n) % n);
-      std::copy_n(k_all.begin() + static_cast<std::ptrdiff_t>(row * kRow), kRow, k_host.begin() + static_cast<std::ptrdiff_t>(i * kRow));
-      std::copy_n(v_all.begin() + static_cast<std::ptrdiff_t>(row * kRow), kRow, v_host.begin() + static_cast<std::ptrdiff_t>(i * kRow));
+      std::copy_n(k_all.begin() + static_cast<std::ptrdiff_t>(row * kRow), kRow,
+                  k_host.begin() + static_cast<std::ptrdiff_t>(i * kRow));
+      std::copy_n(v_all.begin() + static_cast<std::ptrdiff_t>(row * kRow), kRow,
+                  v_host.begin() + static_cast<std::ptrdiff_t>(i * kRow));
     }
     Tensor& kt = chunks.emplace_back(b.tensor({m, kKvHeads, kDim}, DType::f16));
     b.upload(kt, k_host);
@@ -310,11 +311,10 @@ struct Blocks {
 
 // The three stages for query rows |q_data| at |q_pos| over |keys|, in blocks of rows
 // whose scores fit in one storage buffer.
-Blocks record_attention(Backend& b, CommandList& cmd, const PairCase& c, const Keys& keys,
-                        std::span<const float> q_data, std::span<const std::int32_t> q_pos) {
+Blocks record_attention(Backend& b, CommandList& cmd, const PairCase& c, const Keys& keys, std::span<const float> q_data,
+                        std::span<const std::int32_t> q_pos) {
   const std::size_t n = q_pos.size(), q_row = kHeads * kDim, row_bytes = 4 * kHeads * c.keys;
-  const std::size_t block =
-      std::max<std::size_t>(1, std::min<std::size_t>(n, b.limits().max_storage_buffer_range / row_bytes));
+  const std::size_t block = std::max<std::size_t>(1, std::min<std::size_t>(n, b.limits().max_storage_buffer_range / row_bytes));
   const AttentionConfig config = c.config();
   Blocks t;
   for (std::size_t start = 0; start < n; start += block) {
@@ -362,8 +362,8 @@ std::string compare_out(const char* what, const std::vector<float>& got, const s
     for (std::size_t i = 0; i < q_row; ++i) {
       const float g = got[rows[r] * q_row + i], w = want[r * q_row + i];
       if (!(std::fabs(g - w) <= 2e-3f)) {
-        return printf_string("%s: out[%zu, %zu, %zu] = %g, expected %g (tolerance 2e-3)", what, rows[r], i / kDim, i % kDim,
-                      g, w);
+        return printf_string("%s: out[%zu, %zu, %zu] = %g, expected %g (tolerance 2e-3)", what, rows[r], i / kDim, i % kDim, g,
+                             w);
       }
     }
   }
@@ -393,8 +393,8 @@ std::string verify_pair(const PairCase& c, const std::vector<float>& plain_out, 
     CommandList cmd = cpu.commands();
     const Blocks ref = record_attention(cpu, cmd, c, keys, q_sub, pos);
     cmd.submit_and_wait();
-    const std::string e = compare_out(ring ? "ring vs CPU reference" : "plain vs CPU reference",
-                                      ring ? ring_out : plain_out, concat(cpu, ref.out), rows);
+    const std::string e = compare_out(ring ? "ring vs CPU reference" : "plain vs CPU reference", ring ? ring_out : plain_out,
+                                      concat(cpu, ref.out), rows);
     if (!e.empty()) return e;
   }
   return "";
@@ -468,8 +468,8 @@ void BM_ring_vs_plain(benchmark::State& state, BackendKind kind) {
 
 void append_shapes(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"layers", "tokens"});
-  bm->Args({32, 1});    // decode step of a 32-layer model
-  bm->Args({1, 512});   // prefill of one layer
+  bm->Args({32, 1});   // decode step of a 32-layer model
+  bm->Args({1, 512});  // prefill of one layer
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 

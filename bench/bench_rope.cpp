@@ -26,8 +26,7 @@ void BM_copy(benchmark::State& state, BackendKind kind) {
 const std::vector<float>& inputs(std::size_t n) { return normal_values(n, 7); }
 
 // Verify before timing: the Vulkan result must match the CPU reference.
-void verify(BackendKind kind, const Shape& q_shape, const Shape& k_shape, DType dtype,
-            const std::vector<std::int32_t>& pos) {
+void verify(BackendKind kind, const Shape& q_shape, const Shape& k_shape, DType dtype, const std::vector<std::int32_t>& pos) {
   if (kind == BackendKind::cpu) return;
   const auto xq = inputs(q_shape[0] * q_shape[1] * q_shape[2]);
   const auto xk = inputs(k_shape[0] * k_shape[1] * k_shape[2]);

@@ -14,7 +14,8 @@
 namespace {
 
 void usage() {
-  std::cerr << "usage: vkattn-attention-map [--model FILE] [--tokenizer FILE (tokenizer.bin beside --model)] [--prompt TEXT] [--layer L (1)]\n"
+  std::cerr << "usage: vkattn-attention-map [--model FILE] [--tokenizer FILE (tokenizer.bin beside --model)] [--prompt TEXT] "
+               "[--layer L (1)]\n"
                "  [--out-dir DIR (.)] [--backend vulkan|cpu]\n";
 }
 
@@ -35,10 +36,14 @@ int main(int argc, char** argv) {
       }
       if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value (or unknown option)");
       const std::string v = argv[++i];
-      if (a == "--model") model = v;
-      else if (a == "--tokenizer") tokenizer = v;
-      else if (a == "--prompt") prompt = v;
-      else if (a == "--out-dir") out_dir = v;
+      if (a == "--model")
+        model = v;
+      else if (a == "--tokenizer")
+        tokenizer = v;
+      else if (a == "--prompt")
+        prompt = v;
+      else if (a == "--out-dir")
+        out_dir = v;
       else if (a == "--layer") {
         std::size_t used = 0;
         try {
@@ -50,12 +55,14 @@ int main(int argc, char** argv) {
       } else if (a == "--backend") {
         if (v != "vulkan" && v != "cpu") throw std::invalid_argument("--backend = " + v + "; valid: vulkan, cpu");
         kind = v == "cpu" ? vkattn::BackendKind::cpu : vkattn::BackendKind::vulkan;
-      } else throw std::invalid_argument("unknown option " + a);
+      } else
+        throw std::invalid_argument("unknown option " + a);
     }
     const llama2c::Checkpoint ck = llama2c::load_checkpoint(llama2c::model_path(model));
     const llama2c::Tokenizer tok = llama2c::Tokenizer::load(llama2c::tokenizer_path(model, tokenizer), ck.config.vocab_size);
     if (layer < 0 || layer >= ck.config.n_layers)
-      throw std::invalid_argument("--layer = " + std::to_string(layer) + "; valid: [0, " + std::to_string(ck.config.n_layers) + ")");
+      throw std::invalid_argument("--layer = " + std::to_string(layer) + "; valid: [0, " + std::to_string(ck.config.n_layers) +
+                                  ")");
     auto backend = vkattn::make_backend(kind);
     llama2c::Model model(ck, *backend);
     const figures::AttentionMap map = figures::collect_attention(model, tok, tok.encode(prompt, true, false), layer);

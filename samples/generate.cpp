@@ -76,10 +76,14 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw UsageError(a + ": missing value (or unknown option)");
     const std::string v = argv[++i];
-    if (a == "--model") o.model = v;
-    else if (a == "--tokenizer") o.tokenizer = v;
-    else if (a == "--prompt") o.prompt = v;
-    else if (a == "--steps") o.steps = integer(a, v, 1, 1 << 24);
+    if (a == "--model")
+      o.model = v;
+    else if (a == "--tokenizer")
+      o.tokenizer = v;
+    else if (a == "--prompt")
+      o.prompt = v;
+    else if (a == "--steps")
+      o.steps = integer(a, v, 1, 1 << 24);
     else if (a == "--temperature") {
       o.temperature = static_cast<float>(number(a, v));
       if (o.temperature < 0) throw UsageError("--temperature = " + v + "; valid: >= 0");
@@ -89,24 +93,39 @@ Options parse(int argc, char** argv) {
     } else if (a == "--seed") {
       o.seed = static_cast<std::uint64_t>(integer(a, v, 0, 1L << 62));
       o.seed_given = true;
-    } else if (a == "--capacity") o.capacity = integer(a, v, 1, 1 << 20);
+    } else if (a == "--capacity")
+      o.capacity = integer(a, v, 1, 1 << 20);
     else if (a == "--backend") {
-      if (v == "vulkan") o.backend = vkattn::BackendKind::vulkan;
-      else if (v == "cpu") o.backend = vkattn::BackendKind::cpu;
-      else throw UsageError("--backend = " + v + "; valid: vulkan, cpu");
+      if (v == "vulkan")
+        o.backend = vkattn::BackendKind::vulkan;
+      else if (v == "cpu")
+        o.backend = vkattn::BackendKind::cpu;
+      else
+        throw UsageError("--backend = " + v + "; valid: vulkan, cpu");
     } else if (a == "--attention") {
-      if (v == "stages") o.attention.reset();
-      else if (v == "auto") o.attention = vkattn::AttentionPath::automatic;
-      else if (v == "fused") o.attention = vkattn::AttentionPath::fused;
-      else if (v == "three_stages") o.attention = vkattn::AttentionPath::three_stages;
-      else throw UsageError("--attention = " + v + "; valid: stages, auto, fused, three_stages");
+      if (v == "stages")
+        o.attention.reset();
+      else if (v == "auto")
+        o.attention = vkattn::AttentionPath::automatic;
+      else if (v == "fused")
+        o.attention = vkattn::AttentionPath::fused;
+      else if (v == "three_stages")
+        o.attention = vkattn::AttentionPath::three_stages;
+      else
+        throw UsageError("--attention = " + v + "; valid: stages, auto, fused, three_stages");
     } else if (a == "--kv-dtype") {
-      if (v == "f32") o.kv_dtype = vkattn::DType::f32;
-      else if (v == "f16") o.kv_dtype = vkattn::DType::f16;
-      else if (v == "q8_0") o.kv_dtype = vkattn::DType::q8_0;
-      else if (v == "q4_0") o.kv_dtype = vkattn::DType::q4_0;
-      else throw UsageError("--kv-dtype = " + v + "; valid: f32, f16, q8_0, q4_0");
-    } else throw UsageError("unknown option " + a);
+      if (v == "f32")
+        o.kv_dtype = vkattn::DType::f32;
+      else if (v == "f16")
+        o.kv_dtype = vkattn::DType::f16;
+      else if (v == "q8_0")
+        o.kv_dtype = vkattn::DType::q8_0;
+      else if (v == "q4_0")
+        o.kv_dtype = vkattn::DType::q4_0;
+      else
+        throw UsageError("--kv-dtype = " + v + "; valid: f32, f16, q8_0, q4_0");
+    } else
+      throw UsageError("unknown option " + a);
   }
   return o;
 }
@@ -129,7 +148,8 @@ int run(const Options& o) {
   const long steps = o.steps;
 
   std::vector<int> prompt = tok.encode(o.prompt, true, false);
-  if (static_cast<long>(prompt.size()) > steps) throw UsageError("prompt is " + std::to_string(prompt.size()) + " tokens, more than --steps = " + std::to_string(steps));
+  if (static_cast<long>(prompt.size()) > steps)
+    throw UsageError("prompt is " + std::to_string(prompt.size()) + " tokens, more than --steps = " + std::to_string(steps));
 
   const auto kind = o.check ? vkattn::BackendKind::vulkan : o.backend;
   auto backend = vkattn::make_backend(kind);
@@ -141,7 +161,8 @@ int run(const Options& o) {
     cpu = vkattn::make_backend(vkattn::BackendKind::cpu);
     ref.emplace(ck, *cpu, capacity, o.kv_dtype);
   }
-  const std::uint64_t seed = o.seed_given ? o.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  const std::uint64_t seed =
+      o.seed_given ? o.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   llama2c::Sampler sampler(o.check ? 0.0f : o.temperature, o.top_p, seed);
   std::cerr << "model: dim " << c.dim << ", " << c.n_layers << " layers, " << c.n_heads << " heads (" << c.n_kv_heads
             << " kv), vocab " << c.vocab_size << ", seq_len " << c.seq_len << "; cache " << capacity << " slots; "
@@ -165,7 +186,8 @@ int run(const Options& o) {
     if (pos + 1 >= static_cast<long>(prompt.size())) ++generated;
     if (ref) {
       const std::vector<float>& want = ref->forward(token, static_cast<std::int32_t>(pos));
-      for (std::size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, static_cast<double>(std::fabs(want[i] - logits[i])));
+      for (std::size_t i = 0; i < want.size(); ++i)
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(want[i] - logits[i])));
       if (disagree_at < 0 && llama2c::argmax(want) != llama2c::argmax(logits)) disagree_at = pos;
       if ((pos + 1) % 32 == 0) std::cerr << "\n[check] step " << pos + 1 << ": max |logit diff| so far " << max_diff << "\n";
     }
@@ -177,17 +199,21 @@ int run(const Options& o) {
   std::fflush(stdout);  // before the stderr summary, so the two do not interleave
   const double total = prompt_s + gen_s;
   const std::size_t n_prompt = prompt.size() - 1;  // BOS is not the user's
-  if (n_prompt == 0) std::fprintf(stderr, "prompt: none; ");
-  else std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; ", n_prompt, prompt_s > 0 ? static_cast<double>(n_prompt) / prompt_s : 0.0);
+  if (n_prompt == 0)
+    std::fprintf(stderr, "prompt: none; ");
+  else
+    std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; ", n_prompt,
+                 prompt_s > 0 ? static_cast<double>(n_prompt) / prompt_s : 0.0);
   std::fprintf(stderr, "generation: %ld tokens, %.1f tok/s; vkattn calls: %.0f%% of forward time\n", generated,
-               gen_s > 0 ? static_cast<double>(generated) / gen_s : 0.0, total > 0 ? 100.0 * model.vkattn_seconds() / total : 0.0);
+               gen_s > 0 ? static_cast<double>(generated) / gen_s : 0.0,
+               total > 0 ? 100.0 * model.vkattn_seconds() / total : 0.0);
   // Per token over all layers: the host's cost of recording (first token) or replaying the
   // steps, and the device's time running them.
   const double per_token = 1e6 / static_cast<double>(std::max<long>(1, static_cast<long>(prompt.size()) - 1 + generated));
-  std::fprintf(stderr, "attention per token: host %.0f us (record once, then replay), device %s\n",
-               model.record_seconds() * per_token,
-               backend->limits().timestamps ? (std::to_string(static_cast<long>(model.device_seconds() * per_token)) + " us").c_str()
-                                            : "not measured (no timestamps)");
+  std::fprintf(
+      stderr, "attention per token: host %.0f us (record once, then replay), device %s\n", model.record_seconds() * per_token,
+      backend->limits().timestamps ? (std::to_string(static_cast<long>(model.device_seconds() * per_token)) + " us").c_str()
+                                   : "not measured (no timestamps)");
   if (ref) {
     std::printf("check: max |logit diff| %.3g; greedy tokens %s\n", max_diff,
                 disagree_at < 0 ? "agree" : ("disagree from step " + std::to_string(disagree_at)).c_str());

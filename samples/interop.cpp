@@ -34,8 +34,8 @@ struct Engine {
   VkFence fence{};
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, nullptr, 0, 0, 1, &priority};
-  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, nullptr, 0, 1, &queue_info, 0, nullptr, 0, nullptr,
-                                 nullptr};
+  VkDeviceCreateInfo device_info{
+      VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, nullptr, 0, 1, &queue_info, 0, nullptr, 0, nullptr, nullptr};
 
   Engine() {
     VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO, nullptr, "engine", 1, nullptr, 0, VK_API_VERSION_1_1};
@@ -73,8 +73,14 @@ struct Engine {
   };
   Buffer buffer(VkDeviceSize bytes) {
     Buffer b;
-    VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, nullptr, 0, bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-                            VK_SHARING_MODE_EXCLUSIVE, 0, nullptr};
+    VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                            nullptr,
+                            0,
+                            bytes,
+                            VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                            VK_SHARING_MODE_EXCLUSIVE,
+                            0,
+                            nullptr};
     vk(vkCreateBuffer(device, &info, nullptr, &b.buffer), "vkCreateBuffer");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(device, b.buffer, &req);
@@ -103,8 +109,11 @@ int main() try {
   Engine engine;
   // vkattn on the engine's device: it destroys none of it, and reads from the create info
   // which optional features the engine enabled (none here).
-  vkattn::ExternalVulkan ext{.instance = engine.instance, .physical_device = engine.physical, .device = engine.device,
-                             .queue_family_index = engine.family, .queue = engine.queue,
+  vkattn::ExternalVulkan ext{.instance = engine.instance,
+                             .physical_device = engine.physical,
+                             .device = engine.device,
+                             .queue_family_index = engine.family,
+                             .queue = engine.queue,
                              .device_create_info = &engine.device_info};
   auto gpu = vkattn::make_backend(ext);
   auto cpu = vkattn::make_backend(vkattn::BackendKind::cpu);  // the reference, for the check
@@ -166,8 +175,8 @@ int main() try {
     const std::vector<float> want = cpu->download(rout);
     for (std::size_t i = 0; i < q_n; ++i) worst = std::max(worst, std::fabs(double(out.data[i]) - want[i]));
   }
-  std::printf("%zu decode steps recorded into the engine's command buffers on %s; max |vulkan - cpu| = %.2g\n",
-              kSteps, gpu->device_name().c_str(), worst);
+  std::printf("%zu decode steps recorded into the engine's command buffers on %s; max |vulkan - cpu| = %.2g\n", kSteps,
+              gpu->device_name().c_str(), worst);
   for (auto* b : {&q, &k, &v, &out}) engine.free(*b);
   return worst <= 1e-4 ? 0 : 1;
 } catch (const std::exception& e) {

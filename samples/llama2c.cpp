@@ -30,16 +30,28 @@ void check_range(const std::string& what, const char* field, long long value, lo
 // validate_config the largest product (256 layers x 65536 x 16384) is far below 2^63.
 struct Layout {
   std::uint64_t embed, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, freq_cis, wcls;
-  std::uint64_t total() const { return embed + rms_att + wq + wk + wv + wo + rms_ffn + w1 + w2 + w3 + rms_final + freq_cis + wcls; }
+  std::uint64_t total() const {
+    return embed + rms_att + wq + wk + wv + wo + rms_ffn + w1 + w2 + w3 + rms_final + freq_cis + wcls;
+  }
 };
 
 Layout layout_of(const Config& c) {
   const std::uint64_t dim = static_cast<std::uint64_t>(c.dim), hidden = static_cast<std::uint64_t>(c.hidden_dim),
                       layers = static_cast<std::uint64_t>(c.n_layers), vocab = static_cast<std::uint64_t>(c.vocab_size),
                       kv = c.kv_dim(), seq = static_cast<std::uint64_t>(c.seq_len), hs = c.head_size();
-  return {vocab * dim, layers * dim, layers * dim * dim, layers * kv * dim, layers * kv * dim, layers * dim * dim,
-          layers * dim, layers * hidden * dim, layers * dim * hidden, layers * hidden * dim, dim,
-          2 * seq * (hs / 2), c.shared_classifier ? 0 : vocab * dim};
+  return {vocab * dim,
+          layers * dim,
+          layers * dim * dim,
+          layers * kv * dim,
+          layers * kv * dim,
+          layers * dim * dim,
+          layers * dim,
+          layers * hidden * dim,
+          layers * dim * hidden,
+          layers * hidden * dim,
+          dim,
+          2 * seq * (hs / 2),
+          c.shared_classifier ? 0 : vocab * dim};
 }
 
 class Reader {
@@ -162,12 +174,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   std::ofstream out(path, std::ios::binary);
   if (!out) throw std::runtime_error("cannot write " + path);
   const Config& c = ck.config;
-  const std::int32_t header[7] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                                  c.shared_classifier ? c.vocab_size : -c.vocab_size, c.seq_len};
+  const std::int32_t header[7] = {
+      c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.shared_classifier ? c.vocab_size : -c.vocab_size, c.seq_len};
   out.write(reinterpret_cast<const char*>(header), sizeof header);
   const Weights& w = ck.weights;
-  for (const auto* v : {&w.token_embedding, &w.rms_att, &w.wq, &w.wk, &w.wv, &w.wo, &w.rms_ffn, &w.w1, &w.w2, &w.w3,
-                        &w.rms_final, &w.freq_cis, &w.wcls})
+  for (const auto* v : {&w.token_embedding, &w.rms_att, &w.wq, &w.wk, &w.wv, &w.wo, &w.rms_ffn, &w.w1, &w.w2, &w.w3, &w.rms_final,
+                        &w.freq_cis, &w.wcls})
     write_floats(out, *v);
   if (!out) throw std::runtime_error("write failed: " + path);
 }
@@ -238,8 +250,8 @@ Tokenizer Tokenizer::load(const std::string& path, std::int32_t vocab_size) {
   check_range(what, "max_token_length", max_len, 1, 65536);
   // Each token needs at least 8 bytes (score, len): reject a too-short file before reserving.
   if (r.left() < 8ull * static_cast<std::uint64_t>(vocab_size))
-    throw std::runtime_error(what + ": file truncated: " + std::to_string(r.size()) + " bytes cannot hold vocab_size = " +
-                             std::to_string(vocab_size) + " tokens");
+    throw std::runtime_error(what + ": file truncated: " + std::to_string(r.size()) +
+                             " bytes cannot hold vocab_size = " + std::to_string(vocab_size) + " tokens");
   std::vector<std::string> vocab;
   std::vector<float> scores;
   vocab.reserve(static_cast<std::size_t>(vocab_size));
@@ -365,8 +377,8 @@ Tokenizer synthetic_tokenizer() {
     vocab.emplace_back(1, ch);
     scores.push_back(-1000.0f);  // single characters are never the result of a merge
   }
-  const char* merges[] = {" t", "he", " the", "in", "an", "er", " a", "on", "re", "at", "en", "nd", " s", " o",
-                          "ed", "is", " w", "ing", "ou", " h", "it", " b", " c", " f", "or", "es", "ll", " th"};
+  const char* merges[] = {" t", "he", " the", "in",  "an", "er", " a", "on", "re", "at", "en", "nd", " s", " o",
+                          "ed", "is", " w",   "ing", "ou", " h", "it", " b", " c", " f", "or", "es", "ll", " th"};
   float score = 0.0f;
   for (const char* m : merges) {
     vocab.emplace_back(m);
@@ -380,11 +392,10 @@ Tokenizer synthetic_tokenizer() {
 Model::Model(const Checkpoint& ck, vkattn::Backend& backend, std::size_t capacity, vkattn::DType cache_dtype)
     : ck_(ck), backend_(backend), capacity_(capacity ? capacity : static_cast<std::size_t>(ck.config.seq_len)) {
   const Config& c = ck.config;
-  const std::size_t H = static_cast<std::size_t>(c.n_heads), Hk = static_cast<std::size_t>(c.n_kv_heads),
-                    hs = c.head_size(), dim = static_cast<std::size_t>(c.dim);
+  const std::size_t H = static_cast<std::size_t>(c.n_heads), Hk = static_cast<std::size_t>(c.n_kv_heads), hs = c.head_size(),
+                    dim = static_cast<std::size_t>(c.dim);
   for (int l = 0; l < c.n_layers; ++l)
-    caches_.push_back(backend.kv_cache(
-        {.n_kv_heads = Hk, .head_dim = hs, .capacity = capacity_, .dtype = cache_dtype}));
+    caches_.push_back(backend.kv_cache({.n_kv_heads = Hk, .head_dim = hs, .capacity = capacity_, .dtype = cache_dtype}));
   queries_.resize(static_cast<std::size_t>(c.n_layers));
   // Reused every token: the shapes never change in one-token decode.
   q_ = backend.tensor({1, H, hs}, vkattn::DType::f32);
@@ -487,9 +498,7 @@ void Model::keep_probabilities(int layer) {
 
 // ---- Sampling ----
 
-int argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
+int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 int Sampler::sample(std::vector<float> logits) {
   if (temperature_ <= 0.0f) return argmax(logits);
@@ -504,7 +513,8 @@ int Sampler::sample(std::vector<float> logits) {
     const float cutoff = (1.0f - top_p_) / static_cast<float>(std::max<std::size_t>(logits.size() - 1, 1));
     for (std::size_t i = 0; i < logits.size(); ++i)
       if (logits[i] >= cutoff) order.push_back(static_cast<int>(i));
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)]; });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)]; });
     float cum = 0.0f;
     std::size_t last = order.size();
     for (std::size_t i = 0; i < order.size(); ++i) {

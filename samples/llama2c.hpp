@@ -21,7 +21,9 @@ struct Config {
   std::int32_t dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
   bool shared_classifier = true;
   std::size_t head_size() const { return static_cast<std::size_t>(dim / n_heads); }
-  std::size_t kv_dim() const { return static_cast<std::size_t>(dim) * static_cast<std::size_t>(n_kv_heads) / static_cast<std::size_t>(n_heads); }
+  std::size_t kv_dim() const {
+    return static_cast<std::size_t>(dim) * static_cast<std::size_t>(n_kv_heads) / static_cast<std::size_t>(n_heads);
+  }
 };
 
 // Weight matrices are row-major [out, in] per layer, as run.c's matmul reads them.
@@ -154,7 +156,8 @@ class Model {
 // top-p (nucleus) when 0 < top_p < 1, else the full distribution.
 class Sampler {
  public:
-  Sampler(float temperature, float top_p, std::uint64_t seed) : temperature_(temperature), top_p_(top_p), rng_(static_cast<std::mt19937::result_type>(seed)) {}
+  Sampler(float temperature, float top_p, std::uint64_t seed)
+      : temperature_(temperature), top_p_(top_p), rng_(static_cast<std::mt19937::result_type>(seed)) {}
   int sample(std::vector<float> logits);
 
  private:

@@ -16,8 +16,14 @@ int main(int argc, char** argv) {
     const std::filesystem::path dir = argv[1];
     std::filesystem::create_directories(dir);
     const llama2c::Tokenizer tok = llama2c::synthetic_tokenizer();
-    llama2c::Config c{.dim = 64, .hidden_dim = 172, .n_layers = 4, .n_heads = 8, .n_kv_heads = 4,
-                      .vocab_size = static_cast<std::int32_t>(tok.size()), .seq_len = 256, .shared_classifier = false};
+    llama2c::Config c{.dim = 64,
+                      .hidden_dim = 172,
+                      .n_layers = 4,
+                      .n_heads = 8,
+                      .n_kv_heads = 4,
+                      .vocab_size = static_cast<std::int32_t>(tok.size()),
+                      .seq_len = 256,
+                      .shared_classifier = false};
     const auto seed = argc == 3 ? static_cast<std::uint32_t>(std::strtoul(argv[2], nullptr, 10)) : 1u;
     llama2c::save_checkpoint((dir / "model.bin").string(), llama2c::random_checkpoint(c, seed));
     tok.save((dir / "tokenizer.bin").string());

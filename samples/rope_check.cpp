@@ -38,8 +38,8 @@ int main() {
     auto gpu = vkattn::make_backend(vkattn::BackendKind::vulkan);
     auto cpu = vkattn::make_backend(vkattn::BackendKind::cpu);
     std::printf("RoPE on %s against the CPU reference\n\n", gpu->device_name().c_str());
-    std::printf("%-28s %-16s %-5s %-12s %-10s %-9s %s\n", "case", "shape", "dtype", "positions", "max |diff|",
-                "tolerance", "result");
+    std::printf("%-28s %-16s %-5s %-12s %-10s %-9s %s\n", "case", "shape", "dtype", "positions", "max |diff|", "tolerance",
+                "result");
 
     const Case cases[] = {
         {"Llama prefill", 512, 32, 128, DType::f32, RopeLayout::half, 0},
@@ -65,8 +65,8 @@ int main() {
       char shape[48], pos[32];
       std::snprintf(shape, sizeof shape, "%zux%zux%zu", c.tokens, c.heads, c.head_dim);
       std::snprintf(pos, sizeof pos, "%d+", c.first_position);
-      std::printf("%-28s %-16s %-5s %-12s %-10.2e %-9.0e %s\n", c.what, shape, vkattn::to_string(c.dtype), pos,
-                  max_diff, tolerance, ok ? "ok" : "FAIL");
+      std::printf("%-28s %-16s %-5s %-12s %-10.2e %-9.0e %s\n", c.what, shape, vkattn::to_string(c.dtype), pos, max_diff,
+                  tolerance, ok ? "ok" : "FAIL");
     }
     std::printf("\n%s\n", failures ? "RoPE check FAILED" : "RoPE check passed: the device agrees with the reference");
     return failures ? 1 : 0;

@@ -19,9 +19,9 @@ void print_device(const vkattn::DeviceInfo& d) {
     std::printf("    rejected: %s\n", d.rejected.c_str());
     return;
   }
-  std::printf("    subgroup size %u (%u to %u), arithmetic %s, shuffle %s, vote %s, size control %s\n",
-              l.subgroup_size, l.subgroup_min_size, l.subgroup_max_size, yes(l.subgroup_arithmetic),
-              yes(l.subgroup_shuffle), yes(l.subgroup_vote), yes(l.subgroup_size_control));
+  std::printf("    subgroup size %u (%u to %u), arithmetic %s, shuffle %s, vote %s, size control %s\n", l.subgroup_size,
+              l.subgroup_min_size, l.subgroup_max_size, yes(l.subgroup_arithmetic), yes(l.subgroup_shuffle), yes(l.subgroup_vote),
+              yes(l.subgroup_size_control));
   if (l.compute_units) {
     std::printf("    compute units %u\n", l.compute_units);
   } else {
@@ -29,16 +29,15 @@ void print_device(const vkattn::DeviceInfo& d) {
   }
   std::printf("    shared memory %u B, workgroup invocations %u, size %u x %u x %u\n", l.max_shared_memory,
               l.max_workgroup_invocations, l.max_workgroup_size[0], l.max_workgroup_size[1], l.max_workgroup_size[2]);
-  std::printf("    workgroup count %u x %u x %u\n", l.max_workgroup_count[0], l.max_workgroup_count[1],
-              l.max_workgroup_count[2]);
+  std::printf("    workgroup count %u x %u x %u\n", l.max_workgroup_count[0], l.max_workgroup_count[1], l.max_workgroup_count[2]);
   std::printf("    storage buffers per kernel %u\n", l.max_storage_buffers);
   std::printf("    maxStorageBufferRange %llu B, device-local heap %llu MiB, unified memory %s\n",
               static_cast<unsigned long long>(l.max_storage_buffer_range),
               static_cast<unsigned long long>(l.device_local_bytes >> 20), yes(l.unified_memory));
   std::printf("    maxTexelBufferElements %llu (16-byte texels; 0: texel reads off)\n",
               static_cast<unsigned long long>(l.max_texel_buffer_elements));
-  std::printf("    16-bit storage %s, fp16 math %s, timestamps %s (%.3g ns/tick)\n", yes(l.storage_16bit),
-              yes(l.shader_float16), yes(l.timestamps), l.timestamp_period_ns);
+  std::printf("    16-bit storage %s, fp16 math %s, timestamps %s (%.3g ns/tick)\n", yes(l.storage_16bit), yes(l.shader_float16),
+              yes(l.timestamps), l.timestamp_period_ns);
 }
 
 }  // namespace

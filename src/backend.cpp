@@ -1,8 +1,8 @@
 // Backend factory and device listing: the only file that knows both backends.
-#include "cpu/cpu_backend.hpp"
 #include "vkattn/backend.hpp"
 #include "common/heap_ledger.hpp"
 #include "common/log.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "vkattn/error.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/device.hpp"

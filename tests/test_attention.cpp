@@ -39,9 +39,17 @@ using AttentionIdentities = BackendTest;
 // p = (e^-1, e^-0.5, 1) / (e^-1 + e^-0.5 + 1) = (0.18632372, 0.30719589, 0.50648039).
 // v = (1, 10), (2, 20), (3, 30): out = sum_j p_j v_j = (2.3201567, 23.201567).
 TEST_P(AttentionIdentities, HandComputed) {
-  const AttnInputs in{.tokens = 1, .heads = 1, .kv_heads = 1, .keys = 3, .head_dim = 2,
-                      .q = {1, 2}, .k = {1, 0, 0, 1, 1, 1}, .v = {1, 10, 2, 20, 3, 30},
-                      .q_pos = {2}, .k_pos = {0, 1, 2}, .config = {.scale = 0.5}};
+  const AttnInputs in{.tokens = 1,
+                      .heads = 1,
+                      .kv_heads = 1,
+                      .keys = 3,
+                      .head_dim = 2,
+                      .q = {1, 2},
+                      .k = {1, 0, 0, 1, 1, 1},
+                      .v = {1, 10, 2, 20, 3, 30},
+                      .q_pos = {2},
+                      .k_pos = {0, 1, 2},
+                      .config = {.scale = 0.5}};
   const AttnOutputs got = run_attention(backend(), in);
   EXPECT_TRUE(all_close(got.scores, {0.5f, 1.0f, 1.5f}, in.scores_shape(), 1e-6, 0));
   EXPECT_TRUE(all_close(got.probs, {0.18632372f, 0.30719589f, 0.50648039f}, in.scores_shape(), 1e-6, 0));
@@ -72,9 +80,16 @@ std::vector<std::pair<std::string, std::vector<float>>> outs_of_every_path(Backe
 // head 0: p = (e^-1, e^-0.5, 1, e^-0.5) / 2.5809401 = (0.1425370, 0.2350037, 0.3874556,
 // 0.2350037); v rows (1, 10), (2, 20), (3, 30), (4, 40): out = (2.7149260, 27.149260).
 TEST_P(AttentionIdentities, HandComputedAlibiWithoutCausalIsSymmetric) {
-  const AttnInputs in{.tokens = 1, .heads = 2, .kv_heads = 1, .keys = 4, .head_dim = 2,
-                      .q = {0, 0, 0, 0}, .k = {1, 0, 0, 1, 1, 1, 2, 2}, .v = {1, 10, 2, 20, 3, 30, 4, 40},
-                      .q_pos = {2}, .k_pos = {0, 1, 2, 3},
+  const AttnInputs in{.tokens = 1,
+                      .heads = 2,
+                      .kv_heads = 1,
+                      .keys = 4,
+                      .head_dim = 2,
+                      .q = {0, 0, 0, 0},
+                      .k = {1, 0, 0, 1, 1, 1, 2, 2},
+                      .v = {1, 10, 2, 20, 3, 30, 4, 40},
+                      .q_pos = {2},
+                      .k_pos = {0, 1, 2, 3},
                       .config = {.causal = false, .alibi_slopes = {0.5f, 0.25f}}};
   const std::vector<std::vector<double>> rows = {{-1, -0.5, 0, -0.5}, {-0.5, -0.25, 0, -0.25}};
   std::vector<float> scores, probs, out;
@@ -104,14 +119,20 @@ TEST_P(AttentionIdentities, HandComputedAlibiWithoutCausalIsSymmetric) {
 // cap_then_scale (llama.cpp without flash attention) s = 0.5 * 1.5 tanh(qk / 1.5).
 TEST_P(AttentionIdentities, HandComputedSoftcapOrders) {
   for (SoftcapOrder order : {SoftcapOrder::scale_then_cap, SoftcapOrder::cap_then_scale}) {
-    const AttnInputs in{.tokens = 1, .heads = 1, .kv_heads = 1, .keys = 3, .head_dim = 2,
-                        .q = {1, 2}, .k = {1, 0, 0, 1, 1, 1}, .v = {1, 10, 2, 20, 3, 30},
-                        .q_pos = {2}, .k_pos = {0, 1, 2},
+    const AttnInputs in{.tokens = 1,
+                        .heads = 1,
+                        .kv_heads = 1,
+                        .keys = 3,
+                        .head_dim = 2,
+                        .q = {1, 2},
+                        .k = {1, 0, 0, 1, 1, 1},
+                        .v = {1, 10, 2, 20, 3, 30},
+                        .q_pos = {2},
+                        .k_pos = {0, 1, 2},
                         .config = {.scale = 0.5, .softcap = 1.5, .softcap_order = order}};
     std::vector<double> s;
     for (double qk : {1.0, 2.0, 3.0}) {
-      s.push_back(order == SoftcapOrder::scale_then_cap ? 1.5 * std::tanh(0.5 * qk / 1.5)
-                                                        : 0.5 * 1.5 * std::tanh(qk / 1.5));
+      s.push_back(order == SoftcapOrder::scale_then_cap ? 1.5 * std::tanh(0.5 * qk / 1.5) : 0.5 * 1.5 * std::tanh(qk / 1.5));
     }
     const std::vector<double> p = softmax_row(s);
     const std::vector<float> out = {float(p[0] + 2 * p[1] + 3 * p[2]), float(10 * (p[0] + 2 * p[1] + 3 * p[2]))};
@@ -128,9 +149,16 @@ TEST_P(AttentionIdentities, HandComputedSoftcapOrders) {
 // key 2 (causal). Default scale c = 1/sqrt(2), softcap 1, ALiBi slopes 0.5 and 0.25:
 //   s = tanh(c <q, k_j>) + slope * (pos_j - 1); head 0 dots (1, 2), head 1 dots (2, 0).
 TEST_P(AttentionIdentities, HandComputedSoftcapAlibiGqa) {
-  const AttnInputs in{.tokens = 1, .heads = 2, .kv_heads = 1, .keys = 3, .head_dim = 2,
-                      .q = {1, 2, 2, 0}, .k = {1, 0, 0, 1, 1, 1}, .v = {1, 10, 2, 20, 3, 30},
-                      .q_pos = {1}, .k_pos = {0, 1, 2},
+  const AttnInputs in{.tokens = 1,
+                      .heads = 2,
+                      .kv_heads = 1,
+                      .keys = 3,
+                      .head_dim = 2,
+                      .q = {1, 2, 2, 0},
+                      .k = {1, 0, 0, 1, 1, 1},
+                      .v = {1, 10, 2, 20, 3, 30},
+                      .q_pos = {1},
+                      .k_pos = {0, 1, 2},
                       .config = {.softcap = 1.0, .alibi_slopes = {0.5f, 0.25f}}};
   const double c = 1 / std::sqrt(2.0);
   const std::vector<std::vector<double>> rows = {{std::tanh(c * 1) - 0.5, std::tanh(c * 2)},
@@ -301,9 +329,18 @@ TEST_P(AttentionIdentities, InvisibleKeysIgnoreNonFiniteKv) {
 TEST_P(AttentionIdentities, SinksTakeTheirShare) {
   const std::vector<double> s = {1.0, 2.0, 3.0};
   const std::vector<float> sinks = {2.5f, 5.0f};
-  AttnInputs in{.tokens = 1, .heads = 2, .kv_heads = 1, .keys = 3, .head_dim = 4,
-                .q = std::vector<float>(8, 0.0f), .k = normal(12, 700), .v = normal(12, 701),
-                .mask = {s.begin(), s.end()}, .q_pos = {0}, .k_pos = {0, 0, 0}, .config = {.sinks = sinks}};
+  AttnInputs in{.tokens = 1,
+                .heads = 2,
+                .kv_heads = 1,
+                .keys = 3,
+                .head_dim = 4,
+                .q = std::vector<float>(8, 0.0f),
+                .k = normal(12, 700),
+                .v = normal(12, 701),
+                .mask = {s.begin(), s.end()},
+                .q_pos = {0},
+                .k_pos = {0, 0, 0},
+                .config = {.sinks = sinks}};
   const AttnOutputs got = run_attention(backend(), in);
   std::vector<float> probs, out;
   for (std::size_t h = 0; h < 2; ++h) {
@@ -324,13 +361,18 @@ TEST_P(AttentionIdentities, SinksTakeTheirShare) {
 // |s| ~ 1e4: exp(s) without the max subtracted overflows (rows 0, 3) or underflows to 0/0
 // (row 1). The probs must be finite, sum to 1 and match the formula.
 TEST_P(AttentionIdentities, LargeLogitsDoNotOverflow) {
-  const std::vector<std::vector<double>> rows = {{1e4, 1e4 - 2, -1e4, 9999.5},
-                                                 {-1e4, -1e4 - 1, -1e4 - 3, -1e4 - 0.5},
-                                                 {1e4, -1e4, 0, 5e3},
-                                                 {1e4, 1e4, 1e4, 1e4}};
-  AttnInputs in{.tokens = 4, .heads = 1, .kv_heads = 1, .keys = 4, .head_dim = 4,
-                .q = std::vector<float>(16, 0.0f), .k = normal(16, 800), .v = normal(16, 801),
-                .q_pos = {0, 0, 0, 0}, .k_pos = {0, 0, 0, 0}};
+  const std::vector<std::vector<double>> rows = {
+      {1e4, 1e4 - 2, -1e4, 9999.5}, {-1e4, -1e4 - 1, -1e4 - 3, -1e4 - 0.5}, {1e4, -1e4, 0, 5e3}, {1e4, 1e4, 1e4, 1e4}};
+  AttnInputs in{.tokens = 4,
+                .heads = 1,
+                .kv_heads = 1,
+                .keys = 4,
+                .head_dim = 4,
+                .q = std::vector<float>(16, 0.0f),
+                .k = normal(16, 800),
+                .v = normal(16, 801),
+                .q_pos = {0, 0, 0, 0},
+                .k_pos = {0, 0, 0, 0}};
   std::vector<float> want;
   for (const auto& r : rows) {
     in.mask.insert(in.mask.end(), r.begin(), r.end());
@@ -368,12 +410,12 @@ TEST_P(AttentionIdentities, CausalWindowAndSequenceMasks) {
     for (std::size_t t = 0; t < in.tokens; ++t) {
       for (std::size_t j = 0; j < in.keys; ++j) {
         const std::int64_t distance = std::int64_t{in.q_pos[t]} - in.k_pos[j];
-        const bool visible = in.q_seq[t] == in.k_seq[j] && !(c.causal && distance < 0) &&
-                             !(c.window && distance >= std::int64_t{*c.window});
+        const bool visible =
+            in.q_seq[t] == in.k_seq[j] && !(c.causal && distance < 0) && !(c.window && distance >= std::int64_t{*c.window});
         for (std::size_t h = 0; h < in.heads; ++h) {
           const float s = got.scores[(t * in.heads + h) * in.keys + j];
-          EXPECT_EQ(masked(s), !visible) << "causal " << c.causal << " window " << c.window.value_or(0)
-                                         << " token " << t << " key " << j << ": " << s;
+          EXPECT_EQ(masked(s), !visible) << "causal " << c.causal << " window " << c.window.value_or(0) << " token " << t
+                                         << " key " << j << ": " << s;
           if (visible) {
             EXPECT_TRUE(std::isfinite(s));
           }
@@ -398,8 +440,7 @@ TEST_P(AttentionIdentities, SoftmaxInPlace) {
   EXPECT_TRUE(all_close(backend().download(s), want.probs, in.scores_shape(), 1e-7, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, AttentionIdentities, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionIdentities, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 // The standard slopes: 2^(-8(h+1)/n) for a power of two; otherwise (BLOOM) those of the
 // power of two below, then every other slope of twice that power.

@@ -25,9 +25,9 @@ struct Variant {
   const char* env;  // $VKATTN_DECODE
 };
 const Variant kVariants[] = {
-    {"shuffles_last", "reduce=subgroup,merge=last"},  {"shuffles_two_pass", "reduce=subgroup,merge=two_pass"},
-    {"shared_last", "reduce=shared,merge=last"},      {"shared_two_pass", "reduce=shared,merge=two_pass"},
-    {"contiguous_4_keys", "interleave=0,keys=4"},     {"coalesced", "kernel=coalesced"},
+    {"shuffles_last", "reduce=subgroup,merge=last"}, {"shuffles_two_pass", "reduce=subgroup,merge=two_pass"},
+    {"shared_last", "reduce=shared,merge=last"},     {"shared_two_pass", "reduce=shared,merge=two_pass"},
+    {"contiguous_4_keys", "interleave=0,keys=4"},    {"coalesced", "kernel=coalesced"},
 };
 
 // The GPU shape planned for a device of very many compute units: every case has few rows
@@ -44,8 +44,7 @@ std::unique_ptr<Backend> decode_backend(const char* env, const DeviceOptions& op
   return make_backend(BackendKind::vulkan, options);
 }
 
-class DecodeVulkanVsCpu : public VulkanVsCpuTest,
-                          public ::testing::WithParamInterface<std::tuple<AttnCase, Variant>> {};
+class DecodeVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<std::tuple<AttnCase, Variant>> {};
 
 TEST_P(DecodeVulkanVsCpu, Matches) {
   const auto& [c, v] = GetParam();
@@ -59,8 +58,7 @@ std::string decode_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Vari
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeVulkanVsCpu,
-                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kVariants)),
-                         decode_name);
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kVariants)), decode_name);
 
 // The Vulkan 1.1 minimums (no subgroup operations: the shared-memory variant; 16 KiB of
 // shared memory; 128 invocations), with 8 storage buffers as the other spec-minimum tests.
@@ -78,8 +76,7 @@ TEST_P(DecodeAtSpecMinimum, Matches) {
 
 const Variant kMinimumVariants[] = {kVariants[2], kVariants[3], kVariants[4]};  // no shuffles there
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAtSpecMinimum,
-                         ::testing::Combine(::testing::ValuesIn(attention_cases()),
-                                            ::testing::ValuesIn(kMinimumVariants)),
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kMinimumVariants)),
                          decode_name);
 
 // Quantized K and V, one and three decode tokens: rows of one and three blocks of 32 (odd:
@@ -137,8 +134,8 @@ struct CacheDecode {
 // kv_copy_sequence, restore_cache into a fresh cache. A bound left behind (not raised by
 // kv_append, not written by the host, not copied) hides keys and fails here.
 TEST_F(VulkanVsCpuTest, DecodeStopsAtTheOccupancyBound) {
-  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = CacheDecode::kKvHeads, .head_dim = CacheDecode::kDim,
-                             .capacity = 48, .n_sinks = 2};
+  const KvCacheConfig config{
+      .n_seqs = 2, .n_kv_heads = CacheDecode::kKvHeads, .head_dim = CacheDecode::kDim, .capacity = 48, .n_sinks = 2};
   for (const KernelFamily& f : kKernelFamilies) {
     auto gpu = family_backend(f);
     CacheDecode g(*gpu, config), c(*cpu_, config);

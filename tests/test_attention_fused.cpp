@@ -86,12 +86,17 @@ TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
 TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
   std::vector<float> kSinks16 = kSinks8;
   kSinks16.insert(kSinks16.end(), kSinks8.rbegin(), kSinks8.rend());
-  const Layout layouts[] = {{.seqs = 3, .heads = 16, .kv_heads = 2, .head_dim = 128, .capacity = 40, .sinks = 4,
-                             .dtype = DType::f16, .attn = {.softcap = 30.0, .sinks = kSinks16}},
-                            {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 80, .capacity = 600,
-                             .query = DType::f16, .attn = {.alibi = true}},
-                            {.seqs = 2, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 48, .sinks = 2,
-                             .attn = {.window = 40u}}};
+  const Layout layouts[] = {
+      {.seqs = 3,
+       .heads = 16,
+       .kv_heads = 2,
+       .head_dim = 128,
+       .capacity = 40,
+       .sinks = 4,
+       .dtype = DType::f16,
+       .attn = {.softcap = 30.0, .sinks = kSinks16}},
+      {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 80, .capacity = 600, .query = DType::f16, .attn = {.alibi = true}},
+      {.seqs = 2, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 48, .sinks = 2, .attn = {.window = 40u}}};
   for (const Layout& s : layouts) {
     KvCacheConfig config = s.cache();
     if (&s == &layouts[2]) config.rope = KvRope::on_read;  // the third rotates keys as they are read
@@ -106,8 +111,10 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
       m.add(t);
       std::vector<std::vector<float>> fused, staged;
       for (auto [b, cache] : {std::pair{gpu_.get(), &g}, std::pair{cpu_.get(), &c}}) {
-        Tensor q = b->tensor({t.size(), s.heads, s.head_dim}, s.query), k = b->tensor({t.size(), s.kv_heads, s.head_dim}, s.input),
-               v = b->tensor({t.size(), s.kv_heads, s.head_dim}, s.input), out = b->tensor({t.size(), s.heads, s.head_dim}, DType::f32),
+        Tensor q = b->tensor({t.size(), s.heads, s.head_dim}, s.query),
+               k = b->tensor({t.size(), s.kv_heads, s.head_dim}, s.input),
+               v = b->tensor({t.size(), s.kv_heads, s.head_dim}, s.input),
+               out = b->tensor({t.size(), s.heads, s.head_dim}, DType::f32),
                scores = b->tensor({t.size(), s.heads, s.capacity}, DType::f32),
                probs = b->tensor({t.size(), s.heads, s.capacity}, DType::f32),
                out3 = b->tensor({t.size(), s.heads, s.head_dim}, DType::f32);
@@ -138,8 +145,14 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
 // CPU devices such as lavapipe, where they are faster) and the fused kernel with
 // KernelShape::gpu; either can be asked for; all agree.
 TEST_F(VulkanVsCpuTest, FusedPathChoice) {
-  AttnInputs in = case_inputs({.name = "path", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700, .head_dim = 64,
-                               .seqs = 3, .config = {.sinks = kSinks8}});
+  AttnInputs in = case_inputs({.name = "path",
+                               .tokens = 3,
+                               .heads = 8,
+                               .kv_heads = 2,
+                               .keys = 700,
+                               .head_dim = 64,
+                               .seqs = 3,
+                               .config = {.sinks = kSinks8}});
   const std::vector<float> want = run_attention(*cpu_, in).out;
   for (KernelShape shape : {KernelShape::cpu, KernelShape::gpu}) {
     on_vulkan(shape_options(shape), [&](Backend& gpu) {
@@ -166,8 +179,14 @@ TEST_F(VulkanVsCpuTest, FusedPathChoice) {
   // wait for the first's weighted sum before it overwrites the scores.
   {
     in.config.path = AttentionPath::three_stages;
-    AttnInputs other = case_inputs({.name = "path_other", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700,
-                                    .head_dim = 64, .seqs = 3, .config = {.sinks = kSinks8}});
+    AttnInputs other = case_inputs({.name = "path_other",
+                                    .tokens = 3,
+                                    .heads = 8,
+                                    .kv_heads = 2,
+                                    .keys = 700,
+                                    .head_dim = 64,
+                                    .seqs = 3,
+                                    .config = {.sinks = kSinks8}});
     other.config.path = AttentionPath::three_stages;
     const AttnInputTensors a = upload_inputs(*gpu_, in), b = upload_inputs(*gpu_, other);
     Tensor out_a = gpu_->tensor(in.out_shape(), DType::f32), out_b = gpu_->tensor(in.out_shape(), DType::f32);
@@ -176,13 +195,12 @@ TEST_F(VulkanVsCpuTest, FusedPathChoice) {
     cmd.attention(b.q, b.k, b.v, out_b, {other.q_pos, other.k_pos, other.q_seq, other.k_seq}, other.config);
     cmd.submit_and_wait();
     EXPECT_TRUE(all_close(gpu_->download(out_a), want, in.out_shape(), 1e-4, 1e-4)) << "first of two";
-    EXPECT_TRUE(all_close(gpu_->download(out_b), run_attention(*cpu_, other).out, in.out_shape(), 1e-4, 1e-4))
-        << "second of two";
+    EXPECT_TRUE(all_close(gpu_->download(out_b), run_attention(*cpu_, other).out, in.out_shape(), 1e-4, 1e-4)) << "second of two";
   }
 
   // Scores that would not fit one buffer: automatic takes the fused kernel on any device.
-  AttnInputs big = case_inputs({.name = "path_big", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700,
-                                .head_dim = 16, .kv_dtype = DType::f16});
+  AttnInputs big = case_inputs(
+      {.name = "path_big", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 700, .head_dim = 16, .kv_dtype = DType::f16});
   big.config.path = AttentionPath::automatic;
   DeviceOptions small = test_options();
   small.cap_limits = uncapped();

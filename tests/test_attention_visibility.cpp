@@ -126,8 +126,7 @@ void expect_temperature_matches_scaled_q(Backend& b, AttnInputs in, const QueryT
   in.config.query_temperature = temp;
   for (AttentionPath path : kPaths) {
     in.config.path = scaled.config.path = path;
-    EXPECT_TRUE(all_close(run_attention_op(b, in), run_attention_op(b, scaled), in.out_shape(), 2e-5, 2e-5))
-        << path_name(path);
+    EXPECT_TRUE(all_close(run_attention_op(b, in), run_attention_op(b, scaled), in.out_shape(), 2e-5, 2e-5)) << path_name(path);
   }
 }
 
@@ -157,8 +156,7 @@ TEST_P(SymmetricWindow, EqualsAMaskOutsideTheWindow) {
   trailing.config.window_type = WindowType::trailing;
   for (AttentionPath path : kPaths) {
     in.config.path = trailing.config.path = path;
-    EXPECT_TRUE(all_close(run_attention_op(backend(), in), run_attention_op(backend(), trailing), in.out_shape(),
-                          1e-6, 1e-6))
+    EXPECT_TRUE(all_close(run_attention_op(backend(), in), run_attention_op(backend(), trailing), in.out_shape(), 1e-6, 1e-6))
         << path_name(path);
   }
 }
@@ -236,9 +234,13 @@ TEST_P(CacheVisibility, ReplayedDecodeUnderEveryKernelFamily) {
       CommandList cmd;
     };
     auto side = [&](Backend& b) {
-      return Side{b, b.kv_cache(cache_config), b.tensor({1, kHeads, kDim}, DType::f32),
-                  b.tensor({1, kKvHeads, kDim}, DType::f32), b.tensor({1, kKvHeads, kDim}, DType::f32),
-                  b.tensor({1, kHeads, kDim}, DType::f32), b.commands()};
+      return Side{b,
+                  b.kv_cache(cache_config),
+                  b.tensor({1, kHeads, kDim}, DType::f32),
+                  b.tensor({1, kKvHeads, kDim}, DType::f32),
+                  b.tensor({1, kKvHeads, kDim}, DType::f32),
+                  b.tensor({1, kHeads, kDim}, DType::f32),
+                  b.commands()};
     };
     Side g = side(*gpu), c = side(*cpu_);
     AttentionConfig config = GetParam().config;
@@ -268,9 +270,9 @@ INSTANTIATE_TEST_SUITE_P(
     Features, CacheVisibility,
     ::testing::Values(Feature{"Chunked", {.chunk = 16u}},
                       Feature{"SymmetricWindow", {.causal = false, .window = 13u, .window_type = WindowType::symmetric}},
-                      Feature{"QueryTemperature",
-                              {.query_temperature = QueryTemperature{.floor_scale = 8, .scale = 0.3, .offset = 1},
-                               .softcap = 5.0}}),
+                      Feature{
+                          "QueryTemperature",
+                          {.query_temperature = QueryTemperature{.floor_scale = 8, .scale = 0.3, .offset = 1}, .softcap = 5.0}}),
     [](const ::testing::TestParamInfo<Feature>& info) { return std::string(info.param.name); });
 
 // A chunk lets a cache serve queries whose full causal range the ring no longer holds:
@@ -372,7 +374,10 @@ using QueryTemperatureModels = FamilyTest;
 // 5e5 with llama3 scaling (factor 16, low = high = 1, original 8192), chunks of 8192.
 // Queries at 8190..8193 straddle the first chunk boundary.
 TEST_F(ChunkedModels, Llama4ScoutRopeLayer) {
-  RopeConfig rope{.layout = RopeLayout::interleaved, .base = 500000.0, .scaling = RopeScaling::llama3, .factor = 16.0,
+  RopeConfig rope{.layout = RopeLayout::interleaved,
+                  .base = 500000.0,
+                  .scaling = RopeScaling::llama3,
+                  .factor = 16.0,
                   .original_context = 8192};
   rope.llama3 = {.low_freq_factor = 1.0, .high_freq_factor = 1.0};
   AttnInputs in = random_inputs(4, 40, 8, 204, 128, 1, 21, 7990);
@@ -396,7 +401,10 @@ TEST_F(QueryTemperatureModels, Llama4NopeLayer) {
 // mscale = mscale_all_dim = 1), base 1e6; q x (1 + 0.1 ln(1 + floor(p / 16384)))
 // (llama_4_scaling_beta 0.1, original_max_position_embeddings 16384).
 TEST_F(QueryTemperatureModels, Ministral3) {
-  const RopeConfig rope{.base = 1e6, .scaling = RopeScaling::yarn, .factor = 16.0, .original_context = 16384,
+  const RopeConfig rope{.base = 1e6,
+                        .scaling = RopeScaling::yarn,
+                        .factor = 16.0,
+                        .original_context = 16384,
                         .yarn = {.mscale = 1.0, .mscale_all_dim = 1.0}};
   AttnInputs in = random_inputs(8, 32, 8, 100, 128, 1, 23, 16288);  // queries at 16380..16387
   const QueryTemperature t{.floor_scale = 16384, .scale = 0.1, .offset = 0};
@@ -438,12 +446,9 @@ TEST_F(SymmetricWindowModels, EmbeddingGemmaLocalLayer) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ChunkedAttention, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
-INSTANTIATE_TEST_SUITE_P(Backends, SymmetricWindow, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
-INSTANTIATE_TEST_SUITE_P(Backends, QueryTemperatureTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, ChunkedAttention, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, SymmetricWindow, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, QueryTemperatureTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 }  // namespace
 }  // namespace vkattn::test

@@ -48,8 +48,7 @@ void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
   }
   const double spread = std::expm1(2 * d);
   EXPECT_TRUE(all_close(chained.probs, want.probs, in.scores_shape(), 1e-5 + spread, 0)) << "probs, chained";
-  EXPECT_TRUE(all_close(chained.out, want.out, in.out_shape(), o_atol + (spread + 1e-5) * max_abs(in.v), 1e-4))
-      << "out, chained";
+  EXPECT_TRUE(all_close(chained.out, want.out, in.out_shape(), o_atol + (spread + 1e-5) * max_abs(in.v), 1e-4)) << "out, chained";
 }
 
 TEST_P(AttentionVulkanVsCpu, Matches) { expect_matches(*gpu_, *cpu_, GetParam()); }
@@ -80,7 +79,7 @@ TEST_F(VulkanVsCpuTest, WeightedSumSplitsKeysOnlyWhenRowsAreFew) {
     return cmd.stats().ops;
   };
   EXPECT_EQ(split(1, 4096), 2u);
-  EXPECT_EQ(split(1, 300), 1u);   // too few keys to be worth a second pass
+  EXPECT_EQ(split(1, 300), 1u);  // too few keys to be worth a second pass
   EXPECT_EQ(split(256, 512), 1u);
 
   // Two split sums of different sizes in one list share its scratch tensor; the hazard
@@ -110,8 +109,7 @@ TEST_F(VulkanVsCpuTest, WeightedSumSplitsKeysOnlyWhenRowsAreFew) {
     cmd.submit_and_wait();
     for (std::size_t i = 0; i < 2; ++i) results[b == gpu_.get() ? 0 : 1][i] = b->download(keep[3 * i + 2]);
   }
-  for (std::size_t i = 0; i < 2; ++i)
-    EXPECT_TRUE(all_close(results[0][i], results[1][i], {1, 8, 64}, 1e-5, 1e-5)) << "sum " << i;
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_TRUE(all_close(results[0][i], results[1][i], {1, 8, 64}, 1e-5, 1e-5)) << "sum " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionVulkanVsCpu, ::testing::ValuesIn(attention_cases()), case_name);

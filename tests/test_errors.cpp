@@ -76,16 +76,14 @@ TEST_P(Errors, Rope) {
     expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::linear, .factor = f}); }, {"config.factor", "> 0"});
   }
   expect_invalid([&] { rope(x, pos, {.scaling = static_cast<RopeScaling>(42)}); }, {"config.scaling", "42"});
-  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::yarn, .factor = 4.0}); },
-                 {"config.original_context", "0", ">= 1"});
+  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::yarn, .factor = 4.0}); }, {"config.original_context", "0", ">= 1"});
   expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::llama3, .factor = 8.0}); }, {"original_context"});
   expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::dynamic_ntk, .factor = 2.0}); }, {"original_context"});
   expect_invalid([&] { rope(x, pos, {.rotary_dim = 2, .scaling = RopeScaling::ntk, .factor = 2.0}); },
                  {"config.rotary_dim", "2", ">= 4"});
   expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.beta_fast = 0.5; })); },
                  {"config.yarn.beta_fast", "0.5", "> config.yarn.beta_slow = 1"});
-  expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.beta_slow = -1; })); },
-                 {"config.yarn.beta_slow", "-1"});
+  expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.beta_slow = -1; })); }, {"config.yarn.beta_slow", "-1"});
   expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.mscale = std::nan(""); })); },
                  {"config.yarn.mscale", ">= 0"});
   expect_invalid(
@@ -95,14 +93,22 @@ TEST_P(Errors, Rope) {
         rope(x, pos, c);
       },
       {"config.llama3.high_freq_factor", "0.5", ">= config.llama3.low_freq_factor = 1"});
-  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 3}}); },
-                 {"config.freq_factors.size()", "3", "rotary_dim / 2 = 4"});
-  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 0, 4}}); },
-                 {"config.freq_factors[2]", "0", "> 0"});
-  expect_invalid([&] { rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, INFINITY, 4}}); },
-                 {"config.freq_factors[2]", "inf"});
-  expect_invalid([&] { rope(x, pos, {.freq_factors = {1, 2, 3, 4}}); },
-                 {"config.freq_factors.size()", "0 unless"});
+  expect_invalid(
+      [&] {
+        rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 3}});
+      },
+      {"config.freq_factors.size()", "3", "rotary_dim / 2 = 4"});
+  expect_invalid(
+      [&] {
+        rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, 0, 4}});
+      },
+      {"config.freq_factors[2]", "0", "> 0"});
+  expect_invalid(
+      [&] {
+        rope(x, pos, {.scaling = RopeScaling::factors, .freq_factors = {1, 2, INFINITY, 4}});
+      },
+      {"config.freq_factors[2]", "inf"});
+  expect_invalid([&] { rope(x, pos, {.freq_factors = {1, 2, 3, 4}}); }, {"config.freq_factors.size()", "0 unless"});
   expect_invalid([&] { rope(x, pos, {.attention_factor = 0.0}); }, {"config.attention_factor", "> 0"});
   expect_invalid([&] { rope_frequencies({}, 7); }, {"config.rotary_dim"});
   expect_invalid([&] { rope_frequencies({}, 8, -1); }, {"max_position", "-1"});
@@ -156,8 +162,7 @@ TEST_P(AttentionErrors, BadArguments) {
                 const Tensor* m = nullptr) { cmd.attn_scores(qq, kk, ss, tt, cfg, m); };
   // Heads and head_dim.
   Tensor q3 = t({2, 3, 8}), k2 = t({4, 2, 8}), s3 = t({2, 3, 4});
-  expect_invalid([&] { sc(q3, k2, s3, tok, {}); },
-                 {"n_heads (q.shape[1])", "3", "multiple of n_kv_heads = k.shape[1] = 2"});
+  expect_invalid([&] { sc(q3, k2, s3, tok, {}); }, {"n_heads (q.shape[1])", "3", "multiple of n_kv_heads = k.shape[1] = 2"});
   Tensor k6 = t({4, 1, 6});
   expect_invalid([&] { sc(q, k6, scores, tok, {}); }, {"k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
   Tensor q_wide = t({2, 2, kMaxAttentionHeadDim + 2}), k_wide = t({4, 1, kMaxAttentionHeadDim + 2});
@@ -176,8 +181,11 @@ TEST_P(AttentionErrors, BadArguments) {
                  {"config.softcap_order", "2", "scale_then_cap or SoftcapOrder::cap_then_scale"});
   expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {0.5f}}); },
                  {"config.alibi_slopes.size()", "1", "0 or n_heads = 2"});
-  expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {std::numeric_limits<float>::infinity(), 0.5f}}); },
-                 {"config.alibi_slopes[0]", "inf", "finite"});
+  expect_invalid(
+      [&] {
+        sc(q, k, scores, tok, {.alibi_slopes = {std::numeric_limits<float>::infinity(), 0.5f}});
+      },
+      {"config.alibi_slopes[0]", "inf", "finite"});
   // Scores and mask.
   Tensor s5 = t({2, 2, 5});
   expect_invalid([&] { sc(q, k, s5, tok, {}); }, {"scores.shape", "[2, 2, 5]", "[2, 2, 4]"});
@@ -211,21 +219,25 @@ TEST_P(AttentionErrors, BadArguments) {
   expect_invalid([&] { cmd.attn_softmax(s_i32, probs); }, {"scores.dtype", "i32", "f32"});
   expect_invalid([&] { cmd.attn_softmax(scores, p_f16); }, {"probs.dtype", "f16", "f32"});
   expect_invalid([&] { cmd.attn_softmax(s_rank2, probs); }, {"scores.shape", "[4, 4]", "rank 3"});
-  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {1, 2, 3}}); },
-                 {"config.sinks.size()", "3", "0 or n_heads = 2"});
-  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {0.0f, std::nanf("")}}); },
-                 {"config.sinks[1]", "finite"});
-  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {-std::numeric_limits<float>::infinity(), 0.0f}}); }, {"config.sinks[0]", "inf"});
+  expect_invalid(
+      [&] {
+        cmd.attn_softmax(scores, probs, {.sinks = {1, 2, 3}});
+      },
+      {"config.sinks.size()", "3", "0 or n_heads = 2"});
+  expect_invalid([&] { cmd.attn_softmax(scores, probs, {.sinks = {0.0f, std::nanf("")}}); }, {"config.sinks[1]", "finite"});
+  expect_invalid(
+      [&] {
+        cmd.attn_softmax(scores, probs, {.sinks = {-std::numeric_limits<float>::infinity(), 0.0f}});
+      },
+      {"config.sinks[0]", "inf"});
 
   // Weighted sum.
   Tensor v6 = t({4, 1, 6}), v5 = t({5, 1, 8}), v_i32 = t({4, 1, 8}, DType::i32), out_f16 = t({2, 2, 8}, DType::f16);
   Tensor out3 = t({3, 2, 8}), out_heads = t({2, 3, 8}), v2 = t({4, 2, 8}), out_wide = t({2, 2, 258});
   Tensor v_wide = t({4, 1, 258}), p_i32 = t({2, 2, 4}, DType::i32);
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v6, out); }, {"v.shape[2]", "6", "head_dim = out.shape[2] = 8"});
-  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_wide, out_wide); },
-                 {"head_dim (out.shape[2])", "258", "[1, 256]"});
-  expect_invalid([&] { cmd.attn_weighted_sum(probs, v2, out_heads); },
-                 {"n_heads (out.shape[1])", "3", "v.shape[1] = 2"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_wide, out_wide); }, {"head_dim (out.shape[2])", "258", "[1, 256]"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v2, out_heads); }, {"n_heads (out.shape[1])", "3", "v.shape[1] = 2"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v5, out); }, {"v.shape[0]", "5", "n_keys = probs.shape[2] = 4"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v, out3); }, {"out.shape", "[3, 2, 8]", "[2, 2, 8]"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v_i32, out); }, {"v.dtype", "i32", "f32, f16, q8_0 or q4_0"});
@@ -255,9 +267,7 @@ TEST_P(AttentionErrors, BadArguments) {
   EXPECT_EQ(cmd.stats().ops, 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, AttentionErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
-
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 // KV cache: bad configs, appends, copies, attention over the cache and sequence methods
 // raise InvalidArgument naming the parameter; nothing is recorded and the cache's
@@ -344,7 +354,10 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { app(k, v, {4, 3}); }, {"positions[0] = 4", "3: sequence 0"});
   bad([&] { app(k, v, {1, 3}, {1, 1}); }, {"positions[1] = 3", "2: sequence 1"});
   bad([&] { app(k, v, {3, -1}); }, {"positions[1] = -1", "[0, 2^31 - 1]"});
-  bad([&] { app(k7, v7, {1, 2, 3, 4, 5, 6, 7}, {1, 1, 1, 1, 1, 1, 1}); },
+  bad(
+      [&] {
+        app(k7, v7, {1, 2, 3, 4, 5, 6, 7}, {1, 1, 1, 1, 1, 1, 1});
+      },
       {"positions (sequence 1) = 7 new ring tokens", "at most capacity - n_sinks = 5", "keep_last"});
   auto other = make_backend(BackendKind::cpu);
   KvCache foreign = other->kv_cache(config([](auto&) {})), empty_cache;
@@ -367,8 +380,7 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { sc(q_dim, scores, {qp}); }, {"attn_scores: q.shape[2] = 6", "cache head_dim = 8"});
   bad([&] { sc(q3, s3, {qp}); }, {"n_heads (q.shape[1]) = 3", "multiple of the cache's n_kv_heads = 2"});
   bad([&] { sc(q, scores, {qp, kp}); }, {"tokens.k_positions / k_seq_ids = given", "empty"});
-  bad([&] { sc(q, scores, {.q_positions = qp, .k_seq_ids = P{0, 0, 0, 0, 0, 0}}); },
-      {"tokens.k_positions / k_seq_ids"});
+  bad([&] { sc(q, scores, {.q_positions = qp, .k_seq_ids = P{0, 0, 0, 0, 0, 0}}); }, {"tokens.k_positions / k_seq_ids"});
   bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{2}}); }, {"tokens.q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
   bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{-3}}); }, {"tokens.q_seq_ids[0] = -3"});
   bad([&] { sc(q, scores, {.q_positions = P{-1}}); }, {"tokens.q_positions[0] = -1"});
@@ -396,7 +408,10 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { cmd.attn_weighted_sum(probs, foreign, out); }, {"cache = a cache of another backend"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_seq_ids = P{0}, .k_seq_ids = P{0}}); },
       {"attn_weighted_sum: tokens.k_positions / k_seq_ids = given", "empty"});
-  bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_positions = P{2, 3}, .q_seq_ids = P{0}}); },
+  bad(
+      [&] {
+        cmd.attn_weighted_sum(probs, cache, out, {.q_positions = P{2, 3}, .q_seq_ids = P{0}});
+      },
       {"attn_weighted_sum: tokens.q_positions.size() = 2", "1"});
 
   // Sequence methods.
@@ -422,9 +437,7 @@ TEST_P(KvCacheErrors, BadArguments) {
   EXPECT_EQ(cache.slot_positions(0), (P{0, 1, 2, 3, 4, -1}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, KvCacheErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
-
+INSTANTIATE_TEST_SUITE_P(Backends, KvCacheErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 // Device limits: a tensor past maxStorageBufferRange, timestamps a device lacks.
 TEST(VulkanErrors, DeviceLimits) {
@@ -454,9 +467,7 @@ TEST(VulkanErrors, DeviceLimits) {
   for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
-TEST(VulkanErrors, MakeBackendKind) {
-  EXPECT_THROW(make_backend(static_cast<BackendKind>(7)), InvalidArgument);
-}
+TEST(VulkanErrors, MakeBackendKind) { EXPECT_THROW(make_backend(static_cast<BackendKind>(7)), InvalidArgument); }
 
 }  // namespace
 }  // namespace vkattn::test

@@ -78,8 +78,8 @@ class Faults : public ::testing::Test {
   std::vector<std::unique_ptr<Backend>> backends_;
 };
 
-#define VKATTN_BACKEND_OR_SKIP(var, ...)                  \
-  std::string var##_why;                                  \
+#define VKATTN_BACKEND_OR_SKIP(var, ...)                     \
+  std::string var##_why;                                     \
   Backend* var = make(var##_why __VA_OPT__(, ) __VA_ARGS__); \
   VKATTN_REQUIRE_BACKEND(var, var##_why)
 
@@ -125,8 +125,7 @@ TEST_F(Faults, SubmitOutOfMemory) {
   auto [x, t, cmd] = rotation(*b, 2);
   detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
   // Structured bindings are captured by name (clang 14 has not C++20's capture of them).
-  expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY,
-               "vkQueueSubmit");
+  expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkQueueSubmit");
   EXPECT_EQ(b->download(t), x);  // not submitted
   EXPECT_EQ(cmd.stats().submits, 0u);
   cmd.submit_and_wait();
@@ -142,8 +141,7 @@ TEST_F(Faults, FenceWaitTimeout) {
     auto [x, t, cmd] = rotation(*b, 3);
     cmd.submit_and_wait();  // encoded (its parameters uploaded) and run once
     detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
-    expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT,
-                 "did not finish within 60000 ms");
+    expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT, "did not finish within 60000 ms");
     cmd.submit_and_wait();  // waits for the second run, runs a third time
     EXPECT_TRUE(all_close(b->download(t), rotated(x, 3), {T, H, D}, 1e-5, 0));
     if (staging) {

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "llama2c.hpp"
@@ -24,7 +24,13 @@ namespace {
 namespace fs = std::filesystem;
 
 llama2c::Config tiny_config() {
-  return {.dim = 32, .hidden_dim = 64, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab_size = 64, .seq_len = 64,
+  return {.dim = 32,
+          .hidden_dim = 64,
+          .n_layers = 2,
+          .n_heads = 4,
+          .n_kv_heads = 2,
+          .vocab_size = 64,
+          .seq_len = 64,
           .shared_classifier = true};
 }
 
@@ -82,7 +88,12 @@ TEST(Llama2cLoader, RejectsBadCheckpointsNamingTheField) {
   const fs::path dir = temp_dir(), good = dir / "good.bin", bad = dir / "bad.bin";
   llama2c::save_checkpoint(good.string(), llama2c::random_checkpoint(tiny_config(), 3));
   const std::vector<char> bytes = read_bytes(good);
-  auto load_with = [&](const std::vector<char>& b) { return [&, b] { write_bytes(bad, b); llama2c::load_checkpoint(bad.string()); }; };
+  auto load_with = [&](const std::vector<char>& b) {
+    return [&, b] {
+      write_bytes(bad, b);
+      llama2c::load_checkpoint(bad.string());
+    };
+  };
   auto with_header = [&](int index, std::int32_t value) {
     auto b = bytes;
     std::memcpy(b.data() + 4 * index, &value, 4);
@@ -120,7 +131,10 @@ TEST(TokenizerLoader, RejectsBadFilesNamingTheField) {
   EXPECT_EQ(llama2c::Tokenizer::load(good.string(), n).size(), tok.size());
   const std::vector<char> bytes = read_bytes(good);
   auto load_with = [&](const std::vector<char>& b, std::int32_t vocab) {
-    return [&, b, vocab] { write_bytes(bad, b); llama2c::Tokenizer::load(bad.string(), vocab); };
+    return [&, b, vocab] {
+      write_bytes(bad, b);
+      llama2c::Tokenizer::load(bad.string(), vocab);
+    };
   };
   auto with_i32 = [&](std::size_t offset, std::int32_t value) {
     auto b = bytes;
@@ -140,9 +154,14 @@ TEST(TokenizerLoader, RejectsBadFilesNamingTheField) {
 
 TEST(Tokenizer, RoundTripsText) {
   const auto tok = llama2c::synthetic_tokenizer();
-  const std::string texts[] = {"the cat sat on the mat", "Hello, world!", " leading and trailing spaces  ",
-                               "tabs\tand\nnewlines", "UTF-8: caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80",
-                               std::string("nul\0byte and \x01\x7f\xff", 16), "a", ""};
+  const std::string texts[] = {"the cat sat on the mat",
+                               "Hello, world!",
+                               " leading and trailing spaces  ",
+                               "tabs\tand\nnewlines",
+                               "UTF-8: caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80",
+                               std::string("nul\0byte and \x01\x7f\xff", 16),
+                               "a",
+                               ""};
   for (const std::string& text : texts) {
     const auto ids = tok.encode(text, true, false);
     ASSERT_FALSE(ids.empty());
@@ -163,8 +182,8 @@ TEST(Tokenizer, RoundTripsText) {
 // run.c's forward, transcribed independently of the Model class (own RoPE from run.c's
 // formula, causal attention over the last |window| positions of the full history), to
 // check the semantics.
-std::vector<float> run_c_forward(const llama2c::Checkpoint& ck, int token, int pos, std::vector<float>& kc, std::vector<float>& vc,
-                                 int window) {
+std::vector<float> run_c_forward(const llama2c::Checkpoint& ck, int token, int pos, std::vector<float>& kc,
+                                 std::vector<float>& vc, int window) {
   const auto& c = ck.config;
   const auto& w = ck.weights;
   const std::size_t dim = 32, hs = c.head_size(), kv = c.kv_dim(), hidden = 64, S = 64, L = 2, H = 4, rep = 2;
@@ -296,8 +315,10 @@ TEST(Llama2cModel, SlidingWindowChangesResultsOnlyAfterWrap) {
     const auto& b = ring.forward(token, pos);
     float diff = 0;
     for (std::size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
-    if (pos < 16) EXPECT_LT(diff, 1e-6f) << "pos " << pos;
-    else EXPECT_GT(diff, 1e-4f) << "pos " << pos;
+    if (pos < 16)
+      EXPECT_LT(diff, 1e-6f) << "pos " << pos;
+    else
+      EXPECT_GT(diff, 1e-4f) << "pos " << pos;
   }
 }
 

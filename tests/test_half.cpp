@@ -29,9 +29,9 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(float_to_half(65519.0f), 0x7bff);               // below the overflow tie
   EXPECT_EQ(float_to_half(65520.0f), 0x7c00);               // tie rounds to even: inf
   EXPECT_EQ(float_to_half(std::numeric_limits<float>::infinity()), 0x7c00);
-  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even (down)
+  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie to even (down)
   EXPECT_EQ(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie to even (up)
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and 2^-24
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);             // tie between 0 and 2^-24
   EXPECT_EQ(float_to_half(std::ldexp(1.5f, -25)), 0x0001);
   EXPECT_EQ(float_to_half(-0.0f), 0x8000);
 }

@@ -58,8 +58,8 @@ void chunk_then_step(Engine& e, bool force_staging) {
   // staging buffer by its own copy; the output device-local, read back by its own copy;
   // a second V in host-visible memory, wrapped as it is.
   // (vkattn's own alignment may be larger: VKATTN_CAP_LIMITS=spec_minimum plans with 256.)
-  const VkDeviceSize align = std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16,
-                                                     gpu->limits().storage_offset_alignment});
+  const VkDeviceSize align =
+      std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16, gpu->limits().storage_offset_alignment});
   auto round = [&](VkDeviceSize b) { return (b + align - 1) / align * align; };
   const VkDeviceSize q_bytes = kTokens * kHeads * kHeadDim * 4, kv_bytes = kTokens * kKvHeads * kHeadDim * 4;
   const VkDeviceSize q_off = 0, k_off = round(q_bytes), v_off = k_off + round(kv_bytes), total = v_off + round(kv_bytes);
@@ -141,8 +141,7 @@ void chunk_then_step(Engine& e, bool force_staging) {
   VkCommandBuffer cb = e.begin();
   step.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_TRANSFER_BIT, .dst_access_mask = VK_ACCESS_TRANSFER_READ_BIT});
   e.submit_and_wait(cb);
-  EXPECT_TRUE(all_close(gpu->download(dout), reference(*cpu, ref_cache, q1, k1, v1, next), {1, kHeads, kHeadDim}, 1e-5,
-                        1e-4));
+  EXPECT_TRUE(all_close(gpu->download(dout), reference(*cpu, ref_cache, q1, k1, v1, next), {1, kHeads, kHeadDim}, 1e-5, 1e-4));
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
 
@@ -158,8 +157,8 @@ TEST_F(Interop, KvCacheInTheEnginesBuffers) {
   const Shape shape = {1, kCapacity, kKvHeads, kHeadDim};
   const VkDeviceSize bytes = kCapacity * kKvHeads * kHeadDim * 4;
   // K and V in one host-visible buffer the engine can read, starting dirty: vkattn zeroes it.
-  const VkDeviceSize align = std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16,
-                                                     gpu->limits().storage_offset_alignment});
+  const VkDeviceSize align =
+      std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16, gpu->limits().storage_offset_alignment});
   const VkDeviceSize v_off = (bytes + align - 1) / align * align;
   EngineBuffer kv = e.buffer(v_off + bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
   std::memset(kv.mapped, 0x7f, v_off + bytes);
@@ -182,20 +181,20 @@ TEST_F(Interop, KvCacheInTheEnginesBuffers) {
   VkCommandBuffer cb = e.begin();
   cmd.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
   e.submit_and_wait(cb);
-  EXPECT_TRUE(all_close(gpu->download(out), reference(*cpu, ref_cache, q, k, v, positions), {kTokens, kHeads, kHeadDim},
-                        1e-5, 1e-4));
+  EXPECT_TRUE(
+      all_close(gpu->download(out), reference(*cpu, ref_cache, q, k, v, positions), {kTokens, kHeads, kHeadDim}, 1e-5, 1e-4));
   // The engine reads the appended keys (rotated) in slots 0..2 and zeros after them.
   std::vector<float> stored(kCapacity * kKvHeads * kHeadDim);
   std::memcpy(stored.data(), kv.mapped, bytes);
   const std::vector<float> roped = gpu->download(tk);
-  EXPECT_TRUE(all_close(std::vector<float>(stored.begin(), stored.begin() + roped.size()), roped,
-                        {kTokens, kKvHeads, kHeadDim}, 0, 0));
+  EXPECT_TRUE(
+      all_close(std::vector<float>(stored.begin(), stored.begin() + roped.size()), roped, {kTokens, kKvHeads, kHeadDim}, 0, 0));
   for (std::size_t i = roped.size(); i < stored.size(); ++i) ASSERT_EQ(stored[i], 0.0f) << i;
 
   // A cache of another shape or dtype, or K given as V, is refused by name.
-  expect_invalid([&] { wrap_kv_cache(*gpu, {.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = 4,
-                                            .dtype = DType::f32}, ck, cv); },
-                 {"wrap_kv_cache", "k", "[1, 4, 2, 16]"});
+  expect_invalid(
+      [&] { wrap_kv_cache(*gpu, {.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = 4, .dtype = DType::f32}, ck, cv); },
+      {"wrap_kv_cache", "k", "[1, 4, 2, 16]"});
   expect_invalid([&] { wrap_kv_cache(*gpu, {.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity}, ck, cv); },
                  {"wrap_kv_cache", "k", "f16"});
   expect_invalid([&] { wrap_kv_cache(*gpu, config, ck, ck); }, {"wrap_kv_cache", "v", "the tensor given as k"});
@@ -233,8 +232,7 @@ TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
       step.set_tokens(pos);
       e.resubmit_and_wait(cb);
     }
-    ASSERT_TRUE(all_close(gpu->download(out), reference(*cpu, ref_cache, q1, k1, v1, pos), {1, kHeads, kHeadDim}, 1e-5,
-                          1e-4))
+    ASSERT_TRUE(all_close(gpu->download(out), reference(*cpu, ref_cache, q1, k1, v1, pos), {1, kHeads, kHeadDim}, 1e-5, 1e-4))
         << "token " << t;
   }
   EXPECT_EQ(cache.slot_positions(0), ref_cache.slot_positions(0));
@@ -291,13 +289,19 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
   EngineBuffer buf = e.buffer(4096, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, false);
   const VkDeviceSize align = std::max<VkDeviceSize>(e.limits().minStorageBufferOffsetAlignment, 16);
 
-  expect_invalid([&] { wrap(*gpu, buf.buffer, align / 2, 256, {4, 16}, DType::f32); },
-                 {"wrap", "offset", "minStorageBufferOffsetAlignment"});
+  expect_invalid(
+      [&] {
+        wrap(*gpu, buf.buffer, align / 2, 256, {4, 16}, DType::f32);
+      },
+      {"wrap", "offset", "minStorageBufferOffsetAlignment"});
   expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 255, {4, 16}, DType::f32); }, {"wrap", "size_bytes", "255", ">= 256"});
   // f16 [3, 3]: 9 halves in 20 bytes, which the kernels move as 32.
   expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 20, {3, 3}, DType::f16); }, {"size_bytes", "20", ">= 32"});
-  expect_invalid([&] { wrap(*gpu, buf.buffer, 0, VkDeviceSize{1} << 40, {4, 16}, DType::f32); },
-                 {"size_bytes", "maxStorageBufferRange"});
+  expect_invalid(
+      [&] {
+        wrap(*gpu, buf.buffer, 0, VkDeviceSize{1} << 40, {4, 16}, DType::f32);
+      },
+      {"size_bytes", "maxStorageBufferRange"});
   expect_invalid([&] { wrap(*gpu, VK_NULL_HANDLE, 0, 256, {4, 16}, DType::f32); }, {"buffer", "VK_NULL_HANDLE"});
   expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 256, {4, 0}, DType::f32); }, {"wrap", "shape[1]"});
   auto cpu = make_backend(BackendKind::cpu);
@@ -341,8 +345,8 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
 
 TEST_F(Interop, BorrowedObjectsOutliveTheBackend) {
   Engine& e = engine();
-  EngineBuffer buf = e.buffer(256, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+  EngineBuffer buf = e.buffer(
+      256, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
   VkPipelineCache cache = VK_NULL_HANDLE;
   auto info = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
   ASSERT_EQ(vkCreatePipelineCache(e.device(), &info, nullptr, &cache), VK_SUCCESS);

@@ -23,8 +23,15 @@ TEST_P(KvCacheTest, RingWrapAroundMatchesFullHistory) {
       {"f16", {.heads = 4, .kv_heads = 2, .dtype = DType::f16, .input = DType::f16, .halves = true}},
       {"f16 cache, f32 input", {.heads = 4, .kv_heads = 2, .dtype = DType::f16}},
       {"sinks 2, window 4, alibi", {.capacity = 7, .sinks = 2, .attn = {.window = 4u, .alibi = true}}},
-      {"f16 gqa 4, head_dim 64", {.heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 5, .sinks = 1,
-                                  .dtype = DType::f16, .input = DType::f16, .halves = true}},
+      {"f16 gqa 4, head_dim 64",
+       {.heads = 8,
+        .kv_heads = 2,
+        .head_dim = 64,
+        .capacity = 5,
+        .sinks = 1,
+        .dtype = DType::f16,
+        .input = DType::f16,
+        .halves = true}},
       {"f32 cache, f16 input", {.dtype = DType::f32, .input = DType::f16, .halves = true}},
       {"f32 cache, odd head_dim 7", {.heads = 4, .kv_heads = 2, .head_dim = 7, .capacity = 6}},
       {"f32 cache, odd head_dim 7 in f16",
@@ -59,8 +66,7 @@ TEST_P(KvCacheTest, SmallCapacities) {
   }
   // Two new ring tokens in one call: an error without keep_last, the last one with it.
   const Tokens two = next_tokens(m, {0, 0}, rng);
-  expect_invalid([&] { run(backend(), cache, s, &two, nullptr); },
-                 {"2 new ring tokens", "at most capacity - n_sinks = 1"});
+  expect_invalid([&] { run(backend(), cache, s, &two, nullptr); }, {"2 new ring tokens", "at most capacity - n_sinks = 1"});
   EXPECT_EQ(cache.slot_positions(0), Ids{4});
   step(backend(), cache, m, two, pick(two, s, {1}), "keep_last", {.keep_last = true});
   EXPECT_EQ(cache.slot_positions(0), Ids{6});
@@ -81,8 +87,14 @@ TEST_P(KvCacheTest, SmallCapacities) {
 // values worked out by hand.
 TEST_P(KvCacheTest, Sinks) {
   for (std::size_t sinks : {2u, 4u}) {
-    const Layout s{.heads = 2, .kv_heads = 1, .head_dim = 16, .capacity = 8, .sinks = sinks, .dtype = DType::f16,
-                  .input = DType::f16, .halves = true};
+    const Layout s{.heads = 2,
+                   .kv_heads = 1,
+                   .head_dim = 16,
+                   .capacity = 8,
+                   .sinks = sinks,
+                   .dtype = DType::f16,
+                   .input = DType::f16,
+                   .halves = true};
     KvCache cache = backend().kv_cache(s.cache());
     Model m(s);
     Rng rng(41, true);
@@ -90,8 +102,7 @@ TEST_P(KvCacheTest, Sinks) {
     // Positions 0..10: sinks 2 keep 0, 1 and the ring 5..10; sinks 4 keep 0..3 and 7..10.
     EXPECT_EQ(cache.slot_positions(0), (sinks == 2 ? Ids{0, 1, 8, 9, 10, 5, 6, 7} : Ids{0, 1, 2, 3, 8, 9, 10, 7}));
     decode(backend(), cache, m, rng, 9, "sinks " + std::to_string(sinks));
-    EXPECT_EQ(cache.slot_positions(0),
-              (sinks == 2 ? Ids{0, 1, 14, 15, 16, 17, 18, 19} : Ids{0, 1, 2, 3, 16, 17, 18, 19}));
+    EXPECT_EQ(cache.slot_positions(0), (sinks == 2 ? Ids{0, 1, 14, 15, 16, 17, 18, 19} : Ids{0, 1, 2, 3, 16, 17, 18, 19}));
     EXPECT_EQ(cache.length(0), 8u);
     EXPECT_EQ(cache.next_position(0), 20);
     EXPECT_EQ(cache.slot(1), 1u);
@@ -133,8 +144,14 @@ TEST_P(KvCacheTest, MixedSequences) {
 // Prefill chunks (every token a query, causal), then decode past the capacity, then a chunk
 // after the wrap, which needs a window: chunks of at most capacity - n_sinks - window + 1.
 TEST_P(KvCacheTest, PrefillThenDecode) {
-  Layout s{.heads = 4, .kv_heads = 2, .head_dim = 32, .capacity = 16, .sinks = 2, .dtype = DType::f16,
-          .input = DType::f16, .halves = true};
+  Layout s{.heads = 4,
+           .kv_heads = 2,
+           .head_dim = 32,
+           .capacity = 16,
+           .sinks = 2,
+           .dtype = DType::f16,
+           .input = DType::f16,
+           .halves = true};
   KvCache cache = backend().kv_cache(s.cache());
   Model m(s);
   Rng rng(61, true);
@@ -226,8 +243,8 @@ TEST_P(KvCacheTest, OverwrittenKeysThrow) {
 // Speculative decoding: 5 drafted tokens, 2 rejected; the cache then equals one that never
 // saw them. Truncating past what the ring overwrote throws and changes nothing.
 TEST_P(KvCacheTest, Truncate) {
-  const Layout s{.heads = 2, .kv_heads = 1, .head_dim = 16, .capacity = 8, .dtype = DType::f16, .input = DType::f16,
-                .halves = true};
+  const Layout s{
+      .heads = 2, .kv_heads = 1, .head_dim = 16, .capacity = 8, .dtype = DType::f16, .input = DType::f16, .halves = true};
   KvCache a = backend().kv_cache(s.cache()), b = backend().kv_cache(s.cache());
   Model ma(s), mb(s);
   Rng rng(91, true);
@@ -282,8 +299,15 @@ TEST_P(KvCacheTest, Truncate) {
 TEST_P(KvCacheTest, ResetAndCopySequence) {
   for (DType dtype : {DType::f32, DType::f16}) {
     SCOPED_TRACE(to_string(dtype));
-    const Layout s{.seqs = 3, .heads = 4, .kv_heads = 2, .head_dim = 16, .capacity = 6, .sinks = 1, .dtype = dtype,
-                   .input = dtype, .halves = true};
+    const Layout s{.seqs = 3,
+                   .heads = 4,
+                   .kv_heads = 2,
+                   .head_dim = 16,
+                   .capacity = 6,
+                   .sinks = 1,
+                   .dtype = dtype,
+                   .input = dtype,
+                   .halves = true};
     Layout one = s;
     one.seqs = 1;
     KvCache cache = backend().kv_cache(s.cache()), fresh = backend().kv_cache(one.cache());

@@ -23,10 +23,9 @@ struct OnReadCase {
 
 // Plain attention for one query over given (already rotated) keys, on |b|.
 std::vector<float> plain_attention(Backend& b, const std::vector<float>& q, const std::vector<float>& k,
-                                   const std::vector<float>& v, std::size_t n_keys, std::size_t H, std::size_t Hk,
-                                   std::size_t D, DType kv_dtype) {
-  Tensor tq = b.tensor({1, H, D}, DType::f32), tk = b.tensor({n_keys, Hk, D}, kv_dtype),
-         tv = b.tensor({n_keys, Hk, D}, kv_dtype);
+                                   const std::vector<float>& v, std::size_t n_keys, std::size_t H, std::size_t Hk, std::size_t D,
+                                   DType kv_dtype) {
+  Tensor tq = b.tensor({1, H, D}, DType::f32), tk = b.tensor({n_keys, Hk, D}, kv_dtype), tv = b.tensor({n_keys, Hk, D}, kv_dtype);
   Tensor s = b.tensor({1, H, n_keys}, DType::f32), p = b.tensor({1, H, n_keys}, DType::f32),
          out = b.tensor({1, H, D}, DType::f32);
   b.upload(tq, q);
@@ -65,8 +64,13 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
   for (const OnReadCase& c : cases) {
     const std::size_t H = 4, Hk = 2, D = c.head_dim, ring = c.capacity - c.sinks;
     const RopeConfig rope{.layout = c.layout, .rotary_dim = c.rotary_dim, .base = 500.0};
-    KvCache cache = backend().kv_cache({.n_kv_heads = Hk, .head_dim = D, .capacity = c.capacity, .dtype = c.dtype,
-                                        .n_sinks = c.sinks, .rope = KvRope::on_read, .rope_config = rope});
+    KvCache cache = backend().kv_cache({.n_kv_heads = Hk,
+                                        .head_dim = D,
+                                        .capacity = c.capacity,
+                                        .dtype = c.dtype,
+                                        .n_sinks = c.sinks,
+                                        .rope = KvRope::on_read,
+                                        .rope_config = rope});
     std::vector<float> all_k, all_v;  // full history, unrotated, rounded like the cache
     for (std::size_t step = 0; step < c.steps; ++step) {
       const auto p = static_cast<std::int32_t>(step);
@@ -95,7 +99,8 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
 
       // Reference: visible positions and their in-cache positions.
       std::vector<std::int32_t> visible, cache_pos;
-      const std::int32_t oldest = std::max<std::int32_t>(static_cast<std::int32_t>(c.sinks), p + 1 - static_cast<std::int32_t>(ring));
+      const std::int32_t oldest =
+          std::max<std::int32_t>(static_cast<std::int32_t>(c.sinks), p + 1 - static_cast<std::int32_t>(ring));
       for (std::int32_t a = 0; a <= p; ++a) {
         if (a < static_cast<std::int32_t>(c.sinks)) {
           visible.push_back(a);
@@ -107,10 +112,13 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
       }
       std::vector<float> vk, vv;
       for (std::int32_t a : visible) {
-        vk.insert(vk.end(), all_k.begin() + a * static_cast<std::ptrdiff_t>(Hk * D), all_k.begin() + (a + 1) * static_cast<std::ptrdiff_t>(Hk * D));
-        vv.insert(vv.end(), all_v.begin() + a * static_cast<std::ptrdiff_t>(Hk * D), all_v.begin() + (a + 1) * static_cast<std::ptrdiff_t>(Hk * D));
+        vk.insert(vk.end(), all_k.begin() + a * static_cast<std::ptrdiff_t>(Hk * D),
+                  all_k.begin() + (a + 1) * static_cast<std::ptrdiff_t>(Hk * D));
+        vv.insert(vv.end(), all_v.begin() + a * static_cast<std::ptrdiff_t>(Hk * D),
+                  all_v.begin() + (a + 1) * static_cast<std::ptrdiff_t>(Hk * D));
       }
-      const std::int32_t q_cache_pos = p < static_cast<std::int32_t>(c.sinks) ? p : static_cast<std::int32_t>(c.sinks) + (p - oldest);
+      const std::int32_t q_cache_pos =
+          p < static_cast<std::int32_t>(c.sinks) ? p : static_cast<std::int32_t>(c.sinks) + (p - oldest);
       const auto rq = rotated(*cpu, q, 1, H, D, {q_cache_pos}, rope);
       const auto rk = rotated(*cpu, vk, visible.size(), Hk, D, cache_pos, rope);
       const auto want = plain_attention(*cpu, rq, rk, vv, visible.size(), H, Hk, D, DType::f32);

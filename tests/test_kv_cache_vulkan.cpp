@@ -11,14 +11,26 @@ namespace {
 using KvCacheVulkanVsCpu = VulkanVsCpuTest;
 
 // Prefill chunks and decode steps of 3 sequences mixed in every call (GQA 8, head_dim 128,
-// f16 cache fed f32; then a 600-slot cache, whose decode splits the weighted sum's keys), the same calls on both backends, compared after every call; also at
-// the Vulkan spec minimum limits (small tiles, no subgroups). Tolerances as in
+// f16 cache fed f32; then a 600-slot cache, whose decode splits the weighted sum's keys), the same calls on both backends,
+// compared after every call; also at the Vulkan spec minimum limits (small tiles, no subgroups). Tolerances as in
 // test_attention.cpp.
 TEST_F(KvCacheVulkanVsCpu, MixedBatches) {
-  const Layout layouts[] = {{.seqs = 3, .heads = 16, .kv_heads = 2, .head_dim = 128, .capacity = 40, .sinks = 4,
-                             .dtype = DType::f16, .attn = {.softcap = 30.0}},
-                            {.seqs = 3, .heads = 24, .kv_heads = 2, .head_dim = 80, .capacity = 33, .sinks = 1,
-                             .query = DType::f16, .attn = {.window = 30u}},
+  const Layout layouts[] = {{.seqs = 3,
+                             .heads = 16,
+                             .kv_heads = 2,
+                             .head_dim = 128,
+                             .capacity = 40,
+                             .sinks = 4,
+                             .dtype = DType::f16,
+                             .attn = {.softcap = 30.0}},
+                            {.seqs = 3,
+                             .heads = 24,
+                             .kv_heads = 2,
+                             .head_dim = 80,
+                             .capacity = 33,
+                             .sinks = 1,
+                             .query = DType::f16,
+                             .attn = {.window = 30u}},
                             // Enough slots that decode splits the weighted sum's keys.
                             {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 600}};
   DeviceOptions options = test_options();
@@ -26,15 +38,16 @@ TEST_F(KvCacheVulkanVsCpu, MixedBatches) {
   std::string why;
   auto minimum = try_backend(BackendKind::vulkan, options, why);
   VKATTN_REQUIRE_BACKEND(minimum, why);
-  for (const auto& [s, gpu] : {std::pair{layouts[0], gpu_.get()}, std::pair{layouts[0], minimum.get()},
-                               std::pair{layouts[1], gpu_.get()}, std::pair{layouts[1], minimum.get()},
-                               std::pair{layouts[2], gpu_.get()}}) {
+  for (const auto& [s, gpu] :
+       {std::pair{layouts[0], gpu_.get()}, std::pair{layouts[0], minimum.get()}, std::pair{layouts[1], gpu_.get()},
+        std::pair{layouts[1], minimum.get()}, std::pair{layouts[2], gpu_.get()}}) {
     KvCache g = gpu->kv_cache(s.cache()), c = cpu_->kv_cache(s.cache());
     Model m(s);
     Rng rng(121, false);
     for (int call = 0; call < 30; ++call) {
-      const Ids seqs = call == 0 ? Ids{0, 0, 1, 0, 2, 0, 1, 0, 0, 2, 0, 0}  // prefill, then decode
-                                 : call % 3 ? Ids{2, 0, 1} : Ids{1, 1, 0, 2, 2};
+      const Ids seqs = call == 0  ? Ids{0, 0, 1, 0, 2, 0, 1, 0, 0, 2, 0, 0}  // prefill, then decode
+                       : call % 3 ? Ids{2, 0, 1}
+                                  : Ids{1, 1, 0, 2, 2};
       const Tokens t = next_tokens(m, seqs, rng);
       const Outputs got = run(*gpu, g, s, &t, &t), want = run(*cpu_, c, s, &t, &t);
       m.add(t);
@@ -52,8 +65,14 @@ TEST_F(KvCacheVulkanVsCpu, MixedBatches) {
 // on each backend. Every 1,000th step: Vulkan against the CPU backend, the CPU backend
 // against the plain-tensor reference, bookkeeping against the model; the memory never grows.
 TEST_F(KvCacheVulkanVsCpu, Soak20000Tokens) {
-  const Layout s{.heads = 2, .kv_heads = 1, .head_dim = 16, .capacity = 256, .sinks = 4, .dtype = DType::f16,
-                .input = DType::f16, .halves = true};
+  const Layout s{.heads = 2,
+                 .kv_heads = 1,
+                 .head_dim = 16,
+                 .capacity = 256,
+                 .sinks = 4,
+                 .dtype = DType::f16,
+                 .input = DType::f16,
+                 .halves = true};
   struct Side {
     Backend* b;
     KvCache cache;

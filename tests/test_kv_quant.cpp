@@ -45,7 +45,6 @@ std::vector<float> hard_values(std::size_t n, std::uint32_t seed) {
   return x;
 }
 
-
 // Appends (f32 and f16 inputs, three sequences, wrapping the ring) and a sequence copy give
 // the same bytes on both backends.
 TEST_F(VulkanVsCpuTest, QuantizedAppendMatchesCpuByteForByte) {
@@ -53,8 +52,7 @@ TEST_F(VulkanVsCpuTest, QuantizedAppendMatchesCpuByteForByte) {
     for (DType input : {DType::f32, DType::f16}) {
       // 7 slots of 1 x 32 elements: an odd number of blocks per sequence, so sequences
       // share scale words.
-      const KvCacheConfig config{.n_seqs = 3, .n_kv_heads = 1, .head_dim = 32, .capacity = 7, .dtype = dtype,
-                                 .n_sinks = 1};
+      const KvCacheConfig config{.n_seqs = 3, .n_kv_heads = 1, .head_dim = 32, .capacity = 7, .dtype = dtype, .n_sinks = 1};
       KvCache g = gpu_->kv_cache(config), c = cpu_->kv_cache(config);
       std::vector<std::int32_t> next(3, 0);
       for (int call = 0; call < 6; ++call) {
@@ -76,8 +74,7 @@ TEST_F(VulkanVsCpuTest, QuantizedAppendMatchesCpuByteForByte) {
           if (call == 5) cmd.kv_copy_sequence(*cache, 1, 2);
           cmd.submit_and_wait();
         }
-        const std::string what = std::string(to_string(dtype)) + " from " + to_string(input) + ", call " +
-                                 std::to_string(call);
+        const std::string what = std::string(to_string(dtype)) + " from " + to_string(input) + ", call " + std::to_string(call);
         EXPECT_EQ(gpu_->save_cache(g), cpu_->save_cache(c)) << what;  // bookkeeping, K and V bytes
       }
     }
@@ -91,8 +88,8 @@ TEST_F(VulkanVsCpuTest, AttentionOverQuantizedCaches) {
   const std::size_t heads = 8, kv_heads = 2, d = 64;
   for (DType dtype : kQuantTypes) {
     for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
-      const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kv_heads, .head_dim = d, .capacity = 40,
-                                 .dtype = dtype, .n_sinks = 2, .rope = rope};
+      const KvCacheConfig config{
+          .n_seqs = 2, .n_kv_heads = kv_heads, .head_dim = d, .capacity = 40, .dtype = dtype, .n_sinks = 2, .rope = rope};
       const AttentionConfig attn{.window = 30u, .softcap = 40.0};
       for (KernelShape shape : {KernelShape::cpu, KernelShape::gpu}) {
         on_vulkan(shape_options(shape), [&](Backend& gpu) {
@@ -123,8 +120,8 @@ TEST_F(VulkanVsCpuTest, AttentionOverQuantizedCaches) {
                 outs.push_back(b->download(out));
               }
             }
-            const std::string what = std::string(to_string(dtype)) + (rope == KvRope::on_read ? ", on_read" : "") +
-                                     ", " + to_string(shape) + " kernels, call " + std::to_string(call);
+            const std::string what = std::string(to_string(dtype)) + (rope == KvRope::on_read ? ", on_read" : "") + ", " +
+                                     to_string(shape) + " kernels, call " + std::to_string(call);
             EXPECT_TRUE(all_close(outs[0], outs[1], {n, heads, d}, 1e-4, 1e-4)) << "fused, " << what;
             EXPECT_TRUE(all_close(outs[2], outs[3], {n, heads, d}, 1e-4, 1e-4)) << "three stages, " << what;
           }
@@ -234,8 +231,7 @@ TEST_F(VulkanVsCpuTest, QuantizedAccuracyAgainstF32) {
 // save_cache and restore_cache carry a quantized cache between backends exactly, and a
 // byte string that does not fit is refused naming the field.
 TEST_F(VulkanVsCpuTest, QuantizedCacheSaveAndRestore) {
-  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 9, .dtype = DType::q4_0,
-                             .n_sinks = 1};
+  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 9, .dtype = DType::q4_0, .n_sinks = 1};
   KvCache from = cpu_->kv_cache(config), to = gpu_->kv_cache(config);
   Tensor k = cpu_->tensor({12, 2, 64}, DType::f32);
   cpu_->upload(k, normal(12 * 2 * 64, 91));
@@ -249,8 +245,8 @@ TEST_F(VulkanVsCpuTest, QuantizedCacheSaveAndRestore) {
   EXPECT_EQ(gpu_->save_cache(to), saved);
   EXPECT_EQ(to.slot_positions(0), from.slot_positions(0));
   EXPECT_EQ(to.next_position(0), 12);
-  KvCache other = gpu_->kv_cache({.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 9, .dtype = DType::q8_0,
-                                  .n_sinks = 1});
+  KvCache other =
+      gpu_->kv_cache({.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 9, .dtype = DType::q8_0, .n_sinks = 1});
   expect_invalid([&] { gpu_->restore_cache(other, saved); }, {"restore_cache", "config.dtype"});
   std::vector<std::uint8_t> cut(saved.begin(), saved.end() - 4);
   expect_invalid([&] { gpu_->restore_cache(to, cut); }, {"restore_cache", "bytes.size()"});
@@ -264,7 +260,8 @@ TEST_F(VulkanVsCpuTest, QuantizedCacheSaveAndRestore) {
 TEST(QuantErrors, BadArguments) {
   auto b = make_backend(BackendKind::cpu);
   expect_invalid([&] { b->tensor({2, 1, 48}, DType::q8_0); }, {"tensor", "shape[2]", "multiple of 32"});
-  expect_invalid([&] { b->kv_cache({.n_kv_heads = 1, .head_dim = 48, .capacity = 8, .dtype = DType::q4_0}); }, {"kv_cache", "config.head_dim", "multiple of 32 for q4_0"});
+  expect_invalid([&] { b->kv_cache({.n_kv_heads = 1, .head_dim = 48, .capacity = 8, .dtype = DType::q4_0}); },
+                 {"kv_cache", "config.head_dim", "multiple of 32 for q4_0"});
   Tensor x = b->tensor({1, 2, 32}, DType::q8_0), q = b->tensor({1, 2, 32}, DType::f32);
   const std::int32_t pos = 0;
   CommandList cmd = b->commands();

@@ -17,7 +17,7 @@
 namespace vkattn::test {
 namespace {
 
-constexpr std::uint64_t kHeap = 64u << 20;        // the capped heap
+constexpr std::uint64_t kHeap = 64u << 20;             // the capped heap
 constexpr std::size_t kFloats = std::size_t{1} << 20;  // 4 MiB tensors
 
 // |f| throws Error(out_of_memory) whose message contains every part.
@@ -107,9 +107,9 @@ TEST_P(Memory, AbsurdSizesAreRefused) {
 TEST(MemoryCpu, UncappedAbsurdCacheIsRefused) {
   auto cpu = make_backend(BackendKind::cpu);
   const std::string physical = " of " + std::to_string(cpu->limits().device_local_bytes) + " ";
-  expect_out_of_memory([&] {
-    cpu->kv_cache({.n_kv_heads = 256, .head_dim = 256, .capacity = std::size_t{1} << 20, .dtype = DType::f32});
-  }, {"kv_cache: K and V", "host memory", physical.c_str()});
+  expect_out_of_memory(
+      [&] { cpu->kv_cache({.n_kv_heads = 256, .head_dim = 256, .capacity = std::size_t{1} << 20, .dtype = DType::f32}); },
+      {"kv_cache: K and V", "host memory", physical.c_str()});
 }
 
 // Host allocations that fail are Error(out_of_memory) naming the op, and leave the

@@ -111,8 +111,11 @@ TEST_P(Misuse, SinksBelongToTheSoftmax) {
   const AttentionConfig with_sinks{.sinks = {0.5f, -1.0f}};
   KvCache cache = b.kv_cache({.n_kv_heads = 1, .head_dim = 8, .capacity = 3});
   CommandList cmd = b.commands();
-  expect_invalid([&] { cmd.attn_scores(q, k, s, {qp, kp}, with_sinks); },
-                 {"attn_scores: config.sinks.size() = 2", "give them to attn_softmax"});
+  expect_invalid(
+      [&] {
+        cmd.attn_scores(q, k, s, {qp, kp}, with_sinks);
+      },
+      {"attn_scores: config.sinks.size() = 2", "give them to attn_softmax"});
   expect_invalid([&] { cmd.attn_scores(q, cache, s, {.q_positions = qp}, with_sinks); },
                  {"attn_scores: config.sinks.size() = 2"});
   EXPECT_EQ(cmd.stats().ops, 0u);
@@ -133,8 +136,11 @@ TEST_P(Misuse, AlibiHeadCounts) {
   Tensor s = b.tensor({1, 65537, 1}, DType::f32);
   const std::vector<std::int32_t> zero{0};
   CommandList cmd = b.commands();
-  expect_invalid([&] { cmd.attn_scores(q, k, s, {zero, zero}, {.alibi = true}); },
-                 {"attn_scores: config.alibi = true with n_heads = 65537", "per-head config.alibi_slopes"});
+  expect_invalid(
+      [&] {
+        cmd.attn_scores(q, k, s, {zero, zero}, {.alibi = true});
+      },
+      {"attn_scores: config.alibi = true with n_heads = 65537", "per-head config.alibi_slopes"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Misuse, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);

@@ -179,7 +179,7 @@ TEST_F(VulkanVsCpuTest, SoftcapWithHugeLogits) {
 // as on the CPU (packHalf2x16's rounding is the implementation's choice).
 TEST_F(VulkanVsCpuTest, KvAppendRoundsToF16LikeTheCpu) {
   std::vector<float> x;
-  for (std::uint32_t m = 0; m < 4096; ++m) {  // halfway and near-halfway f32 values around halves
+  for (std::uint32_t m = 0; m < 4096; ++m) {                  // halfway and near-halfway f32 values around halves
     const std::uint32_t base = 0x38800000u + (m << 13) * 17;  // spread over the normal range
     for (std::uint32_t off : {0x0fffu, 0x1000u, 0x1001u}) {
       float f;
@@ -188,8 +188,8 @@ TEST_F(VulkanVsCpuTest, KvAppendRoundsToF16LikeTheCpu) {
       x.push_back(m % 2 ? -f : f);
     }
   }
-  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-6f, 3e-5f, 6.1e-5f, -0.0f,
-                  kInf, -kInf, kNaN, 1e-40f}) {
+  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-6f, 3e-5f, 6.1e-5f, -0.0f, kInf, -kInf,
+                  kNaN, 1e-40f}) {
     x.push_back(f);
   }
   while (x.size() % 64) x.push_back(1.0f);

@@ -74,9 +74,9 @@ TEST(Quant, Q4BlockByHand) {
   y[10] = 1.0f;
   b = quantize(DType::q4_0, y);
   EXPECT_EQ(b.scale, detail::float_to_half(-0.5f));
-  EXPECT_EQ(q4_code(b, 3), 0u);    // 4 / -0.5 + 8.5 = 0.5
-  EXPECT_EQ(q4_code(b, 9), 15u);   // -4 / -0.5 + 8.5 = 16.5, capped
-  EXPECT_EQ(q4_code(b, 10), 6u);   // 1 / -0.5 + 8.5 = 6.5
+  EXPECT_EQ(q4_code(b, 3), 0u);   // 4 / -0.5 + 8.5 = 0.5
+  EXPECT_EQ(q4_code(b, 9), 15u);  // -4 / -0.5 + 8.5 = 16.5, capped
+  EXPECT_EQ(q4_code(b, 10), 6u);  // 1 / -0.5 + 8.5 = 6.5
 }
 
 TEST(Quant, ZeroAndTinyBlocks) {
@@ -87,8 +87,7 @@ TEST(Quant, ZeroAndTinyBlocks) {
     Block b = quantize(dtype, x);
     EXPECT_EQ(b.scale, zero) << to_string(dtype);
     for (std::size_t i = 0; i < kQuantBlock; ++i) {
-      EXPECT_EQ(dtype == DType::q8_0 ? q8_code(b, i) : static_cast<std::int32_t>(q4_code(b, i)),
-                dtype == DType::q8_0 ? 0 : 8);
+      EXPECT_EQ(dtype == DType::q8_0 ? q8_code(b, i) : static_cast<std::int32_t>(q4_code(b, i)), dtype == DType::q8_0 ? 0 : 8);
     }
     // A scale that would be subnormal in f32 is 0 (GPUs may flush subnormals).
     x.fill(9e-38f);  // normal, but |x| / 127 and |x| / 8 are not
@@ -120,8 +119,7 @@ TEST(Quant, LayoutAndDequantize) {
       EXPECT_EQ((words[scale_word] >> (16 * (b % 2))) & 0xffffu, want.scale) << "block " << b;
       const float d = detail::half_to_float(want.scale);
       for (std::size_t i = 0; i < kQuantBlock; ++i) {
-        const float q = dtype == DType::q8_0 ? static_cast<float>(q8_code(want, i))
-                                            : static_cast<float>(q4_code(want, i)) - 8.0f;
+        const float q = dtype == DType::q8_0 ? static_cast<float>(q8_code(want, i)) : static_cast<float>(q4_code(want, i)) - 8.0f;
         EXPECT_EQ(detail::dequantize(dtype, words, n, 32 * b + i), q * d) << "element " << 32 * b + i;
         // Error bound: half a step for q8_0, a step for q4_0 (codes stop at 15), plus the
         // scale's rounding to f16 (2^-11 relative) times the largest code.

@@ -25,14 +25,10 @@ struct Step {
   KvCache cache;
   Tensor q, k, v, out;
   Step(Backend& backend, const KvCacheConfig& config)
-      : b(backend),
-        cache(b.kv_cache(config)),
-        q(b.tensor({2, kHeads, kDim}, DType::f32)),
-        k(b.tensor({2, kKvHeads, kDim}, DType::f32)),
-        v(b.tensor({2, kKvHeads, kDim}, DType::f32)),
+      : b(backend), cache(b.kv_cache(config)), q(b.tensor({2, kHeads, kDim}, DType::f32)),
+        k(b.tensor({2, kKvHeads, kDim}, DType::f32)), v(b.tensor({2, kKvHeads, kDim}, DType::f32)),
         out(b.tensor({2, kHeads, kDim}, DType::f32)) {}
-  void record(CommandList& cmd, const std::vector<std::int32_t>& pos, const std::vector<std::int32_t>& seq,
-              AttentionPath path) {
+  void record(CommandList& cmd, const std::vector<std::int32_t>& pos, const std::vector<std::int32_t>& seq, AttentionPath path) {
     cmd.rope(q, k, pos, {.base = 1000.0});
     cmd.kv_append(cache, k, v, pos, seq);
     cmd.attention(q, cache, out, {.q_positions = pos, .q_seq_ids = seq}, {.softcap = 30.0, .path = path});
@@ -59,8 +55,14 @@ struct Step {
 // replay cannot patch in place).
 void replay_against_fresh(Backend& gpu, Backend& cpu_backend, KvRope rope, AttentionPath path, std::int32_t steps,
                           bool swap = false) {
-  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40,
-                             .dtype = DType::f16, .n_sinks = 3, .rope = rope, .rope_config = {.base = 1000.0}};
+  const KvCacheConfig config{.n_seqs = 2,
+                             .n_kv_heads = kKvHeads,
+                             .head_dim = kDim,
+                             .capacity = 40,
+                             .dtype = DType::f16,
+                             .n_sinks = 3,
+                             .rope = rope,
+                             .rope_config = {.base = 1000.0}};
   Step replayed(gpu, config), fresh(gpu, config), cpu(cpu_backend, config);
   for (Step* s : {&replayed, &fresh, &cpu}) s->prefill_sequence_1();
   CommandList gpu_step = gpu.commands(), cpu_step = cpu_backend.commands();
@@ -158,8 +160,11 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
     cmd.submit_and_wait();
     s.cache.reset(1);  // sequence 1 starts again at 0: position 2 no longer continues it
     const std::vector<std::int32_t> before0 = s.cache.slot_positions(0);
-    expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{2, 2}, std::vector<std::int32_t>{0, 1}); },
-                   {"kv_append", "positions"});
+    expect_invalid(
+        [&] {
+          cmd.set_tokens(std::vector<std::int32_t>{2, 2}, std::vector<std::int32_t>{0, 1});
+        },
+        {"kv_append", "positions"});
     EXPECT_EQ(s.cache.slot_positions(0), before0) << "sequence 0's append was undone";
     EXPECT_EQ(s.cache.next_position(0), 2);
     EXPECT_EQ(s.cache.next_position(1), 0);
@@ -239,14 +244,13 @@ TEST_F(VulkanVsCpuTest, ReplayRefusedByALaterOpUndoesEarlierAppends) {
 TEST_F(VulkanVsCpuTest, ReplayKeepsPlainKeyPositions) {
   std::vector<std::vector<float>> outs;
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
-    Tensor q = b->tensor({1, 4, 32}, DType::f32), k = b->tensor({10, 2, 32}, DType::f32),
-           out = b->tensor({1, 4, 32}, DType::f32);
+    Tensor q = b->tensor({1, 4, 32}, DType::f32), k = b->tensor({10, 2, 32}, DType::f32), out = b->tensor({1, 4, 32}, DType::f32);
     b->upload(q, normal(4 * 32, 5));
     b->upload(k, normal(10 * 2 * 32, 6));
     CommandList cmd = b->commands();
     const std::int32_t p0 = 9;
     cmd.attention(q, k, k, out, {.q_positions = {&p0, 1}});  // keys at 0..9
-    const std::int32_t p1 = 4;                                // now sees keys 0..4 only
+    const std::int32_t p1 = 4;                               // now sees keys 0..4 only
     cmd.set_tokens({&p1, 1});
     cmd.submit_and_wait();
     outs.push_back(b->download(out));

@@ -25,19 +25,15 @@ using RopeIdentities = BackendTest;
 // head_dim 4, base 10000: theta_0 = 1, theta_1 = 10000^(-1/2) = 0.01. At position 1,
 // pair 0 turns by 1 rad and pair 1 by 0.01 rad.
 TEST_P(RopeIdentities, HandComputedInterleaved) {
-  const std::vector<float> got =
-      apply_rope(backend(), {1, 1, 4}, {1, 0, 0, 1}, {1}, {.layout = RopeLayout::interleaved});
-  const std::vector<float> want = {0.5403023058681398f, 0.8414709848078965f, -0.009999833334166664f,
-                                   0.9999500004166653f};
+  const std::vector<float> got = apply_rope(backend(), {1, 1, 4}, {1, 0, 0, 1}, {1}, {.layout = RopeLayout::interleaved});
+  const std::vector<float> want = {0.5403023058681398f, 0.8414709848078965f, -0.009999833334166664f, 0.9999500004166653f};
   EXPECT_TRUE(all_close(got, want, {1, 1, 4}, 1e-6, 0));
 }
 
 // Half layout pairs (0, 2) and (1, 3).
 TEST_P(RopeIdentities, HandComputedHalf) {
-  const std::vector<float> got =
-      apply_rope(backend(), {1, 1, 4}, {1, 0, 0, 1}, {1}, {.layout = RopeLayout::half});
-  const std::vector<float> want = {0.5403023058681398f, -0.009999833334166664f, 0.8414709848078965f,
-                                   0.9999500004166653f};
+  const std::vector<float> got = apply_rope(backend(), {1, 1, 4}, {1, 0, 0, 1}, {1}, {.layout = RopeLayout::half});
+  const std::vector<float> want = {0.5403023058681398f, -0.009999833334166664f, 0.8414709848078965f, 0.9999500004166653f};
   EXPECT_TRUE(all_close(got, want, {1, 1, 4}, 1e-6, 0));
 }
 
@@ -45,8 +41,7 @@ TEST_P(RopeIdentities, HandComputedHalf) {
 // the angles are 3, 1.5, 0.75, 0.375. Checks the frequency formula pair by pair.
 TEST_P(RopeIdentities, HandComputedFrequencies) {
   const std::vector<float> x = {1, 0, 1, 0, 1, 0, 1, 0};
-  const std::vector<float> got =
-      apply_rope(backend(), {1, 1, 8}, x, {3}, {.layout = RopeLayout::interleaved, .base = 16.0});
+  const std::vector<float> got = apply_rope(backend(), {1, 1, 8}, x, {3}, {.layout = RopeLayout::interleaved, .base = 16.0});
   std::vector<float> want;
   for (double a : {3.0, 1.5, 0.75, 0.375}) {
     want.push_back(static_cast<float>(std::cos(a)));
@@ -127,15 +122,14 @@ TEST_P(RopeIdentities, PartialRotaryDims) {
   const auto x = normal(D, 8);
   for (RopeLayout layout : {RopeLayout::interleaved, RopeLayout::half}) {
     const auto y = apply_rope(backend(), {1, 1, D}, x, {999}, {.layout = layout, .rotary_dim = d});
-    const auto y_short = apply_rope(backend(), {1, 1, d}, std::vector<float>(x.begin(), x.begin() + d), {999},
-                                    {.layout = layout});
+    const auto y_short =
+        apply_rope(backend(), {1, 1, d}, std::vector<float>(x.begin(), x.begin() + d), {999}, {.layout = layout});
     for (std::size_t i = 0; i < d; ++i) EXPECT_FLOAT_EQ(y[i], y_short[i]);
     for (std::size_t i = d; i < D; ++i) EXPECT_EQ(y[i], x[i]);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RopeIdentities, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, RopeIdentities, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 // Vulkan against the CPU reference. Shapes pick every unit path of the kernel: 16-byte
 // vectors when head_dim and the pairs align, single pairs, f16 word pairs, whole rows.
@@ -194,29 +188,27 @@ TEST_P(RopeVulkanVsCpu, Matches) {
 
 // The same with texel reads off: every unit reads and writes through storage buffers.
 TEST_P(RopeVulkanVsCpu, MatchesThroughStorageBuffers) {
-  on_vulkan(storage_buffer_options(),
-            [&](Backend& gpu) { EXPECT_EQ(expect_matches(gpu, *cpu_, GetParam()).texel_reads, 0u); });
+  on_vulkan(storage_buffer_options(), [&](Backend& gpu) { EXPECT_EQ(expect_matches(gpu, *cpu_, GetParam()).texel_reads, 0u); });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, RopeVulkanVsCpu,
-    ::testing::Values(RopeCase{1, 1, 2, 0, RopeLayout::half, DType::f32, false},
-                      RopeCase{5, 3, 2, 0, RopeLayout::interleaved, DType::f16, true},
-                      RopeCase{3, 7, 64, 0, RopeLayout::interleaved, DType::f32, true},
-                      RopeCase{17, 5, 80, 32, RopeLayout::half, DType::f32, false},
-                      RopeCase{9, 5, 6, 6, RopeLayout::half, DType::f16, true},
-                      RopeCase{257, 9, 128, 0, RopeLayout::half, DType::f16, false},
-                      RopeCase{31, 3, 112, 48, RopeLayout::interleaved, DType::f16, true},
-                      RopeCase{3000, 3, 64, 0, RopeLayout::half, DType::f32, false},
-                      RopeCase{4099, 1, 128, 0, RopeLayout::interleaved, DType::f32, true},
-                      RopeCase{3, 2, 2048, 2048, RopeLayout::half, DType::f32, true},
-                      RopeCase{7, 1, 1000, 998, RopeLayout::interleaved, DType::f16, true},
-                      // Each unit path of rope_unit.glsl (vector units above; scalar ones here).
-                      RopeCase{4, 3, 6, 6, RopeLayout::half, DType::f32, true},
-                      RopeCase{3, 5, 10, 10, RopeLayout::interleaved, DType::f32, true},
-                      RopeCase{6, 4, 12, 12, RopeLayout::half, DType::f16, true},
-                      RopeCase{2, 3, 20, 20, RopeLayout::half, DType::f16, false}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, RopeVulkanVsCpu,
+                         ::testing::Values(RopeCase{1, 1, 2, 0, RopeLayout::half, DType::f32, false},
+                                           RopeCase{5, 3, 2, 0, RopeLayout::interleaved, DType::f16, true},
+                                           RopeCase{3, 7, 64, 0, RopeLayout::interleaved, DType::f32, true},
+                                           RopeCase{17, 5, 80, 32, RopeLayout::half, DType::f32, false},
+                                           RopeCase{9, 5, 6, 6, RopeLayout::half, DType::f16, true},
+                                           RopeCase{257, 9, 128, 0, RopeLayout::half, DType::f16, false},
+                                           RopeCase{31, 3, 112, 48, RopeLayout::interleaved, DType::f16, true},
+                                           RopeCase{3000, 3, 64, 0, RopeLayout::half, DType::f32, false},
+                                           RopeCase{4099, 1, 128, 0, RopeLayout::interleaved, DType::f32, true},
+                                           RopeCase{3, 2, 2048, 2048, RopeLayout::half, DType::f32, true},
+                                           RopeCase{7, 1, 1000, 998, RopeLayout::interleaved, DType::f16, true},
+                                           // Each unit path of rope_unit.glsl (vector units above; scalar ones here).
+                                           RopeCase{4, 3, 6, 6, RopeLayout::half, DType::f32, true},
+                                           RopeCase{3, 5, 10, 10, RopeLayout::interleaved, DType::f32, true},
+                                           RopeCase{6, 4, 12, 12, RopeLayout::half, DType::f16, true},
+                                           RopeCase{2, 3, 20, 20, RopeLayout::half, DType::f16, false}),
+                         case_name);
 
 }  // namespace
 }  // namespace vkattn::test

@@ -42,15 +42,13 @@ TEST_P(MRopeTest, HandComputedAngles) {
     std::vector<double> angles;
   };
   const Case cases[] = {
-      {{.sections = {1, 2, 5}, .layout = MRopeLayout::contiguous},
-       {3.0, 2.5, 1.25, 0.875, 0.4375, 0.21875, 0.109375, 0.0546875}},
+      {{.sections = {1, 2, 5}, .layout = MRopeLayout::contiguous}, {3.0, 2.5, 1.25, 0.875, 0.4375, 0.21875, 0.109375, 0.0546875}},
       {{.sections = {4, 1, 3}, .layout = MRopeLayout::interleaved},
        {3.0, 2.5, 1.75, 0.375, 0.1875, 0.21875, 0.046875, 0.0234375}},
   };
   for (const Case& c : cases) {
     const RopeConfig config{.layout = RopeLayout::interleaved, .base = 256.0, .mrope = c.mrope};
-    EXPECT_TRUE(all_close(apply_rope(backend(), {1, 1, 16}, x, thw, config), unit_pairs_rotated(c.angles), {1, 1, 16},
-                          1e-6, 0))
+    EXPECT_TRUE(all_close(apply_rope(backend(), {1, 1, 16}, x, thw, config), unit_pairs_rotated(c.angles), {1, 1, 16}, 1e-6, 0))
         << (c.mrope.layout == MRopeLayout::contiguous ? "contiguous" : "interleaved");
   }
 }
@@ -66,14 +64,12 @@ TEST_P(MRopeTest, TextTokensArePlainRopeBitForBit) {
   for (const MRope& m : arrangements) {
     for (RopeLayout layout : {RopeLayout::half, RopeLayout::interleaved}) {
       for (DType dtype : {DType::f32, DType::f16}) {
-        RopeConfig plain{.layout = layout, .base = 1e6, .scaling = RopeScaling::yarn, .factor = 4.0,
-                         .original_context = 4096};
+        RopeConfig plain{.layout = layout, .base = 1e6, .scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 4096};
         RopeConfig mrope = plain;
         mrope.mrope = m;
         const Shape shape{pos.size(), 3, 128};
         const std::vector<float> x = normal(pos.size() * 3 * 128, 5);
-        EXPECT_EQ(apply_rope(backend(), shape, x, thw, mrope, dtype),
-                  apply_rope(backend(), shape, x, pos, plain, dtype));
+        EXPECT_EQ(apply_rope(backend(), shape, x, thw, mrope, dtype), apply_rope(backend(), shape, x, pos, plain, dtype));
       }
     }
   }
@@ -219,13 +215,12 @@ TEST_P(MRopeFamilies, ImageBetweenText) {
 // 1e6), Qwen3-VL-8B (32:8, [24, 20, 20] interleaved, 5e6), Qwen3.5 (16:2, head_dim 256,
 // partial_rotary_factor 0.25, [11, 11, 10] interleaved, 1e7), GLM-4.5V (96:8, partial
 // 0.5, [8, 12, 12], 1e4).
-INSTANTIATE_TEST_SUITE_P(
-    Configs, MRopeFamilies,
-    ::testing::Values(Family{"Qwen25VL", 28, 4, 128, 128, 1e6, {{16, 24, 24}, MRopeLayout::contiguous}},
-                      Family{"Qwen3VL", 32, 8, 128, 128, 5e6, {{24, 20, 20}, MRopeLayout::interleaved}},
-                      Family{"Qwen35", 16, 2, 256, 64, 1e7, {{11, 11, 10}, MRopeLayout::interleaved}},
-                      Family{"GLM45V", 96, 8, 128, 64, 1e4, {{8, 12, 12}, MRopeLayout::contiguous}}),
-    [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Configs, MRopeFamilies,
+                         ::testing::Values(Family{"Qwen25VL", 28, 4, 128, 128, 1e6, {{16, 24, 24}, MRopeLayout::contiguous}},
+                                           Family{"Qwen3VL", 32, 8, 128, 128, 5e6, {{24, 20, 20}, MRopeLayout::interleaved}},
+                                           Family{"Qwen35", 16, 2, 256, 64, 1e7, {{11, 11, 10}, MRopeLayout::interleaved}},
+                                           Family{"GLM45V", 96, 8, 128, 64, 1e4, {{8, 12, 12}, MRopeLayout::contiguous}}),
+                         [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 // Vulkan against the CPU at positions up to 2^31 - 1 drawn independently for t, h and w:
 // both arrangements and pair layouts, f32 and f16, partial rotary, YaRN, the storage-buffer
@@ -237,8 +232,12 @@ TEST_F(VulkanVsCpuTest, MRopeMatchesAtAnyPosition) {
   for (MRopeLayout arrangement : {MRopeLayout::contiguous, MRopeLayout::interleaved}) {
     for (RopeLayout layout : {RopeLayout::half, RopeLayout::interleaved}) {
       for (DType dtype : {DType::f32, DType::f16}) {
-        const RopeConfig config{.layout = layout, .rotary_dim = 48, .base = 1e6, .scaling = RopeScaling::yarn,
-                                .factor = 8.0, .original_context = 2048,
+        const RopeConfig config{.layout = layout,
+                                .rotary_dim = 48,
+                                .base = 1e6,
+                                .scaling = RopeScaling::yarn,
+                                .factor = 8.0,
+                                .original_context = 2048,
                                 .mrope = MRope{.sections = {6, 10, 8}, .layout = arrangement}};
         const Shape shape{n, 4, 64};
         const std::vector<float> x = normal(n * 4 * 64, 7);
@@ -312,14 +311,20 @@ TEST(MRopeErrors, BadInputIsRefused) {
   const std::vector<std::int32_t> three = {0, 1, 2, 3, 4, 5}, one = {0, 1};
   const RopeConfig ok{.mrope = MRope{.sections = {2, 3, 3}}};
   expect_invalid([&] { cmd.rope(x, one, ok); }, {"positions.size()", "2", "3 x n_tokens", "6"});
-  expect_invalid([&] { cmd.rope(x, three, RopeConfig{.mrope = MRope{.sections = {2, 3, 4}}}); },
-                 {"config.mrope.sections", "{2, 3, 4} (sum 9)", "rotary_dim / 2 = 8"});
-  expect_invalid([&] { cmd.rope(x, three, RopeConfig{.mrope = MRope{.sections = {2, 3, 3}, .layout = MRopeLayout(5)}}); },
-                 {"config.mrope.layout", "5"});
+  expect_invalid(
+      [&] {
+        cmd.rope(x, three, RopeConfig{.mrope = MRope{.sections = {2, 3, 4}}});
+      },
+      {"config.mrope.sections", "{2, 3, 4} (sum 9)", "rotary_dim / 2 = 8"});
+  expect_invalid(
+      [&] {
+        cmd.rope(x, three, RopeConfig{.mrope = MRope{.sections = {2, 3, 3}, .layout = MRopeLayout(5)}});
+      },
+      {"config.mrope.layout", "5"});
   expect_invalid([&] { cmd.rope(x, std::vector<std::int32_t>{0, 1, 2, 3, -4, 5}, ok); }, {"positions[4]", "-4"});
-  expect_invalid([&] { cpu->kv_cache({.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .rope = KvRope::on_read,
-                                      .rope_config = ok}); },
-                 {"config.rope_config.mrope", "KvRope::stored"});
+  expect_invalid(
+      [&] { cpu->kv_cache({.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .rope = KvRope::on_read, .rope_config = ok}); },
+      {"config.rope_config.mrope", "KvRope::stored"});
   // A replay refuses a count that is neither n_tokens nor 3 x n_tokens.
   cmd.rope(x, three, ok);
   expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{1, 2, 3, 4}); }, {"positions.size()", "4", "3 x"});

@@ -79,8 +79,8 @@ TEST(RopeScaling, Yarn) {
   deepseek.factor = 40;
   deepseek.yarn.mscale = 0.707;
   deepseek.yarn.mscale_all_dim = 1.0;
-  EXPECT_NEAR(rope_frequencies(deepseek, 128).attention_factor,
-              (0.1 * 0.707 * std::log(40.0) + 1) / (0.1 * std::log(40.0) + 1), 1e-15);
+  EXPECT_NEAR(rope_frequencies(deepseek, 128).attention_factor, (0.1 * 0.707 * std::log(40.0) + 1) / (0.1 * std::log(40.0) + 1),
+              1e-15);
 
   RopeConfig overridden = c;
   overridden.attention_factor = 1.25;
@@ -117,7 +117,10 @@ TEST(RopeScaling, Llama3) {
 // wavelengths above 8192 are divided by 16, the rest kept, none in between (a band of
 // width 0 would divide by zero).
 TEST(RopeScaling, Llama3EqualFactorsLlama4Scout) {
-  RopeConfig c{.layout = RopeLayout::interleaved, .base = 500000.0, .scaling = RopeScaling::llama3, .factor = 16.0,
+  RopeConfig c{.layout = RopeLayout::interleaved,
+               .base = 500000.0,
+               .scaling = RopeScaling::llama3,
+               .factor = 16.0,
                .original_context = 8192};
   c.llama3 = {.low_freq_factor = 1.0, .high_freq_factor = 1.0};
   std::vector<double> want = plain(500000.0, 128);
@@ -141,8 +144,7 @@ TEST(RopeScaling, Llama3EqualFactorsLlama4Scout) {
 TEST(RopeScaling, FactorTable) {
   std::vector<double> factors(32);
   for (std::size_t i = 0; i < 32; ++i) factors[i] = 1.0 + 0.25 * static_cast<double>(i);
-  const RopeConfig c{.rotary_dim = 64, .scaling = RopeScaling::factors, .freq_factors = factors,
-                     .attention_factor = 1.19};
+  const RopeConfig c{.rotary_dim = 64, .scaling = RopeScaling::factors, .freq_factors = factors, .attention_factor = 1.19};
   std::vector<double> want = plain(10000.0, 64);
   for (std::size_t i = 0; i < 32; ++i) want[i] /= factors[i];
   const auto f = rope_frequencies(c, 96);
@@ -157,12 +159,17 @@ using RopeScalingBackends = BackendTest;
 TEST_P(RopeScalingBackends, OutputUsesTheScaledTable) {
   const RopeConfig configs[] = {
       {.layout = RopeLayout::interleaved, .scaling = RopeScaling::linear, .factor = 4.0},
-      {.layout = RopeLayout::interleaved, .base = 1e6, .scaling = RopeScaling::yarn, .factor = 4.0,
-       .original_context = 256},
-      {.layout = RopeLayout::interleaved, .base = 500000.0, .scaling = RopeScaling::llama3, .factor = 8.0,
+      {.layout = RopeLayout::interleaved, .base = 1e6, .scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 256},
+      {.layout = RopeLayout::interleaved,
+       .base = 500000.0,
+       .scaling = RopeScaling::llama3,
+       .factor = 8.0,
        .original_context = 64},
-      {.layout = RopeLayout::interleaved, .rotary_dim = 16, .scaling = RopeScaling::factors,
-       .freq_factors = {1, 2, 3, 4, 5, 6, 7, 8}, .attention_factor = 2.0},
+      {.layout = RopeLayout::interleaved,
+       .rotary_dim = 16,
+       .scaling = RopeScaling::factors,
+       .freq_factors = {1, 2, 3, 4, 5, 6, 7, 8},
+       .attention_factor = 2.0},
   };
   for (const RopeConfig& c : configs) {
     const std::size_t D = 32;
@@ -191,8 +198,7 @@ TEST_P(RopeScalingBackends, PrecisionAtAnyPosition) {
   std::uniform_real_distribution<float> value(-4.0f, 4.0f);
   for (double base : {10000.0, 500000.0, 1e6}) {
     for (std::size_t D : {64u, 128u}) {
-      std::vector<std::int32_t> pos = {0, 1, 4095, 65535, 131071, 1000003, (1 << 24) + 1, 16777213, INT32_MAX - 1,
-                                       INT32_MAX};
+      std::vector<std::int32_t> pos = {0, 1, 4095, 65535, 131071, 1000003, (1 << 24) + 1, 16777213, INT32_MAX - 1, INT32_MAX};
       const auto more = uniform_positions(54, 7);
       pos.insert(pos.end(), more.begin(), more.end());
       const std::size_t T = pos.size(), H = 2;
@@ -256,8 +262,7 @@ TEST_P(RopeScalingBackends, QueryAndKeyInOneOpMixedSequences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RopeScalingBackends, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, RopeScalingBackends, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 // Every scaling variant on Vulkan against the CPU reference, f32 and f16, decode and
 // prefill sizes, Q and K together.

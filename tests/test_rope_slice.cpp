@@ -16,8 +16,8 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/random.hpp"
-#include "support/rope_run.hpp"
 #include "support/rope_formulas.hpp"
+#include "support/rope_run.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -60,20 +60,18 @@ TEST_P(RopeSliceTest, IsRopeOfTheSliceAndLeavesTheRest) {
         backend().upload(raw, x);
         const std::vector<float> held = backend().download(raw);
         const std::string what = std::to_string(s.head_dim) + "/" + std::to_string(s.offset) + "/" +
-                                 std::to_string(s.rotary_dim) +
-                                 (layout == RopeLayout::half ? " half " : " interleaved ") + to_string(dtype);
+                                 std::to_string(s.rotary_dim) + (layout == RopeLayout::half ? " half " : " interleaved ") +
+                                 to_string(dtype);
         EXPECT_EQ(columns(got, s.head_dim, s.offset, s.rotary_dim), alone) << what;
         EXPECT_EQ(columns(got, s.head_dim, 0, s.offset), columns(held, s.head_dim, 0, s.offset)) << what;
         const std::size_t end = s.offset + s.rotary_dim;
-        EXPECT_EQ(columns(got, s.head_dim, end, s.head_dim - end), columns(held, s.head_dim, end, s.head_dim - end))
-            << what;
+        EXPECT_EQ(columns(got, s.head_dim, end, s.head_dim - end), columns(held, s.head_dim, end, s.head_dim - end)) << what;
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RopeSliceTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan),
-                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, RopeSliceTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 TEST_F(VulkanVsCpuTest, RopeSliceMatchesQAndKInOneOp) {
   std::vector<std::int32_t> pos = {0, 1, 2147483647, 65536};
@@ -82,8 +80,13 @@ TEST_F(VulkanVsCpuTest, RopeSliceMatchesQAndKInOneOp) {
   for (const Slice& s : kSlices) {
     for (RopeLayout layout : {RopeLayout::half, RopeLayout::interleaved}) {
       for (DType dtype : {DType::f32, DType::f16}) {
-        const RopeConfig config{.layout = layout, .rotary_dim = s.rotary_dim, .rotary_offset = s.offset, .base = 1e4,
-                                .scaling = RopeScaling::yarn, .factor = 40, .original_context = 4096};
+        const RopeConfig config{.layout = layout,
+                                .rotary_dim = s.rotary_dim,
+                                .rotary_offset = s.offset,
+                                .base = 1e4,
+                                .scaling = RopeScaling::yarn,
+                                .factor = 40,
+                                .original_context = 4096};
         const std::vector<float> xq = normal(n * 4 * s.head_dim, 3), xk = normal(n * s.head_dim, 4);
         const double atol = dtype == DType::f16 ? 2e-3 : 4e-6, rtol = dtype == DType::f16 ? 1e-3 : 0.0;
         auto run = [&](Backend& b) {
@@ -101,14 +104,11 @@ TEST_F(VulkanVsCpuTest, RopeSliceMatchesQAndKInOneOp) {
         const std::vector<float> want = run(*cpu_);
         const Shape shape{n * 5, s.head_dim};
         EXPECT_TRUE(all_close(run(*gpu_), want, shape, atol, rtol)) << s.head_dim << "/" << s.offset;
-        on_vulkan(storage_buffer_options(), [&](Backend& gpu) {
-          EXPECT_TRUE(all_close(run(gpu), want, shape, atol, rtol)) << "storage buffers";
-        });
+        on_vulkan(storage_buffer_options(),
+                  [&](Backend& gpu) { EXPECT_TRUE(all_close(run(gpu), want, shape, atol, rtol)) << "storage buffers"; });
         DeviceOptions minimum = test_options();
         minimum.cap_limits = test_spec_minimum();
-        on_vulkan(minimum, [&](Backend& gpu) {
-          EXPECT_TRUE(all_close(run(gpu), want, shape, atol, rtol)) << "spec minimums";
-        });
+        on_vulkan(minimum, [&](Backend& gpu) { EXPECT_TRUE(all_close(run(gpu), want, shape, atol, rtol)) << "spec minimums"; });
       }
     }
   }
@@ -124,9 +124,13 @@ TEST_F(VulkanVsCpuTest, RopeSliceMatchesQAndKInOneOp) {
 TEST_F(VulkanVsCpuTest, DeepSeekV3ScoresWithRopeOnTheSlice) {
   const std::size_t T = 3, H = 2, D = 192, nope = 128;
   const std::vector<std::int32_t> pos = {0, 1, 7000};
-  const RopeConfig config{.layout = RopeLayout::interleaved, .rotary_dim = 64, .rotary_offset = nope, .base = 1e4,
+  const RopeConfig config{.layout = RopeLayout::interleaved,
+                          .rotary_dim = 64,
+                          .rotary_offset = nope,
+                          .base = 1e4,
                           .scaling = RopeScaling::yarn,
-                          .factor = 40, .original_context = 4096,
+                          .factor = 40,
+                          .original_context = 4096,
                           .yarn = {.beta_fast = 32, .beta_slow = 1, .mscale = 1, .mscale_all_dim = 1}};
   const RopeFrequencies f = rope_frequencies(config, D);
   const std::vector<double> theta = yarn(1e4, 64, 40, 4096, 32, 1);
@@ -184,9 +188,12 @@ TEST(RopeSliceErrors, BadSlicesAreRefused) {
   expect_invalid([&] { cmd.rope(x, pos, RopeConfig{.rotary_offset = 16}); }, {"config.rotary_offset", "16"});
   expect_invalid([&] { cmd.rope(x, pos, RopeConfig{.rotary_dim = 12, .rotary_offset = 8}); },
                  {"config.rotary_dim", "12", "head_dim - rotary_offset = 8"});
-  expect_invalid([&] { cpu->kv_cache({.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .rope = KvRope::on_read,
-                                      .rope_config = {.rotary_offset = 8}}); },
-                 {"config.rope_config.rotary_offset", "8", "KvRope::stored"});
+  expect_invalid(
+      [&] {
+        cpu->kv_cache(
+            {.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .rope = KvRope::on_read, .rope_config = {.rotary_offset = 8}});
+      },
+      {"config.rope_config.rotary_offset", "8", "KvRope::stored"});
   // The default rotary_dim is the rest of the row.
   EXPECT_EQ(rope_frequencies(RopeConfig{.rotary_offset = 10}, 16).theta.size(), 3u);
 }

@@ -167,15 +167,14 @@ class VulkanRuntime : public ::testing::Test {
   }
 };
 
-#define VKATTN_MAKE_OR_SKIP(var, options)                 \
-  auto var = make(options);                               \
+#define VKATTN_MAKE_OR_SKIP(var, options) \
+  auto var = make(options);               \
   if (!var) GTEST_SKIP() << "no Vulkan device available"
 
 // Barriers appear exactly where a dispatch reads or overwrites what an earlier one wrote.
 TEST_F(VulkanRuntime, BarriersOnlyOnHazards) {
   VKATTN_MAKE_OR_SKIP(b, test_options());
-  Tensor x = b->tensor({2, 2, 8}, DType::f32), y = b->tensor({2, 2, 8}, DType::f32),
-         z = b->tensor({2, 2, 8}, DType::f32);
+  Tensor x = b->tensor({2, 2, 8}, DType::f32), y = b->tensor({2, 2, 8}, DType::f32), z = b->tensor({2, 2, 8}, DType::f32);
   const std::vector<std::int32_t> pos{1, 2};
   struct Case {
     const char* name;
@@ -183,12 +182,44 @@ TEST_F(VulkanRuntime, BarriersOnlyOnHazards) {
     std::size_t barriers;
   };
   const Case cases[] = {
-      {"independent", [&](CommandList& c) { c.rope(x, pos); c.rope(y, pos); }, 0},
-      {"read after write", [&](CommandList& c) { c.rope(x, pos); c.copy(x, y); }, 1},
-      {"write after write", [&](CommandList& c) { c.copy(x, y); c.copy(z, y); }, 1},
-      {"write after read", [&](CommandList& c) { c.copy(x, y); c.rope(x, pos); }, 1},
-      {"read after read", [&](CommandList& c) { c.copy(x, y); c.copy(x, z); }, 0},
-      {"chain", [&](CommandList& c) { c.rope(x, pos); c.rope(x, pos); c.rope(x, pos); c.rope(y, pos); }, 2},
+      {"independent",
+       [&](CommandList& c) {
+         c.rope(x, pos);
+         c.rope(y, pos);
+       },
+       0},
+      {"read after write",
+       [&](CommandList& c) {
+         c.rope(x, pos);
+         c.copy(x, y);
+       },
+       1},
+      {"write after write",
+       [&](CommandList& c) {
+         c.copy(x, y);
+         c.copy(z, y);
+       },
+       1},
+      {"write after read",
+       [&](CommandList& c) {
+         c.copy(x, y);
+         c.rope(x, pos);
+       },
+       1},
+      {"read after read",
+       [&](CommandList& c) {
+         c.copy(x, y);
+         c.copy(x, z);
+       },
+       0},
+      {"chain",
+       [&](CommandList& c) {
+         c.rope(x, pos);
+         c.rope(x, pos);
+         c.rope(x, pos);
+         c.rope(y, pos);
+       },
+       2},
   };
   for (const Case& c : cases) {
     CommandList cmd = b->commands();

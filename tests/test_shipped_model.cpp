@@ -19,7 +19,7 @@ namespace {
 
 TEST(ShippedModel, IsTheDocumentedLlamaStyleShape) {
   const llama2c::Config& c = shipped_checkpoint().config;
-  EXPECT_EQ(c.seq_len, 128);  // = the sliding window it was trained with
+  EXPECT_EQ(c.seq_len, 128);           // = the sliding window it was trained with
   EXPECT_LT(c.n_kv_heads, c.n_heads);  // grouped-query attention
   EXPECT_TRUE(c.shared_classifier);
   EXPECT_EQ(c.vocab_size, 1024);
@@ -172,8 +172,8 @@ TEST_F(VulkanVsCpuTest, QuantizedAttentionOnRealKeysAndValues) {
         mean += std::sqrt(e / w) / static_cast<double>(h * static_cast<std::size_t>(c.n_layers));
       }
     }
-    std::printf("%s on the shipped model's K/V: NMSE %.3g, relative error per row mean %.3g, worst %.3g\n",
-                to_string(dtype), err / ref, mean, worst);
+    std::printf("%s on the shipped model's K/V: NMSE %.3g, relative error per row mean %.3g, worst %.3g\n", to_string(dtype),
+                err / ref, mean, worst);
     RecordProperty(std::string("nmse_real_") + to_string(dtype), std::to_string(err / ref));
     EXPECT_LE(err / ref, dtype == DType::q8_0 ? 5e-4 : 2e-2) << to_string(dtype);
   }

@@ -23,9 +23,7 @@ struct RopeCopy {
   Tensor x, y;
   CommandList rope, copy;
   RopeCopy(Backend& b, const std::vector<float>& values, std::size_t n)
-      : x(b.tensor({n, kHeads, kHeadDim}, DType::f32)),
-        y(b.tensor({n, kHeads, kHeadDim}, DType::f32)),
-        rope(b.commands()),
+      : x(b.tensor({n, kHeads, kHeadDim}, DType::f32)), y(b.tensor({n, kHeads, kHeadDim}, DType::f32)), rope(b.commands()),
         copy(b.commands()) {
     b.upload(x, values);
     std::vector<std::int32_t> pos(n);
@@ -157,8 +155,11 @@ TEST_F(Interop, SemaphoresAreCheckedAndNeedTheCallersDevice) {
   CommandList cmd = gpu->commands();
   expect_invalid([&] { cmd.submit({.signal = {{e.semaphore(false), 0}}}); }, {"submit", "empty list"});
   cmd.copy(x, y);
-  expect_invalid([&] { cmd.submit({.wait = {{VK_NULL_HANDLE, 0}}}); },
-                 {"submit", "semaphores.wait[0].semaphore", "VK_NULL_HANDLE"});
+  expect_invalid(
+      [&] {
+        cmd.submit({.wait = {{VK_NULL_HANDLE, 0}}});
+      },
+      {"submit", "semaphores.wait[0].semaphore", "VK_NULL_HANDLE"});
   expect_invalid([&] { cmd.submit({.wait = {{e.semaphore(false), 0, 0}}}); }, {"semaphores.wait[0].stages", "0"});
   expect_invalid([&] { cmd.submit({.signal = {{}, {VK_NULL_HANDLE, 0}}}); }, {"semaphores.signal[0].semaphore"});
   EXPECT_EQ(cmd.stats().submits, 0u);

@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spirv-tools
           mesa-vulkan-drivers vulkan-validationlayers vulkan-tools libgtest-dev libbenchmark-dev
-          libpng-dev)
+          libpng-dev clang-format-14)
 # The Python module (python/): pybind11 and the development files build it; numpy runs it;
 # pytest and torch (the tests' reference) test it; matplotlib draws the sample's heatmap.
 packages+=(python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-torch

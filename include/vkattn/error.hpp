@@ -32,8 +32,7 @@ class VKATTN_API Error : public std::runtime_error {
  public:
   // |call| is the failing call or check, |vk_result| the VkResult (0 when none), |op| the
   // vkattn operation that was running ("rope", "upload", "create backend", ...).
-  Error(ErrorCode code, std::string message, std::string call = {}, int vk_result = 0,
-        std::string op = {});
+  Error(ErrorCode code, std::string message, std::string call = {}, int vk_result = 0, std::string op = {});
   ErrorCode code() const noexcept { return code_; }
   int vk_result() const noexcept { return vk_result_; }
   const std::string& call() const noexcept { return call_; }
@@ -52,8 +51,7 @@ class VKATTN_API Error : public std::runtime_error {
 // "vkattn: <op>: <param> = <value>; valid: <valid>".
 class VKATTN_API InvalidArgument : public std::invalid_argument {
  public:
-  InvalidArgument(const std::string& op, const std::string& param, const std::string& value,
-                  const std::string& valid);
+  InvalidArgument(const std::string& op, const std::string& param, const std::string& value, const std::string& valid);
   const std::string& param() const noexcept { return param_; }
 
  private:

@@ -52,7 +52,7 @@ struct KvCacheConfig {
   DType dtype = DType::f16;    // f32 or f16; default f16
   std::size_t n_sinks = 0;     // first positions kept for ever (StreamingLLM: 4); < capacity
   KvRope rope = KvRope::stored;
-  RopeConfig rope_config{};    // on_read: the rotation attention applies (attention factor 1)
+  RopeConfig rope_config{};  // on_read: the rotation attention applies (attention factor 1)
 };
 
 class VKATTN_API KvCache {

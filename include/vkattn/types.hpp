@@ -95,13 +95,13 @@ struct RopeConfig {
   double base = 10000.0;                 // theta_i = base^(-2i/rotary_dim); finite, > 0
                                          // (Llama 2: 1e4; Llama 3: 5e5; Qwen2: 1e6)
   RopeScaling scaling = RopeScaling::none;
-  double factor = 1.0;               // linear, ntk, dynamic_ntk, yarn, llama3: context extension
-                                     // factor (Llama 3.1: 8; Qwen2.5 YaRN: 4); finite, > 0
-  std::size_t original_context = 0;  // dynamic_ntk, yarn, llama3: the trained context length
-                                     // (original_max_position_embeddings); >= 1 for those
-  std::size_t sequence_length = 0;   // dynamic_ntk: current length; 0 = 1 + largest position
-  YarnParams yarn{};                 // yarn only
-  Llama3Params llama3{};             // llama3 only
+  double factor = 1.0;                 // linear, ntk, dynamic_ntk, yarn, llama3: context extension
+                                       // factor (Llama 3.1: 8; Qwen2.5 YaRN: 4); finite, > 0
+  std::size_t original_context = 0;    // dynamic_ntk, yarn, llama3: the trained context length
+                                       // (original_max_position_embeddings); >= 1 for those
+  std::size_t sequence_length = 0;     // dynamic_ntk: current length; 0 = 1 + largest position
+  YarnParams yarn{};                   // yarn only
+  Llama3Params llama3{};               // llama3 only
   std::vector<double> freq_factors{};  // factors: rotary_dim / 2 values, each finite, > 0
   // Multiplies the rotated dims (cos and sin), as YaRN's mscale does. Default: yarn
   // 0.1 * ln(factor) + 1 (1 when factor <= 1), else 1. Phi-3 LongRoPE uses
@@ -118,8 +118,7 @@ struct RopeFrequencies {
   std::vector<double> theta;  // rotary_dim / 2 angles per token, radians
   double attention_factor = 1.0;
 };
-VKATTN_API RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
-                                            std::int32_t max_position = 0);
+VKATTN_API RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim, std::int32_t max_position = 0);
 
 // Attention options shared by the three stages (scores, softmax, weighted sum).
 // Per query token t, head h, key j, with kvh(h) = h / (n_heads / n_kv_heads):
@@ -166,23 +165,23 @@ struct QueryTemperature {
 };
 
 struct AttentionConfig {
-  std::optional<double> scale{};          // default 1/sqrt(head_dim); finite
-  bool causal = true;                     // keys with pos_j <= pos_t only
-  std::optional<std::uint32_t> window{};  // keys with pos_t - pos_j < window (Mistral); >= 1
+  std::optional<double> scale{};                  // default 1/sqrt(head_dim); finite
+  bool causal = true;                             // keys with pos_j <= pos_t only
+  std::optional<std::uint32_t> window{};          // keys with pos_t - pos_j < window (Mistral); >= 1
   WindowType window_type = WindowType::trailing;  // with window only
   // Chunked local attention (Llama 4: 8192 on 3 layers of 4): keys with
   // floor(pos_j / chunk) == floor(pos_t / chunk) only, besides causal and window; >= 1
   std::optional<std::uint32_t> chunk{};
-  std::optional<QueryTemperature> query_temperature{};  // none: t = 1
-  std::optional<double> softcap{};        // Gemma 2 logit soft-capping (50); finite, > 0
+  std::optional<QueryTemperature> query_temperature{};        // none: t = 1
+  std::optional<double> softcap{};                            // Gemma 2 logit soft-capping (50); finite, > 0
   SoftcapOrder softcap_order = SoftcapOrder::scale_then_cap;  // with softcap only
-  bool alibi = false;                     // ALiBi with the standard geometric slopes (BLOOM, MPT)
-  std::vector<float> alibi_slopes{};      // per head, replaces the standard slopes (implies ALiBi)
-  std::vector<float> sinks{};             // per head sink logit in the softmax denominator
-                                          // only (gpt-oss); empty = none. Read by
-                                          // attn_softmax and attention; attn_scores
-                                          // refuses them
-  AttentionPath path = AttentionPath::automatic;  // CommandList::attention only
+  bool alibi = false;                                         // ALiBi with the standard geometric slopes (BLOOM, MPT)
+  std::vector<float> alibi_slopes{};                          // per head, replaces the standard slopes (implies ALiBi)
+  std::vector<float> sinks{};                                 // per head sink logit in the softmax denominator
+                                                              // only (gpt-oss); empty = none. Read by
+                                                              // attn_softmax and attention; attn_scores
+                                                              // refuses them
+  AttentionPath path = AttentionPath::automatic;              // CommandList::attention only
 };
 
 // Positions and sequence ids of the query tokens and of the keys, each in [0, 2^31).
@@ -210,23 +209,23 @@ inline constexpr std::size_t kMaxAttentionHeadDim = 256;
 // The device limits vkattn depends on, read once per device. Options may lower them (see
 // DeviceOptions::cap_limits) so that tests can run at the Vulkan spec minimums.
 struct DeviceLimits {
-  std::uint32_t subgroup_size = 0;              // lanes; 0 when the device reports none
-  bool subgroup_arithmetic = false;             // subgroupAdd/Max/... in compute shaders
-  bool subgroup_shuffle = false;                // subgroupShuffle* in compute shaders
-  bool subgroup_size_control = false;           // a compute pipeline can require a subgroup size
-                                                // and full subgroups (VK_EXT_subgroup_size_control)
-  std::uint32_t subgroup_min_size = 0;          // sizes a pipeline may require (size control);
-  std::uint32_t subgroup_max_size = 0;          //   both subgroup_size without it
-  bool subgroup_vote = false;                   // subgroupAny/All in compute shaders
-  std::uint32_t max_shared_memory = 16384;      // bytes per workgroup; spec minimum 16 KiB
-  std::uint32_t max_workgroup_invocations = 128;                 // spec minimum 128
-  std::array<std::uint32_t, 3> max_workgroup_size{128, 128, 64}; // spec minimum
+  std::uint32_t subgroup_size = 0;                                        // lanes; 0 when the device reports none
+  bool subgroup_arithmetic = false;                                       // subgroupAdd/Max/... in compute shaders
+  bool subgroup_shuffle = false;                                          // subgroupShuffle* in compute shaders
+  bool subgroup_size_control = false;                                     // a compute pipeline can require a subgroup size
+                                                                          // and full subgroups (VK_EXT_subgroup_size_control)
+  std::uint32_t subgroup_min_size = 0;                                    // sizes a pipeline may require (size control);
+  std::uint32_t subgroup_max_size = 0;                                    //   both subgroup_size without it
+  bool subgroup_vote = false;                                             // subgroupAny/All in compute shaders
+  std::uint32_t max_shared_memory = 16384;                                // bytes per workgroup; spec minimum 16 KiB
+  std::uint32_t max_workgroup_invocations = 128;                          // spec minimum 128
+  std::array<std::uint32_t, 3> max_workgroup_size{128, 128, 64};          // spec minimum
   std::array<std::uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // spec minimum
-  std::uint64_t max_storage_buffer_range = 134217728;  // bytes; spec minimum 128 MiB
+  std::uint64_t max_storage_buffer_range = 134217728;                     // bytes; spec minimum 128 MiB
   // Storage-buffer bindings one kernel may use (maxPerStageDescriptorStorageBuffers); spec
   // minimum 4. Inputs read through texel views do not count against it.
   std::uint32_t max_storage_buffers = 4;
-  std::uint64_t storage_offset_alignment = 256;        // minStorageBufferOffsetAlignment
+  std::uint64_t storage_offset_alignment = 256;  // minStorageBufferOffsetAlignment
   // 16-byte texels (R32G32B32A32_UINT) a uniform texel buffer may hold; spec minimum 65536.
   // Kernels read big inputs through texel buffers when the tensor fits (on CPU devices a
   // texel fetch is a vector gather, a storage-buffer load a per-lane loop); 0 turns that off.
@@ -235,11 +234,11 @@ struct DeviceLimits {
   // counted against each heap; one that would not fit is Error(out_of_memory). A cap
   // lowers every device-local heap to it (0 in a cap: no change).
   std::uint64_t device_local_bytes = 0;
-  bool storage_16bit = false;                          // storageBuffer16BitAccess
-  bool shader_float16 = false;                         // shaderFloat16 (fp16 arithmetic)
-  bool timestamps = false;                             // compute-queue timestamps
-  double timestamp_period_ns = 0.0;                    // ns per timestamp tick
-  bool unified_memory = false;                         // device-local memory is host-visible
+  bool storage_16bit = false;        // storageBuffer16BitAccess
+  bool shader_float16 = false;       // shaderFloat16 (fp16 arithmetic)
+  bool timestamps = false;           // compute-queue timestamps
+  double timestamp_period_ns = 0.0;  // ns per timestamp tick
+  bool unified_memory = false;       // device-local memory is host-visible
   // Compute units (NVIDIA SMs, AMD CUs, Arm shader cores) when the driver says
   // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties, VK_ARM_shader_core_builtins);
   // 0 when it does not. Decode kernels split keys to give each unit several workgroups.
@@ -306,14 +305,14 @@ struct DeviceOptions {
 
 // One Vulkan device as vkattn sees it (for vkattn-info and error messages).
 struct DeviceInfo {
-  std::uint32_t index = 0;   // position in vkEnumeratePhysicalDevices order
+  std::uint32_t index = 0;  // position in vkEnumeratePhysicalDevices order
   std::string name;
-  std::string type;          // "discrete", "integrated", "virtual", "cpu", "other"
-  std::string api_version;   // "1.3.230"
-  std::string driver;        // driver name and info
+  std::string type;         // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string api_version;  // "1.3.230"
+  std::string driver;       // driver name and info
   DeviceLimits limits;
-  std::string rejected;      // why vkattn cannot use it; empty when usable
-  bool chosen = false;       // the device make_backend() would pick with these options
+  std::string rejected;  // why vkattn cannot use it; empty when usable
+  bool chosen = false;   // the device make_backend() would pick with these options
 };
 
 // Enumerates Vulkan devices and marks the one that would be chosen. Throws

@@ -92,7 +92,8 @@ enum {
   VKATTN_DTYPE_Q4_0 = 4  /* K and V only: ggml's q4_0, the same way */
 };
 
-enum { /* kernel families (DeviceOptions::kernels; docs/kernel-shapes.md) */
+/* kernel families (DeviceOptions::kernels; docs/kernel-shapes.md) */
+enum {
   VKATTN_KERNELS_AUTOMATIC = 0, /* cpu on CPU devices, gpu elsewhere (default; $VKATTN_KERNELS overrides) */
   VKATTN_KERNELS_CPU = 1,
   VKATTN_KERNELS_GPU = 2
@@ -103,7 +104,8 @@ enum {
   VKATTN_ROPE_LAYOUT_HALF = 1         /* pairs (x[i], x[i + d/2]): GPT-NeoX, Hugging Face (default) */
 };
 
-enum { /* as RopeScaling in types.hpp; docs/rope.md has the formulas */
+/* as RopeScaling in types.hpp; docs/rope.md has the formulas */
+enum {
   VKATTN_ROPE_SCALING_NONE = 0,
   VKATTN_ROPE_SCALING_LINEAR = 1,
   VKATTN_ROPE_SCALING_NTK = 2,
@@ -114,7 +116,7 @@ enum { /* as RopeScaling in types.hpp; docs/rope.md has the formulas */
 };
 
 enum {
-  VKATTN_ATTENTION_PATH_AUTOMATIC = 0,   /* fused, but three stages on CPU devices (default) */
+  VKATTN_ATTENTION_PATH_AUTOMATIC = 0, /* fused, but three stages on CPU devices (default) */
   VKATTN_ATTENTION_PATH_FUSED = 1,
   VKATTN_ATTENTION_PATH_THREE_STAGES = 2
 };
@@ -125,8 +127,8 @@ enum {
 };
 
 enum {
-  VKATTN_MROPE_CONTIGUOUS = 0,  /* sections one after another: Qwen2-VL, Qwen2.5-VL */
-  VKATTN_MROPE_INTERLEAVED = 1  /* h and w every third pair: Qwen3-VL, Qwen3.5 */
+  VKATTN_MROPE_CONTIGUOUS = 0, /* sections one after another: Qwen2-VL, Qwen2.5-VL */
+  VKATTN_MROPE_INTERLEAVED = 1 /* h and w every third pair: Qwen3-VL, Qwen3.5 */
 };
 
 enum {
@@ -170,11 +172,11 @@ VKATTN_API vkattn_status vkattn_device_options_init(vkattn_device_options* optio
 
 /* One Vulkan device as vkattn sees it. Strings live as long as the list. */
 typedef struct vkattn_device_info {
-  uint32_t struct_size;              /* bytes written */
-  uint32_t index;                    /* in vkEnumeratePhysicalDevices order */
+  uint32_t struct_size; /* bytes written */
+  uint32_t index;       /* in vkEnumeratePhysicalDevices order */
   const char* name;
-  const char* type;                  /* "discrete", "integrated", "virtual", "cpu", "other" */
-  const char* api_version;           /* "1.3.230" */
+  const char* type;        /* "discrete", "integrated", "virtual", "cpu", "other" */
+  const char* api_version; /* "1.3.230" */
   const char* driver;
   const char* rejected;              /* why vkattn cannot use it; "" when usable */
   uint32_t chosen;                   /* 1 for the device vkattn_backend_create would pick */
@@ -192,8 +194,8 @@ typedef struct vkattn_device_info {
 VKATTN_API vkattn_status vkattn_list_devices(const vkattn_device_options* options, vkattn_device_list** list);
 VKATTN_API vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* count);
 /* Writes the first |info_size| bytes of device |index|'s vkattn_device_info (pass sizeof). */
-VKATTN_API vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index,
-                                                vkattn_device_info* info, size_t info_size);
+VKATTN_API vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index, vkattn_device_info* info,
+                                                size_t info_size);
 VKATTN_API void vkattn_device_list_destroy(vkattn_device_list* list);
 
 /* A backend: VKATTN_BACKEND_VULKAN runs on a GPU, VKATTN_BACKEND_CPU is the reference.
@@ -206,14 +208,13 @@ VKATTN_API vkattn_status vkattn_backend_get_kind(const vkattn_backend* backend, 
 VKATTN_API vkattn_status vkattn_backend_device_name(const vkattn_backend* backend, const char** name);
 /* Validation-layer warnings and errors seen so far (Vulkan with validation on). The
  * strings live until the next call of vkattn_backend_validation_messages on |backend|. */
-VKATTN_API vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages,
-                                                            size_t* count);
+VKATTN_API vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages, size_t* count);
 
 /* ---- Tensors ---- */
 
 /* A zero-filled tensor; |shape| holds |rank| dimensions, each >= 1 (row-major, innermost last). */
-VKATTN_API vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape, size_t rank,
-                                              vkattn_dtype dtype, vkattn_tensor** tensor);
+VKATTN_API vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape, size_t rank, vkattn_dtype dtype,
+                                              vkattn_tensor** tensor);
 VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor);
 VKATTN_API vkattn_status vkattn_tensor_dtype(const vkattn_tensor* tensor, vkattn_dtype* dtype);
 /* The rank, and the dimensions into |dims| when it holds |max_dims| >= rank values
@@ -223,21 +224,15 @@ VKATTN_API vkattn_status vkattn_tensor_numel(const vkattn_tensor* tensor, size_t
 
 /* Synchronous copies; |count| must be the tensor's numel. f32 data goes to f32 and f16
  * tensors (rounded to nearest even) and back; i32 data to i32 tensors. */
-VKATTN_API vkattn_status vkattn_upload_f32(vkattn_backend* backend, vkattn_tensor* tensor, const float* data,
-                                           size_t count);
-VKATTN_API vkattn_status vkattn_upload_i32(vkattn_backend* backend, vkattn_tensor* tensor, const int32_t* data,
-                                           size_t count);
-VKATTN_API vkattn_status vkattn_download_f32(vkattn_backend* backend, const vkattn_tensor* tensor, float* data,
-                                             size_t count);
-VKATTN_API vkattn_status vkattn_download_i32(vkattn_backend* backend, const vkattn_tensor* tensor, int32_t* data,
-                                             size_t count);
+VKATTN_API vkattn_status vkattn_upload_f32(vkattn_backend* backend, vkattn_tensor* tensor, const float* data, size_t count);
+VKATTN_API vkattn_status vkattn_upload_i32(vkattn_backend* backend, vkattn_tensor* tensor, const int32_t* data, size_t count);
+VKATTN_API vkattn_status vkattn_download_f32(vkattn_backend* backend, const vkattn_tensor* tensor, float* data, size_t count);
+VKATTN_API vkattn_status vkattn_download_i32(vkattn_backend* backend, const vkattn_tensor* tensor, int32_t* data, size_t count);
 /* The storage bytes as they are (docs/kv-cache.md has the layouts), for saving and
  * restoring any tensor exactly; |size| must be the tensor's byte size. */
 VKATTN_API vkattn_status vkattn_tensor_bytes(const vkattn_tensor* tensor, size_t* bytes);
-VKATTN_API vkattn_status vkattn_upload_raw(vkattn_backend* backend, vkattn_tensor* tensor, const void* data,
-                                           size_t size);
-VKATTN_API vkattn_status vkattn_download_raw(vkattn_backend* backend, const vkattn_tensor* tensor, void* data,
-                                             size_t size);
+VKATTN_API vkattn_status vkattn_upload_raw(vkattn_backend* backend, vkattn_tensor* tensor, const void* data, size_t size);
+VKATTN_API vkattn_status vkattn_download_raw(vkattn_backend* backend, const vkattn_tensor* tensor, void* data, size_t size);
 
 /* ---- Configurations (defaults from the _init functions) ---- */
 
@@ -258,14 +253,14 @@ typedef struct vkattn_rope_config {
   double llama3_high_freq_factor; /* default 4 */
   const double* freq_factors;     /* VKATTN_ROPE_SCALING_FACTORS: rotary_dim / 2 values; else NULL */
   uint64_t n_freq_factors;
-  double attention_factor;        /* multiplies the rotated dims; 0 (default) = the scaling's own */
-  uint32_t yarn_truncate;         /* 1 (default): floor/ceil YaRN's ramp bounds to whole dims */
-  uint32_t reserved;              /* 0 */
+  double attention_factor; /* multiplies the rotated dims; 0 (default) = the scaling's own */
+  uint32_t yarn_truncate;  /* 1 (default): floor/ceil YaRN's ramp bounds to whole dims */
+  uint32_t reserved;       /* 0 */
   /* 0.3: M-RoPE (Qwen2-VL and later): the rotary pairs each of a token's three positions
    * (t, h, w) rotates, adding up to rotary_dim / 2; positions then come three per token.
    * All 0 (default): plain RoPE. */
   uint32_t mrope_sections[3];
-  int32_t mrope_layout;           /* VKATTN_MROPE_CONTIGUOUS (default) or VKATTN_MROPE_INTERLEAVED */
+  int32_t mrope_layout; /* VKATTN_MROPE_CONTIGUOUS (default) or VKATTN_MROPE_INTERLEAVED */
   /* 0.4: the first dim rotated, even: dims [rotary_offset, rotary_offset + rotary_dim)
    * rotate, the rest pass through (DeepSeek's MLA keys: 512 of 576); default 0. */
   uint64_t rotary_offset;
@@ -282,12 +277,12 @@ typedef struct vkattn_attention_config {
   uint32_t alibi;            /* 1: ALiBi with the standard slopes; default 0 */
   const float* alibi_slopes; /* n_heads slopes, replacing the standard ones (implies ALiBi); default NULL */
   uint64_t n_alibi_slopes;
-  const float* sinks;        /* n_heads sink logits in the softmax denominator (gpt-oss); default NULL */
+  const float* sinks; /* n_heads sink logits in the softmax denominator (gpt-oss); default NULL */
   uint64_t n_sinks;
   /* 0.3: */
-  uint32_t chunk;            /* keys in the query's chunk only: pos_k / chunk == pos_q / chunk (Llama 4:
-                                8192); 0 (default) = none */
-  int32_t window_type;       /* VKATTN_WINDOW_TRAILING (default) or VKATTN_WINDOW_SYMMETRIC */
+  uint32_t chunk;      /* keys in the query's chunk only: pos_k / chunk == pos_q / chunk (Llama 4:
+                          8192); 0 (default) = none */
+  int32_t window_type; /* VKATTN_WINDOW_TRAILING (default) or VKATTN_WINDOW_SYMMETRIC */
   /* Query temperature (Llama 4, Ministral 3): scores of query row t times
    * 1 + temperature_scale * ln(1 + floor((pos_q + temperature_offset) / temperature_floor_scale)).
    * temperature_floor_scale 0 (default) = none. */
@@ -304,23 +299,23 @@ typedef struct vkattn_attention_tokens {
   uint64_t n_q_positions;
   const int32_t* k_positions; /* n_keys, or none: keys at 0..n_keys-1; none over a cache */
   uint64_t n_k_positions;
-  const int32_t* q_seq_ids;   /* n_tokens, or none: all in sequence 0 */
+  const int32_t* q_seq_ids; /* n_tokens, or none: all in sequence 0 */
   uint64_t n_q_seq_ids;
-  const int32_t* k_seq_ids;   /* n_keys, or none: all in sequence 0; none over a cache */
+  const int32_t* k_seq_ids; /* n_keys, or none: all in sequence 0; none over a cache */
   uint64_t n_k_seq_ids;
 } vkattn_attention_tokens;
 
 typedef struct vkattn_kv_cache_config {
   uint32_t struct_size;
-  int32_t dtype;                          /* VKATTN_DTYPE_F16 (default) or _F32 */
-  uint64_t n_seqs;                        /* sequences held at once; default 1 */
-  uint64_t n_kv_heads;                    /* required (0 is rejected) */
-  uint64_t head_dim;                      /* required: [1, 256]; even for f16 */
-  uint64_t capacity;                      /* required: slots per sequence, > n_sinks */
-  uint64_t n_sinks;                       /* first positions kept for ever (StreamingLLM: 4); default 0 */
-  int32_t rope;                           /* VKATTN_KV_ROPE_STORED (default) */
-  uint32_t reserved;                      /* 0 */
-  const vkattn_rope_config* rope_config;  /* VKATTN_KV_ROPE_ON_READ's rotation; optional; copied */
+  int32_t dtype;                         /* VKATTN_DTYPE_F16 (default) or _F32 */
+  uint64_t n_seqs;                       /* sequences held at once; default 1 */
+  uint64_t n_kv_heads;                   /* required (0 is rejected) */
+  uint64_t head_dim;                     /* required: [1, 256]; even for f16 */
+  uint64_t capacity;                     /* required: slots per sequence, > n_sinks */
+  uint64_t n_sinks;                      /* first positions kept for ever (StreamingLLM: 4); default 0 */
+  int32_t rope;                          /* VKATTN_KV_ROPE_STORED (default) */
+  uint32_t reserved;                     /* 0 */
+  const vkattn_rope_config* rope_config; /* VKATTN_KV_ROPE_ON_READ's rotation; optional; copied */
 } vkattn_kv_cache_config;
 
 typedef struct vkattn_command_list_options {
@@ -368,8 +363,8 @@ VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
  * taking |positions| (n_positions = the list's number of tokens) and, where it took
  * sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the command buffer is
  * kept and only parameter bytes change. On an error nothing changes. */
-VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions,
-                                                        size_t n_positions, const int32_t* seq_ids, size_t n_seq_ids);
+VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
+                                                        const int32_t* seq_ids, size_t n_seq_ids);
 
 /* Asynchronous submission (CommandList::submit): returns at once with a handle to poll or
  * wait on, which keeps what the work uses alive until it finishes (destroy it whenever).
@@ -379,8 +374,7 @@ VKATTN_API vkattn_status vkattn_submit(vkattn_command_list* list, vkattn_submiss
 /* *ready = 1 once it has finished, else 0; never blocks. */
 VKATTN_API vkattn_status vkattn_submission_ready(vkattn_submission* submission, uint32_t* ready);
 /* Waits up to timeout_ns: *finished = 1 once it has finished, 0 on timeout (still running). */
-VKATTN_API vkattn_status vkattn_submission_wait(vkattn_submission* submission, uint64_t timeout_ns,
-                                                uint32_t* finished);
+VKATTN_API vkattn_status vkattn_submission_wait(vkattn_submission* submission, uint64_t timeout_ns, uint32_t* finished);
 VKATTN_API void vkattn_submission_destroy(vkattn_submission* submission);
 
 /* dst = src: same dtype and number of elements. */
@@ -390,55 +384,48 @@ VKATTN_API vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tenso
                                          size_t n_positions, const vkattn_rope_config* config);
 /* The same on Q and K (other head counts) in one dispatch. */
 VKATTN_API vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vkattn_tensor* k,
-                                            const int32_t* positions, size_t n_positions,
-                                            const vkattn_rope_config* config);
+                                            const int32_t* positions, size_t n_positions, const vkattn_rope_config* config);
 
 /* Attention in three stages (docs/attention.md): q [n_tokens, n_heads, head_dim], k and v
  * [n_keys, n_kv_heads, head_dim], scores and probs f32 [n_tokens, n_heads, n_keys], out f32
  * [n_tokens, n_heads, head_dim]; |config| and |mask| (f32 [n_tokens, n_keys]) optional. */
-VKATTN_API vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_tensor* q,
-                                                const vkattn_tensor* k, vkattn_tensor* scores,
-                                                const vkattn_attention_tokens* tokens,
+VKATTN_API vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_tensor* q, const vkattn_tensor* k,
+                                                vkattn_tensor* scores, const vkattn_attention_tokens* tokens,
                                                 const vkattn_attention_config* config, const vkattn_tensor* mask);
-VKATTN_API vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, const vkattn_tensor* scores,
-                                                 vkattn_tensor* probs, const vkattn_attention_config* config);
+VKATTN_API vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, const vkattn_tensor* scores, vkattn_tensor* probs,
+                                                 const vkattn_attention_config* config);
 VKATTN_API vkattn_status vkattn_cmd_attn_weighted_sum(vkattn_command_list* list, const vkattn_tensor* probs,
                                                       const vkattn_tensor* v, vkattn_tensor* out);
 /* Attention in one op (fused, or the three stages as config->path says). */
-VKATTN_API vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tensor* q,
-                                              const vkattn_tensor* k, const vkattn_tensor* v, vkattn_tensor* out,
-                                              const vkattn_attention_tokens* tokens,
+VKATTN_API vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tensor* q, const vkattn_tensor* k,
+                                              const vkattn_tensor* v, vkattn_tensor* out, const vkattn_attention_tokens* tokens,
                                               const vkattn_attention_config* config, const vkattn_tensor* mask);
 
 /* Writes each token's key and value into its sequence's slot for its position. |seq_ids|
  * (optional) may be none only for a one-sequence cache; |flags|: VKATTN_KV_APPEND_*. */
-VKATTN_API vkattn_status vkattn_cmd_kv_append(vkattn_command_list* list, vkattn_kv_cache* cache,
-                                              const vkattn_tensor* k, const vkattn_tensor* v,
-                                              const int32_t* positions, size_t n_positions, const int32_t* seq_ids,
-                                              size_t n_seq_ids, uint32_t flags);
+VKATTN_API vkattn_status vkattn_cmd_kv_append(vkattn_command_list* list, vkattn_kv_cache* cache, const vkattn_tensor* k,
+                                              const vkattn_tensor* v, const int32_t* positions, size_t n_positions,
+                                              const int32_t* seq_ids, size_t n_seq_ids, uint32_t flags);
 /* Makes sequence |dst| a copy of |src| (prefix sharing). */
-VKATTN_API vkattn_status vkattn_cmd_kv_copy_sequence(vkattn_command_list* list, vkattn_kv_cache* cache, size_t src,
-                                                     size_t dst);
+VKATTN_API vkattn_status vkattn_cmd_kv_copy_sequence(vkattn_command_list* list, vkattn_kv_cache* cache, size_t src, size_t dst);
 /* The same stages over a cache: n_keys = capacity, keys in slot order. */
 VKATTN_API vkattn_status vkattn_cmd_attn_scores_cache(vkattn_command_list* list, const vkattn_tensor* q,
                                                       const vkattn_kv_cache* cache, vkattn_tensor* scores,
                                                       const vkattn_attention_tokens* tokens,
-                                                      const vkattn_attention_config* config,
-                                                      const vkattn_tensor* mask);
+                                                      const vkattn_attention_config* config, const vkattn_tensor* mask);
 /* |tokens| optional: as given to vkattn_cmd_attn_scores_cache. */
 VKATTN_API vkattn_status vkattn_cmd_attn_weighted_sum_cache(vkattn_command_list* list, const vkattn_tensor* probs,
                                                             const vkattn_kv_cache* cache, vkattn_tensor* out,
                                                             const vkattn_attention_tokens* tokens);
 VKATTN_API vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, const vkattn_tensor* q,
                                                     const vkattn_kv_cache* cache, vkattn_tensor* out,
-                                                    const vkattn_attention_tokens* tokens,
-                                                    const vkattn_attention_config* config, const vkattn_tensor* mask);
+                                                    const vkattn_attention_tokens* tokens, const vkattn_attention_config* config,
+                                                    const vkattn_tensor* mask);
 
 /* Per-dispatch times of the last submission (lists made with timestamps = 1), in recording
  * order. The op names live until the next submit of |list|. */
 VKATTN_API vkattn_status vkattn_command_list_timing_count(const vkattn_command_list* list, size_t* count);
-VKATTN_API vkattn_status vkattn_command_list_timing(const vkattn_command_list* list, size_t index, const char** op,
-                                                    double* ms);
+VKATTN_API vkattn_status vkattn_command_list_timing(const vkattn_command_list* list, size_t index, const char** op, double* ms);
 
 typedef struct vkattn_command_stats {
   uint32_t struct_size; /* bytes written */
@@ -458,9 +445,8 @@ VKATTN_API vkattn_status vkattn_command_list_stats(const vkattn_command_list* li
 VKATTN_API vkattn_status vkattn_alibi_slopes(size_t n_heads, float* slopes, size_t count);
 /* The rotary_dim / 2 frequencies (radians per position) and the attention factor that
  * |config| resolves to for |head_dim| and a largest position |max_position|. */
-VKATTN_API vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* config, size_t head_dim,
-                                                 int32_t max_position, double* theta, size_t count,
-                                                 double* attention_factor);
+VKATTN_API vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* config, size_t head_dim, int32_t max_position,
+                                                 double* theta, size_t count, double* attention_factor);
 
 #ifdef __cplusplus
 }

@@ -18,19 +18,19 @@ extern "C" {
 /* The application's Vulkan objects (ExternalVulkan). vkattn never destroys them; they must
  * outlive the backend and everything made from it. Handles are copied. */
 typedef struct vkattn_external_vulkan {
-  uint32_t struct_size;                     /* set by vkattn_external_vulkan_init */
-  uint32_t queue_family_index;              /* a family with VK_QUEUE_COMPUTE_BIT; default 0 */
-  VkInstance instance;                      /* required */
-  VkPhysicalDevice physical_device;         /* required */
-  VkDevice device;                          /* required */
-  VkQueue queue;                            /* required: a queue of queue_family_index; externally synchronized
-                                               during vkattn calls that submit (vulkan.hpp says which) */
-  const VkDeviceCreateInfo* device_create_info; /* optional: read during the create call only; optional
-                                                   extensions and features are used only if enabled there */
-  VkPipelineCache pipeline_cache;           /* optional: VK_NULL_HANDLE (default): vkattn's own */
-  uint32_t api_version;                     /* the instance's VkApplicationInfo::apiVersion; default 1.1 */
-  uint32_t reserved;                        /* 0 */
-  const VkAllocationCallbacks* allocator;   /* optional (since 0.2): for vkattn's device objects (ExternalVulkan) */
+  uint32_t struct_size;                             /* set by vkattn_external_vulkan_init */
+  uint32_t queue_family_index;                      /* a family with VK_QUEUE_COMPUTE_BIT; default 0 */
+  VkInstance instance;                              /* required */
+  VkPhysicalDevice physical_device;                 /* required */
+  VkDevice device;                                  /* required */
+  VkQueue queue;                                    /* required: a queue of queue_family_index; externally synchronized
+                                                       during vkattn calls that submit (vulkan.hpp says which) */
+  const VkDeviceCreateInfo* device_create_info;     /* optional: read during the create call only; optional
+                                                       extensions and features are used only if enabled there */
+  VkPipelineCache pipeline_cache;                   /* optional: VK_NULL_HANDLE (default): vkattn's own */
+  uint32_t api_version;                             /* the instance's VkApplicationInfo::apiVersion; default 1.1 */
+  uint32_t reserved;                                /* 0 */
+  const VkAllocationCallbacks* allocator;           /* optional (since 0.2): for vkattn's device objects (ExternalVulkan) */
   PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* optional (since 0.2): where vkattn takes every
                                                Vulkan command from; NULL: the loader it links (ExternalVulkan) */
 } vkattn_external_vulkan;
@@ -41,16 +41,15 @@ VKATTN_API vkattn_status vkattn_external_vulkan_init(vkattn_external_vulkan* vul
  * pipeline_cache_dir with a pipeline_cache do not apply). A device lacking something
  * vkattn requires is VKATTN_ERROR_UNSUPPORTED, the message naming it. */
 VKATTN_API vkattn_status vkattn_backend_create_external(const vkattn_external_vulkan* vulkan,
-                                                        const vkattn_device_options* options,
-                                                        vkattn_backend** backend);
+                                                        const vkattn_device_options* options, vkattn_backend** backend);
 
 /* A tensor viewing bytes [offset, offset + size_bytes) of |buffer| (wrap in vulkan.hpp):
  * offset a multiple of minStorageBufferOffsetAlignment and 16, size_bytes at least the
  * tensor's bytes rounded up to 16 and at most maxStorageBufferRange. vkattn never frees the
  * buffer. Destroy the tensor with vkattn_tensor_destroy. */
 VKATTN_API vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer buffer, VkDeviceSize offset,
-                                            VkDeviceSize size_bytes, const size_t* shape, size_t rank,
-                                            vkattn_dtype dtype, vkattn_tensor** tensor);
+                                            VkDeviceSize size_bytes, const size_t* shape, size_t rank, vkattn_dtype dtype,
+                                            vkattn_tensor** tensor);
 
 /* A KV cache whose K and V are the tensors |k| and |v| (wrap_kv_cache in vulkan.hpp): made
  * by vkattn_tensor_wrap on this backend, each of the cache's shape [n_seqs, capacity,
@@ -63,12 +62,12 @@ VKATTN_API vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vka
  * an exit barrier (COMPUTE_SHADER / SHADER_WRITE to ALL_COMMANDS / MEMORY_READ |
  * MEMORY_WRITE). */
 typedef struct vkattn_record_options {
-  uint32_t struct_size;                 /* set by vkattn_record_options_init */
-  uint32_t no_entry_barrier;            /* 1: the application records the entry barrier itself */
-  uint32_t no_exit_barrier;             /* 1: the application records the exit barrier itself */
-  VkPipelineStageFlags dst_stage_mask;  /* the exit barrier's destination stages; 0: ALL_COMMANDS */
-  VkAccessFlags dst_access_mask;        /* its destination accesses; 0: MEMORY_READ | MEMORY_WRITE */
-  uint32_t reserved;                    /* 0 */
+  uint32_t struct_size;                /* set by vkattn_record_options_init */
+  uint32_t no_entry_barrier;           /* 1: the application records the entry barrier itself */
+  uint32_t no_exit_barrier;            /* 1: the application records the exit barrier itself */
+  VkPipelineStageFlags dst_stage_mask; /* the exit barrier's destination stages; 0: ALL_COMMANDS */
+  VkAccessFlags dst_access_mask;       /* its destination accesses; 0: MEMORY_READ | MEMORY_WRITE */
+  uint32_t reserved;                   /* 0 */
 } vkattn_record_options;
 
 VKATTN_API vkattn_status vkattn_record_options_init(vkattn_record_options* options, size_t struct_size);
@@ -83,23 +82,22 @@ VKATTN_API vkattn_status vkattn_cmd_record(vkattn_command_list* list, VkCommandB
  * parallel arrays like VkSubmitInfo's. A value is a timeline semaphore's; 0 (or a NULL
  * values array) marks binary semaphores. */
 typedef struct vkattn_submit_semaphores {
-  uint32_t struct_size;                     /* set by vkattn_submit_semaphores_init */
+  uint32_t struct_size; /* set by vkattn_submit_semaphores_init */
   uint32_t wait_count;
-  const VkSemaphore* wait_semaphores;       /* wait_count handles */
-  const uint64_t* wait_values;              /* optional: wait_count values */
-  const VkPipelineStageFlags* wait_stages;  /* optional: wait_count masks; NULL: COMPUTE_SHADER each */
+  const VkSemaphore* wait_semaphores;      /* wait_count handles */
+  const uint64_t* wait_values;             /* optional: wait_count values */
+  const VkPipelineStageFlags* wait_stages; /* optional: wait_count masks; NULL: COMPUTE_SHADER each */
   uint32_t signal_count;
-  uint32_t reserved;                        /* 0 */
-  const VkSemaphore* signal_semaphores;     /* signal_count handles */
-  const uint64_t* signal_values;            /* optional: signal_count values */
+  uint32_t reserved;                    /* 0 */
+  const VkSemaphore* signal_semaphores; /* signal_count handles */
+  const uint64_t* signal_values;        /* optional: signal_count values */
 } vkattn_submit_semaphores;
 
 VKATTN_API vkattn_status vkattn_submit_semaphores_init(vkattn_submit_semaphores* semaphores, size_t struct_size);
 
 /* vkattn_submit (vkattn.h) with the application's semaphores, on a backend made by
  * vkattn_backend_create_external. */
-VKATTN_API vkattn_status vkattn_submit_with_semaphores(vkattn_command_list* list,
-                                                       const vkattn_submit_semaphores* semaphores,
+VKATTN_API vkattn_status vkattn_submit_with_semaphores(vkattn_command_list* list, const vkattn_submit_semaphores* semaphores,
                                                        vkattn_submission** submission);
 
 #ifdef __cplusplus

@@ -93,8 +93,8 @@ VKATTN_API std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, c
 // of 16); |size_bytes| at least the tensor's bytes() rounded up to 16 (kernels move whole
 // 16-byte units), at most maxStorageBufferRange. Ops take wrapped and owned tensors alike;
 // wrapped tensors that one op uses must not overlap. Contents are the buffer's, not zeroed.
-VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes,
-                       const Shape& shape, DType dtype);
+VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes, const Shape& shape,
+                       DType dtype);
 
 // A KV cache whose K and V live in the caller's buffers: |k| and |v|, distinct tensors of
 // this backend (wrap() them), each of the cache's shape [n_seqs, capacity, n_kv_heads,

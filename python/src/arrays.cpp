@@ -71,7 +71,8 @@ DType dtype_arg(py::handle value, const char* op, const char* param) {
   if (d.equal(py::dtype::of<float>())) return DType::f32;
   if (d.equal(py::dtype("float16"))) return DType::f16;
   if (d.equal(py::dtype::of<std::int32_t>())) return DType::i32;
-  throw InvalidArgument(op, param, py::str(static_cast<py::handle>(d)).cast<std::string>(), "f32, f16, i32, q8_0, q4_0 (or numpy float32, float16, int32)");
+  throw InvalidArgument(op, param, py::str(static_cast<py::handle>(d)).cast<std::string>(),
+                        "f32, f16, i32, q8_0, q4_0 (or numpy float32, float16, int32)");
 }
 
 void upload(Backend& backend, Tensor& tensor, py::handle data, const char* op) {

@@ -15,14 +15,17 @@ struct AttnArgs {
   AttentionTokens tokens() const { return {q_positions, k_positions, q_seq_ids, k_seq_ids}; }
 };
 
-AttnArgs attn_args(const char* op, py::handle qp, py::handle kp, py::handle qs, py::handle ks, py::handle mask,
-                   py::handle config, const py::kwargs& kw) {
+AttnArgs attn_args(const char* op, py::handle qp, py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config,
+                   const py::kwargs& kw) {
   if (!mask.is_none() && !py::isinstance<PyTensor>(mask)) {
     throw py::type_error(std::string(op) + "(): mask must be a vkattn.Tensor or None, not " +
                          py::str(py::type::of(mask).attr("__name__")).cast<std::string>());
   }
-  return {int32_list(qp, op, "q_positions"), int32_list(kp, op, "k_positions"), int32_list(qs, op, "q_seq_ids"),
-          int32_list(ks, op, "k_seq_ids"), config_arg<AttentionConfig>(config, kw, op),
+  return {int32_list(qp, op, "q_positions"),
+          int32_list(kp, op, "k_positions"),
+          int32_list(qs, op, "q_seq_ids"),
+          int32_list(ks, op, "k_seq_ids"),
+          config_arg<AttentionConfig>(config, kw, op),
           mask.is_none() ? nullptr : &mask.cast<PyTensor&>().impl};
 }
 
@@ -62,70 +65,82 @@ constexpr const char* kTokensDoc =
 void bind_attention_ops(py::class_<PyCommandList>& cls) {
   using py::arg;
   const py::none none;
-  cls.def("attn_scores", [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, py::handle scores, py::handle qp,
-                            py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config,
-                            const py::kwargs& kw) {
-        const AttnArgs a = attn_args("attn_scores", qp, kp, qs, ks, mask, config, kw);
-        return record_into(cmd, scores, "attn_scores", rows_shape(q.impl, dim(k.impl, 0)), [&](CommandList& l, Tensor& o) {
-          l.attn_scores(q.impl, k.impl, o, a.tokens(), a.config, a.mask);
-        });
-      }, arg("q"), arg("k"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
-      arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
-      "scores [n_tokens, n_heads, n_keys] f32 = scale * q k^T (+ softcap, ALiBi, mask; -inf where\n"
-      "a key is not visible); made when not given, returned.")
-     .def("attn_scores", [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle scores,
-                            py::handle qp, py::handle qs, py::handle mask, py::handle config, const py::kwargs& kw) {
-        const AttnArgs a = attn_args("attn_scores", qp, py::none(), qs, py::none(), mask, config, kw);
-        const Shape shape = rows_shape(q.impl, cache.impl.config().capacity);
-        return record_into(cmd, scores, "attn_scores", shape, [&](CommandList& l, Tensor& o) {
-          l.attn_scores(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
-        });
-      }, arg("q"), arg("cache"), arg("scores") = none, py::kw_only(), arg("q_positions") = none,
-      arg("q_seq_ids") = none, arg("mask") = none, arg("config") = none,
-      "The same over a KvCache: n_keys = capacity, keys in slot order.")
-     .def("attn_softmax", [](PyCommandList& cmd, const PyTensor& scores, py::handle probs, py::handle config,
-                             const py::kwargs& kw) {
-        const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attn_softmax");
-        return record_into(cmd, probs, "attn_softmax", scores.impl.shape(),
-                           [&](CommandList& l, Tensor& o) { l.attn_softmax(scores.impl, o, c); });
-      }, arg("scores"), arg("probs") = none, py::kw_only(), arg("config") = none,
-      "probs = softmax over each row of scores, with config.sinks in the denominator; probs may be\n"
-      "scores (in place); made when not given, returned.")
-     .def("attn_weighted_sum", [](PyCommandList& cmd, const PyTensor& probs, const PyTensor& v, py::handle out) {
-        return record_into(cmd, out, "attn_weighted_sum", rows_shape(probs.impl, dim(v.impl, 2)),
-                           [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, v.impl, o); });
-      }, arg("probs"), arg("v"), arg("out") = none,
-      "out [n_tokens, n_heads, head_dim] f32 = probs x v; made when not given, returned.")
-     .def("attn_weighted_sum", [](PyCommandList& cmd, const PyTensor& probs, const PyKvCache& cache, py::handle out,
-                                  py::handle qp, py::handle qs) {
-        const AttnArgs a = attn_args("attn_weighted_sum", qp, py::none(), qs, py::none(), py::none(), py::none(), {});
-        const Shape shape = rows_shape(probs.impl, cache.impl.config().head_dim);
-        return record_into(cmd, out, "attn_weighted_sum", shape, [&](CommandList& l, Tensor& o) {
-          l.attn_weighted_sum(probs.impl, cache.impl, o, a.tokens());
-        });
-      }, arg("probs"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none,
-      arg("q_seq_ids") = none, "The same over a KvCache's values.")
-     .def("attention", [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, const PyTensor& v, py::handle out,
-                          py::handle qp, py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config,
-                          const py::kwargs& kw) {
-        const AttnArgs a = attn_args("attention", qp, kp, qs, ks, mask, config, kw);
-        return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
-          l.attention(q.impl, k.impl, v.impl, o, a.tokens(), a.config, a.mask);
-        });
-      }, arg("q"), arg("k"), arg("v"), arg("out") = none, py::kw_only(), arg("q_positions") = none,
-      arg("k_positions") = none, arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none,
-      arg("config") = none,
-      "out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v in one op (config.path picks the\n"
-      "kernels); made when not given, returned.")
-     .def("attention", [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out,
-                          py::handle qp, py::handle qs, py::handle mask, py::handle config, const py::kwargs& kw) {
-        const AttnArgs a = attn_args("attention", qp, py::none(), qs, py::none(), mask, config, kw);
-        return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
-          l.attention(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
-        });
-      }, arg("q"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none,
-      arg("q_seq_ids") = none, arg("mask") = none, arg("config") = none,
-      "The same over a KvCache's keys and values.");
+  cls.def(
+         "attn_scores",
+         [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, py::handle scores, py::handle qp, py::handle kp,
+            py::handle qs, py::handle ks, py::handle mask, py::handle config, const py::kwargs& kw) {
+           const AttnArgs a = attn_args("attn_scores", qp, kp, qs, ks, mask, config, kw);
+           return record_into(cmd, scores, "attn_scores", rows_shape(q.impl, dim(k.impl, 0)),
+                              [&](CommandList& l, Tensor& o) { l.attn_scores(q.impl, k.impl, o, a.tokens(), a.config, a.mask); });
+         },
+         arg("q"), arg("k"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
+         arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
+         "scores [n_tokens, n_heads, n_keys] f32 = scale * q k^T (+ softcap, ALiBi, mask; -inf where\n"
+         "a key is not visible); made when not given, returned.")
+      .def(
+          "attn_scores",
+          [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle scores, py::handle qp, py::handle qs,
+             py::handle mask, py::handle config, const py::kwargs& kw) {
+            const AttnArgs a = attn_args("attn_scores", qp, py::none(), qs, py::none(), mask, config, kw);
+            const Shape shape = rows_shape(q.impl, cache.impl.config().capacity);
+            return record_into(cmd, scores, "attn_scores", shape, [&](CommandList& l, Tensor& o) {
+              l.attn_scores(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
+            });
+          },
+          arg("q"), arg("cache"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("q_seq_ids") = none,
+          arg("mask") = none, arg("config") = none, "The same over a KvCache: n_keys = capacity, keys in slot order.")
+      .def(
+          "attn_softmax",
+          [](PyCommandList& cmd, const PyTensor& scores, py::handle probs, py::handle config, const py::kwargs& kw) {
+            const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attn_softmax");
+            return record_into(cmd, probs, "attn_softmax", scores.impl.shape(),
+                               [&](CommandList& l, Tensor& o) { l.attn_softmax(scores.impl, o, c); });
+          },
+          arg("scores"), arg("probs") = none, py::kw_only(), arg("config") = none,
+          "probs = softmax over each row of scores, with config.sinks in the denominator; probs may be\n"
+          "scores (in place); made when not given, returned.")
+      .def(
+          "attn_weighted_sum",
+          [](PyCommandList& cmd, const PyTensor& probs, const PyTensor& v, py::handle out) {
+            return record_into(cmd, out, "attn_weighted_sum", rows_shape(probs.impl, dim(v.impl, 2)),
+                               [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, v.impl, o); });
+          },
+          arg("probs"), arg("v"), arg("out") = none,
+          "out [n_tokens, n_heads, head_dim] f32 = probs x v; made when not given, returned.")
+      .def(
+          "attn_weighted_sum",
+          [](PyCommandList& cmd, const PyTensor& probs, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs) {
+            const AttnArgs a = attn_args("attn_weighted_sum", qp, py::none(), qs, py::none(), py::none(), py::none(), {});
+            const Shape shape = rows_shape(probs.impl, cache.impl.config().head_dim);
+            return record_into(cmd, out, "attn_weighted_sum", shape,
+                               [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, cache.impl, o, a.tokens()); });
+          },
+          arg("probs"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("q_seq_ids") = none,
+          "The same over a KvCache's values.")
+      .def(
+          "attention",
+          [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, const PyTensor& v, py::handle out, py::handle qp,
+             py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config, const py::kwargs& kw) {
+            const AttnArgs a = attn_args("attention", qp, kp, qs, ks, mask, config, kw);
+            return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
+              l.attention(q.impl, k.impl, v.impl, o, a.tokens(), a.config, a.mask);
+            });
+          },
+          arg("q"), arg("k"), arg("v"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
+          arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
+          "out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v in one op (config.path picks the\n"
+          "kernels); made when not given, returned.")
+      .def(
+          "attention",
+          [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs,
+             py::handle mask, py::handle config, const py::kwargs& kw) {
+            const AttnArgs a = attn_args("attention", qp, py::none(), qs, py::none(), mask, config, kw);
+            return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
+              l.attention(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
+            });
+          },
+          arg("q"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("q_seq_ids") = none,
+          arg("mask") = none, arg("config") = none, "The same over a KvCache's keys and values.");
 }
 
 }  // namespace
@@ -133,70 +148,93 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
 void bind_commands(py::module_& m) {
   using py::arg;
   py::class_<PyCommandList> cls(m, "CommandList",
-      "Records ops; nothing runs until submit() (one vkQueueSubmit for the whole list on Vulkan).\n"
-      "As a context manager it submits at the end of the block unless the block raised. A list\n"
-      "can be submitted again: it reruns on the tensors' current contents. Attention ops take\n"
-      "their tokens and configuration as keywords:\n");
+                                "Records ops; nothing runs until submit() (one vkQueueSubmit for the whole list on Vulkan).\n"
+                                "As a context manager it submits at the end of the block unless the block raised. A list\n"
+                                "can be submitted again: it reruns on the tensors' current contents. Attention ops take\n"
+                                "their tokens and configuration as keywords:\n");
   cls.attr("__doc__") = py::str(cls.attr("__doc__")) + py::str(kTokensDoc);
-  cls.def("copy", [](PyCommandList& cmd, const PyTensor& src, PyTensor& dst) {
-        record(cmd, [&](CommandList& l) { l.copy(src.impl, dst.impl); });
-      }, arg("src"), arg("dst"), "dst = src (same dtype and number of elements).")
-     .def("rope", [](PyCommandList& cmd, PyTensor& x, py::handle positions, py::handle config, const py::kwargs& kw) {
-        const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
-        const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
-        record(cmd, [&](CommandList& l) { l.rope(x.impl, p, c); });
-      }, arg("x"), arg("positions"), py::kw_only(), arg("config") = py::none(),
-      "RoPE in place on x [n_tokens, n_heads, head_dim] at positions (n_tokens integers in\n"
-      "[0, 2^31)). config: a RopeConfig, and/or its fields as keywords (layout, rotary_dim, base,\n"
-      "scaling, factor, original_context, sequence_length, yarn, llama3, freq_factors,\n"
-      "attention_factor).")
-     .def("rope", [](PyCommandList& cmd, PyTensor& q, PyTensor& k, py::handle positions, py::handle config,
-                     const py::kwargs& kw) {
-        const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
-        const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
-        record(cmd, [&](CommandList& l) { l.rope(q.impl, k.impl, p, c); });
-      }, arg("q"), arg("k"), arg("positions"), py::kw_only(), arg("config") = py::none(),
-      "The same on Q and K in one dispatch.")
-     .def("kv_append", [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, const PyTensor& v,
-                          py::handle positions, py::handle seq_ids, bool keep_last) {
-        const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
-        const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
-        record(cmd, [&](CommandList& l) { l.kv_append(cache.impl, k.impl, v.impl, p, s, {.keep_last = keep_last}); });
-      }, arg("cache"), arg("k"), arg("v"), arg("positions"), arg("seq_ids") = py::none(), py::kw_only(),
-      arg("keep_last") = false,
-      "Writes each token's key and value into the cache at its position (consecutive, continuing\n"
-      "at cache.next_position(seq)). The cache's bookkeeping advances now: submit the list once.")
-     .def("kv_copy_sequence", [](PyCommandList& cmd, PyKvCache& cache, std::size_t src, std::size_t dst) {
-        record(cmd, [&](CommandList& l) { l.kv_copy_sequence(cache.impl, src, dst); });
-      }, arg("cache"), arg("src"), arg("dst"), "Makes sequence dst a copy of src (prefix sharing).");
+  cls.def(
+         "copy",
+         [](PyCommandList& cmd, const PyTensor& src, PyTensor& dst) {
+           record(cmd, [&](CommandList& l) { l.copy(src.impl, dst.impl); });
+         },
+         arg("src"), arg("dst"), "dst = src (same dtype and number of elements).")
+      .def(
+          "rope",
+          [](PyCommandList& cmd, PyTensor& x, py::handle positions, py::handle config, const py::kwargs& kw) {
+            const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
+            const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
+            record(cmd, [&](CommandList& l) { l.rope(x.impl, p, c); });
+          },
+          arg("x"), arg("positions"), py::kw_only(), arg("config") = py::none(),
+          "RoPE in place on x [n_tokens, n_heads, head_dim] at positions (n_tokens integers in\n"
+          "[0, 2^31)). config: a RopeConfig, and/or its fields as keywords (layout, rotary_dim, base,\n"
+          "scaling, factor, original_context, sequence_length, yarn, llama3, freq_factors,\n"
+          "attention_factor).")
+      .def(
+          "rope",
+          [](PyCommandList& cmd, PyTensor& q, PyTensor& k, py::handle positions, py::handle config, const py::kwargs& kw) {
+            const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
+            const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
+            record(cmd, [&](CommandList& l) { l.rope(q.impl, k.impl, p, c); });
+          },
+          arg("q"), arg("k"), arg("positions"), py::kw_only(), arg("config") = py::none(), "The same on Q and K in one dispatch.")
+      .def(
+          "kv_append",
+          [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, const PyTensor& v, py::handle positions, py::handle seq_ids,
+             bool keep_last) {
+            const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
+            const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
+            record(cmd, [&](CommandList& l) { l.kv_append(cache.impl, k.impl, v.impl, p, s, {.keep_last = keep_last}); });
+          },
+          arg("cache"), arg("k"), arg("v"), arg("positions"), arg("seq_ids") = py::none(), py::kw_only(),
+          arg("keep_last") = false,
+          "Writes each token's key and value into the cache at its position (consecutive, continuing\n"
+          "at cache.next_position(seq)). The cache's bookkeeping advances now: submit the list once.")
+      .def(
+          "kv_copy_sequence",
+          [](PyCommandList& cmd, PyKvCache& cache, std::size_t src, std::size_t dst) {
+            record(cmd, [&](CommandList& l) { l.kv_copy_sequence(cache.impl, src, dst); });
+          },
+          arg("cache"), arg("src"), arg("dst"), "Makes sequence dst a copy of src (prefix sharing).");
   bind_attention_ops(cls);
-  cls.def("submit", [](PyCommandList& cmd) { record(cmd, [](CommandList& l) { l.submit_and_wait(); }); },
-          "Runs everything recorded and waits (the C++ submit_and_wait).")
-     .def("set_tokens", [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
-        const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", true);
-        const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
-        record(cmd, [&](CommandList& l) { l.set_tokens(p, s); });
-      }, arg("positions"), arg("seq_ids") = py::none(),
-      "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
-      "(and these sequence ids where it took some; None: each keeps its own). On Vulkan the\n"
-      "command buffer is kept and only parameters change. On an error nothing changes.")
-     .def("timings", [](const PyCommandList& cmd) {
-        py::list out;
-        for (const OpTiming& t : cmd.impl.timings()) out.append(py::make_tuple(t.op, t.ms));
-        return out;
-      }, "[(op, ms)] of the last submission (Backend.commands(timestamps=True)).")
-     .def("stats", [](const PyCommandList& cmd) {
-        const CommandStats s = cmd.impl.stats();
-        py::dict d;
-        d["ops"] = s.ops;
-        d["barriers"] = s.barriers;
-        d["submits"] = s.submits;
-        d["texel_reads"] = s.texel_reads;
-        d["encodings"] = s.encodings;
-        return d;
-      }, "{'ops', 'barriers', 'submits', 'texel_reads', 'encodings'}: counts (vkattn::CommandStats).")
-     .def("__enter__", [](py::handle self) { return py::reinterpret_borrow<py::object>(self); })
-     .def("__exit__", [](PyCommandList& cmd, py::handle type, py::handle, py::handle) {
+  cls.def(
+         "submit", [](PyCommandList& cmd) { record(cmd, [](CommandList& l) { l.submit_and_wait(); }); },
+         "Runs everything recorded and waits (the C++ submit_and_wait).")
+      .def(
+          "set_tokens",
+          [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
+            const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", true);
+            const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
+            record(cmd, [&](CommandList& l) { l.set_tokens(p, s); });
+          },
+          arg("positions"), arg("seq_ids") = py::none(),
+          "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
+          "(and these sequence ids where it took some; None: each keeps its own). On Vulkan the\n"
+          "command buffer is kept and only parameters change. On an error nothing changes.")
+      .def(
+          "timings",
+          [](const PyCommandList& cmd) {
+            py::list out;
+            for (const OpTiming& t : cmd.impl.timings()) out.append(py::make_tuple(t.op, t.ms));
+            return out;
+          },
+          "[(op, ms)] of the last submission (Backend.commands(timestamps=True)).")
+      .def(
+          "stats",
+          [](const PyCommandList& cmd) {
+            const CommandStats s = cmd.impl.stats();
+            py::dict d;
+            d["ops"] = s.ops;
+            d["barriers"] = s.barriers;
+            d["submits"] = s.submits;
+            d["texel_reads"] = s.texel_reads;
+            d["encodings"] = s.encodings;
+            return d;
+          },
+          "{'ops', 'barriers', 'submits', 'texel_reads', 'encodings'}: counts (vkattn::CommandStats).")
+      .def("__enter__", [](py::handle self) { return py::reinterpret_borrow<py::object>(self); })
+      .def("__exit__", [](PyCommandList& cmd, py::handle type, py::handle, py::handle) {
         if (type.is_none()) record(cmd, [](CommandList& l) { l.submit_and_wait(); });
         return false;
       });

@@ -42,17 +42,17 @@ void bind_rope(py::module_& m) {
       .def_readwrite("high_freq_factor", &Llama3Params::high_freq_factor, "default 4; >= low_freq_factor");
 
   py::class_<MRope> mrope(m, "MRope",
-      "M-RoPE (RopeConfig.mrope): rotary pairs per position (t, h, w), as config.json's mrope_section,\n"
-      "and their layout; rope then takes positions [n_tokens, 3].");
+                          "M-RoPE (RopeConfig.mrope): rotary pairs per position (t, h, w), as config.json's mrope_section,\n"
+                          "and their layout; rope then takes positions [n_tokens, 3].");
   config_basics<MRope>(mrope, "MRope", {"sections", "layout"});
   mrope.def_readwrite("sections", &MRope::sections, "three counts adding up to rotary_dim / 2");
   enum_property(mrope, "MRope", "layout", &MRope::layout, "MRopeLayout or its name; default 'contiguous'");
 
   py::class_<RopeConfig> rope(m, "RopeConfig",
-      "RoPE's configuration (vkattn::RopeConfig); CommandList.rope takes the same keywords.");
+                              "RoPE's configuration (vkattn::RopeConfig); CommandList.rope takes the same keywords.");
   config_basics<RopeConfig>(rope, "RopeConfig",
-      {"layout", "rotary_dim", "rotary_offset", "base", "scaling", "factor", "original_context", "sequence_length", "yarn",
-       "llama3", "freq_factors", "attention_factor", "mrope"});
+                            {"layout", "rotary_dim", "rotary_offset", "base", "scaling", "factor", "original_context",
+                             "sequence_length", "yarn", "llama3", "freq_factors", "attention_factor", "mrope"});
   enum_property(rope, "RopeConfig", "layout", &RopeConfig::layout, "RopeLayout or its name; default 'half'");
   rope.def_readwrite("rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim - rotary_offset")
       .def_readwrite("rotary_offset", &RopeConfig::rotary_offset,
@@ -71,17 +71,21 @@ void bind_rope(py::module_& m) {
                      "multiplies the rotated dims; default None (yarn: 0.1 ln(factor) + 1, else 1)")
       .def_readwrite("mrope", &RopeConfig::mrope, "MRope: three positions per token; default None");
 
-  m.def("rope_frequencies", [](std::size_t head_dim, std::int32_t max_position, py::object config, const py::kwargs& kw) {
-    const RopeFrequencies f = rope_frequencies(config_arg<RopeConfig>(config, kw, "rope_frequencies"), head_dim, max_position);
-    return py::make_tuple(py::array_t<double>(static_cast<py::ssize_t>(f.theta.size()), f.theta.data()),
-                          f.attention_factor);
-  }, py::arg("head_dim"), py::arg("max_position") = 0, py::kw_only(), py::arg("config") = py::none(),
-     "(theta, attention_factor): the rotary_dim / 2 angles per token (radians, float64) and the\n"
-     "factor a RopeConfig (or its fields as keywords) resolves to for head_dim.");
+  m.def(
+      "rope_frequencies",
+      [](std::size_t head_dim, std::int32_t max_position, py::object config, const py::kwargs& kw) {
+        const RopeFrequencies f =
+            rope_frequencies(config_arg<RopeConfig>(config, kw, "rope_frequencies"), head_dim, max_position);
+        return py::make_tuple(py::array_t<double>(static_cast<py::ssize_t>(f.theta.size()), f.theta.data()), f.attention_factor);
+      },
+      py::arg("head_dim"), py::arg("max_position") = 0, py::kw_only(), py::arg("config") = py::none(),
+      "(theta, attention_factor): the rotary_dim / 2 angles per token (radians, float64) and the\n"
+      "factor a RopeConfig (or its fields as keywords) resolves to for head_dim.");
 }
 
 void bind_attention(py::module_& m) {
-  py::class_<QueryTemperature> temp(m, "QueryTemperature",
+  py::class_<QueryTemperature> temp(
+      m, "QueryTemperature",
       "Per-position query temperature t(p) = 1 + scale * ln(1 + floor((p + offset) / floor_scale))\n"
       "(AttentionConfig.query_temperature; Llama 4, Ministral 3); keywords as the fields.");
   config_basics<QueryTemperature>(temp, "QueryTemperature", {"floor_scale", "scale", "offset"});
@@ -89,11 +93,11 @@ void bind_attention(py::module_& m) {
       .def_readwrite("scale", &QueryTemperature::scale, "default 0.1; finite")
       .def_readwrite("offset", &QueryTemperature::offset, "added to the position; default 1 (Llama 4); < 2^31");
 
-  py::class_<AttentionConfig> attn(m, "AttentionConfig",
-      "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
+  py::class_<AttentionConfig> attn(
+      m, "AttentionConfig", "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
   config_basics<AttentionConfig>(attn, "AttentionConfig",
-      {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap", "softcap_order", "alibi",
-       "alibi_slopes", "sinks", "path"});
+                                 {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
+                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path"});
   attn.def_readwrite("scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)")
       .def_readwrite("causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True")
       .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
@@ -115,16 +119,17 @@ void bind_attention(py::module_& m) {
 
 void bind_cache_config(py::module_& m) {
   py::class_<KvCacheConfig> kv(m, "KvCacheConfig",
-      "A KV cache's configuration (vkattn::KvCacheConfig); Backend.kv_cache takes the same keywords.");
+                               "A KV cache's configuration (vkattn::KvCacheConfig); Backend.kv_cache takes the same keywords.");
   config_basics<KvCacheConfig>(kv, "KvCacheConfig",
-      {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config"});
+                               {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config"});
   kv.def_readwrite("n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1")
       .def_readwrite("n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1")
       .def_readwrite("head_dim", &KvCacheConfig::head_dim, "required, in [1, 256]")
       .def_readwrite("capacity", &KvCacheConfig::capacity, "required: slots per sequence, in (n_sinks, 2^30]");
-  kv.def_property("dtype", [](const KvCacheConfig& c) { return c.dtype; },
-                  [](KvCacheConfig& c, py::handle v) { c.dtype = dtype_arg(v, "KvCacheConfig", "dtype"); },
-                  "f32, f16, q8_0 or q4_0; default f16");
+  kv.def_property(
+      "dtype", [](const KvCacheConfig& c) { return c.dtype; },
+      [](KvCacheConfig& c, py::handle v) { c.dtype = dtype_arg(v, "KvCacheConfig", "dtype"); },
+      "f32, f16, q8_0 or q4_0; default f16");
   kv.def_readwrite("n_sinks", &KvCacheConfig::n_sinks, "first positions kept for ever; default 0");
   enum_property(kv, "KvCacheConfig", "rope", &KvCacheConfig::rope, "KvRope or its name; default 'stored'");
   kv.def_readwrite("rope_config", &KvCacheConfig::rope_config, "on_read: the RopeConfig attention applies");
@@ -133,16 +138,31 @@ void bind_cache_config(py::module_& m) {
 void bind_devices(py::module_& m) {
   py::class_<DeviceLimits> limits(m, "DeviceLimits", "The device limits vkattn plans with (read-only here except as a cap).");
   config_basics<DeviceLimits>(limits, "DeviceLimits",
-      {"subgroup_size", "max_shared_memory", "max_workgroup_invocations", "max_storage_buffer_range",
-       "max_storage_buffers", "device_local_bytes", "timestamps", "unified_memory", "compute_units"});
+                              {"subgroup_size", "max_shared_memory", "max_workgroup_invocations", "max_storage_buffer_range",
+                               "max_storage_buffers", "device_local_bytes", "timestamps", "unified_memory", "compute_units"});
 #define VKATTN_LIMIT(f) limits.def_readwrite(#f, &DeviceLimits::f)
-  VKATTN_LIMIT(subgroup_size); VKATTN_LIMIT(subgroup_arithmetic); VKATTN_LIMIT(subgroup_shuffle);
-  VKATTN_LIMIT(subgroup_size_control); VKATTN_LIMIT(subgroup_min_size); VKATTN_LIMIT(subgroup_max_size);
-  VKATTN_LIMIT(subgroup_vote); VKATTN_LIMIT(max_shared_memory); VKATTN_LIMIT(max_workgroup_invocations);
-  VKATTN_LIMIT(max_workgroup_size); VKATTN_LIMIT(max_workgroup_count); VKATTN_LIMIT(max_storage_buffer_range);
-  VKATTN_LIMIT(max_storage_buffers); VKATTN_LIMIT(storage_offset_alignment); VKATTN_LIMIT(max_texel_buffer_elements);
-  VKATTN_LIMIT(device_local_bytes); VKATTN_LIMIT(storage_16bit); VKATTN_LIMIT(shader_float16);
-  VKATTN_LIMIT(timestamps); VKATTN_LIMIT(timestamp_period_ns); VKATTN_LIMIT(unified_memory); VKATTN_LIMIT(compute_units);
+  VKATTN_LIMIT(subgroup_size);
+  VKATTN_LIMIT(subgroup_arithmetic);
+  VKATTN_LIMIT(subgroup_shuffle);
+  VKATTN_LIMIT(subgroup_size_control);
+  VKATTN_LIMIT(subgroup_min_size);
+  VKATTN_LIMIT(subgroup_max_size);
+  VKATTN_LIMIT(subgroup_vote);
+  VKATTN_LIMIT(max_shared_memory);
+  VKATTN_LIMIT(max_workgroup_invocations);
+  VKATTN_LIMIT(max_workgroup_size);
+  VKATTN_LIMIT(max_workgroup_count);
+  VKATTN_LIMIT(max_storage_buffer_range);
+  VKATTN_LIMIT(max_storage_buffers);
+  VKATTN_LIMIT(storage_offset_alignment);
+  VKATTN_LIMIT(max_texel_buffer_elements);
+  VKATTN_LIMIT(device_local_bytes);
+  VKATTN_LIMIT(storage_16bit);
+  VKATTN_LIMIT(shader_float16);
+  VKATTN_LIMIT(timestamps);
+  VKATTN_LIMIT(timestamp_period_ns);
+  VKATTN_LIMIT(unified_memory);
+  VKATTN_LIMIT(compute_units);
 #undef VKATTN_LIMIT
   m.def("spec_minimum_limits", &spec_minimum_limits, "The Vulkan 1.1 minimum of every limit (features off).");
 

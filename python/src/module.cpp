@@ -44,14 +44,15 @@ void bind_errors(py::module_& m) {
       .value("timeout", ErrorCode::timeout)
       .value("unsupported", ErrorCode::unsupported);
 
-  invalid_argument_type = new_exception(m, "InvalidArgument", PyExc_ValueError,
-      "A parameter outside its valid range (vkattn::InvalidArgument); raised before anything is\n"
-      "recorded. str() reads 'vkattn: <op>: <param> = <value>; valid: <range>'; .param names the\n"
-      "parameter.");
+  invalid_argument_type =
+      new_exception(m, "InvalidArgument", PyExc_ValueError,
+                    "A parameter outside its valid range (vkattn::InvalidArgument); raised before anything is\n"
+                    "recorded. str() reads 'vkattn: <op>: <param> = <value>; valid: <range>'; .param names the\n"
+                    "parameter.");
   PyObject* error = new_exception(m, "Error", PyExc_RuntimeError,
-      "A failure of the device, the driver or memory (vkattn::Error). Attributes: code\n"
-      "(vkattn.ErrorCode), vk_result (the VkResult, 0 when none), call (the failing call),\n"
-      "op (the vkattn operation), message (without op, call and code). One subclass per code.");
+                                  "A failure of the device, the driver or memory (vkattn::Error). Attributes: code\n"
+                                  "(vkattn.ErrorCode), vk_result (the VkResult, 0 when none), call (the failing call),\n"
+                                  "op (the vkattn operation), message (without op, call and code). One subclass per code.");
   const py::tuple oom_bases = py::make_tuple(py::handle(error), py::handle(PyExc_MemoryError));
   error_types = {
       new_exception(m, "VulkanError", error, "A Vulkan call failed; vk_result says how."),
@@ -61,8 +62,7 @@ void bind_errors(py::module_& m) {
       new_exception(m, "OutOfMemoryError", oom_bases.ptr(),
                     "A device heap or host allocation cannot hold a request, or a size exceeds a\n"
                     "device limit; the backend stays usable."),
-      new_exception(m, "DeviceTimeoutError", error,
-                    "A submission did not finish within submit_timeout_ms; it keeps running."),
+      new_exception(m, "DeviceTimeoutError", error, "A submission did not finish within submit_timeout_ms; it keeps running."),
       new_exception(m, "UnsupportedError", error, "The device or installation lacks what was asked for."),
   };
 
@@ -147,9 +147,12 @@ PYBIND11_MODULE(_vkattn, m) {
   bind_objects(m);
   bind_commands(m);
   m.attr("__version__") = vkattn::version();
-  m.def("alibi_slopes", [](std::size_t n_heads) {
-    std::vector<float> s = vkattn::alibi_slopes(n_heads);
-    return py::array_t<float>(static_cast<py::ssize_t>(s.size()), s.data());
-  }, py::arg("n_heads"), "The standard ALiBi slopes for n_heads heads (float32 array).");
+  m.def(
+      "alibi_slopes",
+      [](std::size_t n_heads) {
+        std::vector<float> s = vkattn::alibi_slopes(n_heads);
+        return py::array_t<float>(static_cast<py::ssize_t>(s.size()), s.data());
+      },
+      py::arg("n_heads"), "The standard ALiBi slopes for n_heads heads (float32 array).");
   m.attr("__name__") = own_name;
 }

@@ -45,7 +45,8 @@ PyTensor new_tensor(const BackendPtr& ref, const Shape& shape, DType dtype) {
 }
 
 void bind_backend(py::module_& m) {
-  py::class_<BackendRef, BackendPtr>(m, "Backend",
+  py::class_<BackendRef, BackendPtr>(
+      m, "Backend",
       "A device (kind 'vulkan') or the CPU reference (kind 'cpu') that makes tensors, KV caches\n"
       "and command lists. Backend(kind='vulkan', device=None, validation=None, *, kernels=None,\n"
       "force_staging=False, pipeline_cache_dir=None, submit_timeout_ms=60000, log_level=None,\n"
@@ -64,69 +65,94 @@ void bind_backend(py::module_& m) {
            py::arg("kind") = "vulkan", py::arg("device") = py::none(), py::arg("validation") = py::none())
       .def_property_readonly("kind", [](const BackendRef& r) { return r.get("kind")->kind(); })
       .def_property_readonly("device_name", [](const BackendRef& r) { return r.get("device_name")->device_name(); })
-      .def_property_readonly("limits", [](const BackendRef& r) { return r.get("limits")->limits(); },
-                             "the DeviceLimits ops plan with")
+      .def_property_readonly(
+          "limits", [](const BackendRef& r) { return r.get("limits")->limits(); }, "the DeviceLimits ops plan with")
       .def_property_readonly("closed", [](const BackendRef& r) { return r.impl == nullptr; })
-      .def_static("devices", [](py::handle device, py::handle validation) {
-             const DeviceOptions options = device_options(device, validation, py::kwargs());
-             py::gil_scoped_release nogil;
-             return list_devices(options);
-           }, py::arg("device") = py::none(), py::arg("validation") = py::none(),
-           "Every Vulkan device, the one Backend('vulkan', device) would choose marked .chosen.")
-      .def("tensor", [](const BackendPtr& r, py::handle data, py::handle dtype) {
-             const py::array a = as_array(data);
-             const DType d = dtype.is_none() ? dtype_arg(a.dtype(), "tensor", "data.dtype") : dtype_arg(dtype, "tensor", "dtype");
-             if (a.ndim() == 0) throw InvalidArgument("tensor", "data.ndim", "0", ">= 1");
-             PyTensor t = new_tensor(r, Shape(a.shape(), a.shape() + a.ndim()), d);
-             upload(*r->get("tensor"), t.impl, a, "tensor");
-             return t;
-           }, py::arg("data"), py::arg("dtype") = py::none(),
-           "A tensor holding data (a numpy array, torch CPU tensor or nested list) as dtype (default:\n"
-           "the array's: float32 -> f32, float16 -> f16, int32 -> i32).")
-      .def("zeros", [](const BackendPtr& r, const Shape& shape, py::handle dtype) {
-             return new_tensor(r, shape, dtype_arg(dtype, "zeros", "dtype"));
-           }, py::arg("shape"), py::arg("dtype") = "f32", "A zero-filled tensor of shape and dtype.")
-      .def("upload", [](const BackendRef& r, PyTensor& t, py::handle data) {
-             upload(*r.get("upload"), t.impl, data, "upload");
-           }, py::arg("tensor"), py::arg("data"), "Copies data (the tensor's shape) into tensor.")
-      .def("download", [](const BackendRef& r, const PyTensor& t) { return download(*r.get("download"), t.impl); },
-           py::arg("tensor"), "A new numpy array of tensor: float32 (float16 for f16, int32 for i32).")
-      .def("kv_cache", [](const BackendPtr& r, py::handle config, const py::kwargs& kw) {
-             const KvCacheConfig c = config_arg<KvCacheConfig>(config, kw, "kv_cache");
-             return PyKvCache{r->get("kv_cache")->kv_cache(c), r};
-           }, py::kw_only(), py::arg("config") = py::none(),
-           "A KV cache: a KvCacheConfig or its fields as keywords (n_kv_heads, head_dim and capacity\n"
-           "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig()).")
-      .def("save_cache", [](const BackendRef& r, const PyKvCache& c) {
-             std::vector<std::uint8_t> bytes;
-             {
-               const std::shared_ptr<Backend> b = r.get("save_cache");
-               py::gil_scoped_release nogil;
-               bytes = b->save_cache(c.impl);
-             }
-             return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-           }, py::arg("cache"), "The cache's whole state as bytes (after the lists that wrote it have run).")
-      .def("restore_cache", [](const BackendRef& r, PyKvCache& c, const py::bytes& data) {
-             const std::string s = data;
-             r.get("restore_cache")->restore_cache(c.impl, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
-           }, py::arg("cache"), py::arg("data"), "Restores save_cache's bytes into a cache of the same configuration.")
-      .def("commands", [](const BackendPtr& r, bool timestamps) {
-             return PyCommandList{r->get("commands")->commands({.timestamps = timestamps}), r};
-           }, py::arg("timestamps") = false,
-           "A new CommandList; timestamps=True times each op (CommandList.timings()).")
-      .def("validation_messages", [](const BackendRef& r) { return r.get("validation_messages")->validation_messages(); },
-           "Validation-layer warnings and errors seen so far (Vulkan with validation on).")
-      .def("close", [](BackendRef& r) {
-             std::shared_ptr<Backend> b = std::move(r.impl);
-             py::gil_scoped_release nogil;
-             b.reset();
-           }, "Releases the backend now (its tensors, caches and lists stay valid: lists still submit).")
+      .def_static(
+          "devices",
+          [](py::handle device, py::handle validation) {
+            const DeviceOptions options = device_options(device, validation, py::kwargs());
+            py::gil_scoped_release nogil;
+            return list_devices(options);
+          },
+          py::arg("device") = py::none(), py::arg("validation") = py::none(),
+          "Every Vulkan device, the one Backend('vulkan', device) would choose marked .chosen.")
+      .def(
+          "tensor",
+          [](const BackendPtr& r, py::handle data, py::handle dtype) {
+            const py::array a = as_array(data);
+            const DType d = dtype.is_none() ? dtype_arg(a.dtype(), "tensor", "data.dtype") : dtype_arg(dtype, "tensor", "dtype");
+            if (a.ndim() == 0) throw InvalidArgument("tensor", "data.ndim", "0", ">= 1");
+            PyTensor t = new_tensor(r, Shape(a.shape(), a.shape() + a.ndim()), d);
+            upload(*r->get("tensor"), t.impl, a, "tensor");
+            return t;
+          },
+          py::arg("data"), py::arg("dtype") = py::none(),
+          "A tensor holding data (a numpy array, torch CPU tensor or nested list) as dtype (default:\n"
+          "the array's: float32 -> f32, float16 -> f16, int32 -> i32).")
+      .def(
+          "zeros",
+          [](const BackendPtr& r, const Shape& shape, py::handle dtype) {
+            return new_tensor(r, shape, dtype_arg(dtype, "zeros", "dtype"));
+          },
+          py::arg("shape"), py::arg("dtype") = "f32", "A zero-filled tensor of shape and dtype.")
+      .def(
+          "upload", [](const BackendRef& r, PyTensor& t, py::handle data) { upload(*r.get("upload"), t.impl, data, "upload"); },
+          py::arg("tensor"), py::arg("data"), "Copies data (the tensor's shape) into tensor.")
+      .def(
+          "download", [](const BackendRef& r, const PyTensor& t) { return download(*r.get("download"), t.impl); },
+          py::arg("tensor"), "A new numpy array of tensor: float32 (float16 for f16, int32 for i32).")
+      .def(
+          "kv_cache",
+          [](const BackendPtr& r, py::handle config, const py::kwargs& kw) {
+            const KvCacheConfig c = config_arg<KvCacheConfig>(config, kw, "kv_cache");
+            return PyKvCache{r->get("kv_cache")->kv_cache(c), r};
+          },
+          py::kw_only(), py::arg("config") = py::none(),
+          "A KV cache: a KvCacheConfig or its fields as keywords (n_kv_heads, head_dim and capacity\n"
+          "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig()).")
+      .def(
+          "save_cache",
+          [](const BackendRef& r, const PyKvCache& c) {
+            std::vector<std::uint8_t> bytes;
+            {
+              const std::shared_ptr<Backend> b = r.get("save_cache");
+              py::gil_scoped_release nogil;
+              bytes = b->save_cache(c.impl);
+            }
+            return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          },
+          py::arg("cache"), "The cache's whole state as bytes (after the lists that wrote it have run).")
+      .def(
+          "restore_cache",
+          [](const BackendRef& r, PyKvCache& c, const py::bytes& data) {
+            const std::string s = data;
+            r.get("restore_cache")->restore_cache(c.impl, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
+          },
+          py::arg("cache"), py::arg("data"), "Restores save_cache's bytes into a cache of the same configuration.")
+      .def(
+          "commands",
+          [](const BackendPtr& r, bool timestamps) {
+            return PyCommandList{r->get("commands")->commands({.timestamps = timestamps}), r};
+          },
+          py::arg("timestamps") = false, "A new CommandList; timestamps=True times each op (CommandList.timings()).")
+      .def(
+          "validation_messages", [](const BackendRef& r) { return r.get("validation_messages")->validation_messages(); },
+          "Validation-layer warnings and errors seen so far (Vulkan with validation on).")
+      .def(
+          "close",
+          [](BackendRef& r) {
+            std::shared_ptr<Backend> b = std::move(r.impl);
+            py::gil_scoped_release nogil;
+            b.reset();
+          },
+          "Releases the backend now (its tensors, caches and lists stay valid: lists still submit).")
       .def("__enter__", [](const BackendPtr& r) { return r; })
       .def("__exit__", [](BackendRef& r, py::args) { r.impl.reset(); })
       .def("__repr__", [](const BackendRef& r) {
-             return r.impl ? std::string("vkattn.Backend('") + to_string(r.impl->kind()) + "', device='" + r.impl->device_name() + "')"
-                           : std::string("vkattn.Backend(closed)");
-           });
+        return r.impl ? std::string("vkattn.Backend('") + to_string(r.impl->kind()) + "', device='" + r.impl->device_name() + "')"
+                      : std::string("vkattn.Backend(closed)");
+      });
 }
 
 void bind_tensor(py::module_& m) {
@@ -134,43 +160,56 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("shape", [](const PyTensor& t) { return shape_tuple(t.impl.shape()); })
       .def_property_readonly("dtype", [](const PyTensor& t) { return t.impl.dtype(); })
       .def_property_readonly("numel", [](const PyTensor& t) { return t.impl.numel(); })
-      .def_property_readonly("nbytes", [](const PyTensor& t) { return t.impl.bytes(); }, "storage bytes")
-      .def("numpy", [](const PyTensor& t) { return download(*t.backend->get("numpy"), t.impl); },
-           "A new numpy array of the tensor: float32 (float16 for f16, int32 for i32; q8_0 and q4_0\n"
-           "dequantized to float32).")
-      .def("__array__", [](const PyTensor& t, py::handle dtype) {
-             py::array a = download(*t.backend->get("numpy"), t.impl);
-             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
-           }, py::arg("dtype") = py::none())
-      .def("upload", [](PyTensor& t, py::handle data) { upload(*t.backend->get("upload"), t.impl, data, "upload"); },
-           py::arg("data"), "Copies data (a float32/float16 or int32 array of this shape) into the tensor.")
+      .def_property_readonly(
+          "nbytes", [](const PyTensor& t) { return t.impl.bytes(); }, "storage bytes")
+      .def(
+          "numpy", [](const PyTensor& t) { return download(*t.backend->get("numpy"), t.impl); },
+          "A new numpy array of the tensor: float32 (float16 for f16, int32 for i32; q8_0 and q4_0\n"
+          "dequantized to float32).")
+      .def(
+          "__array__",
+          [](const PyTensor& t, py::handle dtype) {
+            py::array a = download(*t.backend->get("numpy"), t.impl);
+            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def(
+          "upload", [](PyTensor& t, py::handle data) { upload(*t.backend->get("upload"), t.impl, data, "upload"); },
+          py::arg("data"), "Copies data (a float32/float16 or int32 array of this shape) into the tensor.")
       .def("__repr__", [](const PyTensor& t) {
-             return "vkattn.Tensor(shape=" + py::repr(shape_tuple(t.impl.shape())).cast<std::string>() +
-                    ", dtype=" + to_string(t.impl.dtype()) + ")";
-           });
+        return "vkattn.Tensor(shape=" + py::repr(shape_tuple(t.impl.shape())).cast<std::string>() +
+               ", dtype=" + to_string(t.impl.dtype()) + ")";
+      });
 }
 
 void bind_cache(py::module_& m) {
-  py::class_<PyKvCache>(m, "KvCache",
-      "One layer's ring-buffer KV cache (Backend.kv_cache). Sequence arguments default to 0.")
+  py::class_<PyKvCache>(m, "KvCache", "One layer's ring-buffer KV cache (Backend.kv_cache). Sequence arguments default to 0.")
       .def_property_readonly("config", [](const PyKvCache& c) { return c.impl.config(); })
-      .def_property_readonly("nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V")
-      .def("next_position", [](const PyKvCache& c, std::size_t seq) { return c.impl.next_position(seq); },
-           py::arg("seq") = 0, "The next position to append to seq (0 when empty).")
-      .def("length", [](const PyKvCache& c, std::size_t seq) { return c.impl.length(seq); }, py::arg("seq") = 0,
-           "Tokens of seq held now (at most capacity).")
-      .def("slot_positions", [](const PyKvCache& c, std::size_t seq) {
-             std::vector<std::int32_t> p = c.impl.slot_positions(seq);
-             return py::array_t<std::int32_t>(static_cast<py::ssize_t>(p.size()), p.data());
-           }, py::arg("seq") = 0, "Position held in each slot of seq (int32 array), -1 for an empty slot.")
-      .def("slot", [](const PyKvCache& c, std::int32_t position) { return c.impl.slot(position); },
-           py::arg("position"), "The slot of position.")
-      .def("reset", [](PyKvCache& c, std::size_t seq) { c.impl.reset(seq); }, py::arg("seq") = 0, "Empties seq.")
-      .def("truncate", [](PyKvCache& c, std::int32_t position, std::size_t seq) { c.impl.truncate(seq, position); },
-           py::arg("position"), py::arg("seq") = 0, "Drops positions >= position of seq.")
-      .def("__repr__", [](const PyKvCache& c) {
-             return "vkattn.KvCache(" + py::repr(py::cast(c.impl.config())).cast<std::string>() + ")";
-           });
+      .def_property_readonly(
+          "nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V")
+      .def(
+          "next_position", [](const PyKvCache& c, std::size_t seq) { return c.impl.next_position(seq); }, py::arg("seq") = 0,
+          "The next position to append to seq (0 when empty).")
+      .def(
+          "length", [](const PyKvCache& c, std::size_t seq) { return c.impl.length(seq); }, py::arg("seq") = 0,
+          "Tokens of seq held now (at most capacity).")
+      .def(
+          "slot_positions",
+          [](const PyKvCache& c, std::size_t seq) {
+            std::vector<std::int32_t> p = c.impl.slot_positions(seq);
+            return py::array_t<std::int32_t>(static_cast<py::ssize_t>(p.size()), p.data());
+          },
+          py::arg("seq") = 0, "Position held in each slot of seq (int32 array), -1 for an empty slot.")
+      .def(
+          "slot", [](const PyKvCache& c, std::int32_t position) { return c.impl.slot(position); }, py::arg("position"),
+          "The slot of position.")
+      .def(
+          "reset", [](PyKvCache& c, std::size_t seq) { c.impl.reset(seq); }, py::arg("seq") = 0, "Empties seq.")
+      .def(
+          "truncate", [](PyKvCache& c, std::int32_t position, std::size_t seq) { c.impl.truncate(seq, position); },
+          py::arg("position"), py::arg("seq") = 0, "Drops positions >= position of seq.")
+      .def("__repr__",
+           [](const PyKvCache& c) { return "vkattn.KvCache(" + py::repr(py::cast(c.impl.config())).cast<std::string>() + ")"; });
 }
 
 }  // namespace

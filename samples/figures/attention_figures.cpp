@@ -21,9 +21,12 @@ std::string label(const llama2c::Tokenizer& tok, int prev, int token) {
   if (token == llama2c::kBos) return "<s>";
   std::string out;
   for (char c : tok.decode_piece(prev, token)) {
-    if (c == ' ') out += '_';
-    else if (c == '\n') out += "\\n";
-    else out += (c >= 0x20 && c <= 0x7E) ? c : '?';
+    if (c == ' ')
+      out += '_';
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += (c >= 0x20 && c <= 0x7E) ? c : '?';
   }
   return out.size() > kLabelChars ? out.substr(0, kLabelChars) : out;
 }
@@ -48,7 +51,8 @@ AttentionMap collect_attention(llama2c::Model& model, const llama2c::Tokenizer& 
       map.p.assign(map.n_heads * n * n, 0.0f);
     }
     for (std::size_t h = 0; h < map.n_heads; ++h)
-      std::copy_n(probs.begin() + static_cast<std::ptrdiff_t>(h * cap), n, map.p.begin() + static_cast<std::ptrdiff_t>((h * n + t) * n));
+      std::copy_n(probs.begin() + static_cast<std::ptrdiff_t>(h * cap), n,
+                  map.p.begin() + static_cast<std::ptrdiff_t>((h * n + t) * n));
     map.labels.push_back(label(tokenizer, t ? tokens[t - 1] : -1, tokens[t]));
   }
   model.keep_probabilities(-1);
@@ -91,17 +95,17 @@ Canvas draw_attention(const AttentionMap& map) {
   return c;
 }
 
-RopeDecay rope_decay(vkattn::Backend& backend, std::size_t head_dim, double base, std::size_t n_distances,
-                     std::size_t samples, std::uint32_t seed) {
-  if (n_distances == 0 || samples == 0)
-    throw std::invalid_argument("rope_decay: n_distances and samples must be >= 1");
+RopeDecay rope_decay(vkattn::Backend& backend, std::size_t head_dim, double base, std::size_t n_distances, std::size_t samples,
+                     std::uint32_t seed) {
+  if (n_distances == 0 || samples == 0) throw std::invalid_argument("rope_decay: n_distances and samples must be >= 1");
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   std::vector<float> q(samples * head_dim);
   for (float& v : q) v = normal(rng);
   // x[m, s] = q_s for every position m; one rope op rotates row m by position m.
   std::vector<float> x(n_distances * q.size());
-  for (std::size_t m = 0; m < n_distances; ++m) std::copy(q.begin(), q.end(), x.begin() + static_cast<std::ptrdiff_t>(m * q.size()));
+  for (std::size_t m = 0; m < n_distances; ++m)
+    std::copy(q.begin(), q.end(), x.begin() + static_cast<std::ptrdiff_t>(m * q.size()));
   std::vector<std::int32_t> positions(n_distances);
   for (std::size_t m = 0; m < n_distances; ++m) positions[m] = static_cast<std::int32_t>(m);
   vkattn::Tensor t = backend.tensor({n_distances, samples, head_dim}, vkattn::DType::f32);
@@ -150,8 +154,8 @@ Canvas draw_rope_decay(const RopeDecay& decay) {
   c.text((x0 + x1) / 2 - 60, y0 + 22, "relative distance m - n", kBlack);
   const double norm = decay.mean_norm2 > 0 ? decay.mean_norm2 : 1.0;
   for (std::size_t d = 1; d < decay.mean_dot.size(); ++d)
-    c.line(px(static_cast<double>(d - 1)), py(decay.mean_dot[d - 1] / norm), px(static_cast<double>(d)), py(decay.mean_dot[d] / norm),
-           Rgb{33, 100, 180});
+    c.line(px(static_cast<double>(d - 1)), py(decay.mean_dot[d - 1] / norm), px(static_cast<double>(d)),
+           py(decay.mean_dot[d] / norm), Rgb{33, 100, 180});
   return c;
 }
 

@@ -36,13 +36,13 @@ Canvas draw_attention(const AttentionMap& map);
 struct RopeDecay {
   std::size_t head_dim = 0;
   double base = 0;
-  double mean_norm2 = 0;          // mean |q|^2 over the samples
-  std::vector<double> mean_dot;   // [distance]: mean <rope(q, m), rope(q, n)> for m - n = distance
+  double mean_norm2 = 0;         // mean |q|^2 over the samples
+  std::vector<double> mean_dot;  // [distance]: mean <rope(q, m), rope(q, n)> for m - n = distance
 };
 // |samples| random q ~ N(0, 1) rotated by vkattn's rope at positions 0..n_distances-1 on
 // |backend|; since RoPE is a rotation, <rope(q, m), rope(q, n)> = <rope(q, m - n), q>.
-RopeDecay rope_decay(vkattn::Backend& backend, std::size_t head_dim, double base, std::size_t n_distances,
-                     std::size_t samples, std::uint32_t seed);
+RopeDecay rope_decay(vkattn::Backend& backend, std::size_t head_dim, double base, std::size_t n_distances, std::size_t samples,
+                     std::uint32_t seed);
 
 inline constexpr int kDecayWidth = 820;
 inline constexpr int kDecayHeight = 420;

@@ -1,7 +1,7 @@
 // The C API's boundary (status codes, the per-thread message), its struct conversions, and
 // the backend, device and tensor functions. The ops are in c_api_ops.cpp.
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -68,7 +68,8 @@ vkattn_status status_of(ErrorCode code, int vk_result) {
     case ErrorCode::no_device: return VKATTN_ERROR_NO_DEVICE;
     case ErrorCode::device_lost: return VKATTN_ERROR_DEVICE_LOST;
     case ErrorCode::out_of_memory:
-      return vk_result == -1 ? VKATTN_ERROR_OUT_OF_HOST_MEMORY : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;  // VK_ERROR_OUT_OF_HOST_MEMORY
+      return vk_result == -1 ? VKATTN_ERROR_OUT_OF_HOST_MEMORY
+                             : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;  // VK_ERROR_OUT_OF_HOST_MEMORY
     case ErrorCode::timeout: return VKATTN_ERROR_TIMEOUT;
     case ErrorCode::unsupported: return VKATTN_ERROR_UNSUPPORTED;
     case ErrorCode::vulkan_call_failed: return VKATTN_ERROR_VULKAN;
@@ -169,8 +170,7 @@ DeviceOptions device_options(const char* function, const vkattn_device_options* 
   d.submit_timeout_ms = o.submit_timeout_ms;
   check_reserved(function, "options->reserved", o.reserved);
   if (o.kernels < VKATTN_KERNELS_AUTOMATIC || o.kernels > VKATTN_KERNELS_GPU) {
-    throw InvalidArgument(function, "options->kernels", std::to_string(o.kernels),
-                          "VKATTN_KERNELS_AUTOMATIC, _CPU or _GPU");
+    throw InvalidArgument(function, "options->kernels", std::to_string(o.kernels), "VKATTN_KERNELS_AUTOMATIC, _CPU or _GPU");
   }
   if (o.kernels != VKATTN_KERNELS_AUTOMATIC) d.kernels = static_cast<KernelShape>(o.kernels);
   return d;
@@ -189,8 +189,11 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
   r.factor = c.factor;
   r.original_context = static_cast<std::size_t>(c.original_context);
   r.sequence_length = static_cast<std::size_t>(c.sequence_length);
-  r.yarn = {.beta_fast = c.yarn_beta_fast, .beta_slow = c.yarn_beta_slow, .mscale = c.yarn_mscale,
-            .mscale_all_dim = c.yarn_mscale_all_dim, .truncate = flag(function, p + "->yarn_truncate", c.yarn_truncate)};
+  r.yarn = {.beta_fast = c.yarn_beta_fast,
+            .beta_slow = c.yarn_beta_slow,
+            .mscale = c.yarn_mscale,
+            .mscale_all_dim = c.yarn_mscale_all_dim,
+            .truncate = flag(function, p + "->yarn_truncate", c.yarn_truncate)};
   r.llama3 = {.low_freq_factor = c.llama3_low_freq_factor, .high_freq_factor = c.llama3_high_freq_factor};
   const auto factors = array(function, (p + "->freq_factors").c_str(), c.freq_factors, c.n_freq_factors);
   r.freq_factors.assign(factors.begin(), factors.end());
@@ -199,8 +202,7 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
     r.mrope = MRope{.sections = {c.mrope_sections[0], c.mrope_sections[1], c.mrope_sections[2]},
                     .layout = static_cast<MRopeLayout>(c.mrope_layout)};
   } else if (c.mrope_layout != 0) {
-    throw InvalidArgument(function, p + "->mrope_layout", std::to_string(c.mrope_layout),
-                          "0 unless mrope_sections are set");
+    throw InvalidArgument(function, p + "->mrope_layout", std::to_string(c.mrope_layout), "0 unless mrope_sections are set");
   }
   return r;
 }
@@ -225,8 +227,8 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
     if (!std::isfinite(c.temperature_scale)) {
       throw InvalidArgument(function, "config->temperature_scale", std::to_string(c.temperature_scale), "finite");
     }
-    a.query_temperature = QueryTemperature{.floor_scale = c.temperature_floor_scale, .scale = c.temperature_scale,
-                                           .offset = c.temperature_offset};
+    a.query_temperature =
+        QueryTemperature{.floor_scale = c.temperature_floor_scale, .scale = c.temperature_scale, .offset = c.temperature_offset};
   } else if (c.temperature_scale != 0.0 || c.temperature_offset != 0) {
     throw InvalidArgument(function, "config->temperature_floor_scale", "0",
                           ">= 1 when temperature_scale or temperature_offset is set (0: no query temperature)");
@@ -247,10 +249,14 @@ AttentionTokens attention_tokens(const char* function, const vkattn_attention_to
 KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config) {
   const vkattn_kv_cache_config c = read_struct(function, "config", config, kv_cache_defaults, false);
   check_reserved(function, "config->reserved", c.reserved);
+  // Packed (clang-format would put one item per line).
+  // clang-format off
   return {.n_seqs = static_cast<std::size_t>(c.n_seqs), .n_kv_heads = static_cast<std::size_t>(c.n_kv_heads),
           .head_dim = static_cast<std::size_t>(c.head_dim), .capacity = static_cast<std::size_t>(c.capacity),
           .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
-          .rope = static_cast<KvRope>(c.rope), .rope_config = rope_config(function, "config->rope_config", c.rope_config)};
+          .rope = static_cast<KvRope>(c.rope),
+          .rope_config = rope_config(function, "config->rope_config", c.rope_config)};
+  // clang-format on
 }
 
 CommandListOptions command_list_options(const char* function, const vkattn_command_list_options* options) {
@@ -318,13 +324,13 @@ const char* vkattn_last_error_message(void) {
 const char* vkattn_version_string(void) { return vkattn::version(); }
 uint32_t vkattn_version_number(void) { return VKATTN_VERSION_NUMBER; }
 
-#define VKATTN_INIT_FUNCTION(name, type, defaults)                        \
-  vkattn_status name(type* s, size_t size) {                             \
-    return guarded([&] {                                                  \
-      type value{};                                                       \
-      defaults(value);                                                    \
-      write_struct(#name, #type, s, size, value);                         \
-    });                                                                   \
+#define VKATTN_INIT_FUNCTION(name, type, defaults) \
+  vkattn_status name(type* s, size_t size) {       \
+    return guarded([&] {                           \
+      type value{};                                \
+      defaults(value);                             \
+      write_struct(#name, #type, s, size, value);  \
+    });                                            \
   }
 VKATTN_INIT_FUNCTION(vkattn_device_options_init, vkattn_device_options, device_defaults)
 VKATTN_INIT_FUNCTION(vkattn_rope_config_init, vkattn_rope_config, rope_defaults)
@@ -349,8 +355,7 @@ vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* c
   return guarded([&] { need(fn, "count", count) = need(fn, "list", list).devices.size(); });
 }
 
-vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index, vkattn_device_info* info,
-                                     size_t info_size) {
+vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index, vkattn_device_info* info, size_t info_size) {
   const char* fn = "vkattn_device_list_get";
   return guarded([&] {
     const auto& devices = need(fn, "list", list).devices;
@@ -360,14 +365,19 @@ vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t inde
     const vkattn::DeviceInfo& d = devices[index];
     const vkattn::DeviceLimits& l = d.limits;
     write_struct(fn, "info", info, info_size,
+                 // Packed (clang-format would put one item per line).
+                 // clang-format off
                  vkattn_device_info{.struct_size = 0, .index = d.index, .name = d.name.c_str(), .type = d.type.c_str(),
                                     .api_version = d.api_version.c_str(), .driver = d.driver.c_str(),
                                     .rejected = d.rejected.c_str(), .chosen = d.chosen ? 1u : 0u,
                                     .subgroup_size = l.subgroup_size,
                                     .max_storage_buffer_range = l.max_storage_buffer_range,
-                                    .device_local_bytes = l.device_local_bytes, .max_shared_memory = l.max_shared_memory,
+                                    .device_local_bytes = l.device_local_bytes,
+                                    .max_shared_memory = l.max_shared_memory,
                                     .unified_memory = l.unified_memory ? 1u : 0u,
-                                    .shader_float16 = l.shader_float16 ? 1u : 0u, .timestamps = l.timestamps ? 1u : 0u});
+                                    .shader_float16 = l.shader_float16 ? 1u : 0u,
+                                    .timestamps = l.timestamps ? 1u : 0u});
+    // clang-format on
   });
 }
 
@@ -376,8 +386,7 @@ void vkattn_device_list_destroy(vkattn_device_list* list) {
   delete list;
 }
 
-vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_device_options* options,
-                                    vkattn_backend** backend) {
+vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_device_options* options, vkattn_backend** backend) {
   const char* fn = "vkattn_backend_create";
   return guarded([&] {
     need(fn, "backend", backend) = nullptr;
@@ -403,8 +412,7 @@ vkattn_status vkattn_backend_device_name(const vkattn_backend* backend, const ch
   return guarded([&] { need(fn, "name", name) = need(fn, "backend", backend).device_name.c_str(); });
 }
 
-vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages,
-                                                 size_t* count) {
+vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages, size_t* count) {
   const char* fn = "vkattn_backend_validation_messages";
   return guarded([&] {
     vkattn_backend& b = need(fn, "backend", backend);

@@ -75,8 +75,8 @@ std::span<const T> array(const char* function, const char* param, const T* p, st
 // *tensor = a new handle for what |make| returns given the backend and the shape; NULL
 // first, so that it stays NULL on an error.
 template <class Make>
-void new_tensor(const char* fn, vkattn_backend* backend, const std::size_t* shape, std::size_t rank,
-                vkattn_tensor** tensor, Make&& make) {
+void new_tensor(const char* fn, vkattn_backend* backend, const std::size_t* shape, std::size_t rank, vkattn_tensor** tensor,
+                Make&& make) {
   need(fn, "tensor", tensor) = nullptr;
   vkattn_backend& b = need(fn, "backend", backend);
   const auto dims = array(fn, "shape", shape, rank);
@@ -117,9 +117,9 @@ T read_struct(const char* function, const char* param, const T* p, void (*defaul
   for (std::size_t i = sizeof(T); i < p->struct_size; ++i) {
     if (bytes[i] != 0) {
       throw InvalidArgument(function, field, std::to_string(p->struct_size),
-                            "<= " + std::to_string(sizeof(T)) + ", or larger with zeros past byte " +
-                                std::to_string(sizeof(T)) + ": vkattn " VKATTN_VERSION_STRING
-                                " does not know the fields there (byte " + std::to_string(i) + " is set)");
+                            "<= " + std::to_string(sizeof(T)) + ", or larger with zeros past byte " + std::to_string(sizeof(T)) +
+                                ": vkattn " VKATTN_VERSION_STRING " does not know the fields there (byte " + std::to_string(i) +
+                                " is set)");
     }
   }
   std::memcpy(&out, p, std::min<std::size_t>(p->struct_size, sizeof(T)));

@@ -48,26 +48,24 @@ vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn_tensor* sr
   return guarded([&] { list_of(fn, list).copy(in(fn, "src", src), out(fn, "dst", dst)); });
 }
 
-vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions,
-                                             size_t n_positions, const int32_t* seq_ids, size_t n_seq_ids) {
+vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
+                                             const int32_t* seq_ids, size_t n_seq_ids) {
   const char* fn = "vkattn_command_list_set_tokens";
   return guarded([&] {
-    list_of(fn, list).set_tokens(array(fn, "positions", positions, n_positions),
-                                 array(fn, "seq_ids", seq_ids, n_seq_ids));
+    list_of(fn, list).set_tokens(array(fn, "positions", positions, n_positions), array(fn, "seq_ids", seq_ids, n_seq_ids));
   });
 }
 
-vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const int32_t* positions,
-                              size_t n_positions, const vkattn_rope_config* config) {
+vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const int32_t* positions, size_t n_positions,
+                              const vkattn_rope_config* config) {
   const char* fn = "vkattn_cmd_rope";
   return guarded([&] {
-    list_of(fn, list).rope(out(fn, "x", x), array(fn, "positions", positions, n_positions),
-                           rope_config(fn, "config", config));
+    list_of(fn, list).rope(out(fn, "x", x), array(fn, "positions", positions, n_positions), rope_config(fn, "config", config));
   });
 }
 
-vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vkattn_tensor* k,
-                                 const int32_t* positions, size_t n_positions, const vkattn_rope_config* config) {
+vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vkattn_tensor* k, const int32_t* positions,
+                                 size_t n_positions, const vkattn_rope_config* config) {
   const char* fn = "vkattn_cmd_rope_qk";
   return guarded([&] {
     list_of(fn, list).rope(out(fn, "q", q), out(fn, "k", k), array(fn, "positions", positions, n_positions),
@@ -80,22 +78,20 @@ vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_ten
                                      const vkattn_attention_config* config, const vkattn_tensor* mask) {
   const char* fn = "vkattn_cmd_attn_scores";
   return guarded([&] {
-    list_of(fn, list).attn_scores(in(fn, "q", q), in(fn, "k", k), out(fn, "scores", scores),
-                                  attention_tokens(fn, tokens, false), attention_config(fn, config),
-                                  optional_mask(mask));
+    list_of(fn, list).attn_scores(in(fn, "q", q), in(fn, "k", k), out(fn, "scores", scores), attention_tokens(fn, tokens, false),
+                                  attention_config(fn, config), optional_mask(mask));
   });
 }
 
 vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, const vkattn_tensor* scores, vkattn_tensor* probs,
                                       const vkattn_attention_config* config) {
   const char* fn = "vkattn_cmd_attn_softmax";
-  return guarded([&] {
-    list_of(fn, list).attn_softmax(in(fn, "scores", scores), out(fn, "probs", probs), attention_config(fn, config));
-  });
+  return guarded(
+      [&] { list_of(fn, list).attn_softmax(in(fn, "scores", scores), out(fn, "probs", probs), attention_config(fn, config)); });
 }
 
-vkattn_status vkattn_cmd_attn_weighted_sum(vkattn_command_list* list, const vkattn_tensor* probs,
-                                           const vkattn_tensor* v, vkattn_tensor* o) {
+vkattn_status vkattn_cmd_attn_weighted_sum(vkattn_command_list* list, const vkattn_tensor* probs, const vkattn_tensor* v,
+                                           vkattn_tensor* o) {
   const char* fn = "vkattn_cmd_attn_weighted_sum";
   return guarded([&] { list_of(fn, list).attn_weighted_sum(in(fn, "probs", probs), in(fn, "v", v), out(fn, "out", o)); });
 }
@@ -106,14 +102,13 @@ vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tenso
   const char* fn = "vkattn_cmd_attention";
   return guarded([&] {
     list_of(fn, list).attention(in(fn, "q", q), in(fn, "k", k), in(fn, "v", v), out(fn, "out", o),
-                                attention_tokens(fn, tokens, false), attention_config(fn, config),
-                                optional_mask(mask));
+                                attention_tokens(fn, tokens, false), attention_config(fn, config), optional_mask(mask));
   });
 }
 
 vkattn_status vkattn_cmd_kv_append(vkattn_command_list* list, vkattn_kv_cache* cache, const vkattn_tensor* k,
-                                   const vkattn_tensor* v, const int32_t* positions, size_t n_positions,
-                                   const int32_t* seq_ids, size_t n_seq_ids, uint32_t flags) {
+                                   const vkattn_tensor* v, const int32_t* positions, size_t n_positions, const int32_t* seq_ids,
+                                   size_t n_seq_ids, uint32_t flags) {
   const char* fn = "vkattn_cmd_kv_append";
   return guarded([&] {
     if (flags & ~std::uint32_t{VKATTN_KV_APPEND_KEEP_LAST}) {
@@ -130,15 +125,13 @@ vkattn_status vkattn_cmd_kv_copy_sequence(vkattn_command_list* list, vkattn_kv_c
   return guarded([&] { list_of(fn, list).kv_copy_sequence(need(fn, "cache", cache).impl, src, dst); });
 }
 
-vkattn_status vkattn_cmd_attn_scores_cache(vkattn_command_list* list, const vkattn_tensor* q,
-                                           const vkattn_kv_cache* cache, vkattn_tensor* scores,
-                                           const vkattn_attention_tokens* tokens,
+vkattn_status vkattn_cmd_attn_scores_cache(vkattn_command_list* list, const vkattn_tensor* q, const vkattn_kv_cache* cache,
+                                           vkattn_tensor* scores, const vkattn_attention_tokens* tokens,
                                            const vkattn_attention_config* config, const vkattn_tensor* mask) {
   const char* fn = "vkattn_cmd_attn_scores_cache";
   return guarded([&] {
     list_of(fn, list).attn_scores(in(fn, "q", q), cache_of(fn, cache), out(fn, "scores", scores),
-                                  attention_tokens(fn, tokens, false), attention_config(fn, config),
-                                  optional_mask(mask));
+                                  attention_tokens(fn, tokens, false), attention_config(fn, config), optional_mask(mask));
   });
 }
 
@@ -152,14 +145,13 @@ vkattn_status vkattn_cmd_attn_weighted_sum_cache(vkattn_command_list* list, cons
   });
 }
 
-vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, const vkattn_tensor* q,
-                                         const vkattn_kv_cache* cache, vkattn_tensor* o,
-                                         const vkattn_attention_tokens* tokens, const vkattn_attention_config* config,
-                                         const vkattn_tensor* mask) {
+vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, const vkattn_tensor* q, const vkattn_kv_cache* cache,
+                                         vkattn_tensor* o, const vkattn_attention_tokens* tokens,
+                                         const vkattn_attention_config* config, const vkattn_tensor* mask) {
   const char* fn = "vkattn_cmd_attention_cache";
   return guarded([&] {
-    list_of(fn, list).attention(in(fn, "q", q), cache_of(fn, cache), out(fn, "out", o),
-                                attention_tokens(fn, tokens, false), attention_config(fn, config), optional_mask(mask));
+    list_of(fn, list).attention(in(fn, "q", q), cache_of(fn, cache), out(fn, "out", o), attention_tokens(fn, tokens, false),
+                                attention_config(fn, config), optional_mask(mask));
   });
 }
 
@@ -182,20 +174,20 @@ vkattn_status vkattn_command_list_timing(const vkattn_command_list* list, size_t
   });
 }
 
-vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_command_stats* stats,
-                                        size_t stats_size) {
+vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_command_stats* stats, size_t stats_size) {
   const char* fn = "vkattn_command_list_stats";
   return guarded([&] {
     const vkattn::CommandStats s = need(fn, "list", list).impl.stats();
     write_struct(fn, "stats", stats, stats_size,
+                 // Packed (clang-format would put one item per line).
+                 // clang-format off
                  vkattn_command_stats{.struct_size = 0, .reserved = 0, .ops = s.ops, .barriers = s.barriers,
-                                      .submits = s.submits, .texel_reads = s.texel_reads,
-                                      .encodings = s.encodings});
+                                      .submits = s.submits, .texel_reads = s.texel_reads, .encodings = s.encodings});
+    // clang-format on
   });
 }
 
-vkattn_status vkattn_kv_cache_create(vkattn_backend* backend, const vkattn_kv_cache_config* config,
-                                     vkattn_kv_cache** cache) {
+vkattn_status vkattn_kv_cache_create(vkattn_backend* backend, const vkattn_kv_cache_config* config, vkattn_kv_cache** cache) {
   const char* fn = "vkattn_kv_cache_create";
   return guarded([&] {
     need(fn, "cache", cache) = nullptr;
@@ -227,8 +219,7 @@ vkattn_status vkattn_kv_cache_length(const vkattn_kv_cache* cache, size_t seq, s
   return guarded([&] { need(fn, "length", length) = cache_of(fn, cache).length(seq); });
 }
 
-vkattn_status vkattn_kv_cache_slot_positions(const vkattn_kv_cache* cache, size_t seq, int32_t* positions,
-                                             size_t count) {
+vkattn_status vkattn_kv_cache_slot_positions(const vkattn_kv_cache* cache, size_t seq, int32_t* positions, size_t count) {
   const char* fn = "vkattn_kv_cache_slot_positions";
   return guarded([&] {
     const vkattn::KvCache& c = cache_of(fn, cache);
@@ -261,8 +252,8 @@ vkattn_status vkattn_alibi_slopes(size_t n_heads, float* slopes, size_t count) {
   });
 }
 
-vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* config, size_t head_dim, int32_t max_position,
-                                      double* theta, size_t count, double* attention_factor) {
+vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* config, size_t head_dim, int32_t max_position, double* theta,
+                                      size_t count, double* attention_factor) {
   const char* fn = "vkattn_rope_frequencies";
   return guarded([&] {
     need(fn, "theta", theta);

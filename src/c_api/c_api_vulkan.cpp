@@ -41,9 +41,7 @@ vkattn_status vkattn_submission_ready(vkattn_submission* submission, uint32_t* r
 
 vkattn_status vkattn_submission_wait(vkattn_submission* submission, uint64_t timeout_ns, uint32_t* finished) {
   const char* fn = "vkattn_submission_wait";
-  return guarded([&] {
-    need(fn, "finished", finished) = need(fn, "submission", submission).impl.wait(timeout_ns) ? 1u : 0u;
-  });
+  return guarded([&] { need(fn, "finished", finished) = need(fn, "submission", submission).impl.wait(timeout_ns) ? 1u : 0u; });
 }
 
 void vkattn_submission_destroy(vkattn_submission* submission) {
@@ -94,8 +92,8 @@ vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer buffer, VkDev
   });
 }
 
-vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cache_config* config,
-                                   const vkattn_tensor* k, const vkattn_tensor* v, vkattn_kv_cache** cache) {
+vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cache_config* config, const vkattn_tensor* k,
+                                   const vkattn_tensor* v, vkattn_kv_cache** cache) {
   const char* fn = "vkattn_kv_cache_wrap";
   return guarded([&] {
     need(fn, "cache", cache) = nullptr;
@@ -110,8 +108,7 @@ vkattn_status vkattn_record_options_init(vkattn_record_options* options, size_t 
   return guarded([&] { write_struct("vkattn_record_options_init", "options", options, struct_size, vkattn_record_options{}); });
 }
 
-vkattn_status vkattn_cmd_record(vkattn_command_list* list, VkCommandBuffer command_buffer,
-                                const vkattn_record_options* options) {
+vkattn_status vkattn_cmd_record(vkattn_command_list* list, VkCommandBuffer command_buffer, const vkattn_record_options* options) {
   const char* fn = "vkattn_cmd_record";
   return guarded([&] {
     vkattn_command_list& l = need(fn, "list", list);
@@ -125,9 +122,8 @@ vkattn_status vkattn_cmd_record(vkattn_command_list* list, VkCommandBuffer comma
 }
 
 vkattn_status vkattn_submit_semaphores_init(vkattn_submit_semaphores* semaphores, size_t struct_size) {
-  return guarded([&] {
-    write_struct("vkattn_submit_semaphores_init", "semaphores", semaphores, struct_size, vkattn_submit_semaphores{});
-  });
+  return guarded(
+      [&] { write_struct("vkattn_submit_semaphores_init", "semaphores", semaphores, struct_size, vkattn_submit_semaphores{}); });
 }
 
 vkattn_status vkattn_submit_with_semaphores(vkattn_command_list* list, const vkattn_submit_semaphores* semaphores,

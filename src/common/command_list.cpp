@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <new>
 
-#include "common/kv_cache_impl.hpp"
 #include "common/command_list_impl.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "common/validate.hpp"
 #include "vkattn/command_list.hpp"
 
@@ -35,11 +35,18 @@ CommandListImpl& live(const std::unique_ptr<CommandListImpl>& impl, const char* 
 
 Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end()); }
 
+// What a recipe takes: |n_tokens| > 0 when it takes token data; the cache it advances.
+struct Takes {
+  Takes(std::size_t n = 0, std::shared_ptr<detail::KvCacheImpl> c = nullptr) : n_tokens(n), cache(std::move(c)) {}
+  std::size_t n_tokens;
+  std::shared_ptr<detail::KvCacheImpl> cache;
+};
+
 // Records an op now and keeps its recipe. |run| takes the new tokens (null: the ones it
-// was given); |n_tokens| > 0 when it takes token data.
+// was given).
 template <class Run>
-void record_op(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
-            std::shared_ptr<detail::KvCacheImpl> cache = nullptr) {
+void record_op(CommandListImpl& impl, Takes takes, Run run) {
+  auto& [n_tokens, cache] = takes;
   // A recorded op always has its recipe: room for it first (doubling, as push_back would).
   if (impl.recipes.size() == impl.recipes.capacity()) impl.recipes.reserve(std::max<std::size_t>(8, 2 * impl.recipes.size()));
   if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) {
@@ -59,8 +66,7 @@ void record_op(CommandListImpl& impl, Run run, std::size_t n_tokens = 0,
 struct OwnedTokens {
   Ints q_pos, k_pos, q_seq, k_seq;
   explicit OwnedTokens(const AttentionTokens& t)
-      : q_pos(copy_of(t.q_positions)), k_pos(copy_of(t.k_positions)), q_seq(copy_of(t.q_seq_ids)),
-        k_seq(copy_of(t.k_seq_ids)) {}
+      : q_pos(copy_of(t.q_positions)), k_pos(copy_of(t.k_positions)), q_seq(copy_of(t.q_seq_ids)), k_seq(copy_of(t.k_seq_ids)) {}
   std::size_t n_replaced() const { return std::max(q_pos.size(), q_seq.size()); }
   AttentionTokens view(const NextTokens* next) const {
     AttentionTokens t{q_pos, k_pos, q_seq, k_seq};
@@ -69,6 +75,13 @@ struct OwnedTokens {
     return t;
   }
 };
+
+// The tokens a recipe keeps, and how many of them a replay replaces.
+std::pair<OwnedTokens, std::size_t> owned(const AttentionTokens& tokens) {
+  OwnedTokens own(tokens);
+  const std::size_t n = own.n_replaced();
+  return {std::move(own), n};
+}
 
 std::span<const std::int32_t> positions_of(const NextTokens* next, const Ints& own) {
   return next ? next->positions : std::span<const std::int32_t>(own);
@@ -100,8 +113,7 @@ const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const Kv
   return cache.impl();
 }
 
-std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t,
-                                                    const void* owner) {
+std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t, const void* owner) {
   return t ? detail::check_tensor(op, param, *t, owner) : nullptr;
 }
 
@@ -112,7 +124,7 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
   const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
   const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
   detail::check_copy(*s, *d);
-  record_op(impl, [s, d](CommandListImpl& i, const NextTokens*) { i.record(detail::CopyCall{s, d}); });
+  record_op(impl, {}, [s, d](auto& i, auto) { i.record(detail::CopyCall{s, d}); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("copy");
 }
@@ -120,13 +132,15 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
 void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
   auto& impl = live(impl_, "rope");
   const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
-  record_op(impl, [t, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](
-                      CommandListImpl& i, const NextTokens* next) mutable {
-    const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
-    if (next) detail::check_rope_positions(*t, nullptr, p, checked);
-    else checked = detail::check_rope(*t, nullptr, p, config);
-    i.record(detail::RopeCall{t, nullptr, p, checked});
-  }, rope_tokens(positions, config));
+  record_op(impl, {rope_tokens(positions, config)},
+            [t, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](auto& i, auto next) mutable {
+              const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
+              if (next)
+                detail::check_rope_positions(*t, nullptr, p, checked);
+              else
+                checked = detail::check_rope(*t, nullptr, p, config);
+              i.record(detail::RopeCall{t, nullptr, p, checked});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }
@@ -135,13 +149,15 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
   auto& impl = live(impl_, "rope");
   const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
   const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
-  record_op(impl, [tq, tk, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](
-                      CommandListImpl& i, const NextTokens* next) mutable {
-    const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
-    if (next) detail::check_rope_positions(*tq, tk.get(), p, checked);
-    else checked = detail::check_rope(*tq, tk.get(), p, config);
-    i.record(detail::RopeCall{tq, tk, p, checked});
-  }, rope_tokens(positions, config));
+  record_op(impl, {rope_tokens(positions, config)},
+            [tq, tk, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](auto& i, auto next) mutable {
+              const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
+              if (next)
+                detail::check_rope_positions(*tq, tk.get(), p, checked);
+              else
+                checked = detail::check_rope(*tq, tk.get(), p, config);
+              i.record(detail::RopeCall{tq, tk, p, checked});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }
@@ -154,18 +170,17 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
-  OwnedTokens own(tokens);
-  const std::size_t n = own.n_replaced();
-  record_op(impl, [tq, tk, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](
-                      CommandListImpl& i, const NextTokens* next) mutable {
-    if (next) {
-      detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
-    } else {
-      params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
-      detail::check_no_sinks(config);
-    }
-    i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
-  }, n);
+  auto [own, n] = owned(tokens);
+  record_op(impl, {n},
+            [tq, tk, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](auto& i, auto next) mutable {
+              if (next) {
+                detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
+              } else {
+                params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
+                detail::check_no_sinks(config);
+              }
+              i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
 }
@@ -174,7 +189,7 @@ void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const Attent
   auto& impl = live(impl_, "attn_softmax");
   const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
   const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
-  record_op(impl, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](CommandListImpl& i, const NextTokens*) {
+  record_op(impl, {}, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](auto& i, auto) {
     i.record(detail::SoftmaxCall{ts, tp, sinks});
   });
 } catch (const std::bad_alloc&) {
@@ -188,7 +203,7 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   detail::check_attn_weighted_sum(*tp, *tv, *to);
-  record_op(impl, [tp, tv, to](CommandListImpl& i, const NextTokens*) {
+  record_op(impl, {}, [tp, tv, to](auto& i, auto) {
     static const Ints no_seq;
     i.record(detail::WeightedSumCall{tp, {nullptr, tv, nullptr}, to, no_seq});
   });
@@ -203,16 +218,18 @@ void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, st
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
-  auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options,
-              plan = detail::KvCacheImpl::AppendPlan{}](CommandListImpl& i, const NextTokens* next) mutable {
+  auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options, plan = detail::KvCacheImpl::AppendPlan{}](
+                 CommandListImpl& i, const NextTokens* next) mutable {
     const auto p = positions_of(next, pos), s = seq_ids_of(next, seq);
-    if (next) detail::check_kv_append_tokens(*c, *tk, p, s);
-    else detail::check_kv_append(*c, *tk, *tv, p, s);
+    if (next)
+      detail::check_kv_append_tokens(*c, *tk, p, s);
+    else
+      detail::check_kv_append(*c, *tk, *tv, p, s);
     c->plan_append(p, s, options, plan);
     i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p});
     c->apply_append(p, s, plan);
   };
-  record_op(impl, std::move(run), positions.size(), c);
+  record_op(impl, {positions.size(), c}, std::move(run));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }
@@ -227,10 +244,10 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     }
   }
   if (src == dst) return;
-  record_op(impl, [c, src, dst](CommandListImpl& i, const NextTokens*) {
+  record_op(impl, {0, c}, [c, src, dst](auto& i, auto) {
     i.record(detail::CopySequenceCall{c, src, dst});
     c->copy_sequence(src, dst);
-  }, 0, c);
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_copy_sequence");
 }
@@ -239,45 +256,42 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
                               const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attn_scores";
   auto& impl = live(impl_, op);
-  const auto& c = check_cache(op, cache, impl.owner());
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& c = check_cache(op, cache, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
-  OwnedTokens own(tokens);
-  const std::size_t n = own.n_replaced();
-  record_op(impl, [c, tq, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](
-                      CommandListImpl& i, const NextTokens* next) mutable {
-    if (next) {
-      detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
-    } else {
-      params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
-      detail::check_no_sinks(config);
-    }
-    i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
-  }, n);
+  auto [own, n] = owned(tokens);
+  record_op(impl, {n},
+            [c, tq, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](auto& i, auto next) mutable {
+              if (next) {
+                detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
+              } else {
+                params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
+                detail::check_no_sinks(config);
+              }
+              i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
 }
 
-void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out,
-                                    const AttentionTokens& tokens) try {
+void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out, const AttentionTokens& tokens) try {
   const char* op = "attn_weighted_sum";
   auto& impl = live(impl_, op);
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
-  OwnedTokens own(tokens);
-  const std::size_t n = own.n_replaced();
-  record_op(impl, [c, tp, to, own = std::move(own)](CommandListImpl& i, const NextTokens* next) {
+  auto [own, n] = owned(tokens);
+  record_op(impl, {n}, [c, tp, to, own = std::move(own)](auto& i, auto next) {
     const Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
     i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
-  }, n);
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_weighted_sum");
 }
 
-void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                            const AttentionTokens& tokens, const AttentionConfig& config, const Tensor* mask) try {
+void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
+                            const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
   auto& impl = live(impl_, op);
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
@@ -285,14 +299,15 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
-  OwnedTokens own(tokens);
-  const std::size_t n = own.n_replaced();
-  record_op(impl, [tq, tk, tv, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](
-                      CommandListImpl& i, const NextTokens* next) mutable {
-    if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
-    else a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
-    i.record(detail::AttentionCall{tq, {tk, tv, nullptr}, to, tm, a.scores, a.sinks, a.path});
-  }, n);
+  auto [own, n] = owned(tokens);
+  record_op(impl, {n},
+            [tq, tk, tv, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](auto& i, auto next) mutable {
+              if (next)
+                detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
+              else
+                a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
+              i.record(detail::AttentionCall{tq, {tk, tv, nullptr}, to, tm, a.scores, a.sinks, a.path});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
 }
@@ -301,18 +316,18 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
                             const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
   auto& impl = live(impl_, op);
-  const auto& c = check_cache(op, cache, impl.owner());
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const auto& c = check_cache(op, cache, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
-  OwnedTokens own(tokens);
-  const std::size_t n = own.n_replaced();
-  record_op(impl, [c, tq, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](
-                      CommandListImpl& i, const NextTokens* next) mutable {
-    if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
-    else a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
+  auto [own, n] = owned(tokens);
+  record_op(impl, {n}, [c, tq, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](auto& i, auto next) mutable {
+    if (next)
+      detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
+    else
+      a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
     i.record(detail::AttentionCall{tq, {nullptr, nullptr, c}, to, tm, a.scores, a.sinks, a.path});
-  }, n);
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
 }
@@ -326,9 +341,10 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
                           "a list recorded with rope, kv_append or attention on tokens");
   }
   if (impl.fewest_tokens != n_tokens) {
-    throw InvalidArgument(op, "this", "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " +
-                                          std::to_string(n_tokens) + " tokens",
-                          "ops that all take the same tokens");
+    throw InvalidArgument(
+        op, "this",
+        "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " + std::to_string(n_tokens) + " tokens",
+        "ops that all take the same tokens");
   }
   // One position per token, or three (M-RoPE's t, h, w: rope ops with config.mrope take
   // them, every other op the first, t).
@@ -383,9 +399,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   detail::host_out_of_memory("set_tokens");
 }
 
-void CommandList::submit_and_wait() try {
-  live(impl_, "submit_and_wait").submit_and_wait();
-} catch (const std::bad_alloc&) {
+void CommandList::submit_and_wait() try { live(impl_, "submit_and_wait").submit_and_wait(); } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit_and_wait");
 }
 

@@ -35,8 +35,7 @@ const char* to_string(BackendKind kind) {
   return "unknown";
 }
 
-static std::string error_text(ErrorCode code, const std::string& message, const std::string& call,
-                              const std::string& op) {
+static std::string error_text(ErrorCode code, const std::string& message, const std::string& call, const std::string& op) {
   std::string s = "vkattn";
   if (!op.empty()) s += ": " + op;
   s += ": " + message;
@@ -46,17 +45,12 @@ static std::string error_text(ErrorCode code, const std::string& message, const 
 }
 
 Error::Error(ErrorCode code, std::string message, std::string call, int vk_result, std::string op)
-    : std::runtime_error(error_text(code, message, call, op)),
-      code_(code),
-      message_(std::move(message)),
-      call_(std::move(call)),
-      vk_result_(vk_result),
-      op_(std::move(op)) {}
+    : std::runtime_error(error_text(code, message, call, op)), code_(code), message_(std::move(message)), call_(std::move(call)),
+      vk_result_(vk_result), op_(std::move(op)) {}
 
-InvalidArgument::InvalidArgument(const std::string& op, const std::string& param,
-                                 const std::string& value, const std::string& valid)
-    : std::invalid_argument("vkattn: " + op + ": " + param + " = " + value + "; valid: " + valid),
-      param_(param) {}
+InvalidArgument::InvalidArgument(const std::string& op, const std::string& param, const std::string& value,
+                                 const std::string& valid)
+    : std::invalid_argument("vkattn: " + op + ": " + param + " = " + value + "; valid: " + valid), param_(param) {}
 
 DeviceLimits spec_minimum_limits() { return DeviceLimits{}; }
 

@@ -17,11 +17,7 @@ namespace vkattn {
 
 namespace detail {
 TensorImpl::TensorImpl(const void* owner_, Shape shape_, DType dtype_)
-    : owner(owner_),
-      shape(std::move(shape_)),
-      dtype(dtype_),
-      numel(detail::numel(shape)),
-      words(storage_words(numel, dtype)) {}
+    : owner(owner_), shape(std::move(shape_)), dtype(dtype_), numel(detail::numel(shape)), words(storage_words(numel, dtype)) {}
 TensorImpl::~TensorImpl() = default;
 }  // namespace detail
 
@@ -53,8 +49,8 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
     k = tensor(shape, config.dtype);
     v = tensor(shape, config.dtype);
   } catch (const Error& e) {
-    throw Error(e.code(), "K and V of shape " + detail::shape_string(shape) + ": " + e.message(), e.call(),
-                e.vk_result(), "kv_cache");
+    throw Error(e.code(), "K and V of shape " + detail::shape_string(shape) + ": " + e.message(), e.call(), e.vk_result(),
+                "kv_cache");
   }
   auto impl = std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl());
   if (kind() == BackendKind::vulkan) {
@@ -67,8 +63,7 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
   detail::host_out_of_memory("kv_cache");
 }
 
-static void check_upload(const char* op, const Tensor& t, const void* owner, std::size_t n,
-                         bool want_int) {
+static void check_upload(const char* op, const Tensor& t, const void* owner, std::size_t n, bool want_int) {
   const auto& impl = detail::check_tensor(op, "tensor", t, owner);
   const bool is_int = impl->dtype == DType::i32;
   if (is_int != want_int) {
@@ -76,8 +71,7 @@ static void check_upload(const char* op, const Tensor& t, const void* owner, std
                           want_int ? "i32 for int32 data" : "f32 or f16 for float data");
   }
   if (n != impl->numel) {
-    throw InvalidArgument(op, "data.size()", std::to_string(n),
-                          "tensor.numel() = " + std::to_string(impl->numel));
+    throw InvalidArgument(op, "data.size()", std::to_string(n), "tensor.numel() = " + std::to_string(impl->numel));
   }
 }
 
@@ -89,8 +83,7 @@ void Backend::upload(Tensor& tensor, std::span<const float> data) try {
     std::memcpy(words.data(), data.data(), data.size_bytes());
   } else if (detail::is_quantized(impl.dtype)) {
     for (std::size_t b = 0; b < data.size() / detail::kQuantBlock; ++b) {
-      detail::store_block(impl.dtype, data.subspan(b * detail::kQuantBlock).first<detail::kQuantBlock>(), words,
-                          impl.numel, b);
+      detail::store_block(impl.dtype, data.subspan(b * detail::kQuantBlock).first<detail::kQuantBlock>(), words, impl.numel, b);
     }
   } else {
     for (std::size_t i = 0; i < data.size(); ++i) {

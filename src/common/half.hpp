@@ -18,7 +18,7 @@ inline std::uint16_t float_to_half(float value) {
   if (abs >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
     return static_cast<std::uint16_t>(sign | 0x7c00u);
   }
-  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+  if (abs < 0x38800000u) {                                           // below the smallest normal half: subnormal or zero
     if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);  // < 2^-25 rounds to 0
     const std::uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     const std::uint32_t shift = 126u - (abs >> 23);  // 14 + (113 - exp)

@@ -12,9 +12,8 @@ Error HeapLedger::full(std::uint32_t heap, const std::string& what, std::uint64_
                        std::uint64_t limit, const char* limit_name, const char* call) const {
   const std::uint64_t left = in_use < limit ? limit - in_use : 0;
   return Error(ErrorCode::out_of_memory,
-               what + " needs " + std::to_string(bytes) + " bytes from " + heaps_[heap].name + ": " +
-                   std::to_string(in_use) + " bytes in use of " + std::to_string(limit) + " (" + limit_name + "), " +
-                   std::to_string(left) + " left",
+               what + " needs " + std::to_string(bytes) + " bytes from " + heaps_[heap].name + ": " + std::to_string(in_use) +
+                   " bytes in use of " + std::to_string(limit) + " (" + limit_name + "), " + std::to_string(left) + " left",
                call, 0, current_op());
 }
 

@@ -31,8 +31,8 @@ class HeapLedger {
 
   // The Error for |what| needing |bytes| from |heap| when |in_use| of |limit| bytes are
   // taken; |limit_name| says what the limit is ("its size", "the driver's budget").
-  Error full(std::uint32_t heap, const std::string& what, std::uint64_t bytes, std::uint64_t in_use,
-             std::uint64_t limit, const char* limit_name, const char* call) const;
+  Error full(std::uint32_t heap, const std::string& what, std::uint64_t bytes, std::uint64_t in_use, std::uint64_t limit,
+             const char* limit_name, const char* call) const;
 
  private:
   std::vector<Heap> heaps_;

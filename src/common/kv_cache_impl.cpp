@@ -30,8 +30,7 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
                           std::string("[1, 2^30]") + (c.capacity == 0 ? required : ""));
   }
   if (c.n_sinks >= c.capacity) {
-    throw InvalidArgument(op, "config.n_sinks", std::to_string(c.n_sinks),
-                          "< capacity = " + std::to_string(c.capacity));
+    throw InvalidArgument(op, "config.n_sinks", std::to_string(c.n_sinks), "< capacity = " + std::to_string(c.capacity));
   }
   if (c.rope != KvRope::stored && c.rope != KvRope::on_read) {
     throw InvalidArgument(op, "config.rope", std::to_string(static_cast<int>(c.rope)), "KvRope::stored or KvRope::on_read");
@@ -64,13 +63,8 @@ std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position)
 
 KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::shared_ptr<TensorImpl> k_,
                          std::shared_ptr<TensorImpl> v_)
-    : owner(owner_),
-      config(config_),
-      k(std::move(k_)),
-      v(std::move(v_)),
-      slot_pos(config_.n_seqs * config_.capacity, -1),
-      next(config_.n_seqs, 0),
-      oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {}
+    : owner(owner_), config(config_), k(std::move(k_)), v(std::move(v_)), slot_pos(config_.n_seqs * config_.capacity, -1),
+      next(config_.n_seqs, 0), oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {}
 
 void KvCacheImpl::publish() const {
   if (!slots) return;
@@ -125,9 +119,9 @@ void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span
     std::int32_t& expect = plan.expect[u];
     if (expect < 0) expect = next[u];
     if (positions[t] != expect) {
-      throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]),
-                            std::to_string(expect) + ": sequence " + std::to_string(s) +
-                                " continues there (positions must be consecutive)");
+      throw InvalidArgument(
+          op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]),
+          std::to_string(expect) + ": sequence " + std::to_string(s) + " continues there (positions must be consecutive)");
     }
     if (expect == INT32_MAX) {
       throw InvalidArgument(op, "positions[" + std::to_string(t) + "]", std::to_string(positions[t]), "< 2^31 - 1");
@@ -141,9 +135,9 @@ void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span
     const std::int32_t first_ring = std::max(next[s], static_cast<std::int32_t>(config.n_sinks));
     const std::int64_t new_ring = std::int64_t{plan.expect[s]} - first_ring;
     if (new_ring > static_cast<std::int64_t>(ring()) && !options.keep_last) {
-      throw InvalidArgument(op, "positions (sequence " + std::to_string(s) + ")", std::to_string(new_ring) + " new ring tokens",
-                            "at most capacity - n_sinks = " + std::to_string(ring()) +
-                                " per call, or KvAppendOptions::keep_last");
+      throw InvalidArgument(
+          op, "positions (sequence " + std::to_string(s) + ")", std::to_string(new_ring) + " new ring tokens",
+          "at most capacity - n_sinks = " + std::to_string(ring()) + " per call, or KvAppendOptions::keep_last");
     }
   }
   plan.dst_rows.resize(positions.size());
@@ -151,8 +145,8 @@ void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span
     const auto s = static_cast<std::size_t>(seq_ids.empty() ? 0 : seq_ids[t]);
     const std::int32_t p = positions[t];
     // With keep_last, a ring token that a later token of the call overwrites is dropped.
-    const bool dropped = p >= static_cast<std::int32_t>(config.n_sinks) &&
-                         std::int64_t{plan.last[s]} - p >= static_cast<std::int64_t>(ring());
+    const bool dropped =
+        p >= static_cast<std::int32_t>(config.n_sinks) && std::int64_t{plan.last[s]} - p >= static_cast<std::int64_t>(ring());
     plan.dst_rows[t] = dropped ? -1 : static_cast<std::int32_t>(s * config.capacity + slot(p));
   }
 }
@@ -213,9 +207,7 @@ static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::
 
 const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
 std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }
-std::int32_t KvCache::next_position(std::size_t seq) const {
-  return live(impl_).next[check_seq("next_position", *impl_, seq)];
-}
+std::int32_t KvCache::next_position(std::size_t seq) const { return live(impl_).next[check_seq("next_position", *impl_, seq)]; }
 
 std::size_t KvCache::length(std::size_t seq) const {
   const auto& c = live(impl_);
@@ -260,8 +252,8 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) {
       std::max<std::int64_t>(c.config.n_sinks, std::int64_t{position} - static_cast<std::int64_t>(c.ring()));
   if (position > static_cast<std::int32_t>(c.config.n_sinks) && c.oldest[seq] > held_then) {
     throw InvalidArgument("truncate", "position", std::to_string(position),
-                          "a position whose earlier keys are still held: positions " + std::to_string(held_then) +
-                              " to " + std::to_string(c.oldest[seq] - 1) + " have been overwritten");
+                          "a position whose earlier keys are still held: positions " + std::to_string(held_then) + " to " +
+                              std::to_string(c.oldest[seq] - 1) + " have been overwritten");
   }
   for (std::size_t s = 0; s < c.config.capacity; ++s) {
     std::int32_t& p = c.slot_pos[seq * c.config.capacity + s];

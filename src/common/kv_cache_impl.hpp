@@ -16,8 +16,7 @@ namespace vkattn::detail {
 
 class KvCacheImpl {
  public:
-  KvCacheImpl(const void* owner, const KvCacheConfig& config, std::shared_ptr<TensorImpl> k,
-              std::shared_ptr<TensorImpl> v);
+  KvCacheImpl(const void* owner, const KvCacheConfig& config, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v);
 
   const void* const owner;
   const KvCacheConfig config;
@@ -54,10 +53,9 @@ class KvCacheImpl {
     std::vector<std::int32_t> expect, last;
   };
   // Checks an append and plans it into |plan|; throws InvalidArgument, changing nothing.
-  void plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
-                   const KvAppendOptions& options, AppendPlan& plan) const;
-  void apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
-                    const AppendPlan& plan);
+  void plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids, const KvAppendOptions& options,
+                   AppendPlan& plan) const;
+  void apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids, const AppendPlan& plan);
   void copy_sequence(std::size_t src, std::size_t dst);
   // The keys' positions, sequences and (KvRope::on_read) in-cache positions as the host's
   // bookkeeping has them now, into |p| (ScoresParams: the CPU backend reads them there).
@@ -66,8 +64,7 @@ class KvCacheImpl {
   std::int32_t cache_position(std::size_t seq, std::int32_t position) const;
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has
   // already overwritten (|p|: its window and chunk).
-  void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position,
-                      const ScoresParams& p) const;
+  void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position, const ScoresParams& p) const;
 };
 
 // Checks a KvCacheConfig; returns the K/V shape.

@@ -84,9 +84,12 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     throw InvalidArgument(op, "bytes: format version", std::to_string(got.version), std::to_string(kVersion));
   }
   const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> fields[] = {
-      {"dtype", {got.dtype, want.dtype}},         {"rope", {got.rope, want.rope}},
-      {"n_seqs", {got.n_seqs, want.n_seqs}},      {"capacity", {got.capacity, want.capacity}},
-      {"n_kv_heads", {got.n_kv_heads, want.n_kv_heads}}, {"head_dim", {got.head_dim, want.head_dim}},
+      {"dtype", {got.dtype, want.dtype}},
+      {"rope", {got.rope, want.rope}},
+      {"n_seqs", {got.n_seqs, want.n_seqs}},
+      {"capacity", {got.capacity, want.capacity}},
+      {"n_kv_heads", {got.n_kv_heads, want.n_kv_heads}},
+      {"head_dim", {got.head_dim, want.head_dim}},
       {"n_sinks", {got.n_sinks, want.n_sinks}}};
   for (const auto& [name, v] : fields) {
     if (v.first != v.second) {
@@ -115,8 +118,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
       ok = pos >= -1 && pos < nx && (pos < 0 || c->slot(pos) == i);
     }
     if (!ok) {
-      throw InvalidArgument(op, "bytes: sequence " + std::to_string(s) + " bookkeeping", "inconsistent",
-                            "what save_cache wrote");
+      throw InvalidArgument(op, "bytes: sequence " + std::to_string(s) + " bookkeeping", "inconsistent", "what save_cache wrote");
     }
   }
   write_words(*c->k, k);

@@ -78,7 +78,25 @@ struct AttentionCall {
   AttentionPath path;
 };
 
-using OpCall = std::variant<CopyCall, RopeCall, ScoresCall, SoftmaxCall, WeightedSumCall, AppendCall,
-                            CopySequenceCall, AttentionCall>;
+// Every op's call, once: the variant below and the Vulkan backend's declarations of build()
+// (vulkan/dispatch.hpp) come from this list, so that a new op adds its struct and a line.
+#define VKATTN_OP_CALLS(X) \
+  X(CopyCall)              \
+  X(RopeCall)              \
+  X(ScoresCall)            \
+  X(SoftmaxCall)           \
+  X(WeightedSumCall)       \
+  X(AppendCall)            \
+  X(CopySequenceCall)      \
+  X(AttentionCall)
+
+// std::variant<the calls>: each entry adds ", Call" after a leading placeholder, dropped here.
+template <class... Ts>
+struct TypeList {};
+template <class... Calls>
+std::variant<Calls...> variant_of(TypeList<void, Calls...>);
+#define VKATTN_OP_CALL_TYPE(Call) , Call
+using OpCall = decltype(variant_of(TypeList<void VKATTN_OP_CALLS(VKATTN_OP_CALL_TYPE)>{}));
+#undef VKATTN_OP_CALL_TYPE
 
 }  // namespace vkattn::detail

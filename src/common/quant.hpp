@@ -30,9 +30,7 @@ inline bool is_quantized(DType d) { return d == DType::q8_0 || d == DType::q4_0;
 
 // Words of codes for |n| elements (a multiple of kQuantBlock), and of codes and scales.
 inline std::size_t codes_words(std::size_t n, DType d) { return d == DType::q8_0 ? n / 4 : n / 8; }
-inline std::size_t quant_words(std::size_t n, DType d) {
-  return codes_words(n, d) + (n / kQuantBlock + 1) / 2;
-}
+inline std::size_t quant_words(std::size_t n, DType d) { return codes_words(n, d) + (n / kQuantBlock + 1) / 2; }
 
 // Largest |x| (q8_0) or the signed value of largest |x|, the first one on ties (q4_0), of
 // 32 values; the scale d ggml derives from it, or 0 when d would be subnormal (q4_0: 0 with
@@ -93,8 +91,8 @@ inline float dequantize(DType dtype, std::span<const std::uint32_t> words, std::
 
 // Quantizes block |b| of |x| into |words| (a tensor of |n| elements), leaving every other
 // block as it is.
-inline void store_block(DType dtype, std::span<const float, kQuantBlock> x, std::span<std::uint32_t> words,
-                        std::size_t n, std::size_t b) {
+inline void store_block(DType dtype, std::span<const float, kQuantBlock> x, std::span<std::uint32_t> words, std::size_t n,
+                        std::size_t b) {
   const std::size_t per_block = dtype == DType::q8_0 ? 8 : 4;
   const std::uint16_t scale = quantize_block(dtype, x, &words[b * per_block]);
   std::uint32_t& sw = words[codes_words(n, dtype) + b / 2];

@@ -28,8 +28,8 @@ RopeTable rope_table(const RopeConfig& c, std::int32_t max_position) {
   if (c.scaling == RopeScaling::ntk) {
     base *= std::pow(factor, d / (d - 2.0L));
   } else if (c.scaling == RopeScaling::dynamic_ntk) {
-    const long double seq = c.sequence_length ? static_cast<long double>(c.sequence_length)
-                                              : static_cast<long double>(max_position) + 1.0L;
+    const long double seq =
+        c.sequence_length ? static_cast<long double>(c.sequence_length) : static_cast<long double>(max_position) + 1.0L;
     const long double len = std::max(seq, original);
     base *= std::pow(factor * len / original - (factor - 1.0L), d / (d - 2.0L));
   }
@@ -41,8 +41,7 @@ RopeTable rope_table(const RopeConfig& c, std::int32_t max_position) {
   switch (c.scaling) {
     case RopeScaling::none:
     case RopeScaling::ntk:
-    case RopeScaling::dynamic_ntk:
-      break;
+    case RopeScaling::dynamic_ntk: break;
     case RopeScaling::linear:
       for (auto& th : t.theta) th /= factor;
       break;
@@ -109,12 +108,10 @@ const RopeTurns& rope_turn_words(const RopeConfig& c, std::int32_t max_position)
   // key's memory is kept: every recorded or replayed RoPE op looks its table up here.
   thread_local std::vector<double> key;
   key.assign({static_cast<double>(c.rotary_dim), c.base, static_cast<double>(c.scaling), c.factor,
-              static_cast<double>(c.original_context), static_cast<double>(c.sequence_length),
-              c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.mscale, c.yarn.mscale_all_dim,
-              c.yarn.truncate ? 1.0 : 0.0, c.llama3.low_freq_factor, c.llama3.high_freq_factor,
-              c.attention_factor ? 1.0 : 0.0, c.attention_factor.value_or(0.0),
-              c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0 ? static_cast<double>(max_position)
-                                                                               : 0.0});
+              static_cast<double>(c.original_context), static_cast<double>(c.sequence_length), c.yarn.beta_fast, c.yarn.beta_slow,
+              c.yarn.mscale, c.yarn.mscale_all_dim, c.yarn.truncate ? 1.0 : 0.0, c.llama3.low_freq_factor,
+              c.llama3.high_freq_factor, c.attention_factor ? 1.0 : 0.0, c.attention_factor.value_or(0.0),
+              c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0 ? static_cast<double>(max_position) : 0.0});
   key.insert(key.end(), c.freq_factors.begin(), c.freq_factors.end());
   struct Entry {
     std::vector<double> key;

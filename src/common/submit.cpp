@@ -2,8 +2,8 @@
 // backend that runs lists at once (the CPU reference) does for it.
 #include <new>
 
-#include "common/heap_ledger.hpp"
 #include "common/command_list_impl.hpp"
+#include "common/heap_ledger.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {

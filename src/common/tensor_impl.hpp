@@ -40,11 +40,11 @@ class TensorImpl {
 struct ScoresParams {
   double scale = 1.0;
   bool causal = true;
-  std::uint32_t window = 0;        // 0: no window
-  bool window_symmetric = false;   // WindowType::symmetric: |pos_t - pos_j| <= window / 2
-  std::uint32_t chunk = 0;         // 0: no chunks
+  std::uint32_t window = 0;       // 0: no window
+  bool window_symmetric = false;  // WindowType::symmetric: |pos_t - pos_j| <= window / 2
+  std::uint32_t chunk = 0;        // 0: no chunks
   std::optional<QueryTemperature> temperature;
-  double softcap = 0.0;            // 0: off
+  double softcap = 0.0;             // 0: off
   std::vector<float> alibi_slopes;  // n_heads values, or empty
   std::vector<std::int32_t> q_pos, k_pos, q_seq, k_seq;
   // Keys from a KV cache: token t reads sequence q_seq[t]'s slots. The checks leave k_pos,

@@ -1,10 +1,10 @@
 #include "common/validate.hpp"
 
 #include <cmath>
-#include <numeric>
 #include <initializer_list>
-#include <utility>
+#include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "common/quant.hpp"
 
@@ -39,12 +39,10 @@ void check_new_tensor(const char* op, const Shape& shape, DType dtype) {
   }
 }
 
-const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param,
-                                                const Tensor& t, const void* owner) {
+const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param, const Tensor& t, const void* owner) {
   if (!t.valid()) throw InvalidArgument(op, param, kEmptyTensor, "a tensor made by Backend::tensor");
   if (t.impl()->owner != owner) {
-    throw InvalidArgument(op, param, "a tensor of another backend",
-                          "a tensor made by the backend that made this command list");
+    throw InvalidArgument(op, param, "a tensor of another backend", "a tensor made by the backend that made this command list");
   }
   return t.impl();
 }
@@ -124,8 +122,7 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
     throw InvalidArgument(op, "config.scaling", std::to_string(static_cast<int>(s)), "a RopeScaling value");
   }
   if (s != RopeScaling::none && s != RopeScaling::factors) check_positive(op, "config.factor", config.factor);
-  if ((s == RopeScaling::dynamic_ntk || s == RopeScaling::yarn || s == RopeScaling::llama3) &&
-      config.original_context == 0) {
+  if ((s == RopeScaling::dynamic_ntk || s == RopeScaling::yarn || s == RopeScaling::llama3) && config.original_context == 0) {
     throw InvalidArgument(op, "config.original_context", "0", ">= 1 (the trained context length) for this scaling");
   }
   if ((s == RopeScaling::ntk || s == RopeScaling::dynamic_ntk) && out.rotary_dim < 4) {
@@ -133,8 +130,7 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
                           ">= 4 for NTK scaling (the exponent is d / (d - 2))");
   }
   if (s == RopeScaling::yarn) {
-    check_ordered_pair(op, "config.yarn.beta_slow", config.yarn.beta_slow, "config.yarn.beta_fast",
-                       config.yarn.beta_fast);
+    check_ordered_pair(op, "config.yarn.beta_slow", config.yarn.beta_slow, "config.yarn.beta_fast", config.yarn.beta_fast);
     for (auto [name, v] : {std::pair{"config.yarn.mscale", config.yarn.mscale},
                            std::pair{"config.yarn.mscale_all_dim", config.yarn.mscale_all_dim}}) {
       if (!std::isfinite(v) || v < 0.0) throw InvalidArgument(op, name, num(v), "finite and >= 0");
@@ -142,8 +138,8 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
   }
   if (s == RopeScaling::llama3) {
     // Equal factors (Llama 4 Scout) leave the smooth band empty.
-    check_ordered_pair(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor,
-                       "config.llama3.high_freq_factor", config.llama3.high_freq_factor, true);
+    check_ordered_pair(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor, "config.llama3.high_freq_factor",
+                       config.llama3.high_freq_factor, true);
   }
   if (s == RopeScaling::factors) {
     if (config.freq_factors.size() != out.rotary_dim / 2) {
@@ -169,8 +165,7 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
       throw InvalidArgument(op, "config.mrope.sections",
                             "{" + std::to_string(m.sections[0]) + ", " + std::to_string(m.sections[1]) + ", " +
                                 std::to_string(m.sections[2]) + "} (sum " + std::to_string(sum) + ")",
-                            "rotary pairs per position adding up to rotary_dim / 2 = " +
-                                std::to_string(out.rotary_dim / 2));
+                            "rotary pairs per position adding up to rotary_dim / 2 = " + std::to_string(out.rotary_dim / 2));
     }
   }
   return out;
@@ -228,12 +223,10 @@ void check_nonnegative(const char* op, const char* name, std::span<const std::in
 void check_copy(const TensorImpl& src, const TensorImpl& dst) {
   check_distinct("copy", "dst", dst, {{"src", &src}});
   if (src.dtype != dst.dtype) {
-    throw InvalidArgument("copy", "dst.dtype", to_string(dst.dtype),
-                          std::string("src.dtype = ") + to_string(src.dtype));
+    throw InvalidArgument("copy", "dst.dtype", to_string(dst.dtype), std::string("src.dtype = ") + to_string(src.dtype));
   }
   if (src.numel != dst.numel) {
-    throw InvalidArgument("copy", "dst.numel()", std::to_string(dst.numel),
-                          "src.numel() = " + std::to_string(src.numel));
+    throw InvalidArgument("copy", "dst.numel()", std::to_string(dst.numel), "src.numel() = " + std::to_string(src.numel));
   }
 }
 

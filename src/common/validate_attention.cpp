@@ -1,8 +1,8 @@
 // Argument checks of the attention ops, over tensors and over KV caches (validate.hpp).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <initializer_list>
+#include <numeric>
 #include <utility>
 
 #include "common/kv_cache_impl.hpp"
@@ -35,8 +35,7 @@ void check_kv_dtype(const char* op, const char* name, const TensorImpl& t) {
 
 void check_shape(const char* op, const char* name, const TensorImpl& t, std::span<const std::size_t> want) {
   if (!std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) {
-    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape),
-                          shape_string(Shape(want.begin(), want.end())));
+    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), shape_string(Shape(want.begin(), want.end())));
   }
 }
 void check_shape(const char* op, const char* name, const TensorImpl& t, std::initializer_list<std::size_t> want) {
@@ -56,8 +55,7 @@ void check_heads(const char* op, const TensorImpl& q, const char* q_name, const 
   }
   if (q.shape[1] % kv.shape[1] != 0) {
     throw InvalidArgument(op, std::string("n_heads (") + q_name + ".shape[1])", std::to_string(q.shape[1]),
-                          std::string("a multiple of n_kv_heads = ") + kv_name + ".shape[1] = " +
-                              std::to_string(kv.shape[1]));
+                          std::string("a multiple of n_kv_heads = ") + kv_name + ".shape[1] = " + std::to_string(kv.shape[1]));
   }
 }
 
@@ -75,8 +73,10 @@ void check_ids(const char* op, const char* name, std::span<const std::int32_t> v
 void check_ids_into(std::vector<std::int32_t>& out, const char* op, const char* name, std::span<const std::int32_t> v,
                     std::size_t n, bool may_be_empty) {
   check_ids(op, name, v, n, may_be_empty);
-  if (v.empty()) out.assign(n, 0);
-  else out.assign(v.begin(), v.end());
+  if (v.empty())
+    out.assign(n, 0);
+  else
+    out.assign(v.begin(), v.end());
 }
 
 void check_per_head(const char* op, const char* name, const std::vector<float>& v, std::size_t n_heads) {
@@ -166,9 +166,9 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     p.alibi_slopes = config.alibi_slopes;
   } else if (config.alibi) {
     if (n_heads > kMaxAlibiHeads) {
-      throw InvalidArgument(op, "config.alibi", "true with n_heads = " + std::to_string(n_heads),
-                            "n_heads <= " + std::to_string(kMaxAlibiHeads) +
-                                " for the standard slopes, or per-head config.alibi_slopes");
+      throw InvalidArgument(
+          op, "config.alibi", "true with n_heads = " + std::to_string(n_heads),
+          "n_heads <= " + std::to_string(kMaxAlibiHeads) + " for the standard slopes, or per-head config.alibi_slopes");
     }
     p.alibi_slopes = alibi_slopes(n_heads);
   }
@@ -186,14 +186,13 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
 
 }  // namespace
 
-ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores,
-                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
-                               const char* op) {
+ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores, const TensorImpl* mask,
+                               const AttentionTokens& tokens, const AttentionConfig& config, const char* op) {
   return check_scores(q, k, scores, mask, tokens, config, op, nullptr);
 }
 
-std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs,
-                                      const AttentionConfig& config, const char* op) {
+std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config,
+                                      const char* op) {
   check_rank3(op, "scores", scores, "[n_tokens, n_heads, n_keys]");
   check_dtype(op, "scores", scores, false);
   check_dtype(op, "probs", probs, false);
@@ -202,8 +201,7 @@ std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl
   return config.sinks;
 }
 
-void check_attn_tokens(const char* op, ScoresParams& p, const AttentionTokens& tokens, std::size_t n_tokens,
-                       std::size_t n_keys) {
+void check_attn_tokens(const char* op, ScoresParams& p, const AttentionTokens& tokens, std::size_t n_tokens, std::size_t n_keys) {
   check_ids_into(p.q_pos, op, "tokens.q_positions", tokens.q_positions, n_tokens, false);
   if (tokens.k_positions.empty()) {
     if (n_keys > std::size_t{INT32_MAX} + 1) {
@@ -252,7 +250,8 @@ std::vector<float> alibi_slopes(std::size_t n_heads) try {
   // the slopes of the power of two below n, then every other slope of twice that power.
   auto power_of_two = [](std::size_t n) {
     std::vector<float> s(n);
-    for (std::size_t h = 0; h < n; ++h) s[h] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(n)));
+    for (std::size_t h = 0; h < n; ++h)
+      s[h] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(n)));
     return s;
   };
   if (n_heads > detail::kMaxAlibiHeads) {
@@ -276,8 +275,7 @@ namespace vkattn::detail {
 
 namespace {
 
-void check_against_cache(const char* op, const char* name, const TensorImpl& t, const KvCacheImpl& cache,
-                         std::size_t heads_dim) {
+void check_against_cache(const char* op, const char* name, const TensorImpl& t, const KvCacheImpl& cache, std::size_t heads_dim) {
   const auto& c = cache.config;
   if (t.shape[heads_dim + 1] != c.head_dim) {
     throw InvalidArgument(op, std::string(name) + ".shape[" + std::to_string(heads_dim + 1) + "]",
@@ -287,8 +285,8 @@ void check_against_cache(const char* op, const char* name, const TensorImpl& t, 
 
 }  // namespace
 
-void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl& v,
-                     std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) {
+void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl& v, std::span<const std::int32_t> positions,
+                     std::span<const std::int32_t> seq_ids) {
   const char* op = "kv_append";
   const auto& c = cache.config;
   for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}}) {
@@ -303,7 +301,8 @@ void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const Tensor
   if (v.shape[0] != k.shape[0]) {
     throw InvalidArgument(op, "v.shape[0]", std::to_string(v.shape[0]), "k.shape[0] = " + std::to_string(k.shape[0]));
   }
-  if (v.dtype != k.dtype) throw InvalidArgument(op, "v.dtype", to_string(v.dtype), std::string("k.dtype = ") + to_string(k.dtype));
+  if (v.dtype != k.dtype)
+    throw InvalidArgument(op, "v.dtype", to_string(v.dtype), std::string("k.dtype = ") + to_string(k.dtype));
   check_kv_append_tokens(cache, k, positions, seq_ids);
 }
 
@@ -322,8 +321,8 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
 }
 
 ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
-                                     const TensorImpl* mask, const AttentionTokens& tokens,
-                                     const AttentionConfig& config, const char* op) {
+                                     const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
+                                     const char* op) {
   const auto& c = cache.config;
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_dtype(op, "q", q, true);
@@ -374,8 +373,8 @@ void check_attn_cache_tokens(const char* op, ScoresParams& p, const KvCacheImpl&
   }
 }
 
-std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache,
-                                                        const TensorImpl& out, const AttentionTokens& tokens) {
+std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs, const KvCacheImpl& cache, const TensorImpl& out,
+                                                        const AttentionTokens& tokens) {
   const char* op = "attn_weighted_sum";
   const auto& c = cache.config;
   const ShapeOnly values({c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
@@ -402,8 +401,7 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
 namespace {
 AttentionPath check_path(AttentionPath path) {
   if (path != AttentionPath::automatic && path != AttentionPath::fused && path != AttentionPath::three_stages) {
-    throw InvalidArgument("attention", "config.path", std::to_string(static_cast<int>(path)),
-                          "automatic, fused or three_stages");
+    throw InvalidArgument("attention", "config.path", std::to_string(static_cast<int>(path)), "automatic, fused or three_stages");
   }
   return path;
 }
@@ -433,9 +431,8 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   return a;
 }
 
-AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& out,
-                                    const TensorImpl* mask, const AttentionTokens& tokens,
-                                    const AttentionConfig& config) {
+AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& out, const TensorImpl* mask,
+                                    const AttentionTokens& tokens, const AttentionConfig& config) {
   const char* op = "attention";
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   const ShapeOnly scores({q.shape[0], q.shape[1], cache.config.capacity}, DType::f32);

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <utility>
 #include <functional>
+#include <utility>
 
 #include "common/command_list_impl.hpp"
 #include "common/heap_ledger.hpp"
@@ -104,9 +104,7 @@ class CpuBackend final : public Backend {
     return std::make_shared<CpuTensor>(this, ledger_, shape, dtype);
   }
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override { t.store(words); }
-  std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
-    return static_cast<const CpuTensor&>(t).data;
-  }
+  std::vector<std::uint32_t> read_words(const TensorImpl& t) override { return static_cast<const CpuTensor&>(t).data; }
 
  private:
   std::shared_ptr<HeapLedger> ledger_;

@@ -21,9 +21,8 @@ std::vector<float> to_floats(const CpuTensor& t) {
     return f;
   }
   for (std::size_t i = 0; i < t.numel; ++i) {
-    f[i] = t.dtype == DType::f16
-               ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
-               : std::bit_cast<float>(t.data[i]);
+    f[i] = t.dtype == DType::f16 ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
+                                 : std::bit_cast<float>(t.data[i]);
   }
   return f;
 }
@@ -46,8 +45,8 @@ std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std:
                                 const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
   std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
   const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0],
-                   q->shape[2], params);
+  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0], q->shape[2],
+                   params);
   return out;
 }
 
@@ -100,8 +99,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
       ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
       ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
     }
-    ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads,
-                     n, d, one);
+    ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads, n, d, one);
   }
   return out;
 }
@@ -150,8 +148,8 @@ CpuOp op(const RopeCall& c) {
 
 CpuOp op(const ScoresCall& c) {
   if (c.keys.cache) {
-    return {"attn_scores", [q = c.q, cache = c.keys.cache, scores = c.scores, mask = c.mask,
-                            params = with_keys(c.params, *c.keys.cache)] {
+    return {"attn_scores",
+            [q = c.q, cache = c.keys.cache, scores = c.scores, mask = c.mask, params = with_keys(c.params, *c.keys.cache)] {
               from_floats(cpu(scores), cache_scores(q, *cache, mask, params));
             }};
   }
@@ -169,8 +167,7 @@ CpuOp op(const SoftmaxCall& c) {
 CpuOp op(const WeightedSumCall& c) {
   if (c.values.cache) {
     return {"attn_weighted_sum", [probs = c.probs, cache = c.values.cache, out = c.out, q_seq = c.q_seq] {
-              from_floats(cpu(out), cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1],
-                                                       *cache, q_seq));
+              from_floats(cpu(out), cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1], *cache, q_seq));
             }};
   }
   return {"attn_weighted_sum", [probs = c.probs, v = c.values.v, out = c.out] {
@@ -237,15 +234,14 @@ CpuOp op(const CopySequenceCall& a) {
 // The three stages in a row, on temporaries, whatever the path.
 CpuOp op(const AttentionCall& c) {
   if (c.kv.cache) {
-    return {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask,
-                          params = with_keys(c.params, *c.kv.cache), sinks = c.sinks] {
+    return {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask, params = with_keys(c.params, *c.kv.cache),
+                          sinks = c.sinks] {
               const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
               const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
               from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
             }};
   }
-  return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params,
-                        sinks = c.sinks] {
+  return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks] {
             const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
             const std::vector<float> probs = softmax(plain_scores(q, k, mask, params), n_tokens, n_heads, sinks);
             from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v));

@@ -14,10 +14,8 @@ namespace vkattn::detail {
 class CpuTensor final : public TensorImpl {
  public:
   CpuTensor(const void* owner_, std::shared_ptr<HeapLedger> ledger_, const Shape& shape_, DType dtype_)
-      : TensorImpl(owner_, shape_, dtype_),
-        ledger(std::move(ledger_)),
-        reservation(*ledger, 0, std::uint64_t{words} * 4, "tensor"),
-        data(words, 0u) {}
+      : TensorImpl(owner_, shape_, dtype_), ledger(std::move(ledger_)),
+        reservation(*ledger, 0, std::uint64_t{words} * 4, "tensor"), data(words, 0u) {}
   const std::shared_ptr<HeapLedger> ledger;  // outlives the reservation
   const HeapReservation reservation;         // counted before the vector is allocated
   std::vector<std::uint32_t> data;

@@ -47,9 +47,9 @@ bool visible(const detail::ScoresParams& p, std::size_t t, std::size_t j) {
 }
 }  // namespace
 
-void attn_scores(std::span<const float> q, std::span<const float> k, std::span<float> scores,
-                 std::span<const float> mask, std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads,
-                 std::size_t n_keys, std::size_t head_dim, const detail::ScoresParams& p) {
+void attn_scores(std::span<const float> q, std::span<const float> k, std::span<float> scores, std::span<const float> mask,
+                 std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys, std::size_t head_dim,
+                 const detail::ScoresParams& p) {
   const std::size_t group = n_heads / n_kv_heads;
   for (std::size_t t = 0; t < n_tokens; ++t) {
     for (std::size_t h = 0; h < n_heads; ++h) {
@@ -75,8 +75,8 @@ void attn_scores(std::span<const float> q, std::span<const float> k, std::span<f
   }
 }
 
-void attn_softmax(std::span<const float> scores, std::span<float> probs, std::size_t n_tokens,
-                  std::size_t n_heads, std::size_t n_keys, std::span<const float> sinks) {
+void attn_softmax(std::span<const float> scores, std::span<float> probs, std::size_t n_tokens, std::size_t n_heads,
+                  std::size_t n_keys, std::span<const float> sinks) {
   std::vector<double> e(n_keys);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     for (std::size_t h = 0; h < n_heads; ++h) {
@@ -107,9 +107,8 @@ void attn_softmax(std::span<const float> scores, std::span<float> probs, std::si
   }
 }
 
-void attn_weighted_sum(std::span<const float> probs, std::span<const float> v, std::span<float> out,
-                       std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys,
-                       std::size_t head_dim) {
+void attn_weighted_sum(std::span<const float> probs, std::span<const float> v, std::span<float> out, std::size_t n_tokens,
+                       std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys, std::size_t head_dim) {
   const std::size_t group = n_heads / n_kv_heads;
   std::vector<double> acc(head_dim);
   for (std::size_t t = 0; t < n_tokens; ++t) {

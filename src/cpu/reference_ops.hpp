@@ -24,19 +24,18 @@ void rope(std::span<float> x, std::size_t n_tokens, std::size_t n_heads, std::si
 //   s = scale * <q[t,h], k[j,kvh]>, kvh = h / (H / Hkv), accumulated in double;
 //   s = softcap * tanh(s / softcap);  s -= slope[h] * |pos_t - pos_j|;  s += mask[t, j];
 //   s = -inf where key j is not visible to token t.
-void attn_scores(std::span<const float> q, std::span<const float> k, std::span<float> scores,
-                 std::span<const float> mask, std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads,
-                 std::size_t n_keys, std::size_t head_dim, const detail::ScoresParams& params);
+void attn_scores(std::span<const float> q, std::span<const float> k, std::span<float> scores, std::span<const float> mask,
+                 std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys, std::size_t head_dim,
+                 const detail::ScoresParams& params);
 
 // Stage 2, per row of n_keys: p_j = exp(s_j - m) / (sum_j exp(s_j - m) + exp(sink - m)),
 // m = max(max_j s_j, sink); sink only when |sinks| is given (per head). A row where no
 // key is visible (all -inf) gives zeros.
-void attn_softmax(std::span<const float> scores, std::span<float> probs, std::size_t n_tokens,
-                  std::size_t n_heads, std::size_t n_keys, std::span<const float> sinks);
+void attn_softmax(std::span<const float> scores, std::span<float> probs, std::size_t n_tokens, std::size_t n_heads,
+                  std::size_t n_keys, std::span<const float> sinks);
 
 // Stage 3. out[t,h,:] = sum_j p[t,h,j] v[j,kvh,:], accumulated in double.
-void attn_weighted_sum(std::span<const float> probs, std::span<const float> v, std::span<float> out,
-                       std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys,
-                       std::size_t head_dim);
+void attn_weighted_sum(std::span<const float> probs, std::span<const float> v, std::span<float> out, std::size_t n_tokens,
+                       std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys, std::size_t head_dim);
 
 }  // namespace vkattn::ref

@@ -43,8 +43,8 @@ void throw_vk_error(VkResult result, const char* call, const char* file, int lin
   std::string where = file;
   const auto slash = where.find_last_of('/');
   if (slash != std::string::npos) where = where.substr(slash + 1);
-  throw Error(code, std::string(vk_result_name(result)) + " at " + where + ":" + std::to_string(line),
-              call, static_cast<int>(result), current_op());
+  throw Error(code, std::string(vk_result_name(result)) + " at " + where + ":" + std::to_string(line), call,
+              static_cast<int>(result), current_op());
 }
 
 }  // namespace vkattn::detail

@@ -23,10 +23,10 @@ T vk_struct(VkStructureType type) {
 
 }  // namespace vkattn::detail
 
-#define VKATTN_VK_CHECK(call)                                                     \
-  do {                                                                            \
-    const VkResult vkattn_result_ = (call);                                       \
-    if (vkattn_result_ < 0) {                                                     \
+#define VKATTN_VK_CHECK(call)                                                      \
+  do {                                                                             \
+    const VkResult vkattn_result_ = (call);                                        \
+    if (vkattn_result_ < 0) {                                                      \
       ::vkattn::detail::throw_vk_error(vkattn_result_, #call, __FILE__, __LINE__); \
-    }                                                                             \
+    }                                                                              \
   } while (0)

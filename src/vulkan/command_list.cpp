@@ -46,14 +46,12 @@ bool replay_patches() {
 class VulkanCommandList final : public CommandListImpl {
  public:
   VulkanCommandList(std::shared_ptr<Context> ctx, const CommandListOptions& options)
-      : ctx_(std::move(ctx)),
-        options_(options),
-        params_(ctx_->limits.storage_offset_alignment),
+      : ctx_(std::move(ctx)), options_(options), params_(ctx_->limits.storage_offset_alignment),
         spare_params_(ctx_->limits.storage_offset_alignment) {
     ctx_->device->check_alive();
     if (options_.timestamps && !ctx_->limits.timestamps) {
-      throw Error(ErrorCode::unsupported, "this device's compute queue has no timestamps",
-                  "CommandListOptions::timestamps", 0, "commands");
+      throw Error(ErrorCode::unsupported, "this device's compute queue has no timestamps", "CommandListOptions::timestamps", 0,
+                  "commands");
     }
   }
 
@@ -229,8 +227,8 @@ class VulkanCommandList final : public CommandListImpl {
     ParamArena params{0};  // the recorded parameters
     std::shared_ptr<Encoded> encoded, external;
     std::vector<std::shared_ptr<TensorImpl>> scratch_used;
-    std::size_t matched = 0;  // recorded dispatches the rebuilt ones have matched so far
-    bool diverged = false;    // a rebuilt dispatch differed: ops_ holds the rebuilt ones
+    std::size_t matched = 0;    // recorded dispatches the rebuilt ones have matched so far
+    bool diverged = false;      // a rebuilt dispatch differed: ops_ holds the rebuilt ones
     std::vector<Dispatch> ops;  // once diverged: the recorded dispatches
     bool params_written = false;
     // Patching: the ops replayed so far, and whether one could not be patched.
@@ -242,8 +240,10 @@ class VulkanCommandList final : public CommandListImpl {
   // A write that cannot throw (abort_replay); a failed one drops the own encoding.
   void try_write_params(Encoded& enc, bool patched = false) noexcept {
     try {
-      if (patched) write_patched(enc);
-      else write_params(enc);
+      if (patched)
+        write_patched(enc);
+      else
+        write_params(enc);
     } catch (...) {
       if (&enc == encoded_.get()) encoded_.reset();
     }
@@ -355,11 +355,11 @@ class VulkanCommandList final : public CommandListImpl {
     // sets are never updated once written, and it lives until the list does.
     if (!external_) external_ = prepare_encoding(ctx_, ops_, params_.bytes(), options_.timestamps);
     VkPipelineStageFlags stage = 0;
-    if (options.exit_barrier) stage = options.dst_stage_mask ? options.dst_stage_mask : VkPipelineStageFlags{VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
-    const VkAccessFlags access = options.dst_access_mask ? options.dst_access_mask
-                                                         : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
-    record_commands(*external_, ops_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage,
-                    access);
+    if (options.exit_barrier)
+      stage = options.dst_stage_mask ? options.dst_stage_mask : VkPipelineStageFlags{VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
+    const VkAccessFlags access =
+        options.dst_access_mask ? options.dst_access_mask : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+    record_commands(*external_, ops_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage, access);
   }
 
   std::shared_ptr<Context> ctx_;
@@ -367,18 +367,18 @@ class VulkanCommandList final : public CommandListImpl {
   ParamArena params_;
   ParamArena spare_params_;  // the arena a replay fills next (its memory kept)
   std::vector<Dispatch> ops_;
-  std::vector<TokenMarks> marks_;  // each recorded op's token words in params_
+  std::vector<TokenMarks> marks_;        // each recorded op's token words in params_
   std::vector<TokenMarks> spare_marks_;  // the vector a rebuilding replay fills next
   // A patching replay's (offset, size) ranges of params_ and what they held, in order.
   std::vector<std::pair<VkDeviceSize, VkDeviceSize>> patched_;
   std::vector<std::uint8_t> undo_;
   // $VKATTN_REPLAY=rebuild: replays rebuild every op (the path patching falls back to).
   bool patch_replay_ = replay_patches();
-  std::shared_ptr<TensorImpl> scratch_;  // see scratch_fn()
+  std::shared_ptr<TensorImpl> scratch_;                     // see scratch_fn()
   std::map<TempShape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
-  std::vector<std::shared_ptr<TensorImpl>> scratch_log_;  // the scratch each op was given
-  std::unique_ptr<Replay> replay_;                        // while the frontend replays
-  std::shared_ptr<Encoded> encoded_;  // shared with the Submitted handles of its submissions
+  std::vector<std::shared_ptr<TensorImpl>> scratch_log_;    // the scratch each op was given
+  std::unique_ptr<Replay> replay_;                          // while the frontend replays
+  std::shared_ptr<Encoded> encoded_;                        // shared with the Submitted handles of its submissions
   // The encoding recorded into callers' command buffers, and those it replaced when ops
   // were added: all live as long as the list, as the contract says (vulkan.hpp).
   std::shared_ptr<Encoded> external_;
@@ -390,8 +390,7 @@ class VulkanCommandList final : public CommandListImpl {
 
 }  // namespace
 
-std::unique_ptr<CommandListImpl> make_vulkan_command_list(std::shared_ptr<Context> ctx,
-                                                          const CommandListOptions& options) {
+std::unique_ptr<CommandListImpl> make_vulkan_command_list(std::shared_ptr<Context> ctx, const CommandListOptions& options) {
   return std::make_unique<VulkanCommandList>(std::move(ctx), options);
 }
 

@@ -10,8 +10,7 @@
 
 namespace vkattn::detail {
 
-std::unique_ptr<CommandListImpl> make_vulkan_command_list(std::shared_ptr<Context> ctx,
-                                                          const CommandListOptions& options);
+std::unique_ptr<CommandListImpl> make_vulkan_command_list(std::shared_ptr<Context> ctx, const CommandListOptions& options);
 
 // Splits |groups| workgroups into x/y/z counts within maxComputeWorkGroupCount; shaders
 // rebuild the linear id with wg_linear_id() (shaders/common/layout.glsl).

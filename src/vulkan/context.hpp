@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "common/log.hpp"
 #include "common/command_list_impl.hpp"
+#include "common/log.hpp"
 #include "vulkan/device.hpp"
 #include "vulkan/instance.hpp"
 #include "vulkan/memory.hpp"
@@ -42,12 +42,12 @@ struct Context {
   PhysicalDevice physical;
   std::unique_ptr<Device> device;
   std::unique_ptr<PipelineCache> pipelines;
-  DeviceLimits limits;   // after DeviceOptions::cap_limits and $VKATTN_CAP_LIMITS
+  DeviceLimits limits;  // after DeviceOptions::cap_limits and $VKATTN_CAP_LIMITS
   DeviceOptions options;
-  bool mapped_tensors = false;  // unified memory and no forced staging
+  bool mapped_tensors = false;           // unified memory and no forced staging
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
-  bool external = false;  // instance, device and queue are the caller's (external.cpp)
-  DecodeTuning decode;    // $VKATTN_DECODE
+  bool external = false;                 // instance, device and queue are the caller's (external.cpp)
+  DecodeTuning decode;                   // $VKATTN_DECODE
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);

@@ -8,8 +8,8 @@
 
 namespace vkattn::detail {
 
-std::unique_ptr<DescriptorPool> DescriptorPool::create(const Device& device, std::uint32_t max_sets,
-                                                       std::uint32_t max_buffers, std::uint32_t max_texel_buffers) {
+std::unique_ptr<DescriptorPool> DescriptorPool::create(const Device& device, std::uint32_t max_sets, std::uint32_t max_buffers,
+                                                       std::uint32_t max_texel_buffers) {
   std::unique_ptr<DescriptorPool> self(new DescriptorPool());
   self->fn_ = &device.fn();
   self->device_ = device.handle();
@@ -27,8 +27,7 @@ DescriptorPool::~DescriptorPool() {
   if (pool_) fn_->vkDestroyDescriptorPool(device_, pool_, fn_->allocator);  // frees its sets
 }
 
-VkDescriptorSet DescriptorPool::allocate(VkDescriptorSetLayout layout,
-                                         std::span<const VkDescriptorBufferInfo> buffers,
+VkDescriptorSet DescriptorPool::allocate(VkDescriptorSetLayout layout, std::span<const VkDescriptorBufferInfo> buffers,
                                          std::span<const VkBufferView> views) {
   auto alloc = vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
   alloc.descriptorPool = pool_;

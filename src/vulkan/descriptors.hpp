@@ -16,8 +16,8 @@ class Device;
 
 class DescriptorPool {
  public:
-  static std::unique_ptr<DescriptorPool> create(const Device& device, std::uint32_t max_sets,
-                                                std::uint32_t max_buffers, std::uint32_t max_texel_buffers);
+  static std::unique_ptr<DescriptorPool> create(const Device& device, std::uint32_t max_sets, std::uint32_t max_buffers,
+                                                std::uint32_t max_texel_buffers);
   ~DescriptorPool();
   DescriptorPool(const DescriptorPool&) = delete;
   DescriptorPool& operator=(const DescriptorPool&) = delete;

@@ -33,8 +33,8 @@ int type_rank(const std::string& type) {  // lower is preferred
 }
 
 std::string version_string(std::uint32_t v) {
-  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
-         "." + std::to_string(VK_API_VERSION_PATCH(v));
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
+         std::to_string(VK_API_VERSION_PATCH(v));
 }
 
 std::string lower(std::string s) {
@@ -49,8 +49,7 @@ bool pipeline_stats_wanted() {
   return env && std::strcmp(env, "1") == 0;
 }
 
-PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index,
-                            std::uint32_t instance_api) {
+PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api) {
   PhysicalDevice out;
   out.handle = pd;
   out.functions = &fn;
@@ -91,10 +90,10 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   if (v12) subgroup.pNext = &driver;
   if (size_control_ext) size_props.pNext = std::exchange(props.pNext, &size_props);
   // Compute units, where the vendor's extension tells them.
-  auto nv_sm = vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
-  auto amd_core = vk_struct<VkPhysicalDeviceShaderCorePropertiesAMD>(
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
+  auto nv_sm =
+      vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+  auto amd_core =
+      vk_struct<VkPhysicalDeviceShaderCorePropertiesAMD>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
   auto arm_core = vk_struct<VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM);
   const bool has_nv_sm = has(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
@@ -129,8 +128,7 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   lim.subgroup_shuffle = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   // Kernels that hand values between lanes by index need the subgroup size they were
   // planned for; only a device that can be made to use it (and fill every subgroup) says so.
-  out.subgroup_size_control = size_control_ext && size_control.subgroupSizeControl &&
-                              size_control.computeFullSubgroups &&
+  out.subgroup_size_control = size_control_ext && size_control.subgroupSizeControl && size_control.computeFullSubgroups &&
                               (size_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                               size_props.minSubgroupSize <= subgroup.subgroupSize &&
                               subgroup.subgroupSize <= size_props.maxSubgroupSize;
@@ -141,8 +139,7 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   if (has_nv_sm) {
     lim.compute_units = nv_sm.shaderSMCount;
   } else if (has_amd_core) {
-    lim.compute_units =
-        amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount * amd_core.computeUnitsPerShaderArray;
+    lim.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount * amd_core.computeUnitsPerShaderArray;
   } else if (has_arm_core) {
     lim.compute_units = arm_core.shaderCoreCount;
   }
@@ -230,26 +227,26 @@ std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const Devi
                (d.info.rejected.empty() ? "" : ": rejected, " + d.info.rejected);
   }
   if (devices.empty()) {
-    throw Error(ErrorCode::no_device,
-                "Vulkan found no devices (on Debian, mesa-vulkan-drivers provides the lavapipe CPU device)",
+    throw Error(ErrorCode::no_device, "Vulkan found no devices (on Debian, mesa-vulkan-drivers provides the lavapipe CPU device)",
                 "vkEnumeratePhysicalDevices", 0, current_op());
   }
 
   if (!wanted.empty()) {
-    const bool numeric = std::all_of(wanted.begin(), wanted.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    const bool numeric =
+        std::all_of(wanted.begin(), wanted.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& d = devices[i];
-      const bool match = numeric ? std::to_string(d.info.index) == wanted
-                                 : lower(d.info.name).find(lower(wanted)) != std::string::npos;
+      const bool match =
+          numeric ? std::to_string(d.info.index) == wanted : lower(d.info.name).find(lower(wanted)) != std::string::npos;
       if (!match) continue;
       if (!d.info.rejected.empty()) {
-        throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" selects " + d.info.name +
-                    ", which is rejected: " + d.info.rejected, "", 0, current_op());
+        throw Error(ErrorCode::no_device,
+                    source + "=\"" + wanted + "\" selects " + d.info.name + ", which is rejected: " + d.info.rejected, "", 0,
+                    current_op());
       }
       return i;
     }
-    throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" matches no device; devices:" + listing,
-                "", 0, current_op());
+    throw Error(ErrorCode::no_device, source + "=\"" + wanted + "\" matches no device; devices:" + listing, "", 0, current_op());
   }
 
   std::size_t best = devices.size();
@@ -368,8 +365,8 @@ HeapReservation Device::reserve(std::uint32_t heap, std::uint64_t bytes, const s
   if (memory_budget_) {
     // The driver's view covers every allocation of the process (other backends, other
     // libraries); it may lag behind allocations just made, which the ledger counts.
-    auto budget = vk_struct<VkPhysicalDeviceMemoryBudgetPropertiesEXT>(
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT);
+    auto budget =
+        vk_struct<VkPhysicalDeviceMemoryBudgetPropertiesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT);
     auto props = vk_struct<VkPhysicalDeviceMemoryProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
     props.pNext = &budget;
     fn_.vkGetPhysicalDeviceMemoryProperties2(physical_, &props);

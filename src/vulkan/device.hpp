@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/heap_ledger.hpp"
-#include "vulkan/functions.hpp"
 #include "vkattn/types.hpp"
+#include "vulkan/functions.hpp"
 
 namespace vkattn::detail {
 
@@ -32,14 +32,14 @@ struct SemaphoreSync {
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   const VulkanFunctions* functions = nullptr;  // its instance's (Instance::fn())
-  DeviceInfo info;                          // limits as the device reports them
+  DeviceInfo info;                             // limits as the device reports them
   std::uint32_t compute_family = 0;
   std::array<std::uint8_t, VK_UUID_SIZE> uuid{};
   std::uint32_t driver_version = 0;
-  bool portability_subset = false;          // must be enabled when present (MoltenVK)
-  bool subgroup_size_control = false;       // VK_EXT_subgroup_size_control is enabled with
-                                            // subgroupSizeControl and computeFullSubgroups
-  bool memory_budget = false;               // VK_EXT_memory_budget is enabled
+  bool portability_subset = false;     // must be enabled when present (MoltenVK)
+  bool subgroup_size_control = false;  // VK_EXT_subgroup_size_control is enabled with
+                                       // subgroupSizeControl and computeFullSubgroups
+  bool memory_budget = false;          // VK_EXT_memory_budget is enabled
   // VK_KHR_pipeline_executable_properties exists (enabled only for VKATTN_PIPELINE_STATS=1).
   bool pipeline_stats = false;
 };
@@ -49,8 +49,7 @@ std::vector<PhysicalDevice> enumerate_devices(const Instance& instance);
 
 // What vkattn can use of one physical device, as enumerate_devices reports it;
 // |instance_api| is the apiVersion its instance was created with, |fn| its commands.
-PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, std::uint32_t index,
-                            std::uint32_t instance_api);
+PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, std::uint32_t index, std::uint32_t instance_api);
 
 // Index into |devices| of the device to use: DeviceOptions::device, else $VKATTN_DEVICE,
 // else the best type. Throws Error(no_device) listing each device's rejection reason.

@@ -36,8 +36,7 @@ std::array<std::uint32_t, 3> fold_grid(std::uint64_t groups, const DeviceLimits&
     y = max[1];
   }
   if (z > max[2]) {
-    throw Error(ErrorCode::unsupported,
-                std::to_string(groups) + " workgroups exceed maxComputeWorkGroupCount", "fold_grid", 0,
+    throw Error(ErrorCode::unsupported, std::to_string(groups) + " workgroups exceed maxComputeWorkGroupCount", "fold_grid", 0,
                 current_op());
   }
   return {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), static_cast<std::uint32_t>(z)};
@@ -52,15 +51,16 @@ void finish_dispatch(Dispatch& d, const DeviceLimits& limits) {
   d.key.texel_bindings = 0;
   std::uint32_t storage = 0;
   for (std::size_t b = 0; b < d.bindings.size(); ++b) {
-    if (d.bindings[b].texel) d.key.texel_bindings |= 1u << b;
-    else ++storage;
+    if (d.bindings[b].texel)
+      d.key.texel_bindings |= 1u << b;
+    else
+      ++storage;
   }
   // Inputs too large for texel views (maxTexelBufferElements) are bound as storage
   // buffers, and a device may allow as few as 4 per kernel.
   if (storage > limits.max_storage_buffers) {
     throw Error(ErrorCode::unsupported,
-                std::string(d.op) + " binds " + std::to_string(storage) +
-                    " storage buffers; this device allows a kernel " +
+                std::string(d.op) + " binds " + std::to_string(storage) + " storage buffers; this device allows a kernel " +
                     std::to_string(limits.max_storage_buffers) +
                     " (inputs larger than maxTexelBufferElements texels cannot be read through texel views)",
                 "maxPerStageDescriptorStorageBuffers", 0, d.op);
@@ -71,8 +71,8 @@ bool same_dispatch(const Dispatch& x, const Dispatch& y) {
   if (x.key != y.key || x.groups != y.groups || x.push != y.push || x.bindings.size() != y.bindings.size()) return false;
   for (std::size_t j = 0; j < x.bindings.size(); ++j) {
     const Binding &u = x.bindings[j], &v = y.bindings[j];
-    if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes ||
-        u.write != v.write || u.texel != v.texel) {
+    if (u.tensor != v.tensor || u.param_offset != v.param_offset || u.param_bytes != v.param_bytes || u.write != v.write ||
+        u.texel != v.texel) {
       return false;
     }
   }

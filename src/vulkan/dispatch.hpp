@@ -24,8 +24,8 @@ struct Binding {
   std::shared_ptr<TensorImpl> tensor;  // a VulkanTensor, or null for a parameter range
   std::uint64_t param_offset = 0;      // bytes into the command list's parameter buffer
   std::uint64_t param_bytes = 0;
-  bool write = false;                  // the kernel writes it (read-write counts as write)
-  bool texel = false;                  // bound as a uniform texel buffer (the tensor's texel view)
+  bool write = false;  // the kernel writes it (read-write counts as write)
+  bool texel = false;  // bound as a uniform texel buffer (the tensor's texel view)
 };
 
 // Whether |t| can be bound as a uniform texel buffer (its buffer has a texel view: it fits
@@ -144,8 +144,8 @@ struct KeySource {
   std::shared_ptr<TensorImpl> slots;  // keys of a cache: its slot table on the device
   std::uint32_t n_keys, n_kv_heads, head_dim;
   std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
-  std::uint32_t type;    // kv_type_code: 0 f32, 1 f16, 2 q8_0, 3 q4_0
-  std::uint32_t scales;  // q8_0/q4_0: word offset of the scales
+  std::uint32_t type;       // kv_type_code: 0 f32, 1 f16, 2 q8_0, 3 q4_0
+  std::uint32_t scales;     // q8_0/q4_0: word offset of the scales
   std::uint32_t bound = 0;  // keys of a cache: the occupancy bounds' word offset in |slots|
   std::uint32_t n_seqs = 1;
   bool wide() const { return type != 0; }  // 8 elements per 16 bytes or fewer
@@ -183,27 +183,24 @@ struct AttnMeta {
   std::uint32_t rotary_dim = 0;
   std::uint32_t extra_offset = 0;
 };
-AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {},
-                   std::uint32_t extra = 0);
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {}, std::uint32_t extra = 0);
 // The fused kernels' push constants (attn_fused, attn_fused_coalesced, attn_decode): q's
 // shape, the keys and values, the checked options, and the kernel's plan.
 struct FusedPlan {
   std::uint32_t rows = 0, row_tiles = 0, splits = 1, keys_per_split = 0;
-  std::uint64_t ml_offset = 0;         // the splits' (max, sum) pairs in the output scratch
-  std::uint32_t counter_offset = 0;    // attn_decode's merge counters in meta
+  std::uint64_t ml_offset = 0;       // the splits' (max, sum) pairs in the output scratch
+  std::uint32_t counter_offset = 0;  // attn_decode's merge counters in meta
 };
-shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values,
-                                     const ScoresParams& p, const AttnMeta& meta, bool has_mask, bool has_sinks,
-                                     const FusedPlan& plan);
+shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
+                                     const AttnMeta& meta, bool has_mask, bool has_sinks, const FusedPlan& plan);
 // attn_fused's and attn_fused_coalesced's dispatch |d| finished: its bindings (q, k, v
 // through texel views with |texel|, |dst|, the mask, meta, the key positions), push
 // constants and grid (base_groups x splits), then the combine pass into |out| when the
 // keys are split.
-Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q,
-                        const KeySource& keys, const KeySource& values, std::shared_ptr<TensorImpl> dst,
-                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                        const std::vector<float>& sinks, const AttnMeta& meta, bool texel, const FusedPlan& plan,
-                        std::uint64_t base_groups);
+Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                        const KeySource& values, std::shared_ptr<TensorImpl> dst, std::shared_ptr<TensorImpl> out,
+                        std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
+                        const AttnMeta& meta, bool texel, const FusedPlan& plan, std::uint64_t base_groups);
 // A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
 // how many such groups fill a workgroup of about |target| invocations (at least one).
 struct VRowGroups {
@@ -212,8 +209,7 @@ struct VRowGroups {
 VRowGroups v_row_groups(const Context& ctx, std::uint32_t head_dim, bool f16, std::uint32_t target);
 // How many ranges to split the keys into when |base_groups| row workgroups are too few to
 // fill a GPU (decode), each split writing |split_words| 32-bit partial results (1: none).
-std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,
-                         const DeviceLimits& limits);
+std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words, const DeviceLimits& limits);
 
 // attention()'s three stages over a cache, on its own temporary: the stages handle keys
 // only up to each sequence's occupancy bound (rounded up to 8), which nothing past them
@@ -224,8 +220,8 @@ struct StopAtBound {
   const std::vector<std::int32_t>* q_seq = nullptr;
 };
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
-                              std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                              const ScoresParams& p, const StopAtBound* stop = nullptr);
+                              std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                              const StopAtBound* stop = nullptr);
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
                                std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks,
                                const StopAtBound* stop = nullptr);
@@ -237,9 +233,8 @@ using ScratchFn = std::function<std::shared_ptr<TensorImpl>(std::uint64_t floats
 // when the keys are split across workgroups (few query rows, many keys): the first
 // writes each split's partial sums to |scratch|, the second adds them up.
 Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                        std::shared_ptr<TensorImpl> probs, KeySource values,
-                                        std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq,
-                                        const StopAtBound* stop = nullptr);
+                                        std::shared_ptr<TensorImpl> probs, KeySource values, std::shared_ptr<TensorImpl> out,
+                                        const std::vector<std::int32_t>& q_seq, const StopAtBound* stop = nullptr);
 // An f32 tensor of |shape| for an op's intermediate results, which later ops of the same
 // list may be given again (the hazard tracking orders them).
 using TempShape = std::array<std::size_t, 3>;
@@ -258,14 +253,9 @@ struct OpEnv {
 // fused kernel, one dispatch, or two when the keys are split across workgroups (the second
 // merges the splits from the scratch); or the three stages on a temporary, as the path
 // says (AttentionPath).
-Dispatches build(OpEnv& env, const CopyCall& call);
-Dispatches build(OpEnv& env, const RopeCall& call);
-Dispatches build(OpEnv& env, const ScoresCall& call);
-Dispatches build(OpEnv& env, const SoftmaxCall& call);
-Dispatches build(OpEnv& env, const WeightedSumCall& call);
-Dispatches build(OpEnv& env, const AppendCall& call);
-Dispatches build(OpEnv& env, const CopySequenceCall& call);
-Dispatches build(OpEnv& env, const AttentionCall& call);
+#define VKATTN_DECLARE_BUILD(Call) Dispatches build(OpEnv& env, const Call& call);
+VKATTN_OP_CALLS(VKATTN_DECLARE_BUILD)
+#undef VKATTN_DECLARE_BUILD
 // The merge of a fused attention whose keys were split: |partial| holds each split's sums
 // and, from word |ml_offset|, its (max, sum) pairs (attn_fused_combine.comp).
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
@@ -277,12 +267,11 @@ bool coalesced_attention_usable(const Context& ctx);
 // Whether it is the faster of the two fused kernels: when the row tiles alone leave the
 // device's compute units short of workgroups (decode). With rows enough (prefill) a lane
 // per key and the query tile in shared memory cost fewer instructions (docs/gpu.md).
-bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads,
-                                   std::uint32_t n_kv_heads);
+bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads, std::uint32_t n_kv_heads);
 Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                                     std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
-                                                     std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                                                     const ScoresParams& p, const std::vector<float>& sinks);
+                                          std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                          std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                          const ScoresParams& p, const std::vector<float>& sinks);
 // How a key row is spread over a group of |lanes| invocations for one tensor: |epl|
 // elements per piece (16 bytes, or 8 of f16 when 4 elements per lane are all that fit),
 // |pieces| per lane (attn_fused_coalesced, attn_decode).
@@ -297,17 +286,16 @@ Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16);
 struct KeyGroupPlan {
   std::uint32_t rows, lanes;
 };
-KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
-                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
-                             const std::vector<std::int32_t>& q_seq);
+KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes, std::uint32_t n_tokens,
+                             std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq);
 // The decode kernel shaped for GPUs (attn_decode.comp), for KernelShape::gpu when rows are
 // few: on devices that allow a kernel 8 storage buffers, unless $VKATTN_DECODE picks the
 // coalesced kernel. |merge_scratch|: the splits' partial results.
 bool decode_attention_usable(const Context& ctx);
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
-                                       std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                                       const ScoresParams& p, const std::vector<float>& sinks);
+                                       std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                       const std::vector<float>& sinks);
 // The compute units to plan with: DeviceLimits::compute_units, else an estimate by
 // device type.
 std::uint32_t compute_units(const Context& ctx);
@@ -315,6 +303,5 @@ std::uint32_t compute_units(const Context& ctx);
 // allows it (Intel would otherwise run SIMD32, Adreno 128 lanes), else the nearest size
 // it allows (32 on NVIDIA and AMD RDNA, 8 on llvmpipe).
 std::uint32_t preferred_subgroup_size(const DeviceLimits& limits);
-
 
 }  // namespace vkattn::detail

@@ -33,8 +33,7 @@ std::unique_ptr<Encoded> prepare_encoding(const std::shared_ptr<Context>& ctx, s
   if (!params.empty()) {
     enc->params = ctx->device_buffer(params.size(), "op parameters");
     if (!enc->params->mapped()) {
-      enc->params_staging =
-          Buffer::create(*ctx->device, params.size(), BufferKind::staging, "op parameters (staging)", true);
+      enc->params_staging = Buffer::create(*ctx->device, params.size(), BufferKind::staging, "op parameters (staging)", true);
     }
     enc->param_target().write(params);
   }
@@ -69,8 +68,9 @@ std::unique_ptr<Encoded> prepare_encoding(const std::shared_ptr<Context>& ctx, s
         infos[b] = {buffer.handle(), buffer.offset(), buffer.size()};
         if (binding.texel) views[b] = buffer.texel_view();
         if (binding.texel && !views[b]) {
-          throw Error(ErrorCode::unsupported, "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
-                                               " is a texel buffer but its tensor has no texel view",
+          throw Error(ErrorCode::unsupported,
+                      "internal: binding " + std::to_string(b) + " of " + kernel_name(d.key.kernel) +
+                          " is a texel buffer but its tensor has no texel view",
                       "encode", 0, current_op());
         }
       } else {
@@ -83,8 +83,8 @@ std::unique_ptr<Encoded> prepare_encoding(const std::shared_ptr<Context>& ctx, s
   return enc;
 }
 
-void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffer cb, bool entry,
-                     VkPipelineStageFlags exit_stage, VkAccessFlags exit_access) {
+void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffer cb, bool entry, VkPipelineStageFlags exit_stage,
+                     VkAccessFlags exit_access) {
   const Context* ctx = enc.ctx.get();
   const VulkanFunctions& fn = ctx->device->fn();
   const std::uint32_t n_ops = static_cast<std::uint32_t>(ops.size());
@@ -94,15 +94,15 @@ void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffe
                    VK_ACCESS_TRANSFER_WRITE_BIT);
     const VkBufferCopy region{0, 0, enc.param_bytes};
     fn.vkCmdCopyBuffer(cb, enc.params_staging->handle(), enc.params->handle(), 1, &region);
-    global_barrier(fn, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    global_barrier(fn, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_SHADER_READ_BIT);
   }
   if (enc.queries.handle) fn.vkCmdResetQueryPool(cb, enc.queries.handle, 0, 2 * n_ops);
   // Writes of earlier submissions (uploads through staging, previous lists) become
   // visible to this one's shaders.
   if (entry) {
-    global_barrier(fn, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    global_barrier(fn, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   }
 
   enc.barriers = 0;
@@ -137,7 +137,7 @@ void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffe
     fn.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &enc.sets[i], 0, nullptr);
     if (!d.push.empty()) {
       fn.vkCmdPushConstants(cb, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(d.push.size()),
-                         d.push.data());
+                            d.push.data());
     }
     const auto grid = fold_grid(d.groups, ctx->limits);
     fn.vkCmdDispatch(cb, grid[0], grid[1], grid[2]);
@@ -145,16 +145,17 @@ void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffe
       fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, enc.queries.handle, 2 * i + 1);
     }
   }
-  if (exit_stage) global_barrier(fn, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
+  if (exit_stage)
+    global_barrier(fn, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, exit_stage, exit_access);
 }
 
 std::vector<OpTiming> read_timestamps(Encoded& enc, std::span<const Dispatch> ops) {
   const Context* ctx = enc.ctx.get();
   const std::uint32_t n = static_cast<std::uint32_t>(2 * ops.size());
   std::vector<std::uint64_t> ticks(n);
-  const VkResult r = ctx->device->fn().vkGetQueryPoolResults(ctx->device->handle(), enc.queries.handle, 0, n,
-                                           ticks.size() * sizeof(std::uint64_t), ticks.data(), sizeof(std::uint64_t),
-                                           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  const VkResult r = ctx->device->fn().vkGetQueryPoolResults(
+      ctx->device->handle(), enc.queries.handle, 0, n, ticks.size() * sizeof(std::uint64_t), ticks.data(), sizeof(std::uint64_t),
+      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
   ctx->device->note(r, "vkGetQueryPoolResults");
   VKATTN_VK_CHECK(r);
   std::vector<OpTiming> timings;

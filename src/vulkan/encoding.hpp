@@ -62,8 +62,8 @@ std::unique_ptr<Encoded> prepare_encoding(const std::shared_ptr<Context>& ctx, s
 // Records the encoding's commands into |cb|: the parameters' copy (if any), the entry
 // barrier (if |entry|), the dispatches with a barrier at each hazard, and an exit barrier
 // from compute-shader writes to |exit_stage|/|exit_access| (none if |exit_stage| is 0).
-void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffer cb, bool entry,
-                     VkPipelineStageFlags exit_stage, VkAccessFlags exit_access);
+void record_commands(Encoded& enc, std::span<const Dispatch> ops, VkCommandBuffer cb, bool entry, VkPipelineStageFlags exit_stage,
+                     VkAccessFlags exit_access);
 
 // Each dispatch's time from the encoding's timestamps, after its submission finished.
 std::vector<OpTiming> read_timestamps(Encoded& enc, std::span<const Dispatch> ops);

@@ -134,8 +134,7 @@ std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice d
   return self;
 }
 
-VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_,
-                           std::unique_ptr<Buffer> borrowed)
+VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_, std::unique_ptr<Buffer> borrowed)
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)), buffer(std::move(borrowed)) {}
 
 void CommandListImpl::record_into(void*, const RecordOptions&) {
@@ -201,9 +200,9 @@ Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize
   }
   const std::uint64_t needed = ceil_div(storage_words(numel(shape), dtype) * 4, 16) * 16;
   if (size_bytes < needed) {
-    throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes),
-                          ">= " + std::to_string(needed) + " (" + to_string(dtype) + " " + shape_string(shape) +
-                              ", rounded up to 16 bytes)");
+    throw InvalidArgument(
+        op, "size_bytes", std::to_string(size_bytes),
+        ">= " + std::to_string(needed) + " (" + to_string(dtype) + " " + shape_string(shape) + ", rounded up to 16 bytes)");
   }
   if (size_bytes > lim.max_storage_buffer_range) {
     throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes),
@@ -253,8 +252,7 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
                             "a VkSemaphore of the backend's device");
     }
     if (w.stages == 0) {
-      throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].stages", "0",
-                            "a nonzero VkPipelineStageFlags");
+      throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].stages", "0", "a nonzero VkPipelineStageFlags");
     }
     sync.wait.push_back(w.semaphore);
     sync.wait_values.push_back(w.value);

@@ -12,25 +12,25 @@
 namespace vkattn::detail {
 
 // Global commands (no instance).
-#define VKATTN_VK_GLOBAL(X)                  \
-  X(vkCreateInstance)                        \
+#define VKATTN_VK_GLOBAL(X)                 \
+  X(vkCreateInstance)                       \
   X(vkEnumerateInstanceExtensionProperties) \
   X(vkEnumerateInstanceLayerProperties)     \
   X(vkEnumerateInstanceVersion)
 
 // Instance commands (Vulkan 1.1 core).
-#define VKATTN_VK_INSTANCE(X)                   \
-  X(vkDestroyInstance)                          \
-  X(vkEnumeratePhysicalDevices)                 \
-  X(vkGetPhysicalDeviceProperties)              \
-  X(vkGetPhysicalDeviceProperties2)             \
-  X(vkGetPhysicalDeviceFeatures2)               \
-  X(vkGetPhysicalDeviceFormatProperties)        \
-  X(vkGetPhysicalDeviceMemoryProperties)        \
-  X(vkGetPhysicalDeviceMemoryProperties2)       \
-  X(vkGetPhysicalDeviceQueueFamilyProperties)   \
-  X(vkEnumerateDeviceExtensionProperties)       \
-  X(vkCreateDevice)                             \
+#define VKATTN_VK_INSTANCE(X)                 \
+  X(vkDestroyInstance)                        \
+  X(vkEnumeratePhysicalDevices)               \
+  X(vkGetPhysicalDeviceProperties)            \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceFormatProperties)      \
+  X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceMemoryProperties2)     \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkEnumerateDeviceExtensionProperties)     \
+  X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)
 
 // Instance commands of extensions: null when the instance does not have them.
@@ -39,63 +39,63 @@ namespace vkattn::detail {
   X(vkDestroyDebugUtilsMessengerEXT)
 
 // Device commands (Vulkan 1.0 core), loaded with vkGetDeviceProcAddr.
-#define VKATTN_VK_DEVICE(X)            \
-  X(vkGetDeviceQueue)                  \
-  X(vkDeviceWaitIdle)                  \
-  X(vkDestroyDevice)                   \
-  X(vkQueueSubmit)                     \
-  X(vkCreateFence)                     \
-  X(vkDestroyFence)                    \
-  X(vkGetFenceStatus)                  \
-  X(vkWaitForFences)                   \
-  X(vkResetFences)                     \
-  X(vkCreateBuffer)                    \
-  X(vkDestroyBuffer)                   \
-  X(vkGetBufferMemoryRequirements)     \
-  X(vkAllocateMemory)                  \
-  X(vkFreeMemory)                      \
-  X(vkBindBufferMemory)                \
-  X(vkMapMemory)                       \
-  X(vkFlushMappedMemoryRanges)         \
-  X(vkInvalidateMappedMemoryRanges)    \
-  X(vkCreateBufferView)                \
-  X(vkDestroyBufferView)               \
-  X(vkCreateShaderModule)              \
-  X(vkDestroyShaderModule)             \
-  X(vkCreateDescriptorSetLayout)       \
-  X(vkDestroyDescriptorSetLayout)      \
-  X(vkCreatePipelineLayout)            \
-  X(vkDestroyPipelineLayout)           \
-  X(vkCreateComputePipelines)          \
-  X(vkDestroyPipeline)                 \
-  X(vkCreatePipelineCache)             \
-  X(vkDestroyPipelineCache)            \
-  X(vkGetPipelineCacheData)            \
-  X(vkCreateDescriptorPool)            \
-  X(vkDestroyDescriptorPool)           \
-  X(vkAllocateDescriptorSets)          \
-  X(vkUpdateDescriptorSets)            \
-  X(vkCreateCommandPool)               \
-  X(vkDestroyCommandPool)              \
-  X(vkAllocateCommandBuffers)          \
-  X(vkBeginCommandBuffer)              \
-  X(vkEndCommandBuffer)                \
-  X(vkCmdPipelineBarrier)              \
-  X(vkCmdCopyBuffer)                   \
-  X(vkCmdFillBuffer)                   \
-  X(vkCmdDispatch)                     \
-  X(vkCmdBindPipeline)                 \
-  X(vkCmdBindDescriptorSets)           \
-  X(vkCmdPushConstants)                \
-  X(vkCmdWriteTimestamp)               \
-  X(vkCmdResetQueryPool)               \
-  X(vkCreateQueryPool)                 \
-  X(vkDestroyQueryPool)                \
+#define VKATTN_VK_DEVICE(X)         \
+  X(vkGetDeviceQueue)               \
+  X(vkDeviceWaitIdle)               \
+  X(vkDestroyDevice)                \
+  X(vkQueueSubmit)                  \
+  X(vkCreateFence)                  \
+  X(vkDestroyFence)                 \
+  X(vkGetFenceStatus)               \
+  X(vkWaitForFences)                \
+  X(vkResetFences)                  \
+  X(vkCreateBuffer)                 \
+  X(vkDestroyBuffer)                \
+  X(vkGetBufferMemoryRequirements)  \
+  X(vkAllocateMemory)               \
+  X(vkFreeMemory)                   \
+  X(vkBindBufferMemory)             \
+  X(vkMapMemory)                    \
+  X(vkFlushMappedMemoryRanges)      \
+  X(vkInvalidateMappedMemoryRanges) \
+  X(vkCreateBufferView)             \
+  X(vkDestroyBufferView)            \
+  X(vkCreateShaderModule)           \
+  X(vkDestroyShaderModule)          \
+  X(vkCreateDescriptorSetLayout)    \
+  X(vkDestroyDescriptorSetLayout)   \
+  X(vkCreatePipelineLayout)         \
+  X(vkDestroyPipelineLayout)        \
+  X(vkCreateComputePipelines)       \
+  X(vkDestroyPipeline)              \
+  X(vkCreatePipelineCache)          \
+  X(vkDestroyPipelineCache)         \
+  X(vkGetPipelineCacheData)         \
+  X(vkCreateDescriptorPool)         \
+  X(vkDestroyDescriptorPool)        \
+  X(vkAllocateDescriptorSets)       \
+  X(vkUpdateDescriptorSets)         \
+  X(vkCreateCommandPool)            \
+  X(vkDestroyCommandPool)           \
+  X(vkAllocateCommandBuffers)       \
+  X(vkBeginCommandBuffer)           \
+  X(vkEndCommandBuffer)             \
+  X(vkCmdPipelineBarrier)           \
+  X(vkCmdCopyBuffer)                \
+  X(vkCmdFillBuffer)                \
+  X(vkCmdDispatch)                  \
+  X(vkCmdBindPipeline)              \
+  X(vkCmdBindDescriptorSets)        \
+  X(vkCmdPushConstants)             \
+  X(vkCmdWriteTimestamp)            \
+  X(vkCmdResetQueryPool)            \
+  X(vkCreateQueryPool)              \
+  X(vkDestroyQueryPool)             \
   X(vkGetQueryPoolResults)
 
 // Device commands of extensions vkattn enables only when asked (VKATTN_PIPELINE_STATS=1).
-#define VKATTN_VK_DEVICE_OPTIONAL(X)          \
-  X(vkGetPipelineExecutablePropertiesKHR)     \
+#define VKATTN_VK_DEVICE_OPTIONAL(X)      \
+  X(vkGetPipelineExecutablePropertiesKHR) \
   X(vkGetPipelineExecutableStatisticsKHR)
 
 struct VulkanFunctions {

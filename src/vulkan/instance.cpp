@@ -103,8 +103,7 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
   auto messenger_info = vk_struct<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
   messenger_info.messageSeverity =
       VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-  messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                               VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+  messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                                VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
   messenger_info.pfnUserCallback = &Instance::on_message;
   messenger_info.pUserData = self.get();
@@ -130,24 +129,23 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
 
   const VkResult r = fn.vkCreateInstance(&info, nullptr, &self->instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
-    throw Error(ErrorCode::no_device,
-                "no Vulkan driver is installed (on Debian, mesa-vulkan-drivers provides lavapipe)",
+    throw Error(ErrorCode::no_device, "no Vulkan driver is installed (on Debian, mesa-vulkan-drivers provides lavapipe)",
                 "vkCreateInstance", r, current_op());
   }
   VKATTN_VK_CHECK(r);
   try {
     self->fn_ = fn.with_instance(self->instance_);
   } catch (...) {
-    self->fn_.vkDestroyInstance = reinterpret_cast<PFN_vkDestroyInstance>(
-        self->fn_.vkGetInstanceProcAddr(self->instance_, "vkDestroyInstance"));
+    self->fn_.vkDestroyInstance =
+        reinterpret_cast<PFN_vkDestroyInstance>(self->fn_.vkGetInstanceProcAddr(self->instance_, "vkDestroyInstance"));
     throw;
   }
 
   if (validation) {
     const auto create = self->fn_.vkCreateDebugUtilsMessengerEXT;
     if (!create) {
-      throw Error(ErrorCode::unsupported, "vkCreateDebugUtilsMessengerEXT is unavailable",
-                  "vkGetInstanceProcAddr", 0, current_op());
+      throw Error(ErrorCode::unsupported, "vkCreateDebugUtilsMessengerEXT is unavailable", "vkGetInstanceProcAddr", 0,
+                  current_op());
     }
     messenger_info.pNext = nullptr;  // the features struct belonged to instance creation
     VKATTN_VK_CHECK(create(self->instance_, &messenger_info, nullptr, &self->messenger_));
@@ -163,7 +161,7 @@ Instance::~Instance() {
 }
 
 std::unique_ptr<Instance> Instance::adopt(VkInstance instance, std::uint32_t api_version,
-                                         PFN_vkGetInstanceProcAddr get_instance_proc_addr) {
+                                          PFN_vkGetInstanceProcAddr get_instance_proc_addr) {
   std::unique_ptr<Instance> self(new Instance());
   self->fn_ = VulkanFunctions::global(get_instance_proc_addr).with_instance(instance);
   self->instance_ = instance;
@@ -179,8 +177,7 @@ std::vector<std::string> Instance::messages() const {
 
 VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                     VkDebugUtilsMessageTypeFlagsEXT,
-                                                    const VkDebugUtilsMessengerCallbackDataEXT* data,
-                                                    void* user) {
+                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
   // Nothing may be thrown through the driver: out of host memory, the message is lost.
   try {
     auto* self = static_cast<Instance*>(user);

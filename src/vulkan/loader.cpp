@@ -46,8 +46,8 @@ PFN_vkGetInstanceProcAddr open_library(const std::string& name, std::string& why
     why = "LoadLibrary error " + std::to_string(GetLastError());
     return nullptr;
   }
-  auto* get = reinterpret_cast<PFN_vkGetInstanceProcAddr>(
-      reinterpret_cast<void (*)()>(GetProcAddress(lib, "vkGetInstanceProcAddr")));
+  auto* get =
+      reinterpret_cast<PFN_vkGetInstanceProcAddr>(reinterpret_cast<void (*)()>(GetProcAddress(lib, "vkGetInstanceProcAddr")));
 #else
   void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {

@@ -77,8 +77,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
     const auto& h = device.heaps();
     throw Error(ErrorCode::out_of_memory,
                 what + " needs " + std::to_string(req.size) + " bytes from " + h.heap(heap).name + ": the driver refused (" +
-                    vk_result_name(r) + ") with " + std::to_string(h.used(heap) - req.size) +
-                    " bytes in use by this backend",
+                    vk_result_name(r) + ") with " + std::to_string(h.used(heap) - req.size) + " bytes in use by this backend",
                 "vkAllocateMemory", r, current_op());
   }
   if (r < 0) throw_vk_error(r, "vkAllocateMemory", __FILE__, __LINE__);

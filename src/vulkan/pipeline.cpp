@@ -57,8 +57,7 @@ std::span<const std::uint32_t> kernel_spirv(KernelId id) {
   return {e.words, e.count};
 }
 
-Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key,
-                   bool capture)
+Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key, bool capture)
     : fn_(fn), device_(device), key_(key) {
   // Members are released by the destructor, which a throwing constructor does not run:
   // clean up through a guard until the pipeline is complete.
@@ -98,8 +97,7 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
   for (std::uint32_t i = 0; i < key.spec.size(); ++i) {
     entries[i] = {i, i * 4u, 4u};
   }
-  VkSpecializationInfo spec{static_cast<std::uint32_t>(entries.size()), entries.data(),
-                            key.spec.size() * 4u, key.spec.data()};
+  VkSpecializationInfo spec{static_cast<std::uint32_t>(entries.size()), entries.data(), key.spec.size() * 4u, key.spec.data()};
   auto info = vk_struct<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
   info.stage = vk_struct<VkPipelineShaderStageCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO);
   info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -175,8 +173,7 @@ std::string default_pipeline_cache_dir() {
   return {};
 }
 
-PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir,
-                             std::shared_ptr<const Logger> log)
+PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std::string dir, std::shared_ptr<const Logger> log)
     : fn_(device.fn()), device_(device.handle()), stats_(device.pipeline_stats()), log_(std::move(log)) {
   std::vector<char> blob;
   if (!dir.empty()) {
@@ -194,8 +191,8 @@ PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std
   info.pInitialData = blob.empty() ? nullptr : blob.data();
   const VkResult r = fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_);
   if (r != VK_SUCCESS) {
-    log_->log(LogLevel::warning, "pipeline cache " + file_ + " rejected by the driver (" + vk_result_name(r) +
-                                     "); starting empty");
+    log_->log(LogLevel::warning,
+              "pipeline cache " + file_ + " rejected by the driver (" + vk_result_name(r) + "); starting empty");
     info.initialDataSize = 0;
     info.pInitialData = nullptr;
     VKATTN_VK_CHECK(fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_));
@@ -224,8 +221,9 @@ void PipelineCache::load(const PhysicalDevice& physical, std::vector<char>& blob
                     std::memcmp(blob.data() + 16, physical.uuid.data(), VK_UUID_SIZE) == 0;
   if (!ours) {
     blob.clear();
-    log_->log(LogLevel::warning, "pipeline cache " + file_ + " is invalid (not a Vulkan pipeline cache of this device); "
-                                 "ignored, and replaced when the backend closes");
+    log_->log(LogLevel::warning, "pipeline cache " + file_ +
+                                     " is invalid (not a Vulkan pipeline cache of this device); "
+                                     "ignored, and replaced when the backend closes");
   }
 }
 
@@ -244,8 +242,8 @@ void PipelineCache::save() const {
   std::lock_guard lock(mutex_);
   auto fail = [&](const std::string& why) {
     if (!std::exchange(save_warned_, true)) {
-      log_->log(LogLevel::warning, "pipeline cache " + file_ + " cannot be written (" + why +
-                                       "); pipelines will be built again next run");
+      log_->log(LogLevel::warning,
+                "pipeline cache " + file_ + " cannot be written (" + why + "); pipelines will be built again next run");
     }
   };
   std::size_t size = 0;
@@ -288,8 +286,7 @@ const Pipeline& PipelineCache::get(const PipelineKey& key) {
     // A developer's probe (VKATTN_PIPELINE_STATS=1): printed whatever the log level.
     const std::string spec = spec_string(key);
     for (const std::string& line : built->statistics()) {
-      std::fprintf(stderr, "vkattn: pipeline stats: %s (spec %s): %s\n", kernel_name(key.kernel), spec.c_str(),
-                   line.c_str());
+      std::fprintf(stderr, "vkattn: pipeline stats: %s (spec %s): %s\n", kernel_name(key.kernel), spec.c_str(), line.c_str());
     }
   }
   if (log_->enabled(LogLevel::info)) {
@@ -299,8 +296,8 @@ const Pipeline& PipelineCache::get(const PipelineKey& key) {
     std::snprintf(time, sizeof time, "%.1f", ms.count());
     log_->log(LogLevel::info, std::string("built pipeline ") + kernel_name(key.kernel) + " (spec " + spec +
                                   (key.texel_bindings ? ", texel reads" : "") +
-                                  (key.subgroup_size ? ", subgroup " + std::to_string(key.subgroup_size) : "") +
-                                  ") in " + time + " ms");
+                                  (key.subgroup_size ? ", subgroup " + std::to_string(key.subgroup_size) : "") + ") in " + time +
+                                  " ms");
   }
   std::lock_guard lock(mutex_);
   return *pipelines_.try_emplace(key, std::move(built)).first->second;

@@ -57,8 +57,7 @@ class Pipeline {
  public:
   // |capture|: built with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (the device has
   // VK_KHR_pipeline_executable_properties enabled), so that statistics() can be read.
-  Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key,
-           bool capture = false);
+  Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key, bool capture = false);
   // Each executable's statistics as "name: stat value, ..." lines (registers, spills, local
   // memory on NVIDIA); empty when not captured or the driver reports none.
   std::vector<std::string> statistics() const;

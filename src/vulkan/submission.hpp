@@ -47,7 +47,7 @@ class Submission {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  bool pending_ = false;  // submitted, not yet seen finished
+  bool pending_ = false;         // submitted, not yet seen finished
   std::uint64_t submitted_ = 0;  // submissions made
 };
 

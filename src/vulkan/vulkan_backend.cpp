@@ -30,13 +30,12 @@ void one_shot(Context& ctx, Record record) {
   auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   barrier.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
-                       nullptr, 0, nullptr);
+  fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0, nullptr, 0,
+                          nullptr);
   record(cb);
   barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0,
-                       nullptr);
+  fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
   submission.end();
   submission.submit_and_wait(ctx.options.submit_timeout_ms);
 }
@@ -74,9 +73,7 @@ class VulkanBackend final : public Backend {
   }
 
   BackendKind kind() const override { return BackendKind::vulkan; }
-  std::string device_name() const override try {
-    return ctx_->physical.info.name;
-  } catch (const std::bad_alloc&) {
+  std::string device_name() const override try { return ctx_->physical.info.name; } catch (const std::bad_alloc&) {
     host_out_of_memory("device_name");
   }
   const DeviceLimits& limits() const override { return ctx_->limits; }
@@ -92,7 +89,6 @@ class VulkanBackend final : public Backend {
   } catch (const std::bad_alloc&) {
     host_out_of_memory("validation_messages");
   }
-
 
  protected:
   // Tensors and command lists hold the context, not the backend: it is their owner tag.
@@ -124,8 +120,8 @@ std::unique_ptr<Buffer> Context::device_buffer(std::uint64_t bytes, const char* 
   device->check_alive();
   if (bytes > limits.max_storage_buffer_range) {
     throw Error(ErrorCode::out_of_memory,
-                std::string(what) + " needs " + std::to_string(bytes) + " bytes, over maxStorageBufferRange = " +
-                    std::to_string(limits.max_storage_buffer_range) + " by " +
+                std::string(what) + " needs " + std::to_string(bytes) +
+                    " bytes, over maxStorageBufferRange = " + std::to_string(limits.max_storage_buffer_range) + " by " +
                     std::to_string(bytes - limits.max_storage_buffer_range),
                 "maxStorageBufferRange", 0, current_op());
   }
@@ -159,14 +155,11 @@ void Context::zero(Buffer& buffer) {
     buffer.zero();
     return;
   }
-  one_shot(*this, [&](VkCommandBuffer cb) {
-    device->fn().vkCmdFillBuffer(cb, buffer.handle(), buffer.offset(), buffer.size(), 0);
-  });
+  one_shot(*this,
+           [&](VkCommandBuffer cb) { device->fn().vkCmdFillBuffer(cb, buffer.handle(), buffer.offset(), buffer.size(), 0); });
 }
 
-bool has_texel_view(const TensorImpl& t) {
-  return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE;
-}
+bool has_texel_view(const TensorImpl& t) { return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE; }
 
 VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_, bool zero)
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)) {
@@ -196,8 +189,8 @@ static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& de
   for (const auto& d : devices) {
     if (!d.info.rejected.empty() && (d.info.type == "discrete" || d.info.type == "integrated")) {
       ctx.log->log(LogLevel::warning, "device " + std::to_string(d.info.index) + ": " + d.info.name + " (" + d.info.type +
-                                          ") is rejected: " + d.info.rejected + "; using " + chosen.name + " (" +
-                                          chosen.type + ")");
+                                          ") is rejected: " + d.info.rejected + "; using " + chosen.name + " (" + chosen.type +
+                                          ")");
     }
   }
   if (!ctx.log->enabled(LogLevel::info)) return;
@@ -206,8 +199,8 @@ static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& de
     heaps += (i ? ", " : "") + ctx.device->heaps().heap(i).name + " " + std::to_string(ctx.device->heaps().heap(i).size >> 20) +
              " MiB";
   }
-  ctx.log->log(LogLevel::info, "device " + std::to_string(chosen.index) + ": " + chosen.name + " (" + chosen.type +
-                                   "), Vulkan " + chosen.api_version + ", " + chosen.driver + "; " + heaps +
+  ctx.log->log(LogLevel::info, "device " + std::to_string(chosen.index) + ": " + chosen.name + " (" + chosen.type + "), Vulkan " +
+                                   chosen.api_version + ", " + chosen.driver + "; " + heaps +
                                    (ctx.device->memory_budget() ? "; allocations also within VK_EXT_memory_budget"
                                                                 : "; allocations counted against the heap sizes") +
                                    (ctx.mapped_tensors ? "; tensors mapped" : "; tensors behind staging copies"));
@@ -219,9 +212,12 @@ static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevi
   if (!options.kernels) {
     if (const char* env = std::getenv("VKATTN_KERNELS"); env && *env) {
       const std::string s = env;
-      if (s == "cpu") shape = KernelShape::cpu;
-      else if (s == "gpu") shape = KernelShape::gpu;
-      else if (s != "automatic") throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic");
+      if (s == "cpu")
+        shape = KernelShape::cpu;
+      else if (s == "gpu")
+        shape = KernelShape::gpu;
+      else if (s != "automatic")
+        throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic");
     }
   }
   if (shape == KernelShape::automatic) shape = physical.info.type == "cpu" ? KernelShape::cpu : KernelShape::gpu;
@@ -271,9 +267,7 @@ static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
 }  // namespace vkattn::detail
 
 namespace vkattn::detail {
-std::unique_ptr<Backend> make_vulkan_backend(const DeviceOptions& options) {
-  return make_vulkan_backend(make_context(options));
-}
+std::unique_ptr<Backend> make_vulkan_backend(const DeviceOptions& options) { return make_vulkan_backend(make_context(options)); }
 std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<Context> ctx) {
   return std::make_unique<VulkanBackend>(std::move(ctx));
 }

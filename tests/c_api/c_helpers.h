@@ -24,8 +24,7 @@ static inline vkattn_tensor* tensor(vkattn_backend* b, size_t d0, size_t d1, siz
   return t;
 }
 
-static inline vkattn_tensor* filled(vkattn_backend* b, size_t d0, size_t d1, size_t d2, vkattn_dtype dtype,
-                             const float* values) {
+static inline vkattn_tensor* filled(vkattn_backend* b, size_t d0, size_t d1, size_t d2, vkattn_dtype dtype, const float* values) {
   vkattn_tensor* t = tensor(b, d0, d1, d2, dtype);
   OK(vkattn_upload_f32(b, t, values, d0 * d1 * d2));
   return t;

@@ -12,24 +12,23 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond,      \
-              vkattn_last_error_message());                                                        \
-      ++g_failures;                                                                                \
-    }                                                                                              \
+#define CHECK(cond)                                                                                                         \
+  do {                                                                                                                      \
+    if (!(cond)) {                                                                                                          \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond, vkattn_last_error_message()); \
+      ++g_failures;                                                                                                         \
+    }                                                                                                                       \
   } while (0)
 
 /* A call that must succeed; the test cannot go on without it. */
-#define OK(call)                                                                                   \
-  do {                                                                                             \
-    vkattn_status ok_status_ = (call);                                                             \
-    if (ok_status_ != VKATTN_OK) {                                                                 \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                          \
-              vkattn_status_string(ok_status_), vkattn_last_error_message());                      \
-      exit(1);                                                                                     \
-    }                                                                                              \
+#define OK(call)                                                                                            \
+  do {                                                                                                      \
+    vkattn_status ok_status_ = (call);                                                                      \
+    if (ok_status_ != VKATTN_OK) {                                                                          \
+      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, vkattn_status_string(ok_status_), \
+              vkattn_last_error_message());                                                                 \
+      exit(1);                                                                                              \
+    }                                                                                                       \
   } while (0)
 
 /* A call that must fail with |want| and a message containing |text|. */
@@ -38,8 +37,8 @@ static int g_failures = 0;
 static inline void expect_status(vkattn_status want, const char* text, vkattn_status got, const char* call, int line) {
   const char* message = vkattn_last_error_message();
   if (got != want || message == NULL || strstr(message, text) == NULL) {
-    fprintf(stderr, "%s:%d: %s -> %s, message \"%s\"; want %s with \"%s\"\n", __FILE__, line, call,
-            vkattn_status_string(got), message ? message : "(null)", vkattn_status_string(want), text);
+    fprintf(stderr, "%s:%d: %s -> %s, message \"%s\"; want %s with \"%s\"\n", __FILE__, line, call, vkattn_status_string(got),
+            message ? message : "(null)", vkattn_status_string(want), text);
     ++g_failures;
   }
 }

@@ -60,8 +60,8 @@ static void test_rope(vkattn_backend* gpu, vkattn_backend* cpu) {
 }
 
 /* RoPE on one f32 tensor [T, H, D] holding |x| on |b|: the result (freed by the caller). */
-static float* roped(vkattn_backend* b, size_t T, size_t H, size_t D, const float* x, const int32_t* positions,
-                    size_t n_positions, const vkattn_rope_config* config) {
+static float* roped(vkattn_backend* b, size_t T, size_t H, size_t D, const float* x, const int32_t* positions, size_t n_positions,
+                    const vkattn_rope_config* config) {
   vkattn_tensor* t = filled(b, T, H, D, VKATTN_DTYPE_F32, x);
   vkattn_command_list* list = NULL;
   OK(vkattn_command_list_create(b, NULL, &list));
@@ -87,8 +87,7 @@ static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
     OK(vkattn_rope_config_init(&plain, sizeof plain));
     memcpy(config.mrope_sections, sections[layout], sizeof config.mrope_sections);
     config.mrope_layout = layout;
-    float* out[3] = {roped(gpu, T, H, D, x, positions, 3 * T, &config),
-                     roped(cpu, T, H, D, x, positions, 3 * T, &config),
+    float* out[3] = {roped(gpu, T, H, D, x, positions, 3 * T, &config), roped(cpu, T, H, D, x, positions, 3 * T, &config),
                      roped(cpu, T, H, D, x, t_positions, T, &plain)};
     if (max_diff(out[0], out[1], T * H * D) > 4e-6 || max_diff(out[1], out[2], T * H * D) < 1e-3) {
       fprintf(stderr, "mrope layout %d: Vulkan against CPU %g, against plain RoPE %g\n", layout,
@@ -120,8 +119,7 @@ static void test_rope_slice(vkattn_backend* gpu, vkattn_backend* cpu) {
     kept = fmax(kept, max_diff(out[1] + t * D, x + t * D, O));
     rotated = fmax(rotated, max_diff(out[1] + t * D + O, x + t * D + O, D - O));
   }
-  if (max_diff(out[0], out[1], T * H * D) > 4e-6 || kept != 0 || rotated < 1e-3 ||
-      max_diff(out[2], out[1], T * H * D) < 1e-3) {
+  if (max_diff(out[0], out[1], T * H * D) > 4e-6 || kept != 0 || rotated < 1e-3 || max_diff(out[2], out[1], T * H * D) < 1e-3) {
     fprintf(stderr, "rope slice: Vulkan against CPU %g, dims before the slice moved %g, slice moved %g\n",
             max_diff(out[0], out[1], T * H * D), kept, rotated);
     ++g_failures;
@@ -133,9 +131,9 @@ static void test_rope_slice(vkattn_backend* gpu, vkattn_backend* cpu) {
 /* ---- Attention with every option, fused and three-stage, against the CPU ---- */
 
 /* out of attention on |b|: the fused op through |path|, or with path -1 the three ops. */
-static float* run_attention(vkattn_backend* b, int path, const float* q, const float* k, const float* v,
-                            const float* mask, const vkattn_attention_tokens* tokens, vkattn_attention_config config,
-                            size_t T, size_t H, size_t HK, size_t N, size_t D) {
+static float* run_attention(vkattn_backend* b, int path, const float* q, const float* k, const float* v, const float* mask,
+                            const vkattn_attention_tokens* tokens, vkattn_attention_config config, size_t T, size_t H, size_t HK,
+                            size_t N, size_t D) {
   const size_t mask_shape[2] = {T, N};
   vkattn_tensor *tq = filled(b, T, H, D, VKATTN_DTYPE_F32, q), *tk = filled(b, N, HK, D, VKATTN_DTYPE_F16, k);
   vkattn_tensor *tv = filled(b, N, HK, D, VKATTN_DTYPE_F16, v), *tm = NULL;

@@ -30,7 +30,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "vkattn: rope: x.shape = [2, 16]; valid: rank 3", vkattn_cmd_rope(list, rank2, pos, 2, NULL));
   EXPECT_STATUS(E, "positions.size() = 1", vkattn_cmd_rope(list, x, pos, 1, NULL));
   EXPECT_STATUS(E, "vkattn_upload_f32: count = 3; valid: tensor numel", vkattn_upload_f32(cpu, x, (const float[3]){0}, 3));
-  out = x;  /* a failed create sets its result to NULL */
+  out = x; /* a failed create sets its result to NULL */
   EXPECT_STATUS(E, "shape[1] = 0", vkattn_tensor_create(cpu, (const size_t[]){2, 0}, 2, 0, &out));
   CHECK(out == NULL);
   EXPECT_STATUS(E, "max_dims", vkattn_tensor_shape(x, &(size_t){0}, (size_t[2]){0}, 2));
@@ -74,8 +74,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "config->temperature_floor_scale = 0; valid: >= 1 when temperature_scale",
                 vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   ac.temperature_floor_scale = 8192, ac.temperature_scale = 1.0 / 0.0;
-  EXPECT_STATUS(E, "config->temperature_scale = inf; valid: finite",
-                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  EXPECT_STATUS(E, "config->temperature_scale = inf; valid: finite", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.window = 4, ac.window_type = 2;
   EXPECT_STATUS(E, "config.window_type = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));

@@ -14,13 +14,13 @@
 
 static int g_messages = 0;
 
-#define VK(call)                                                                                       \
-  do {                                                                                                 \
-    VkResult vk_result_ = (call);                                                                      \
-    if (vk_result_ != VK_SUCCESS) {                                                                    \
-      fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #call, (int)vk_result_);               \
-      exit(1);                                                                                         \
-    }                                                                                                  \
+#define VK(call)                                                                        \
+  do {                                                                                  \
+    VkResult vk_result_ = (call);                                                       \
+    if (vk_result_ != VK_SUCCESS) {                                                     \
+      fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #call, (int)vk_result_); \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 enum { TOKENS = 2, HEADS = 4, KV_HEADS = 2, HEAD_DIM = 16 };
@@ -58,17 +58,20 @@ typedef struct {
 /* 0: made; 77: no Vulkan (or no validation layer). */
 static int app_create(app_t* app) {
   memset(app, 0, sizeof *app);
-  VkApplicationInfo info = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "vkattn C interop test", 0, NULL, 0,
-                            VK_API_VERSION_1_1};
+  VkApplicationInfo info = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "vkattn C interop test", 0, NULL, 0, VK_API_VERSION_1_1};
   const char* layers[] = {"VK_LAYER_KHRONOS_validation"};
   const char* exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
   VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
   VkValidationFeaturesEXT features = {VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT, NULL, 1, &sync, 0, NULL};
-  VkDebugUtilsMessengerCreateInfoEXT messenger = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, &features, 0,
+  VkDebugUtilsMessengerCreateInfoEXT messenger = {
+      VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+      &features,
+      0,
       VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
       VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-      on_message, NULL};
+      on_message,
+      NULL};
   VkInstanceCreateInfo create = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, &messenger, 0, &info, 1, layers, 2, exts};
   if (vkCreateInstance(&create, NULL, &app->instance) != VK_SUCCESS) return 77;
   messenger.pNext = NULL;
@@ -106,8 +109,8 @@ static buffer_t make_buffer(const app_t* app, VkDeviceSize size, VkBufferUsageFl
   vkGetBufferMemoryRequirements(app->device, b.buffer, &req);
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(app->physical, &mem);
-  const VkMemoryPropertyFlags want = host ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
-                                          : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  const VkMemoryPropertyFlags want =
+      host ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
   uint32_t type = UINT32_MAX;
   for (uint32_t i = 0; i < mem.memoryTypeCount && type == UINT32_MAX; ++i) {
     if ((req.memoryTypeBits & (1u << i)) && (mem.memoryTypes[i].propertyFlags & want) == want) type = i;
@@ -394,7 +397,9 @@ int main(void) {
   vkDestroyInstance(app.instance, NULL);
 
   CHECK(g_messages == 0);
-  if (g_failures) fprintf(stderr, "%d checks failed\n", g_failures);
-  else printf("C interop API: all checks passed\n");
+  if (g_failures)
+    fprintf(stderr, "%d checks failed\n", g_failures);
+  else
+    printf("C interop API: all checks passed\n");
   return g_failures ? 1 : 0;
 }

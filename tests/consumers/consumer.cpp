@@ -1,8 +1,8 @@
 // A program that uses vkattn as an application would, built three ways by run.sh (CMake's
 // find_package, pkg-config, add_subdirectory): RoPE, then attention, on the default Vulkan
 // device, checked against the CPU backend.
-#include <vkattn/vkattn.hpp>
 #include <vkattn/vkattn.h>
+#include <vkattn/vkattn.hpp>
 // The API stays Vulkan-free: only vkattn/vulkan.hpp and vkattn/vkattn_vulkan.h, which this
 // program does not include, bring in the Vulkan headers.
 #ifdef VK_VERSION_1_0
@@ -56,8 +56,8 @@ int main() {
     const std::vector<float> got = rope_then_attention(*gpu), want = rope_then_attention(*cpu);
     float diff = 0.0f;
     for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::fabs(got[i] - want[i]));
-    std::printf("vkattn %s on %s: RoPE and attention, max |Vulkan - CPU| = %.1e\n", vkattn::version(),
-                gpu->device_name().c_str(), static_cast<double>(diff));
+    std::printf("vkattn %s on %s: RoPE and attention, max |Vulkan - CPU| = %.1e\n", vkattn::version(), gpu->device_name().c_str(),
+                static_cast<double>(diff));
     return diff <= 1e-4f ? 0 : 1;
   } catch (const std::exception& e) {  // vkattn::Error (no device, ...) or InvalidArgument
     std::fprintf(stderr, "%s\n", e.what());

@@ -105,8 +105,7 @@ ValidCall cache_call(Rng& r) {
       t_max = std::max(t_max, std::fabs(1 + temp->scale * std::log1p(steps)));
     }
   }
-  double dots = std::fabs(config.scale.value_or(1 / std::sqrt(double(c.head_dim)))) * t_max * double(c.head_dim) *
-                max_q * max_k;
+  double dots = std::fabs(config.scale.value_or(1 / std::sqrt(double(c.head_dim)))) * t_max * double(c.head_dim) * max_q * max_k;
   if (config.softcap) dots = std::min(dots, *config.softcap);
   const std::int32_t span = *std::max_element(next.begin(), next.end()) + 1;
   const double magnitude = dots + max_mask + (config.alibi ? span : 0.0);  // standard slopes are below 1
@@ -114,15 +113,17 @@ ValidCall cache_call(Rng& r) {
   const double d = 1e-4 + 2e-6 * magnitude, o = f16 ? 2e-4 : 1e-4;
   const double out_atol = o + (std::expm1(2 * d) + 1e-5) * max_v;
 
-  ValidCall call{stages ? "attn_scores, attn_softmax, attn_weighted_sum over a cache" : "attention over a cache", "",
-                 {{"out", {n, heads, c.head_dim}, out_atol, 1e-4}}, nullptr};
+  ValidCall call{stages ? "attn_scores, attn_softmax, attn_weighted_sum over a cache" : "attention over a cache",
+                 "",
+                 {{"out", {n, heads, c.head_dim}, out_atol, 1e-4}},
+                 nullptr};
   if (stages) call.checks.push_back({"scores", {n, heads, c.capacity}, d, 1e-5});
-  call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) +
-                     " head_dim " + std::to_string(c.head_dim) + " capacity " + std::to_string(c.capacity) + " sinks " +
+  call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) + " head_dim " +
+                     std::to_string(c.head_dim) + " capacity " + std::to_string(c.capacity) + " sinks " +
                      std::to_string(c.n_sinks) + " " + to_string(c.dtype) +
                      (c.rope == KvRope::on_read ? " on_read " + describe(c.rope_config) : "") + "; " +
-                     std::to_string(steps.size()) + " appends; heads " + std::to_string(heads) + ", " +
-                     std::to_string(n) + " queries; " + describe(config) + (mask.empty() ? "" : "; mask");
+                     std::to_string(steps.size()) + " appends; heads " + std::to_string(heads) + ", " + std::to_string(n) +
+                     " queries; " + describe(config) + (mask.empty() ? "" : "; mask");
 
   call.run = [=](Backend& b, const Outputs*) {
     KvCache cache = b.kv_cache(c);

@@ -8,6 +8,8 @@
 
 #include "fuzz/fuzz_cases.hpp"
 
+// Each switch is a table of wrong arguments, one per line.
+// clang-format off
 namespace vkattn::fuzz {
 
 namespace {
@@ -301,3 +303,4 @@ InvalidCall random_invalid_call(Rng& r) {
 }
 
 }  // namespace vkattn::fuzz
+// clang-format on

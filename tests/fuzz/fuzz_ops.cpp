@@ -41,8 +41,8 @@ struct Tally {
 
 void check_valid(const ValidCall& call, Backend& cpu, Backend& gpu, std::uint32_t seed, Tally& tally) {
   ++tally.valid;
-  const std::string where = "seed " + std::to_string(seed) + ", " + call.op + " on " + gpu.device_name() + ": " +
-                            call.description;
+  const std::string where =
+      "seed " + std::to_string(seed) + ", " + call.op + " on " + gpu.device_name() + ": " + call.description;
   Outputs want, got;
   try {
     want = call.run(cpu, nullptr);
@@ -146,10 +146,10 @@ void fuzz_iterations(bool second_half) {
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
   const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
-  std::printf("fuzz: %zu iterations from seed %u (%zu valid calls compared, %zu refused by a 4-storage-buffer "
-              "device, %zu invalid calls on both backends) in %.0f s: %zu failures\n",
-              tally.valid + tally.invalid, first, tally.valid - tally.refused, tally.refused, tally.invalid, s.count(),
-              tally.failures);
+  std::printf(
+      "fuzz: %zu iterations from seed %u (%zu valid calls compared, %zu refused by a 4-storage-buffer "
+      "device, %zu invalid calls on both backends) in %.0f s: %zu failures\n",
+      tally.valid + tally.invalid, first, tally.valid - tally.refused, tally.refused, tally.invalid, s.count(), tally.failures);
   // Refusals come from one of the fuzz's backends only: most valid calls must be compared
   // (checked over enough calls: a replayed seed may be one refusal).
   if (tally.valid >= 100) {

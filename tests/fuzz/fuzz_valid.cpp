@@ -19,11 +19,10 @@ std::string shape_text(const Shape& s) { return detail::shape_string(s); }
 
 std::string describe(const RopeConfig& c) {
   std::ostringstream o;
-  o << "layout " << static_cast<int>(c.layout) << " rotary_dim " << c.rotary_dim << " rotary_offset "
-    << c.rotary_offset << " base " << c.base << " scaling "
-    << static_cast<int>(c.scaling) << " factor " << c.factor << " original_context " << c.original_context
-    << " sequence_length " << c.sequence_length << " yarn " << c.yarn.beta_fast << "/" << c.yarn.beta_slow << "/"
-    << c.yarn.mscale << "/" << c.yarn.mscale_all_dim << "/" << c.yarn.truncate << " llama3 " << c.llama3.low_freq_factor
+  o << "layout " << static_cast<int>(c.layout) << " rotary_dim " << c.rotary_dim << " rotary_offset " << c.rotary_offset
+    << " base " << c.base << " scaling " << static_cast<int>(c.scaling) << " factor " << c.factor << " original_context "
+    << c.original_context << " sequence_length " << c.sequence_length << " yarn " << c.yarn.beta_fast << "/" << c.yarn.beta_slow
+    << "/" << c.yarn.mscale << "/" << c.yarn.mscale_all_dim << "/" << c.yarn.truncate << " llama3 " << c.llama3.low_freq_factor
     << "/" << c.llama3.high_freq_factor << " freq_factors " << c.freq_factors.size() << " attention_factor "
     << c.attention_factor.value_or(0);
   if (c.mrope) {
@@ -54,8 +53,8 @@ RopeConfig random_rope_config(Rng& r, std::size_t head_dim, bool for_cache) {
   // A slice after the offset (not for a cache: on_read refuses one).
   if (!for_cache && c.rotary_dim != 0 && r.chance(0.4)) c.rotary_offset = 2 * r.range(0, (head_dim - d) / 2);
   c.base = r.chance(0.7) ? r.pick({1e4, 5e5, 1e6}) : r.uniform(1.5, 1e7);
-  c.scaling = r.pick({RopeScaling::none, RopeScaling::linear, RopeScaling::ntk, RopeScaling::dynamic_ntk,
-                      RopeScaling::yarn, RopeScaling::llama3, RopeScaling::factors});
+  c.scaling = r.pick({RopeScaling::none, RopeScaling::linear, RopeScaling::ntk, RopeScaling::dynamic_ntk, RopeScaling::yarn,
+                      RopeScaling::llama3, RopeScaling::factors});
   if (for_cache && c.scaling == RopeScaling::yarn) c.scaling = RopeScaling::none;  // it scales attention
   if (d < 4 && (c.scaling == RopeScaling::ntk || c.scaling == RopeScaling::dynamic_ntk)) c.scaling = RopeScaling::linear;
   c.factor = r.uniform(1.0, 32.0);
@@ -91,8 +90,9 @@ namespace {
 std::vector<std::int32_t> random_positions(Rng& r, std::size_t n) {
   std::vector<std::int32_t> p(n);
   const std::int64_t top = r.pick<std::int64_t>({64, 100000, 2147483647});
-  for (auto& x : p) x = static_cast<std::int32_t>(r.range(static_cast<std::size_t>(top == 2147483647 ? top - 5000 : 0),
-                                                          static_cast<std::size_t>(top)));
+  for (auto& x : p)
+    x = static_cast<std::int32_t>(
+        r.range(static_cast<std::size_t>(top == 2147483647 ? top - 5000 : 0), static_cast<std::size_t>(top)));
   return p;
 }
 
@@ -110,8 +110,8 @@ ValidCall rope_call(Rng& r) {
   if (mrope) {
     const std::uint32_t pairs = static_cast<std::uint32_t>((config.rotary_dim ? config.rotary_dim : d) / 2);
     const auto a = static_cast<std::uint32_t>(r.range(0, pairs)), b = static_cast<std::uint32_t>(r.range(0, pairs - a));
-    config.mrope = MRope{.sections = {a, b, pairs - a - b},
-                         .layout = r.pick({MRopeLayout::contiguous, MRopeLayout::interleaved})};
+    config.mrope =
+        MRope{.sections = {a, b, pairs - a - b}, .layout = r.pick({MRopeLayout::contiguous, MRopeLayout::interleaved})};
   }
   const std::vector<std::int32_t> pos = random_positions(r, mrope ? 3 * n : n);
   const std::vector<float> x = r.normals(n * h * d), y = r.normals(n * hk * d);
@@ -148,8 +148,8 @@ ValidCall copy_call(Rng& r) {
   if (dt == DType::i32) {
     for (float& v : x) v = std::round(v);
   }
-  ValidCall call{"copy", "src " + shape_text(src) + " dst " + shape_text(dst) + " " + to_string(dt),
-                 {{"dst", dst, 0, 0}}, nullptr};
+  ValidCall call{
+      "copy", "src " + shape_text(src) + " dst " + shape_text(dst) + " " + to_string(dt), {{"dst", dst, 0, 0}}, nullptr};
   call.run = [=](Backend& b, const Outputs*) {
     Tensor a = b.tensor(src, dt), c = b.tensor(dst, dt);
     if (dt == DType::i32) {
@@ -210,10 +210,9 @@ struct Family {
   bool long_keys = false;  // 200 to 2048 keys: split-key paths
 };
 constexpr Family kFamilies[] = {
-    {1, 1, 64, DType::f32, DType::f32},  {1, 4, 128, DType::f16, DType::f16},
-    {5, 1, 16, DType::f32, DType::f32},  {5, 4, 64, DType::f32, DType::f16},
-    {3, 2, 3, DType::f32, DType::f32},   {2, 1, 13, DType::f16, DType::f16},
-    {8, 2, 32, DType::f16, DType::f16},  {1, 1, 128, DType::f32, DType::f16, true},
+    {1, 1, 64, DType::f32, DType::f32}, {1, 4, 128, DType::f16, DType::f16},       {5, 1, 16, DType::f32, DType::f32},
+    {5, 4, 64, DType::f32, DType::f16}, {3, 2, 3, DType::f32, DType::f32},         {2, 1, 13, DType::f16, DType::f16},
+    {8, 2, 32, DType::f16, DType::f16}, {1, 1, 128, DType::f32, DType::f16, true},
 };
 
 // q, k, v, positions (several sequences, interleaved), dtypes, config and mask.
@@ -241,8 +240,9 @@ AttnInputs random_attention_inputs(Rng& r) {
 std::string describe_inputs(const AttnInputs& in) {
   return "q " + shape_text({in.tokens, in.heads, in.head_dim}) + " " + to_string(in.q_dtype) + ", k/v " +
          shape_text({in.keys, in.kv_heads, in.head_dim}) + " " + to_string(in.kv_dtype) + ", mask " +
-         (in.mask.empty() ? "none" : "yes") + ", seqs " + std::to_string(in.q_seq.empty() ? 1 : 1 + *std::max_element(in.q_seq.begin(), in.q_seq.end())) +
-         "; " + describe(in.config);
+         (in.mask.empty() ? "none" : "yes") + ", seqs " +
+         std::to_string(in.q_seq.empty() ? 1 : 1 + *std::max_element(in.q_seq.begin(), in.q_seq.end())) + "; " +
+         describe(in.config);
 }
 
 // Tolerances of the attention model (tests/test_attention_vulkan.cpp): a score within
@@ -263,7 +263,8 @@ ValidCall stages_call(Rng& r) {
   const AttnInputs in = random_attention_inputs(r);
   const bool f16 = in.q_dtype == DType::f16 || in.kv_dtype == DType::f16;
   const AttnTolerance tol = attention_tolerance(test::score_magnitude(in), f16, test::max_abs(in.v));
-  ValidCall call{"attn_scores, attn_softmax, attn_weighted_sum", describe_inputs(in),
+  ValidCall call{"attn_scores, attn_softmax, attn_weighted_sum",
+                 describe_inputs(in),
                  {{"scores", in.scores_shape(), tol.scores_atol, 1e-5},
                   {"probs", in.scores_shape(), 1e-5, 0},
                   {"out", in.out_shape(), tol.out_atol, 1e-4}},

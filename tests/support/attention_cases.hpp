@@ -101,6 +101,8 @@ inline AttnInputs case_inputs(const AttnCase& c) {
 inline const std::vector<float> kSinks8 = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f, -2.0f, 1.0f, 0.25f};
 
 inline std::vector<AttnCase> attention_cases() {
+  // A table: one case per line or two.
+  // clang-format off
   return {
         // One decode token for each of 3 sequences whose keys are interleaved in k.
         AttnCase{.name = "decode_3_sequences", .tokens = 3, .heads = 8, .kv_heads = 2, .keys = 301, .head_dim = 64,
@@ -178,6 +180,7 @@ inline std::vector<AttnCase> attention_cases() {
         AttnCase{.name = "long_rows_window_sinks_mask", .tokens = 4, .heads = 4, .kv_heads = 1, .keys = 20000,
                  .head_dim = 64, .seqs = 2, .config = {.window = 3000u, .sinks = {1.0f, -3.0f, 0.0f, 8.0f}},
                  .mask = MaskKind::random}};
+  // clang-format on
 }
 
 inline std::string case_name(const ::testing::TestParamInfo<AttnCase>& info) { return info.param.name; }

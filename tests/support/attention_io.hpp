@@ -96,8 +96,8 @@ inline std::vector<float> run_attention_op(Backend& b, const AttnInputs& in, Com
 // are its last positions (a prefill chunk, or with one token per sequence a decode step).
 // One sequence leaves the seq ids empty (the default).
 inline AttnInputs random_inputs(std::size_t tokens, std::size_t heads, std::size_t kv_heads, std::size_t keys,
-                         std::size_t head_dim, std::size_t seqs, std::uint32_t seed, std::int32_t offset = 0,
-                         float qk_scale = 1.0f) {
+                                std::size_t head_dim, std::size_t seqs, std::uint32_t seed, std::int32_t offset = 0,
+                                float qk_scale = 1.0f) {
   AttnInputs in{.tokens = tokens, .heads = heads, .kv_heads = kv_heads, .keys = keys, .head_dim = head_dim};
   in.q = normal(tokens * heads * head_dim, seed, qk_scale);
   in.k = normal(keys * kv_heads * head_dim, seed + 1, qk_scale);

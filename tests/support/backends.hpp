@@ -21,9 +21,7 @@ inline bool vulkan_required() {
   return env && std::strcmp(env, "1") == 0;
 }
 
-inline std::string test_cache_dir() {
-  return (std::filesystem::temp_directory_path() / "vkattn-test-pipeline-cache").string();
-}
+inline std::string test_cache_dir() { return (std::filesystem::temp_directory_path() / "vkattn-test-pipeline-cache").string(); }
 
 inline DeviceOptions test_options() {
   DeviceOptions options;
@@ -141,8 +139,6 @@ class VulkanVsCpuTest : public ::testing::Test {
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
-inline std::string backend_name(const ::testing::TestParamInfo<BackendKind>& info) {
-  return to_string(info.param);
-}
+inline std::string backend_name(const ::testing::TestParamInfo<BackendKind>& info) { return to_string(info.param); }
 
 }  // namespace vkattn::test

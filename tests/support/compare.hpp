@@ -26,8 +26,8 @@ inline std::string coords(std::size_t flat, const Shape& shape) {
   return s.str();
 }
 
-inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& want,
-                                            const Shape& shape, double atol, double rtol) {
+inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& want, const Shape& shape,
+                                            double atol, double rtol) {
   if (got.size() != want.size()) {
     return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
   }
@@ -48,10 +48,9 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
     if (!ok && bad++ == 0) first = i;
   }
   if (bad == 0) return ::testing::AssertionSuccess() << "max abs error " << max_err;
-  return ::testing::AssertionFailure()
-         << bad << " of " << got.size() << " elements differ (atol " << atol << ", rtol " << rtol
-         << "); first at " << coords(first, shape) << ": got " << got[first] << ", want " << want[first]
-         << "; max abs error " << max_err;
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements differ (atol " << atol << ", rtol " << rtol
+                                       << "); first at " << coords(first, shape) << ": got " << got[first] << ", want "
+                                       << want[first] << "; max abs error " << max_err;
 }
 
 }  // namespace vkattn::test

@@ -24,12 +24,12 @@ T vk_struct(VkStructureType type) {
   return value;
 }
 
-#define ENGINE_CHECK(call)                                                                \
-  do {                                                                                    \
-    const VkResult engine_result_ = (call);                                               \
-    if (engine_result_ != VK_SUCCESS) {                                                   \
+#define ENGINE_CHECK(call)                                                                   \
+  do {                                                                                       \
+    const VkResult engine_result_ = (call);                                                  \
+    if (engine_result_ != VK_SUCCESS) {                                                      \
       throw std::runtime_error(std::string(#call) + " = " + std::to_string(engine_result_)); \
-    }                                                                                     \
+    }                                                                                        \
   } while (0)
 
 struct EngineBuffer {
@@ -44,8 +44,7 @@ class Engine {
   // |api_version| of the instance; |enable_size_control|: enable VK_EXT_subgroup_size_control
   // with its features when the device has them; |timeline|: Vulkan 1.2 and the
   // timelineSemaphore feature (throws when the device lacks them).
-  explicit Engine(std::uint32_t api_version = VK_API_VERSION_1_1, bool enable_size_control = true,
-                  bool timeline = false) {
+  explicit Engine(std::uint32_t api_version = VK_API_VERSION_1_1, bool enable_size_control = true, bool timeline = false) {
     api_version_ = timeline ? VK_API_VERSION_1_2 : api_version;
     create_instance();
     create_device(enable_size_control, timeline);
@@ -98,8 +97,8 @@ class Engine {
     vkGetBufferMemoryRequirements(device_, b.buffer, &req);
     VkPhysicalDeviceMemoryProperties mem;
     vkGetPhysicalDeviceMemoryProperties(physical_, &mem);
-    const VkMemoryPropertyFlags want = host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                                            : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const VkMemoryPropertyFlags want =
+        host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     std::uint32_t type = UINT32_MAX;
     for (std::uint32_t i = 0; i < mem.memoryTypeCount && type == UINT32_MAX; ++i) {
       if ((req.memoryTypeBits & (1u << i)) && (mem.memoryTypes[i].propertyFlags & want) == want) type = i;
@@ -171,8 +170,7 @@ class Engine {
   }
 
  private:
-  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT,
-                                                   VkDebugUtilsMessageTypeFlagsEXT,
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT,
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
     auto* self = static_cast<Engine*>(user);
     std::lock_guard lock(self->mutex_);
@@ -186,10 +184,8 @@ class Engine {
     app.apiVersion = api_version_;
     const char* layers[] = {"VK_LAYER_KHRONOS_validation"};
     const char* extensions[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
-    auto messenger =
-        vk_struct<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
-    messenger.messageSeverity =
-        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    auto messenger = vk_struct<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
+    messenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                             VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     messenger.pfnUserCallback = &Engine::on_message;
@@ -208,8 +204,8 @@ class Engine {
     info.ppEnabledExtensionNames = extensions;
     ENGINE_CHECK(vkCreateInstance(&info, nullptr, &instance_));
     messenger.pNext = nullptr;
-    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+    auto create =
+        reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
     ENGINE_CHECK(create(instance_, &messenger, nullptr, &messenger_));
   }
 
@@ -284,8 +280,8 @@ class Engine {
   // Kept for ExternalVulkan::device_create_info, which vkattn reads while it is made.
   float priority_ = 1.0f;
   std::vector<const char*> extensions_;
-  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT size_control_ =
-      vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT size_control_ = vk_struct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
   VkPhysicalDeviceTimelineSemaphoreFeatures timeline_ =
       vk_struct<VkPhysicalDeviceTimelineSemaphoreFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES);
   VkDeviceQueueCreateInfo queue_info_ = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);

@@ -69,12 +69,11 @@ struct KernelFamily {
   AttentionPath path;
   const char* env;  // $VKATTN_DECODE
 };
-inline constexpr KernelFamily kKernelFamilies[] = {
-    {"decode", KernelShape::gpu, AttentionPath::fused, ""},
-    {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
-    {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
-    {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
-    {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
+inline constexpr KernelFamily kKernelFamilies[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
+                                                   {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
+                                                   {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
+                                                   {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
+                                                   {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
 
 inline std::unique_ptr<Backend> family_backend(const KernelFamily& f) {
   DeviceOptions options = shape_options(f.shape);

@@ -33,8 +33,7 @@ struct Layout {
   AttentionConfig attn{};
 
   KvCacheConfig cache() const {
-    return {.n_seqs = seqs, .n_kv_heads = kv_heads, .head_dim = head_dim, .capacity = capacity, .dtype = dtype,
-            .n_sinks = sinks};
+    return {.n_seqs = seqs, .n_kv_heads = kv_heads, .head_dim = head_dim, .capacity = capacity, .dtype = dtype, .n_sinks = sinks};
   }
   std::size_t ring() const { return capacity - sinks; }
   std::size_t slot(std::int32_t p) const {  // the documented slot rule
@@ -142,7 +141,7 @@ inline Tokens pick(const Tokens& t, const Layout& s, std::initializer_list<std::
 
 // One command list: |pre| (if any), kv_append of |add| (if any), attention of |ask| (if any).
 inline Outputs run(Backend& b, KvCache& cache, const Layout& s, const Tokens* add, const Tokens* ask,
-            const KvAppendOptions& options = {}, const std::function<void(CommandList&)>& pre = {}) {
+                   const KvAppendOptions& options = {}, const std::function<void(CommandList&)>& pre = {}) {
   CommandList cmd = b.commands();
   if (pre) pre(cmd);
   Tensor k, v, q, scores, probs, out;
@@ -215,7 +214,7 @@ inline Outputs reference(const Model& m, const Tokens& ask) {
 }
 
 inline void expect_near(const Outputs& got, const Outputs& want, const Layout& s, std::size_t n, double tol,
-                 const std::string& what) {
+                        const std::string& what) {
   const Shape sc{n, s.heads, s.capacity}, o{n, s.heads, s.head_dim};
   EXPECT_TRUE(all_close(got.scores, want.scores, sc, tol, tol)) << what << ": scores";
   EXPECT_TRUE(all_close(got.probs, want.probs, sc, tol, 0)) << what << ": probs";
@@ -224,7 +223,7 @@ inline void expect_near(const Outputs& got, const Outputs& want, const Layout& s
 
 // Appends |add| to cache and model, attends with |ask|, and checks outputs and bookkeeping.
 inline Outputs step(Backend& b, KvCache& cache, Model& m, const Tokens& add, const Tokens& ask, const std::string& what,
-             const KvAppendOptions& options = {}, const std::function<void(CommandList&)>& pre = {}) {
+                    const KvAppendOptions& options = {}, const std::function<void(CommandList&)>& pre = {}) {
   const Outputs got = run(b, cache, m.s, &add, &ask, options, pre);
   m.add(add);
   expect_near(got, reference(m, ask), m.s, ask.size(), m.s.tol(), what);

@@ -15,8 +15,8 @@ inline std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale 
   return v;
 }
 
-inline std::vector<std::int32_t> uniform_positions(std::size_t n, std::uint32_t seed,
-                                                   std::int32_t lo = 0, std::int32_t hi = INT32_MAX) {
+inline std::vector<std::int32_t> uniform_positions(std::size_t n, std::uint32_t seed, std::int32_t lo = 0,
+                                                   std::int32_t hi = INT32_MAX) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<std::int32_t> dist(lo, hi);
   std::vector<std::int32_t> v(n);

@@ -15,12 +15,12 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kMaxLiveFloats = 32;   // query (and accumulator) floats per invocation
-constexpr std::uint32_t kBatch = 4;            // keys per key group per step: loads in flight
+constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
+constexpr std::uint32_t kBatch = 4;           // keys per key group per step: loads in flight
 constexpr std::uint32_t kWorkgroupsPerUnit = 4;
 
-std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t d4, std::uint32_t wg, std::uint32_t ke,
-                           std::uint32_t ve, bool k_exchange) {
+std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t d4, std::uint32_t wg, std::uint32_t ke, std::uint32_t ve,
+                           bool k_exchange) {
   return std::uint64_t{rows} * d4 * 16 + std::uint64_t{wg} * ve * 4 + std::uint64_t{wg} * 8 +
          (k_exchange ? std::uint64_t{wg} * ke * 4 : 4);
 }
@@ -47,9 +47,8 @@ Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
   return {epl, u32(ceil_div(per_lane, epl))};
 }
 
-KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
-                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
-                             const std::vector<std::int32_t>& q_seq) {
+KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes, std::uint32_t n_tokens,
+                             std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq) {
   auto lanes_for = [&](std::uint32_t rows) {
     const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
     const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
@@ -85,16 +84,15 @@ bool coalesced_attention_usable(const Context& ctx) {
          sg <= l.max_workgroup_invocations && l.max_storage_buffers >= 7;
 }
 
-bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads,
-                                   std::uint32_t n_kv_heads) {
+bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads, std::uint32_t n_kv_heads) {
   const std::uint64_t tiles = ceil_div(std::uint64_t{n_tokens} * (n_heads / n_kv_heads), kMaxRows) * n_kv_heads;
   return tiles < std::uint64_t{kWorkgroupsPerUnit} * compute_units(ctx);
 }
 
 Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                                     std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
-                                                     std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                                                     const ScoresParams& p, const std::vector<float>& sinks) {
+                                          std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
+                                          std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                          const ScoresParams& p, const std::vector<float>& sinks) {
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -103,8 +101,8 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
 
   // At most a subgroup of lanes per key row: the dot products are summed by shuffles.
-  const KeyGroupPlan kg = plan_key_groups(head_dim, k_f16, v_f16, std::min(sg, std::bit_ceil(d4)), n_tokens, group,
-                                          keys.meta_stride != 0, p.q_seq);
+  const KeyGroupPlan kg =
+      plan_key_groups(head_dim, k_f16, v_f16, std::min(sg, std::bit_ceil(d4)), n_tokens, group, keys.meta_stride != 0, p.q_seq);
   const std::uint32_t rows = kg.rows;
   const Tuning tune = tuning();
   const std::uint32_t lanes = tune.lanes ? std::min(tune.lanes, sg) : kg.lanes;
@@ -116,15 +114,15 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   // multiple of the subgroup size, whose subgroups the pipeline requires full.
   const bool k_exchange = p.rope_on_read && p.rope.layout == RopeLayout::half;
   std::uint32_t wg = std::max(sg, workgroup_size(ctx, tune.wg ? tune.wg : 128));
-  while (wg > sg && shared_bytes(rows, d4, wg, kp.epl * kp.pieces, vp.epl * vp.pieces, k_exchange) >
-                        ctx.limits.max_shared_memory) {
+  while (wg > sg &&
+         shared_bytes(rows, d4, wg, kp.epl * kp.pieces, vp.epl * vp.pieces, k_exchange) > ctx.limits.max_shared_memory) {
     wg /= 2;
   }
   if (shared_bytes(rows, d4, wg, kp.epl * kp.pieces, vp.epl * vp.pieces, k_exchange) > ctx.limits.max_shared_memory) {
-    throw Error(ErrorCode::unsupported,
-                "attention needs more shared memory than maxComputeSharedMemorySize = " +
-                    std::to_string(ctx.limits.max_shared_memory),
-                "maxComputeSharedMemorySize", 0, "attention");
+    throw Error(
+        ErrorCode::unsupported,
+        "attention needs more shared memory than maxComputeSharedMemorySize = " + std::to_string(ctx.limits.max_shared_memory),
+        "maxComputeSharedMemorySize", 0, "attention");
   }
   const std::uint32_t step = (wg / lanes) * batch;  // keys a workgroup takes per step
 
@@ -148,21 +146,27 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   Dispatch d;
   d.op = "attention";
   d.key = {KernelId::attn_fused_coalesced,
-           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COALESCED_ROWS, rows}, {VKATTN_SPEC_COALESCED_LANES, lanes},
+           spec({{VKATTN_SPEC_WG_SIZE, wg},
+                 {VKATTN_SPEC_COALESCED_ROWS, rows},
+                 {VKATTN_SPEC_COALESCED_LANES, lanes},
                  {VKATTN_SPEC_COALESCED_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
-                 {VKATTN_SPEC_COALESCED_K_TYPE, keys.type}, {VKATTN_SPEC_COALESCED_V_TYPE, values.type},
-                 {VKATTN_SPEC_COALESCED_K_EPL, kp.epl}, {VKATTN_SPEC_COALESCED_K_PIECES, kp.pieces},
-                 {VKATTN_SPEC_COALESCED_V_EPL, vp.epl}, {VKATTN_SPEC_COALESCED_V_PIECES, vp.pieces},
+                 {VKATTN_SPEC_COALESCED_K_TYPE, keys.type},
+                 {VKATTN_SPEC_COALESCED_V_TYPE, values.type},
+                 {VKATTN_SPEC_COALESCED_K_EPL, kp.epl},
+                 {VKATTN_SPEC_COALESCED_K_PIECES, kp.pieces},
+                 {VKATTN_SPEC_COALESCED_V_EPL, vp.epl},
+                 {VKATTN_SPEC_COALESCED_V_PIECES, vp.pieces},
                  {VKATTN_SPEC_COALESCED_K_ALIGNED, head_dim % kp.epl == 0 ? 1u : 0u},
                  {VKATTN_SPEC_COALESCED_V_ALIGNED, head_dim % vp.epl == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_COALESCED_BATCH, batch}, {VKATTN_SPEC_COALESCED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_BATCH, batch},
+                 {VKATTN_SPEC_COALESCED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_COALESCED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
-                 {VKATTN_SPEC_COALESCED_D4, d4}, {VKATTN_SPEC_COALESCED_EARLY, tune.early == 2 ? 1u : tune.early},
+                 {VKATTN_SPEC_COALESCED_D4, d4},
+                 {VKATTN_SPEC_COALESCED_EARLY, tune.early == 2 ? 1u : tune.early},
                  {VKATTN_SPEC_COALESCED_HEADS_FIRST, tune.heads_first}})};
   d.key.subgroup_size = sg;
-  return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out),
-                      std::move(mask), p, sinks, meta, false, {rows, row_tiles, u32(splits), keys_per_split, ml_offset},
-                      base_groups);
+  return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out), std::move(mask), p,
+                      sinks, meta, false, {rows, row_tiles, u32(splits), keys_per_split, ml_offset}, base_groups);
 }
 
 }  // namespace vkattn::detail

@@ -16,7 +16,7 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kKeys = 2;            // keys per key group per stage
+constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
 // Workgroups resident per compute unit, when nothing better is known: a kernel of ~130
 // registers per invocation fits 2-3 workgroups of 128 on NVIDIA SMs and AMD CUs.
 constexpr std::uint32_t kResident = 2;
@@ -39,8 +39,7 @@ std::uint64_t shared_bytes(const Plan& p, bool last_merge) {
 
 bool subgroups_fit(const DeviceLimits& l) {
   const std::uint32_t sg = preferred_subgroup_size(l);
-  return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) &&
-         sg <= l.max_workgroup_invocations;
+  return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) && sg <= l.max_workgroup_invocations;
 }
 
 std::uint32_t parse_number(const std::string& key, const std::string& value) {
@@ -78,7 +77,7 @@ DecodeTuning decode_tuning_from_env() {
                  : value == "subgroup" ? DecodeTuning::Reduce::subgroup
                                        : DecodeTuning::Reduce::shared;
     } else if (key == "merge" && (value == "auto" || value == "last" || value == "two_pass")) {
-      t.merge = value == "auto" ? DecodeTuning::Merge::automatic
+      t.merge = value == "auto"   ? DecodeTuning::Merge::automatic
                 : value == "last" ? DecodeTuning::Merge::last
                                   : DecodeTuning::Merge::two_pass;
     } else if (key == "keys") {
@@ -109,8 +108,8 @@ bool decode_attention_usable(const Context& ctx) {
 
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
-                                       std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                                       const ScoresParams& p, const std::vector<float>& sinks) {
+                                       std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                       const std::vector<float>& sinks) {
   const DecodeTuning& tune = ctx.decode;
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;
@@ -126,8 +125,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   plan.sg = plan.subgroup ? preferred_subgroup_size(ctx.limits) : 0;
   // At most a subgroup of lanes per key row (shuffles), or 32 (shared memory).
   const std::uint32_t max_lanes = std::min(plan.subgroup ? plan.sg : 32u, std::bit_ceil(d4));
-  const KeyGroupPlan kg =
-      plan_key_groups(head_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  const KeyGroupPlan kg = plan_key_groups(head_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   plan.rows = kg.rows;
   plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : kg.lanes;
   plan.keys = tune.keys ? tune.keys : kKeys;
@@ -152,10 +150,10 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
     plan.wg /= 2;
   }
   if (shared_bytes(plan, last_merge) > ctx.limits.max_shared_memory) {
-    throw Error(ErrorCode::unsupported,
-                "attention needs more shared memory than maxComputeSharedMemorySize = " +
-                    std::to_string(ctx.limits.max_shared_memory),
-                "maxComputeSharedMemorySize", 0, "attention");
+    throw Error(
+        ErrorCode::unsupported,
+        "attention needs more shared memory than maxComputeSharedMemorySize = " + std::to_string(ctx.limits.max_shared_memory),
+        "maxComputeSharedMemorySize", 0, "attention");
   }
   const std::uint32_t stage = plan.wg / plan.lanes * plan.keys;
   const std::uint64_t n_stages = ceil_div(n_keys, stage);
@@ -168,8 +166,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   }
   splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / plan.rows});
   // The partial results fit one buffer range.
-  splits = std::max<std::uint64_t>(1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range /
-                                                                          (4 * n_rows * (d4 * 4 + 2))));
+  splits = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (d4 * 4 + 2))));
   const bool last = splits > 1 && last_merge;
   const std::uint64_t ml_offset = splits * n_rows * d4 * 4;
   const AttnMeta meta = attn_meta(params, p, sinks, last ? u32(base_groups) : 0u);
@@ -181,32 +179,40 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   d.op = "attention";
   const KernelId kernel = plan.subgroup ? (last ? KernelId::attn_decode_last : KernelId::attn_decode)
                                         : (last ? KernelId::attn_decode_shared_last : KernelId::attn_decode_shared);
-  d.key = {kernel,
-           spec({{VKATTN_SPEC_WG_SIZE, plan.wg}, {VKATTN_SPEC_DECODE_ROWS, plan.rows},
-                 {VKATTN_SPEC_DECODE_LANES, plan.lanes}, {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_K_TYPE, keys.type}, {VKATTN_SPEC_DECODE_V_TYPE, values.type},
-                 {VKATTN_SPEC_DECODE_K_EPL, plan.kp.epl}, {VKATTN_SPEC_DECODE_K_PIECES, plan.kp.pieces},
-                 {VKATTN_SPEC_DECODE_V_EPL, plan.vp.epl}, {VKATTN_SPEC_DECODE_V_PIECES, plan.vp.pieces},
-                 {VKATTN_SPEC_DECODE_K_ALIGNED, head_dim % plan.kp.epl == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_V_ALIGNED, head_dim % plan.vp.epl == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_KEYS, plan.keys}, {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_N, plan.n}, {VKATTN_SPEC_DECODE_C, plan.c},
-                 {VKATTN_SPEC_DECODE_MERGE_ROWS, plan.merge_rows},
-                 {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 8 == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u}})};
+  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, plan.wg},
+                         {VKATTN_SPEC_DECODE_ROWS, plan.rows},
+                         {VKATTN_SPEC_DECODE_LANES, plan.lanes},
+                         {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_K_TYPE, keys.type},
+                         {VKATTN_SPEC_DECODE_V_TYPE, values.type},
+                         {VKATTN_SPEC_DECODE_K_EPL, plan.kp.epl},
+                         {VKATTN_SPEC_DECODE_K_PIECES, plan.kp.pieces},
+                         {VKATTN_SPEC_DECODE_V_EPL, plan.vp.epl},
+                         {VKATTN_SPEC_DECODE_V_PIECES, plan.vp.pieces},
+                         {VKATTN_SPEC_DECODE_K_ALIGNED, head_dim % plan.kp.epl == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_V_ALIGNED, head_dim % plan.vp.epl == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_KEYS, plan.keys},
+                         {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_N, plan.n},
+                         {VKATTN_SPEC_DECODE_C, plan.c},
+                         {VKATTN_SPEC_DECODE_MERGE_ROWS, plan.merge_rows},
+                         {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 8 == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u}})};
   d.key.subgroup_size = plan.sg;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
+  // Packed (clang-format would put one item per line).
+  // clang-format off
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
                 tensor_binding(values.tensor, false), out_binding, std::move(mask_binding), meta.binding, key_pos,
                 partials};
-  const shader::AttnFusedParams pc =
-      fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(),
-                   {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset});
+  // clang-format on
+  const shader::AttnFusedParams pc = fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(),
+                                                  {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset});
   d.set_push(pc);
   d.groups = base_groups * splits;
   Dispatches ds;
@@ -214,8 +220,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   if (splits > 1 && !last) {
     Dispatch m;
     m.op = "attention";  // its second pass: timings add up under the op's name
-    m.key = {KernelId::attn_decode_merge, spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)},
-                                                {VKATTN_SPEC_MERGE_ROWS, plan.rows}})};
+    m.key = {KernelId::attn_decode_merge,
+             spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}, {VKATTN_SPEC_MERGE_ROWS, plan.rows}})};
     m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
     m.bindings[0].write = false;
     m.set_push(pc);

@@ -12,7 +12,6 @@ namespace vkattn::detail {
 
 namespace {
 
-
 // Keys per invocation when scoring: each query value read serves this many keys (the
 // scores kernel's register blocking). Tiles of up to 4 rows (decode) take 8, larger ones
 // 4, so that rows x keys dot products stay at 32 registers.
@@ -27,11 +26,9 @@ std::uint64_t shared_bytes(std::uint32_t rows, std::uint32_t wg, std::uint32_t d
 
 // The three stages through one temporary (the softmax works in place), timed and named as
 // one "attention" op.
-Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                   const TempFn& temp, std::shared_ptr<TensorImpl> q, KeySource keys,
-                                   KeySource values, std::shared_ptr<TensorImpl> out,
-                                   std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                   const std::vector<float>& sinks) {
+Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn& scratch, const TempFn& temp,
+                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values, std::shared_ptr<TensorImpl> out,
+                        std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks) {
   std::shared_ptr<TensorImpl> scores = temp(TempShape{q->shape[0], q->shape[1], keys.n_keys});
   // Over a cache, the temporary's rows matter only up to each sequence's occupancy bound:
   // the stages stop there, where the device lets the softmax and the weighted sum bind the
@@ -41,8 +38,7 @@ Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn&
   Dispatches ds;
   ds.push_back(attn_scores_dispatch(ctx, params, std::move(q), std::move(keys), scores, std::move(mask), p, stop));
   ds.push_back(attn_softmax_dispatch(ctx, params, scores, scores, sinks, stop));
-  for (Dispatch& d :
-       attn_weighted_sum_dispatches(ctx, params, scratch, scores, std::move(values), std::move(out), p.q_seq, stop))
+  for (Dispatch& d : attn_weighted_sum_dispatches(ctx, params, scratch, scores, std::move(values), std::move(out), p.q_seq, stop))
     ds.push_back(std::move(d));
   for (Dispatch& d : ds) d.op = "attention";
   return ds;
@@ -70,23 +66,22 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   const bool fused_fits = 4u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
   // Few rows on the GPU shape (decode): attn_decode, or the older coalesced kernel where
   // the device allows fewer bindings or $VKATTN_DECODE asks for it.
-  const bool few_rows = ctx.shape == KernelShape::gpu &&
-                        coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
+  const bool few_rows =
+      ctx.shape == KernelShape::gpu && coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
   const bool decode = few_rows && decode_attention_usable(ctx);
   const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
-  if (path == AttentionPath::three_stages ||
-      (!fused_fits && scores_fit && !coalesced && !decode) ||
+  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
     return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
   if (decode) {
-    return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
-                                       std::move(out), std::move(mask), p, sinks);
+    return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
+                                       std::move(mask), p, sinks);
   }
   if (coalesced) {
-    return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values),
-                                          std::move(out), std::move(mask), p, sinks);
+    return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
+                                          std::move(mask), p, sinks);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 112);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
@@ -123,33 +118,36 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
                                     : (texel ? KernelId::attn_fused_texel : KernelId::attn_fused);
   Dispatch d;
   d.op = "attention";
-  d.key = {kernel,
-           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_FUSED_ROWS, rows},
-                 {VKATTN_SPEC_FUSED_Q_VEC4, q_tile ? rows * d4 : 1u},
-                 {VKATTN_SPEC_FUSED_Q_F16, q->dtype == DType::f16 ? 1u : 0u}, {VKATTN_SPEC_FUSED_K_TYPE, keys.type},
-                 {VKATTN_SPEC_FUSED_V_TYPE, values.type},
-                 {VKATTN_SPEC_FUSED_K_VEC, head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_FUSED_V_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_FUSED_KEY_GROUPS, key_groups}, {VKATTN_SPEC_FUSED_KEYS, keys_per_invocation},
-                 {VKATTN_SPEC_FUSED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
-                 {VKATTN_SPEC_FUSED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
-  return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out),
-                      std::move(mask), p, sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset},
-                      base_groups);
+  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, wg},
+                         {VKATTN_SPEC_FUSED_ROWS, rows},
+                         {VKATTN_SPEC_FUSED_Q_VEC4, q_tile ? rows * d4 : 1u},
+                         {VKATTN_SPEC_FUSED_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                         {VKATTN_SPEC_FUSED_K_TYPE, keys.type},
+                         {VKATTN_SPEC_FUSED_V_TYPE, values.type},
+                         {VKATTN_SPEC_FUSED_K_VEC, head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_FUSED_V_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_FUSED_KEY_GROUPS, key_groups},
+                         {VKATTN_SPEC_FUSED_KEYS, keys_per_invocation},
+                         {VKATTN_SPEC_FUSED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                         {VKATTN_SPEC_FUSED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
+  return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out), std::move(mask), p,
+                      sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset}, base_groups);
 }
 
-Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q,
-                        const KeySource& keys, const KeySource& values, std::shared_ptr<TensorImpl> dst,
-                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                        const std::vector<float>& sinks, const AttnMeta& meta, bool texel, const FusedPlan& plan,
-                        std::uint64_t base_groups) {
+Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                        const KeySource& values, std::shared_ptr<TensorImpl> dst, std::shared_ptr<TensorImpl> out,
+                        std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
+                        const AttnMeta& meta, bool texel, const FusedPlan& plan, std::uint64_t base_groups) {
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
   d.set_push(fused_params(q->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan));
+  // Packed (clang-format would put one item per line).
+  // clang-format off
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
                 tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
                 meta.binding, key_pos};
+  // clang-format on
   d.groups = base_groups * plan.splits;
   Dispatches ds;
   ds.push_back(std::move(d));
@@ -159,16 +157,18 @@ Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std:
   return ds;
 }
 
-shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values,
-                                     const ScoresParams& p, const AttnMeta& meta, bool has_mask, bool has_sinks,
-                                     const FusedPlan& plan) {
+shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
+                                     const AttnMeta& meta, bool has_mask, bool has_sinks, const FusedPlan& plan) {
   const std::uint32_t n_heads = u32(q_shape[1]);
+  // Packed (clang-format would put one item per line).
+  // clang-format off
   return {u32(q_shape[0]), n_heads, keys.n_keys, u32(q_shape[2]), n_heads / keys.n_kv_heads, plan.rows, plan.row_tiles,
           plan.splits, keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
-          static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
-          has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, plan.keys_per_split, has_sinks ? 1u : 0u,
-          u32(plan.ml_offset), meta.rotary_dim, keys.scales, values.scales, keys.meta_stride != 0 ? keys.bound : 0u,
-          plan.counter_offset, p.chunk, p.window_symmetric ? 1u : 0u};
+          static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window, has_mask ? 1u : 0u,
+          p.alibi_slopes.empty() ? 0u : 1u, plan.keys_per_split, has_sinks ? 1u : 0u, u32(plan.ml_offset),
+          meta.rotary_dim, keys.scales, values.scales, keys.meta_stride != 0 ? keys.bound : 0u, plan.counter_offset,
+          p.chunk, p.window_symmetric ? 1u : 0u};
+  // clang-format on
 }
 
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
@@ -184,8 +184,11 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, spec({{VKATTN_SPEC_WG_SIZE, cwg}})};
   c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
                 params.add(std::span<const float>(sinks))};
+  // The push constants in their struct's order, packed.
+  // clang-format off
   c.set_push(shader::AttnFusedCombineParams{n_rows, n_heads, head_dim, splits, sinks.empty() ? 0u : 1u,
                                             u32(ml_offset)});
+  // clang-format on
   c.groups = ceil_div(std::uint64_t{n_rows} * head_dim, cwg);
   return c;
 }

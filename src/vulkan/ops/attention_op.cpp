@@ -4,11 +4,11 @@
 #include <bit>
 #include <cstring>
 
-#include "common/shape_math.hpp"
-#include "vulkan/check.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
 #include "common/rope_math.hpp"
+#include "common/shape_math.hpp"
+#include "vulkan/check.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
@@ -38,15 +38,14 @@ std::uint32_t device_sized(const Context& ctx, std::uint64_t base_groups, std::u
 // Softmax: from this many rows on, subgroups take whole rows (enough of them to fill a GPU).
 constexpr std::uint32_t kSoftmaxSubgroupRowsMin = 256;
 
-
 // Whether the scores kernel of |wg| invocations may hand query values between lanes by
 // index: the device has subgroup shuffles and votes (subgroupAny) and can be made to run
 // whole subgroups of the size the kernel asks for (preferred_subgroup_size: 16 where
 // allowed, so that Intel is not forced into SIMD32), which divides the workgroup.
 bool uses_subgroup_shuffles(const DeviceLimits& limits, std::uint32_t wg) {
   const std::uint32_t sg = preferred_subgroup_size(limits);
-  return limits.subgroup_shuffle && limits.subgroup_vote && limits.subgroup_size_control && sg >= 4 &&
-         std::has_single_bit(sg) && wg % sg == 0;
+  return limits.subgroup_shuffle && limits.subgroup_vote && limits.subgroup_size_control && sg >= 4 && std::has_single_bit(sg) &&
+         wg % sg == 0;
 }
 
 }  // namespace
@@ -70,8 +69,7 @@ KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> 
   const auto c = u32(t->shape[1]), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
   const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
   const auto n_seqs = u32(t->shape[0]);
-  return {std::move(t), std::move(slots), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales,
-          n_seqs * c, n_seqs};
+  return {std::move(t), std::move(slots), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales, n_seqs * c, n_seqs};
 }
 
 Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p) {
@@ -103,8 +101,8 @@ const std::vector<std::uint32_t>& meta_turns(const ScoresParams& p) {
 
 // The meta words of |p| and |sinks| (the extra words aside).
 std::size_t meta_words(const ScoresParams& p, const std::vector<float>& sinks) {
-  return VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() + p.alibi_slopes.size() +
-         p.q_cpos.size() + sinks.size() + meta_turns(p).size() + (p.temperature ? p.q_pos.size() : 0);
+  return VKATTN_META_HEADER + p.q_pos.size() + p.q_seq.size() + p.ring.size() + p.alibi_slopes.size() + p.q_cpos.size() +
+         sinks.size() + meta_turns(p).size() + (p.temperature ? p.q_pos.size() : 0);
 }
 
 // Every field is 32-bit (int32, float or uint32): written as words after the header of
@@ -136,8 +134,7 @@ void write_meta(std::uint8_t* bytes, const ScoresParams& p, const std::vector<fl
 
 }  // namespace
 
-AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks,
-                   std::uint32_t extra) {
+AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks, std::uint32_t extra) {
   const std::size_t words = meta_words(p, sinks);
   std::uint8_t* bytes = nullptr;
   AttnMeta m{params.allocate(words + extra, &bytes), p.rope_on_read ? u32(p.rope.rotary_dim) : 0u};
@@ -158,8 +155,8 @@ bool patch_attn_meta(std::uint8_t* bytes, const TokenWords& w, const ScoresParam
 }
 
 Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> q, KeySource keys,
-                              std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask,
-                              const ScoresParams& p, const StopAtBound* stop) {
+                              std::shared_ptr<TensorImpl> scores, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                              const StopAtBound* stop) {
   static_assert(sizeof(shader::AttnScoresParams) == 100);
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
@@ -187,16 +184,21 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor);
   // With f16 keys, the lanes of a subgroup can share the query fetches by shuffles (see
   // attn_scores.comp), where the pipeline can require the subgroup size.
-  const bool shuffle = texel && !p.rope_on_read && keys.tensor->dtype == DType::f16 && head_dim % 8 == 0 &&
-                       uses_subgroup_shuffles(ctx.limits, wg);
+  const bool shuffle =
+      texel && !p.rope_on_read && keys.tensor->dtype == DType::f16 && head_dim % 8 == 0 && uses_subgroup_shuffles(ctx.limits, wg);
   Dispatch d;
   d.op = "attn_scores";
-  d.key = {shuffle ? KernelId::attn_scores_texel_shuffle : texel ? KernelId::attn_scores_texel : KernelId::attn_scores,
-           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_SCORES_ROWS, rows},
+  d.key = {shuffle ? KernelId::attn_scores_texel_shuffle
+           : texel ? KernelId::attn_scores_texel
+                   : KernelId::attn_scores,
+           spec({{VKATTN_SPEC_WG_SIZE, wg},
+                 {VKATTN_SPEC_SCORES_ROWS, rows},
                  {VKATTN_SPEC_SCORES_Q_VEC4, texel && !p.rope_on_read ? 1u : rows * d4},
-                 {VKATTN_SPEC_SCORES_Q_F16, q->dtype == DType::f16 ? 1u : 0u}, {VKATTN_SPEC_SCORES_K_TYPE, keys.type},
+                 {VKATTN_SPEC_SCORES_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                 {VKATTN_SPEC_SCORES_K_TYPE, keys.type},
                  {VKATTN_SPEC_SCORES_VEC, head_dim % (keys.wide() ? 8 : 4) == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_SCORES_KEYS, keys_per_lane}, {VKATTN_SPEC_SCORES_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_SCORES_KEYS, keys_per_lane},
+                 {VKATTN_SPEC_SCORES_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_SCORES_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
                  {VKATTN_SPEC_SCORES_S_VEC4, n_keys % 4 == 0 ? 1u : 0u},
                  {VKATTN_SPEC_SCORES_SG, shuffle ? preferred_subgroup_size(ctx.limits) : 8u}})};
@@ -204,8 +206,14 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
-  d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(std::move(keys.tensor), false, texel),
-                tensor_binding(std::move(scores), true), std::move(mask_binding), meta.binding, key_pos};
+  d.bindings = {tensor_binding(std::move(q), false, texel),
+                tensor_binding(std::move(keys.tensor), false, texel),
+                tensor_binding(std::move(scores), true),
+                std::move(mask_binding),
+                meta.binding,
+                key_pos};
+  // The push constants in their struct's order, packed.
+  // clang-format off
   d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
                                       keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
                                       static_cast<float>(p.scale),
@@ -214,13 +222,13 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                                       keys.scales, keys.meta_stride != 0 ? keys.bound : 0u,
                                       skip_past_bound ? 1u : 0u, p.chunk, p.window_symmetric ? 1u : 0u,
                                       launched});
+  // clang-format on
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * launched;
   return d;
 }
 
 Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> scores,
-                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks,
-                               const StopAtBound* stop) {
+                               std::shared_ptr<TensorImpl> probs, const std::vector<float>& sinks, const StopAtBound* stop) {
   static_assert(sizeof(shader::AttnSoftmaxParams) == 20);
   const std::uint32_t n_tokens = u32(scores->shape[0]), n_heads = u32(scores->shape[1]);
   const std::uint32_t n_keys = u32(scores->shape[2]);
@@ -233,8 +241,8 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   const bool subgroup_rows = subgroups && n_rows >= kSoftmaxSubgroupRowsMin;
   // About 16 elements per invocation: short rows (prefill) take small workgroups, long
   // rows (decode, few of them) wide ones.
-  const std::uint32_t wg = subgroup_rows ? workgroup_size(ctx, 64)
-                                         : workgroup_size(ctx, std::clamp(std::bit_ceil(n_keys / 16), 32u, 128u));
+  const std::uint32_t wg =
+      subgroup_rows ? workgroup_size(ctx, 64) : workgroup_size(ctx, std::clamp(std::bit_ceil(n_keys / 16), 32u, 128u));
   const std::uint32_t rows_per_wg = subgroup_rows ? std::max(1u, wg / ctx.limits.subgroup_size) : 1u;
   // Read through a storage buffer, the row stays in shared memory when it fits next to the
   // reduction scratch (the tile rounded up to a power of two so that few pipelines serve
@@ -244,8 +252,8 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
   // of a few KiB is still in cache the second time.
   const bool texel = has_texel_view(*scores);
   const std::uint32_t row_cap = std::bit_ceil(std::max(n_keys, 256u));
-  const bool in_shared = !subgroup_rows && !texel && std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory &&
-                         row_cap <= 8192;
+  const bool in_shared =
+      !subgroup_rows && !texel && std::uint64_t{row_cap} * 4 + wg * 4 <= ctx.limits.max_shared_memory && row_cap <= 8192;
   const KernelId kernel =
       stop ? (subgroups ? (texel ? KernelId::attn_softmax_subgroup_texel_bound : KernelId::attn_softmax_subgroup_bound)
                         : (texel ? KernelId::attn_softmax_texel_bound : KernelId::attn_softmax_bound))
@@ -253,11 +261,11 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
                         : (texel ? KernelId::attn_softmax_texel : KernelId::attn_softmax));
   Dispatch d;
   d.op = "attn_softmax";
-  d.key = {kernel,
-           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_SOFTMAX_ROW_CAP, in_shared ? row_cap : 4u},
-                 {VKATTN_SPEC_SOFTMAX_IN_SHARED, in_shared ? 1u : 0u},
-                 {VKATTN_SPEC_SOFTMAX_VEC4, n_keys % 4 == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_SOFTMAX_SUBGROUP_ROWS, subgroup_rows ? rows_per_wg : 0u}})};
+  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, wg},
+                         {VKATTN_SPEC_SOFTMAX_ROW_CAP, in_shared ? row_cap : 4u},
+                         {VKATTN_SPEC_SOFTMAX_IN_SHARED, in_shared ? 1u : 0u},
+                         {VKATTN_SPEC_SOFTMAX_VEC4, n_keys % 4 == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_SOFTMAX_SUBGROUP_ROWS, subgroup_rows ? rows_per_wg : 0u}})};
   d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
                 params.add(std::span<const float>(sinks))};
   if (stop) {
@@ -276,8 +284,7 @@ VRowGroups v_row_groups(const Context& ctx, std::uint32_t head_dim, bool f16, st
   return {per_lane, lanes, std::max<std::uint32_t>(1, std::min(target, ctx.limits.max_workgroup_invocations) / lanes)};
 }
 
-std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words,
-                         const DeviceLimits& limits) {
+std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::uint64_t split_words, const DeviceLimits& limits) {
   if (base_groups >= kSplitTargetGroups || n_keys < 2 * kMinKeysPerSplit) return 1;
   std::uint64_t splits = std::min<std::uint64_t>(ceil_div(kSplitTargetGroups, base_groups), n_keys / kMinKeysPerSplit);
   // The partial results must fit one storage buffer range.
@@ -286,9 +293,8 @@ std::uint32_t key_splits(std::uint64_t base_groups, std::uint32_t n_keys, std::u
 }
 
 Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                                   std::shared_ptr<TensorImpl> probs, KeySource values,
-                                                   std::shared_ptr<TensorImpl> out, const std::vector<std::int32_t>& q_seq,
-                                                   const StopAtBound* stop) {
+                                        std::shared_ptr<TensorImpl> probs, KeySource values, std::shared_ptr<TensorImpl> out,
+                                        const std::vector<std::int32_t>& q_seq, const StopAtBound* stop) {
   static_assert(sizeof(shader::AttnWsumParams) == 64);
   static_assert(sizeof(shader::AttnWsumReduceParams) == 8);
   const std::uint32_t n_tokens = u32(probs->shape[0]), n_heads = u32(probs->shape[1]);
@@ -309,7 +315,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   const VRowGroups v_row = v_row_groups(ctx, head_dim, f16, base_groups < kSplitTargetGroups ? 64 : 32);
   const std::uint32_t lanes = v_row.lanes, key_groups = v_row.groups;
   std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
-  splits = u32(ceil_div(n_keys, keys_per_split));  // after rounding up, no split may be left empty
+  splits = u32(ceil_div(n_keys, keys_per_split));                                 // after rounding up, no split may be left empty
   if (stop && splits > 1) {
     // Over a cache, the splits stride over runs of kMinKeysPerSplit keys up to the bound.
     const std::uint32_t sized = device_sized(ctx, base_groups, ceil_div(n_keys, kMinKeysPerSplit));
@@ -326,18 +332,22 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   d.op = "attn_weighted_sum";
   const KernelId kernel = stop ? (texel ? KernelId::attn_weighted_sum_texel_bound : KernelId::attn_weighted_sum_bound)
                                : (texel ? KernelId::attn_weighted_sum_texel : KernelId::attn_weighted_sum);
-  d.key = {kernel,
-           spec({{VKATTN_SPEC_WG_SIZE, lanes * key_groups}, {VKATTN_SPEC_WSUM_ROWS, rows},
-                 {VKATTN_SPEC_WSUM_V_TYPE, values.type},
-                 {VKATTN_SPEC_WSUM_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_WSUM_P_VEC4, n_keys % 4 == 0 ? 1u : 0u}, {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups}})};
+  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, lanes * key_groups},
+                         {VKATTN_SPEC_WSUM_ROWS, rows},
+                         {VKATTN_SPEC_WSUM_V_TYPE, values.type},
+                         {VKATTN_SPEC_WSUM_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_WSUM_P_VEC4, n_keys % 4 == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups}})};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
   params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
   if (stop) d.bindings.push_back(tensor_binding(stop->slots, false));
+  // The push constants in their struct's order, packed.
+  // clang-format off
   d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
                                     values.head_stride, values.seq_stride, 0, splits, keys_per_split,
                                     splits > 1 ? u32(out_elems) : 0u, values.scales, stop ? stop->offset : 0u});
+  // clang-format on
   d.groups = base_groups * splits;
   Dispatches dispatches;
   dispatches.push_back(std::move(d));
@@ -360,8 +370,8 @@ KeySource key_source(const KvSource& source, bool values) {
 }
 
 Dispatches build(OpEnv& env, const ScoresCall& call) {
-  return one(attn_scores_dispatch(env.ctx, env.params, call.q, key_source(call.keys, false), call.scores, call.mask,
-                                  call.params));
+  return one(
+      attn_scores_dispatch(env.ctx, env.params, call.q, key_source(call.keys, false), call.scores, call.mask, call.params));
 }
 
 Dispatches build(OpEnv& env, const SoftmaxCall& call) {
@@ -369,8 +379,8 @@ Dispatches build(OpEnv& env, const SoftmaxCall& call) {
 }
 
 Dispatches build(OpEnv& env, const WeightedSumCall& call) {
-  return attn_weighted_sum_dispatches(env.ctx, env.params, env.scratch, call.probs, key_source(call.values, true),
-                                      call.out, call.q_seq);
+  return attn_weighted_sum_dispatches(env.ctx, env.params, env.scratch, call.probs, key_source(call.values, true), call.out,
+                                      call.q_seq);
 }
 
 }  // namespace vkattn::detail

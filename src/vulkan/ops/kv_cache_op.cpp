@@ -34,17 +34,21 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   Dispatches ds;
   Dispatch& d = ds.emplace_back();
   d.op = "kv_append";
-  d.key = {KernelId::kv_append,
-           spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_KV_APPEND_SRC_F16, k->dtype == DType::f16 ? 1u : 0u},
-                 {VKATTN_SPEC_KV_APPEND_DST_TYPE, kv_type_code(c.dtype)}})};
-  const shader::KvAppendParams pc{n, u32(c.n_kv_heads), u32(c.head_dim), u32(c.capacity),
-                                  u32(scale_words_offset(cache.k->numel, c.dtype)), 1u,
-                                  u32(c.n_seqs * c.capacity)};
+  d.key = {KernelId::kv_append, spec({{VKATTN_SPEC_WG_SIZE, wg},
+                                      {VKATTN_SPEC_KV_APPEND_SRC_F16, k->dtype == DType::f16 ? 1u : 0u},
+                                      {VKATTN_SPEC_KV_APPEND_DST_TYPE, kv_type_code(c.dtype)}})};
+  const shader::KvAppendParams pc{
+      n,  u32(c.n_kv_heads),         u32(c.head_dim), u32(c.capacity), u32(scale_words_offset(cache.k->numel, c.dtype)),
+      1u, u32(c.n_seqs * c.capacity)};
   d.set_push(pc);
   d.groups = ceil_div(invocations, wg);
   if (ctx.limits.max_storage_buffers >= 6) {
-    d.bindings = {tensor_binding(std::move(k), false), tensor_binding(std::move(v), false),
-                  tensor_binding(cache.k, true), tensor_binding(cache.v, true), rows, slots};
+    d.bindings = {tensor_binding(std::move(k), false),
+                  tensor_binding(std::move(v), false),
+                  tensor_binding(cache.k, true),
+                  tensor_binding(cache.v, true),
+                  rows,
+                  slots};
     return ds;
   }
   // Six storage buffers are more than some devices allow a kernel: k (with the slot

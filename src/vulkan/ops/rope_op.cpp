@@ -60,8 +60,7 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
 
   std::int32_t max_position = 0;
   for (std::int32_t p : positions) max_position = std::max(max_position, p);
-  const std::uint32_t mrope =
-      !config.mrope ? 0u : config.mrope->layout == MRopeLayout::contiguous ? 1u : 2u;
+  const std::uint32_t mrope = !config.mrope ? 0u : config.mrope->layout == MRopeLayout::contiguous ? 1u : 2u;
   const std::array<std::uint32_t, 3> sections = config.mrope ? config.mrope->sections : std::array<std::uint32_t, 3>{};
   const RopeTurns& table = rope_turn_words(config, max_position);
 
@@ -70,28 +69,33 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
   const bool texel = unit == 0 && has_texel_view(*q) && (!k || has_texel_view(*k));
   Dispatch d;
   d.op = "rope";
-  const KernelId kernel = texel ? (f16 ? KernelId::rope_f16_texel : KernelId::rope_f32_texel)
-                                : (f16 ? KernelId::rope_f16 : KernelId::rope_f32);
+  const KernelId kernel =
+      texel ? (f16 ? KernelId::rope_f16_texel : KernelId::rope_f32_texel) : (f16 ? KernelId::rope_f16 : KernelId::rope_f32);
   // The cos/sin table (8 bytes a pair, at most 8 KiB) fits the 16 KiB minimum.
-  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_ROPE_HALF_ROT, std::max(1u, half_rot)},
-                         {VKATTN_SPEC_ROPE_UNIT, unit}, {VKATTN_SPEC_ROPE_INTERLEAVED, inter ? 1u : 0u}})};
+  d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, wg},
+                         {VKATTN_SPEC_ROPE_HALF_ROT, std::max(1u, half_rot)},
+                         {VKATTN_SPEC_ROPE_UNIT, unit},
+                         {VKATTN_SPEC_ROPE_INTERLEAVED, inter ? 1u : 0u}})};
   const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
   d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(positions), params.add(table.words)};
   const auto factor = static_cast<float>(table.attention_factor);
   params.mark({TokenWords::rope_positions, d.bindings[2].param_offset, u32(positions.size())});
   // The table follows the positions only where dynamic NTK scaling takes the largest.
   if (config.scaling == RopeScaling::dynamic_ntk && config.sequence_length == 0) {
-    params.mark({TokenWords::rope_table, d.bindings[3].param_offset, u32(table.words.size()),
-                 std::bit_cast<std::uint32_t>(factor)});
+    params.mark(
+        {TokenWords::rope_table, d.bindings[3].param_offset, u32(table.words.size()), std::bit_cast<std::uint32_t>(factor)});
   }
   if (texel) {
     d.bindings.push_back({q, 0, 0, false, true});
     d.bindings.push_back({k_or_q, 0, 0, false, true});
   }
+  // The push constants in their struct's order, packed.
+  // clang-format off
   d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
                                 static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
                                 factor, mrope, sections[0], sections[1],
                                 sections[2], static_cast<std::uint32_t>(config.rotary_offset)});
+  // clang-format on
   d.groups = std::uint64_t{n_tokens} * wgs_per_token;
   return one(std::move(d));
 }
