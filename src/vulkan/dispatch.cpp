@@ -102,6 +102,16 @@ bool copy_if_same_size(std::uint8_t* at, std::uint32_t words, std::span<const st
 
 }  // namespace
 
+TokenMarks ParamArena::take_marks() {
+  const bool meta = std::any_of(marks_.begin(), marks_.end(), [](const TokenWords& w) { return w.kind == TokenWords::meta; });
+  TokenMarks kept;
+  for (const TokenWords& w : marks_) {
+    if (!meta || w.kind != TokenWords::q_seq) kept.push_back(w);
+  }
+  marks_.clear();
+  return kept;
+}
+
 bool patch_tokens(std::uint8_t* arena, const TokenMarks& marks, const OpCall& call) {
   static const std::vector<float> no_sinks;
   const auto* rope = std::get_if<RopeCall>(&call);

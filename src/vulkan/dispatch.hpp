@@ -102,7 +102,10 @@ class ParamArena {
   std::uint8_t* data() { return bytes_.data(); }
   // Token words of the op being built; the command list takes them once it is built.
   void mark(const TokenWords& w) { marks_.push_back(w); }
-  TokenMarks take_marks() { return std::exchange(marks_, {}); }
+  // An op whose attention metadata is marked has its queries' sequences compared there
+  // (patch_attn_meta): the q_seq marks of its stages (the three-stage path) are dropped,
+  // so that a replay compares them once.
+  TokenMarks take_marks();
 
  private:
   Binding add_bytes(const void* data, std::size_t words);
