@@ -15,13 +15,13 @@
 //              RoPE frequencies (params.h: VKATTN_META_*)
 //   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
 //              or a cache's slot table
-//   push: AttnFusedParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
-//   spec 1: ROWS; spec 2: Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
-//   query tile is not used); spec 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 6: K_VEC, spec 7:
-//   V_VEC (rows start on 16 bytes: head_dim % 4 == 0 for f32, % 8 for f16); spec 8:
-//   KEY_GROUPS; spec 9: KEYS, keys per invocation (a block is KEYS * workgroup size keys);
-//   spec 10: ROPE_ON_READ (KvRope::on_read: the query tile and each key are rotated by
-//   their in-cache positions as they are read, attn_rope_read.glsl); spec 11:
+//   push: AttnFusedParams; spec (by name in params.h): workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
+//   ROWS; Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
+//   query tile is not used); Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); K_VEC,
+//   V_VEC (rows start on 16 bytes: head_dim % 4 == 0 for f32, % 8 for f16);
+//   KEY_GROUPS; KEYS, keys per invocation (a block is KEYS * workgroup size keys);
+//   ROPE_ON_READ (KvRope::on_read: the query tile and each key are rotated by
+//   their in-cache positions as they are read, attn_rope_read.glsl);
 //   ROPE_INTERLEAVED
 //   variants: VKATTN_TEXEL reads q, k and v through texel buffers (tensor_load.glsl);
 //   VKATTN_SUBGROUPS finds a block's maxima with subgroup operations

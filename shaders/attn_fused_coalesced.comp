@@ -23,12 +23,12 @@
 //   binding 5: readonly int meta (params.h: VKATTN_META_*)
 //   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
 //              or a cache's slot table
-//   push: AttnFusedParams; spec 0: WG, the workgroup size (a multiple of the required
-//   subgroup size); 1: ROWS; 2: LANES; 3, 4, 5: Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); 6, 7: K_EPL, K_PIECES;
-//   8, 9: V_EPL, V_PIECES; 10, 11: K_ALIGNED, V_ALIGNED (head_dim % EPL == 0: pieces need
-//   no bounds checks); 12: BATCH, keys per key group per step; 13: ROPE_ON_READ; 14:
-//   ROPE_INTERLEAVED; 15: D4, vec4s per query row (ceil(head_dim / 4)); 16: EARLY, V
-//   loads issued with the K loads; 17: HEADS_FIRST, workgroup ids KV head fastest
+//   push: AttnFusedParams; spec (by name in params.h): WG, the workgroup size (a multiple of
+//   the required subgroup size); ROWS; LANES; Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0,
+//   3 q4_0); K_EPL, K_PIECES; V_EPL, V_PIECES; K_ALIGNED, V_ALIGNED (head_dim % EPL == 0:
+//   pieces need no bounds checks); BATCH, keys per key group per step; ROPE_ON_READ;
+//   ROPE_INTERLEAVED; D4, vec4s per query row (ceil(head_dim / 4)); EARLY, V loads issued
+//   with the K loads; HEADS_FIRST, workgroup ids KV head fastest
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // Per step, key group g takes keys step + b * G + g (b < BATCH, G key groups), so that
 // neighbouring groups read neighbouring rows:

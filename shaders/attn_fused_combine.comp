@@ -9,7 +9,7 @@
 //              ml_offset the [splits, n_rows, 2] (m, l) pairs
 //   binding 1: writeonly float out [n_rows, head_dim]; binding 2: readonly float sinks
 //   [n_heads] (when has_sinks)
-//   push: AttnFusedCombineParams; spec 0: workgroup size
+//   push: AttnFusedCombineParams; spec (by name in params.h): workgroup size
 //   variants: VKATTN_TEXEL reads the partial results through a texel buffer
 //   grid: ceil(n_rows * head_dim / workgroup size) workgroups, folded
 #extension GL_GOOGLE_include_directive : require

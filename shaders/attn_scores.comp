@@ -12,12 +12,12 @@
 //              keys come from a cache.
 //   binding 5: readonly int key positions (params.h): the keys' positions and sequences,
 //              or a cache's slot table
-//   push: AttnScoresParams; spec 0: workgroup size = keys per tile; spec 1: ROWS, most
-//   rows per tile; spec 2: Q_VEC4, the query tile size; spec 3/4: Q_F16, K_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); spec 5:
-//   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k); spec 6:
-//   KEYS, keys per invocation; spec 7: ROPE_ON_READ (KvRope::on_read: q and each key are
-//   rotated by their in-cache positions as they are read); spec 8: ROPE_INTERLEAVED;
-//   spec 9: S_VEC4 (n_keys % 4 == 0: scores are stored 4 keys at a time); spec 10: SG
+//   push: AttnScoresParams; spec (by name in params.h): workgroup size = keys per tile; ROWS, most
+//   rows per tile; Q_VEC4, the query tile size; Q_F16, K_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0);
+//   VEC: rows start on 16 bytes (head_dim % 4 == 0 for f32 k, % 8 for f16 k);
+//   KEYS, keys per invocation; ROPE_ON_READ (KvRope::on_read: q and each key are
+//   rotated by their in-cache positions as they are read); ROPE_INTERLEAVED;
+//   S_VEC4 (n_keys % 4 == 0: scores are stored 4 keys at a time); SG
 //   variants: VKATTN_TEXEL reads q and k through texel buffers; with VKATTN_SHUFFLE too
 //   (f16 k; the pipeline requires subgroups of SG full lanes), the lanes of a subgroup
 //   fetch the query texels of a step between them and hand them round with
@@ -67,7 +67,7 @@ layout(std430, binding = 5) readonly buffer KeyPos { int kpos[]; };
 #include "attn_meta.glsl"
 
 // q rows start on 4 elements whenever head_dim % 4 == 0, which VEC implies; k rows start
-// on 16 bytes when VEC (see spec 5).
+// on 16 bytes when VEC.
 #define ATTN_Q_ALIGNED VEC
 #define ATTN_K_ALIGNED VEC
 #define ATTN_NO_V

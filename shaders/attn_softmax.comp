@@ -7,9 +7,9 @@
 //   binding 0: readonly float scores [n_rows, n_keys]
 //   binding 1: writeonly float probs [n_rows, n_keys] (may be the scores buffer)
 //   binding 2: readonly float sinks [n_heads] (when has_sinks)
-//   push: AttnSoftmaxParams; spec 0: workgroup size (a power of two); spec 1: ROW_CAP,
-//   the shared row size; spec 2: IN_SHARED (n_keys <= ROW_CAP); spec 3: VEC4 (n_keys % 4
-//   == 0: rows load and store as vec4); spec 4: SUBGROUP_ROWS (VKATTN_SUBGROUPS only):
+//   push: AttnSoftmaxParams; spec (by name in params.h): workgroup size (a power of two); ROW_CAP,
+//   the shared row size; IN_SHARED (n_keys <= ROW_CAP); VEC4 (n_keys % 4
+//   == 0: rows load and store as vec4); SUBGROUP_ROWS (VKATTN_SUBGROUPS only):
 //   rows per workgroup, each taken by one subgroup, 0 for a workgroup per row
 //   variants: VKATTN_SUBGROUPS reduces with subgroup operations (reduce.glsl);
 //   VKATTN_TEXEL reads the scores through a uniform texel buffer (tensor_load.glsl says why);

@@ -8,10 +8,10 @@
 //              partial sums [key_splits, n_tokens, n_heads, head_dim] that
 //              attn_weighted_sum_reduce adds up
 //   binding 3: readonly int meta: the query tokens' sequence ids at off_q_seq
-//   push: AttnWsumParams; spec 0: workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
-//   spec 1: ROWS, most rows per tile; spec 2: V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0);
-//   spec 3: VEC (rows start on 16 bytes: head_dim % EPL == 0); spec 4: P_VEC4 (n_keys % 4
-//   == 0: probabilities are read 4 keys at a time); spec 5: KEY_GROUPS
+//   push: AttnWsumParams; spec (by name in params.h): workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
+//   ROWS, most rows per tile; V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0);
+//   VEC (rows start on 16 bytes: head_dim % EPL == 0); P_VEC4 (n_keys % 4
+//   == 0: probabilities are read 4 keys at a time); KEY_GROUPS
 //   variants: VKATTN_TEXEL; VKATTN_BOUND (binding 4: a cache's slot table) stops at the
 //   occupancy bound
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded

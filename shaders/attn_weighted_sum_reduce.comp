@@ -2,7 +2,7 @@
 // attn_weighted_sum_reduce: out[i] = sum_s partial[s * count + i] for s < splits, in split
 // order: the second pass of a weighted sum whose keys were split across workgroups.
 //   binding 0: readonly float partial [splits, count]; binding 1: writeonly float out [count]
-//   push: AttnWsumReduceParams; spec 0: workgroup size
+//   push: AttnWsumReduceParams; spec (by name in params.h): workgroup size
 //   grid: ceil(count / workgroup size) workgroups, folded
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_WSUM_REDUCE

@@ -7,7 +7,7 @@
 // ranges).
 //   binding 0: readonly src; binding 1: writeonly dst (uvec4[] and uint[] views); the
 //   VKATTN_TEXEL variant reads src through a uniform texel buffer (tensor_load.glsl says why)
-//   push: CopyParams; spec 0: workgroup size; spec 1: VEC4; spec 2: HALVES
+//   push: CopyParams; spec (by name in params.h): workgroup size; VEC4; HALVES
 //   grid: ceil(count / workgroup size) workgroups, folded
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_COPY

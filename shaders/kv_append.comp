@@ -15,7 +15,7 @@
 //              slots[dst_rows[t]] = positions[t] when write_slots (params.h: the key
 //              positions attention reads), and the sequence's occupancy bound from word
 //              bound_offset raised past each slot written
-//   push: KvAppendParams; spec 0: workgroup size; spec 1/2: SRC_F16, DST_TYPE
+//   push: KvAppendParams; spec (by name in params.h): workgroup size; SRC_F16, DST_TYPE
 //   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2: rows,
 //   3: slots), for devices that allow 4 storage buffers per kernel; the host records two
 //   grid: one invocation per (token, kv head, pair of elements), or per block of 32 for the

@@ -10,8 +10,8 @@
 //   binding 1: k, read-write, same type (the same buffer as q when n_heads_k = 0)
 //   binding 2: readonly int   pos[n_tokens] (M-RoPE: [n_tokens][3]), each in [0, 2^31)
 //   binding 3: readonly uvec2 turns[d/2]: theta_i / 2pi in 64-bit fixed point (lo, hi)
-//   push: RopeParams; spec 0: workgroup size; spec 1: HALF_ROT, the cos/sin table size;
-//   spec 2: UNIT (rope_unit.glsl); spec 3: INTERLEAVED (pairs (2i, 2i+1), else (i, i + d/2))
+//   push: RopeParams; spec (by name in params.h): workgroup size; HALF_ROT, the cos/sin table size;
+//   UNIT (rope_unit.glsl); INTERLEAVED (pairs (2i, 2i+1), else (i, i + d/2))
 //   grid: n_tokens * wgs_per_token workgroups, folded
 // 1. The workgroup's token's cos/sin go to shared memory once: every head of Q and K
 //    reuses them. 2. Each invocation rotates whole units (rope_unit.glsl) in place,

@@ -12,6 +12,17 @@
 
 namespace vkattn::detail {
 
+namespace {
+
+// The cos/sin turns for |positions|: dynamic NTK scaling follows the largest of them.
+const RopeTurns& turns_for(const RopeConfig& config, std::span<const std::int32_t> positions) {
+  std::int32_t max_position = 0;
+  for (std::int32_t p : positions) max_position = std::max(max_position, p);
+  return rope_turn_words(config, max_position);
+}
+
+}  // namespace
+
 Dispatches build(OpEnv& env, const RopeCall& call) {
   const Context& ctx = env.ctx;
   ParamArena& params = env.params;
@@ -58,11 +69,9 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
     units_per_row = 1;
   }
 
-  std::int32_t max_position = 0;
-  for (std::int32_t p : positions) max_position = std::max(max_position, p);
   const std::uint32_t mrope = !config.mrope ? 0u : config.mrope->layout == MRopeLayout::contiguous ? 1u : 2u;
   const std::array<std::uint32_t, 3> sections = config.mrope ? config.mrope->sections : std::array<std::uint32_t, 3>{};
-  const RopeTurns& table = rope_turn_words(config, max_position);
+  const RopeTurns& table = turns_for(config, positions);
 
   // 16-byte units read through texel views (written through the storage buffers) when
   // both tensors have them; see rope.comp.
@@ -101,9 +110,7 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
 }
 
 bool patch_rope_table(std::uint8_t* bytes, const TokenWords& w, const RopeCall& call) {
-  std::int32_t max_position = 0;
-  for (std::int32_t p : call.positions) max_position = std::max(max_position, p);
-  const RopeTurns& table = rope_turn_words(call.config, max_position);
+  const RopeTurns& table = turns_for(call.config, call.positions);
   // The attention factor is a push constant, encoded in the command buffer.
   if (table.words.size() != w.words || std::bit_cast<std::uint32_t>(static_cast<float>(table.attention_factor)) != w.extra) {
     return false;
