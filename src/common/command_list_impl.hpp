@@ -37,7 +37,12 @@ struct NextTokens {
 // How the frontend records one op again: the same checks and the same arguments, except
 // the tokens' positions and sequence ids when |next| is given.
 struct Recipe {
-  std::function<void(CommandListImpl&, const NextTokens* next)> run;
+  struct Run {
+    virtual ~Run() = default;
+    virtual void operator()(CommandListImpl& impl, const NextTokens* next) = 0;
+  };
+  std::unique_ptr<Run> run;
+  std::size_t run_bytes = 0;           // the size of *run (set_tokens prefetches it)
   std::size_t n_tokens = 0;            // tokens whose data set_tokens replaces; 0: none
   std::shared_ptr<KvCacheImpl> cache;  // the cache whose bookkeeping it advances, or null
 };
