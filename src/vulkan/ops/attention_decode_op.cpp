@@ -33,7 +33,7 @@ std::uint64_t shared_bytes(const Plan& p, bool last_merge) {
   const std::uint64_t g = p.wg / p.lanes, ve4 = p.vp.epl * p.vp.pieces / 4;
   std::uint64_t bytes = 2 * g * p.rows * 4 + std::uint64_t{p.merge_rows} * p.wg * ve4 * 16 + 4;
   if (!p.subgroup) bytes += std::uint64_t{p.wg} * p.n * 4 + 2 * g * p.n * 4;
-  if (last_merge) bytes += 2 * kMergePairs * 4 + 2 * std::uint64_t{p.rows} * 4 + std::uint64_t{p.wg} * 4;
+  if (last_merge) bytes += 2 * kMergePairs * 4 + 2 * std::uint64_t{p.rows} * 4;
   return bytes;
 }
 
