@@ -149,10 +149,11 @@ class VKATTN_API CommandList {
   // (may be empty only for a one-sequence cache), q_positions may be empty, k_* must be.
   void attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out, const AttentionTokens& tokens = {});
 
-  // Attention in one op: out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v, with
-  // the scores, visibility, biases and sinks of attn_scores and attn_softmax (the same
+  // Attention in one op: out [n_tokens, n_heads, v_head_dim] f32 = softmax(scores) x v,
+  // with the scores, visibility, biases and sinks of attn_scores and attn_softmax (the same
   // arguments, checked the same way), without writing scores or probabilities anywhere.
-  // v: the shape of k (its dtype may differ). config.path picks the kernels: on Vulkan a
+  // v: [n_keys, n_kv_heads, v_head_dim], v_head_dim in [1, kMaxAttentionHeadDim] (K's or
+  // another: DeepSeek's 192 and 128), its dtype k's or another. config.path picks the kernels: on Vulkan a
   // fused flash-attention kernel, or the three stages on a temporary (by default on CPU
   // devices, where they are faster); docs/attention.md: Fused attention. Every dispatch is
   // timed as "attention".

@@ -1,8 +1,9 @@
 // KvCache: one layer's keys and values for several sequences, in a ring buffer whose
 // memory never grows (Mistral's rolling buffer, with StreamingLLM's attention sinks).
 //
-// K and V are [n_seqs, capacity, n_kv_heads, head_dim] (f32 or f16): each sequence's slice
-// has the layout of plain [n_keys, n_kv_heads, head_dim] K/V tensors, so attention reads
+// K is [n_seqs, capacity, n_kv_heads, head_dim] and V the same with v_head_dim (which
+// defaults to head_dim): each sequence's slice has the layout of plain
+// [n_keys, n_kv_heads, head_dim] K/V tensors, so attention reads
 // the ring exactly as it reads plain tensors. The token at position
 // p of a sequence lives in slot p when p < n_sinks (kept for ever), else in slot
 // n_sinks + (p - n_sinks) % (capacity - n_sinks). Keys are stored as appended: rotate them
@@ -53,6 +54,10 @@ struct KvCacheConfig {
   std::size_t n_sinks = 0;     // first positions kept for ever (StreamingLLM: 4); < capacity
   KvRope rope = KvRope::stored;
   RopeConfig rope_config{};  // on_read: the rotation attention applies (attention factor 1)
+  // V's head dim where it differs from K's (DeepSeek without absorption: K 192, V 128);
+  // 0 = head_dim. [1, kMaxAttentionHeadDim], even for f16, a multiple of 32 for q8_0/q4_0.
+  // Attention's output is [n_tokens, n_heads, v_head_dim].
+  std::size_t v_head_dim = 0;
 };
 
 class VKATTN_API KvCache {
@@ -68,7 +73,8 @@ class VKATTN_API KvCache {
   bool valid() const noexcept { return impl_ != nullptr; }
   const KvCacheConfig& config() const;
   // Device bytes of K and V together, fixed for the cache's lifetime:
-  // 2 * n_seqs * capacity * n_kv_heads * head_dim * element size (4 or 2), rounded up to 16.
+  // n_seqs * capacity * n_kv_heads * (head_dim + v_head_dim) * element size, K and V each
+  // rounded up to whole 32-bit words.
   std::size_t bytes() const;
 
   // The next position to append to |seq| (0 when empty).

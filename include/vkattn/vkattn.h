@@ -316,6 +316,7 @@ typedef struct vkattn_kv_cache_config {
   int32_t rope;                          /* VKATTN_KV_ROPE_STORED (default) */
   uint32_t reserved;                     /* 0 */
   const vkattn_rope_config* rope_config; /* VKATTN_KV_ROPE_ON_READ's rotation; optional; copied */
+  uint64_t v_head_dim;                   /* V's head dim where it differs from K's; default 0 = head_dim (0.5) */
 } vkattn_kv_cache_config;
 
 typedef struct vkattn_command_list_options {

@@ -47,6 +47,9 @@ py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const
   return o;
 }
 
+// V's head dim of a cache (its output rows' width).
+std::size_t value_dim(const KvCacheConfig& c) { return c.v_head_dim ? c.v_head_dim : c.head_dim; }
+
 // [n_tokens, n_heads, last] from q (or scores, probs) [n_tokens, n_heads, ...]; a q of
 // another rank gets a placeholder, which the op's own check of q reports.
 Shape rows_shape(const Tensor& q, std::size_t last) {
@@ -111,7 +114,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           "attn_weighted_sum",
           [](PyCommandList& cmd, const PyTensor& probs, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs) {
             const AttnArgs a = attn_args("attn_weighted_sum", qp, py::none(), qs, py::none(), py::none(), py::none(), {});
-            const Shape shape = rows_shape(probs.impl, cache.impl.config().head_dim);
+            const Shape shape = rows_shape(probs.impl, value_dim(cache.impl.config()));
             return record_into(cmd, out, "attn_weighted_sum", shape,
                                [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, cache.impl, o, a.tokens()); });
           },
@@ -122,20 +125,21 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, const PyTensor& v, py::handle out, py::handle qp,
              py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config, const py::kwargs& kw) {
             const AttnArgs a = attn_args("attention", qp, kp, qs, ks, mask, config, kw);
-            return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
+            return record_into(cmd, out, "attention", rows_shape(q.impl, dim(v.impl, 2)), [&](CommandList& l, Tensor& o) {
               l.attention(q.impl, k.impl, v.impl, o, a.tokens(), a.config, a.mask);
             });
           },
           arg("q"), arg("k"), arg("v"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
           arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
-          "out [n_tokens, n_heads, head_dim] f32 = softmax(scores) x v in one op (config.path picks the\n"
+          "out [n_tokens, n_heads, v_head_dim] f32 = softmax(scores) x v in one op (config.path picks the\n"
           "kernels); made when not given, returned.")
       .def(
           "attention",
           [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs,
              py::handle mask, py::handle config, const py::kwargs& kw) {
             const AttnArgs a = attn_args("attention", qp, py::none(), qs, py::none(), mask, config, kw);
-            return record_into(cmd, out, "attention", q.impl.shape(), [&](CommandList& l, Tensor& o) {
+            const Shape shape = rows_shape(q.impl, value_dim(cache.impl.config()));
+            return record_into(cmd, out, "attention", shape, [&](CommandList& l, Tensor& o) {
               l.attention(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
             });
           },

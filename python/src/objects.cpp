@@ -110,7 +110,7 @@ void bind_backend(py::module_& m) {
           },
           py::kw_only(), py::arg("config") = py::none(),
           "A KV cache: a KvCacheConfig or its fields as keywords (n_kv_heads, head_dim and capacity\n"
-          "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig()).")
+          "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig(), v_head_dim=0 = head_dim).")
       .def(
           "save_cache",
           [](const BackendRef& r, const PyKvCache& c) {

@@ -126,3 +126,22 @@ def test_scale_and_cap_orders(cpu):
     qk = np.einsum("thd,nhd->thn", f64(Q).numpy(), np.repeat(f64(K).numpy(), H // KVH, axis=1))
     assert_close(scores.numpy(), 0.5 * 3.0 * np.tanh(qk / 3.0), 1e-5, 1e-5, "scores")
     assert math.isclose(float(np.max(np.abs(scores.numpy()))), 1.5, rel_tol=0.1)
+
+
+def test_mla_value_width_differs(backend):
+    """V rows of 16 under K rows of 32 (DeepSeek's 192 and 128, scaled down): plain tensors
+    on both paths and a cache with v_head_dim; out is [T, H, 16]."""
+    v16 = np.ascontiguousarray(V[:, :, :16])
+    want = attention(f64(Q), f64(K), f64(v16), Q_POS, K_POS)
+    q, k, v = backend.tensor(Q), backend.tensor(K), backend.tensor(v16)
+    for path in ("fused", "three_stages"):
+        with backend.commands() as cmd:
+            out = cmd.attention(q, k, v, q_positions=Q_POS, k_positions=K_POS, path=path)
+        assert out.shape == (T, H, 16)
+        assert_close(out.numpy(), want, 1e-4, 1e-4, path)
+    cache = backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=N, dtype=np.float32, v_head_dim=16)
+    assert cache.config.v_head_dim == 16
+    with backend.commands() as cmd:
+        cmd.kv_append(cache, k, v, K_POS)
+        out = cmd.attention(q, cache, q_positions=Q_POS)
+    assert_close(out.numpy(), want, 1e-4, 1e-4, "cache")

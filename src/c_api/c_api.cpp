@@ -43,7 +43,7 @@ VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, rope_config);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, v_head_dim);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
 
@@ -255,7 +255,8 @@ KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config
           .head_dim = static_cast<std::size_t>(c.head_dim), .capacity = static_cast<std::size_t>(c.capacity),
           .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
           .rope = static_cast<KvRope>(c.rope),
-          .rope_config = rope_config(function, "config->rope_config", c.rope_config)};
+          .rope_config = rope_config(function, "config->rope_config", c.rope_config),
+          .v_head_dim = static_cast<std::size_t>(c.v_head_dim)};
   // clang-format on
 }
 

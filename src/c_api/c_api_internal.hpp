@@ -95,6 +95,8 @@ template <>  // 0.2's: before M-RoPE
 inline constexpr std::size_t kFirstSize<vkattn_rope_config> = offsetof(vkattn_rope_config, mrope_sections);
 template <>  // 0.2's: before chunk, window_type and the query temperature
 inline constexpr std::size_t kFirstSize<vkattn_attention_config> = offsetof(vkattn_attention_config, chunk);
+template <>  // 0.4's: before V of its own width
+inline constexpr std::size_t kFirstSize<vkattn_kv_cache_config> = offsetof(vkattn_kv_cache_config, v_head_dim);
 
 // An input struct as this library knows it: the caller's fields over our defaults (so a
 // struct from an older header gets the defaults of the fields it lacks), after checking

@@ -43,14 +43,16 @@ Tensor Backend::tensor(const Shape& shape, DType dtype) try {
 }
 
 KvCache Backend::kv_cache(const KvCacheConfig& config) try {
-  const Shape shape = detail::check_kv_cache_config(config);
+  const detail::KvShapes shapes = detail::check_kv_cache_config(config);
   Tensor k, v;
   try {
-    k = tensor(shape, config.dtype);
-    v = tensor(shape, config.dtype);
+    k = tensor(shapes.k, config.dtype);
+    v = tensor(shapes.v, config.dtype);
   } catch (const Error& e) {
-    throw Error(e.code(), "K and V of shape " + detail::shape_string(shape) + ": " + e.message(), e.call(), e.vk_result(),
-                "kv_cache");
+    const std::string what = shapes.k == shapes.v ? "K and V of shape " + detail::shape_string(shapes.k)
+                                                  : "K of shape " + detail::shape_string(shapes.k) + " and V of shape " +
+                                                        detail::shape_string(shapes.v);
+    throw Error(e.code(), what + ": " + e.message(), e.call(), e.vk_result(), "kv_cache");
   }
   auto impl = std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl());
   if (kind() == BackendKind::vulkan) {

@@ -6,7 +6,25 @@
 
 namespace vkattn::detail {
 
-Shape check_kv_cache_config(const KvCacheConfig& c) {
+namespace {
+
+// A K or V head dim |d| (the config's |field|) fits the limit and the dtype's storage.
+void check_head_dim(const char* op, const KvCacheConfig& c, const char* field, std::size_t d, const char* required) {
+  if (d == 0 || d > kMaxAttentionHeadDim) {
+    throw InvalidArgument(op, field, std::to_string(d), "[1, " + std::to_string(kMaxAttentionHeadDim) + "]" + required);
+  }
+  if (c.dtype == DType::f16 && d % 2 != 0) {
+    throw InvalidArgument(op, field, std::to_string(d), "even for f16 (two halves per word)");
+  }
+  if ((c.dtype == DType::q8_0 || c.dtype == DType::q4_0) && d % 32 != 0) {
+    throw InvalidArgument(op, field, std::to_string(d),
+                          std::string("a multiple of 32 for ") + to_string(c.dtype) + " (blocks of 32 along the head)");
+  }
+}
+
+}  // namespace
+
+KvShapes check_kv_cache_config(const KvCacheConfig& c) {
   const char* op = "kv_cache";
   if (c.n_seqs == 0) throw InvalidArgument(op, "config.n_seqs", "0", ">= 1");
   const char* required = "; required, no default (0 = not set)";
@@ -18,13 +36,8 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
   if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::q8_0 && c.dtype != DType::q4_0) {
     throw InvalidArgument(op, "config.dtype", to_string(c.dtype), "f32, f16, q8_0 or q4_0");
   }
-  if (c.dtype == DType::f16 && c.head_dim % 2 != 0) {
-    throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim), "even for f16 (two halves per word)");
-  }
-  if ((c.dtype == DType::q8_0 || c.dtype == DType::q4_0) && c.head_dim % 32 != 0) {
-    throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim),
-                          std::string("a multiple of 32 for ") + to_string(c.dtype) + " (blocks of 32 along head_dim)");
-  }
+  check_head_dim(op, c, "config.head_dim", c.head_dim, "");
+  if (c.v_head_dim != 0) check_head_dim(op, c, "config.v_head_dim", c.v_head_dim, " (0 = head_dim)");
   if (c.capacity == 0 || c.capacity > (std::size_t{1} << 30)) {
     throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity),
                           std::string("[1, 2^30]") + (c.capacity == 0 ? required : ""));
@@ -53,7 +66,7 @@ Shape check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
     }
   }
-  return {c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim};
+  return {{c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim}, {c.n_seqs, c.capacity, c.n_kv_heads, value_head_dim(c)}};
 }
 
 std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position) const {

@@ -67,7 +67,13 @@ class KvCacheImpl {
   void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position, const ScoresParams& p) const;
 };
 
-// Checks a KvCacheConfig; returns the K/V shape.
-Shape check_kv_cache_config(const KvCacheConfig& config);
+// V's head dim (KvCacheConfig::v_head_dim, 0 = head_dim).
+inline std::size_t value_head_dim(const KvCacheConfig& c) { return c.v_head_dim ? c.v_head_dim : c.head_dim; }
+
+struct KvShapes {
+  Shape k, v;
+};
+// Checks a KvCacheConfig; returns the K and V shapes.
+KvShapes check_kv_cache_config(const KvCacheConfig& config);
 
 }  // namespace vkattn::detail

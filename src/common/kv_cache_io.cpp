@@ -1,6 +1,7 @@
 // Backend::save_cache and restore_cache: a KV cache's configuration, bookkeeping and raw K
 // and V words in one byte string (little-endian 32- and 64-bit fields):
-//   "vkattnKV", u32 format version (1), u32 dtype, u32 rope, u32 reserved,
+//   "vkattnKV", u32 format version (1), u32 dtype, u32 rope, u32 v_head_dim (0: head_dim;
+//   the word was reserved and 0 before V could differ, so older saves read the same),
 //   u64 n_seqs, capacity, n_kv_heads, head_dim, n_sinks,
 //   i32 slot positions [n_seqs * capacity], i32 next [n_seqs], i32 oldest [n_seqs],
 //   u32 K words, u32 V words (the tensors' storage: docs/kv-cache.md).
@@ -20,7 +21,7 @@ constexpr std::uint32_t kVersion = 1;
 
 struct Header {
   char magic[8];
-  std::uint32_t version, dtype, rope, reserved;
+  std::uint32_t version, dtype, rope, v_head_dim;
   std::uint64_t n_seqs, capacity, n_kv_heads, head_dim, n_sinks;
 };
 static_assert(sizeof(Header) == 64);
@@ -35,6 +36,7 @@ Header header_of(const KvCacheConfig& c) {
   h.capacity = c.capacity;
   h.n_kv_heads = c.n_kv_heads;
   h.head_dim = c.head_dim;
+  h.v_head_dim = detail::value_head_dim(c) != c.head_dim ? static_cast<std::uint32_t>(detail::value_head_dim(c)) : 0;
   h.n_sinks = c.n_sinks;
   return h;
 }
@@ -90,6 +92,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
       {"capacity", {got.capacity, want.capacity}},
       {"n_kv_heads", {got.n_kv_heads, want.n_kv_heads}},
       {"head_dim", {got.head_dim, want.head_dim}},
+      {"v_head_dim", {got.v_head_dim ? got.v_head_dim : got.head_dim, want.v_head_dim ? want.v_head_dim : want.head_dim}},
       {"n_sinks", {got.n_sinks, want.n_sinks}}};
   for (const auto& [name, v] : fields) {
     if (v.first != v.second) {

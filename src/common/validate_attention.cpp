@@ -275,11 +275,16 @@ namespace vkattn::detail {
 
 namespace {
 
-void check_against_cache(const char* op, const char* name, const TensorImpl& t, const KvCacheImpl& cache, std::size_t heads_dim) {
+// |t|'s head dim (after its heads, dim |heads_dim|) is the cache's K head dim, or with
+// |value| its V head dim.
+void check_against_cache(const char* op, const char* name, const TensorImpl& t, const KvCacheImpl& cache, std::size_t heads_dim,
+                         bool value = false) {
   const auto& c = cache.config;
-  if (t.shape[heads_dim + 1] != c.head_dim) {
-    throw InvalidArgument(op, std::string(name) + ".shape[" + std::to_string(heads_dim + 1) + "]",
-                          std::to_string(t.shape[heads_dim + 1]), "cache head_dim = " + std::to_string(c.head_dim));
+  const std::size_t want = value ? value_head_dim(c) : c.head_dim;
+  if (t.shape[heads_dim + 1] != want) {
+    throw InvalidArgument(
+        op, std::string(name) + ".shape[" + std::to_string(heads_dim + 1) + "]", std::to_string(t.shape[heads_dim + 1]),
+        std::string(value && c.v_head_dim ? "cache v_head_dim = " : "cache head_dim = ") + std::to_string(want));
   }
 }
 
@@ -296,7 +301,7 @@ void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const Tensor
       throw InvalidArgument(op, std::string(name) + ".shape[1]", std::to_string(t->shape[1]),
                             "cache n_kv_heads = " + std::to_string(c.n_kv_heads));
     }
-    check_against_cache(op, name, *t, cache, 1);
+    check_against_cache(op, name, *t, cache, 1, t == &v);
   }
   if (v.shape[0] != k.shape[0]) {
     throw InvalidArgument(op, "v.shape[0]", std::to_string(v.shape[0]), "k.shape[0] = " + std::to_string(k.shape[0]));
@@ -377,7 +382,7 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
                                                         const AttentionTokens& tokens) {
   const char* op = "attn_weighted_sum";
   const auto& c = cache.config;
-  const ShapeOnly values({c.capacity, c.n_kv_heads, c.head_dim}, c.dtype);
+  const ShapeOnly values({c.capacity, c.n_kv_heads, value_head_dim(c)}, c.dtype);
   check_attn_weighted_sum(probs, values, out);
   if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
     throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
@@ -415,15 +420,20 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   // The stages' checks, against stand-ins for the scores and probabilities.
   const ShapeOnly scores({q.shape[0], q.shape[1], k.shape[0]}, DType::f32);
   AttentionArgs a{check_attn_scores(q, k, scores, mask, tokens, config, op), check_attn_softmax(scores, scores, config, op)};
-  check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
-  check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
-  check_rank3(op, "v", v, "[n_keys, n_kv_heads, head_dim]");
-  for (std::size_t i = 0; i < 3; ++i) {
+  check_rank3(op, "v", v, "[n_keys, n_kv_heads, v_head_dim]");
+  // V's rows may be narrower or wider than K's (DeepSeek without absorption: 192 and 128).
+  for (std::size_t i = 0; i < 2; ++i) {
     if (v.shape[i] != k.shape[i]) {
       throw InvalidArgument(op, "v.shape[" + std::to_string(i) + "]", std::to_string(v.shape[i]),
                             "k.shape[" + std::to_string(i) + "] = " + std::to_string(k.shape[i]));
     }
   }
+  if (v.shape[2] == 0 || v.shape[2] > kMaxAttentionHeadDim) {
+    throw InvalidArgument(op, "v_head_dim (v.shape[2])", std::to_string(v.shape[2]),
+                          "[1, " + std::to_string(kMaxAttentionHeadDim) + "]");
+  }
+  check_rank3(op, "out", out, "[n_tokens, n_heads, v_head_dim]");
+  check_shape(op, "out", out, {q.shape[0], q.shape[1], v.shape[2]});
   check_kv_dtype(op, "v", v);
   check_dtype(op, "out", out, false);
   check_distinct(op, "out", out, {{"q", &q}, {"k", &k}, {"v", &v}, {"mask", mask}});
@@ -438,8 +448,8 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   const ShapeOnly scores({q.shape[0], q.shape[1], cache.config.capacity}, DType::f32);
   AttentionArgs a{check_attn_scores_cache(q, cache, scores, mask, tokens, config, op),
                   check_attn_softmax(scores, scores, config, op)};
-  check_rank3(op, "out", out, "[n_tokens, n_heads, head_dim]");
-  check_shape(op, "out", out, {q.shape[0], q.shape[1], q.shape[2]});
+  check_rank3(op, "out", out, "[n_tokens, n_heads, v_head_dim]");
+  check_shape(op, "out", out, {q.shape[0], q.shape[1], value_head_dim(cache.config)});
   check_dtype(op, "out", out, false);
   check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}});
   a.path = check_path(config.path);

@@ -65,10 +65,10 @@ std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size
   return o;
 }
 
-// The cache is [n_seqs, capacity, n_kv_heads, head_dim]: one sequence's slice is the
-// [capacity, n_kv_heads, head_dim] the reference takes.
+// The cache's K or V |all| is [n_seqs, capacity, n_kv_heads, d]: one sequence's slice is
+// the [capacity, n_kv_heads, d] the reference takes.
 std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
-  const std::size_t n = cache.config.capacity * cache.config.n_kv_heads * cache.config.head_dim;
+  const std::size_t n = all.size() / cache.config.n_seqs;
   return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
 }
 
@@ -109,7 +109,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
 std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
                                       const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
   const auto& c = cache.config;
-  const std::size_t d = c.head_dim, n = c.capacity;
+  const std::size_t d = value_head_dim(c), n = c.capacity;
   const std::vector<float> vf = to_floats(cpu(cache.v));
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
@@ -178,8 +178,8 @@ CpuOp op(const WeightedSumCall& c) {
 CpuOp op(const AppendCall& a) {
   return {"kv_append", [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end())] {
             const auto& c = cache->config;
-            const std::size_t row = c.head_dim;
             for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
+              const std::size_t row = src->shape[2];  // K's or V's head dim
               const std::vector<float> in = to_floats(cpu(src));
               if (is_quantized(c.dtype)) {  // each row's blocks, quantized in place
                 CpuTensor& d = cpu(dst);
@@ -209,9 +209,9 @@ CpuOp op(const AppendCall& a) {
 CpuOp op(const CopySequenceCall& a) {
   return {"kv_copy_sequence", [cache = a.cache, src = a.src, dst = a.dst] {
             const auto& c = cache->config;
-            const std::size_t n = c.capacity * c.n_kv_heads * c.head_dim;
             for (const auto& t : {cache->k, cache->v}) {
-              if (is_quantized(c.dtype)) {  // codes, then the scales half by half
+              const std::size_t n = t->numel / c.n_seqs;  // elements per sequence
+              if (is_quantized(c.dtype)) {                // codes, then the scales half by half
                 std::vector<std::uint32_t>& w = cpu(t).data;
                 const std::size_t codes = codes_words(n, c.dtype), blocks = n / kQuantBlock;
                 std::copy_n(&w[src * codes], codes, &w[dst * codes]);

@@ -2,6 +2,7 @@
 // queue; tensors on the caller's buffers; lists recorded into the caller's command buffers.
 #include <cstring>
 #include <new>
+#include <tuple>
 
 #include "common/heap_ledger.hpp"
 #include "common/kv_cache_impl.hpp"
@@ -222,14 +223,15 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
     throw InvalidArgument(op, "backend", ctx ? "a backend that made its own device" : "the CPU backend",
                           "a backend on the caller's device (make_backend(ExternalVulkan))");
   }
-  const Shape shape = check_kv_cache_config(config);
+  const KvShapes shapes = check_kv_cache_config(config);
   const auto& tk = check_tensor(op, "k", k, ctx.get());
   const auto& tv = check_tensor(op, "v", v, ctx.get());
-  for (const auto& [name, t] : {std::pair{"k", tk.get()}, std::pair{"v", tv.get()}}) {
-    if (t->shape != shape || t->dtype != config.dtype) {
+  for (const auto& [name, t, shape, dims] :
+       {std::tuple{"k", tk.get(), &shapes.k, "head_dim"}, std::tuple{"v", tv.get(), &shapes.v, "v_head_dim"}}) {
+    if (t->shape != *shape || t->dtype != config.dtype) {
       throw InvalidArgument(op, name, std::string(to_string(t->dtype)) + " " + shape_string(t->shape),
-                            std::string(to_string(config.dtype)) + " " + shape_string(shape) +
-                                " (config.dtype [n_seqs, capacity, n_kv_heads, head_dim])");
+                            std::string(to_string(config.dtype)) + " " + shape_string(*shape) +
+                                " (config.dtype [n_seqs, capacity, n_kv_heads, " + dims + "])");
     }
   }
   if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");

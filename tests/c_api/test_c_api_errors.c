@@ -86,7 +86,15 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "config.rope = 4", vkattn_kv_cache_create(cpu, &cc, &cache));
   cc.rope = VKATTN_KV_ROPE_STORED, cc.dtype = VKATTN_DTYPE_I32;
   EXPECT_STATUS(E, "config.dtype = i32", vkattn_kv_cache_create(cpu, &cc, &cache));
-  cc.dtype = VKATTN_DTYPE_F32;
+  cc.dtype = VKATTN_DTYPE_F32, cc.v_head_dim = 300;
+  EXPECT_STATUS(E, "config.v_head_dim = 300; valid: [1, 256]", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.v_head_dim = 4; /* V rows of 4 under K rows of 8: 2 x (8 + 4) x 4 slots x 4 bytes */
+  OK(vkattn_kv_cache_create(cpu, &cc, &cache));
+  size_t bytes = 0;
+  OK(vkattn_kv_cache_bytes(cache, &bytes));
+  CHECK(bytes == 4 * (8 + 4) * 4);
+  vkattn_kv_cache_destroy(cache);
+  cc.v_head_dim = 0;
   OK(vkattn_kv_cache_create(cpu, &cc, &cache));
   EXPECT_STATUS(E, "flags = 2", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 2));
 

@@ -70,7 +70,10 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
       ctx.shape == KernelShape::gpu && coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
   const bool decode = few_rows && decode_attention_usable(ctx);
   const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
-  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
+  // The fused kernels read V rows as wide as K's; V of another width takes the stages,
+  // whose weighted sum knows only V (AttentionPath::fused included, for now).
+  const bool other_widths = values.head_dim != keys.head_dim;
+  if (path == AttentionPath::three_stages || other_widths || (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
     return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);

@@ -10,7 +10,7 @@
 namespace vkattn::detail {
 
 // One dispatch, or one for k and one for v where a kernel may bind fewer than 6 storage
-// buffers.
+// buffers or V's rows are not K's width.
 Dispatches build(OpEnv& env, const AppendCall& call) {
   const Context& ctx = env.ctx;
   ParamArena& params = env.params;
@@ -21,8 +21,10 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
   // A pair of elements per invocation, or a block of 32 for the quantized types.
-  const std::uint64_t per_row = is_quantized(c.dtype) ? c.head_dim / 32 : (c.head_dim + 1) / 2;
-  const std::uint64_t invocations = std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
+  auto invocations = [&](std::size_t head_dim) {
+    const std::uint64_t per_row = is_quantized(c.dtype) ? head_dim / 32 : (head_dim + 1) / 2;
+    return std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
+  };
   const auto n = u32(dst_rows.size());
   // The rows, then the positions the slot table records for them.
   std::uint8_t* bytes = nullptr;
@@ -41,8 +43,8 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
       n,  u32(c.n_kv_heads),         u32(c.head_dim), u32(c.capacity), u32(scale_words_offset(cache.k->numel, c.dtype)),
       1u, u32(c.n_seqs * c.capacity)};
   d.set_push(pc);
-  d.groups = ceil_div(invocations, wg);
-  if (ctx.limits.max_storage_buffers >= 6) {
+  d.groups = ceil_div(invocations(c.head_dim), wg);
+  if (ctx.limits.max_storage_buffers >= 6 && value_head_dim(c) == c.head_dim) {
     d.bindings = {tensor_binding(std::move(k), false),
                   tensor_binding(std::move(v), false),
                   tensor_binding(cache.k, true),
@@ -51,15 +53,18 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
                   slots};
     return ds;
   }
-  // Six storage buffers are more than some devices allow a kernel: k (with the slot
-  // table), then v.
+  // Six storage buffers are more than some devices allow a kernel, and V's rows may be
+  // another width: k (with the slot table), then v.
   d.key.kernel = KernelId::kv_append_one;
   d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
   Dispatch& dv = ds.emplace_back(d);
   dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
   shader::KvAppendParams v_pc = pc;
+  v_pc.head_dim = u32(value_head_dim(c));
+  v_pc.dst_scales = u32(scale_words_offset(cache.v->numel, c.dtype));
   v_pc.write_slots = 0;
   dv.set_push(v_pc);
+  dv.groups = ceil_div(invocations(value_head_dim(c)), wg);
   return ds;
 }
 
@@ -70,13 +75,13 @@ Dispatches build(OpEnv& env, const CopySequenceCall& call) {
   const KvCacheImpl& cache = *call.cache;
   const std::size_t src = call.src, dst = call.dst;
   const auto& c = cache.config;
-  const std::uint64_t n = c.capacity * c.n_kv_heads * c.head_dim;  // elements per sequence
   Dispatches ds;
   // The slot table's entries of the sequence and its occupancy bound, then keys and values.
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, src * c.capacity, dst * c.capacity, c.capacity));
   const std::uint64_t bounds = c.n_seqs * c.capacity;
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, bounds + src, bounds + dst, 1));
   for (const auto& t : {cache.k, cache.v}) {
+    const std::uint64_t n = t->numel / c.n_seqs;  // elements per sequence
     if (!is_quantized(c.dtype)) {
       const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
       ds.push_back(copy_dispatch(ctx, t, t, src * words, dst * words, words));
