@@ -35,7 +35,8 @@ DecodeTuning decode_tuning_from_env();
 
 // Every member is set when the context is made and never changes after; what changes
 // (the pipeline map, heap use, the queue, the validation messages, device loss, what
-// transfers keep) is guarded where it lives, so any number of threads may use one context at once.
+// transfers keep) is guarded where it lives, so any number of threads may use one context
+// at once.
 struct Context {
   // Declaration order is destruction order reversed: transfers, pipelines, then device,
   // then instance.

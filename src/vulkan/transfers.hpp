@@ -58,15 +58,14 @@ class KeptObjects {
     }
     return best ? std::move(*best) : nullptr;
   }
-  // Keeps |object| when a slot is free; otherwise it is destroyed (outside the lock).
+  // Keeps |object| when a slot is free; otherwise it is destroyed, after the lock is
+  // released (a parameter outlives the locals).
   void give(std::unique_ptr<T> object) noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& slot : slots_) {
-        if (!slot) {
-          slot = std::move(object);
-          return;
-        }
+    std::lock_guard lock(mutex_);
+    for (auto& slot : slots_) {
+      if (!slot) {
+        slot = std::move(object);
+        return;
       }
     }
   }
