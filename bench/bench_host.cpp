@@ -20,6 +20,11 @@
 //   engine's decode loop: set_tokens timed, the step's submit_and_wait between (untimed).
 // The caches' bookkeeping advances with every recorded append, so each recording uses
 // fresh positions, and the caches are reset when they would wrap past what the case needs.
+// - upload, download: Backend::upload / download of one small f32 tensor (4 KiB, 256 KiB)
+//   behind staging copies (DeviceOptions::force_staging: lavapipe's memory is all
+//   host-visible, so only forced does it take the path of a discrete GPU), each a
+//   synchronous copy through a staging buffer and a one-shot submission. The wall time
+//   includes lavapipe running the copy; the CPU time is the calling thread's.
 #include <chrono>
 #include <memory>
 #include <numeric>
@@ -171,6 +176,25 @@ void shapes(benchmark::internal::Benchmark* bm) {
   bm->Unit(benchmark::kMicrosecond);
 }
 
+// A backend of its own per call (Google Benchmark calls a case several times), so that
+// its staging and submission state starts as an application's does.
+void BM_transfer(benchmark::State& state, bool upload) {
+  auto b = make_backend(BackendKind::vulkan, {.force_staging = true});
+  const auto n = static_cast<std::size_t>(state.range(0)) / 4;
+  Tensor t = b->tensor({n}, DType::f32);
+  const std::vector<float>& x = normal_values(n, 7);
+  b->upload(t, x);
+  for (auto _ : state) {
+    if (upload) {
+      b->upload(t, x);
+    } else {
+      benchmark::DoNotOptimize(b->download(t));
+    }
+  }
+  if (b->download(t) != x) state.SkipWithError("the tensor does not hold what was uploaded");
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * state.range(0)));
+}
+
 BENCHMARK_CAPTURE(BM_record, record, false)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_record, record_submit, true)->Apply(shapes);
 BENCHMARK(BM_resubmit)->Apply(shapes);
@@ -179,6 +203,8 @@ BENCHMARK_CAPTURE(BM_replay, replay_submit, true)->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_replay, replay_cold, false, true)->Apply(decode_shapes);
 // A fixed count: each iteration waits for a whole step on lavapipe.
 BENCHMARK_CAPTURE(BM_replay, replay_loop, false, false, true)->Apply(decode_shapes)->Iterations(400);
+BENCHMARK_CAPTURE(BM_transfer, upload, true)->ArgName("bytes")->Arg(4 << 10)->Arg(256 << 10)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_transfer, download, false)->ArgName("bytes")->Arg(4 << 10)->Arg(256 << 10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace vkattn::bench

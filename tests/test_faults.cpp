@@ -153,6 +153,42 @@ TEST_F(Faults, FenceWaitTimeout) {
   }
 }
 
+// Transfers behind staging keep their staging buffer and submission for the next transfer
+// (src/vulkan/transfers.hpp), and only after they finished cleanly. A small upload on a
+// backend that has made one needs no new memory: it succeeds with an allocation fault
+// armed, which the next tensor then meets. One larger than what is kept (4 MiB) makes its
+// own buffer and gets the fault. After a failed submit and a timed-out wait (whose
+// submission and buffer are freed, not kept) the next transfers work and carry the right
+// data.
+TEST_F(Faults, TransfersAfterFaultsThroughStaging) {
+  VKATTN_BACKEND_OR_SKIP(b, true);
+  const auto x = normal(T * H * D, 6), y = normal(T * H * D, 7);
+  Tensor t = b->tensor({T, H, D}, DType::f32);
+  const std::size_t large = (std::size_t{4} << 20) / 4 + 4;
+  Tensor big = b->tensor({large}, DType::f32);  // zero-filled on the device: no staging
+  b->upload(t, x);
+
+  detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  b->upload(t, y);
+  EXPECT_EQ(b->download(t), y);
+  expect_error([&] { b->tensor({4}, DType::f32); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "tensor needs");
+  detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  expect_error([&] { b->upload(big, std::vector<float>(large, 1.0f)); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY,
+               "staging needs");
+
+  detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  expect_error([&] { b->upload(t, x); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkQueueSubmit");
+  EXPECT_EQ(b->download(t), y);  // nothing copied
+  b->upload(t, x);
+  EXPECT_EQ(b->download(t), x);
+
+  detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
+  expect_error([&] { (void)b->download(t); }, ErrorCode::timeout, VK_TIMEOUT, "download");
+  b->upload(t, y);
+  EXPECT_EQ(b->download(t), y);
+  EXPECT_EQ(b->download(big), std::vector<float>(large, 0.0f));
+}
+
 // After a lost device every call on that backend fails with device_lost before touching
 // the device; objects made before still destroy cleanly; a new backend works.
 void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, CommandList& cmd) {

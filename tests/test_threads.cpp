@@ -4,7 +4,9 @@
 // pair of K/V tensors they share. Every result must equal, bit for bit, the same job run
 // alone on the same backend beforehand, and the validation layer (whose thread checks
 // report two threads in one command pool) must stay silent. Built on its own so that CI
-// can run it under -fsanitize=thread (VKATTN_SANITIZE=thread).
+// can run it under -fsanitize=thread (VKATTN_SANITIZE=thread). Also: 8 threads uploading
+// and downloading at once behind staging copies, which share the staging buffers and
+// submissions the backend keeps between transfers.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -180,6 +182,44 @@ TEST_P(Threads, FourThreadsMatchOneThread) {
   for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
   b.reset();  // device destruction reports leaked objects too
   for (const auto& m : *messages) ADD_FAILURE() << "log: " << m;
+}
+
+// More threads than the backend keeps staging buffers and submissions for (4 of each), each
+// transferring tensors of sizes that fall in different kept sizes, and now and then one
+// above the largest kept (4 MiB, a buffer of its own): every download must give back what
+// that thread uploaded, whichever buffer and submission carried it.
+TEST(StagingThreads, EightThreadsEachReadBackTheirOwnData) {
+  constexpr std::size_t kTransferThreads = 8, kRounds = 40;
+  const std::size_t sizes[] = {1, 1000, 20000, 300000};  // floats: 4 B to 1.2 MB
+  constexpr std::size_t kLarge = (std::size_t{4} << 20) / 4 + 4;
+  DeviceOptions options = test_options();
+  options.force_staging = true;
+  std::string why;
+  std::unique_ptr<Backend> b = try_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  std::vector<std::string> errors(kTransferThreads);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < kTransferThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (std::size_t r = 0; r < kRounds; ++r) {
+          const std::size_t n = r % 13 == t % 13 ? kLarge : sizes[(t + r) % 4];
+          const auto x = normal(n, static_cast<std::uint32_t>(100 * t + r));
+          Tensor x_t = b->tensor({n}, DType::f32);
+          b->upload(x_t, x);
+          if (b->download(x_t) != x) {
+            errors[t] = "round " + std::to_string(r) + ": another thread's data, or none";
+            return;
+          }
+        }
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (std::size_t t = 0; t < kTransferThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Threads, ::testing::Values("cpu", "vulkan", "vulkan_staging"),

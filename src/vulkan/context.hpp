@@ -11,6 +11,7 @@
 #include "vulkan/instance.hpp"
 #include "vulkan/memory.hpp"
 #include "vulkan/pipeline.hpp"
+#include "vulkan/transfers.hpp"
 
 namespace vkattn::detail {
 
@@ -33,16 +34,19 @@ struct DecodeTuning {
 DecodeTuning decode_tuning_from_env();
 
 // Every member is set when the context is made and never changes after; what changes
-// (the pipeline map, heap use, the queue, the validation messages, device loss) is
-// guarded where it lives, so any number of threads may use one context at once.
+// (the pipeline map, heap use, the queue, the validation messages, device loss, what
+// transfers keep) is guarded where it lives, so any number of threads may use one context
+// at once.
 struct Context {
-  // Declaration order is destruction order reversed: pipelines, then device, then instance.
+  // Declaration order is destruction order reversed: transfers, pipelines, then device,
+  // then instance.
   std::shared_ptr<const Logger> log;
   std::unique_ptr<Instance> instance;
   PhysicalDevice physical;
   std::unique_ptr<Device> device;
   std::unique_ptr<PipelineCache> pipelines;
-  DeviceLimits limits;  // after DeviceOptions::cap_limits and $VKATTN_CAP_LIMITS
+  TransferCache transfers;  // staging buffers and submissions kept between transfers
+  DeviceLimits limits;      // after DeviceOptions::cap_limits and $VKATTN_CAP_LIMITS
   DeviceOptions options;
   bool mapped_tensors = false;           // unified memory and no forced staging
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu

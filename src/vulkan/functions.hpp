@@ -77,6 +77,7 @@ namespace vkattn::detail {
   X(vkUpdateDescriptorSets)         \
   X(vkCreateCommandPool)            \
   X(vkDestroyCommandPool)           \
+  X(vkResetCommandPool)             \
   X(vkAllocateCommandBuffers)       \
   X(vkBeginCommandBuffer)           \
   X(vkEndCommandBuffer)             \

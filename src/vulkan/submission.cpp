@@ -47,6 +47,11 @@ VkCommandBuffer Submission::begin() {
   return cb_;
 }
 
+void Submission::reset() {
+  device_.check_alive();
+  VKATTN_VK_CHECK(device_.fn().vkResetCommandPool(device_.handle(), pool_, 0));
+}
+
 void Submission::end() { VKATTN_VK_CHECK(device_.fn().vkEndCommandBuffer(cb_)); }
 
 namespace {

@@ -1,7 +1,8 @@
 // A command buffer from a command pool of its own, with a fence for its submissions.
 // Vulkan requires a command pool, with every command buffer allocated from it, to be used
-// by one thread at a time: a pool per command list (and per one-shot transfer) lets
-// threads record at once with no lock. Only the queue is shared (Device::submit).
+// by one thread at a time: a pool per command list (and per one-shot transfer, kept for
+// later transfers by TransferCache) lets threads record at once with no lock. Only the
+// queue is shared (Device::submit).
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -24,6 +25,11 @@ class Submission {
 
   // Begins recording; returns the command buffer.
   VkCommandBuffer begin();
+  // Makes a one-time submission recordable again (its command pool reset; submit resets
+  // the fence), so that a transfer reuses it instead of making a pool and a fence. Only
+  // after submit_and_wait returned: nothing of it may still run. Error(device_lost) once
+  // the device is lost.
+  void reset();
   void end();
   // Submits and waits up to |timeout_ms|. Error(timeout) leaves the work running: the
   // next submit and the destructor wait for it first. Error(device_lost) sticks to the

@@ -21,10 +21,12 @@ bool validation_wanted(const DeviceOptions& options) {
 }
 
 // Records |record| into a command buffer of its own, submits it and waits: transfers run
-// on any thread without a lock (see Submission).
+// on any thread without a lock (see Submission). The submission is kept for the next
+// transfer only when it finished; after an error it is freed (waiting for its work first).
 template <class Record>
 void one_shot(Context& ctx, Record record) {
-  Submission submission(*ctx.device, true);
+  std::unique_ptr<Submission> kept = ctx.transfers.submission(*ctx.device);
+  Submission& submission = *kept;
   VkCommandBuffer cb = submission.begin();
   const VulkanFunctions& fn = ctx.device->fn();
   auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
@@ -38,6 +40,7 @@ void one_shot(Context& ctx, Record record) {
   fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
   submission.end();
   submission.submit_and_wait(ctx.options.submit_timeout_ms);
+  ctx.transfers.give(std::move(kept));
 }
 
 void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
@@ -134,9 +137,10 @@ void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes) {
     buffer.write(bytes);
     return;
   }
-  auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, "staging", true);
+  auto staging = transfers.staging(*device, bytes.size());
   staging->write(bytes);
   copy_buffer(*this, *staging, buffer, bytes.size());
+  transfers.give(std::move(staging));
 }
 
 void Context::read(const Buffer& buffer, std::span<std::uint8_t> bytes) {
@@ -145,9 +149,10 @@ void Context::read(const Buffer& buffer, std::span<std::uint8_t> bytes) {
     buffer.read(bytes);
     return;
   }
-  auto staging = Buffer::create(*device, std::max<std::size_t>(bytes.size(), 4), BufferKind::staging, "staging", true);
+  auto staging = transfers.staging(*device, bytes.size());
   copy_buffer(*this, buffer, *staging, bytes.size());
   staging->read(bytes);
+  transfers.give(std::move(staging));
 }
 
 void Context::zero(Buffer& buffer) {
