@@ -22,15 +22,16 @@
 //   a second dispatch.
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
 //   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
-//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE, V_TYPE)
-//   binding 3: writeonly float out [n_tokens, n_heads, head_dim]
+//              g*k_head_stride + d (v: its own strides, d < v_head_dim), s the tile's sequence
+//              for a KV cache, else 0 (K_TYPE, V_TYPE)
+//   binding 3: writeonly float out [n_tokens, n_heads, v_head_dim]
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta (params.h: VKATTN_META_*); VKATTN_LAST_MERGE: from word
 //              counter_offset, a counter per tile (zero in every run: parameters)
 //   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
 //              or a cache's slot table and occupancy bounds
 //   binding 7: with key_splits > 1, the splits' results: sums [splits, n_tokens * n_heads,
-//              ceil(head_dim / 4) vec4], then from word ml_offset their (max, sum) pairs
+//              ceil(v_head_dim / 4) vec4], then from word ml_offset their (max, sum) pairs
 //   push: AttnFusedParams; spec: see the constants below
 //   variants: VKATTN_SHARED_REDUCE (no subgroup operations), VKATTN_LAST_MERGE
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
@@ -152,11 +153,12 @@ void rope_piece(uint which, uint row, uint e0, uint epl, uint cpos, inout vec4 l
                                            : load_k_raw4(row + e, row + pc.head_dim);        \
                 }                                                                            \
             }                                                                                \
+            const uint v_row = value_row(seq0, kv_head, j);                                  \
             [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {                                \
                 const uint e = (p * LANES + lane) * V_EPL;                                   \
-                if (e < pc.head_dim) {                                                       \
-                    VR[b][p] = V_EPL == 8u ? load_v_raw8(row + e, row + pc.head_dim)         \
-                                           : load_v_raw4(row + e, row + pc.head_dim);        \
+                if (e < pc.v_head_dim) {                                                     \
+                    VR[b][p] = V_EPL == 8u ? load_v_raw8(v_row + e, v_row + pc.v_head_dim)   \
+                                           : load_v_raw4(v_row + e, v_row + pc.v_head_dim);  \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
@@ -351,7 +353,7 @@ void main() {
                 }
             }
             [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                const uint row = key_row(seq0, kv_head, t * STAGE + b * G + group);
+                const uint row = value_row(seq0, kv_head, t * STAGE + b * G + group);
                 bool weighed = false;
                 [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                     weighed = weighed || gathered[r * KEYS + b] > 0.0;
@@ -399,7 +401,7 @@ void main() {
         }
     }
     const uint n_all = pc.n_tokens * pc.n_heads;
-    const uint d4 = (pc.head_dim + 3u) / 4u;
+    const uint d4 = (pc.v_head_dim + 3u) / 4u;
     const uint per_row = LANES * VE4;  // vec4 slots of a row: LANES lanes' pieces
     [[unroll]] for (uint r0 = 0u; r0 < ROWS; r0 += MERGE_ROWS) {
         if (r0 < n_rows) {  // uniform
@@ -418,7 +420,7 @@ void main() {
                 const uint rr = i / per_row, slot = i - rr * per_row, r = r0 + rr;
                 const uint src = slot / VE4, k = slot - src * VE4;
                 const uint e = ((k / (V_EPL / 4u)) * LANES + src) * V_EPL + (k % (V_EPL / 4u)) * 4u;
-                if (r < n_rows && e < pc.head_dim) {
+                if (r < n_rows && e < pc.v_head_dim) {
                     float m_all = NEG_MAX;
                     for (uint g = 0u; g < G; ++g) {
                         m_all = max(m_all, m_sh[g * ROWS + r]);
@@ -447,8 +449,8 @@ void main() {
                         }
                         scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
                         [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-                            if (e + c < pc.head_dim) {
-                                out_[row * pc.head_dim + e + c] = scale * sum[c];
+                            if (e + c < pc.v_head_dim) {
+                                out_[row * pc.v_head_dim + e + c] = scale * sum[c];
                             }
                         }
                     }

@@ -5,9 +5,10 @@
 // and neither scores nor probabilities leave the workgroup.
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
 //   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
-//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE, V_TYPE)
-//   binding 3: writeonly float out [n_tokens, n_heads, head_dim]; with key_splits > 1
-//              each split's unnormalized sums [key_splits, n_tokens * n_heads, head_dim],
+//              g*k_head_stride + d (v: its own strides, d < v_head_dim), s the tile's sequence
+//              for a KV cache, else 0 (K_TYPE, V_TYPE)
+//   binding 3: writeonly float out [n_tokens, n_heads, v_head_dim]; with key_splits > 1
+//              each split's unnormalized sums [key_splits, n_tokens * n_heads, v_head_dim],
 //              then from word ml_offset its (running max, sum of exponentials) pairs
 //              [key_splits, n_tokens * n_heads, 2], which attn_fused_combine merges
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
@@ -15,14 +16,14 @@
 //              RoPE frequencies (params.h: VKATTN_META_*)
 //   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
 //              or a cache's slot table
-//   push: AttnFusedParams; spec (by name in params.h): workgroup size = KEY_GROUPS * ceil(head_dim / EPL);
+//   push: AttnFusedParams; spec (by name in params.h): workgroup size = KEY_GROUPS * ceil(v_head_dim / EPL);
 //   ROWS; Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
 //   query tile is not used); Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); K_VEC,
-//   V_VEC (rows start on 16 bytes: head_dim % 4 == 0 for f32, % 8 for f16);
+//   V_VEC (rows start on 16 bytes: a width and strides % 4 == 0 for f32, % 8 for f16);
 //   KEY_GROUPS; KEYS, keys per invocation (a block is KEYS * workgroup size keys);
 //   ROPE_ON_READ (KvRope::on_read: the query tile and each key are rotated by
 //   their in-cache positions as they are read, attn_rope_read.glsl);
-//   ROPE_INTERLEAVED
+//   ROPE_INTERLEAVED; V_EIGHT
 //   variants: VKATTN_TEXEL reads q, k and v through texel buffers (tensor_load.glsl);
 //   VKATTN_SUBGROUPS finds a block's maxima with subgroup operations
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
@@ -57,7 +58,10 @@ layout(constant_id = VKATTN_SPEC_FUSED_Q_VEC4) const uint Q_VEC4 = 256;
 layout(constant_id = VKATTN_SPEC_FUSED_Q_F16) const bool Q_F16 = false;
 layout(constant_id = VKATTN_SPEC_FUSED_K_TYPE) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
 layout(constant_id = VKATTN_SPEC_FUSED_V_TYPE) const uint V_TYPE = 0u;
-const bool K_WIDE = K_TYPE != 0u, V_WIDE = V_TYPE != 0u;  // loaded 8 elements at a time
+// V rows over 256 floats are loaded 8 floats at a time too (V_EIGHT), so that a row needs
+// at most 72 invocations (576 / 8) and a workgroup fits the spec minimum of 128.
+layout(constant_id = VKATTN_SPEC_FUSED_V_EIGHT) const bool V_EIGHT = false;
+const bool K_WIDE = K_TYPE != 0u, V_WIDE = V_TYPE != 0u || V_EIGHT;  // loaded 8 elements at a time
 layout(constant_id = VKATTN_SPEC_FUSED_K_VEC) const bool K_VEC = true;
 layout(constant_id = VKATTN_SPEC_FUSED_V_VEC) const bool V_VEC = true;
 layout(constant_id = VKATTN_SPEC_FUSED_KEY_GROUPS) const uint KEY_GROUPS = 1;
@@ -287,11 +291,11 @@ void main() {
                 lo[b] = vec4(0.0);
                 hi[b] = vec4(0.0);
                 if (seen) {  // the same for the whole group
-                    const uint v_row = key_row(seq0, kv_head, jj + b);
+                    const uint v_row = value_row(seq0, kv_head, jj + b);
                     if (V_WIDE) {
-                        load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[b], hi[b]);
+                        load_v_8(v_row + 8u * lane, v_row + pc.v_head_dim, lo[b], hi[b]);
                     } else {
-                        lo[b] = load_v_4(v_row + 4u * lane, v_row + pc.head_dim);
+                        lo[b] = load_v_4(v_row + 4u * lane, v_row + pc.v_head_dim);
                     }
                 }
             }
@@ -321,9 +325,9 @@ void main() {
         }
         const uint row = tok[r] * pc.n_heads + head[r];
         float scale = 1.0;
-        uint o = row * pc.head_dim + EPL * lane;
+        uint o = row * pc.v_head_dim + EPL * lane;
         if (pc.key_splits > 1u) {
-            o += split * pc.n_tokens * pc.n_heads * pc.head_dim;
+            o += split * pc.n_tokens * pc.n_heads * pc.v_head_dim;
             if (lane == 0u) {
                 const uint ml = pc.ml_offset + 2u * (split * pc.n_tokens * pc.n_heads + row);
                 out_[ml] = m[r];
@@ -341,7 +345,7 @@ void main() {
             scale = denom > 0.0 ? scale / denom : 0.0;  // no visible key: zeros
         }
         for (uint e = 0u; e < EPL; ++e) {
-            if (EPL * lane + e < pc.head_dim) {
+            if (EPL * lane + e < pc.v_head_dim) {
                 out_[o + e] = scale * (e < 4u ? acc_lo[r][e] : acc_hi[r][e - 4u]);
             }
         }

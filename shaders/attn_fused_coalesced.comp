@@ -16,8 +16,9 @@
 //   the groups meet in shared memory at the end.
 //   binding 0: readonly q words [n_tokens, n_heads, head_dim] (Q_F16)
 //   binding 1, 2: readonly k, v words, element (j, g, d) at s*k_seq_stride + j*k_key_stride +
-//              g*k_head_stride + d, s the tile's sequence for a KV cache, else 0 (K_TYPE, V_TYPE)
-//   binding 3: writeonly float out [n_tokens, n_heads, head_dim], or with key_splits > 1
+//              g*k_head_stride + d (v: its own strides, d < v_head_dim), s the tile's sequence
+//              for a KV cache, else 0 (K_TYPE, V_TYPE)
+//   binding 3: writeonly float out [n_tokens, n_heads, v_head_dim], or with key_splits > 1
 //              the splits' partial results, laid out as attn_fused.comp's
 //   binding 4: readonly float mask [n_tokens, n_keys] (when has_mask)
 //   binding 5: readonly int meta (params.h: VKATTN_META_*)
@@ -91,7 +92,7 @@ shared float k_sh[ROPE_ON_READ && !ROPE_INTERLEAVED ? WG * KE : 1u];
 // Element |i| (< EPL) of a piece held as (lo, hi).
 float piece_at(vec4 lo, vec4 hi, uint i) { return i < 4u ? lo[i] : hi[i - 4u]; }
 
-// Piece at element |e| of a K (or V) row starting at |row|; zero past head_dim.
+// Piece at element |e| of a K row (V row) starting at |row|; zero past head_dim (v_head_dim).
 void load_k_piece(uint row, uint e, out vec4 lo, out vec4 hi) {
     lo = vec4(0.0);
     hi = vec4(0.0);
@@ -106,11 +107,11 @@ void load_k_piece(uint row, uint e, out vec4 lo, out vec4 hi) {
 void load_v_piece(uint row, uint e, out vec4 lo, out vec4 hi) {
     lo = vec4(0.0);
     hi = vec4(0.0);
-    if (e < pc.head_dim) {
+    if (e < pc.v_head_dim) {
         if (V_EPL == 8u) {
-            load_v_8(row + e, row + pc.head_dim, lo, hi);
+            load_v_8(row + e, row + pc.v_head_dim, lo, hi);
         } else {
-            lo = load_v_4(row + e, row + pc.head_dim);
+            lo = load_v_4(row + e, row + pc.v_head_dim);
         }
     }
 }
@@ -261,8 +262,9 @@ void main() {
                 load_k_piece(row, (p * LANES + lane) * K_EPL, k_lo[b][p], k_hi[b][p]);
             }
             if (EARLY) {
+                const uint v_row = value_row(seq0, kv_head, min(j, j_end - 1u));
                 [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
-                    load_v_piece(row, (p * LANES + lane) * V_EPL, v_lo[b][p], v_hi[b][p]);
+                    load_v_piece(v_row, (p * LANES + lane) * V_EPL, v_lo[b][p], v_hi[b][p]);
                 }
             }
         }
@@ -322,7 +324,7 @@ void main() {
         // 4. V of keys with a nonzero probability (the same across the key group): a key
         //    no row weighs is not added in, whatever its V holds (NaN in a stale slot).
         [[unroll]] for (uint b = 0u; b < BATCH; ++b) {
-            const uint row = key_row(seq0, kv_head, key[b]);
+            const uint row = value_row(seq0, kv_head, key[b]);
             [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
                 if (!EARLY) {
                     v_lo[b][p] = vec4(0.0);
@@ -389,10 +391,10 @@ void main() {
                 }
             }
             const uint row = tok[r] * pc.n_heads + head[r];
-            uint o = row * pc.head_dim;
+            uint o = row * pc.v_head_dim;
             float scale = 1.0;
             if (pc.key_splits > 1u) {
-                o += split * pc.n_tokens * pc.n_heads * pc.head_dim;
+                o += split * pc.n_tokens * pc.n_heads * pc.v_head_dim;
                 if (lane == 0u) {
                     const uint ml = pc.ml_offset + 2u * (split * pc.n_tokens * pc.n_heads + row);
                     out_[ml] = m_all;
@@ -412,7 +414,7 @@ void main() {
             for (uint p = 0u; p < V_PIECES; ++p) {
                 const uint e0 = (p * LANES + lane) * V_EPL;
                 for (uint i = 0u; i < V_EPL; ++i) {
-                    if (e0 + i < pc.head_dim) {
+                    if (e0 + i < pc.v_head_dim) {
                         out_[o + e0 + i] = scale * piece_at(acc_lo[r][p], acc_hi[r][p], i);
                     }
                 }

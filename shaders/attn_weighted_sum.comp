@@ -17,7 +17,7 @@
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
 // kv head) over one range of keys. Each invocation owns EPL consecutive dims (4 floats or
-// 8 halves: 16 bytes, one load per key), and the workgroup is KEY_GROUPS groups of
+// 8 halves: 16 bytes, one load per key; 8 floats for rows over 256), and the workgroup is KEY_GROUPS groups of
 // invocations covering a whole v row, each group taking a run of consecutive batches of 8
 // keys (so its loads walk forwards, as prefetchers like); the groups' sums meet in shared
 // memory at the end. A group's invocations read the
@@ -38,8 +38,11 @@ layout(constant_id = VKATTN_SPEC_WSUM_V_TYPE) const uint V_TYPE = 0u;  // 0 f32,
 layout(constant_id = VKATTN_SPEC_WSUM_VEC) const bool VEC = true;
 layout(constant_id = VKATTN_SPEC_WSUM_P_VEC4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
 layout(constant_id = VKATTN_SPEC_WSUM_KEY_GROUPS) const uint KEY_GROUPS = 1;
+// 8 floats per invocation too (two loads) where 4 would need more than 64 invocations per
+// row (rows over 256 floats: the spec minimum allows 128 invocations per workgroup).
+layout(constant_id = VKATTN_SPEC_WSUM_EIGHT) const bool EIGHT_F32 = false;
 
-const bool EIGHT = V_TYPE != 0u;  // 8 elements per 16 bytes or fewer
+const bool EIGHT = V_TYPE != 0u || EIGHT_F32;  // 8 elements per 16 bytes or fewer, or wide rows
 const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 
 #ifdef VKATTN_TEXEL

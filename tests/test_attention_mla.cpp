@@ -252,7 +252,7 @@ TEST(MlaWidths, ReplayAndSaveRestoreWithDv128) {
 TEST(MlaWidths, WrongWidthsAreRefused) {
   auto b = make_backend(BackendKind::cpu);
   KvCacheConfig c{.n_kv_heads = 1, .head_dim = kDk, .capacity = 4, .dtype = DType::f16, .v_head_dim = 600};
-  expect_invalid([&] { b->kv_cache(c); }, {"config.v_head_dim", "600", "[1, 256]"});
+  expect_invalid([&] { b->kv_cache(c); }, {"config.v_head_dim", "600", "[1, 576]"});
   c.v_head_dim = 127;
   expect_invalid([&] { b->kv_cache(c); }, {"config.v_head_dim", "127", "even for f16"});
   c.dtype = DType::q8_0;
@@ -273,11 +273,11 @@ TEST(MlaWidths, WrongWidthsAreRefused) {
   // Plain tensors: V's rows may be another width, not another count or head count.
   Tensor k3 = b->tensor({3, 1, kDk}, DType::f32), v2 = b->tensor({2, 1, kDv}, DType::f32),
          v3 = b->tensor({3, 1, kDv}, DType::f32);
-  Tensor v_big = b->tensor({3, 1, 258}, DType::f32);
+  Tensor v_big = b->tensor({3, 1, 600}, DType::f32);
   const std::vector<std::int32_t> q_pos{2};
   expect_invalid([&] { cmd.attention(q, k3, v2, out, {.q_positions = q_pos}); }, {"v.shape[0]", "2", "k.shape[0] = 3"});
   expect_invalid([&] { cmd.attention(q, k3, v_big, out, {.q_positions = q_pos}); },
-                 {"v_head_dim (v.shape[2])", "258", "[1, 256]"});
+                 {"v_head_dim (v.shape[2])", "600", "[1, 576]"});
   expect_invalid([&] { cmd.attention(q, k3, v3, out_wide, {.q_positions = q_pos}); }, {"out.shape", "[1, 2, 128]"});
   cmd.attention(q, k3, v3, out, {.q_positions = q_pos});
 }

@@ -166,7 +166,7 @@ TEST_P(AttentionErrors, BadArguments) {
   Tensor k6 = t({4, 1, 6});
   expect_invalid([&] { sc(q, k6, scores, tok, {}); }, {"k.shape[2]", "6", "head_dim = q.shape[2] = 8"});
   Tensor q_wide = t({2, 2, kMaxAttentionHeadDim + 2}), k_wide = t({4, 1, kMaxAttentionHeadDim + 2});
-  expect_invalid([&] { sc(q_wide, k_wide, scores, tok, {}); }, {"head_dim (q.shape[2])", "258", "[1, 256]"});
+  expect_invalid([&] { sc(q_wide, k_wide, scores, tok, {}); }, {"head_dim (q.shape[2])", "578", "[1, 576]"});
   Tensor q_rank2 = t({2, 16});
   expect_invalid([&] { sc(q_rank2, k, scores, tok, {}); }, {"q.shape", "[2, 16]", "rank 3"});
   // Config.
@@ -233,10 +233,10 @@ TEST_P(AttentionErrors, BadArguments) {
 
   // Weighted sum.
   Tensor v6 = t({4, 1, 6}), v5 = t({5, 1, 8}), v_i32 = t({4, 1, 8}, DType::i32), out_f16 = t({2, 2, 8}, DType::f16);
-  Tensor out3 = t({3, 2, 8}), out_heads = t({2, 3, 8}), v2 = t({4, 2, 8}), out_wide = t({2, 2, 258});
-  Tensor v_wide = t({4, 1, 258}), p_i32 = t({2, 2, 4}, DType::i32);
+  Tensor out3 = t({3, 2, 8}), out_heads = t({2, 3, 8}), v2 = t({4, 2, 8}), out_wide = t({2, 2, 578});
+  Tensor v_wide = t({4, 1, 578}), p_i32 = t({2, 2, 4}, DType::i32);
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v6, out); }, {"v.shape[2]", "6", "head_dim = out.shape[2] = 8"});
-  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_wide, out_wide); }, {"head_dim (out.shape[2])", "258", "[1, 256]"});
+  expect_invalid([&] { cmd.attn_weighted_sum(probs, v_wide, out_wide); }, {"head_dim (out.shape[2])", "578", "[1, 576]"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v2, out_heads); }, {"n_heads (out.shape[1])", "3", "v.shape[1] = 2"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v5, out); }, {"v.shape[0]", "5", "n_keys = probs.shape[2] = 4"});
   expect_invalid([&] { cmd.attn_weighted_sum(probs, v, out3); }, {"out.shape", "[3, 2, 8]", "[2, 2, 8]"});
@@ -289,8 +289,8 @@ TEST_P(KvCacheErrors, BadArguments) {
   expect_invalid([&] { b.kv_cache({.n_kv_heads = 2}); }, {"config.head_dim = 0", "required, no default"});
   expect_invalid([&] { b.kv_cache({.n_kv_heads = 2, .head_dim = 8}); }, {"config.capacity = 0", "required, no default"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_kv_heads = 0; })); }, {"config.n_kv_heads = 0", ">= 1"});
-  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 0; })); }, {"config.head_dim = 0", "[1, 256]"});
-  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 258; })); }, {"config.head_dim = 258", "[1, 256]"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 0; })); }, {"config.head_dim = 0", "[1, 576]"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 578; })); }, {"config.head_dim = 578", "[1, 576]"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.head_dim = 7, c.dtype = DType::f16; })); },
                  {"config.head_dim = 7", "even for f16"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.capacity = 0, c.n_sinks = 0; })); },

@@ -204,7 +204,7 @@ VKATTN_API std::vector<float> alibi_slopes(std::size_t n_heads);
 // Largest head_dim RoPE accepts (its cos/sin table lives in shared memory).
 inline constexpr std::size_t kMaxHeadDim = 2048;
 // Largest head_dim attention accepts (a query tile and a key tile share 16 KiB).
-inline constexpr std::size_t kMaxAttentionHeadDim = 256;
+inline constexpr std::size_t kMaxAttentionHeadDim = 576;
 
 // The device limits vkattn depends on, read once per device. Options may lower them (see
 // DeviceOptions::cap_limits) so that tests can run at the Vulkan spec minimums.

@@ -310,7 +310,7 @@ typedef struct vkattn_kv_cache_config {
   int32_t dtype;                         /* VKATTN_DTYPE_F16 (default) or _F32 */
   uint64_t n_seqs;                       /* sequences held at once; default 1 */
   uint64_t n_kv_heads;                   /* required (0 is rejected) */
-  uint64_t head_dim;                     /* required: [1, 256]; even for f16 */
+  uint64_t head_dim;                     /* required: [1, 576]; even for f16 */
   uint64_t capacity;                     /* required: slots per sequence, > n_sinks */
   uint64_t n_sinks;                      /* first positions kept for ever (StreamingLLM: 4); default 0 */
   int32_t rope;                          /* VKATTN_KV_ROPE_STORED (default) */

@@ -125,7 +125,7 @@ void bind_cache_config(py::module_& m) {
       {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config", "v_head_dim"});
   kv.def_readwrite("n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1")
       .def_readwrite("n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1")
-      .def_readwrite("head_dim", &KvCacheConfig::head_dim, "required, in [1, 256]")
+      .def_readwrite("head_dim", &KvCacheConfig::head_dim, "required, in [1, 576]")
       .def_readwrite("capacity", &KvCacheConfig::capacity, "required: slots per sequence, in (n_sinks, 2^30]")
       .def_readwrite("v_head_dim", &KvCacheConfig::v_head_dim, "V's head dim where it differs from K's; default 0 = head_dim");
   kv.def_property(

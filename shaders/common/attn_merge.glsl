@@ -12,7 +12,7 @@
 // memory would cost the other variants occupancy).
 // Needs: pc (AttnFusedParams: key_splits, ml_offset, has_sinks, ...), WG, ROWS,
 // `float part[]` and `vec4 part4[]` (views of the partials' binding: the (max, sum) pairs;
-// the sums as vec4 rows of ceil(head_dim / 4)),
+// the sums as vec4 rows of ceil(v_head_dim / 4)),
 // `float out_[]`, `int meta[]`.
 #ifndef VKATTN_ATTN_MERGE_GLSL
 #define VKATTN_ATTN_MERGE_GLSL
@@ -32,7 +32,7 @@ shared float merge_row_den[ROWS];
 
 void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
     const uint S = pc.key_splits, n_all = pc.n_tokens * pc.n_heads;
-    const uint d4 = (pc.head_dim + 3u) / 4u;
+    const uint d4 = (pc.v_head_dim + 3u) / 4u;
     for (uint i = lid; i < n_rows * S; i += WG) {
         const uint r = i / S, s = i - r * S;
         const uint ml = pc.ml_offset + 2u * (s * n_all + merge_row(kv_head, row0, r));
@@ -88,8 +88,8 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
         const float den = merge_row_den[r];
         const float scale = den > 0.0 ? 1.0 / den : 0.0;  // no visible key: zeros
         [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-            if (4u * c + k < pc.head_dim) {
-                out_[row * pc.head_dim + 4u * c + k] = acc[k] * scale;
+            if (4u * c + k < pc.v_head_dim) {
+                out_[row * pc.v_head_dim + 4u * c + k] = acc[k] * scale;
             }
         }
     }

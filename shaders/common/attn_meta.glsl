@@ -25,11 +25,18 @@ int key_position(uint seq, uint j) {
     return kpos[seq * pc.k_meta_stride + j];
 }
 
-// Where key j of |kv_head| (and its value: k and v share the layout) starts in k, for a
-// tile of sequence |seq| (0 for plain keys).
+// Where key j of |kv_head| starts in k, for a tile of sequence |seq| (0 for plain keys).
 uint key_row(uint seq, uint kv_head, uint j) {
     return kv_row(seq, kv_head, j, pc.k_seq_stride, pc.k_head_stride, pc.k_key_stride);
 }
+
+#ifndef VKATTN_WANT_ATTN_SCORES
+// Where value j of |kv_head| starts in v: its own strides, since V's rows may be another
+// width than K's, or the start of K's rows (a latent cache).
+uint value_row(uint seq, uint kv_head, uint j) {
+    return kv_row(seq, kv_head, j, pc.v_seq_stride, pc.v_head_stride, pc.v_key_stride);
+}
+#endif
 
 // One past the last key of sequence |seq| (0 for plain keys) that may hold anything: the
 // cache's occupancy bound, else n_keys. Keys at or past it are empty slots.

@@ -152,7 +152,7 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint rows_per_wg;
     uint row_tiles;
     uint key_splits;      // workgroups per row tile, each over its own range of keys
-    uint k_key_stride;    // elements between keys, kv heads and sequences: k and v alike
+    uint k_key_stride;    // elements between keys, kv heads and sequences
     uint k_head_stride;
     uint k_seq_stride;
     uint k_meta_stride;   // key positions between sequences (the cache's capacity); 0 for plain keys
@@ -172,6 +172,10 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
     uint counter_offset;  // attn_decode's in-dispatch merge: word offset of its counters in meta
     uint chunk;           // as AttnScoresParams
     uint window_symmetric;
+    uint v_head_dim;      // V's rows (and out's): head_dim, or their own width (DeepSeek: 128 under 192)
+    uint v_key_stride;    // V's elements between values, kv heads and sequences (K's for
+    uint v_head_stride;   // a latent cache, whose V is the start of each K row)
+    uint v_seq_stride;
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -236,6 +240,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
 #define VKATTN_SPEC_WSUM_VEC 3
 #define VKATTN_SPEC_WSUM_P_VEC4 4
 #define VKATTN_SPEC_WSUM_KEY_GROUPS 5
+#define VKATTN_SPEC_WSUM_EIGHT 6
 // attn_fused.comp
 #define VKATTN_SPEC_FUSED_ROWS 1
 #define VKATTN_SPEC_FUSED_Q_VEC4 2
@@ -248,6 +253,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
 #define VKATTN_SPEC_FUSED_KEYS 9
 #define VKATTN_SPEC_FUSED_ROPE_ON_READ 10
 #define VKATTN_SPEC_FUSED_ROPE_INTERLEAVED 11
+#define VKATTN_SPEC_FUSED_V_EIGHT 12
 // attn_fused_coalesced.comp
 #define VKATTN_SPEC_COALESCED_ROWS 1
 #define VKATTN_SPEC_COALESCED_LANES 2

@@ -289,8 +289,14 @@ Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16);
 struct KeyGroupPlan {
   std::uint32_t rows, lanes;
 };
-KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes, std::uint32_t n_tokens,
-                             std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq);
+// |k_dim| and |v_dim|: K's and V's widths.
+KeyGroupPlan plan_key_groups(std::uint32_t k_dim, std::uint32_t v_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
+                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq);
+// Whether every row of |s| starts on a multiple of |e| elements and holds a multiple of
+// them (16-byte loads need no bounds checks).
+inline bool rows_aligned(const KeySource& s, std::uint32_t e) {
+  return s.head_dim % e == 0 && s.key_stride % e == 0 && s.head_stride % e == 0 && s.seq_stride % e == 0;
+}
 // The decode kernel shaped for GPUs (attn_decode.comp), for KernelShape::gpu when rows are
 // few: on devices that allow a kernel 8 storage buffers, unless $VKATTN_DECODE picks the
 // coalesced kernel. |merge_scratch|: the splits' partial results.

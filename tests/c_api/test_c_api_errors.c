@@ -86,8 +86,8 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "config.rope = 4", vkattn_kv_cache_create(cpu, &cc, &cache));
   cc.rope = VKATTN_KV_ROPE_STORED, cc.dtype = VKATTN_DTYPE_I32;
   EXPECT_STATUS(E, "config.dtype = i32", vkattn_kv_cache_create(cpu, &cc, &cache));
-  cc.dtype = VKATTN_DTYPE_F32, cc.v_head_dim = 300;
-  EXPECT_STATUS(E, "config.v_head_dim = 300; valid: [1, 256]", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.dtype = VKATTN_DTYPE_F32, cc.v_head_dim = 600;
+  EXPECT_STATUS(E, "config.v_head_dim = 600; valid: [1, 576]", vkattn_kv_cache_create(cpu, &cc, &cache));
   cc.v_head_dim = 4; /* V rows of 4 under K rows of 8: 2 x (8 + 4) x 4 slots x 4 bytes */
   OK(vkattn_kv_cache_create(cpu, &cc, &cache));
   size_t bytes = 0;

@@ -131,7 +131,7 @@ InvalidCall bad_attention(Rng& r) {
   switch (r.range(0, 18)) {
     case 0: q[1] = h + 1; what = "heads"; break;
     case 1: k[2] = v[2] = d + 1; what = "head_dim"; break;
-    case 2: q[2] = k[2] = v[2] = o[2] = kMaxAttentionHeadDim + r.range(1, 20); what = "head_dim > 256"; break;
+    case 2: q[2] = k[2] = v[2] = o[2] = kMaxAttentionHeadDim + r.range(1, 20); what = "head_dim > 576"; break;
     case 3: qd = DType::i32; what = "q i32"; break;
     case 4: s[2] = n + 1; o[0] = t + 1; what = "scores/out shape"; break;
     case 5: sd = od = DType::f16; what = "scores/out f16"; break;
@@ -177,7 +177,7 @@ InvalidCall bad_attention(Rng& r) {
     return false;
   };
   const bool softmax_breaks = among({"scores/out f16", "scale / sinks NaN", "softcap / sinks", "alibi slopes"});
-  const bool wsum_breaks = among({"head_dim", "head_dim > 256", "scores/out shape", "scores/out f16", "alias"});
+  const bool wsum_breaks = among({"head_dim", "head_dim > 576", "scores/out shape", "scores/out f16", "alias"});
   const int chosen = (op == 1 && !softmax_breaks) || (op == 2 && !wsum_breaks) ? 0 : op;
   const bool sinks_break = !config.sinks.empty();  // attn_scores refuses any sinks
   return {names[chosen], std::string(names[chosen]) + " " + what + (sinks_break ? " (sinks)" : ""),

@@ -47,15 +47,16 @@ Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
   return {epl, u32(ceil_div(per_lane, epl))};
 }
 
-KeyGroupPlan plan_key_groups(std::uint32_t head_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes, std::uint32_t n_tokens,
-                             std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq) {
+KeyGroupPlan plan_key_groups(std::uint32_t k_dim, std::uint32_t v_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
+                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq) {
+  const std::uint32_t head_dim = std::max(k_dim, v_dim);
   auto lanes_for = [&](std::uint32_t rows) {
     const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
     const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
     return std::min(max_lanes, std::max(for_registers, for_pieces));
   };
   auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
-    const Pieces k = pieces_for(head_dim, lanes, k_wide), v = pieces_for(head_dim, lanes, v_wide);
+    const Pieces k = pieces_for(k_dim, lanes, k_wide), v = pieces_for(v_dim, lanes, v_wide);
     return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
   };
   std::uint32_t rows_cap = kMaxRows;
@@ -101,13 +102,14 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
 
   // At most a subgroup of lanes per key row: the dot products are summed by shuffles.
-  const KeyGroupPlan kg =
-      plan_key_groups(head_dim, k_f16, v_f16, std::min(sg, std::bit_ceil(d4)), n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  const std::uint32_t v_dim = values.head_dim;
+  const KeyGroupPlan kg = plan_key_groups(head_dim, v_dim, k_f16, v_f16, std::min(sg, std::bit_ceil(d4)), n_tokens, group,
+                                          keys.meta_stride != 0, p.q_seq);
   const std::uint32_t rows = kg.rows;
   const Tuning tune = tuning();
   const std::uint32_t lanes = tune.lanes ? std::min(tune.lanes, sg) : kg.lanes;
   const std::uint32_t batch = tune.batch ? tune.batch : kBatch;
-  const Pieces kp = pieces_for(head_dim, lanes, k_f16), vp = pieces_for(head_dim, lanes, v_f16);
+  const Pieces kp = pieces_for(head_dim, lanes, k_f16), vp = pieces_for(v_dim, lanes, v_f16);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
 
   // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), fewer if shared memory is short; a
@@ -134,12 +136,12 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
   std::uint64_t splits = 1;
   if (base_groups < target) {
     splits = std::min<std::uint64_t>(ceil_div(target, base_groups), std::max<std::uint64_t>(1, n_keys / (2 * step)));
-    splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (head_dim + 2)));
+    splits = std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v_dim + 2)));
     splits = std::max<std::uint64_t>(splits, 1);
   }
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), step) * step);  // whole steps
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
-  const std::uint64_t ml_offset = splits * n_rows * head_dim;
+  const std::uint64_t ml_offset = splits * n_rows * v_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
   const AttnMeta meta = attn_meta(params, p, sinks);
@@ -157,7 +159,7 @@ Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params
                  {VKATTN_SPEC_COALESCED_V_EPL, vp.epl},
                  {VKATTN_SPEC_COALESCED_V_PIECES, vp.pieces},
                  {VKATTN_SPEC_COALESCED_K_ALIGNED, head_dim % kp.epl == 0 ? 1u : 0u},
-                 {VKATTN_SPEC_COALESCED_V_ALIGNED, head_dim % vp.epl == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_COALESCED_V_ALIGNED, rows_aligned(values, vp.epl) ? 1u : 0u},
                  {VKATTN_SPEC_COALESCED_BATCH, batch},
                  {VKATTN_SPEC_COALESCED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_COALESCED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},

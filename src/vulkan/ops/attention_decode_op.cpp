@@ -125,14 +125,16 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   plan.sg = plan.subgroup ? preferred_subgroup_size(ctx.limits) : 0;
   // At most a subgroup of lanes per key row (shuffles), or 32 (shared memory).
   const std::uint32_t max_lanes = std::min(plan.subgroup ? plan.sg : 32u, std::bit_ceil(d4));
-  const KeyGroupPlan kg = plan_key_groups(head_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  const std::uint32_t v_dim = values.head_dim, v4 = (v_dim + 3) / 4;
+  const KeyGroupPlan kg =
+      plan_key_groups(head_dim, v_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   plan.rows = kg.rows;
   plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : kg.lanes;
   plan.keys = tune.keys ? tune.keys : kKeys;
   plan.n = std::bit_ceil(plan.rows * plan.keys);
   plan.c = std::max(1u, plan.n / plan.lanes);
   plan.kp = pieces_for(head_dim, plan.lanes, k_wide);
-  plan.vp = pieces_for(head_dim, plan.lanes, v_wide);
+  plan.vp = pieces_for(v_dim, plan.lanes, v_wide);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, plan.rows));
 
   // Splits: about |resident| workgroups per compute unit in one wave, each at least two
@@ -167,9 +169,9 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / plan.rows});
   // The partial results fit one buffer range.
   splits = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (d4 * 4 + 2))));
+      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
   const bool last = splits > 1 && last_merge;
-  const std::uint64_t ml_offset = splits * n_rows * d4 * 4;
+  const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
   const AttnMeta meta = attn_meta(params, p, sinks, last ? u32(base_groups) : 0u);
   Binding partials = splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero();
   // With a second pass, the kernel leaves out to it.
@@ -190,7 +192,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                          {VKATTN_SPEC_DECODE_V_EPL, plan.vp.epl},
                          {VKATTN_SPEC_DECODE_V_PIECES, plan.vp.pieces},
                          {VKATTN_SPEC_DECODE_K_ALIGNED, head_dim % plan.kp.epl == 0 ? 1u : 0u},
-                         {VKATTN_SPEC_DECODE_V_ALIGNED, head_dim % plan.vp.epl == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_V_ALIGNED, rows_aligned(values, plan.vp.epl) ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_KEYS, plan.keys},
                          {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},

@@ -70,10 +70,7 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
       ctx.shape == KernelShape::gpu && coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
   const bool decode = few_rows && decode_attention_usable(ctx);
   const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
-  // The fused kernels read V rows as wide as K's; V of another width takes the stages,
-  // whose weighted sum knows only V (AttentionPath::fused included, for now).
-  const bool other_widths = values.head_dim != keys.head_dim;
-  if (path == AttentionPath::three_stages || other_widths || (!fused_fits && scores_fit && !coalesced && !decode) ||
+  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
     return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
@@ -86,7 +83,7 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
     return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
                                           std::move(mask), p, sinks);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 112);
+  static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -95,11 +92,25 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
 
   // Each invocation owns 16 bytes of a v row; key groups of such invocations fill about 64
   // invocations, each scoring keys_per_lane keys of a block.
-  const VRowGroups v_row = v_row_groups(ctx, head_dim, v_f16, 64);
+  const std::uint32_t v_dim = values.head_dim;
+  const VRowGroups v_row = v_row_groups(ctx, v_dim, v_f16, 64);
   const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
   const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
   std::uint32_t rows_cap = kMaxRows;
   while (rows_cap > 1 && shared_bytes(rows_cap, wg, q_tile ? d4 : 0) > ctx.limits.max_shared_memory) --rows_cap;
+  if (shared_bytes(1, wg, q_tile ? d4 : 0) > ctx.limits.max_shared_memory) {
+    // Not even one row's tile fits this device's shared memory: the stages, which need
+    // less, else a clear refusal.
+    if (scores_fit) {
+      return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
+                          std::move(mask), p, sinks);
+    }
+    throw Error(ErrorCode::unsupported,
+                "attention over rows of " + std::to_string(head_dim) + " needs more shared memory than " +
+                    "maxComputeSharedMemorySize = " + std::to_string(ctx.limits.max_shared_memory) +
+                    ", and its scores would pass maxStorageBufferRange",
+                "maxComputeSharedMemorySize", 0, "attention");
+  }
   const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   const std::uint32_t keys_per_invocation = keys_per_lane(rows);
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, rows));
@@ -107,11 +118,11 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
   // Each split's partial results: its sums and its (max, sum) pairs.
-  std::uint64_t splits = key_splits(base_groups, n_keys, n_rows * (head_dim + 2), ctx.limits);
+  std::uint64_t splits = key_splits(base_groups, n_keys, n_rows * (v_dim + 2), ctx.limits);
   const std::uint32_t block = wg * keys_per_invocation;
   const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), block) * block);  // whole blocks
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
-  const std::uint64_t ml_offset = splits * n_rows * head_dim;
+  const std::uint64_t ml_offset = splits * n_rows * v_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
   const AttnMeta meta = attn_meta(params, p, sinks);
@@ -128,11 +139,12 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
                          {VKATTN_SPEC_FUSED_K_TYPE, keys.type},
                          {VKATTN_SPEC_FUSED_V_TYPE, values.type},
                          {VKATTN_SPEC_FUSED_K_VEC, head_dim % (k_f16 ? 8 : 4) == 0 ? 1u : 0u},
-                         {VKATTN_SPEC_FUSED_V_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_FUSED_V_VEC, rows_aligned(values, v_row.per_lane) ? 1u : 0u},
                          {VKATTN_SPEC_FUSED_KEY_GROUPS, key_groups},
                          {VKATTN_SPEC_FUSED_KEYS, keys_per_invocation},
                          {VKATTN_SPEC_FUSED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
-                         {VKATTN_SPEC_FUSED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
+                         {VKATTN_SPEC_FUSED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                         {VKATTN_SPEC_FUSED_V_EIGHT, v_row.per_lane == 8 && !v_f16 ? 1u : 0u}})};
   return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out), std::move(mask), p,
                       sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset}, base_groups);
 }
@@ -170,7 +182,7 @@ shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys
           static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window, has_mask ? 1u : 0u,
           p.alibi_slopes.empty() ? 0u : 1u, plan.keys_per_split, has_sinks ? 1u : 0u, u32(plan.ml_offset),
           meta.rotary_dim, keys.scales, values.scales, keys.meta_stride != 0 ? keys.bound : 0u, plan.counter_offset,
-          p.chunk, p.window_symmetric ? 1u : 0u};
+          p.chunk, p.window_symmetric ? 1u : 0u, values.head_dim, values.key_stride, values.head_stride, values.seq_stride};
   // clang-format on
 }
 

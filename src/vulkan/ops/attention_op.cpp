@@ -279,8 +279,10 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
 }
 
 VRowGroups v_row_groups(const Context& ctx, std::uint32_t head_dim, bool f16, std::uint32_t target) {
-  const std::uint32_t per_lane = f16 ? 8 : 4;
-  const std::uint32_t lanes = (head_dim + per_lane - 1) / per_lane;  // at most 64: kMaxAttentionHeadDim is 256
+  // 8 floats per invocation as well where 4 would take more than 64 invocations: at most
+  // 72 for the widest rows (576), within the spec minimum's 128 per workgroup.
+  const std::uint32_t per_lane = f16 || head_dim > 256 ? 8 : 4;
+  const std::uint32_t lanes = (head_dim + per_lane - 1) / per_lane;
   return {per_lane, lanes, std::max<std::uint32_t>(1, std::min(target, ctx.limits.max_workgroup_invocations) / lanes)};
 }
 
@@ -335,9 +337,10 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, lanes * key_groups},
                          {VKATTN_SPEC_WSUM_ROWS, rows},
                          {VKATTN_SPEC_WSUM_V_TYPE, values.type},
-                         {VKATTN_SPEC_WSUM_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_WSUM_VEC, rows_aligned(values, v_row.per_lane) ? 1u : 0u},
                          {VKATTN_SPEC_WSUM_P_VEC4, n_keys % 4 == 0 ? 1u : 0u},
-                         {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups}})};
+                         {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups},
+                         {VKATTN_SPEC_WSUM_EIGHT, v_row.per_lane == 8 && !f16 ? 1u : 0u}})};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
   params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
