@@ -328,6 +328,9 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   // Split keys write partial sums that a second pass adds up in split order.
   std::shared_ptr<TensorImpl> partial = splits > 1 ? scratch(std::uint64_t{splits} * out_elems) : out;
   const bool texel = has_texel_view(*probs) && has_texel_view(*values.tensor);
+  // Whole 16-byte loads need rows that start on them: a latent cache's V rows start where
+  // K's do, head_stride apart.
+  const bool v_rows_aligned = head_dim % v_row.per_lane == 0 && values.head_stride % v_row.per_lane == 0;
   Dispatch d;
   d.op = "attn_weighted_sum";
   const KernelId kernel = stop ? (texel ? KernelId::attn_weighted_sum_texel_bound : KernelId::attn_weighted_sum_bound)
@@ -335,7 +338,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   d.key = {kernel, spec({{VKATTN_SPEC_WG_SIZE, lanes * key_groups},
                          {VKATTN_SPEC_WSUM_ROWS, rows},
                          {VKATTN_SPEC_WSUM_V_TYPE, values.type},
-                         {VKATTN_SPEC_WSUM_VEC, head_dim % v_row.per_lane == 0 ? 1u : 0u},
+                         {VKATTN_SPEC_WSUM_VEC, v_rows_aligned ? 1u : 0u},
                          {VKATTN_SPEC_WSUM_P_VEC4, n_keys % 4 == 0 ? 1u : 0u},
                          {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups}})};
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
@@ -366,7 +369,14 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
 
 KeySource key_source(const KvSource& source, bool values) {
   if (!source.cache) return plain_keys(values ? source.v : source.k);
-  return values ? cache_keys(source.cache->v, nullptr) : cache_keys(source.cache->k, source.cache->slots);
+  const KvCacheImpl& cache = *source.cache;
+  if (!values) return cache_keys(cache.k, cache.slots);
+  if (cache.v) return cache_keys(cache.v, nullptr);
+  // A latent cache: the values are K's rows cut to v_head_dim, read through K's strides
+  // (and K's scales, by each element's index in K).
+  KeySource v = cache_keys(cache.k, nullptr);
+  v.head_dim = u32(value_head_dim(cache.config));
+  return v;
 }
 
 Dispatches build(OpEnv& env, const ScoresCall& call) {
