@@ -58,13 +58,20 @@ TEST(MlaWideHeads, DeepSeekAbsorbedDk576Dv512PlainOnEveryFamily) { plain_on_ever
 TEST(MlaWideHeads, Gemma4Head512PlainOnEveryFamily) { plain_on_every_family(kGemma4); }
 
 // Decode steps into a cache of K 576 and V 512 (16 query heads over one KV head, two
-// sequences, a ring of 10 with 2 sinks wrapping over 14 steps) in |dtype|: every Vulkan
+// sequences, a ring of 10 with 2 sinks wrapping over 14 steps) in |dtype|, V its own or
+// (|latent|) the first 512 dims of each key row as absorbed MLA stores it: every Vulkan
 // family at both limit sets against the CPU backend.
-void decode_wide_cache(DType dtype) {
+void decode_wide_cache(DType dtype, bool latent) {
   const Widths w{16, 1, 576, 512};
   const std::size_t seqs = 2, steps = 14;
-  const KvCacheConfig config{
-      .n_seqs = seqs, .n_kv_heads = w.kv, .head_dim = w.dk, .capacity = 10, .dtype = dtype, .n_sinks = 2, .v_head_dim = w.dv};
+  const KvCacheConfig config{.n_seqs = seqs,
+                             .n_kv_heads = w.kv,
+                             .head_dim = w.dk,
+                             .capacity = 10,
+                             .dtype = dtype,
+                             .n_sinks = 2,
+                             .v_head_dim = w.dv,
+                             .latent = latent};
   struct Side {
     std::unique_ptr<Backend> b;
     std::string name;
@@ -95,7 +102,11 @@ void decode_wide_cache(DType dtype) {
       b.upload(tk, k);
       b.upload(tv, v);
       CommandList cmd = b.commands();
-      cmd.kv_append(s.cache, tk, tv, positions, seq_ids);
+      if (latent) {
+        cmd.kv_append(s.cache, tk, positions, seq_ids);
+      } else {
+        cmd.kv_append(s.cache, tk, tv, positions, seq_ids);
+      }
       cmd.attention(tq, s.cache, out, {.q_positions = positions, .q_seq_ids = seq_ids}, {.causal = true, .path = s.path});
       cmd.submit_and_wait();
       s.outs.push_back(b.download(out));
@@ -104,15 +115,17 @@ void decode_wide_cache(DType dtype) {
   for (std::size_t si = 1; si < sides.size(); ++si) {
     for (std::size_t i = 0; i < steps; ++i) {
       EXPECT_TRUE(all_close(sides[si].outs[i], sides[0].outs[i], {seqs, w.heads, w.dv}, 1e-4, 1e-3))
-          << sides[si].name << " vs cpu, " << to_string(dtype) << ", step " << i;
+          << sides[si].name << " vs cpu, " << to_string(dtype) << (latent ? ", latent" : "") << ", step " << i;
     }
     expect_no_validation_messages(*sides[si].b);
   }
 }
 
-TEST(MlaWideHeads, CacheDk576Dv512F16OnEveryFamily) { decode_wide_cache(DType::f16); }
-TEST(MlaWideHeads, CacheDk576Dv512Q8_0OnEveryFamily) { decode_wide_cache(DType::q8_0); }
-TEST(MlaWideHeads, CacheDk576Dv512Q4_0OnEveryFamily) { decode_wide_cache(DType::q4_0); }
+TEST(MlaWideHeads, CacheDk576Dv512F16OnEveryFamily) { decode_wide_cache(DType::f16, false); }
+TEST(MlaWideHeads, CacheDk576Dv512Q8_0OnEveryFamily) { decode_wide_cache(DType::q8_0, false); }
+TEST(MlaWideHeads, LatentCacheK576V512F16OnEveryFamily) { decode_wide_cache(DType::f16, true); }
+TEST(MlaWideHeads, LatentCacheK576V512Q8_0OnEveryFamily) { decode_wide_cache(DType::q8_0, true); }
+TEST(MlaWideHeads, LatentCacheK576V512Q4_0OnEveryFamily) { decode_wide_cache(DType::q4_0, true); }
 
 }  // namespace
 }  // namespace vkattn::test

@@ -199,6 +199,12 @@ TEST_F(Interop, KvCacheInTheEnginesBuffers) {
                  {"wrap_kv_cache", "k", "f16"});
   expect_invalid([&] { wrap_kv_cache(*gpu, config, ck, ck); }, {"wrap_kv_cache", "v", "the tensor given as k"});
   expect_invalid([&] { wrap_kv_cache(*cpu, config, ck, cv); }, {"wrap_kv_cache", "CPU backend"});
+  // A latent cache wraps K alone: a V is refused, and none is what it takes.
+  KvCacheConfig latent = config;
+  latent.latent = true;
+  latent.v_head_dim = kHeadDim / 2;
+  expect_invalid([&] { wrap_kv_cache(*gpu, latent, ck, cv); }, {"wrap_kv_cache", "v", "a latent cache stores V inside K"});
+  EXPECT_EQ(wrap_kv_cache(*gpu, latent, ck, Tensor{}).bytes(), bytes);
 }
 
 // A decode step recorded once into the engine's command buffer, replayed with set_tokens

@@ -134,6 +134,11 @@ class VKATTN_API CommandList {
   // is dropped unsubmitted.
   void kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                  std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
+  // The same for a latent cache (KvCacheConfig::latent), which takes K alone: its values
+  // are the first v_head_dim dims of each key row. One dispatch on Vulkan. A latent cache
+  // refuses the overload above, and other caches this one.
+  void kv_append(KvCache& cache, const Tensor& k, std::span<const std::int32_t> positions,
+                 std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
   // Makes |dst| a copy of |src| (keys, values and bookkeeping): prefix sharing.
   void kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst);
 

@@ -10,8 +10,8 @@
 // with RoPE first (Mistral style). The host keeps, per sequence, the position held in
 // every slot, so attention reads the ring in place and never sees an overwritten or empty
 // slot (KvRope says whether keys are stored rotated or rotated as they are read). A model
-// has one cache per layer; each is two device buffers, so even 100 layers
-// stay far below maxMemoryAllocationCount (at least 4096).
+// has one cache per layer; each is two device buffers (one for a latent cache), so even
+// 100 layers stay far below maxMemoryAllocationCount (at least 4096).
 //
 // Methods that change bookkeeping (reset, truncate, and CommandList::kv_append /
 // kv_copy_sequence) take effect when called or recorded; GPU writes happen at submit.
@@ -58,6 +58,10 @@ struct KvCacheConfig {
   // 0 = head_dim. [1, kMaxAttentionHeadDim], even for f16, a multiple of 32 for q8_0/q4_0.
   // Attention's output is [n_tokens, n_heads, v_head_dim].
   std::size_t v_head_dim = 0;
+  // A latent cache (DeepSeek's absorbed MLA, llama.cpp's K-only cache): V is the first
+  // v_head_dim dims of each key row, stored once, so a token costs one K row. v_head_dim
+  // (0 = head_dim) must be <= head_dim; kv_append takes K alone. Default false.
+  bool latent = false;
 };
 
 class VKATTN_API KvCache {
@@ -74,7 +78,7 @@ class VKATTN_API KvCache {
   const KvCacheConfig& config() const;
   // Device bytes of K and V together, fixed for the cache's lifetime:
   // n_seqs * capacity * n_kv_heads * (head_dim + v_head_dim) * element size, K and V each
-  // rounded up to whole 32-bit words.
+  // rounded up to whole 32-bit words; K's alone for a latent cache.
   std::size_t bytes() const;
 
   // The next position to append to |seq| (0 when empty).

@@ -317,6 +317,10 @@ typedef struct vkattn_kv_cache_config {
   uint32_t reserved;                     /* 0 */
   const vkattn_rope_config* rope_config; /* VKATTN_KV_ROPE_ON_READ's rotation; optional; copied */
   uint64_t v_head_dim;                   /* V's head dim where it differs from K's; default 0 = head_dim (0.5) */
+  /* 0.5: 1: a latent cache (absorbed MLA): V is the first v_head_dim dims of each key row,
+   * stored once; v_head_dim <= head_dim; vkattn_cmd_kv_append takes v = NULL. Default 0. */
+  uint32_t latent;
+  uint32_t reserved2; /* 0 */
 } vkattn_kv_cache_config;
 
 typedef struct vkattn_command_list_options {
@@ -403,7 +407,8 @@ VKATTN_API vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const v
                                               const vkattn_attention_config* config, const vkattn_tensor* mask);
 
 /* Writes each token's key and value into its sequence's slot for its position. |seq_ids|
- * (optional) may be none only for a one-sequence cache; |flags|: VKATTN_KV_APPEND_*. */
+ * (optional) may be none only for a one-sequence cache; |flags|: VKATTN_KV_APPEND_*.
+ * |v| is NULL for a latent cache (config->latent: V is inside K), and only then. */
 VKATTN_API vkattn_status vkattn_cmd_kv_append(vkattn_command_list* list, vkattn_kv_cache* cache, const vkattn_tensor* k,
                                               const vkattn_tensor* v, const int32_t* positions, size_t n_positions,
                                               const int32_t* seq_ids, size_t n_seq_ids, uint32_t flags);

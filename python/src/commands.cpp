@@ -185,16 +185,22 @@ void bind_commands(py::module_& m) {
           arg("q"), arg("k"), arg("positions"), py::kw_only(), arg("config") = py::none(), "The same on Q and K in one dispatch.")
       .def(
           "kv_append",
-          [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, const PyTensor& v, py::handle positions, py::handle seq_ids,
+          [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, const PyTensor* v, py::handle positions, py::handle seq_ids,
              bool keep_last) {
             const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
             const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
-            record(cmd, [&](CommandList& l) { l.kv_append(cache.impl, k.impl, v.impl, p, s, {.keep_last = keep_last}); });
+            record(cmd, [&](CommandList& l) {
+              if (v)
+                l.kv_append(cache.impl, k.impl, v->impl, p, s, {.keep_last = keep_last});
+              else  // K alone: a latent cache's (the library refuses it for any other)
+                l.kv_append(cache.impl, k.impl, p, s, {.keep_last = keep_last});
+            });
           },
-          arg("cache"), arg("k"), arg("v"), arg("positions"), arg("seq_ids") = py::none(), py::kw_only(),
+          arg("cache"), arg("k"), arg("v").none(true), arg("positions"), arg("seq_ids") = py::none(), py::kw_only(),
           arg("keep_last") = false,
           "Writes each token's key and value into the cache at its position (consecutive, continuing\n"
-          "at cache.next_position(seq)). The cache's bookkeeping advances now: submit the list once.")
+          "at cache.next_position(seq)); v=None for a latent cache (V is inside K), and only then. The\n"
+          "cache's bookkeeping advances now: submit the list once.")
       .def(
           "kv_copy_sequence",
           [](PyCommandList& cmd, PyKvCache& cache, std::size_t src, std::size_t dst) {

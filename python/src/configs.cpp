@@ -122,12 +122,15 @@ void bind_cache_config(py::module_& m) {
                                "A KV cache's configuration (vkattn::KvCacheConfig); Backend.kv_cache takes the same keywords.");
   config_basics<KvCacheConfig>(
       kv, "KvCacheConfig",
-      {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config", "v_head_dim"});
+      {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config", "v_head_dim", "latent"});
   kv.def_readwrite("n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1")
       .def_readwrite("n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1")
       .def_readwrite("head_dim", &KvCacheConfig::head_dim, "required, in [1, 576]")
       .def_readwrite("capacity", &KvCacheConfig::capacity, "required: slots per sequence, in (n_sinks, 2^30]")
-      .def_readwrite("v_head_dim", &KvCacheConfig::v_head_dim, "V's head dim where it differs from K's; default 0 = head_dim");
+      .def_readwrite("v_head_dim", &KvCacheConfig::v_head_dim, "V's head dim where it differs from K's; default 0 = head_dim")
+      .def_readwrite("latent", &KvCacheConfig::latent,
+                     "V is the first v_head_dim dims of each key row, stored once (absorbed MLA; v_head_dim <= head_dim;\n"
+                     "kv_append takes v=None); default False");
   kv.def_property(
       "dtype", [](const KvCacheConfig& c) { return c.dtype; },
       [](KvCacheConfig& c, py::handle v) { c.dtype = dtype_arg(v, "KvCacheConfig", "dtype"); },

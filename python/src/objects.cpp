@@ -110,7 +110,8 @@ void bind_backend(py::module_& m) {
           },
           py::kw_only(), py::arg("config") = py::none(),
           "A KV cache: a KvCacheConfig or its fields as keywords (n_kv_heads, head_dim and capacity\n"
-          "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig(), v_head_dim=0 = head_dim).")
+          "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig(), v_head_dim=0 = head_dim,\n"
+          "latent=False).")
       .def(
           "save_cache",
           [](const BackendRef& r, const PyKvCache& c) {
@@ -186,7 +187,7 @@ void bind_cache(py::module_& m) {
   py::class_<PyKvCache>(m, "KvCache", "One layer's ring-buffer KV cache (Backend.kv_cache). Sequence arguments default to 0.")
       .def_property_readonly("config", [](const PyKvCache& c) { return c.impl.config(); })
       .def_property_readonly(
-          "nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V")
+          "nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V (K alone when latent)")
       .def(
           "next_position", [](const PyKvCache& c, std::size_t seq) { return c.impl.next_position(seq); }, py::arg("seq") = 0,
           "The next position to append to seq (0 when empty).")

@@ -168,9 +168,11 @@ class KvCacheConfig:
     n_sinks: int  # default 0
     rope: Union[KvRope, str]  # default "stored"
     rope_config: RopeConfig
+    v_head_dim: int  # default 0 = head_dim
+    latent: bool  # default False: V is the first v_head_dim dims of each key row
     def __init__(self, *, n_seqs: int = ..., n_kv_heads: int = ..., head_dim: int = ..., capacity: int = ...,
                  dtype: DTypeLike = ..., n_sinks: int = ..., rope: Union[KvRope, str] = ...,
-                 rope_config: RopeConfig = ...) -> None: ...
+                 rope_config: RopeConfig = ..., v_head_dim: int = ..., latent: bool = ...) -> None: ...
 
 class DeviceLimits:
     subgroup_size: int
@@ -221,7 +223,7 @@ class CommandList:
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
     # rope(x, positions, ...) or rope(q, k, positions, ...); keywords: RopeConfig's fields.
     def rope(self, x: Tensor, *args: Any, config: Optional[RopeConfig] = ..., **fields: Any) -> None: ...
-    def kv_append(self, cache: KvCache, k: Tensor, v: Tensor, positions: Ints, seq_ids: Ints = ...,
+    def kv_append(self, cache: KvCache, k: Tensor, v: Optional[Tensor], positions: Ints, seq_ids: Ints = ...,
                   *, keep_last: bool = ...) -> None: ...
     def kv_copy_sequence(self, cache: KvCache, src: int, dst: int) -> None: ...
     # The attention ops take k (and v) Tensors, or a KvCache in their place; keywords:

@@ -43,7 +43,7 @@ VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, v_head_dim);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, reserved2);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
 
@@ -249,6 +249,7 @@ AttentionTokens attention_tokens(const char* function, const vkattn_attention_to
 KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config) {
   const vkattn_kv_cache_config c = read_struct(function, "config", config, kv_cache_defaults, false);
   check_reserved(function, "config->reserved", c.reserved);
+  check_reserved(function, "config->reserved2", c.reserved2);
   // Packed (clang-format would put one item per line).
   // clang-format off
   return {.n_seqs = static_cast<std::size_t>(c.n_seqs), .n_kv_heads = static_cast<std::size_t>(c.n_kv_heads),
@@ -256,7 +257,8 @@ KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config
           .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
           .rope = static_cast<KvRope>(c.rope),
           .rope_config = rope_config(function, "config->rope_config", c.rope_config),
-          .v_head_dim = static_cast<std::size_t>(c.v_head_dim)};
+          .v_head_dim = static_cast<std::size_t>(c.v_head_dim),
+          .latent = flag(function, "config->latent", c.latent)};
   // clang-format on
 }
 

@@ -114,9 +114,13 @@ vkattn_status vkattn_cmd_kv_append(vkattn_command_list* list, vkattn_kv_cache* c
     if (flags & ~std::uint32_t{VKATTN_KV_APPEND_KEEP_LAST}) {
       throw InvalidArgument(fn, "flags", std::to_string(flags), "0 or VKATTN_KV_APPEND_KEEP_LAST (1)");
     }
-    list_of(fn, list).kv_append(need(fn, "cache", cache).impl, in(fn, "k", k), in(fn, "v", v),
-                                array(fn, "positions", positions, n_positions), array(fn, "seq_ids", seq_ids, n_seq_ids),
-                                {.keep_last = (flags & VKATTN_KV_APPEND_KEEP_LAST) != 0});
+    const auto p = array(fn, "positions", positions, n_positions), s = array(fn, "seq_ids", seq_ids, n_seq_ids);
+    const vkattn::KvAppendOptions options{.keep_last = (flags & VKATTN_KV_APPEND_KEEP_LAST) != 0};
+    // v NULL: K alone, which only a latent cache takes (the C++ overload refuses it otherwise).
+    if (v)
+      list_of(fn, list).kv_append(need(fn, "cache", cache).impl, in(fn, "k", k), v->impl, p, s, options);
+    else
+      list_of(fn, list).kv_append(need(fn, "cache", cache).impl, in(fn, "k", k), p, s, options);
   });
 }
 

@@ -99,7 +99,8 @@ vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cach
     need(fn, "cache", cache) = nullptr;
     vkattn_backend& b = need(fn, "backend", backend);
     auto c = std::make_unique<vkattn_kv_cache>();
-    c->impl = vkattn::wrap_kv_cache(*b.impl, kv_cache_config(fn, config), need(fn, "k", k).impl, need(fn, "v", v).impl);
+    const vkattn::Tensor none;  // v NULL: a latent cache's (V inside K), else refused by wrap_kv_cache
+    c->impl = vkattn::wrap_kv_cache(*b.impl, kv_cache_config(fn, config), need(fn, "k", k).impl, v ? v->impl : none);
     *cache = c.release();
   });
 }

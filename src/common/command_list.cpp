@@ -230,25 +230,50 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
   detail::host_out_of_memory("attn_weighted_sum");
 }
 
-void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
-                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
+namespace {
+
+// kv_append with |v|, or without it (null) for a latent cache.
+void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, const Tensor* v,
+                      std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                      const KvAppendOptions& options) {
   const char* op = "kv_append";
-  auto& impl = live(impl_, op);
   const auto& c = check_cache(op, cache, impl.owner());
+  if (c->config.latent && v) {
+    throw InvalidArgument(op, "v", "a tensor", "none: a latent cache stores V inside K: call kv_append(cache, k, positions)");
+  }
+  if (!c->config.latent && !v) {
+    throw InvalidArgument(
+        op, "v", "none (K alone)",
+        "a tensor [n_tokens, n_kv_heads, v_head_dim]: only a latent cache (KvCacheConfig::latent) takes K alone");
+  }
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
-  const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
+  const auto tv = optional_tensor(op, "v", v, impl.owner());
   auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options, plan = detail::KvCacheImpl::AppendPlan{}](
                  CommandListImpl& i, const NextTokens* next) mutable {
     const auto p = positions_of(next, pos), s = seq_ids_of(next, seq);
     if (next)
       detail::check_kv_append_tokens(*c, *tk, p, s);
     else
-      detail::check_kv_append(*c, *tk, *tv, p, s);
+      detail::check_kv_append(*c, *tk, tv.get(), p, s);
     c->plan_append(p, s, options, plan);
     i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p});
     c->apply_append(p, s, plan);
   };
   record_op(impl, {positions.size(), c}, std::move(run));
+}
+
+}  // namespace
+
+void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
+                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
+  record_kv_append(live(impl_, "kv_append"), cache, k, &v, positions, seq_ids, options);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("kv_append");
+}
+
+void CommandList::kv_append(KvCache& cache, const Tensor& k, std::span<const std::int32_t> positions,
+                            std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
+  record_kv_append(live(impl_, "kv_append"), cache, k, nullptr, positions, seq_ids, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }

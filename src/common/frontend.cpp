@@ -47,11 +47,12 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
   Tensor k, v;
   try {
     k = tensor(shapes.k, config.dtype);
-    v = tensor(shapes.v, config.dtype);
+    if (!config.latent) v = tensor(shapes.v, config.dtype);  // a latent cache's V is inside K
   } catch (const Error& e) {
-    const std::string what = shapes.k == shapes.v ? "K and V of shape " + detail::shape_string(shapes.k)
-                                                  : "K of shape " + detail::shape_string(shapes.k) + " and V of shape " +
-                                                        detail::shape_string(shapes.v);
+    const std::string what = config.latent          ? "K (latent: V inside it) of shape " + detail::shape_string(shapes.k)
+                             : shapes.k == shapes.v ? "K and V of shape " + detail::shape_string(shapes.k)
+                                                    : "K of shape " + detail::shape_string(shapes.k) + " and V of shape " +
+                                                          detail::shape_string(shapes.v);
     throw Error(e.code(), what + ": " + e.message(), e.call(), e.vk_result(), "kv_cache");
   }
   auto impl = std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl());

@@ -38,6 +38,11 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
   }
   check_head_dim(op, c, "config.head_dim", c.head_dim, "");
   if (c.v_head_dim != 0) check_head_dim(op, c, "config.v_head_dim", c.v_head_dim, " (0 = head_dim)");
+  if (c.latent && value_head_dim(c) > c.head_dim) {
+    throw InvalidArgument(op, "config.v_head_dim", std::to_string(c.v_head_dim),
+                          "[1, head_dim = " + std::to_string(c.head_dim) +
+                              "] for a latent cache (V is the first v_head_dim dims of each key row; 0 = head_dim)");
+  }
   if (c.capacity == 0 || c.capacity > (std::size_t{1} << 30)) {
     throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity),
                           std::string("[1, 2^30]") + (c.capacity == 0 ? required : ""));
@@ -49,6 +54,10 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
     throw InvalidArgument(op, "config.rope", std::to_string(static_cast<int>(c.rope)), "KvRope::stored or KvRope::on_read");
   }
   if (c.rope == KvRope::on_read) {
+    // Rotating on read would score rotated keys but weigh the same dims unrotated as
+    // values; absorbed MLA rotates only its last 64 dims (a rotary_offset, which on_read
+    // refuses below anyway).
+    if (c.latent) throw InvalidArgument(op, "config.rope", "KvRope::on_read", "KvRope::stored for a latent cache");
     const RopeConfig r = check_rope_config(op, c.rope_config, c.head_dim);
     if (r.mrope) {
       throw InvalidArgument(op, "config.rope_config.mrope", "set",
@@ -66,6 +75,7 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
     }
   }
+  if (c.latent) return {{c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim}, {}};
   return {{c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim}, {c.n_seqs, c.capacity, c.n_kv_heads, value_head_dim(c)}};
 }
 
@@ -219,7 +229,7 @@ static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::
 }
 
 const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
-std::size_t KvCache::bytes() const { return (live(impl_).k->words + impl_->v->words) * 4; }
+std::size_t KvCache::bytes() const { return (live(impl_).k->words + (impl_->v ? impl_->v->words : 0)) * 4; }
 std::int32_t KvCache::next_position(std::size_t seq) const { return live(impl_).next[check_seq("next_position", *impl_, seq)]; }
 
 std::size_t KvCache::length(std::size_t seq) const {

@@ -20,7 +20,10 @@ class KvCacheImpl {
 
   const void* const owner;
   const KvCacheConfig config;
-  const std::shared_ptr<TensorImpl> k, v;  // [n_seqs, capacity, n_kv_heads, head_dim]
+  // K [n_seqs, capacity, n_kv_heads, head_dim] and V the same with v_head_dim; V is null
+  // for a latent cache, whose values are the first v_head_dim dims of K's rows (null
+  // rather than an alias of K, so that nothing copies, saves or counts them twice).
+  const std::shared_ptr<TensorImpl> k, v;
   // The slot table on the device (Vulkan): i32 [n_seqs * capacity + n_seqs], slot_pos as
   // the device's kv_append ops have written it, then each sequence's occupancy bound (one
   // past its last occupied slot, which kv_append raises), read by attention; null on the
@@ -71,7 +74,7 @@ class KvCacheImpl {
 inline std::size_t value_head_dim(const KvCacheConfig& c) { return c.v_head_dim ? c.v_head_dim : c.head_dim; }
 
 struct KvShapes {
-  Shape k, v;
+  Shape k, v;  // v empty for a latent cache (V lives in K)
 };
 // Checks a KvCacheConfig; returns the K and V shapes.
 KvShapes check_kv_cache_config(const KvCacheConfig& config);

@@ -1,10 +1,13 @@
 // Backend::save_cache and restore_cache: a KV cache's configuration, bookkeeping and raw K
 // and V words in one byte string (little-endian 32- and 64-bit fields):
-//   "vkattnKV", u32 format version (1), u32 dtype, u32 rope, u32 v_head_dim (0: head_dim;
-//   the word was reserved and 0 before V could differ, so older saves read the same),
+//   "vkattnKV", u32 format version (1; 2 for a latent cache, whose bytes hold no V words),
+//   u32 dtype, u32 rope, u32 v_head_dim (0: head_dim; the word was reserved and 0 before V
+//   could differ, so older saves read the same),
 //   u64 n_seqs, capacity, n_kv_heads, head_dim, n_sinks,
 //   i32 slot positions [n_seqs * capacity], i32 next [n_seqs], i32 oldest [n_seqs],
-//   u32 K words, u32 V words (the tensors' storage: docs/kv-cache.md).
+//   u32 K words, u32 V words (the tensors' storage: docs/kv-cache.md; none when latent).
+// A latent save takes its own version so that a library that knows only version 1 refuses
+// it by its version rather than by its size.
 #include <cstring>
 
 #include "common/kv_cache_impl.hpp"
@@ -17,7 +20,7 @@ namespace vkattn {
 namespace {
 
 constexpr char kMagic[8] = {'v', 'k', 'a', 't', 't', 'n', 'K', 'V'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 1, kLatentVersion = 2;
 
 struct Header {
   char magic[8];
@@ -29,7 +32,7 @@ static_assert(sizeof(Header) == 64);
 Header header_of(const KvCacheConfig& c) {
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = kVersion;
+  h.version = c.latent ? kLatentVersion : kVersion;
   h.dtype = static_cast<std::uint32_t>(c.dtype);
   h.rope = static_cast<std::uint32_t>(c.rope);
   h.n_seqs = c.n_seqs;
@@ -67,7 +70,7 @@ std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) {
   put(out, c->next);
   put(out, c->oldest);
   put(out, read_words(*c->k));
-  put(out, read_words(*c->v));
+  if (c->v) put(out, read_words(*c->v));
   return out;
 }
 
@@ -76,16 +79,19 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   const auto& c = live_cache(op, cache, owner_tag());
   const Header want = header_of(c->config);
   const std::size_t n_seqs = c->config.n_seqs, slots = n_seqs * c->config.capacity;
-  const std::size_t size = sizeof(Header) + 4 * (slots + 2 * n_seqs + c->k->words + c->v->words);
+  const std::size_t v_words = c->v ? c->v->words : 0;
+  const std::size_t size = sizeof(Header) + 4 * (slots + 2 * n_seqs + c->k->words + v_words);
   Header got{};
   if (bytes.size() >= sizeof got) std::memcpy(&got, bytes.data(), sizeof got);
   if (bytes.size() < sizeof got || std::memcmp(got.magic, kMagic, sizeof kMagic) != 0) {
     throw InvalidArgument(op, "bytes", "not a saved cache", "the output of Backend::save_cache");
   }
-  if (got.version != kVersion) {
-    throw InvalidArgument(op, "bytes: format version", std::to_string(got.version), std::to_string(kVersion));
+  if (got.version != kVersion && got.version != kLatentVersion) {
+    throw InvalidArgument(op, "bytes: format version", std::to_string(got.version),
+                          std::to_string(kVersion) + " or " + std::to_string(kLatentVersion) + " (latent)");
   }
   const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> fields[] = {
+      {"latent", {got.version == kLatentVersion, want.version == kLatentVersion}},
       {"dtype", {got.dtype, want.dtype}},
       {"rope", {got.rope, want.rope}},
       {"n_seqs", {got.n_seqs, want.n_seqs}},
@@ -111,7 +117,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     return v;
   };
   std::vector<std::uint32_t> slot_pos = take(slots), next = take(n_seqs), oldest = take(n_seqs);
-  std::vector<std::uint32_t> k = take(c->k->words), v = take(c->v->words);
+  std::vector<std::uint32_t> k = take(c->k->words), v = take(v_words);
   // Bookkeeping the cache could not have written is refused: attention trusts it.
   for (std::size_t s = 0; s < n_seqs; ++s) {
     const auto nx = static_cast<std::int32_t>(next[s]), old = static_cast<std::int32_t>(oldest[s]);
@@ -125,7 +131,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     }
   }
   write_words(*c->k, k);
-  write_words(*c->v, v);
+  if (c->v) write_words(*c->v, v);
   auto ints = [](const std::vector<std::uint32_t>& w) { return std::vector<std::int32_t>(w.begin(), w.end()); };
   c->slot_pos = ints(slot_pos);
   c->next = ints(next);

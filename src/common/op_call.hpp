@@ -59,7 +59,7 @@ struct WeightedSumCall {
 // Rows |dst_rows| (sequence * capacity + slot, -1: skipped) get K and V of each token.
 struct AppendCall {
   CachePtr cache;
-  TensorPtr k, v;
+  TensorPtr k, v;  // v null for a latent cache
   std::span<const std::int32_t> dst_rows, positions;
 };
 

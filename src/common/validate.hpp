@@ -99,8 +99,9 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config);
 AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& out, const TensorImpl* mask,
                                     const AttentionTokens& tokens, const AttentionConfig& config);
-// k, v for an append; returns nothing, throws on mismatch with the cache.
-void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl& v, std::span<const std::int32_t> positions,
+// k, v for an append (v null for a latent cache); returns nothing, throws on mismatch with
+// the cache.
+void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl* v, std::span<const std::int32_t> positions,
                      std::span<const std::int32_t> seq_ids);
 // Its token part: positions and sequence ids for k's tokens.
 void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::span<const std::int32_t> positions,

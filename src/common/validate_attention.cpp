@@ -290,24 +290,25 @@ void check_against_cache(const char* op, const char* name, const TensorImpl& t, 
 
 }  // namespace
 
-void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl& v, std::span<const std::int32_t> positions,
+void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const TensorImpl* v, std::span<const std::int32_t> positions,
                      std::span<const std::int32_t> seq_ids) {
   const char* op = "kv_append";
   const auto& c = cache.config;
-  for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}}) {
+  for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", v}}) {
+    if (!t) continue;  // a latent cache's V
     check_rank3(op, name, *t, "[n_tokens, n_kv_heads, head_dim]");
     check_dtype(op, name, *t, true);
     if (t->shape[1] != c.n_kv_heads) {
       throw InvalidArgument(op, std::string(name) + ".shape[1]", std::to_string(t->shape[1]),
                             "cache n_kv_heads = " + std::to_string(c.n_kv_heads));
     }
-    check_against_cache(op, name, *t, cache, 1, t == &v);
+    check_against_cache(op, name, *t, cache, 1, t == v);
   }
-  if (v.shape[0] != k.shape[0]) {
-    throw InvalidArgument(op, "v.shape[0]", std::to_string(v.shape[0]), "k.shape[0] = " + std::to_string(k.shape[0]));
+  if (v && v->shape[0] != k.shape[0]) {
+    throw InvalidArgument(op, "v.shape[0]", std::to_string(v->shape[0]), "k.shape[0] = " + std::to_string(k.shape[0]));
   }
-  if (v.dtype != k.dtype)
-    throw InvalidArgument(op, "v.dtype", to_string(v.dtype), std::string("k.dtype = ") + to_string(k.dtype));
+  if (v && v->dtype != k.dtype)
+    throw InvalidArgument(op, "v.dtype", to_string(v->dtype), std::string("k.dtype = ") + to_string(k.dtype));
   check_kv_append_tokens(cache, k, positions, seq_ids);
 }
 

@@ -104,13 +104,24 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
   return out;
 }
 
-// out [n_tokens, n_heads, head_dim] from probabilities over a cache's slots, each token
+// The cache's values as floats [n_seqs, capacity, n_kv_heads, v_head_dim]: V, or for a
+// latent cache the first v_head_dim dims of each K row.
+std::vector<float> cache_values(const KvCacheImpl& cache) {
+  if (cache.v) return to_floats(cpu(cache.v));
+  const std::size_t dk = cache.config.head_dim, dv = value_head_dim(cache.config);
+  const std::vector<float> kf = to_floats(cpu(cache.k));
+  std::vector<float> vf(kf.size() / dk * dv);
+  for (std::size_t row = 0; row < kf.size() / dk; ++row) std::copy_n(&kf[row * dk], dv, &vf[row * dv]);
+  return vf;
+}
+
+// out [n_tokens, n_heads, v_head_dim] from probabilities over a cache's slots, each token
 // reading its own sequence's values.
 std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
                                       const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
   const auto& c = cache.config;
   const std::size_t d = value_head_dim(c), n = c.capacity;
-  const std::vector<float> vf = to_floats(cpu(cache.v));
+  const std::vector<float> vf = cache_values(cache);
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
@@ -179,6 +190,7 @@ CpuOp op(const AppendCall& a) {
   return {"kv_append", [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end())] {
             const auto& c = cache->config;
             for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
+              if (!src) continue;                     // a latent cache: K alone
               const std::size_t row = src->shape[2];  // K's or V's head dim
               const std::vector<float> in = to_floats(cpu(src));
               if (is_quantized(c.dtype)) {  // each row's blocks, quantized in place
@@ -210,6 +222,7 @@ CpuOp op(const CopySequenceCall& a) {
   return {"kv_copy_sequence", [cache = a.cache, src = a.src, dst = a.dst] {
             const auto& c = cache->config;
             for (const auto& t : {cache->k, cache->v}) {
+              if (!t) continue;                           // a latent cache's V, inside K
               const std::size_t n = t->numel / c.n_seqs;  // elements per sequence
               if (is_quantized(c.dtype)) {                // codes, then the scales half by half
                 std::vector<std::uint32_t>& w = cpu(t).data;

@@ -224,10 +224,14 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
                           "a backend on the caller's device (make_backend(ExternalVulkan))");
   }
   const KvShapes shapes = check_kv_cache_config(config);
+  if (config.latent && v.valid()) {
+    throw InvalidArgument(op, "v", "a tensor", "an empty Tensor{}: a latent cache stores V inside K");
+  }
   const auto& tk = check_tensor(op, "k", k, ctx.get());
-  const auto& tv = check_tensor(op, "v", v, ctx.get());
+  const auto tv = config.latent ? nullptr : check_tensor(op, "v", v, ctx.get());
   for (const auto& [name, t, shape, dims] :
        {std::tuple{"k", tk.get(), &shapes.k, "head_dim"}, std::tuple{"v", tv.get(), &shapes.v, "v_head_dim"}}) {
+    if (!t) continue;  // a latent cache's V
     if (t->shape != *shape || t->dtype != config.dtype) {
       throw InvalidArgument(op, name, std::string(to_string(t->dtype)) + " " + shape_string(t->shape),
                             std::string(to_string(config.dtype)) + " " + shape_string(*shape) +
@@ -235,7 +239,9 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
     }
   }
   if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
-  for (const auto* t : {tk.get(), tv.get()}) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
+  for (const auto* t : {tk.get(), tv.get()}) {
+    if (t) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
+  }
   auto impl = std::make_shared<KvCacheImpl>(ctx.get(), config, tk, tv);
   impl->slots = std::make_shared<VulkanTensor>(ctx, Shape{impl->slot_table_words()}, DType::i32);
   impl->publish();

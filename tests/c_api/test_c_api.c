@@ -324,6 +324,54 @@ static void test_kv_cache_decode(vkattn_backend* gpu, vkattn_backend* cpu) {
   }
 }
 
+/* A latent cache (absorbed MLA): V is the first 32 dims of each 64-dim key row, appended
+ * as K alone (v NULL); q8_0, 4 query heads over one KV head, a ring of 8 that wraps. */
+static void test_latent_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { H = 4, DK = 64, DV = 32, CAP = 8, STEPS = 12 };
+  vkattn_kv_cache_config cc;
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  cc.n_kv_heads = 1, cc.head_dim = DK, cc.v_head_dim = DV, cc.latent = 1, cc.capacity = CAP, cc.dtype = VKATTN_DTYPE_Q8_0;
+  vkattn_backend* backends[2] = {gpu, cpu};
+  vkattn_kv_cache* caches[2] = {NULL, NULL};
+  for (int i = 0; i < 2; ++i) {
+    size_t bytes = 0;
+    OK(vkattn_kv_cache_create(backends[i], &cc, &caches[i]));
+    OK(vkattn_kv_cache_bytes(caches[i], &bytes));
+    CHECK(bytes == CAP * DK / 32 * 34); /* K alone: 34 bytes per block of 32 */
+  }
+  double worst = 0.0;
+  for (int step = 0; step < STEPS; ++step) {
+    const int32_t pos = step;
+    float* q = random_values(H * DK, 400u + (unsigned)step);
+    float* k = random_values(DK, 500u + (unsigned)step);
+    vkattn_attention_tokens tokens;
+    OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+    tokens.q_positions = &pos, tokens.n_q_positions = 1;
+    float* outs[2];
+    for (int i = 0; i < 2; ++i) {
+      vkattn_tensor *tq = filled(backends[i], 1, H, DK, VKATTN_DTYPE_F32, q),
+                    *tk = filled(backends[i], 1, 1, DK, VKATTN_DTYPE_F32, k);
+      vkattn_tensor* out = tensor(backends[i], 1, H, DV, VKATTN_DTYPE_F32);
+      vkattn_command_list* list = NULL;
+      OK(vkattn_command_list_create(backends[i], NULL, &list));
+      OK(vkattn_cmd_kv_append(list, caches[i], tk, NULL, &pos, 1, NULL, 0, 0));
+      OK(vkattn_cmd_attention_cache(list, tq, caches[i], out, &tokens, NULL, NULL));
+      OK(vkattn_submit_and_wait(list));
+      outs[i] = download(backends[i], out, H * DV);
+      vkattn_command_list_destroy(list);
+      vkattn_tensor_destroy(tq), vkattn_tensor_destroy(tk), vkattn_tensor_destroy(out);
+    }
+    const double d = max_diff(outs[0], outs[1], H * DV);
+    worst = d > worst ? d : worst;
+    free(outs[0]), free(outs[1]), free(q), free(k);
+  }
+  if (worst > 1e-4) {
+    fprintf(stderr, "latent cache: max |diff| %g > 1e-4\n", worst);
+    ++g_failures;
+  }
+  vkattn_kv_cache_destroy(caches[0]), vkattn_kv_cache_destroy(caches[1]);
+}
+
 /* ---- Timings, statistics, devices, version ---- */
 
 static void test_queries(vkattn_backend* gpu) {
@@ -453,6 +501,7 @@ int main(void) {
   test_rope_slice(gpu, cpu);
   test_attention(gpu, cpu);
   test_kv_cache_decode(gpu, cpu);
+  test_latent_cache(gpu, cpu);
   test_replay(gpu);
   return close_backends(gpu, cpu, "C API");
 }

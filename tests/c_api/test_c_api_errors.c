@@ -94,8 +94,25 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_kv_cache_bytes(cache, &bytes));
   CHECK(bytes == 4 * (8 + 4) * 4);
   vkattn_kv_cache_destroy(cache);
-  cc.v_head_dim = 0;
+  /* A latent cache: V is inside K (v_head_dim <= head_dim), and appends take K alone. */
+  cc.latent = 2;
+  EXPECT_STATUS(E, "config->latent = 2; valid: 0 or 1", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.latent = 1, cc.v_head_dim = 16;
+  EXPECT_STATUS(E, "config.v_head_dim = 16; valid: [1, head_dim = 8] for a latent cache",
+                vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.v_head_dim = 4, cc.reserved2 = 1;
+  EXPECT_STATUS(E, "config->reserved2 = 1", vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.reserved2 = 0;
   OK(vkattn_kv_cache_create(cpu, &cc, &cache));
+  OK(vkattn_kv_cache_bytes(cache, &bytes));
+  CHECK(bytes == 4 * 8 * 4); /* K alone */
+  EXPECT_STATUS(E, "v = a tensor; valid: none: a latent cache stores V inside K: call kv_append(cache, k, positions)",
+                vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 0));
+  vkattn_kv_cache_destroy(cache); /* test_c_api.c appends K alone (v NULL) to one */
+  cc.latent = 0, cc.v_head_dim = 0;
+  OK(vkattn_kv_cache_create(cpu, &cc, &cache));
+  EXPECT_STATUS(E, "v = none (K alone); valid: a tensor",
+                vkattn_cmd_kv_append(list, cache, k, NULL, (const int32_t[]){0}, 1, NULL, 0, 0));
   EXPECT_STATUS(E, "flags = 2", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 2));
 
   /* Out-of-range positions and sequences. */

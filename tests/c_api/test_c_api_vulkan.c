@@ -358,6 +358,19 @@ int main(void) {
     vkattn_kv_cache* refused_cache = NULL;
     CHECK(vkattn_kv_cache_wrap(gpu, &cc, ck, ck, &refused_cache) == VKATTN_ERROR_INVALID_ARGUMENT);
     CHECK(refused_cache == NULL);
+    CHECK(vkattn_kv_cache_wrap(gpu, &cc, ck, NULL, &refused_cache) == VKATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(refused_cache == NULL);
+    /* A latent cache wraps K alone (v NULL), and refuses a V. */
+    cc.latent = 1;
+    CHECK(vkattn_kv_cache_wrap(gpu, &cc, ck, cv, &refused_cache) == VKATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(refused_cache == NULL && strstr(vkattn_last_error_message(), "a latent cache stores V inside K") != NULL);
+    vkattn_kv_cache* latent = NULL;
+    OK(vkattn_kv_cache_wrap(gpu, &cc, ck, NULL, &latent));
+    size_t latent_bytes = 0;
+    OK(vkattn_kv_cache_bytes(latent, &latent_bytes));
+    CHECK(latent_bytes == bytes);
+    vkattn_kv_cache_destroy(latent);
+    cc.latent = 0;
     vkattn_kv_cache_destroy(wrapped);
     vkattn_tensor_destroy(ck);
     vkattn_tensor_destroy(cv);

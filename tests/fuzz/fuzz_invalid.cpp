@@ -198,7 +198,7 @@ InvalidCall bad_attention(Rng& r) {
 InvalidCall bad_cache_config(Rng& r) {
   KvCacheConfig c{.n_seqs = r.range(1, 3), .n_kv_heads = r.range(1, 3), .head_dim = 2 * r.range(1, 16),
                   .capacity = r.range(2, 16)};
-  switch (r.range(0, 8)) {
+  switch (r.range(0, 9)) {
     case 0: c.n_seqs = 0; break;
     case 1: c.n_kv_heads = 0; break;
     case 2: c.head_dim = r.pick<std::size_t>({0, kMaxAttentionHeadDim + 2}); break;
@@ -207,6 +207,7 @@ InvalidCall bad_cache_config(Rng& r) {
     case 5: c.capacity = r.pick<std::size_t>({0, (std::size_t{1} << 30) + 1}); break;
     case 6: c.n_sinks = c.capacity + r.range(0, 3); break;
     case 7: c.rope = static_cast<KvRope>(r.range(2, 9)); break;
+    case 8: c.latent = true; c.v_head_dim = c.head_dim + 2 * r.range(1, 8); break;  // V inside K, wider than K
     default:
       c.rope = KvRope::on_read;
       c.rope_config = {.scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 64};
@@ -218,11 +219,12 @@ InvalidCall bad_cache_config(Rng& r) {
 
 // Calls on a valid cache: appends, copies and attention with one thing wrong.
 InvalidCall bad_cache_use(Rng& r) {
+  const int kind = static_cast<int>(r.range(0, 11));
+  // Kinds 10 and 11: V given to a latent cache, K alone to another.
   const KvCacheConfig c{.n_seqs = r.range(1, 3), .n_kv_heads = r.range(1, 2), .head_dim = 2 * r.range(1, 8),
-                        .capacity = r.range(2, 8)};
-  const int kind = static_cast<int>(r.range(0, 9));
-  static const char* const ops[] = {"kv_append", "kv_append", "kv_append", "kv_append", "kv_copy_sequence",
-                                    "attn_scores", "attn_scores", "attn_weighted_sum", "attention", "attention"};
+                        .capacity = r.range(2, 8), .latent = kind == 10};
+  static const char* const ops[] = {"kv_append", "kv_append", "kv_append", "kv_append", "kv_copy_sequence", "attn_scores",
+                                    "attn_scores", "attn_weighted_sum", "attention", "attention", "kv_append", "kv_append"};
   return {ops[kind], std::string(ops[kind]) + " case " + std::to_string(kind),
           [=](Backend& b, Backend&, CommandList& cmd) {
             KvCache cache = b.kv_cache(c);
@@ -232,7 +234,8 @@ InvalidCall bad_cache_use(Rng& r) {
             Tensor k = b.tensor({n, c.n_kv_heads + (kind == 0 ? 1 : 0), c.head_dim}, DType::f32);
             Tensor v = b.tensor({n + (kind == 1 ? 1 : 0), c.n_kv_heads, c.head_dim}, DType::f32);
             if (kind == 2) pos.back() += 2;  // not consecutive
-            if (kind <= 3) return cmd.kv_append(cache, k, v, pos, seq);
+            if (kind <= 3 || kind == 10) return cmd.kv_append(cache, k, v, pos, seq);
+            if (kind == 11) return cmd.kv_append(cache, k, pos, seq);
             if (kind == 4) return cmd.kv_copy_sequence(cache, c.n_seqs, 0);
             const std::size_t heads = c.n_kv_heads;
             Tensor q = b.tensor({1, heads, c.head_dim + (kind == 8 ? 2 : 0)}, DType::f32);

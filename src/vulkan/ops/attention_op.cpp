@@ -369,7 +369,14 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
 
 KeySource key_source(const KvSource& source, bool values) {
   if (!source.cache) return plain_keys(values ? source.v : source.k);
-  return values ? cache_keys(source.cache->v, nullptr) : cache_keys(source.cache->k, source.cache->slots);
+  const KvCacheImpl& cache = *source.cache;
+  if (!values) return cache_keys(cache.k, cache.slots);
+  if (cache.v) return cache_keys(cache.v, nullptr);
+  // A latent cache: the values are K's rows cut to v_head_dim, read through K's strides
+  // (and K's scales, by each element's index in K).
+  KeySource v = cache_keys(cache.k, nullptr);
+  v.head_dim = u32(value_head_dim(cache.config));
+  return v;
 }
 
 Dispatches build(OpEnv& env, const ScoresCall& call) {

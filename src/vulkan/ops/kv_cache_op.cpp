@@ -10,7 +10,7 @@
 namespace vkattn::detail {
 
 // One dispatch, or one for k and one for v where a kernel may bind fewer than 6 storage
-// buffers or V's rows are not K's width.
+// buffers or V's rows are not K's width; k's alone for a latent cache (V inside K).
 Dispatches build(OpEnv& env, const AppendCall& call) {
   const Context& ctx = env.ctx;
   ParamArena& params = env.params;
@@ -44,7 +44,7 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
       1u, u32(c.n_seqs * c.capacity)};
   d.set_push(pc);
   d.groups = ceil_div(invocations(c.head_dim), wg);
-  if (ctx.limits.max_storage_buffers >= 6 && value_head_dim(c) == c.head_dim) {
+  if (ctx.limits.max_storage_buffers >= 6 && value_head_dim(c) == c.head_dim && v) {
     d.bindings = {tensor_binding(std::move(k), false),
                   tensor_binding(std::move(v), false),
                   tensor_binding(cache.k, true),
@@ -57,6 +57,7 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   // another width: k (with the slot table), then v.
   d.key.kernel = KernelId::kv_append_one;
   d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
+  if (!v) return ds;
   Dispatch& dv = ds.emplace_back(d);
   dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
   shader::KvAppendParams v_pc = pc;
@@ -81,6 +82,7 @@ Dispatches build(OpEnv& env, const CopySequenceCall& call) {
   const std::uint64_t bounds = c.n_seqs * c.capacity;
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, bounds + src, bounds + dst, 1));
   for (const auto& t : {cache.k, cache.v}) {
+    if (!t) continue;                             // a latent cache's V, inside K
     const std::uint64_t n = t->numel / c.n_seqs;  // elements per sequence
     if (!is_quantized(c.dtype)) {
       const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
