@@ -12,6 +12,11 @@
 // - BM_decode_cache: a cache of 16k slots holding 1k tokens against one of 1k slots
 //   holding the same tokens, timed alternately in the same run: occupancy_ratio is what
 //   the large cache costs over the small one (the capacity must not set the cost).
+// - BM_decode_mla: DeepSeek's absorbed MLA, 128 query heads over one latent KV head (K
+//   576, V its first 512) in a latent cache of 4k or 16k tokens, f16 or q8_0. Counters:
+//   kv_copy_ratio (the cache's K bytes over the copy rate) and gflops (2 x 128 x (576 +
+//   512) FLOPs per key) with flops_copy_ratio, the FLOP rate over the copy rate in floats
+//   (FLOPs per 4 bytes copied): the group makes each byte serve 128 rows.
 // - BM_copy_16B: the smallest dispatch, the fixed cost every op pays.
 // Each Vulkan case is checked against the CPU reference first (2e-3 absolute), except
 // under VKATTN_DECODE=...load_only=1, whose kernel computes nothing.
@@ -176,6 +181,71 @@ void BM_decode_cache(benchmark::State& state) {
   }
 }
 
+// Absorbed MLA decode over a latent cache holding |keys| tokens, the token at the last.
+void BM_decode_mla(benchmark::State& state) {
+  constexpr std::size_t kMlaHeads = 128, kLatentDim = 576, kValueDim = 512;
+  try {
+    Backend& b = backend(BackendKind::vulkan, shape_of(state));
+    const auto keys = static_cast<std::size_t>(state.range(0));
+    const auto dtype = static_cast<DType>(state.range(2));
+    const KvCacheConfig config{
+        .n_kv_heads = 1, .head_dim = kLatentDim, .capacity = keys, .dtype = dtype, .v_head_dim = kValueDim, .latent = true};
+    auto fill = [&](Backend& on, KvCache& cache, Tensor& q) {
+      q = on.tensor({1, kMlaHeads, kLatentDim}, DType::f32);
+      on.upload(q, normal_values(kMlaHeads * kLatentDim, 1));
+      Tensor k = on.tensor({keys, 1, kLatentDim}, DType::f32);
+      on.upload(k, normal_values(keys * kLatentDim, 2));
+      std::vector<std::int32_t> pos(keys);
+      for (std::size_t j = 0; j < keys; ++j) pos[j] = static_cast<std::int32_t>(j);
+      CommandList cmd = on.commands();
+      cmd.kv_append(cache, k, pos);
+      cmd.submit_and_wait();
+    };
+    const std::vector<std::int32_t> last{static_cast<std::int32_t>(keys - 1)};
+    KvCache cache = b.kv_cache(config);
+    Tensor q, out = b.tensor({1, kMlaHeads, kValueDim}, DType::f32);
+    fill(b, cache, q);
+    CommandList cmd = b.commands({.timestamps = true});
+    cmd.attention(q, cache, out, {.q_positions = last});
+    cmd.submit_and_wait();
+    static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::string> verified;
+    const auto key = std::make_tuple(state.range(0), state.range(1), state.range(2));
+    auto it = verified.find(key);
+    if (it == verified.end()) {
+      Backend& cpu = backend(BackendKind::cpu);
+      KvCache ref_cache = cpu.kv_cache(config);
+      Tensor ref_q, ref_out = cpu.tensor({1, kMlaHeads, kValueDim}, DType::f32);
+      fill(cpu, ref_cache, ref_q);
+      CommandList ref = cpu.commands();
+      ref.attention(ref_q, ref_cache, ref_out, {.q_positions = last});
+      ref.submit_and_wait();
+      const std::vector<float> got = b.download(out), want = cpu.download(ref_out);
+      std::string diff;
+      for (std::size_t i = 0; i < want.size() && diff.empty(); ++i) {
+        if (!(std::fabs(got[i] - want[i]) <= 2e-3f)) diff = "out[" + std::to_string(i) + "]";
+      }
+      it = verified.emplace(key, diff).first;
+    }
+    if (!it->second.empty()) return state.SkipWithError(("differs from the CPU reference at " + it->second).c_str());
+    Baseline baseline(BackendKind::vulkan);
+    double total = 0;
+    for (auto _ : state) {
+      cmd.submit_and_wait();
+      const double s = op_seconds(cmd);
+      state.SetIterationTime(s);
+      total += s;
+      baseline.keep_up(total);
+    }
+    const double flops = 2.0 * static_cast<double>(kMlaHeads * (kLatentDim + kValueDim) * keys);
+    state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, static_cast<double>(cache.bytes()), total);
+    report_flops(state, flops, total);
+    state.counters["flops_copy_ratio"] =
+        flops * static_cast<double>(state.iterations()) / total / (baseline.bytes_per_second() / 4);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 void BM_copy_16B(benchmark::State& state) {
   try {
     Backend& b = backend(BackendKind::vulkan, shape_of(state));
@@ -206,6 +276,13 @@ BENCHMARK(BM_decode_cache)
     ->ArgNames({"held", "shape"})
     ->Args({1024, static_cast<std::int64_t>(KernelShape::automatic)})
     ->Args({1024, static_cast<std::int64_t>(KernelShape::gpu)})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_mla)
+    ->ArgNames({"keys", "shape", "dtype"})
+    ->ArgsProduct({{4096, 16384},
+                   {static_cast<std::int64_t>(KernelShape::automatic), static_cast<std::int64_t>(KernelShape::gpu)},
+                   {static_cast<std::int64_t>(DType::f16), static_cast<std::int64_t>(DType::q8_0)}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_copy_16B)->ArgNames({"shape"})->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond);

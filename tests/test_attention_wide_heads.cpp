@@ -15,6 +15,8 @@ namespace {
 
 constexpr Widths kDeepSeek{128, 1, 576, 512};  // absorbed MLA: one latent KV head
 constexpr Widths kGemma4{8, 2, 512, 512};      // a global layer's 512-wide heads, GQA 4
+constexpr Widths kDeepSeekUnabsorbed{128, 128, 192, 128};
+constexpr Widths kUneven{8, 2, 330, 290};  // even widths off every 16-byte boundary
 
 struct Limits {
   const char* name;
@@ -56,13 +58,15 @@ void plain_on_every_family(const Widths& w) {
 
 TEST(MlaWideHeads, DeepSeekAbsorbedDk576Dv512PlainOnEveryFamily) { plain_on_every_family(kDeepSeek); }
 TEST(MlaWideHeads, Gemma4Head512PlainOnEveryFamily) { plain_on_every_family(kGemma4); }
+TEST(MlaWideHeads, DeepSeekUnabsorbedDk192Dv128With128KvHeadsOnEveryFamily) { plain_on_every_family(kDeepSeekUnabsorbed); }
+TEST(MlaWideHeads, UnevenWidthsDk330Dv290OnEveryFamily) { plain_on_every_family(kUneven); }
 
-// Decode steps into a cache of K 576 and V 512 (16 query heads over one KV head, two
+// Decode steps into a cache of K 576 and V 512 (128 query heads over one KV head, two
 // sequences, a ring of 10 with 2 sinks wrapping over 14 steps) in |dtype|, V its own or
 // (|latent|) the first 512 dims of each key row as absorbed MLA stores it: every Vulkan
 // family at both limit sets against the CPU backend.
 void decode_wide_cache(DType dtype, bool latent) {
-  const Widths w{16, 1, 576, 512};
+  const Widths w = kDeepSeek;
   const std::size_t seqs = 2, steps = 14;
   const KvCacheConfig config{.n_seqs = seqs,
                              .n_kv_heads = w.kv,
