@@ -56,7 +56,7 @@ template <class T>
 void put(std::vector<std::uint8_t>& out, const std::vector<T>& v) {
   const std::size_t at = out.size();
   out.resize(at + v.size() * sizeof(T));
-  std::memcpy(out.data() + at, v.data(), v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * sizeof(T));
 }
 
 }  // namespace
@@ -112,7 +112,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   const std::uint8_t* p = bytes.data() + sizeof(Header);
   auto take = [&](std::size_t n) {
     std::vector<std::uint32_t> v(n);
-    std::memcpy(v.data(), p, 4 * n);
+    if (n != 0) std::memcpy(v.data(), p, 4 * n);  // a latent cache has no V words: data() may be null
     p += 4 * n;
     return v;
   };
