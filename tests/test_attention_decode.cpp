@@ -1,10 +1,10 @@
 // The GPU decode kernel (attn_decode.comp, KernelShape::gpu with few rows) against the CPU
 // reference: each variant ($VKATTN_DECODE: shuffles or shared memory, the splits merged by
 // the last workgroup or by a second pass, contiguous splits and more keys per stage, and
-// the coalesced kernel it replaced) forced on every attention case, also at the Vulkan
-// minimums; quantized K and V whose rows hold an odd number of blocks; and the caches'
-// occupancy bound through appends, replay, wrap, reset, truncate, copy and restore, under
-// every kernel family. test_replay.cpp replays a wrapping ring under each variant.
+// the coalesced kernel it replaced, and the kernel that tiles big query groups) forced on every attention case, also at the
+// Vulkan minimums; quantized K and V whose rows hold an odd number of blocks; and the caches' occupancy bound through appends,
+// replay, wrap, reset, truncate, copy and restore, under every kernel family. test_replay.cpp replays a wrapping ring under each
+// variant.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,9 +25,16 @@ struct Variant {
   const char* env;  // $VKATTN_DECODE
 };
 const Variant kVariants[] = {
-    {"shuffles_last", "reduce=subgroup,merge=last"}, {"shuffles_two_pass", "reduce=subgroup,merge=two_pass"},
-    {"shared_last", "reduce=shared,merge=last"},     {"shared_two_pass", "reduce=shared,merge=two_pass"},
-    {"contiguous_4_keys", "interleave=0,keys=4"},    {"coalesced", "kernel=coalesced"},
+    {"shuffles_last", "reduce=subgroup,merge=last"},
+    {"shuffles_two_pass", "reduce=subgroup,merge=two_pass"},
+    {"shared_last", "reduce=shared,merge=last"},
+    {"shared_two_pass", "reduce=shared,merge=two_pass"},
+    {"contiguous_4_keys", "interleave=0,keys=4"},
+    {"coalesced", "kernel=coalesced"},
+    // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
+    // lanes per row (32 rows per tile) over stages of 2 keys.
+    {"group", "kernel=group"},
+    {"group_4_lanes_2_keys", "kernel=group,lanes=4,keys=2"},
 };
 
 // The GPU shape planned for a device of very many compute units: every case has few rows

@@ -15,6 +15,7 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
+#include "support/wide_heads.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
@@ -85,7 +86,7 @@ struct Side {
 std::vector<Side> sides_for(const KvCacheConfig& config, std::string& why) {
   std::vector<Side> sides;
   sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
-  for (const KernelFamily& f : kKernelFamilies) {
+  for (const KernelFamily& f : wide_families()) {
     DeviceOptions options = shape_options(f.shape);
     options.cap_limits = uncapped();
     options.cap_limits->compute_units = 1u << 20;

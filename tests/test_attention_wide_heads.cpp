@@ -21,8 +21,20 @@ constexpr Widths kUneven{8, 2, 330, 290};  // even widths off every 16-byte boun
 struct Limits {
   const char* name;
   DeviceLimits limits;
+  bool gpu_only = false;  // for the GPU-shaped families alone
 };
-std::vector<Limits> limit_sets() { return {{"large device", uncapped()}, {"spec minimum", test_spec_minimum()}}; }
+// The minimums of shared memory and invocations with subgroup shuffles: the group kernel's
+// stages at their shortest (2 keys, 4 with a latent cache).
+DeviceLimits small_with_shuffles() {
+  DeviceLimits l = uncapped();
+  l.max_shared_memory = 16384;
+  l.max_workgroup_invocations = 128;
+  return l;
+}
+std::vector<Limits> limit_sets() {
+  return {
+      {"large device", uncapped()}, {"spec minimum", test_spec_minimum()}, {"16 KiB with shuffles", small_with_shuffles(), true}};
+}
 
 // A prefill chunk of 3 tokens and a decode token over 40 keys, f32 and f16 K/V: the CPU
 // backend's two paths against the float64 computation (f32), every Vulkan family at both
@@ -43,7 +55,8 @@ void plain_on_every_family(const Widths& w) {
     for (DType dtype : {DType::f32, DType::f16}) {
       const std::vector<float> base = run_wide_plain(*cpu, AttentionPath::automatic, w, dtype, q, k, v, q_pos);
       for (const Limits& l : limit_sets()) {
-        for (const KernelFamily& f : kKernelFamilies) {
+        for (const KernelFamily& f : wide_families()) {
+          if (l.gpu_only && f.shape != KernelShape::gpu) continue;
           auto gpu = wide_family_backend(f, l.limits);
           if (!gpu) GTEST_SKIP() << "no Vulkan device";
           const std::vector<float> got = run_wide_plain(*gpu, f.path, w, dtype, q, k, v, q_pos);
@@ -86,7 +99,8 @@ void decode_wide_cache(DType dtype, bool latent) {
   std::vector<Side> sides;
   sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
   for (const Limits& l : limit_sets()) {
-    for (const KernelFamily& f : kKernelFamilies) {
+    for (const KernelFamily& f : wide_families()) {
+      if (l.gpu_only && f.shape != KernelShape::gpu) continue;
       auto gpu = wide_family_backend(f, l.limits);
       if (!gpu) GTEST_SKIP() << "no Vulkan device";
       sides.push_back({std::move(gpu), std::string(f.name) + ", " + l.name, f.path});

@@ -7,7 +7,8 @@
 # $VKATTN_DECODE / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
 # K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
 # times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
-# default 0.1) make it shorter on slow devices. A .ggml/run.sh beside .gpu (ggml's
+# default 0.1) make it shorter on slow devices; PROBE_ONLY (a list of decode, mla, prefill,
+# ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
 # test-backend-ops, built outside the repository) is run last when present.
 set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
@@ -58,8 +59,11 @@ run() {
     }' | tee -a "$table"
 }
 
+want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
+
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
 : > "$out/pipeline-stats.txt"
+if want decode; then
 echo "== P0/P1: new and old kernel, kernel and merge dispatch times (pipeline statistics kept)"
 run "new (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
 run "new, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
@@ -79,9 +83,19 @@ run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "cache, old GPU kernel" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
+run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-decode "$decode_gpu"
+fi
+if want mla; then
+mla="BM_decode_mla/keys:(4096|16384)/shape:2"
 echo "== absorbed MLA decode: 128 query heads over one latent KV head (K 576, V its first 512), 4k and 16k keys"
-run "MLA decode, f16 latent cache" -- vkattn-bench-decode "BM_decode_mla/keys:(4096|16384)/shape:2/dtype:1/"
-run "MLA decode, q8_0 latent cache" -- vkattn-bench-decode "BM_decode_mla/keys:(4096|16384)/shape:2/dtype:3/"
+run "MLA, group kernel, f16" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, group kernel, q8_0" -- vkattn-bench-decode "$mla/dtype:3/"
+run "MLA, one row per tile, f16" VKATTN_DECODE=kernel=decode -- vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, group, 16 lanes x 8 rows" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=16 -- vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, group, 4 keys a stage" VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$mla/dtype:1/"
+fi
+if want prefill; then
 echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s), three stages and both fused families"
 prefill_re="tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"
 run "prefill, three stages" -- vkattn-bench-attention "BM_attention/vulkan_prefill/($prefill_re)"
@@ -89,6 +103,7 @@ run "prefill, fused lane-per-key" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attent
     "BM_attention_fused/vulkan_cpu_kernels_prefill/($prefill_re)"
 run "prefill, fused GPU-shaped" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention \
     "BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
+fi
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 
 echo
@@ -105,7 +120,7 @@ if [ -s "$out/smi.csv" ]; then
   awk -F', ' 'NR > 1 { v = $2 + 0; if (min == "" || v < min) min = v; if (v > max) max = v } END { print min, max }' "$out/smi.csv"
 fi
 ggml_dir="$(dirname "$bin")/../.ggml"
-if [ -f "$ggml_dir/run.sh" ]; then
+if [ -f "$ggml_dir/run.sh" ] && want ggml; then
   echo
   echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf): decode"
   bash "$ggml_dir/run.sh" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20

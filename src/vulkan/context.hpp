@@ -19,7 +19,8 @@ namespace vkattn::detail {
 // key=value, docs/gpu.md): which kernel, and overrides of what the host plans (0: planned).
 // The probes (load_only, interleave=0) compute no valid result.
 struct DecodeTuning {
-  enum class Kernel { decode, coalesced } kernel = Kernel::decode;
+  // automatic: attn_decode_group for big groups of wide heads, else attn_decode.
+  enum class Kernel { automatic, decode, group, coalesced } kernel = Kernel::automatic;
   enum class Reduce { automatic, subgroup, shared } reduce = Reduce::automatic;
   enum class Merge { automatic, last, two_pass } merge = Merge::automatic;
   std::uint32_t keys = 0;            // keys per key group per stage

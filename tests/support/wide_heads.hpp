@@ -77,6 +77,16 @@ inline std::vector<float> run_wide_plain(Backend& b, AttentionPath path, const W
   return b.download(out);
 }
 
+// kKernelFamilies (where "decode" takes attn_decode_group for heads over 256 in groups of
+// 16 rows or more), and the two decode kernels forced: attn_decode_group on every shape,
+// attn_decode (one row per tile at the widest heads) on these.
+inline std::vector<KernelFamily> wide_families() {
+  std::vector<KernelFamily> all(std::begin(kKernelFamilies), std::end(kKernelFamilies));
+  all.push_back({"decode, group", KernelShape::gpu, AttentionPath::fused, "kernel=group"});
+  all.push_back({"decode, one row per tile", KernelShape::gpu, AttentionPath::fused, "kernel=decode"});
+  return all;
+}
+
 // A Vulkan backend forcing |f|, planned for |limits| with very many compute units (so
 // the GPU shapes split keys as far as they can); null (after FAIL or SKIP) without Vulkan.
 inline std::unique_ptr<Backend> wide_family_backend(const KernelFamily& f, const DeviceLimits& limits) {

@@ -51,6 +51,26 @@ std::uint32_t parse_number(const std::string& key, const std::string& value) {
   return static_cast<std::uint32_t>(v);
 }
 
+// attn_decode_group.comp: ROWS rows of one KV head per workgroup, kGroupLanes lanes each,
+// over stages of up to kGroupMaxKeys keys whose rows sit in shared memory as floats.
+constexpr std::uint32_t kGroupLanes = 8;
+constexpr std::uint32_t kGroupRows = 16;
+constexpr std::uint32_t kGroupMaxKeys = 16;
+// The stage's rows take at most this much shared memory, so that an AMD CU (64 KiB) holds
+// two workgroups and an NVIDIA SM several.
+constexpr std::uint64_t kGroupTileBytes = 32 * 1024;
+
+std::uint64_t group_tile_bytes(std::uint32_t keys, std::uint32_t dk4, std::uint32_t dv4, bool v_from_k) {
+  return std::uint64_t{keys} * (dk4 + (v_from_k ? 0 : dv4)) * 16 + std::uint64_t{keys} * 8 + (v_from_k ? 16 : 0);
+}
+
+// V is the start of each K row (a latent cache): the stage's K rows serve as its V rows.
+bool values_in_keys(const KeySource& keys, const KeySource& values) {
+  return values.tensor == keys.tensor && values.type == keys.type && values.key_stride == keys.key_stride &&
+         values.head_stride == keys.head_stride && values.seq_stride == keys.seq_stride && values.scales == keys.scales &&
+         values.head_dim <= keys.head_dim;
+}
+
 }  // namespace
 
 DecodeTuning decode_tuning_from_env() {
@@ -59,7 +79,7 @@ DecodeTuning decode_tuning_from_env() {
   if (!env || !*env) return t;
   const std::string all = env;
   const char* valid =
-      "a comma-separated list of kernel=decode|coalesced, reduce=auto|subgroup|shared, "
+      "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
       "load_only=0|1";
   std::size_t at = 0;
@@ -70,8 +90,11 @@ DecodeTuning decode_tuning_from_env() {
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos) throw InvalidArgument("create backend", "VKATTN_DECODE", all, valid);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "kernel" && (value == "decode" || value == "coalesced")) {
-      t.kernel = value == "decode" ? DecodeTuning::Kernel::decode : DecodeTuning::Kernel::coalesced;
+    if (key == "kernel" && (value == "auto" || value == "decode" || value == "group" || value == "coalesced")) {
+      t.kernel = value == "auto"     ? DecodeTuning::Kernel::automatic
+                 : value == "decode" ? DecodeTuning::Kernel::decode
+                 : value == "group"  ? DecodeTuning::Kernel::group
+                                     : DecodeTuning::Kernel::coalesced;
     } else if (key == "reduce" && (value == "auto" || value == "subgroup" || value == "shared")) {
       t.reduce = value == "auto"       ? DecodeTuning::Reduce::automatic
                  : value == "subgroup" ? DecodeTuning::Reduce::subgroup
@@ -102,15 +125,130 @@ DecodeTuning decode_tuning_from_env() {
 }
 
 bool decode_attention_usable(const Context& ctx) {
-  return ctx.decode.kernel == DecodeTuning::Kernel::decode && ctx.limits.max_storage_buffers >= 8 &&
+  return ctx.decode.kernel != DecodeTuning::Kernel::coalesced && ctx.limits.max_storage_buffers >= 8 &&
          ctx.limits.max_workgroup_invocations >= 32;
 }
+
+namespace {
+
+// attn_decode_group's plan: rows per tile (the real ones, and the workgroup's, which fills
+// whole subgroups), vec4s per lane, keys per stage; keys == 0 where it cannot run.
+struct GroupPlan {
+  std::uint32_t rows = 0, wg_rows = 0, sg = 0, lanes = 0, qp = 0, vp = 0, keys = 0;
+  bool v_from_k = false;
+};
+
+GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource& values, std::uint32_t n_tokens,
+                     std::uint32_t group, const ScoresParams& p) {
+  GroupPlan g;
+  const DecodeTuning::Kernel kernel = ctx.decode.kernel;
+  const std::uint32_t k_dim = keys.head_dim, v_dim = values.head_dim;
+  const bool wanted =
+      kernel == DecodeTuning::Kernel::group || (kernel == DecodeTuning::Kernel::automatic &&
+                                                std::uint64_t{n_tokens} * group >= kGroupRows && std::max(k_dim, v_dim) > 256);
+  // Rows over on-read RoPE would need each key rotated per stage: attn_decode does that.
+  if (!wanted || p.rope_on_read || !subgroups_fit(ctx.limits)) return g;
+  g.sg = preferred_subgroup_size(ctx.limits);
+  // $VKATTN_DECODE's lanes=N trades registers (fewer vec4s per lane) for rows per tile.
+  g.lanes = ctx.decode.lanes ? std::clamp(std::bit_ceil(ctx.decode.lanes), 4u, 32u) : kGroupLanes;
+  if (g.sg < g.lanes) return g;
+  g.rows = tile_rows(std::max(1u, kGroupRows * kGroupLanes / g.lanes), n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  g.wg_rows = u32(ceil_div(std::uint64_t{g.rows} * g.lanes, g.sg)) * g.sg / g.lanes;  // whole subgroups
+  if (g.wg_rows * g.lanes > ctx.limits.max_workgroup_invocations) return g;
+  g.qp = u32(ceil_div(k_dim, 4 * g.lanes));
+  g.vp = u32(ceil_div(v_dim, 4 * g.lanes));
+  g.v_from_k = values_in_keys(keys, values);
+  const std::uint64_t budget = std::min<std::uint64_t>(ctx.limits.max_shared_memory, kGroupTileBytes);
+  const std::uint32_t max_keys = ctx.decode.keys ? std::bit_floor(ctx.decode.keys) : kGroupMaxKeys;
+  for (std::uint32_t k = max_keys; k >= 1 && !g.keys; k /= 2) {
+    if (group_tile_bytes(k, g.qp * g.lanes, g.vp * g.lanes, g.v_from_k) <= budget) g.keys = k;
+  }
+  return g;
+}
+
+Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch, const GroupPlan& g,
+                                   std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
+                                   std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                   const std::vector<float>& sinks) {
+  const DecodeTuning& tune = ctx.decode;
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads, v4 = (values.head_dim + 3) / 4;
+  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, g.rows));
+  const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads, base_groups = std::uint64_t{n_kv_heads} * row_tiles;
+  // Splits as attn_decode's: about |resident| workgroups per compute unit, each at least
+  // two stages long, within the merge's limits and one buffer range.
+  const std::uint64_t n_stages = ceil_div(keys.n_keys, g.keys);
+  const std::uint64_t target = std::uint64_t{compute_units(ctx)} * (tune.resident ? tune.resident : kResident);
+  std::uint64_t splits = 1;
+  if (tune.keys_per_split) {
+    splits = ceil_div(n_stages, ceil_div(tune.keys_per_split, g.keys));
+  } else if (base_groups < target) {
+    splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
+  }
+  splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / g.rows});
+  splits = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
+  const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
+  const AttnMeta meta = attn_meta(params, p, sinks);
+  Binding partials = splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero();
+  Binding out_binding = splits > 1 ? params.add_zero() : tensor_binding(out, true);
+
+  Dispatch d;
+  d.op = "attention";
+  d.key = {KernelId::attn_decode_group, spec({{VKATTN_SPEC_WG_SIZE, g.wg_rows * g.lanes},
+                                              {VKATTN_SPEC_DECODE_ROWS, g.wg_rows},
+                                              {VKATTN_SPEC_DECODE_LANES, g.lanes},
+                                              {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                                              {VKATTN_SPEC_DECODE_K_TYPE, keys.type},
+                                              {VKATTN_SPEC_DECODE_V_TYPE, values.type},
+                                              {VKATTN_SPEC_DECODE_K_PIECES, g.qp},
+                                              {VKATTN_SPEC_DECODE_V_PIECES, g.vp},
+                                              {VKATTN_SPEC_DECODE_K_ALIGNED, rows_aligned(keys, 4) ? 1u : 0u},
+                                              {VKATTN_SPEC_DECODE_V_ALIGNED, rows_aligned(values, 4) ? 1u : 0u},
+                                              {VKATTN_SPEC_DECODE_KEYS, g.keys},
+                                              {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
+                                              {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
+                                              {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u}})};
+  d.key.subgroup_size = g.sg;
+  const bool has_mask = mask != nullptr;
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  const Binding key_pos = key_positions(params, keys, p);
+  // clang-format off
+  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
+                tensor_binding(values.tensor, false), out_binding, std::move(mask_binding), meta.binding, key_pos,
+                partials};
+  // clang-format on
+  const shader::AttnFusedParams pc = fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(),
+                                                  {g.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset});
+  d.set_push(pc);
+  d.groups = base_groups * splits;
+  Dispatches ds;
+  ds.push_back(std::move(d));
+  if (splits > 1) {
+    Dispatch m;
+    m.op = "attention";
+    m.key = {KernelId::attn_decode_merge,
+             spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}, {VKATTN_SPEC_MERGE_ROWS, g.rows}})};
+    m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
+    m.bindings[0].write = false;
+    m.set_push(pc);
+    m.groups = base_groups;
+    ds.push_back(std::move(m));
+  }
+  return ds;
+}
+
+}  // namespace
 
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                        const std::vector<float>& sinks) {
   const DecodeTuning& tune = ctx.decode;
+  if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p); g.keys) {
+    return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p,
+                                   sinks);
+  }
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;
   const std::uint32_t d4 = (head_dim + 3) / 4;

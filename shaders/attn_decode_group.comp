@@ -1,0 +1,203 @@
+#version 450
+// attn_decode_group: decode for big query groups (DeepSeek's absorbed MLA: 128 query heads
+// over one 576-wide latent KV head; Gemma 4's 512-wide heads), where each K/V byte serves
+// many rows and the work is bound by arithmetic, not by the memory. It computes what
+// attn_decode.comp does (scores as attn_visible.glsl, sinks in the denominator), shaped
+// so that each K/V element is read from memory once per workgroup and used by ROWS rows:
+// - a workgroup is ROWS query rows of one KV head, LANES invocations per row; each lane
+//   holds its row's query elements (p * LANES + lane) * 4 .. + 3 for p < QP in registers,
+//   and its row's sums of p * v for elements (p * LANES + lane) * 4 for p < VP;
+// - a stage is KEYS keys: the workgroup copies their K rows (and V rows, unless V is the
+//   start of each K row: V_FROM_K, a latent cache) into shared memory as floats, then each
+//   row's lanes read them from there (the same addresses across rows: broadcasts), add up
+//   their share of each dot product and meet by shuffles; every lane of a row then has
+//   the row's scores, runs the online softmax and adds p * v for its elements;
+// - splits are interleaved as in attn_decode (split s takes stages s, s + S, ...) and
+//   stop at the sequence's occupancy bound; with S > 1 the splits' sums and (max, sum)
+//   pairs are merged by attn_decode_merge.comp (attn_merge.glsl).
+//   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
+//   push: AttnFusedParams; spec: see the constants below
+//   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#define VKATTN_WANT_ATTN_FUSED
+#include "layout.glsl"
+#include "params.h"
+
+const uint WG = WG_SIZE;  // ROWS * LANES, a multiple of the required subgroup size
+layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 16;
+layout(constant_id = VKATTN_SPEC_DECODE_LANES) const uint LANES = 8;  // a power of two within a subgroup
+layout(constant_id = VKATTN_SPEC_DECODE_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_DECODE_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_DECODE_K_PIECES) const uint QP = 18;  // query vec4s per lane
+layout(constant_id = VKATTN_SPEC_DECODE_V_PIECES) const uint VP = 16;  // sum vec4s per lane
+layout(constant_id = VKATTN_SPEC_DECODE_K_ALIGNED) const bool K_ALIGNED = true;  // rows of whole vec4s
+layout(constant_id = VKATTN_SPEC_DECODE_V_ALIGNED) const bool V_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_DECODE_KEYS) const uint KEYS = 8;  // keys per stage
+layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;
+layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_DECODE_V_FROM_K) const bool V_FROM_K = false;
+
+const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory
+
+layout(std430, binding = 7) buffer Part { float part[]; };
+layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
+#define ATTN_Q_ALIGNED Q_ALIGNED
+#define ATTN_K_ALIGNED K_ALIGNED
+#define ATTN_V_ALIGNED V_ALIGNED
+#include "attn_inputs.glsl"
+#include "attn_online.glsl"
+#include "attn_rows.glsl"
+#include "attn_visible.glsl"
+
+shared vec4 k_sh[KEYS * DK4];
+shared vec4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
+shared int kp_sh[KEYS];
+shared int ks_sh[KEYS];
+
+// Element e of V row |b| of the stage, as a vec4 index into shared memory.
+vec4 v_at(uint b, uint c) {
+    return V_FROM_K ? k_sh[b * DK4 + c] : v_sh[b * DV4 + c];
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    // Full subgroups of a size LANES divides: a row's lanes are lanes of one subgroup.
+    const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    const uint lane = sid % LANES, r = sid / LANES;
+    read_meta_offsets();
+    const uint n_kv = pc.n_heads / pc.group;
+    uint wg = wg_linear_id();
+    const uint kv_head = wg % n_kv;
+    wg /= n_kv;
+    const uint split = wg % pc.key_splits;
+    const uint row_tile = wg / pc.key_splits;
+    if (row_tile >= pc.row_tiles) {
+        return;  // past the grid (folded): whole workgroup, uniform
+    }
+    const uint row0 = row_tile * pc.rows_per_wg;
+    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
+    // Rows past n_rows repeat the last one and write nothing.
+    const uint row = row0 + min(r, n_rows - 1u), tok = row / pc.group;
+    const uint head = kv_head * pc.group + (row - tok * pc.group);
+    const int q_pos = meta[off_q_pos + tok], q_seq = meta[off_q_seq + tok];
+    const uint seq0 = MULTI_SEQ ? uint(meta[off_q_seq + row0 / pc.group]) : 0u;
+    const float slope = alibi_slope(head);
+
+    vec4 q[QP];
+    const uint q_row = (tok * pc.n_heads + head) * pc.head_dim;
+    [[unroll]] for (uint p = 0u; p < QP; ++p) {
+        const uint e = (p * LANES + lane) * 4u;
+        q[p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
+    }
+    float m = NEG_MAX, l = 0.0;
+    vec4 acc[VP];
+    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+        acc[p] = vec4(0.0);
+    }
+
+    const uint bound = key_bound(seq0);
+    const uint n_stages = (bound + KEYS - 1u) / KEYS;
+    for (uint t = split; t < n_stages; t += pc.key_splits) {
+        barrier();  // the last stage's rows are read by every row
+        // The stage's rows as floats; keys past the bound and empty slots as zeros (a stale
+        // slot's V may hold NaN, which no weight of zero may let in).
+        for (uint i = lid; i < KEYS * DK4; i += WG) {
+            const uint b = i / DK4, e = (i - b * DK4) * 4u, j = t * KEYS + b;
+            vec4 x = vec4(0.0);
+            if (j < bound && e < pc.head_dim && key_position(seq0, j) >= 0) {
+                const uint kr = key_row(seq0, kv_head, j);
+                x = load_k_4(kr + e, kr + pc.head_dim);
+            }
+            k_sh[i] = x;
+        }
+        if (!V_FROM_K) {
+            for (uint i = lid; i < KEYS * DV4; i += WG) {
+                const uint b = i / DV4, e = (i - b * DV4) * 4u, j = t * KEYS + b;
+                vec4 x = vec4(0.0);
+                if (j < bound && e < pc.v_head_dim && key_position(seq0, j) >= 0) {
+                    const uint vr = value_row(seq0, kv_head, j);
+                    x = load_v_4(vr + e, vr + pc.v_head_dim);
+                }
+                v_sh[i] = x;
+            }
+        }
+        for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one row has 8 invocations
+            const uint j = t * KEYS + b;
+            const int position = j < bound ? key_position(seq0, j) : -1;
+            kp_sh[b] = position;
+            ks_sh[b] = j < bound ? key_sequence(seq0, j, position) : -1;
+        }
+        barrier();
+
+        // Each key's dot product: this lane's share, then the row's lanes by shuffles.
+        float s[KEYS];
+        float m_new = m;
+        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            float d = 0.0;
+            [[unroll]] for (uint p = 0u; p < QP; ++p) {
+                d += dot(q[p], k_sh[b * DK4 + p * LANES + lane]);
+            }
+            [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
+                d += subgroupShuffleXor(d, o);
+            }
+            const uint j = t * KEYS + b;
+            const bool seen = key_visible(q_pos, q_seq, kp_sh[b], ks_sh[b]);
+            s[b] = seen ? visible_score(d, tok, q_pos, j, kp_sh[b], slope) : -1.0 / 0.0;
+            m_new = max(m_new, s[b]);
+        }
+        if (m_new > m) {
+            const float rescale = exp(m - m_new);
+            l *= rescale;
+            [[unroll]] for (uint p = 0u; p < VP; ++p) {
+                acc[p] *= rescale;
+            }
+            m = m_new;
+        }
+        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            const float w = exp(s[b] - m);
+            l += w;
+            [[unroll]] for (uint p = 0u; p < VP; ++p) {
+                acc[p] = fma(vec4(w), v_at(b, p * LANES + lane), acc[p]);
+            }
+        }
+    }
+
+    if (r >= n_rows) {
+        return;  // no barrier follows
+    }
+    const uint n_all = pc.n_tokens * pc.n_heads, d4 = (pc.v_head_dim + 3u) / 4u;
+    const uint out_row = tok * pc.n_heads + head;
+    if (pc.key_splits > 1u) {
+        [[unroll]] for (uint p = 0u; p < VP; ++p) {
+            const uint c = p * LANES + lane;
+            if (c < d4) {
+                part4[(split * n_all + out_row) * d4 + c] = acc[p];
+            }
+        }
+        if (lane == 0u) {
+            part[pc.ml_offset + 2u * (split * n_all + out_row)] = m;
+            part[pc.ml_offset + 2u * (split * n_all + out_row) + 1u] = l;
+        }
+        return;
+    }
+    float scale = 1.0, den = l;
+    if (pc.has_sinks != 0u) {
+        const float sink_logit = intBitsToFloat(meta[off_sinks + head]);
+        const float m_fin = max(m, sink_logit);
+        scale = exp(m - m_fin);
+        den = den * scale + exp(sink_logit - m_fin);
+    }
+    scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
+    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+        const uint e = (p * LANES + lane) * 4u;
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+            if (e + c < pc.v_head_dim) {
+                out_[out_row * pc.v_head_dim + e + c] = scale * acc[p][c];
+            }
+        }
+    }
+}
