@@ -59,4 +59,23 @@ function(vkattn_add_shader)
     VERBATIM)
   set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_HEADERS ${hdr})
   set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_NAMES ${S_NAME})
+  if(NOT S_DEFINES)
+    set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_PLAIN_SOURCES ${S_SOURCE})
+  endif()
+endfunction()
+
+# vkattn_add_remaining_shaders(DIR <dir>): every <name>.comp in <dir> whose variant without
+# defines no vkattn_add_shader() line compiled becomes kernel <name>, so a kernel needs a
+# line only for its variants with defines (or a name other than its file's).
+function(vkattn_add_remaining_shaders)
+  cmake_parse_arguments(S "" "DIR" "" ${ARGN})
+  file(GLOB comps CONFIGURE_DEPENDS ${S_DIR}/*.comp)
+  list(SORT comps)
+  get_property(done GLOBAL PROPERTY VKATTN_SHADER_PLAIN_SOURCES)
+  foreach(c IN LISTS comps)
+    if(NOT c IN_LIST done)
+      get_filename_component(name ${c} NAME_WE)
+      vkattn_add_shader(NAME ${name} SOURCE ${c})
+    endif()
+  endforeach()
 endfunction()

@@ -7,6 +7,7 @@
 
 #include "common/command_list_impl.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/op_call.hpp"
 #include "common/validate.hpp"
 #include "vkattn/command_list.hpp"
 

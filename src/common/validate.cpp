@@ -1,4 +1,5 @@
-#include "common/validate.hpp"
+// The ops' checks (declared with their calls, common/op_call.hpp) and the helpers they share.
+#include "common/op_call.hpp"
 
 #include <cmath>
 #include <initializer_list>

@@ -1,4 +1,5 @@
-// Argument checks of the attention ops, over tensors and over KV caches (validate.hpp).
+// Argument checks of the attention ops, over tensors and over KV caches (declared in
+// op_call.hpp).
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -6,6 +7,7 @@
 #include <utility>
 
 #include "common/kv_cache_impl.hpp"
+#include "common/op_call.hpp"
 #include "common/quant.hpp"
 #include "common/validate.hpp"
 
