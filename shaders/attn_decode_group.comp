@@ -69,17 +69,10 @@ void main() {
     const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
     const uint lane = sid % LANES, r = sid / LANES;
     read_meta_offsets();
-    const uint n_kv = pc.n_heads / pc.group;
-    uint wg = wg_linear_id();
-    const uint kv_head = wg % n_kv;
-    wg /= n_kv;
-    const uint split = wg % pc.key_splits;
-    const uint row_tile = wg / pc.key_splits;
-    if (row_tile >= pc.row_tiles) {
+    uint kv_head, split, row_tile, row0, n_rows;
+    if (!decode_place(kv_head, split, row_tile, row0, n_rows)) {
         return;  // past the grid (folded): whole workgroup, uniform
     }
-    const uint row0 = row_tile * pc.rows_per_wg;
-    const uint n_rows = min(pc.rows_per_wg, pc.n_tokens * pc.group - row0);
     // Rows past n_rows repeat the last one and write nothing.
     const uint row = row0 + min(r, n_rows - 1u), tok = row / pc.group;
     const uint head = kv_head * pc.group + (row - tok * pc.group);

@@ -22,6 +22,22 @@ bool tile_place(uint inner_count, out uint inner, out uint kv_head, out uint row
     return n_rows != 0u;
 }
 
+#ifdef VKATTN_WANT_ATTN_FUSED
+// The same for the decode kernels' grid of n_kv_heads x key_splits x row_tiles workgroups,
+// KV head fastest (the splits of all heads stream the keys together): its KV head, split,
+// row tile and the tile's first row and row count. False past the grid's end.
+bool decode_place(out uint kv_head, out uint split, out uint row_tile, out uint row0, out uint n_rows) {
+    const uint n_kv = pc.n_heads / pc.group;
+    uint wg = wg_linear_id();
+    kv_head = wg % n_kv;
+    wg /= n_kv;
+    split = wg % pc.key_splits;
+    row_tile = wg / pc.key_splits;
+    row0 = row_tile * pc.rows_per_wg;
+    n_rows = row_tile < pc.row_tiles ? min(pc.rows_per_wg, pc.n_tokens * pc.group - row0) : 0u;
+    return n_rows != 0u;
+}
+#endif
 void tile_rows(uint row0, uint n_rows, uint kv_head, out uint token[ROWS], out uint head[ROWS]) {
     uint t = row0 / pc.group;
     uint i = row0 - t * pc.group;

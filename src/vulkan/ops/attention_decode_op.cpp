@@ -71,6 +71,72 @@ bool values_in_keys(const KeySource& keys, const KeySource& values) {
          values.head_dim <= keys.head_dim;
 }
 
+// Splits: about |resident| workgroups per compute unit in one wave, each at least two
+// stages of |stage| keys (something for the pipeline to overlap), within the merge's limits
+// (|rows| per tile) and one buffer range for the |n_rows| rows' partial results.
+std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::uint32_t n_keys, std::uint32_t stage,
+                            std::uint32_t rows, std::uint64_t n_rows, std::uint32_t v4) {
+  const DecodeTuning& tune = ctx.decode;
+  const std::uint64_t n_stages = ceil_div(n_keys, stage);
+  std::uint64_t splits = 1;
+  const std::uint64_t target = std::uint64_t{compute_units(ctx)} * (tune.resident ? tune.resident : kResident);
+  if (tune.keys_per_split) {
+    splits = ceil_div(n_stages, ceil_div(tune.keys_per_split, stage));
+  } else if (base_groups < target) {
+    splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
+  }
+  splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / rows});
+  return std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
+}
+
+// Where a decode kernel's results go: its partial results with S > 1 splits (a scratch
+// binding, else none), out unless a second pass writes it.
+struct DecodeOutputs {
+  Binding partials, out;
+};
+DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const std::shared_ptr<TensorImpl>& out,
+                             std::uint64_t splits, std::uint64_t ml_offset, std::uint64_t n_rows, bool second_pass) {
+  return {splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero(),
+          second_pass ? params.add_zero() : tensor_binding(out, true)};
+}
+
+// A decode kernel's dispatch |d| (its key set) finished: its bindings (q, k, v, |o|, the
+// mask, meta, the key positions, the partials), push constants and grid (base groups x
+// splits), then with |second_pass| attn_decode_merge into |out| over tiles of |plan.rows|.
+Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                         const KeySource& values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                         const ScoresParams& p, const std::vector<float>& sinks, const AttnMeta& meta, DecodeOutputs o,
+                         const FusedPlan& plan, std::uint64_t base_groups, bool second_pass) {
+  const bool has_mask = mask != nullptr;
+  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  const Binding key_pos = key_positions(params, keys, p);
+  // Packed (clang-format would put one item per line).
+  // clang-format off
+  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
+                tensor_binding(values.tensor, false), o.out, std::move(mask_binding), meta.binding, key_pos,
+                o.partials};
+  // clang-format on
+  const shader::AttnFusedParams pc =
+      fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan);
+  d.set_push(pc);
+  d.groups = base_groups * plan.splits;
+  Dispatches ds;
+  ds.push_back(std::move(d));
+  if (second_pass) {
+    Dispatch m;
+    m.op = "attention";  // its second pass: timings add up under the op's name
+    m.key = {KernelId::attn_decode_merge,
+             spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}, {VKATTN_SPEC_MERGE_ROWS, plan.rows}})};
+    m.bindings = {o.partials, tensor_binding(std::move(out), true), meta.binding};
+    m.bindings[0].write = false;
+    m.set_push(pc);
+    m.groups = base_groups;
+    ds.push_back(std::move(m));
+  }
+  return ds;
+}
+
 }  // namespace
 
 DecodeTuning decode_tuning_from_env() {
@@ -170,28 +236,14 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                                    std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
-  const DecodeTuning& tune = ctx.decode;
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads, v4 = (values.head_dim + 3) / 4;
   const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, g.rows));
   const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads, base_groups = std::uint64_t{n_kv_heads} * row_tiles;
-  // Splits as attn_decode's: about |resident| workgroups per compute unit, each at least
-  // two stages long, within the merge's limits and one buffer range.
-  const std::uint64_t n_stages = ceil_div(keys.n_keys, g.keys);
-  const std::uint64_t target = std::uint64_t{compute_units(ctx)} * (tune.resident ? tune.resident : kResident);
-  std::uint64_t splits = 1;
-  if (tune.keys_per_split) {
-    splits = ceil_div(n_stages, ceil_div(tune.keys_per_split, g.keys));
-  } else if (base_groups < target) {
-    splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
-  }
-  splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / g.rows});
-  splits = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
+  const std::uint64_t splits = decode_splits(ctx, base_groups, keys.n_keys, g.keys, g.rows, n_rows, v4);
   const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
   const AttnMeta meta = attn_meta(params, p, sinks);
-  Binding partials = splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero();
-  Binding out_binding = splits > 1 ? params.add_zero() : tensor_binding(out, true);
+  const DecodeOutputs o = decode_outputs(params, scratch, out, splits, ml_offset, n_rows, splits > 1);
 
   Dispatch d;
   d.op = "attention";
@@ -210,32 +262,8 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                                               {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
                                               {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u}})};
   d.key.subgroup_size = g.sg;
-  const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
-  const Binding key_pos = key_positions(params, keys, p);
-  // clang-format off
-  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
-                tensor_binding(values.tensor, false), out_binding, std::move(mask_binding), meta.binding, key_pos,
-                partials};
-  // clang-format on
-  const shader::AttnFusedParams pc = fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(),
-                                                  {g.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset});
-  d.set_push(pc);
-  d.groups = base_groups * splits;
-  Dispatches ds;
-  ds.push_back(std::move(d));
-  if (splits > 1) {
-    Dispatch m;
-    m.op = "attention";
-    m.key = {KernelId::attn_decode_merge,
-             spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}, {VKATTN_SPEC_MERGE_ROWS, g.rows}})};
-    m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
-    m.bindings[0].write = false;
-    m.set_push(pc);
-    m.groups = base_groups;
-    ds.push_back(std::move(m));
-  }
-  return ds;
+  return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
+                       {g.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1);
 }
 
 }  // namespace
@@ -296,24 +324,12 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
         "maxComputeSharedMemorySize", 0, "attention");
   }
   const std::uint32_t stage = plan.wg / plan.lanes * plan.keys;
-  const std::uint64_t n_stages = ceil_div(n_keys, stage);
-  std::uint64_t splits = 1;
-  const std::uint64_t target = std::uint64_t{compute_units(ctx)} * (tune.resident ? tune.resident : kResident);
-  if (tune.keys_per_split) {
-    splits = ceil_div(n_stages, ceil_div(tune.keys_per_split, stage));
-  } else if (base_groups < target) {
-    splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
-  }
-  splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / plan.rows});
-  // The partial results fit one buffer range.
-  splits = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
+  const std::uint64_t splits = decode_splits(ctx, base_groups, n_keys, stage, plan.rows, n_rows, v4);
   const bool last = splits > 1 && last_merge;
   const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
   const AttnMeta meta = attn_meta(params, p, sinks, last ? u32(base_groups) : 0u);
-  Binding partials = splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero();
   // With a second pass, the kernel leaves out to it.
-  Binding out_binding = splits > 1 && !last ? params.add_zero() : tensor_binding(out, true);
+  const DecodeOutputs o = decode_outputs(params, scratch, out, splits, ml_offset, n_rows, splits > 1 && !last);
 
   Dispatch d;
   d.op = "attention";
@@ -342,33 +358,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                          {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u}})};
   d.key.subgroup_size = plan.sg;
-  const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
-  const Binding key_pos = key_positions(params, keys, p);
-  // Packed (clang-format would put one item per line).
-  // clang-format off
-  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
-                tensor_binding(values.tensor, false), out_binding, std::move(mask_binding), meta.binding, key_pos,
-                partials};
-  // clang-format on
-  const shader::AttnFusedParams pc = fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(),
-                                                  {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset});
-  d.set_push(pc);
-  d.groups = base_groups * splits;
-  Dispatches ds;
-  ds.push_back(std::move(d));
-  if (splits > 1 && !last) {
-    Dispatch m;
-    m.op = "attention";  // its second pass: timings add up under the op's name
-    m.key = {KernelId::attn_decode_merge,
-             spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}, {VKATTN_SPEC_MERGE_ROWS, plan.rows}})};
-    m.bindings = {partials, tensor_binding(std::move(out), true), meta.binding};
-    m.bindings[0].write = false;
-    m.set_push(pc);
-    m.groups = base_groups;
-    ds.push_back(std::move(m));
-  }
-  return ds;
+  return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
+                       {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1 && !last);
 }
 
 }  // namespace vkattn::detail
