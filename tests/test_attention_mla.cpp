@@ -1,6 +1,6 @@
 // K and V of different head dims (DeepSeek without absorption: K 192, V 128): attention
 // over plain tensors and over caches with KvCacheConfig::v_head_dim, on both backends and
-// every kernel family, against a float64 reference written out here; the cache's bytes,
+// every kernel family, against the float64 reference of support/wide_heads.hpp; the cache's bytes,
 // save and restore, replay, and the checks. `ctest -R Mla` selects these.
 #include <gtest/gtest.h>
 
@@ -13,50 +13,13 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
+#include "support/wide_heads.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 namespace {
 
 constexpr std::size_t kDk = 192, kDv = 128;
-
-std::vector<float> normals(std::size_t n, std::uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(g);
-  return v;
-}
-
-// Causal attention of q [T, H, dk] at |q_pos| over keys [N, Hkv, dk] at 0..N-1 and values
-// [N, Hkv, dv], in float64: out [T, H, dv].
-std::vector<float> reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                             std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv, std::size_t n_keys, std::size_t dk,
-                             std::size_t dv, const std::vector<std::int32_t>& q_pos) {
-  std::vector<float> out(n_tokens * n_heads * dv);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
-  for (std::size_t t = 0; t < n_tokens; ++t) {
-    for (std::size_t h = 0; h < n_heads; ++h) {
-      const std::size_t kh = h / (n_heads / n_kv);
-      const std::size_t seen = std::min<std::size_t>(n_keys, static_cast<std::size_t>(q_pos[t]) + 1);
-      std::vector<double> s(seen);
-      double m = -INFINITY, den = 0;
-      for (std::size_t j = 0; j < seen; ++j) {
-        double dot = 0;
-        for (std::size_t d = 0; d < dk; ++d) dot += double{q[(t * n_heads + h) * dk + d]} * k[(j * n_kv + kh) * dk + d];
-        s[j] = dot * scale;
-        m = std::max(m, s[j]);
-      }
-      for (double& x : s) den += (x = std::exp(x - m));
-      for (std::size_t d = 0; d < dv; ++d) {
-        double acc = 0;
-        for (std::size_t j = 0; j < seen; ++j) acc += s[j] * v[(j * n_kv + kh) * dv + d];
-        out[(t * n_heads + h) * dv + d] = static_cast<float>(acc / den);
-      }
-    }
-  }
-  return out;
-}
 
 // Device bytes of a cache of |rows| K rows of 192 and V rows of 128 (K and V each rounded
 // up to 16 bytes): 32 elements take 128, 64, 34 or 18 bytes in f32, f16, q8_0, q4_0.
@@ -66,34 +29,18 @@ std::size_t cache_bytes(std::size_t rows, DType dtype) {
   return round16(rows * kDk / 32 * per32) + round16(rows * kDv / 32 * per32);
 }
 
-// Plain q, k, v (f32) through attention on |b| with |path|.
-std::vector<float> run_plain(Backend& b, AttentionPath path, const std::vector<float>& q, const std::vector<float>& k,
-                             const std::vector<float>& v, std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv,
-                             std::size_t n_keys, const std::vector<std::int32_t>& q_pos) {
-  Tensor tq = b.tensor({n_tokens, n_heads, kDk}, DType::f32), tk = b.tensor({n_keys, n_kv, kDk}, DType::f32),
-         tv = b.tensor({n_keys, n_kv, kDv}, DType::f32);
-  Tensor out = b.tensor({n_tokens, n_heads, kDv}, DType::f32);
-  b.upload(tq, q);
-  b.upload(tk, k);
-  b.upload(tv, v);
-  CommandList cmd = b.commands();
-  cmd.attention(tq, tk, tv, out, {.q_positions = q_pos}, {.causal = true, .path = path});
-  cmd.submit_and_wait();
-  return b.download(out);
-}
-
 TEST(MlaWidths, PlainAttentionDk192Dv128OnEveryKernelFamily) {
   // A prefill of 5 tokens and a decode token, 8 query heads over 4 KV heads, 37 keys.
   const std::size_t heads = 8, kv = 4, keys = 37;
-  const std::vector<float> k = normals(keys * kv * kDk, 2), v = normals(keys * kv * kDv, 3);
+  const std::vector<float> k = normal_values(keys * kv * kDk, 2), v = normal_values(keys * kv * kDv, 3);
   for (const std::vector<std::int32_t>& q_pos : {std::vector<std::int32_t>{20, 21, 22, 23, 24}, std::vector<std::int32_t>{36}}) {
     const std::size_t tokens = q_pos.size();
-    const std::vector<float> q = normals(tokens * heads * kDk, 1);
-    const std::vector<float> want = reference(q, k, v, tokens, heads, kv, keys, kDk, kDv, q_pos);
+    const std::vector<float> q = normal_values(tokens * heads * kDk, 1);
+    const Widths w{heads, kv, kDk, kDv};
+    const std::vector<float> want = wide_reference(q, k, v, tokens, w, keys, q_pos);
     auto cpu = make_backend(BackendKind::cpu);
     for (AttentionPath path : {AttentionPath::fused, AttentionPath::three_stages}) {
-      EXPECT_TRUE(
-          all_close(run_plain(*cpu, path, q, k, v, tokens, heads, kv, keys, q_pos), want, {tokens, heads, kDv}, 1e-5, 1e-5))
+      EXPECT_TRUE(all_close(run_wide_plain(*cpu, path, w, DType::f32, q, k, v, q_pos), want, {tokens, heads, kDv}, 1e-5, 1e-5))
           << "cpu, " << tokens << " tokens";
     }
     for (const KernelFamily& f : kKernelFamilies) {
@@ -104,7 +51,7 @@ TEST(MlaWidths, PlainAttentionDk192Dv128OnEveryKernelFamily) {
       ScopedEnv decode("VKATTN_DECODE", f.env);
       auto gpu = try_backend(BackendKind::vulkan, options, why);
       VKATTN_REQUIRE_BACKEND(gpu, why);
-      const std::vector<float> got = run_plain(*gpu, f.path, q, k, v, tokens, heads, kv, keys, q_pos);
+      const std::vector<float> got = run_wide_plain(*gpu, f.path, w, DType::f32, q, k, v, q_pos);
       EXPECT_TRUE(all_close(got, want, {tokens, heads, kDv}, 2e-5, 1e-4)) << f.name << ", " << tokens << " tokens";
       for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
     }
@@ -123,37 +70,20 @@ void decode_through_cache(DType dtype) {
                              .dtype = dtype,
                              .n_sinks = sinks,
                              .v_head_dim = kDv};
-  struct Side {
-    std::unique_ptr<Backend> b;
-    std::string name;
-    AttentionPath path;
-    KvCache cache{};
-    std::vector<std::vector<float>> outs{};
-  };
-  std::vector<Side> sides;
-  sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
-  for (const KernelFamily& f : kKernelFamilies) {
-    std::string why;
-    DeviceOptions options = shape_options(f.shape);
-    options.cap_limits = uncapped();
-    options.cap_limits->compute_units = 1u << 20;
-    ScopedEnv decode("VKATTN_DECODE", f.env);
-    auto gpu = try_backend(BackendKind::vulkan, options, why);
-    VKATTN_REQUIRE_BACKEND(gpu, why);
-    sides.push_back({std::move(gpu), f.name, f.path});
-  }
-  for (Side& s : sides) {
-    s.cache = s.b->kv_cache(config);
-    EXPECT_EQ(s.cache.bytes(), cache_bytes(seqs * capacity * kv, dtype)) << s.name;
-  }
+  std::string why;
+  std::vector<CacheSide> sides =
+      cache_sides(config, {std::begin(kKernelFamilies), std::end(kKernelFamilies)}, {{"large device", uncapped()}}, why);
+  const bool have_vulkan = !sides.empty();
+  VKATTN_REQUIRE_BACKEND(have_vulkan, why);
+  for (CacheSide& s : sides) EXPECT_EQ(s.cache.bytes(), cache_bytes(seqs * capacity * kv, dtype)) << s.name;
   // Per sequence, the keys and values it appended (for the reference).
   std::vector<std::vector<float>> all_k(seqs), all_v(seqs);
   for (std::size_t i = 0; i < steps; ++i) {
     const auto pos = static_cast<std::int32_t>(i);
     const std::vector<std::int32_t> positions{pos, pos}, seq_ids{0, 1};
-    const std::vector<float> k = normals(seqs * kv * kDk, 100 + i), v = normals(seqs * kv * kDv, 200 + i);
-    const std::vector<float> q = normals(seqs * heads * kDk, 300 + i);
-    for (Side& s : sides) {
+    const std::vector<float> k = normal_values(seqs * kv * kDk, 100 + i), v = normal_values(seqs * kv * kDv, 200 + i);
+    const std::vector<float> q = normal_values(seqs * heads * kDk, 300 + i);
+    for (CacheSide& s : sides) {
       Backend& b = *s.b;
       Tensor tq = b.tensor({seqs, heads, kDk}, DType::f32), tk = b.tensor({seqs, kv, kDk}, DType::f32),
              tv = b.tensor({seqs, kv, kDv}, DType::f32);
@@ -181,7 +111,8 @@ void decode_through_cache(DType dtype) {
       }
       const std::size_t n = held_k.size() / (kv * kDk);
       const std::vector<float> qs(q.begin() + s * heads * kDk, q.begin() + (s + 1) * heads * kDk);
-      const std::vector<float> want = reference(qs, held_k, held_v, 1, heads, kv, n, kDk, kDv, {static_cast<std::int32_t>(n)});
+      const std::vector<float> want =
+          wide_reference(qs, held_k, held_v, 1, {heads, kv, kDk, kDv}, n, {static_cast<std::int32_t>(n)});
       const std::vector<float> got(sides[0].outs.back().begin() + s * heads * kDv,
                                    sides[0].outs.back().begin() + (s + 1) * heads * kDv);
       EXPECT_TRUE(all_close(got, want, {1, heads, kDv}, 1e-5, 1e-5)) << "cpu vs reference, step " << i << ", sequence " << s;
@@ -215,7 +146,8 @@ TEST(MlaWidths, ReplayAndSaveRestoreWithDv128) {
   step.attention(gq, gc, gout, {.q_positions = first}, {.causal = true});
   for (std::size_t i = 0; i < steps; ++i) {
     const std::vector<std::int32_t> pos{static_cast<std::int32_t>(i)};
-    const std::vector<float> q = normals(heads * kDk, 400 + i), k = normals(kv * kDk, 500 + i), v = normals(kv * kDv, 600 + i);
+    const std::vector<float> q = normal_values(heads * kDk, 400 + i), k = normal_values(kv * kDk, 500 + i),
+                             v = normal_values(kv * kDv, 600 + i);
     gpu->upload(gq, q);
     gpu->upload(gk, k);
     gpu->upload(gv, v);

@@ -73,32 +73,6 @@ std::size_t k_bytes(std::size_t rows, std::size_t dk, DType dtype) {
   return rows * dk * per32 / 32;
 }
 
-struct Side {
-  std::unique_ptr<Backend> b;
-  std::string name;
-  AttentionPath path;
-  KvCache cache{};
-  std::vector<std::vector<float>> outs{};
-};
-
-// The CPU backend, then a Vulkan backend per kernel family, each with a cache of |config|;
-// none and |why| without Vulkan.
-std::vector<Side> sides_for(const KvCacheConfig& config, std::string& why) {
-  std::vector<Side> sides;
-  sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
-  for (const KernelFamily& f : wide_families()) {
-    DeviceOptions options = shape_options(f.shape);
-    options.cap_limits = uncapped();
-    options.cap_limits->compute_units = 1u << 20;
-    ScopedEnv decode("VKATTN_DECODE", f.env);
-    auto gpu = try_backend(BackendKind::vulkan, options, why);
-    if (!gpu) return {};
-    sides.push_back({std::move(gpu), f.name, f.path});
-  }
-  for (Side& s : sides) s.cache = s.b->kv_cache(config);
-  return sides;
-}
-
 // One decode step per token into latent caches (K |dk|, V its first |dv|; 0 = all of it),
 // two sequences over a ring that wraps (capacity 12, 2 sinks, 20 tokens each): the CPU
 // backend against the float64 computation over the rows each ring holds as stored, every
@@ -114,16 +88,16 @@ void decode_latent(DType dtype, std::size_t dk, std::size_t dv) {
                              .v_head_dim = dv,
                              .latent = true};
   std::string why;
-  std::vector<Side> sides = sides_for(config, why);
+  std::vector<CacheSide> sides = cache_sides(config, wide_families(), {{"large device", uncapped()}}, why);
   const bool have_vulkan = !sides.empty();
   VKATTN_REQUIRE_BACKEND(have_vulkan, why);
-  for (Side& s : sides) EXPECT_EQ(s.cache.bytes(), k_bytes(seqs * capacity * kv, dk, dtype)) << s.name << ": K alone";
+  for (CacheSide& s : sides) EXPECT_EQ(s.cache.bytes(), k_bytes(seqs * capacity * kv, dk, dtype)) << s.name << ": K alone";
   std::vector<std::vector<float>> all_k(seqs);  // per sequence, its key rows as stored
   for (std::size_t i = 0; i < steps; ++i) {
     const auto pos = static_cast<std::int32_t>(i);
     const std::vector<std::int32_t> positions{pos, pos}, seq_ids{0, 1};
     const std::vector<float> k = normals(seqs * kv * dk, 100 + i), q = normals(seqs * kHeads * dk, 300 + i);
-    for (Side& s : sides) {
+    for (CacheSide& s : sides) {
       Backend& b = *s.b;
       Tensor tq = b.tensor({seqs, kHeads, dk}, DType::f32), tk = b.tensor({seqs, kv, dk}, DType::f32);
       Tensor out = b.tensor({seqs, kHeads, v_dim}, DType::f32);

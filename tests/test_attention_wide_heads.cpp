@@ -18,11 +18,6 @@ constexpr Widths kGemma4{8, 2, 512, 512};      // a global layer's 512-wide head
 constexpr Widths kDeepSeekUnabsorbed{128, 128, 192, 128};
 constexpr Widths kUneven{8, 2, 330, 290};  // even widths off every 16-byte boundary
 
-struct Limits {
-  const char* name;
-  DeviceLimits limits;
-  bool gpu_only = false;  // for the GPU-shaped families alone
-};
 // The minimums of shared memory and invocations with subgroup shuffles: the group kernel's
 // stages at their shortest (2 keys, 4 with a latent cache).
 DeviceLimits small_with_shuffles() {
@@ -31,7 +26,7 @@ DeviceLimits small_with_shuffles() {
   l.max_workgroup_invocations = 128;
   return l;
 }
-std::vector<Limits> limit_sets() {
+std::vector<NamedLimits> limit_sets() {
   return {
       {"large device", uncapped()}, {"spec minimum", test_spec_minimum()}, {"16 KiB with shuffles", small_with_shuffles(), true}};
 }
@@ -54,11 +49,12 @@ void plain_on_every_family(const Widths& w) {
     }
     for (DType dtype : {DType::f32, DType::f16}) {
       const std::vector<float> base = run_wide_plain(*cpu, AttentionPath::automatic, w, dtype, q, k, v, q_pos);
-      for (const Limits& l : limit_sets()) {
+      for (const NamedLimits& l : limit_sets()) {
         for (const KernelFamily& f : wide_families()) {
           if (l.gpu_only && f.shape != KernelShape::gpu) continue;
-          auto gpu = wide_family_backend(f, l.limits);
-          if (!gpu) GTEST_SKIP() << "no Vulkan device";
+          std::string why;
+          auto gpu = wide_family_backend(f, l.limits, why);
+          VKATTN_REQUIRE_BACKEND(gpu, why);
           const std::vector<float> got = run_wide_plain(*gpu, f.path, w, dtype, q, k, v, q_pos);
           EXPECT_TRUE(all_close(got, base, out_shape, 3e-5, 2e-4))
               << f.name << ", " << l.name << ", " << to_string(dtype) << ", " << tokens << " tokens";
@@ -77,7 +73,7 @@ TEST(MlaWideHeads, UnevenWidthsDk330Dv290OnEveryFamily) { plain_on_every_family(
 // Decode steps into a cache of K 576 and V 512 (128 query heads over one KV head, two
 // sequences, a ring of 10 with 2 sinks wrapping over 14 steps) in |dtype|, V its own or
 // (|latent|) the first 512 dims of each key row as absorbed MLA stores it: every Vulkan
-// family at both limit sets against the CPU backend.
+// family at each limit set against the CPU backend.
 void decode_wide_cache(DType dtype, bool latent) {
   const Widths w = kDeepSeek;
   const std::size_t seqs = 2, steps = 14;
@@ -89,30 +85,16 @@ void decode_wide_cache(DType dtype, bool latent) {
                              .n_sinks = 2,
                              .v_head_dim = w.dv,
                              .latent = latent};
-  struct Side {
-    std::unique_ptr<Backend> b;
-    std::string name;
-    AttentionPath path;
-    KvCache cache{};
-    std::vector<std::vector<float>> outs{};
-  };
-  std::vector<Side> sides;
-  sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
-  for (const Limits& l : limit_sets()) {
-    for (const KernelFamily& f : wide_families()) {
-      if (l.gpu_only && f.shape != KernelShape::gpu) continue;
-      auto gpu = wide_family_backend(f, l.limits);
-      if (!gpu) GTEST_SKIP() << "no Vulkan device";
-      sides.push_back({std::move(gpu), std::string(f.name) + ", " + l.name, f.path});
-    }
-  }
-  for (Side& s : sides) s.cache = s.b->kv_cache(config);
+  std::string why;
+  std::vector<CacheSide> sides = cache_sides(config, wide_families(), limit_sets(), why);
+  const bool have_vulkan = !sides.empty();
+  VKATTN_REQUIRE_BACKEND(have_vulkan, why);
   for (std::size_t i = 0; i < steps; ++i) {
     const auto pos = static_cast<std::int32_t>(i);
     const std::vector<std::int32_t> positions{pos, pos}, seq_ids{0, 1};
     const std::vector<float> k = normal_values(seqs * w.kv * w.dk, 100 + i), v = normal_values(seqs * w.kv * w.dv, 200 + i);
     const std::vector<float> q = normal_values(seqs * w.heads * w.dk, 300 + i);
-    for (Side& s : sides) {
+    for (CacheSide& s : sides) {
       Backend& b = *s.b;
       Tensor tq = b.tensor({seqs, w.heads, w.dk}, DType::f32), tk = b.tensor({seqs, w.kv, w.dk}, DType::f32);
       Tensor tv = b.tensor({seqs, w.kv, w.dv}, DType::f32), out = b.tensor({seqs, w.heads, w.dv}, DType::f32);

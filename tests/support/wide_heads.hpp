@@ -88,20 +88,53 @@ inline std::vector<KernelFamily> wide_families() {
 }
 
 // A Vulkan backend forcing |f|, planned for |limits| with very many compute units (so
-// the GPU shapes split keys as far as they can); null (after FAIL or SKIP) without Vulkan.
-inline std::unique_ptr<Backend> wide_family_backend(const KernelFamily& f, const DeviceLimits& limits) {
+// the GPU shapes split keys as far as they can); null and |why| without Vulkan (for
+// VKATTN_REQUIRE_BACKEND).
+inline std::unique_ptr<Backend> wide_family_backend(const KernelFamily& f, const DeviceLimits& limits, std::string& why) {
   DeviceOptions options = shape_options(f.shape);
   options.cap_limits = limits;
   options.cap_limits->compute_units = 1u << 20;
   ScopedEnv decode("VKATTN_DECODE", f.env);
-  std::string why;
-  auto b = try_backend(BackendKind::vulkan, options, why);
-  if (!b && vulkan_required()) ADD_FAILURE() << "no Vulkan device: " << why;
-  return b;
+  return try_backend(BackendKind::vulkan, options, why);
 }
 
 inline void expect_no_validation_messages(Backend& b) {
   for (const auto& m : b.validation_messages()) ADD_FAILURE() << "validation: " << m;
+}
+
+// Limits a test plans its Vulkan backends with; |gpu_only|: for the GPU-shaped families
+// alone.
+struct NamedLimits {
+  const char* name;
+  DeviceLimits limits;
+  bool gpu_only = false;
+};
+
+// A backend with its cache and what each decode step returned.
+struct CacheSide {
+  std::unique_ptr<Backend> b;
+  std::string name;
+  AttentionPath path;
+  KvCache cache{};
+  std::vector<std::vector<float>> outs{};
+};
+
+// The CPU backend, then a Vulkan backend per family of |families| at each of |limits|,
+// each with a cache of |config|; empty, with |why|, without Vulkan.
+inline std::vector<CacheSide> cache_sides(const KvCacheConfig& config, const std::vector<KernelFamily>& families,
+                                          const std::vector<NamedLimits>& limits, std::string& why) {
+  std::vector<CacheSide> sides;
+  sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
+  for (const NamedLimits& l : limits) {
+    for (const KernelFamily& f : families) {
+      if (l.gpu_only && f.shape != KernelShape::gpu) continue;
+      auto gpu = wide_family_backend(f, l.limits, why);
+      if (!gpu) return {};
+      sides.push_back({std::move(gpu), std::string(f.name) + ", " + l.name, f.path});
+    }
+  }
+  for (CacheSide& s : sides) s.cache = s.b->kv_cache(config);
+  return sides;
 }
 
 }  // namespace vkattn::test
