@@ -129,7 +129,7 @@ TEST_F(VulkanVsCpuTest, ReplayThroughStagingAndGpuKernels) {
   }
 }
 
-// The GPU decode kernel's variants ($VKATTN_DECODE), each split into stages of 16 keys so
+// The GPU decode kernels' variants ($VKATTN_DECODE), each split into stages of 16 keys so
 // that even these small caches are merged across splits, with parameters reaching the
 // device through staging as on a discrete GPU (the last-workgroup merge counts in them).
 TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
@@ -142,6 +142,13 @@ TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
     replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
     EXPECT_TRUE(b->validation_messages().empty()) << env;
   }
+  // The group kernel (which leaves on-read RoPE to attn_decode) over keys stored rotated.
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.force_staging = true;
+  ScopedEnv decode("VKATTN_DECODE", "kernel=group,keys=2,keys_per_split=16");
+  auto b = make_backend(BackendKind::vulkan, options);
+  replay_against_fresh(*b, *cpu_, KvRope::stored, AttentionPath::fused, 60);
+  EXPECT_TRUE(b->validation_messages().empty()) << "kernel=group";
 }
 
 // What set_tokens refuses: another number of tokens; positions the caches cannot take (a
