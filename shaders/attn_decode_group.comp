@@ -4,14 +4,15 @@
 // many rows and the work is bound by arithmetic, not by the memory. It computes what
 // attn_decode.comp does (scores as attn_visible.glsl, sinks in the denominator), shaped
 // so that each K/V element is read from memory once per workgroup and used by ROWS rows:
-// - a workgroup is ROWS query rows of one KV head, LANES invocations per row; each lane
-//   holds its row's query elements (p * LANES + lane) * 4 .. + 3 for p < QP in registers,
-//   and its row's sums of p * v for elements (p * LANES + lane) * 4 for p < VP;
+// - a workgroup is ROWS query rows of one KV head in lane groups of LANES invocations, each
+//   group RPL rows; each lane holds its rows' query elements (p * LANES + lane) * 4 .. + 3
+//   for p < QP in registers, and their sums of p * v for elements (p * LANES + lane) * 4
+//   for p < VP, so that each element read from shared memory serves RPL rows;
 // - a stage is KEYS keys: the workgroup copies their K rows (and V rows, unless V is the
 //   start of each K row: V_FROM_K, a latent cache) into shared memory as floats, then each
-//   row's lanes read them from there (the same addresses across rows: broadcasts), add up
-//   their share of each dot product and meet by shuffles; every lane of a row then has
-//   the row's scores, runs the online softmax and adds p * v for its elements;
+//   lane group reads them from there (the same addresses across groups: broadcasts), adds
+//   up its share of each row's dot product, and a row's lanes meet by shuffles; every lane
+//   then has its rows' scores, runs the online softmax and adds p * v for its elements;
 // - splits are interleaved as in attn_decode (split s takes stages s, s + S, ...) and
 //   stop at the sequence's occupancy bound; with S > 1 the splits' sums and (max, sum)
 //   pairs are merged by attn_decode_merge.comp (attn_merge.glsl).
@@ -26,8 +27,8 @@
 #include "layout.glsl"
 #include "params.h"
 
-const uint WG = WG_SIZE;  // ROWS * LANES, a multiple of the required subgroup size
-layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 16;
+const uint WG = WG_SIZE;  // ROWS / RPL * LANES, a multiple of the required subgroup size
+layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 16;  // rows per workgroup
 layout(constant_id = VKATTN_SPEC_DECODE_LANES) const uint LANES = 8;  // a power of two within a subgroup
 layout(constant_id = VKATTN_SPEC_DECODE_Q_F16) const bool Q_F16 = false;
 layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
@@ -40,6 +41,7 @@ layout(constant_id = VKATTN_SPEC_DECODE_KEYS) const uint KEYS = 8;  // keys per 
 layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_DECODE_V_FROM_K) const bool V_FROM_K = false;
+layout(constant_id = VKATTN_SPEC_DECODE_RPL) const uint RPL = 1;  // rows per lane group
 
 const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory
 
@@ -65,31 +67,42 @@ vec4 v_at(uint b, uint c) {
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    // Full subgroups of a size LANES divides: a row's lanes are lanes of one subgroup.
+    // Full subgroups of a size LANES divides: a lane group's lanes are lanes of one subgroup.
     const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-    const uint lane = sid % LANES, r = sid / LANES;
+    const uint lane = sid % LANES, r0 = (sid / LANES) * RPL;  // this lane group's first row
     read_meta_offsets();
     uint kv_head, split, row_tile, row0, n_rows;
     if (!decode_place(kv_head, split, row_tile, row0, n_rows)) {
         return;  // past the grid (folded): whole workgroup, uniform
     }
-    // Rows past n_rows repeat the last one and write nothing.
-    const uint row = row0 + min(r, n_rows - 1u), tok = row / pc.group;
-    const uint head = kv_head * pc.group + (row - tok * pc.group);
-    const int q_pos = meta[off_q_pos + tok], q_seq = meta[off_q_seq + tok];
     const uint seq0 = MULTI_SEQ ? uint(meta[off_q_seq + row0 / pc.group]) : 0u;
-    const float slope = alibi_slope(head);
-
-    vec4 q[QP];
-    const uint q_row = (tok * pc.n_heads + head) * pc.head_dim;
-    [[unroll]] for (uint p = 0u; p < QP; ++p) {
-        const uint e = (p * LANES + lane) * 4u;
-        q[p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
+    // This lane group's RPL rows (rows past n_rows repeat the last one and write nothing):
+    // their tokens, heads, positions, sequences, slopes and query elements.
+    uint tok[RPL], head[RPL];
+    int q_pos[RPL], q_seq[RPL];
+    float slope[RPL];
+    vec4 q[RPL][QP];
+    [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+        const uint row = row0 + min(r0 + i, n_rows - 1u);
+        tok[i] = row / pc.group;
+        head[i] = kv_head * pc.group + (row - tok[i] * pc.group);
+        q_pos[i] = meta[off_q_pos + tok[i]];
+        q_seq[i] = meta[off_q_seq + tok[i]];
+        slope[i] = alibi_slope(head[i]);
+        const uint q_row = (tok[i] * pc.n_heads + head[i]) * pc.head_dim;
+        [[unroll]] for (uint p = 0u; p < QP; ++p) {
+            const uint e = (p * LANES + lane) * 4u;
+            q[i][p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
+        }
     }
-    float m = NEG_MAX, l = 0.0;
-    vec4 acc[VP];
-    [[unroll]] for (uint p = 0u; p < VP; ++p) {
-        acc[p] = vec4(0.0);
+    float m[RPL], l[RPL];
+    vec4 acc[RPL][VP];
+    [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+        m[i] = NEG_MAX;
+        l[i] = 0.0;
+        [[unroll]] for (uint p = 0u; p < VP; ++p) {
+            acc[i][p] = vec4(0.0);
+        }
     }
 
     const uint bound = key_bound(seq0);
@@ -118,7 +131,7 @@ void main() {
                 v_sh[i] = x;
             }
         }
-        for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one row has 8 invocations
+        for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one lane group has 8 invocations
             const uint j = t * KEYS + b;
             const int position = j < bound ? key_position(seq0, j) : -1;
             kp_sh[b] = position;
@@ -126,70 +139,82 @@ void main() {
         }
         barrier();
 
-        // Each key's dot product: this lane's share, then the row's lanes by shuffles.
-        float s[KEYS];
-        float m_new = m;
+        // Each key's dot products: this lane's share for each of its rows (one shared load
+        // serves RPL rows), then each row's lanes meet by shuffles.
         [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-            float d = 0.0;
+            float d[RPL];
+            [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+                d[i] = 0.0;
+            }
             [[unroll]] for (uint p = 0u; p < QP; ++p) {
-                d += dot(q[p], k_sh[b * DK4 + p * LANES + lane]);
+                const vec4 k = k_sh[b * DK4 + p * LANES + lane];
+                [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+                    d[i] += dot(q[i][p], k);
+                }
             }
-            [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
-                d += subgroupShuffleXor(d, o);
+            const int k_pos = kp_sh[b], k_seq = ks_sh[b];
+            float w[RPL];
+            [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+                [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
+                    d[i] += subgroupShuffleXor(d[i], o);
+                }
+                const bool seen = key_visible(q_pos[i], q_seq[i], k_pos, k_seq);
+                const float s = seen ? visible_score(d[i], tok[i], q_pos[i], t * KEYS + b, k_pos, slope[i]) : -1.0 / 0.0;
+                // Online softmax one key at a time: a row's sums are rescaled only when
+                // its maximum moves.
+                if (s > m[i]) {
+                    const float rescale = exp(m[i] - s);
+                    l[i] *= rescale;
+                    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+                        acc[i][p] *= rescale;
+                    }
+                    m[i] = s;
+                }
+                w[i] = exp(s - m[i]);
+                l[i] += w[i];
             }
-            const uint j = t * KEYS + b;
-            const bool seen = key_visible(q_pos, q_seq, kp_sh[b], ks_sh[b]);
-            s[b] = seen ? visible_score(d, tok, q_pos, j, kp_sh[b], slope) : -1.0 / 0.0;
-            m_new = max(m_new, s[b]);
-        }
-        if (m_new > m) {
-            const float rescale = exp(m - m_new);
-            l *= rescale;
             [[unroll]] for (uint p = 0u; p < VP; ++p) {
-                acc[p] *= rescale;
-            }
-            m = m_new;
-        }
-        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-            const float w = exp(s[b] - m);
-            l += w;
-            [[unroll]] for (uint p = 0u; p < VP; ++p) {
-                acc[p] = fma(vec4(w), v_at(b, p * LANES + lane), acc[p]);
+                const vec4 v = v_at(b, p * LANES + lane);
+                [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+                    acc[i][p] = fma(vec4(w[i]), v, acc[i][p]);
+                }
             }
         }
     }
 
-    if (r >= n_rows) {
-        return;  // no barrier follows
-    }
     const uint n_all = pc.n_tokens * pc.n_heads, d4 = (pc.v_head_dim + 3u) / 4u;
-    const uint out_row = tok * pc.n_heads + head;
-    if (pc.key_splits > 1u) {
-        [[unroll]] for (uint p = 0u; p < VP; ++p) {
-            const uint c = p * LANES + lane;
-            if (c < d4) {
-                part4[(split * n_all + out_row) * d4 + c] = acc[p];
+    [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+        if (r0 + i >= n_rows) {
+            break;  // no barrier follows
+        }
+        const uint out_row = tok[i] * pc.n_heads + head[i];
+        if (pc.key_splits > 1u) {
+            [[unroll]] for (uint p = 0u; p < VP; ++p) {
+                const uint c = p * LANES + lane;
+                if (c < d4) {
+                    part4[(split * n_all + out_row) * d4 + c] = acc[i][p];
+                }
             }
+            if (lane == 0u) {
+                part[pc.ml_offset + 2u * (split * n_all + out_row)] = m[i];
+                part[pc.ml_offset + 2u * (split * n_all + out_row) + 1u] = l[i];
+            }
+            continue;
         }
-        if (lane == 0u) {
-            part[pc.ml_offset + 2u * (split * n_all + out_row)] = m;
-            part[pc.ml_offset + 2u * (split * n_all + out_row) + 1u] = l;
+        float scale = 1.0, den = l[i];
+        if (pc.has_sinks != 0u) {
+            const float sink_logit = intBitsToFloat(meta[off_sinks + head[i]]);
+            const float m_fin = max(m[i], sink_logit);
+            scale = exp(m[i] - m_fin);
+            den = den * scale + exp(sink_logit - m_fin);
         }
-        return;
-    }
-    float scale = 1.0, den = l;
-    if (pc.has_sinks != 0u) {
-        const float sink_logit = intBitsToFloat(meta[off_sinks + head]);
-        const float m_fin = max(m, sink_logit);
-        scale = exp(m - m_fin);
-        den = den * scale + exp(sink_logit - m_fin);
-    }
-    scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
-    [[unroll]] for (uint p = 0u; p < VP; ++p) {
-        const uint e = (p * LANES + lane) * 4u;
-        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-            if (e + c < pc.v_head_dim) {
-                out_[out_row * pc.v_head_dim + e + c] = scale * acc[p][c];
+        scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
+        [[unroll]] for (uint p = 0u; p < VP; ++p) {
+            const uint e = (p * LANES + lane) * 4u;
+            [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+                if (e + c < pc.v_head_dim) {
+                    out_[out_row * pc.v_head_dim + e + c] = scale * acc[i][p][c];
+                }
             }
         }
     }

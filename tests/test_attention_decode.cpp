@@ -1,10 +1,12 @@
-// The GPU decode kernel (attn_decode.comp, KernelShape::gpu with few rows) against the CPU
-// reference: each variant ($VKATTN_DECODE: shuffles or shared memory, the splits merged by
-// the last workgroup or by a second pass, contiguous splits and more keys per stage, and
-// the coalesced kernel it replaced, and the kernel that tiles big query groups) forced on every attention case, also at the
-// Vulkan minimums; quantized K and V whose rows hold an odd number of blocks; and the caches' occupancy bound through appends,
-// replay, wrap, reset, truncate, copy and restore, under every kernel family. test_replay.cpp replays a wrapping ring under each
-// variant.
+// The GPU decode kernels (attn_decode.comp, and attn_decode_group.comp for big query
+// groups; KernelShape::gpu with few rows) against the CPU reference: each variant
+// ($VKATTN_DECODE: shuffles or shared memory, the splits merged by the last workgroup or by
+// a second pass, contiguous splits and more keys per stage, the coalesced kernel attn_decode
+// replaced, the group kernel with one or more rows per lane group) forced on every
+// attention case, also at the Vulkan minimums; quantized K and V whose rows hold an odd
+// number of blocks; and the caches' occupancy bound through appends, replay, wrap, reset,
+// truncate, copy and restore, under every kernel family. test_replay.cpp replays a wrapping
+// ring under each variant.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -31,10 +33,12 @@ const Variant kVariants[] = {
     {"shared_two_pass", "reduce=shared,merge=two_pass"},
     {"contiguous_4_keys", "interleave=0,keys=4"},
     {"coalesced", "kernel=coalesced"},
-    // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
-    // lanes per row (32 rows per tile) over stages of 2 keys.
+    // attn_decode_group where it can run (not with on-read RoPE): as planned; with 4 lanes
+    // per row and 2 rows per lane group (64 rows per tile) over stages of 2 keys; with 4 rows
+    // per lane group.
     {"group", "kernel=group"},
-    {"group_4_lanes_2_keys", "kernel=group,lanes=4,keys=2"},
+    {"group_4_lanes_2_rows_2_keys", "kernel=group,lanes=4,rows_per_lane=2,keys=2"},
+    {"group_4_rows", "kernel=group,rows_per_lane=4"},
 };
 
 // The GPU shape planned for a device of very many compute units: every case has few rows

@@ -146,7 +146,7 @@ DecodeTuning decode_tuning_from_env() {
   const std::string all = env;
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
-      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
+      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, rows_per_lane=N, workgroup=N, keys_per_split=N, interleave=0|1, "
       "load_only=0|1";
   std::size_t at = 0;
   while (at <= all.size()) {
@@ -175,6 +175,8 @@ DecodeTuning decode_tuning_from_env() {
       t.resident = parse_number(key, value);
     } else if (key == "lanes") {
       t.lanes = parse_number(key, value);
+    } else if (key == "rows_per_lane") {
+      t.rows_per_lane = parse_number(key, value);
     } else if (key == "workgroup") {
       t.workgroup = parse_number(key, value);
     } else if (key == "keys_per_split") {
@@ -200,7 +202,7 @@ namespace {
 // attn_decode_group's plan: rows per tile (the real ones, and the workgroup's, which fills
 // whole subgroups), vec4s per lane, keys per stage; keys == 0 where it cannot run.
 struct GroupPlan {
-  std::uint32_t rows = 0, wg_rows = 0, sg = 0, lanes = 0, qp = 0, vp = 0, keys = 0;
+  std::uint32_t rows = 0, wg_rows = 0, wg = 0, sg = 0, lanes = 0, rpl = 1, qp = 0, vp = 0, keys = 0;
   bool v_from_k = false;
 };
 
@@ -218,9 +220,14 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   // $VKATTN_DECODE's lanes=N trades registers (fewer vec4s per lane) for rows per tile.
   g.lanes = ctx.decode.lanes ? std::clamp(std::bit_ceil(ctx.decode.lanes), 4u, 32u) : kGroupLanes;
   if (g.sg < g.lanes) return g;
-  g.rows = tile_rows(std::max(1u, kGroupRows * kGroupLanes / g.lanes), n_tokens, group, keys.meta_stride != 0, p.q_seq);
-  g.wg_rows = u32(ceil_div(std::uint64_t{g.rows} * g.lanes, g.sg)) * g.sg / g.lanes;  // whole subgroups
-  if (g.wg_rows * g.lanes > ctx.limits.max_workgroup_invocations) return g;
+  // rows_per_lane=N: each lane group takes N rows, so one shared load serves N of them.
+  g.rpl = ctx.decode.rows_per_lane ? std::clamp(ctx.decode.rows_per_lane, 1u, 8u) : 1u;
+  const std::uint32_t lane_groups = std::max(1u, kGroupRows * kGroupLanes / g.lanes);  // 128 invocations
+  g.rows = tile_rows(lane_groups * g.rpl, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  // Whole subgroups of lane groups, each of rpl rows.
+  g.wg = u32(ceil_div(ceil_div(g.rows, g.rpl) * g.lanes, g.sg)) * g.sg;
+  g.wg_rows = g.wg / g.lanes * g.rpl;
+  if (g.wg > ctx.limits.max_workgroup_invocations) return g;
   g.qp = u32(ceil_div(k_dim, 4 * g.lanes));
   g.vp = u32(ceil_div(v_dim, 4 * g.lanes));
   g.v_from_k = values_in_keys(keys, values);
@@ -247,7 +254,7 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
 
   Dispatch d;
   d.op = "attention";
-  d.key = {KernelId::attn_decode_group, spec({{VKATTN_SPEC_WG_SIZE, g.wg_rows * g.lanes},
+  d.key = {KernelId::attn_decode_group, spec({{VKATTN_SPEC_WG_SIZE, g.wg},
                                               {VKATTN_SPEC_DECODE_ROWS, g.wg_rows},
                                               {VKATTN_SPEC_DECODE_LANES, g.lanes},
                                               {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
@@ -260,7 +267,8 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                                               {VKATTN_SPEC_DECODE_KEYS, g.keys},
                                               {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
                                               {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u}})};
+                                              {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
+                                              {VKATTN_SPEC_DECODE_RPL, g.rpl}})};
   d.key.subgroup_size = g.sg;
   return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
                        {g.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1);

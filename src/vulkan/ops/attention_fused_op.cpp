@@ -68,7 +68,9 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   // the device allows fewer bindings or $VKATTN_DECODE asks for it.
   const bool few_rows =
       ctx.shape == KernelShape::gpu && coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
-  const bool decode = few_rows && decode_attention_usable(ctx);
+  // VKATTN_DECODE=kernel=group takes many rows too (a probe of the group kernel on prefill).
+  const bool decode = (few_rows || (ctx.shape == KernelShape::gpu && ctx.decode.kernel == DecodeTuning::Kernel::group)) &&
+                      decode_attention_usable(ctx);
   const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
   if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
