@@ -33,12 +33,10 @@ const Variant kVariants[] = {
     {"shared_two_pass", "reduce=shared,merge=two_pass"},
     {"contiguous_4_keys", "interleave=0,keys=4"},
     {"coalesced", "kernel=coalesced"},
-    // attn_decode_group where it can run (not with on-read RoPE): as planned; with 4 lanes
-    // per row and 2 rows per lane group (64 rows per tile) over stages of 2 keys; with 4 rows
-    // per lane group.
+    // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
+    // lanes per row and 2 rows per lane group (64 rows per tile) over stages of 2 keys.
     {"group", "kernel=group"},
     {"group_4_lanes_2_rows_2_keys", "kernel=group,lanes=4,rows_per_lane=2,keys=2"},
-    {"group_4_rows", "kernel=group,rows_per_lane=4"},
 };
 
 // The GPU shape planned for a device of very many compute units: every case has few rows

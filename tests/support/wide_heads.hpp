@@ -78,12 +78,11 @@ inline std::vector<float> run_wide_plain(Backend& b, AttentionPath path, const W
 }
 
 // kKernelFamilies (where "decode" takes attn_decode_group for heads over 256 in groups of
-// 16 rows or more), and the two decode kernels forced: attn_decode_group on every shape
-// (also with 2 rows per lane group), attn_decode (one row per tile at the widest heads).
+// 16 rows or more), and the two decode kernels forced: attn_decode_group on every shape,
+// attn_decode (one row per tile at the widest heads).
 inline std::vector<KernelFamily> wide_families() {
   std::vector<KernelFamily> all(std::begin(kKernelFamilies), std::end(kKernelFamilies));
   all.push_back({"decode, group", KernelShape::gpu, AttentionPath::fused, "kernel=group"});
-  all.push_back({"decode, group, 2 rows per lane", KernelShape::gpu, AttentionPath::fused, "kernel=group,rows_per_lane=2"});
   all.push_back({"decode, one row per tile", KernelShape::gpu, AttentionPath::fused, "kernel=decode"});
   return all;
 }

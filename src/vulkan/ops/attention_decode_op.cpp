@@ -224,6 +224,9 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   g.rpl = ctx.decode.rows_per_lane ? std::clamp(ctx.decode.rows_per_lane, 1u, 8u) : 1u;
   const std::uint32_t lane_groups = std::max(1u, kGroupRows * kGroupLanes / g.lanes);  // 128 invocations
   g.rows = tile_rows(lane_groups * g.rpl, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  // Tokens of several sequences keep a tile within one token: with small groups that
+  // leaves few rows to share each stage, and attn_decode takes them unless forced.
+  if (kernel == DecodeTuning::Kernel::automatic && g.rows < kGroupRows) return g;
   // Whole subgroups of lane groups, each of rpl rows.
   g.wg = u32(ceil_div(ceil_div(g.rows, g.rpl) * g.lanes, g.sg)) * g.sg;
   g.wg_rows = g.wg / g.lanes * g.rpl;

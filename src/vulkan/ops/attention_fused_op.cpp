@@ -72,8 +72,17 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   const bool decode = (few_rows || (ctx.shape == KernelShape::gpu && ctx.decode.kernel == DecodeTuning::Kernel::group)) &&
                       decode_attention_usable(ctx);
   const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
+  // The lane-per-key kernel below: each invocation owns 16 bytes of a v row; key groups of
+  // such invocations fill about 64 invocations. Where not even one row's tile fits shared
+  // memory, the stages (which need less), else a clear refusal.
+  const std::uint32_t head_dim = u32(q->shape[2]), d4 = (head_dim + 3) / 4, v_dim = values.head_dim;
+  const VRowGroups v_row = v_row_groups(ctx, v_dim, values.wide(), 64);
+  const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
+  const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
+  const bool row_fits = shared_bytes(1, wg, q_tile ? d4 : 0) <= ctx.limits.max_shared_memory;
   if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
-      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit)) {
+      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit) ||
+      (!row_fits && scores_fit && !coalesced && !decode)) {
     return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
@@ -86,27 +95,13 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
                                           std::move(mask), p, sinks);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
-  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
-  const std::uint32_t d4 = (head_dim + 3) / 4;
   const bool k_f16 = keys.wide(), v_f16 = values.wide();  // 8 elements per 16 bytes or fewer
-
-  // Each invocation owns 16 bytes of a v row; key groups of such invocations fill about 64
-  // invocations, each scoring keys_per_lane keys of a block.
-  const std::uint32_t v_dim = values.head_dim;
-  const VRowGroups v_row = v_row_groups(ctx, v_dim, v_f16, 64);
-  const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
-  const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
   std::uint32_t rows_cap = kMaxRows;
   while (rows_cap > 1 && shared_bytes(rows_cap, wg, q_tile ? d4 : 0) > ctx.limits.max_shared_memory) --rows_cap;
-  if (shared_bytes(1, wg, q_tile ? d4 : 0) > ctx.limits.max_shared_memory) {
-    // Not even one row's tile fits this device's shared memory: the stages, which need
-    // less, else a clear refusal.
-    if (scores_fit) {
-      return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
-                          std::move(mask), p, sinks);
-    }
+  if (!row_fits) {
     throw Error(ErrorCode::unsupported,
                 "attention over rows of " + std::to_string(head_dim) + " needs more shared memory than " +
                     "maxComputeSharedMemorySize = " + std::to_string(ctx.limits.max_shared_memory) +
