@@ -142,6 +142,19 @@ void main() {
         // Each key's dot products: this lane's share for each of its rows (one shared load
         // serves RPL rows), then each row's lanes meet by shuffles.
         [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            const int k_pos = kp_sh[b], k_seq = ks_sh[b];
+            bool seen[RPL];
+            bool any_seen = false;
+            [[unroll]] for (uint i = 0u; i < RPL; ++i) {
+                seen[i] = key_visible(q_pos[i], q_seq[i], k_pos, k_seq);
+                any_seen = any_seen || seen[i];
+            }
+            // A key none of this lane group's rows sees (causal, a window, an empty slot)
+            // costs nothing more: the branch is the same in all of the group's lanes, which
+            // are the only ones its shuffles read.
+            if (!any_seen) {
+                continue;
+            }
             float d[RPL];
             [[unroll]] for (uint i = 0u; i < RPL; ++i) {
                 d[i] = 0.0;
@@ -152,14 +165,12 @@ void main() {
                     d[i] += dot(q[i][p], k);
                 }
             }
-            const int k_pos = kp_sh[b], k_seq = ks_sh[b];
             float w[RPL];
             [[unroll]] for (uint i = 0u; i < RPL; ++i) {
                 [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
                     d[i] += subgroupShuffleXor(d[i], o);
                 }
-                const bool seen = key_visible(q_pos[i], q_seq[i], k_pos, k_seq);
-                const float s = seen ? visible_score(d[i], tok[i], q_pos[i], t * KEYS + b, k_pos, slope[i]) : -1.0 / 0.0;
+                const float s = seen[i] ? visible_score(d[i], tok[i], q_pos[i], t * KEYS + b, k_pos, slope[i]) : -1.0 / 0.0;
                 // Online softmax one key at a time: a row's sums are rescaled only when
                 // its maximum moves.
                 if (s > m[i]) {
