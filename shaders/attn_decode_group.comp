@@ -15,7 +15,9 @@
 //   then has its rows' scores, runs the online softmax and adds p * v for its elements;
 // - splits are interleaved as in attn_decode (split s takes stages s, s + S, ...) and
 //   stop at the sequence's occupancy bound; with S > 1 the splits' sums and (max, sum)
-//   pairs are merged by attn_decode_merge.comp (attn_merge.glsl).
+//   pairs are merged by attn_decode_merge.comp (attn_merge.glsl);
+// - KvRope::on_read: each key's elements are rotated by its place in the cache as they are
+//   staged, each query's as they are loaded (partners read again from memory).
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
 //   push: AttnFusedParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
@@ -26,6 +28,7 @@
 #define VKATTN_WANT_ATTN_FUSED
 #include "layout.glsl"
 #include "params.h"
+#include "rope_phase.glsl"
 
 const uint WG = WG_SIZE;  // ROWS / RPL * LANES, a multiple of the required subgroup size
 layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 16;  // rows per workgroup
@@ -42,6 +45,8 @@ layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_DECODE_V_FROM_K) const bool V_FROM_K = false;
 layout(constant_id = VKATTN_SPEC_DECODE_RPL) const uint RPL = 1;  // rows per lane group
+layout(constant_id = VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
+layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 
 const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory
 
@@ -59,6 +64,28 @@ shared vec4 k_sh[KEYS * DK4];
 shared vec4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
 shared int kp_sh[KEYS];
 shared int ks_sh[KEYS];
+
+// KvRope::on_read: the element that element |d| (< rotary_dim) of a row pairs with.
+uint rope_partner(uint d) {
+    const uint half_rot = pc.rotary_dim / 2u;
+    return ROPE_INTERLEAVED ? d ^ 1u : (d < half_rot ? d + half_rot : d - half_rot);
+}
+// The elements |e| .. |e| + 3 of the row at |row| (|x|, read already) rotated by |cpos|;
+// each partner is read again from memory (|which|: 0 q, 1 k), as it lies in another lane.
+vec4 rope_vec4(uint which, uint row, uint e, uint cpos, vec4 x) {
+    const uint half_rot = pc.rotary_dim / 2u;
+    [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+        const uint d = e + c;
+        if (d < pc.rotary_dim) {
+            const uint pd = rope_partner(d);
+            const float partner = which == 0u ? load_q_1(row + pd) : load_k_1(row + pd);
+            const bool first = ROPE_INTERLEAVED ? (d & 1u) == 0u : d < half_rot;
+            const vec2 cs = rope_cos_sin(cpos, rope_turns(ROPE_INTERLEAVED ? d / 2u : min(d, pd)));
+            x[c] = first ? x[c] * cs.x - partner * cs.y : partner * cs.y + x[c] * cs.x;
+        }
+    }
+    return x;
+}
 
 // Element e of V row |b| of the stage, as a vec4 index into shared memory.
 vec4 v_at(uint b, uint c) {
@@ -93,6 +120,9 @@ void main() {
         [[unroll]] for (uint p = 0u; p < QP; ++p) {
             const uint e = (p * LANES + lane) * 4u;
             q[i][p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
+            if (ROPE_ON_READ && e < pc.rotary_dim) {
+                q[i][p] = rope_vec4(0u, q_row, e, uint(meta[off_q_cpos + tok[i]]), q[i][p]);
+            }
         }
     }
     float m[RPL], l[RPL];
@@ -114,9 +144,13 @@ void main() {
         for (uint i = lid; i < KEYS * DK4; i += WG) {
             const uint b = i / DK4, e = (i - b * DK4) * 4u, j = t * KEYS + b;
             vec4 x = vec4(0.0);
-            if (j < bound && e < pc.head_dim && key_position(seq0, j) >= 0) {
+            const int position = j < bound ? key_position(seq0, j) : -1;
+            if (position >= 0 && e < pc.head_dim) {
                 const uint kr = key_row(seq0, kv_head, j);
                 x = load_k_4(kr + e, kr + pc.head_dim);
+                if (ROPE_ON_READ && e < pc.rotary_dim) {  // each key by its place in the cache
+                    x = rope_vec4(1u, kr, e, key_cache_position(seq0, position), x);
+                }
             }
             k_sh[i] = x;
         }

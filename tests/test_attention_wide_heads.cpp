@@ -51,7 +51,7 @@ void plain_on_every_family(const Widths& w) {
       const std::vector<float> base = run_wide_plain(*cpu, AttentionPath::automatic, w, dtype, q, k, v, q_pos);
       for (const NamedLimits& l : limit_sets()) {
         for (const KernelFamily& f : wide_families()) {
-          if (l.gpu_only && f.shape != KernelShape::gpu) continue;
+          if (skips(l, f)) continue;
           std::string why;
           auto gpu = wide_family_backend(f, l.limits, why);
           VKATTN_REQUIRE_BACKEND(gpu, why);

@@ -9,6 +9,7 @@
 
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/fused_match.hpp"
 #include "support/random.hpp"
 
 namespace vkattn::test {
@@ -52,9 +53,10 @@ std::vector<float> rotated(Backend& cpu, const std::vector<float>& x, std::size_
   return cpu.download(t);
 }
 
-class KvCacheOnRead : public BackendTest {};
-
-TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
+// Decode steps over on_read caches (both layouts, part of the head rotated, sinks, a
+// wrapping ring) on |b|: the three stages and attention() against the full history
+// rotated by each key's in-cache position.
+void on_read_matches_history(Backend& b) {
   const OnReadCase cases[] = {
       {12, 2, 16, 16, RopeLayout::half, DType::f32, 40},
       {9, 4, 32, 16, RopeLayout::interleaved, DType::f16, 30},
@@ -64,30 +66,29 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
   for (const OnReadCase& c : cases) {
     const std::size_t H = 4, Hk = 2, D = c.head_dim, ring = c.capacity - c.sinks;
     const RopeConfig rope{.layout = c.layout, .rotary_dim = c.rotary_dim, .base = 500.0};
-    KvCache cache = backend().kv_cache({.n_kv_heads = Hk,
-                                        .head_dim = D,
-                                        .capacity = c.capacity,
-                                        .dtype = c.dtype,
-                                        .n_sinks = c.sinks,
-                                        .rope = KvRope::on_read,
-                                        .rope_config = rope});
+    KvCache cache = b.kv_cache({.n_kv_heads = Hk,
+                                .head_dim = D,
+                                .capacity = c.capacity,
+                                .dtype = c.dtype,
+                                .n_sinks = c.sinks,
+                                .rope = KvRope::on_read,
+                                .rope_config = rope});
     std::vector<float> all_k, all_v;  // full history, unrotated, rounded like the cache
     for (std::size_t step = 0; step < c.steps; ++step) {
       const auto p = static_cast<std::int32_t>(step);
       const auto q = normal(H * D, 100 + static_cast<std::uint32_t>(step));
       auto k = normal(Hk * D, 200 + static_cast<std::uint32_t>(step)), v = normal(Hk * D, 300 + static_cast<std::uint32_t>(step));
-      Tensor tq = backend().tensor({1, H, D}, DType::f32), tk = backend().tensor({1, Hk, D}, c.dtype),
-             tv = backend().tensor({1, Hk, D}, c.dtype);
-      backend().upload(tq, q);
-      backend().upload(tk, k);
-      backend().upload(tv, v);
-      k = backend().download(tk);  // f16: the halves the cache holds
-      v = backend().download(tv);
+      Tensor tq = b.tensor({1, H, D}, DType::f32), tk = b.tensor({1, Hk, D}, c.dtype), tv = b.tensor({1, Hk, D}, c.dtype);
+      b.upload(tq, q);
+      b.upload(tk, k);
+      b.upload(tv, v);
+      k = b.download(tk);  // f16: the halves the cache holds
+      v = b.download(tv);
       all_k.insert(all_k.end(), k.begin(), k.end());
       all_v.insert(all_v.end(), v.begin(), v.end());
-      Tensor s = backend().tensor({1, H, c.capacity}, DType::f32), pr = backend().tensor({1, H, c.capacity}, DType::f32),
-             out = backend().tensor({1, H, D}, DType::f32), fused = backend().tensor({1, H, D}, DType::f32);
-      CommandList cmd = backend().commands();
+      Tensor s = b.tensor({1, H, c.capacity}, DType::f32), pr = b.tensor({1, H, c.capacity}, DType::f32),
+             out = b.tensor({1, H, D}, DType::f32), fused = b.tensor({1, H, D}, DType::f32);
+      CommandList cmd = b.commands();
       const std::vector<std::int32_t> pos = {p};
       cmd.kv_append(cache, tk, tv, pos);
       cmd.attn_scores(tq, cache, s, {.q_positions = pos});
@@ -122,9 +123,9 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
       const auto rq = rotated(*cpu, q, 1, H, D, {q_cache_pos}, rope);
       const auto rk = rotated(*cpu, vk, visible.size(), Hk, D, cache_pos, rope);
       const auto want = plain_attention(*cpu, rq, rk, vv, visible.size(), H, Hk, D, DType::f32);
-      EXPECT_TRUE(all_close(backend().download(out), want, {1, H, D}, 2e-5, 1e-4))
+      EXPECT_TRUE(all_close(b.download(out), want, {1, H, D}, 2e-5, 1e-4))
           << "capacity " << c.capacity << " sinks " << c.sinks << " step " << step;
-      EXPECT_TRUE(all_close(backend().download(fused), want, {1, H, D}, 2e-5, 1e-4))
+      EXPECT_TRUE(all_close(b.download(fused), want, {1, H, D}, 2e-5, 1e-4))
           << "attention(), capacity " << c.capacity << " sinks " << c.sinks << " step " << step;
       // In-cache positions never reach the capacity: generation can go on for ever.
       EXPECT_LT(q_cache_pos, static_cast<std::int32_t>(c.capacity));
@@ -132,7 +133,24 @@ TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
   }
 }
 
+class KvCacheOnRead : public BackendTest {};
+
+TEST_P(KvCacheOnRead, MatchesFullHistoryReference) { on_read_matches_history(backend()); }
+
 INSTANTIATE_TEST_SUITE_P(Backends, KvCacheOnRead, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+
+// The same through the GPU decode kernels, which rotate keys as they read them, each forced.
+TEST(KvCacheOnReadGpuKernels, MatchesFullHistoryReference) {
+  for (const char* env : {"kernel=decode", "kernel=group"}) {
+    DeviceOptions options = shape_options(KernelShape::gpu);
+    ScopedEnv decode("VKATTN_DECODE", env);
+    std::string why;
+    auto gpu = try_backend(BackendKind::vulkan, options, why);
+    VKATTN_REQUIRE_BACKEND(gpu, why);
+    on_read_matches_history(*gpu);
+    for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m << " (" << env << ")";
+  }
+}
 
 }  // namespace
 }  // namespace vkattn::test

@@ -142,12 +142,12 @@ TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
     replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
     EXPECT_TRUE(b->validation_messages().empty()) << env;
   }
-  // The group kernel (which leaves on-read RoPE to attn_decode) over keys stored rotated.
+  // The group kernel, over keys rotated as read and over keys stored rotated.
   DeviceOptions options = shape_options(KernelShape::gpu);
   options.force_staging = true;
   ScopedEnv decode("VKATTN_DECODE", "kernel=group,keys=2,keys_per_split=16");
   auto b = make_backend(BackendKind::vulkan, options);
-  replay_against_fresh(*b, *cpu_, KvRope::stored, AttentionPath::fused, 60);
+  for (KvRope rope : {KvRope::on_read, KvRope::stored}) replay_against_fresh(*b, *cpu_, rope, AttentionPath::fused, 60);
   EXPECT_TRUE(b->validation_messages().empty()) << "kernel=group";
 }
 

@@ -102,13 +102,17 @@ inline void expect_no_validation_messages(Backend& b) {
   for (const auto& m : b.validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
-// Limits a test plans its Vulkan backends with; |gpu_only|: for the GPU-shaped families
-// alone.
+// Limits a test plans its Vulkan backends with; |group_only|: for the families that take
+// attn_decode_group alone (the GPU shape with the decode kernel left to choose, or forced).
 struct NamedLimits {
   const char* name;
   DeviceLimits limits;
-  bool gpu_only = false;
+  bool group_only = false;
 };
+inline bool skips(const NamedLimits& l, const KernelFamily& f) {
+  const std::string env = f.env;
+  return l.group_only && !(f.shape == KernelShape::gpu && (env.empty() || env.find("kernel=group") != std::string::npos));
+}
 
 // A backend with its cache and what each decode step returned.
 struct CacheSide {
@@ -127,7 +131,7 @@ inline std::vector<CacheSide> cache_sides(const KvCacheConfig& config, const std
   sides.push_back({make_backend(BackendKind::cpu), "cpu", AttentionPath::automatic});
   for (const NamedLimits& l : limits) {
     for (const KernelFamily& f : families) {
-      if (l.gpu_only && f.shape != KernelShape::gpu) continue;
+      if (skips(l, f)) continue;
       auto gpu = wide_family_backend(f, l.limits, why);
       if (!gpu) return {};
       sides.push_back({std::move(gpu), std::string(f.name) + ", " + l.name, f.path});

@@ -214,8 +214,7 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   const bool wanted =
       kernel == DecodeTuning::Kernel::group || (kernel == DecodeTuning::Kernel::automatic &&
                                                 std::uint64_t{n_tokens} * group >= kGroupRows && std::max(k_dim, v_dim) > 256);
-  // Rows over on-read RoPE would need each key rotated per stage: attn_decode does that.
-  if (!wanted || p.rope_on_read || !subgroups_fit(ctx.limits)) return g;
+  if (!wanted || !subgroups_fit(ctx.limits)) return g;
   g.sg = preferred_subgroup_size(ctx.limits);
   // $VKATTN_DECODE's lanes=N trades registers (fewer vec4s per lane) for rows per tile.
   g.lanes = ctx.decode.lanes ? std::clamp(std::bit_ceil(ctx.decode.lanes), 4u, 32u) : kGroupLanes;
@@ -234,6 +233,7 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   g.qp = u32(ceil_div(k_dim, 4 * g.lanes));
   g.vp = u32(ceil_div(v_dim, 4 * g.lanes));
   g.v_from_k = values_in_keys(keys, values);
+  if (g.v_from_k && p.rope_on_read) return g;  // the staged K rows, rotated, cannot serve as V
   const std::uint64_t budget = std::min<std::uint64_t>(ctx.limits.max_shared_memory, kGroupTileBytes);
   const std::uint32_t max_keys = ctx.decode.keys ? std::bit_floor(ctx.decode.keys) : kGroupMaxKeys;
   for (std::uint32_t k = max_keys; k >= 1 && !g.keys; k /= 2) {
@@ -257,21 +257,24 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
 
   Dispatch d;
   d.op = "attention";
-  d.key = {KernelId::attn_decode_group, spec({{VKATTN_SPEC_WG_SIZE, g.wg},
-                                              {VKATTN_SPEC_DECODE_ROWS, g.wg_rows},
-                                              {VKATTN_SPEC_DECODE_LANES, g.lanes},
-                                              {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_K_TYPE, keys.type},
-                                              {VKATTN_SPEC_DECODE_V_TYPE, values.type},
-                                              {VKATTN_SPEC_DECODE_K_PIECES, g.qp},
-                                              {VKATTN_SPEC_DECODE_V_PIECES, g.vp},
-                                              {VKATTN_SPEC_DECODE_K_ALIGNED, rows_aligned(keys, 4) ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_V_ALIGNED, rows_aligned(values, 4) ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_KEYS, g.keys},
-                                              {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
-                                              {VKATTN_SPEC_DECODE_RPL, g.rpl}})};
+  d.key = {KernelId::attn_decode_group,
+           spec({{VKATTN_SPEC_WG_SIZE, g.wg},
+                 {VKATTN_SPEC_DECODE_ROWS, g.wg_rows},
+                 {VKATTN_SPEC_DECODE_LANES, g.lanes},
+                 {VKATTN_SPEC_DECODE_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_K_TYPE, keys.type},
+                 {VKATTN_SPEC_DECODE_V_TYPE, values.type},
+                 {VKATTN_SPEC_DECODE_K_PIECES, g.qp},
+                 {VKATTN_SPEC_DECODE_V_PIECES, g.vp},
+                 {VKATTN_SPEC_DECODE_K_ALIGNED, rows_aligned(keys, 4) ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_V_ALIGNED, rows_aligned(values, 4) ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_KEYS, g.keys},
+                 {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_RPL, g.rpl},
+                 {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
   d.key.subgroup_size = g.sg;
   return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
                        {g.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1);
