@@ -102,16 +102,25 @@ inline void expect_no_validation_messages(Backend& b) {
   for (const auto& m : b.validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
-// Limits a test plans its Vulkan backends with; |group_only|: for the families that take
-// attn_decode_group alone (the GPU shape with the decode kernel left to choose, or forced).
+// Limits a test plans its Vulkan backends with, and the families it takes: all; those that
+// leave the decode kernel to choose (without subgroups both forced ones run attn_decode's
+// shared-memory variant, as "decode" does); those that take attn_decode_group (the GPU
+// shape, left to choose or forced).
 struct NamedLimits {
   const char* name;
   DeviceLimits limits;
-  bool group_only = false;
+  enum class Families { all, unforced, group } families = Families::all;
 };
 inline bool skips(const NamedLimits& l, const KernelFamily& f) {
   const std::string env = f.env;
-  return l.group_only && !(f.shape == KernelShape::gpu && (env.empty() || env.find("kernel=group") != std::string::npos));
+  const bool forced = env.find("kernel=group") != std::string::npos || env.find("kernel=decode") != std::string::npos;
+  switch (l.families) {
+    case NamedLimits::Families::all: return false;
+    case NamedLimits::Families::unforced: return forced;
+    case NamedLimits::Families::group:
+      return !(f.shape == KernelShape::gpu && (env.empty() || env.find("kernel=group") != std::string::npos));
+  }
+  return false;
 }
 
 // A backend with its cache and what each decode step returned.
