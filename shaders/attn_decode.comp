@@ -90,6 +90,7 @@ layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
 #include "attn_visible.glsl"
 #include "attn_decode_xchg.glsl"
 #include "attn_merge.glsl"
+#include "rope_element.glsl"
 
 const uint STAGE = G * KEYS;
 
@@ -105,26 +106,16 @@ float piece_at(vec4 lo, vec4 hi, uint i) { return i < 4u ? lo[i] : hi[i - 4u]; }
 // (KvRope::on_read). Partners half a rotary_dim away are read again from memory (|which|:
 // 0 q, 1 k): the piece's lane has only its own elements, and the row was just read.
 void rope_piece(uint which, uint row, uint e0, uint epl, uint cpos, inout vec4 lo, inout vec4 hi) {
-    const uint half_rot = pc.rotary_dim / 2u;
     const vec4 lo0 = lo, hi0 = hi;
     [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const uint d = e0 + i;
         if (i >= epl || d >= pc.rotary_dim) {
             continue;
         }
-        const float x = piece_at(lo0, hi0, i);
-        float rotated;
-        if (ROPE_INTERLEAVED) {
-            const float partner = piece_at(lo0, hi0, i ^ 1u);  // pairs lie inside a piece
-            const vec2 cs = rope_cos_sin(cpos, rope_turns(d / 2u));
-            rotated = (d & 1u) == 0u ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
-        } else {
-            const bool first = d < half_rot;
-            const uint pd = first ? d + half_rot : d - half_rot;
-            const float partner = which == 0u ? load_q_1(row + pd) : load_k_1(row + pd);
-            const vec2 cs = rope_cos_sin(cpos, rope_turns(first ? d : pd));
-            rotated = first ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
-        }
+        // Interleaved pairs lie inside a piece; others are half a rotary_dim away.
+        const uint pd = rope_partner(d);
+        const float partner = ROPE_INTERLEAVED ? piece_at(lo0, hi0, i ^ 1u) : which == 0u ? load_q_1(row + pd) : load_k_1(row + pd);
+        const float rotated = rope_element(d, piece_at(lo0, hi0, i), partner, cpos);
         if (i < 4u) {
             lo[i] = rotated;
         } else {

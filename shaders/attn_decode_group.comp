@@ -59,29 +59,22 @@ layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
 #include "attn_online.glsl"
 #include "attn_rows.glsl"
 #include "attn_visible.glsl"
+#include "rope_element.glsl"
 
 shared vec4 k_sh[KEYS * DK4];
 shared vec4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
 shared int kp_sh[KEYS];
 shared int ks_sh[KEYS];
 
-// KvRope::on_read: the element that element |d| (< rotary_dim) of a row pairs with.
-uint rope_partner(uint d) {
-    const uint half_rot = pc.rotary_dim / 2u;
-    return ROPE_INTERLEAVED ? d ^ 1u : (d < half_rot ? d + half_rot : d - half_rot);
-}
-// The elements |e| .. |e| + 3 of the row at |row| (|x|, read already) rotated by |cpos|;
-// each partner is read again from memory (|which|: 0 q, 1 k), as it lies in another lane.
+// The elements |e| .. |e| + 3 of the row at |row| (|x|, read already) rotated by |cpos|
+// (KvRope::on_read); each partner is read again from memory (|which|: 0 q, 1 k), as it
+// lies in another lane.
 vec4 rope_vec4(uint which, uint row, uint e, uint cpos, vec4 x) {
-    const uint half_rot = pc.rotary_dim / 2u;
     [[unroll]] for (uint c = 0u; c < 4u; ++c) {
         const uint d = e + c;
         if (d < pc.rotary_dim) {
             const uint pd = rope_partner(d);
-            const float partner = which == 0u ? load_q_1(row + pd) : load_k_1(row + pd);
-            const bool first = ROPE_INTERLEAVED ? (d & 1u) == 0u : d < half_rot;
-            const vec2 cs = rope_cos_sin(cpos, rope_turns(ROPE_INTERLEAVED ? d / 2u : min(d, pd)));
-            x[c] = first ? x[c] * cs.x - partner * cs.y : partner * cs.y + x[c] * cs.x;
+            x[c] = rope_element(d, x[c], which == 0u ? load_q_1(row + pd) : load_k_1(row + pd), cpos);
         }
     }
     return x;
