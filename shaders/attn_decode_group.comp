@@ -50,35 +50,12 @@ layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERL
 
 const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory
 
-layout(std430, binding = 7) buffer Part { float part[]; };
-layout(std430, binding = 7) buffer Part4 { vec4 part4[]; };
-#define ATTN_Q_ALIGNED Q_ALIGNED
-#define ATTN_K_ALIGNED K_ALIGNED
-#define ATTN_V_ALIGNED V_ALIGNED
-#include "attn_inputs.glsl"
-#include "attn_online.glsl"
-#include "attn_rows.glsl"
-#include "attn_visible.glsl"
-#include "rope_element.glsl"
+#include "attn_row_tiles.glsl"
 
 shared vec4 k_sh[KEYS * DK4];
 shared vec4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
 shared int kp_sh[KEYS];
 shared int ks_sh[KEYS];
-
-// The elements |e| .. |e| + 3 of the row at |row| (|x|, read already) rotated by |cpos|
-// (KvRope::on_read); each partner is read again from memory (|which|: 0 q, 1 k), as it
-// lies in another lane.
-vec4 rope_vec4(uint which, uint row, uint e, uint cpos, vec4 x) {
-    [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-        const uint d = e + c;
-        if (d < pc.rotary_dim) {
-            const uint pd = rope_partner(d);
-            x[c] = rope_element(d, x[c], which == 0u ? load_q_1(row + pd) : load_k_1(row + pd), cpos);
-        }
-    }
-    return x;
-}
 
 // Element e of V row |b| of the stage, as a vec4 index into shared memory.
 vec4 v_at(uint b, uint c) {
@@ -90,12 +67,10 @@ void main() {
     // Full subgroups of a size LANES divides: a lane group's lanes are lanes of one subgroup.
     const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
     const uint lane = sid % LANES, r0 = (sid / LANES) * RPL;  // this lane group's first row
-    read_meta_offsets();
-    uint kv_head, split, row_tile, row0, n_rows;
-    if (!decode_place(kv_head, split, row_tile, row0, n_rows)) {
+    uint kv_head, split, row0, n_rows, seq0;
+    if (!row_tile_place(kv_head, split, row0, n_rows, seq0)) {
         return;  // past the grid (folded): whole workgroup, uniform
     }
-    const uint seq0 = MULTI_SEQ ? uint(meta[off_q_seq + row0 / pc.group]) : 0u;
     // This lane group's RPL rows (rows past n_rows repeat the last one and write nothing):
     // their tokens, heads, positions, sequences, slopes and query elements.
     uint tok[RPL], head[RPL];
@@ -103,12 +78,7 @@ void main() {
     float slope[RPL];
     vec4 q[RPL][QP];
     [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-        const uint row = row0 + min(r0 + i, n_rows - 1u);
-        tok[i] = row / pc.group;
-        head[i] = kv_head * pc.group + (row - tok[i] * pc.group);
-        q_pos[i] = meta[off_q_pos + tok[i]];
-        q_seq[i] = meta[off_q_seq + tok[i]];
-        slope[i] = alibi_slope(head[i]);
+        row_query(row0 + min(r0 + i, n_rows - 1u), kv_head, tok[i], head[i], q_pos[i], q_seq[i], slope[i]);
         const uint q_row = (tok[i] * pc.n_heads + head[i]) * pc.head_dim;
         [[unroll]] for (uint p = 0u; p < QP; ++p) {
             const uint e = (p * LANES + lane) * 4u;
@@ -220,40 +190,14 @@ void main() {
         }
     }
 
-    const uint n_all = pc.n_tokens * pc.n_heads, d4 = (pc.v_head_dim + 3u) / 4u;
     [[unroll]] for (uint i = 0u; i < RPL; ++i) {
         if (r0 + i >= n_rows) {
             break;  // no barrier follows
         }
         const uint out_row = tok[i] * pc.n_heads + head[i];
-        if (pc.key_splits > 1u) {
-            [[unroll]] for (uint p = 0u; p < VP; ++p) {
-                const uint c = p * LANES + lane;
-                if (c < d4) {
-                    part4[(split * n_all + out_row) * d4 + c] = acc[i][p];
-                }
-            }
-            if (lane == 0u) {
-                part[pc.ml_offset + 2u * (split * n_all + out_row)] = m[i];
-                part[pc.ml_offset + 2u * (split * n_all + out_row) + 1u] = l[i];
-            }
-            continue;
-        }
-        float scale = 1.0, den = l[i];
-        if (pc.has_sinks != 0u) {
-            const float sink_logit = intBitsToFloat(meta[off_sinks + head[i]]);
-            const float m_fin = max(m[i], sink_logit);
-            scale = exp(m[i] - m_fin);
-            den = den * scale + exp(sink_logit - m_fin);
-        }
-        scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
+        const float scale = row_finish(split, out_row, head[i], m[i], l[i], lane == 0u);
         [[unroll]] for (uint p = 0u; p < VP; ++p) {
-            const uint e = (p * LANES + lane) * 4u;
-            [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-                if (e + c < pc.v_head_dim) {
-                    out_[out_row * pc.v_head_dim + e + c] = scale * acc[i][p][c];
-                }
-            }
+            row_store(split, out_row, p * LANES + lane, acc[i][p], scale);
         }
     }
 }

@@ -49,6 +49,7 @@ TEST(MlaWidths, PlainAttentionDk192Dv128OnEveryKernelFamily) {
       options.cap_limits = uncapped();
       options.cap_limits->compute_units = 1u << 20;
       ScopedEnv decode("VKATTN_DECODE", f.env);
+      ScopedEnv prefill("VKATTN_PREFILL", f.prefill);
       auto gpu = try_backend(BackendKind::vulkan, options, why);
       VKATTN_REQUIRE_BACKEND(gpu, why);
       const std::vector<float> got = run_wide_plain(*gpu, f.path, w, DType::f32, q, k, v, q_pos);

@@ -152,5 +152,17 @@ TEST(KvCacheOnReadGpuKernels, MatchesFullHistoryReference) {
   }
 }
 
+// The same through the tiled kernel (VKATTN_PREFILL=kernel=tiled), which rotates keys as
+// it stages them and queries as it loads them.
+TEST(KvCacheOnReadTiled, MatchesFullHistoryReference) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  ScopedEnv prefill("VKATTN_PREFILL", "kernel=tiled");
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  on_read_matches_history(*gpu);
+  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+}
+
 }  // namespace
 }  // namespace vkattn::test

@@ -151,6 +151,18 @@ TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
   EXPECT_TRUE(b->validation_messages().empty()) << "kernel=group";
 }
 
+// The tiled kernel (VKATTN_PREFILL=kernel=tiled), split the same way: a replay through its
+// tiles, keys rotated as read and stored rotated.
+TEST_F(VulkanVsCpuTest, ReplayTiledKernel) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.force_staging = true;
+  ScopedEnv decode("VKATTN_DECODE", "keys_per_split=16");
+  ScopedEnv prefill("VKATTN_PREFILL", "kernel=tiled");
+  auto b = make_backend(BackendKind::vulkan, options);
+  for (KvRope rope : {KvRope::on_read, KvRope::stored}) replay_against_fresh(*b, *cpu_, rope, AttentionPath::fused, 60);
+  EXPECT_TRUE(b->validation_messages().empty());
+}
+
 // What set_tokens refuses: another number of tokens; positions the caches cannot take (a
 // sequence reset underneath the list). Nothing changes when it refuses.
 TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {

@@ -4,7 +4,7 @@
 # or from a build tree as
 #   VKATTN_GPU_BIN=build bash tools/gpu-probe.sh
 # Each case runs vkattn-bench-decode (or -attention) in its own process with its own
-# $VKATTN_DECODE / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
+# $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
 # K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
 # times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
 # default 0.1) make it shorter on slow devices; PROBE_ONLY (a list of decode, mla, prefill,
@@ -102,13 +102,22 @@ run "MLA, group, 4 keys a stage" VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$m
 run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$mla/dtype:1/"
 fi
 if want prefill; then
-echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s), three stages and both fused families"
+echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s): the tiled kernel and its tiles, the lane-per-key kernel, three stages"
 prefill_re="tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"
+gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
+run "prefill, tiled (planned)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention "$gpu_prefill"
+run "tiled, shared-memory reduce" VKATTN_PREFILL=reduce=shared -- vkattn-bench-attention "$gpu_prefill"
+run "tiled 32x32, 2x4 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=32,rows_per_invocation=2,keys_per_invocation=4 -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "tiled 32x16, 4x2 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=16,rows_per_invocation=4,keys_per_invocation=2 -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "tiled 64x16, 4x2 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=64,keys=16,rows_per_invocation=4,keys_per_invocation=2 -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "tiled 16x16, 1x2 each" VKATTN_PREFILL=rows=16,keys=16,rows_per_invocation=1,keys_per_invocation=2 -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "prefill, lane-per-key (GPU shape)" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=kernel=lane_per_key -- \
+    vkattn-bench-attention "$gpu_prefill"
 run "prefill, three stages" -- vkattn-bench-attention "BM_attention/vulkan_prefill/($prefill_re)"
-run "prefill, fused lane-per-key" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention \
-    "BM_attention_fused/vulkan_cpu_kernels_prefill/($prefill_re)"
-run "prefill, fused GPU-shaped" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention \
-    "BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 fi
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 

@@ -3,7 +3,9 @@
 // user destroys things in.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "common/command_list_impl.hpp"
 #include "common/log.hpp"
@@ -35,6 +37,30 @@ struct DecodeTuning {
 // Parses $VKATTN_DECODE; InvalidArgument naming it and the valid keys when malformed.
 DecodeTuning decode_tuning_from_env();
 
+// A developer's knobs for the tiled kernel (attn_tiled.comp), from $VKATTN_PREFILL
+// (docs/kernel-shapes.md): which kernel takes fused attention with many rows per KV head,
+// and overrides of the tiled kernel's plan (0: planned).
+struct PrefillTuning {
+  // automatic: attn_tiled on the GPU shape where whole tiles of 16 rows or more fill,
+  // else the lane-per-key kernel; tiled: attn_tiled for every fused attention it fits
+  // (Unsupported where it does not); lane_per_key: attn_fused.comp as before it.
+  enum class Kernel { automatic, tiled, lane_per_key } kernel = Kernel::automatic;
+  enum class Reduce { automatic, subgroup, shared } reduce = Reduce::automatic;
+  std::uint32_t rows = 0;                 // query rows per tile
+  std::uint32_t keys = 0;                 // keys per tile
+  std::uint32_t rows_per_invocation = 0;  // register blocking of scores and output
+  std::uint32_t keys_per_invocation = 0;
+};
+PrefillTuning prefill_tuning_from_env();
+
+// $VKATTN_DECODE and $VKATTN_PREFILL: a comma-separated list of key=value, each handed to
+// |take|, which returns false for one it does not know; InvalidArgument naming |var| and
+// |valid| for that or a malformed item.
+void parse_knobs(const char* var, const std::string& all, const char* valid,
+                 const std::function<bool(const std::string& key, const std::string& value)>& take);
+// |value| as a number up to 2^20, else InvalidArgument naming |var| and |key|.
+std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value);
+
 // Every member is set when the context is made and never changes after; what changes
 // (the pipeline map, heap use, the queue, the validation messages, device loss, what
 // transfers keep) is guarded where it lives, so any number of threads may use one context
@@ -54,6 +80,7 @@ struct Context {
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
   bool external = false;                 // instance, device and queue are the caller's (external.cpp)
   DecodeTuning decode;                   // $VKATTN_DECODE
+  PrefillTuning prefill;                 // $VKATTN_PREFILL
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -305,6 +306,54 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                        const std::vector<float>& sinks);
+// Shared by the decode and tiled kernels (attention_decode_op.cpp):
+// Subgroup shuffles with size control, at a power-of-two size within the workgroup limit.
+bool subgroups_fit(const DeviceLimits& l);
+// V is the start of each K row (a latent cache): staged K rows serve as V rows.
+bool values_in_keys(const KeySource& keys, const KeySource& values);
+// Splits: about |resident| workgroups per compute unit in one wave, each at least two
+// stages of |stage| keys (something for the pipeline to overlap), within the merge's limits
+// (|rows| per tile) and one buffer range for the |n_rows| rows' partial results.
+std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::uint32_t n_keys, std::uint32_t stage,
+                            std::uint32_t rows, std::uint64_t n_rows, std::uint32_t v4);
+// Where a decode kernel's results go: its partial results with S > 1 splits (a scratch
+// binding, else none), out unless a second pass writes it.
+struct DecodeOutputs {
+  Binding partials, out;
+};
+DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const std::shared_ptr<TensorImpl>& out,
+                             std::uint64_t splits, std::uint64_t ml_offset, std::uint64_t n_rows, bool second_pass);
+// A decode kernel's dispatch |d| (its key set) finished: its bindings (q, k, v, |o|, the
+// mask, meta, the key positions, the partials), push constants and grid (base groups x
+// splits), then with |second_pass| attn_decode_merge into |out| over tiles of |plan.rows|.
+Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                         const KeySource& values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                         const ScoresParams& p, const std::vector<float>& sinks, const AttnMeta& meta, DecodeOutputs o,
+                         const FusedPlan& plan, std::uint64_t base_groups, bool second_pass);
+// The row tiles of a kernel over tiles of |rows| query rows whose splits a second pass
+// merges (attn_decode_group, attn_tiled; |stage|: keys per step): tiles per KV head,
+// workgroups without splits, and the split count (decode_splits).
+struct RowTiles {
+  std::uint32_t rows = 0, tiles = 0;
+  std::uint64_t base_groups = 0, splits = 1;
+};
+RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& keys, const KeySource& values, std::uint32_t rows,
+                   std::uint32_t stage);
+// Such a kernel's dispatch |d| (its key set) finished by finish_decode, with its meta,
+// outputs and, with splits, the merge.
+Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
+                            std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
+                            std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                            const std::vector<float>& sinks, const RowTiles& rt);
+// The tiled kernel (attn_tiled.comp, attention_tiled_op.cpp) for fused attention with
+// many rows per KV head: its dispatches, or none where $VKATTN_PREFILL and the shape leave
+// it out (automatic: the GPU shape, whole tiles of 16 rows or more, within the device's
+// shared memory and a register budget; forced: Unsupported where no tile fits).
+std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                     std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                                                     const KeySource& values, std::shared_ptr<TensorImpl> out,
+                                                     std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                                     const std::vector<float>& sinks);
 // The compute units to plan with: DeviceLimits::compute_units, else an estimate by
 // device type.
 std::uint32_t compute_units(const Context& ctx);

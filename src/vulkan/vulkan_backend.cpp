@@ -246,6 +246,7 @@ void plan_context(Context& ctx, const DeviceOptions& options) {
   }
   ctx.shape = kernel_shape(options, ctx.physical);
   ctx.decode = decode_tuning_from_env();
+  ctx.prefill = prefill_tuning_from_env();
   // GPU-shaped kernels read through storage buffers: on GPUs they cost what texel fetches
   // do, and coalesced loads need no texture path. A device that allows a kernel fewer
   // storage buffers than attention binds keeps texel views, which do not count.

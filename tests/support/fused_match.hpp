@@ -62,16 +62,18 @@ class ScopedEnv {
 // Every kernel family attention over a cache can take, each forced on a Vulkan backend
 // planned for a device of very many compute units (so the GPU shape splits keys as far as
 // it can): the decode kernel (merged in the dispatch or by a second pass), the coalesced
-// kernel it replaced, the lane-per-key fused kernel and the three stages.
+// kernel it replaced, the tiled kernel, the lane-per-key fused kernel and the three stages.
 struct KernelFamily {
   const char* name;
   KernelShape shape;
   AttentionPath path;
-  const char* env;  // $VKATTN_DECODE
+  const char* env;           // $VKATTN_DECODE
+  const char* prefill = "";  // $VKATTN_PREFILL
 };
 inline constexpr KernelFamily kKernelFamilies[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
                                                    {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
                                                    {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
+                                                   {"tiled", KernelShape::gpu, AttentionPath::fused, "", "kernel=tiled"},
                                                    {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
                                                    {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
 
@@ -80,6 +82,7 @@ inline std::unique_ptr<Backend> family_backend(const KernelFamily& f) {
   options.cap_limits = uncapped();
   options.cap_limits->compute_units = 1u << 20;
   ScopedEnv decode("VKATTN_DECODE", f.env);
+  ScopedEnv prefill("VKATTN_PREFILL", f.prefill);
   return make_backend(BackendKind::vulkan, options);
 }
 

@@ -95,6 +95,7 @@ inline std::unique_ptr<Backend> wide_family_backend(const KernelFamily& f, const
   options.cap_limits = limits;
   options.cap_limits->compute_units = 1u << 20;
   ScopedEnv decode("VKATTN_DECODE", f.env);
+  ScopedEnv prefill("VKATTN_PREFILL", f.prefill);
   return try_backend(BackendKind::vulkan, options, why);
 }
 
@@ -113,12 +114,13 @@ struct NamedLimits {
 };
 inline bool skips(const NamedLimits& l, const KernelFamily& f) {
   const std::string env = f.env;
-  const bool forced = env.find("kernel=group") != std::string::npos || env.find("kernel=decode") != std::string::npos;
+  const bool tiled = *f.prefill != '\0';  // forced, it refuses tiles that do not fit
+  const bool forced = env.find("kernel=group") != std::string::npos || env.find("kernel=decode") != std::string::npos || tiled;
   switch (l.families) {
     case NamedLimits::Families::all: return false;
     case NamedLimits::Families::unforced: return forced;
     case NamedLimits::Families::group:
-      return !(f.shape == KernelShape::gpu && (env.empty() || env.find("kernel=group") != std::string::npos));
+      return tiled || !(f.shape == KernelShape::gpu && (env.empty() || env.find("kernel=group") != std::string::npos));
   }
   return false;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "common/shape_math.hpp"
@@ -37,20 +38,6 @@ std::uint64_t shared_bytes(const Plan& p, bool last_merge) {
   return bytes;
 }
 
-bool subgroups_fit(const DeviceLimits& l) {
-  const std::uint32_t sg = preferred_subgroup_size(l);
-  return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) && sg <= l.max_workgroup_invocations;
-}
-
-std::uint32_t parse_number(const std::string& key, const std::string& value) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v > 1u << 20) {
-    throw InvalidArgument("create backend", "VKATTN_DECODE", key + "=" + value, key + "=<a number up to 2^20>");
-  }
-  return static_cast<std::uint32_t>(v);
-}
-
 // attn_decode_group.comp: ROWS rows of one KV head per workgroup, kGroupLanes lanes each,
 // over stages of up to kGroupMaxKeys keys whose rows sit in shared memory as floats.
 constexpr std::uint32_t kGroupLanes = 8;
@@ -64,16 +51,19 @@ std::uint64_t group_tile_bytes(std::uint32_t keys, std::uint32_t dk4, std::uint3
   return std::uint64_t{keys} * (dk4 + (v_from_k ? 0 : dv4)) * 16 + std::uint64_t{keys} * 8 + (v_from_k ? 16 : 0);
 }
 
-// V is the start of each K row (a latent cache): the stage's K rows serve as its V rows.
+}  // namespace
+
+bool subgroups_fit(const DeviceLimits& l) {
+  const std::uint32_t sg = preferred_subgroup_size(l);
+  return l.subgroup_shuffle && l.subgroup_size_control && sg >= 1 && std::has_single_bit(sg) && sg <= l.max_workgroup_invocations;
+}
+
 bool values_in_keys(const KeySource& keys, const KeySource& values) {
   return values.tensor == keys.tensor && values.type == keys.type && values.key_stride == keys.key_stride &&
          values.head_stride == keys.head_stride && values.seq_stride == keys.seq_stride && values.scales == keys.scales &&
          values.head_dim <= keys.head_dim;
 }
 
-// Splits: about |resident| workgroups per compute unit in one wave, each at least two
-// stages of |stage| keys (something for the pipeline to overlap), within the merge's limits
-// (|rows| per tile) and one buffer range for the |n_rows| rows' partial results.
 std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::uint32_t n_keys, std::uint32_t stage,
                             std::uint32_t rows, std::uint64_t n_rows, std::uint32_t v4) {
   const DecodeTuning& tune = ctx.decode;
@@ -90,20 +80,12 @@ std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::
       1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
 }
 
-// Where a decode kernel's results go: its partial results with S > 1 splits (a scratch
-// binding, else none), out unless a second pass writes it.
-struct DecodeOutputs {
-  Binding partials, out;
-};
 DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const std::shared_ptr<TensorImpl>& out,
                              std::uint64_t splits, std::uint64_t ml_offset, std::uint64_t n_rows, bool second_pass) {
   return {splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero(),
           second_pass ? params.add_zero() : tensor_binding(out, true)};
 }
 
-// A decode kernel's dispatch |d| (its key set) finished: its bindings (q, k, v, |o|, the
-// mask, meta, the key positions, the partials), push constants and grid (base groups x
-// splits), then with |second_pass| attn_decode_merge into |out| over tiles of |plan.rows|.
 Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
                          const KeySource& values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                          const ScoresParams& p, const std::vector<float>& sinks, const AttnMeta& meta, DecodeOutputs o,
@@ -137,25 +119,60 @@ Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std
   return ds;
 }
 
-}  // namespace
+RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& keys, const KeySource& values, std::uint32_t rows,
+                   std::uint32_t stage) {
+  RowTiles rt;
+  rt.rows = rows;
+  rt.tiles = u32(ceil_div(q.shape[0] * (q.shape[1] / keys.n_kv_heads), rows));
+  rt.base_groups = std::uint64_t{keys.n_kv_heads} * rt.tiles;
+  rt.splits = decode_splits(ctx, rt.base_groups, keys.n_keys, stage, rows, q.shape[0] * q.shape[1], (values.head_dim + 3) / 4);
+  return rt;
+}
 
-DecodeTuning decode_tuning_from_env() {
-  DecodeTuning t;
-  const char* env = std::getenv("VKATTN_DECODE");
-  if (!env || !*env) return t;
-  const std::string all = env;
-  const char* valid =
-      "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
-      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, rows_per_lane=N, workgroup=N, keys_per_split=N, interleave=0|1, "
-      "load_only=0|1";
+Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
+                            std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
+                            std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                            const std::vector<float>& sinks, const RowTiles& rt) {
+  const std::uint64_t n_rows = q->shape[0] * q->shape[1], ml_offset = rt.splits * n_rows * ((values.head_dim + 3) / 4) * 4;
+  const AttnMeta meta = attn_meta(params, p, sinks);
+  const DecodeOutputs o = decode_outputs(params, scratch, out, rt.splits, ml_offset, n_rows, rt.splits > 1);
+  d.op = "attention";
+  return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
+                       {rt.rows, rt.tiles, u32(rt.splits), 0u, ml_offset, meta.extra_offset}, rt.base_groups, rt.splits > 1);
+}
+
+void parse_knobs(const char* var, const std::string& all, const char* valid,
+                 const std::function<bool(const std::string& key, const std::string& value)>& take) {
   std::size_t at = 0;
   while (at <= all.size()) {
     const std::size_t comma = std::min(all.find(',', at), all.size());
     const std::string item = all.substr(at, comma - at);
     at = comma + 1;
     const std::size_t eq = item.find('=');
-    if (eq == std::string::npos) throw InvalidArgument("create backend", "VKATTN_DECODE", all, valid);
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (eq == std::string::npos) throw InvalidArgument("create backend", var, all, valid);
+    if (!take(item.substr(0, eq), item.substr(eq + 1))) throw InvalidArgument("create backend", var, item, valid);
+  }
+}
+
+std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v > 1u << 20) {
+    throw InvalidArgument("create backend", var, key + "=" + value, key + "=<a number up to 2^20>");
+  }
+  return static_cast<std::uint32_t>(v);
+}
+
+DecodeTuning decode_tuning_from_env() {
+  DecodeTuning t;
+  const char* env = std::getenv("VKATTN_DECODE");
+  if (!env || !*env) return t;
+  const char* valid =
+      "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
+      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, rows_per_lane=N, workgroup=N, keys_per_split=N, interleave=0|1, "
+      "load_only=0|1";
+  parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
+    const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
     if (key == "kernel" && (value == "auto" || value == "decode" || value == "group" || value == "coalesced")) {
       t.kernel = value == "auto"     ? DecodeTuning::Kernel::automatic
                  : value == "decode" ? DecodeTuning::Kernel::decode
@@ -170,25 +187,26 @@ DecodeTuning decode_tuning_from_env() {
                 : value == "last" ? DecodeTuning::Merge::last
                                   : DecodeTuning::Merge::two_pass;
     } else if (key == "keys") {
-      t.keys = std::min(parse_number(key, value), 8u);
+      t.keys = std::min(number(), 8u);
     } else if (key == "resident") {
-      t.resident = parse_number(key, value);
+      t.resident = number();
     } else if (key == "lanes") {
-      t.lanes = parse_number(key, value);
+      t.lanes = number();
     } else if (key == "rows_per_lane") {
-      t.rows_per_lane = parse_number(key, value);
+      t.rows_per_lane = number();
     } else if (key == "workgroup") {
-      t.workgroup = parse_number(key, value);
+      t.workgroup = number();
     } else if (key == "keys_per_split") {
-      t.keys_per_split = parse_number(key, value);
+      t.keys_per_split = number();
     } else if (key == "interleave" && (value == "0" || value == "1")) {
       t.interleave = value == "1";
     } else if (key == "load_only" && (value == "0" || value == "1")) {
       t.load_only = value == "1";
     } else {
-      throw InvalidArgument("create backend", "VKATTN_DECODE", item, valid);
+      return false;
     }
-  }
+    return true;
+  });
   return t;
 }
 
@@ -246,17 +264,9 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                                    std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
-  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
-  const std::uint32_t n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads, v4 = (values.head_dim + 3) / 4;
-  const std::uint32_t row_tiles = u32(ceil_div(std::uint64_t{n_tokens} * group, g.rows));
-  const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads, base_groups = std::uint64_t{n_kv_heads} * row_tiles;
-  const std::uint64_t splits = decode_splits(ctx, base_groups, keys.n_keys, g.keys, g.rows, n_rows, v4);
-  const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
-  const AttnMeta meta = attn_meta(params, p, sinks);
-  const DecodeOutputs o = decode_outputs(params, scratch, out, splits, ml_offset, n_rows, splits > 1);
-
+  const std::uint32_t head_dim = u32(q->shape[2]);
+  const RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
   Dispatch d;
-  d.op = "attention";
   d.key = {KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},
                  {VKATTN_SPEC_DECODE_ROWS, g.wg_rows},
@@ -276,8 +286,8 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                  {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
   d.key.subgroup_size = g.sg;
-  return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
-                       {g.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1);
+  return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
+                          sinks, rt);
 }
 
 }  // namespace

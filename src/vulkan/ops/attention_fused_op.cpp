@@ -3,6 +3,7 @@
 // through a temporary (AttentionPath).
 #include <algorithm>
 #include <bit>
+#include <optional>
 
 #include "common/shape_math.hpp"
 #include "vulkan/device.hpp"
@@ -85,6 +86,13 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
       (!row_fits && scores_fit && !coalesced && !decode)) {
     return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
+  }
+  // Many rows per KV head on the GPU shape (prefill), or anything under
+  // VKATTN_PREFILL=kernel=tiled: the tiled kernel, where it fits.
+  if ((!few_rows && !decode) || ctx.prefill.kernel == PrefillTuning::Kernel::tiled) {
+    if (std::optional<Dispatches> ds = tiled_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks)) {
+      return std::move(*ds);
+    }
   }
   if (decode) {
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),

@@ -1,0 +1,301 @@
+#version 450
+// attn_tiled: fused attention for many query rows per KV head (prefill, batched decode of
+// many sequences, speculative verification), where the work is bound by arithmetic: it
+// computes what attn_fused.comp does (scores as attn_visible.glsl, sinks in the
+// denominator), shaped so that each K/V element is read from memory once per tile of BR
+// rows and each value read from shared memory serves several FMAs:
+// - a workgroup is BR query rows of one KV head (tokens x GQA group packed, attn_rows.glsl),
+//   whose queries sit in shared memory as floats for the whole kernel;
+// - a key tile is BC keys: the workgroup copies their K and V rows into shared memory as
+//   floats (decoded once, however many rows use them; with a latent cache the K rows also
+//   serve as V), through consecutive 16-byte loads;
+// - register blocking: invocations form BR / RB row groups of KG = BC / KB; each computes
+//   RB rows x KB keys of scores (keys kg, kg + KG, ...: one shared load of a query vec4
+//   serves KB keys, one of a key vec4 RB rows) and owns RB rows x OP vec4s of the output
+//   (vec4s kg, kg + KG, ...: one probability serves OP vec4s);
+// - online softmax per row: a tile's maximum meets across the row group (shuffles, or
+//   shared memory with VKATTN_SHARED_REDUCE), sums are rescaled only when it moves, and
+//   each invocation keeps its own share of the denominator until the end;
+// - a key that no row of the tile can see (causal, a window, chunks, another sequence, an
+//   empty slot, past the cache's occupancy bound) is never loaded, and a tile of such keys
+//   is skipped whole: the keys' positions are read one tile ahead and marked;
+// - odd strides (QS, KS, PS) keep the row groups' shared loads on distinct banks;
+// - Mesa's llvmpipe counts a loop's iterations over the whole run, not per entry, and
+//   stops it at 65,535: on CPU devices the host splits the keys so that no loop inside
+//   the loop over tiles gets there (unrolling them all took lavapipe 4x as long to compile);
+// - splits are interleaved as in attn_decode (split s takes tiles s, s + S, ...) and merged
+//   by attn_decode_merge.comp; KvRope::on_read as in attn_decode_group.
+//   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
+//   push: AttnFusedParams; spec: see the constants below
+//   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#ifndef VKATTN_SHARED_REDUCE
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#define VKATTN_WANT_ATTN_FUSED
+#include "layout.glsl"
+#include "params.h"
+#include "fma_dot.glsl"
+#include "rope_phase.glsl"
+
+const uint WG = WG_SIZE;  // BR / RB * KG
+layout(constant_id = VKATTN_SPEC_TILED_ROWS) const uint BR = 32;                  // rows per tile
+layout(constant_id = VKATTN_SPEC_TILED_KEYS) const uint BC = 16;                  // keys per tile
+layout(constant_id = VKATTN_SPEC_TILED_ROWS_PER_INVOCATION) const uint RB = 2;    // divides BR
+layout(constant_id = VKATTN_SPEC_TILED_KEYS_PER_INVOCATION) const uint KB = 2;    // divides BC
+layout(constant_id = VKATTN_SPEC_TILED_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_TILED_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_TILED_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_TILED_DK4) const uint DK4 = 32;  // vec4s of a query and K row
+layout(constant_id = VKATTN_SPEC_TILED_DV4) const uint DV4 = 32;  // of a V row
+layout(constant_id = VKATTN_SPEC_TILED_Q_ALIGNED) const bool Q_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_TILED_K_ALIGNED) const bool K_ALIGNED = true;  // rows of whole vec4s
+layout(constant_id = VKATTN_SPEC_TILED_V_ALIGNED) const bool V_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_TILED_MULTI_SEQ) const bool MULTI_SEQ = false;
+layout(constant_id = VKATTN_SPEC_TILED_V_FROM_K) const bool V_FROM_K = false;
+layout(constant_id = VKATTN_SPEC_TILED_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
+layout(constant_id = VKATTN_SPEC_TILED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
+
+const uint ROWS = BR;                 // attn_rows.glsl's name for it
+const uint KG = BC / KB;              // invocations per row group, a power of two
+const uint OP = (DV4 + KG - 1u) / KG;  // output vec4s per row per invocation
+// Odd strides: the row groups of a subgroup read rows RB apart (queries) and the lanes of
+// a row group keys one apart (keys), which with an even stride would share banks.
+const uint QS = DK4 | 1u, KS = DK4 | 1u, PS = BC | 1u;
+
+#include "attn_row_tiles.glsl"
+
+shared vec4 q_sh[BR * QS];
+shared vec4 k_sh[BC * KS];
+shared vec4 v_sh[V_FROM_K ? 1u : BC * DV4];
+shared float p_sh[BR * PS];
+// Two tiles' key positions and sequences (the next tile's are read while this one
+// computes); a sequence of -1 marks a key no row of the tile sees.
+shared int kp_sh[2u * BC];
+shared int ks_sh[2u * BC];
+shared int qp_sh[BR];  // the tile's rows' positions and sequences
+shared int qs_sh[BR];
+#ifdef VKATTN_SHARED_REDUCE
+shared float red_sh[BR * KG];
+#endif
+
+// Row r's share |x| from each invocation of its row group: their maximum (|is_max|) or sum,
+// in every invocation of the group. All invocations call it (shuffles; barriers).
+#ifdef VKATTN_SHARED_REDUCE
+void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
+    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+        red_sh[(rg * RB + i) * KG + kg] = x[i];
+    }
+    barrier();
+    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+        float y = red_sh[(rg * RB + i) * KG];
+        [[unroll]] for (uint g = 1u; g < KG; ++g) {
+            const float z = red_sh[(rg * RB + i) * KG + g];
+            y = is_max ? max(y, z) : y + z;
+        }
+        x[i] = y;
+    }
+    barrier();  // before red_sh is written again
+}
+#else
+void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
+    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+        [[unroll]] for (uint o = 1u; o < KG; o <<= 1u) {
+            const float z = subgroupShuffleXor(x[i], o);
+            x[i] = is_max ? max(x[i], z) : x[i] + z;
+        }
+    }
+}
+#endif
+
+// Marks tile t's keys into half |h| of kp_sh/ks_sh: each key's position, and its sequence
+// where some row of the tile sees it (-1 otherwise, and past the bound).
+void mark_keys(uint t, uint h, uint lid, uint seq0, uint bound, uint n_rows) {
+    [[unroll]] for (uint n = 0u; n < (BC + WG - 1u) / WG; ++n) {
+        const uint b = lid + n * WG;
+        if (b >= BC) {
+            break;
+        }
+        const uint j = t * BC + b;
+        const int position = j < bound ? key_position(seq0, j) : -1;
+        int seq = j < bound ? key_sequence(seq0, j, position) : -1;
+        bool seen = false;
+        for (uint r = 0u; r < n_rows && seq >= 0 && !seen; ++r) {
+            seen = key_visible(qp_sh[r], qs_sh[r], position, seq);
+        }
+        kp_sh[h * BC + b] = position;
+        ks_sh[h * BC + b] = seen ? seq : -1;
+    }
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+#ifdef VKATTN_SHARED_REDUCE
+    const uint sid = lid;
+#else
+    // Full subgroups of a size KG divides: a row group's invocations share a subgroup.
+    const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#endif
+    const uint rg = sid / KG, kg = sid % KG;
+    uint kv_head, split, row0, n_rows, seq0;
+    if (!row_tile_place(kv_head, split, row0, n_rows, seq0)) {
+        return;  // past the grid (folded): whole workgroup, uniform
+    }
+
+    // The tile's queries (rows past n_rows repeat the last one and write nothing), rotated
+    // by their place in the cache with KvRope::on_read.
+    for (uint i = lid; i < BR * DK4; i += WG) {
+        const uint r = i / DK4, c = i - r * DK4;
+        const uint row = row0 + min(r, n_rows - 1u), tok = row / pc.group;
+        const uint q_row = (tok * pc.n_heads + kv_head * pc.group + (row - tok * pc.group)) * pc.head_dim;
+        vec4 x = load_q_4(q_row + c * 4u, q_row + pc.head_dim);
+        if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
+            x = rope_vec4(0u, q_row, c * 4u, uint(meta[off_q_cpos + tok]), x);
+        }
+        q_sh[r * QS + c] = x;
+    }
+    for (uint r = lid; r < BR; r += WG) {
+        const uint tok = (row0 + min(r, n_rows - 1u)) / pc.group;
+        qp_sh[r] = meta[off_q_pos + tok];
+        qs_sh[r] = meta[off_q_seq + tok];
+    }
+    // This invocation's rows: tokens, heads, positions, sequences and ALiBi slopes.
+    uint tok[RB], head[RB];
+    int q_pos[RB], q_seq[RB];
+    float slope[RB], m[RB], l[RB];
+    vec4 acc[RB][OP];
+    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+        row_query(row0 + min(rg * RB + i, n_rows - 1u), kv_head, tok[i], head[i], q_pos[i], q_seq[i], slope[i]);
+        m[i] = NEG_MAX;
+        l[i] = 0.0;
+        [[unroll]] for (uint o = 0u; o < OP; ++o) {
+            acc[i][o] = vec4(0.0);
+        }
+    }
+    const uint bound = key_bound(seq0);
+    const uint n_tiles = (bound + BC - 1u) / BC;
+    barrier();  // qp_sh, qs_sh
+    mark_keys(split, 0u, lid, seq0, bound, n_rows);
+    barrier();
+
+    uint h = 0u;  // the half of kp_sh/ks_sh holding this tile's keys
+    for (uint t = split; t < n_tiles; t += pc.key_splits, h ^= 1u) {
+        bool any_seen = false;
+        [[unroll]] for (uint b = 0u; b < BC; ++b) {
+            any_seen = any_seen || ks_sh[h * BC + b] >= 0;
+        }
+        if (!any_seen) {  // uniform: every invocation read the same marks
+            mark_keys(t + pc.key_splits, h ^ 1u, lid, seq0, bound, n_rows);
+            barrier();
+            continue;
+        }
+        // The tile's K and V rows as floats; zeros for keys no row sees (a stale slot's V
+        // may hold NaN, which no weight of zero may let in).
+        for (uint i = lid; i < BC * DK4; i += WG) {
+            const uint b = i / DK4, c = i - b * DK4;
+            vec4 x = vec4(0.0);
+            if (ks_sh[h * BC + b] >= 0) {
+                const uint kr = key_row(seq0, kv_head, t * BC + b);
+                x = load_k_4(kr + c * 4u, kr + pc.head_dim);
+                if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {  // each key by its place in the cache
+                    x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[h * BC + b]), x);
+                }
+            }
+            k_sh[b * KS + c] = x;
+        }
+        if (!V_FROM_K) {
+            for (uint i = lid; i < BC * DV4; i += WG) {
+                const uint b = i / DV4, c = i - b * DV4;
+                vec4 x = vec4(0.0);
+                if (ks_sh[h * BC + b] >= 0) {
+                    const uint vr = value_row(seq0, kv_head, t * BC + b);
+                    x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
+                }
+                v_sh[b * DV4 + c] = x;
+            }
+        }
+        mark_keys(t + pc.key_splits, h ^ 1u, lid, seq0, bound, n_rows);
+        barrier();
+
+        // Scores: RB rows x KB keys, each shared load serving KB or RB of them.
+        float s[RB][KB];
+        [[unroll]] for (uint i = 0u; i < RB; ++i) {
+            [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                s[i][j] = 0.0;
+            }
+        }
+        for (uint c = 0u; c < DK4; ++c) {
+            vec4 kv[KB];
+            [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                kv[j] = k_sh[(kg + j * KG) * KS + c];
+            }
+            [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                const vec4 qv = q_sh[(rg * RB + i) * QS + c];
+                [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                    s[i][j] = fma_dot(qv, kv[j], s[i][j]);
+                }
+            }
+        }
+        float mx[RB];
+        [[unroll]] for (uint i = 0u; i < RB; ++i) {
+            mx[i] = -1.0 / 0.0;
+            [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                const uint b = kg + j * KG;
+                const int k_pos = kp_sh[h * BC + b];
+                s[i][j] = key_visible(q_pos[i], q_seq[i], k_pos, ks_sh[h * BC + b])
+                              ? visible_score(s[i][j], tok[i], q_pos[i], t * BC + b, k_pos, slope[i])
+                              : -1.0 / 0.0;
+                mx[i] = max(mx[i], s[i][j]);
+            }
+        }
+        reduce_rows(mx, rg, kg, true);
+        [[unroll]] for (uint i = 0u; i < RB; ++i) {
+            if (mx[i] > m[i]) {  // the row's maximum moved: its sums follow (same in its group)
+                const float rescale = exp(m[i] - mx[i]);
+                l[i] *= rescale;
+                [[unroll]] for (uint o = 0u; o < OP; ++o) {
+                    acc[i][o] *= rescale;
+                }
+                m[i] = mx[i];
+            }
+            [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                const float p = exp(s[i][j] - m[i]);
+                l[i] += p;
+                p_sh[(rg * RB + i) * PS + kg + j * KG] = p;
+            }
+        }
+        barrier();
+
+        // Output: RB rows x OP vec4s, each probability serving OP vec4s, each V vec4 RB rows.
+        for (uint b = 0u; b < BC; ++b) {
+            float p[RB];
+            [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                p[i] = p_sh[(rg * RB + i) * PS + b];
+            }
+            [[unroll]] for (uint o = 0u; o < OP; ++o) {
+                const uint c = kg + o * KG;
+                if (c < DV4) {
+                    const vec4 v = V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c];
+                    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                        acc[i][o] = fma(vec4(p[i]), v, acc[i][o]);
+                    }
+                }
+            }
+        }
+        barrier();  // before the next tile's rows replace these
+    }
+    reduce_rows(l, rg, kg, false);
+
+    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+        if (rg * RB + i >= n_rows) {
+            break;  // no barrier follows
+        }
+        const uint out_row = tok[i] * pc.n_heads + head[i];
+        const float scale = row_finish(split, out_row, head[i], m[i], l[i], kg == 0u);
+        [[unroll]] for (uint o = 0u; o < OP; ++o) {
+            row_store(split, out_row, kg + o * KG, acc[i][o], scale);
+        }
+    }
+}

@@ -1,0 +1,207 @@
+// Host side of attn_tiled.comp, the tiled kernel for fused attention with many query rows
+// per KV head (prefill): the tile shape from the device's shared memory and the row count,
+// shuffles or shared memory for a row's maximum and sum, the split count as the decode
+// kernels', and $VKATTN_PREFILL. docs/kernel-shapes.md describes the kernel.
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <string>
+
+#include "common/shape_math.hpp"
+#include "vulkan/dispatch.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+// Query rows and keys per tile, and each invocation's block of them (rows x keys of
+// scores; rows x (vec4s of V / (keys / keys per invocation)) of the output).
+struct TileShape {
+  std::uint32_t rows, keys, rows_per_invocation, keys_per_invocation;
+  std::uint32_t row_group() const { return keys / keys_per_invocation; }  // invocations sharing rows
+  std::uint32_t invocations() const { return rows / rows_per_invocation * row_group(); }
+};
+// In order of preference; the first that fits the device's shared memory (at most
+// kMaxTileBytes, so that an NVIDIA SM or an AMD CU holds several workgroups) is taken.
+// 32 x 32 fits heads up to 96 in 48 KiB, 32 x 16 up to 160; the spec minimum's 16 KiB
+// takes 8 x 8 at 128 and 4 x 4 at 256.
+constexpr TileShape kShapes[] = {{32, 32, 2, 4}, {32, 16, 2, 2}, {16, 16, 1, 2}, {16, 8, 1, 1},
+                                 {8, 8, 1, 1},   {8, 4, 1, 1},   {4, 4, 1, 1}};
+constexpr std::uint64_t kMaxTileBytes = 48 * 1024;
+// Left to choose, the tiled kernel takes only tiles of this many rows or more (fewer rows
+// share too little of each K/V element for the staging to pay) and at most this many
+// output floats per invocation (more spill on GPUs of 64 registers per invocation).
+constexpr std::uint32_t kAutoRows = 16;
+constexpr std::uint32_t kMaxAccumulators = 64;
+// The split merge's limits (attention_decode_op.cpp) and llvmpipe's loop limit, with room.
+constexpr std::uint64_t kMaxSplits = 64, kMergePairs = 512, kCpuLoopLimit = 60000;
+
+struct TiledPlan {
+  TileShape shape{};
+  std::uint32_t rows = 0;  // real rows per tile; 0 where the kernel is not taken
+  std::uint32_t sg = 0;    // the subgroup size asked for (0: shared memory)
+  bool v_from_k = false;
+};
+
+// attn_tiled.comp's shared memory: queries, K and V rows at odd strides of vec4s, the
+// probabilities, two tiles' key positions and sequences, the rows' positions and
+// sequences, and without shuffles each row group's shares.
+std::uint64_t tile_bytes(const TileShape& s, std::uint32_t dk4, std::uint32_t dv4, bool v_from_k, bool shuffles) {
+  const std::uint64_t stride = dk4 | 1u, rows = s.rows, keys = s.keys;
+  return (rows * stride + keys * stride + (v_from_k ? 1 : keys * dv4)) * 16 + rows * (keys | 1u) * 4 + 4 * keys * 4 +
+         2 * rows * 4 + (shuffles ? 0 : rows * s.row_group() * 4);
+}
+
+TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource& values, std::uint32_t n_tokens,
+                     std::uint32_t group, const ScoresParams& p, bool forced) {
+  const PrefillTuning& tune = ctx.prefill;
+  const std::uint32_t dk4 = (keys.head_dim + 3) / 4, dv4 = (values.head_dim + 3) / 4;
+  const bool per_seq = keys.meta_stride != 0;
+  TiledPlan plan;
+  plan.v_from_k = values_in_keys(keys, values) && !p.rope_on_read;  // rotated K rows cannot serve as V
+  // Forced onto few rows (decode), a tile at most half empty.
+  const std::uint32_t most_rows = std::max(4u, std::bit_ceil(tile_rows(64, n_tokens, group, per_seq, p.q_seq)));
+  // A tile asked for by $VKATTN_PREFILL may take all the shared memory the device has.
+  const bool tuned = tune.rows || tune.keys || tune.rows_per_invocation || tune.keys_per_invocation;
+  const std::uint64_t budget = tuned ? ctx.limits.max_shared_memory : std::min<std::uint64_t>(ctx.limits.max_shared_memory, kMaxTileBytes);
+  TileShape one = kShapes[1];
+  if (tuned) {
+    if (tune.rows) one.rows = tune.rows;
+    if (tune.keys) one.keys = tune.keys;
+    if (tune.rows_per_invocation) one.rows_per_invocation = tune.rows_per_invocation;
+    if (tune.keys_per_invocation) one.keys_per_invocation = tune.keys_per_invocation;
+    one.rows_per_invocation = std::min(one.rows_per_invocation, one.rows);
+    one.keys_per_invocation = std::min(one.keys_per_invocation, one.keys);
+  }
+  const std::span<const TileShape> shapes = tuned ? std::span<const TileShape>(&one, 1) : std::span<const TileShape>(kShapes);
+  for (const TileShape& s : shapes) {
+    if (!tuned && forced && s.rows > most_rows) continue;
+    const std::uint32_t rows = tile_rows(s.rows, n_tokens, group, per_seq, p.q_seq);
+    if (!forced && rows < std::max(s.rows, kAutoRows)) continue;
+    const std::uint32_t kg = s.row_group(), wg = s.invocations();
+    if (wg > ctx.limits.max_workgroup_invocations) continue;
+    if (!forced && s.rows_per_invocation * ceil_div(dv4, kg) * 4 > kMaxAccumulators) continue;
+    const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
+    const bool shuffles =
+        tune.reduce != PrefillTuning::Reduce::shared && subgroups_fit(ctx.limits) && kg <= sg && wg % sg == 0;
+    if (tune.reduce == PrefillTuning::Reduce::subgroup && !shuffles) continue;
+    if (tile_bytes(s, dk4, dv4, plan.v_from_k, shuffles) > budget) continue;
+    plan.shape = s;
+    plan.rows = rows;
+    plan.sg = shuffles ? sg : 0;
+    return plan;
+  }
+  return plan;
+}
+
+}  // namespace
+
+PrefillTuning prefill_tuning_from_env() {
+  PrefillTuning t;
+  const char* env = std::getenv("VKATTN_PREFILL");
+  if (!env || !*env) return t;
+  const char* valid =
+      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, and powers of two "
+      "rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8)";
+  parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
+    const auto power_of_two = [&](std::uint32_t most) {
+      const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
+      if (!std::has_single_bit(n) || n > most) {
+        throw InvalidArgument("create backend", "VKATTN_PREFILL", key + "=" + value,
+                              key + "=<a power of two up to " + std::to_string(most) + ">");
+      }
+      return n;
+    };
+    if (key == "kernel" && (value == "auto" || value == "tiled" || value == "lane_per_key")) {
+      t.kernel = value == "auto"    ? PrefillTuning::Kernel::automatic
+                 : value == "tiled" ? PrefillTuning::Kernel::tiled
+                                    : PrefillTuning::Kernel::lane_per_key;
+    } else if (key == "reduce" && (value == "auto" || value == "subgroup" || value == "shared")) {
+      t.reduce = value == "auto"       ? PrefillTuning::Reduce::automatic
+                 : value == "subgroup" ? PrefillTuning::Reduce::subgroup
+                                       : PrefillTuning::Reduce::shared;
+    } else if (key == "rows") {
+      t.rows = power_of_two(64);
+    } else if (key == "keys") {
+      t.keys = power_of_two(64);
+    } else if (key == "rows_per_invocation") {
+      t.rows_per_invocation = power_of_two(8);
+    } else if (key == "keys_per_invocation") {
+      t.keys_per_invocation = power_of_two(8);
+    } else {
+      return false;
+    }
+    return true;
+  });
+  return t;
+}
+
+std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                     std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                                                     const KeySource& values, std::shared_ptr<TensorImpl> out,
+                                                     std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                                     const std::vector<float>& sinks) {
+  const bool forced = ctx.prefill.kernel == PrefillTuning::Kernel::tiled;
+  if (ctx.prefill.kernel == PrefillTuning::Kernel::lane_per_key || ctx.limits.max_storage_buffers < 8 ||
+      (!forced && ctx.shape != KernelShape::gpu)) {
+    return std::nullopt;
+  }
+  const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
+  const std::uint32_t n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;
+  const TiledPlan t = plan_tiled(ctx, keys, values, n_tokens, group, p, forced);
+  if (!t.rows) {
+    if (!forced) return std::nullopt;
+    throw Error(ErrorCode::unsupported,
+                "VKATTN_PREFILL=kernel=tiled: no tile of rows of " + std::to_string(head_dim) + " and " +
+                    std::to_string(values.head_dim) + " fits maxComputeSharedMemorySize = " +
+                    std::to_string(ctx.limits.max_shared_memory) + " and maxComputeWorkGroupInvocations = " +
+                    std::to_string(ctx.limits.max_workgroup_invocations) + " as asked",
+                "VKATTN_PREFILL", 0, "attention");
+  }
+  const std::uint32_t v4 = (values.head_dim + 3) / 4;
+  RowTiles rt = row_tiles(ctx, *q, keys, values, t.rows, t.shape.keys);
+  if (ctx.physical.info.type == "cpu") {
+    // llvmpipe stops loops after 65,535 iterations over the whole run, not per entry (and
+    // measured, loops side by side count together): each split's tiles times all the
+    // iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
+    // staged vec4s) stay below.
+    const TileShape& s = t.shape;
+    const std::uint64_t wg = s.invocations(), dk4 = (head_dim + 3) / 4;
+    const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) + ceil_div(s.keys * dk4, wg) +
+                                ceil_div(std::uint64_t{s.keys} * v4, wg);
+    const std::uint64_t most = std::min<std::uint64_t>(kMaxSplits, kMergePairs / t.rows);
+    const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), kCpuLoopLimit / inner);
+    if (needed > most) {
+      throw Error(ErrorCode::unsupported,
+                  "VKATTN_PREFILL=kernel=tiled: on a CPU device (llvmpipe's loop limit) the tiled kernel takes at most " +
+                      std::to_string(most * (kCpuLoopLimit / inner) * s.keys) + " keys at these widths, not " +
+                      std::to_string(keys.n_keys),
+                  "VKATTN_PREFILL", 0, "attention");
+    }
+    rt.splits = std::max(rt.splits, needed);
+  }
+  Dispatch d;
+  d.key = {t.sg ? KernelId::attn_tiled : KernelId::attn_tiled_shared,
+           spec({{VKATTN_SPEC_WG_SIZE, t.shape.invocations()},
+                 {VKATTN_SPEC_TILED_ROWS, t.shape.rows},
+                 {VKATTN_SPEC_TILED_KEYS, t.shape.keys},
+                 {VKATTN_SPEC_TILED_ROWS_PER_INVOCATION, t.shape.rows_per_invocation},
+                 {VKATTN_SPEC_TILED_KEYS_PER_INVOCATION, t.shape.keys_per_invocation},
+                 {VKATTN_SPEC_TILED_Q_F16, q->dtype == DType::f16 ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_K_TYPE, keys.type},
+                 {VKATTN_SPEC_TILED_V_TYPE, values.type},
+                 {VKATTN_SPEC_TILED_DK4, (head_dim + 3) / 4},
+                 {VKATTN_SPEC_TILED_DV4, v4},
+                 {VKATTN_SPEC_TILED_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_K_ALIGNED, rows_aligned(keys, 4) ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_V_ALIGNED, rows_aligned(values, 4) ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_V_FROM_K, t.v_from_k ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
+  d.key.subgroup_size = t.sg;
+  return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
+                          sinks, rt);
+}
+
+}  // namespace vkattn::detail

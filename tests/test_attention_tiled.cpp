@@ -1,0 +1,219 @@
+// The tiled kernel (attn_tiled.comp; VKATTN_PREFILL=kernel=tiled forces it) against the CPU
+// reference: every attention case under each variant (tiles as planned, with splits and
+// without; a row's maximum and sum through shared memory; 8 x 8 tiles of 2 x 4 scores
+// per invocation; 4 x 4 tiles of one), also at the Vulkan minimums; odd shapes (rows and
+// keys no multiple of a tile, head_dim 64 to 256 and 72, quantized K and V); prefill
+// chunks over a cache whose ring wraps, keys stored rotated or rotated on read; and the
+// automatic choice on the GPU shape. Every suite's name holds "Tiled": `ctest -R Tiled`.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/attention_cases.hpp"
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/fused_match.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+struct Variant {
+  const char* name;
+  const char* env;     // $VKATTN_PREFILL
+  std::uint32_t units;  // compute units planned for: 1 leaves the keys whole, 2^20 splits them
+};
+const Variant kVariants[] = {
+    {"planned", "kernel=tiled", 1},
+    {"planned_split", "kernel=tiled", 1u << 20},
+    {"shared_reduce", "kernel=tiled,reduce=shared", 1u << 20},
+    {"tile_8x8_2x4", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=4", 1},
+    {"tile_4x4_1x1", "kernel=tiled,rows=4,keys=4,rows_per_invocation=1,keys_per_invocation=1", 1u << 20},
+};
+
+// Pipelines built, from the info log: which kernels a backend ran.
+struct BuiltPipelines {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(DeviceOptions& options) const {
+    options.log_level = LogLevel::info;
+    options.log = [l = lines](LogLevel, std::string_view m) {
+      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
+    };
+  }
+  bool any(const std::string& kernel) const {
+    for (const std::string& l : *lines) {
+      if (l.find("built pipeline " + kernel + " ") != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+std::unique_ptr<Backend> tiled_backend(const char* env, DeviceOptions options, const BuiltPipelines& built) {
+  built.attach(options);
+  ScopedEnv prefill("VKATTN_PREFILL", env);
+  return make_backend(BackendKind::vulkan, options);
+}
+
+DeviceOptions gpu_options(std::uint32_t units, const DeviceLimits& limits = uncapped()) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = limits;
+  options.cap_limits->compute_units = units;
+  return options;
+}
+
+bool ran_tiled(const BuiltPipelines& built) { return built.any("attn_tiled") || built.any("attn_tiled_shared"); }
+
+class TiledVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<std::tuple<AttnCase, Variant>> {};
+
+TEST_P(TiledVulkanVsCpu, Matches) {
+  const auto& [c, v] = GetParam();
+  BuiltPipelines built;
+  auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
+  expect_fused_matches(*gpu, *cpu_, c);
+  EXPECT_TRUE(ran_tiled(built)) << "the tiled kernel ran";
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
+std::string tiled_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Variant>>& info) {
+  return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TiledVulkanVsCpu,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kVariants)), tiled_name);
+
+// The Vulkan 1.1 minimums (no subgroup operations: the shared-memory variant; 16 KiB of
+// shared memory, where heads of 256 take 4 x 4 tiles; 128 invocations).
+class TiledAtSpecMinimum : public TiledVulkanVsCpu {};
+
+TEST_P(TiledAtSpecMinimum, Matches) {
+  const auto& [c, v] = GetParam();
+  BuiltPipelines built;
+  auto gpu = tiled_backend(v.env, gpu_options(v.units, test_spec_minimum()), built);
+  expect_fused_matches(*gpu, *cpu_, c);
+  EXPECT_TRUE(built.any("attn_tiled_shared")) << "the shared-memory variant ran";
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
+const Variant kMinimumVariants[] = {kVariants[1]};
+INSTANTIATE_TEST_SUITE_P(Shapes, TiledAtSpecMinimum,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kMinimumVariants)),
+                         tiled_name);
+
+// Rows and keys no multiple of any tile (37 tokens x 4 heads per KV head, 83 keys), every
+// head_dim a model uses up to 256 and an odd one (72), each K/V type, causal and not.
+TEST_F(VulkanVsCpuTest, TiledOddShapes) {
+  for (const Variant& v : {kVariants[0], kVariants[2]}) {
+    BuiltPipelines built;
+    auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
+    std::uint32_t seed = 500;
+    for (std::size_t d : {64u, 72u, 80u, 96u, 112u, 128u, 256u}) {
+      for (DType dtype : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) {
+        if (d % 32 != 0 && (dtype == DType::q8_0 || dtype == DType::q4_0)) continue;  // whole blocks
+        AttnInputs in = random_inputs(37, 8, 2, 83, d, 1, ++seed, 46);
+        in.kv_dtype = dtype;
+        in.config.path = AttentionPath::fused;
+        in.config.causal = seed % 2 == 0;
+        const std::vector<float> want = run_attention(*cpu_, in).out;
+        EXPECT_TRUE(all_close(run_attention_op(*gpu, in), want, in.out_shape(), 2e-4, 1e-4))
+            << v.name << ": head_dim " << d << ", " << to_string(dtype) << (in.config.causal ? ", causal" : "");
+      }
+    }
+    EXPECT_TRUE(ran_tiled(built));
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
+// Prefill chunks over a cache of 2 sinks and a ring of 38 slots under a window of 16: the
+// second chunk wraps the ring, so tiles of keys straddle its end and hold slots no query
+// sees. Keys stored rotated
+// (the chunk's own keys appended first) and rotated on read; f16 and q8_0; against the CPU
+// backend's cache.
+TEST_F(VulkanVsCpuTest, TiledPrefillOverAWrappedRing) {
+  constexpr std::size_t kHeads = 8, kKv = 2, kDim = 64;
+  for (const Variant& v : {kVariants[1], kVariants[4]}) {
+    BuiltPipelines built;
+    auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
+    for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
+      for (DType dtype : {DType::f16, DType::q8_0}) {
+        const KvCacheConfig config{.n_kv_heads = kKv,
+                                   .head_dim = kDim,
+                                   .capacity = 40,
+                                   .dtype = dtype,
+                                   .n_sinks = 2,
+                                   .rope = rope,
+                                   .rope_config = {.rotary_dim = kDim}};
+        KvCache gc = gpu->kv_cache(config), cc = cpu_->kv_cache(config);
+        std::int32_t at = 0;
+        for (std::size_t chunk : {21u, 23u, 17u}) {
+          const std::uint32_t seed = 40 + static_cast<std::uint32_t>(chunk);
+          const auto q = normal(chunk * kHeads * kDim, seed), k = normal(chunk * kKv * kDim, seed + 1),
+                     val = normal(chunk * kKv * kDim, seed + 2);
+          std::vector<std::int32_t> pos(chunk);
+          for (std::size_t i = 0; i < chunk; ++i) pos[i] = at + static_cast<std::int32_t>(i);
+          auto attend = [&](Backend& b, KvCache& cache) {
+            Tensor tq = b.tensor({chunk, kHeads, kDim}, DType::f32), tk = b.tensor({chunk, kKv, kDim}, DType::f32),
+                   tv = b.tensor({chunk, kKv, kDim}, DType::f32), out = b.tensor({chunk, kHeads, kDim}, DType::f32);
+            b.upload(tq, q);
+            b.upload(tk, k);
+            b.upload(tv, val);
+            CommandList cmd = b.commands();
+            cmd.kv_append(cache, tk, tv, pos);
+            cmd.attention(tq, cache, out, {.q_positions = pos}, {.window = 16u, .path = AttentionPath::fused});
+            cmd.submit_and_wait();
+            return b.download(out);
+          };
+          EXPECT_TRUE(all_close(attend(*gpu, gc), attend(*cpu_, cc), {chunk, kHeads, kDim}, 2e-4, 1e-4))
+              << v.name << ", " << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype)
+              << ": chunk at " << at;
+          at += static_cast<std::int32_t>(chunk);
+        }
+      }
+    }
+    EXPECT_TRUE(ran_tiled(built));
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
+// Left to choose on the GPU shape, prefill (1,024 rows per KV head) takes the tiled kernel,
+// decode (4 rows) the decode kernel, and VKATTN_PREFILL=kernel=lane_per_key the kernel
+// before it; all agree with the CPU.
+TEST_F(VulkanVsCpuTest, TiledIsChosenForPrefillOnTheGpuShape) {
+  AttnInputs prefill = random_inputs(256, 8, 2, 512, 64, 1, 96);
+  prefill.kv_dtype = DType::f16;
+  AttnInputs decode = random_inputs(1, 8, 2, 600, 64, 1, 95);
+  const std::vector<float> want_prefill = run_attention(*cpu_, prefill).out, want_decode = run_attention(*cpu_, decode).out;
+  for (const char* env : {"", "kernel=lane_per_key"}) {
+    BuiltPipelines built;
+    auto gpu = tiled_backend(env, gpu_options(30), built);
+    EXPECT_TRUE(all_close(run_attention_op(*gpu, prefill), want_prefill, prefill.out_shape(), 2e-4, 1e-4)) << env;
+    const bool tiled = env[0] == '\0';
+    EXPECT_EQ(ran_tiled(built), tiled) << (tiled ? "automatic" : env) << ": the tiled kernel ran";
+    // attn_fused or attn_fused_subgroup: the lane-per-key kernel.
+    EXPECT_EQ(built.any("attn_fused") || built.any("attn_fused_subgroup"), !tiled) << env << ": the lane-per-key kernel ran";
+    built.lines->clear();
+    EXPECT_TRUE(all_close(run_attention_op(*gpu, decode), want_decode, decode.out_shape(), 2e-4, 1e-4)) << env;
+    EXPECT_FALSE(ran_tiled(built)) << "decode takes the decode kernel";
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
+// $VKATTN_PREFILL is read when a backend is made; a malformed one is refused by name, and a
+// tile the device cannot hold is refused when the op is recorded.
+TEST(TiledTuning, MalformedKnobsAreRefused) {
+  for (const char* bad : {"kernel", "kernel=fast", "rows=3", "keys=128", "rows_per_invocation=16", "reduce=x", "unknown=1"}) {
+    ScopedEnv prefill("VKATTN_PREFILL", bad);
+    try {
+      auto b = make_backend(BackendKind::vulkan, test_options());
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("VKATTN_PREFILL"), std::string::npos) << e.what();
+    } catch (const Error& e) {
+      if (vulkan_required() || e.code() != ErrorCode::no_device) throw;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vkattn::test
