@@ -22,7 +22,7 @@ namespace {
 
 struct Variant {
   const char* name;
-  const char* env;     // $VKATTN_PREFILL
+  const char* env;      // $VKATTN_PREFILL
   std::uint32_t units;  // compute units planned for: 1 leaves the keys whole, 2^20 splits them
 };
 const Variant kVariants[] = {
@@ -165,8 +165,8 @@ TEST_F(VulkanVsCpuTest, TiledPrefillOverAWrappedRing) {
             return b.download(out);
           };
           EXPECT_TRUE(all_close(attend(*gpu, gc), attend(*cpu_, cc), {chunk, kHeads, kDim}, 2e-4, 1e-4))
-              << v.name << ", " << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype)
-              << ": chunk at " << at;
+              << v.name << ", " << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype) << ": chunk at "
+              << at;
           at += static_cast<std::int32_t>(chunk);
         }
       }
@@ -211,6 +211,24 @@ TEST(TiledTuning, MalformedKnobsAreRefused) {
       EXPECT_NE(std::string(e.what()).find("VKATTN_PREFILL"), std::string::npos) << e.what();
     } catch (const Error& e) {
       if (vulkan_required() || e.code() != ErrorCode::no_device) throw;
+    }
+  }
+}
+
+// A tile asked for that the device cannot hold (64 x 64 invocations) is refused with
+// Unsupported naming the knob, not left to another kernel, whether forced or not.
+TEST_F(VulkanVsCpuTest, TiledRefusesATileThatDoesNotFit) {
+  AttnInputs prefill = random_inputs(256, 8, 2, 256, 32, 1, 97);
+  for (const char* env : {"rows=64,keys=64,rows_per_invocation=1,keys_per_invocation=1",
+                          "kernel=tiled,rows=64,keys=64,rows_per_invocation=1,keys_per_invocation=1"}) {
+    BuiltPipelines built;
+    auto gpu = tiled_backend(env, gpu_options(30), built);
+    try {
+      run_attention_op(*gpu, prefill);
+      ADD_FAILURE() << env << " was run";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("VKATTN_PREFILL"), std::string::npos) << e.what();
     }
   }
 }

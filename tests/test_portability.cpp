@@ -302,7 +302,7 @@ TEST_F(VulkanVsCpuTest, FourStorageBuffersPerKernel) {
 // row tiles alone are fewer than two workgroups per unit (the decode kernel's last
 // workgroup merges the splits in the same dispatch; with VKATTN_DECODE=merge=two_pass a
 // second dispatch does, and the coalesced kernel always merges in a second dispatch,
-// splitting to four workgroups per unit); prefill takes the lane-per-key kernel. A device
+// splitting to four workgroups per unit); prefill takes the tiled kernel, unsplit. A device
 // without subgroup shuffles gets the decode kernel's shared-memory variant. All agree
 // with the CPU.
 TEST_F(VulkanVsCpuTest, GpuShapePlanning) {

@@ -7,7 +7,8 @@
 # $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
 # K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
 # times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
-# default 0.1) make it shorter on slow devices; PROBE_ONLY (a list of decode, mla, prefill,
+# default 0.1) make it shorter on slow devices, as PROBE_PREFILL (a benchmark filter, default
+# the three prefill sizes) does for the prefill section; PROBE_ONLY (a list of decode, mla, prefill,
 # ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
 # test-backend-ops, built outside the repository) is run last when present.
 set -uo pipefail
@@ -103,15 +104,15 @@ run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$m
 fi
 if want prefill; then
 echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s): the tiled kernel and its tiles, the lane-per-key kernel, three stages"
-prefill_re="tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"
+prefill_re=${PROBE_PREFILL:-"tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"}
 gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 run "prefill, tiled (planned)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention "$gpu_prefill"
 run "tiled, shared-memory reduce" VKATTN_PREFILL=reduce=shared -- vkattn-bench-attention "$gpu_prefill"
-run "tiled 32x32, 2x4 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=32,rows_per_invocation=2,keys_per_invocation=4 -- \
-    vkattn-bench-attention "$gpu_prefill"
 run "tiled 32x16, 4x2 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=16,rows_per_invocation=4,keys_per_invocation=2 -- \
     vkattn-bench-attention "$gpu_prefill"
-run "tiled 64x16, 4x2 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=64,keys=16,rows_per_invocation=4,keys_per_invocation=2 -- \
+run "tiled 16x32, 2x4 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=16,keys=32,rows_per_invocation=2,keys_per_invocation=4 -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "tiled 32x8, 2x1 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=8,rows_per_invocation=2,keys_per_invocation=1 -- \
     vkattn-bench-attention "$gpu_prefill"
 run "tiled 16x16, 1x2 each" VKATTN_PREFILL=rows=16,keys=16,rows_per_invocation=1,keys_per_invocation=2 -- \
     vkattn-bench-attention "$gpu_prefill"

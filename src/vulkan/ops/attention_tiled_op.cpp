@@ -41,6 +41,7 @@ struct TiledPlan {
   std::uint32_t rows = 0;  // real rows per tile; 0 where the kernel is not taken
   std::uint32_t sg = 0;    // the subgroup size asked for (0: shared memory)
   bool v_from_k = false;
+  bool refused = false;  // the tile $VKATTN_PREFILL asks for does not fit the device
 };
 
 // attn_tiled.comp's shared memory: queries, K and V rows at odd strides of vec4s, the
@@ -63,7 +64,8 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
   const std::uint32_t most_rows = std::max(4u, std::bit_ceil(tile_rows(64, n_tokens, group, per_seq, p.q_seq)));
   // A tile asked for by $VKATTN_PREFILL may take all the shared memory the device has.
   const bool tuned = tune.rows || tune.keys || tune.rows_per_invocation || tune.keys_per_invocation;
-  const std::uint64_t budget = tuned ? ctx.limits.max_shared_memory : std::min<std::uint64_t>(ctx.limits.max_shared_memory, kMaxTileBytes);
+  const std::uint64_t budget =
+      tuned ? ctx.limits.max_shared_memory : std::min<std::uint64_t>(ctx.limits.max_shared_memory, kMaxTileBytes);
   TileShape one = kShapes[1];
   if (tuned) {
     if (tune.rows) one.rows = tune.rows;
@@ -79,14 +81,15 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
     const std::uint32_t rows = tile_rows(s.rows, n_tokens, group, per_seq, p.q_seq);
     if (!forced && rows < std::max(s.rows, kAutoRows)) continue;
     const std::uint32_t kg = s.row_group(), wg = s.invocations();
+    plan.refused = tuned;  // until it fits
     if (wg > ctx.limits.max_workgroup_invocations) continue;
-    if (!forced && s.rows_per_invocation * ceil_div(dv4, kg) * 4 > kMaxAccumulators) continue;
+    if (!forced && !tuned && s.rows_per_invocation * ceil_div(dv4, kg) * 4 > kMaxAccumulators) continue;
     const std::uint32_t sg = preferred_subgroup_size(ctx.limits);
-    const bool shuffles =
-        tune.reduce != PrefillTuning::Reduce::shared && subgroups_fit(ctx.limits) && kg <= sg && wg % sg == 0;
+    const bool shuffles = tune.reduce != PrefillTuning::Reduce::shared && subgroups_fit(ctx.limits) && kg <= sg && wg % sg == 0;
     if (tune.reduce == PrefillTuning::Reduce::subgroup && !shuffles) continue;
     if (tile_bytes(s, dk4, dv4, plan.v_from_k, shuffles) > budget) continue;
     plan.shape = s;
+    plan.refused = false;
     plan.rows = rows;
     plan.sg = shuffles ? sg : 0;
     return plan;
@@ -150,12 +153,13 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
   const std::uint32_t n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;
   const TiledPlan t = plan_tiled(ctx, keys, values, n_tokens, group, p, forced);
   if (!t.rows) {
-    if (!forced) return std::nullopt;
+    // A tile asked for is refused, not left for another kernel (a probe would time that).
+    if (!forced && !t.refused) return std::nullopt;
     throw Error(ErrorCode::unsupported,
-                "VKATTN_PREFILL=kernel=tiled: no tile of rows of " + std::to_string(head_dim) + " and " +
-                    std::to_string(values.head_dim) + " fits maxComputeSharedMemorySize = " +
-                    std::to_string(ctx.limits.max_shared_memory) + " and maxComputeWorkGroupInvocations = " +
-                    std::to_string(ctx.limits.max_workgroup_invocations) + " as asked",
+                "VKATTN_PREFILL: no tile of the tiled kernel over rows of " + std::to_string(head_dim) + " and " +
+                    std::to_string(values.head_dim) +
+                    " fits maxComputeSharedMemorySize = " + std::to_string(ctx.limits.max_shared_memory) +
+                    " and maxComputeWorkGroupInvocations = " + std::to_string(ctx.limits.max_workgroup_invocations) + " as asked",
                 "VKATTN_PREFILL", 0, "attention");
   }
   const std::uint32_t v4 = (values.head_dim + 3) / 4;
