@@ -8,7 +8,8 @@
 //   whose queries sit in shared memory as floats for the whole kernel;
 // - a key tile is BC keys: the workgroup copies their K and V rows into shared memory as
 //   floats (decoded once, however many rows use them; with a latent cache the K rows also
-//   serve as V), through consecutive 16-byte loads;
+//   serve as V), through consecutive 16-byte loads issued (PREFETCH) while the tile before
+//   computes, held undecoded in registers until its last barrier;
 // - register blocking: invocations form BR / RB row groups of KG = BC / KB; each computes
 //   RB rows x KB keys of scores (keys kg, kg + KG, ...: one shared load of a query vec4
 //   serves KB keys, one of a key vec4 RB rows) and owns RB rows x OP vec4s of the output
@@ -57,6 +58,8 @@ layout(constant_id = VKATTN_SPEC_TILED_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_TILED_V_FROM_K) const bool V_FROM_K = false;
 layout(constant_id = VKATTN_SPEC_TILED_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
 layout(constant_id = VKATTN_SPEC_TILED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
+// The next tile's rows loaded during this one (the host asks for it where NK and NV <= 8).
+layout(constant_id = VKATTN_SPEC_TILED_PREFETCH) const bool PREFETCH = true;
 
 const uint ROWS = BR;                 // attn_rows.glsl's name for it
 const uint KG = BC / KB;              // invocations per row group, a power of two
@@ -64,6 +67,7 @@ const uint OP = (DV4 + KG - 1u) / KG;  // output vec4s per row per invocation
 // Odd strides: the row groups of a subgroup read rows RB apart (queries) and the lanes of
 // a row group keys one apart (keys), which with an even stride would share banks.
 const uint QS = DK4 | 1u, KS = DK4 | 1u, PS = BC | 1u;
+const uint NK = (BC * DK4 + WG - 1u) / WG, NV = (BC * DV4 + WG - 1u) / WG;  // staged vec4s per invocation
 
 #include "attn_row_tiles.glsl"
 
@@ -80,6 +84,7 @@ shared int qs_sh[BR];
 #ifdef VKATTN_SHARED_REDUCE
 shared float red_sh[BR * KG];
 #endif
+uvec4 kraw[NK], vraw[NV];  // a tile's K and V rows as loaded (tensor_load.glsl's raw pieces)
 
 // Row r's share |x| from each invocation of its row group: their maximum (|is_max|) or sum,
 // in every invocation of the group. All invocations call it (shuffles; barriers).
@@ -127,6 +132,85 @@ void mark_keys(uint t, uint h, uint lid, uint seq0, uint bound, uint n_rows) {
         }
         kp_sh[h * BC + b] = position;
         ks_sh[h * BC + b] = seen ? seq : -1;
+    }
+}
+
+// Whether some row of the tile sees a key marked in half |h|.
+bool tile_seen(uint h) {
+    bool seen = false;
+    [[unroll]] for (uint b = 0u; b < BC; ++b) {
+        seen = seen || ks_sh[h * BC + b] >= 0;
+    }
+    return seen;
+}
+
+// Tile t's K and V rows (keys marked in half |h|) loaded undecoded into kraw and vraw, vec4
+// lid + n * WG of the tile in element n; keys no row sees are not loaded.
+void load_tile(uint t, uint h, uint lid, uint seq0, uint kv_head) {
+    [[unroll]] for (uint n = 0u; n < NK; ++n) {
+        const uint i = lid + n * WG, b = i / DK4, c = i - b * DK4;
+        kraw[n] = uvec4(0u);
+        if (i < BC * DK4 && ks_sh[h * BC + b] >= 0) {
+            const uint kr = key_row(seq0, kv_head, t * BC + b);
+            kraw[n] = load_k_raw4(kr + c * 4u, kr + pc.head_dim);
+        }
+    }
+    [[unroll]] for (uint n = 0u; n < (V_FROM_K ? 0u : NV); ++n) {
+        const uint i = lid + n * WG, b = i / DV4, c = i - b * DV4;
+        vraw[n] = uvec4(0u);
+        if (i < BC * DV4 && ks_sh[h * BC + b] >= 0) {
+            const uint vr = value_row(seq0, kv_head, t * BC + b);
+            vraw[n] = load_v_raw4(vr + c * 4u, vr + pc.v_head_dim);
+        }
+    }
+}
+
+// K vec4 |i| and V vec4 |i| of tile t (keys marked in half |h|) into k_sh and v_sh as
+// floats: decoded from |raw| (loaded before) or, without |have_raw|, loaded now; keys
+// rotated by their place in the cache with KvRope::on_read; zeros for keys no row sees (a
+// stale slot's V may hold NaN, which no weight of zero may let in).
+void stage_k(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uvec4 raw) {
+    const uint b = i / DK4, c = i - b * DK4;
+    vec4 x = vec4(0.0);
+    if (ks_sh[h * BC + b] >= 0) {
+        const uint kr = key_row(seq0, kv_head, t * BC + b);
+        x = have_raw ? load_k_unraw4(raw, kr + c * 4u) : load_k_4(kr + c * 4u, kr + pc.head_dim);
+        if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
+            x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[h * BC + b]), x);
+        }
+    }
+    k_sh[b * KS + c] = x;
+}
+void stage_v(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uvec4 raw) {
+    const uint b = i / DV4, c = i - b * DV4;
+    vec4 x = vec4(0.0);
+    if (ks_sh[h * BC + b] >= 0) {
+        const uint vr = value_row(seq0, kv_head, t * BC + b);
+        x = have_raw ? load_v_unraw4(raw, vr + c * 4u) : load_v_4(vr + c * 4u, vr + pc.v_head_dim);
+    }
+    v_sh[b * DV4 + c] = x;
+}
+
+// Tile t's rows into shared memory: from kraw and vraw (PREFETCH), else loaded now.
+void stage_tile(uint t, uint h, uint lid, uint seq0, uint kv_head) {
+    if (PREFETCH) {
+        [[unroll]] for (uint n = 0u; n < NK; ++n) {
+            if (lid + n * WG < BC * DK4) {
+                stage_k(lid + n * WG, t, h, seq0, kv_head, true, kraw[n]);
+            }
+        }
+        [[unroll]] for (uint n = 0u; n < (V_FROM_K ? 0u : NV); ++n) {
+            if (lid + n * WG < BC * DV4) {
+                stage_v(lid + n * WG, t, h, seq0, kv_head, true, vraw[n]);
+            }
+        }
+        return;
+    }
+    for (uint i = lid; i < BC * DK4; i += WG) {
+        stage_k(i, t, h, seq0, kv_head, false, uvec4(0u));
+    }
+    for (uint i = lid; i < (V_FROM_K ? 0u : BC * DV4); i += WG) {
+        stage_v(i, t, h, seq0, kv_head, false, uvec4(0u));
     }
 }
 
@@ -180,44 +264,26 @@ void main() {
     mark_keys(split, 0u, lid, seq0, bound, n_rows);
     barrier();
 
-    uint h = 0u;  // the half of kp_sh/ks_sh holding this tile's keys
+    uint h = 0u;        // the half of kp_sh/ks_sh holding this tile's keys
+    bool have = false;  // kraw and vraw hold this tile's rows (loaded during the last one)
     for (uint t = split; t < n_tiles; t += pc.key_splits, h ^= 1u) {
-        bool any_seen = false;
-        [[unroll]] for (uint b = 0u; b < BC; ++b) {
-            any_seen = any_seen || ks_sh[h * BC + b] >= 0;
-        }
-        if (!any_seen) {  // uniform: every invocation read the same marks
+        if (!tile_seen(h)) {  // uniform: every invocation read the same marks
             mark_keys(t + pc.key_splits, h ^ 1u, lid, seq0, bound, n_rows);
             barrier();
+            have = false;
             continue;
         }
-        // The tile's K and V rows as floats; zeros for keys no row sees (a stale slot's V
-        // may hold NaN, which no weight of zero may let in).
-        for (uint i = lid; i < BC * DK4; i += WG) {
-            const uint b = i / DK4, c = i - b * DK4;
-            vec4 x = vec4(0.0);
-            if (ks_sh[h * BC + b] >= 0) {
-                const uint kr = key_row(seq0, kv_head, t * BC + b);
-                x = load_k_4(kr + c * 4u, kr + pc.head_dim);
-                if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {  // each key by its place in the cache
-                    x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[h * BC + b]), x);
-                }
-            }
-            k_sh[b * KS + c] = x;
+        if (PREFETCH && !have) {
+            load_tile(t, h, lid, seq0, kv_head);
         }
-        if (!V_FROM_K) {
-            for (uint i = lid; i < BC * DV4; i += WG) {
-                const uint b = i / DV4, c = i - b * DV4;
-                vec4 x = vec4(0.0);
-                if (ks_sh[h * BC + b] >= 0) {
-                    const uint vr = value_row(seq0, kv_head, t * BC + b);
-                    x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
-                }
-                v_sh[b * DV4 + c] = x;
-            }
-        }
+        stage_tile(t, h, lid, seq0, kv_head);
         mark_keys(t + pc.key_splits, h ^ 1u, lid, seq0, bound, n_rows);
         barrier();
+        // The next tile's rows start loading now, to arrive while this one computes.
+        have = PREFETCH && tile_seen(h ^ 1u);
+        if (have) {
+            load_tile(t + pc.key_splits, h ^ 1u, lid, seq0, kv_head);
+        }
 
         // Scores: RB rows x KB keys, each shared load serving KB or RB of them.
         float s[RB][KB];

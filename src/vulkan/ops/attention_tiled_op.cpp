@@ -33,6 +33,7 @@ constexpr std::uint64_t kMaxTileBytes = 48 * 1024;
 // output floats per invocation (more spill on GPUs of 64 registers per invocation).
 constexpr std::uint32_t kAutoRows = 16;
 constexpr std::uint32_t kMaxAccumulators = 64;
+constexpr std::uint32_t kMaxPrefetch = 8;  // vec4s of K (and of V) per invocation held across a tile
 // The split merge's limits (attention_decode_op.cpp) and llvmpipe's loop limit, with room.
 constexpr std::uint64_t kMaxSplits = 64, kMergePairs = 512, kCpuLoopLimit = 60000;
 
@@ -104,7 +105,7 @@ PrefillTuning prefill_tuning_from_env() {
   const char* env = std::getenv("VKATTN_PREFILL");
   if (!env || !*env) return t;
   const char* valid =
-      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, and powers of two "
+      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of two "
       "rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8)";
   parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
@@ -123,6 +124,8 @@ PrefillTuning prefill_tuning_from_env() {
       t.reduce = value == "auto"       ? PrefillTuning::Reduce::automatic
                  : value == "subgroup" ? PrefillTuning::Reduce::subgroup
                                        : PrefillTuning::Reduce::shared;
+    } else if (key == "prefetch" && (value == "0" || value == "1")) {
+      t.prefetch = value == "1";
     } else if (key == "rows") {
       t.rows = power_of_two(64);
     } else if (key == "keys") {
@@ -163,6 +166,7 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                 "VKATTN_PREFILL", 0, "attention");
   }
   const std::uint32_t v4 = (values.head_dim + 3) / 4;
+  const std::uint32_t wg = t.shape.invocations(), dk4 = (head_dim + 3) / 4;
   RowTiles rt = row_tiles(ctx, *q, keys, values, t.rows, t.shape.keys);
   if (ctx.physical.info.type == "cpu") {
     // llvmpipe stops loops after 65,535 iterations over the whole run, not per entry (and
@@ -170,9 +174,8 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
     // iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
     // staged vec4s) stay below.
     const TileShape& s = t.shape;
-    const std::uint64_t wg = s.invocations(), dk4 = (head_dim + 3) / 4;
-    const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) + ceil_div(s.keys * dk4, wg) +
-                                ceil_div(std::uint64_t{s.keys} * v4, wg);
+    const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
+                                ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
     const std::uint64_t most = std::min<std::uint64_t>(kMaxSplits, kMergePairs / t.rows);
     const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), kCpuLoopLimit / inner);
     if (needed > most) {
@@ -184,9 +187,14 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
     }
     rt.splits = std::max(rt.splits, needed);
   }
+  // The next tile's K and V loads in flight while a tile computes: each invocation holds
+  // its share of both tiles' rows as loaded, at most 8 x 16 bytes of each (more would cost
+  // occupancy on GPUs, and unrolling them lavapipe's compile time).
+  const bool prefetch =
+      ctx.prefill.prefetch && ceil_div(t.shape.keys * dk4, wg) <= kMaxPrefetch && ceil_div(t.shape.keys * v4, wg) <= kMaxPrefetch;
   Dispatch d;
   d.key = {t.sg ? KernelId::attn_tiled : KernelId::attn_tiled_shared,
-           spec({{VKATTN_SPEC_WG_SIZE, t.shape.invocations()},
+           spec({{VKATTN_SPEC_WG_SIZE, wg},
                  {VKATTN_SPEC_TILED_ROWS, t.shape.rows},
                  {VKATTN_SPEC_TILED_KEYS, t.shape.keys},
                  {VKATTN_SPEC_TILED_ROWS_PER_INVOCATION, t.shape.rows_per_invocation},
@@ -202,7 +210,8 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                  {VKATTN_SPEC_TILED_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
                  {VKATTN_SPEC_TILED_V_FROM_K, t.v_from_k ? 1u : 0u},
                  {VKATTN_SPEC_TILED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
+                 {VKATTN_SPEC_TILED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                 {VKATTN_SPEC_TILED_PREFETCH, prefetch ? 1u : 0u}})};
   d.key.subgroup_size = t.sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
