@@ -20,10 +20,16 @@ namespace vkattn::detail {
 // A developer's knobs for the GPU-shaped decode kernels, from $VKATTN_DECODE (a list of
 // key=value, docs/gpu.md): which kernel, and overrides of what the host plans (0: planned).
 // The probes (load_only, interleave=0) compute no valid result.
+// How the kernels that can hand values between lanes either way do it: left to the plan,
+// or forced (subgroup shuffles, or shared memory). $VKATTN_DECODE's and $VKATTN_PREFILL's
+// reduce=auto|subgroup|shared.
+enum class ReduceKnob { automatic, subgroup, shared };
+
 struct DecodeTuning {
   // automatic: attn_decode_group for big groups of wide heads, else attn_decode.
   enum class Kernel { automatic, decode, group, coalesced } kernel = Kernel::automatic;
-  enum class Reduce { automatic, subgroup, shared } reduce = Reduce::automatic;
+  using Reduce = ReduceKnob;
+  Reduce reduce = Reduce::automatic;
   enum class Merge { automatic, last, two_pass } merge = Merge::automatic;
   std::uint32_t keys = 0;            // keys per key group per stage
   std::uint32_t resident = 0;        // workgroups resident per compute unit
@@ -45,7 +51,8 @@ struct PrefillTuning {
   // else the lane-per-key kernel; tiled: attn_tiled for every fused attention it fits
   // (Unsupported where it does not); lane_per_key: attn_fused.comp as before it.
   enum class Kernel { automatic, tiled, lane_per_key } kernel = Kernel::automatic;
-  enum class Reduce { automatic, subgroup, shared } reduce = Reduce::automatic;
+  using Reduce = ReduceKnob;
+  Reduce reduce = Reduce::automatic;
   std::uint32_t rows = 0;                 // query rows per tile
   std::uint32_t keys = 0;                 // keys per tile
   std::uint32_t rows_per_invocation = 0;  // register blocking of scores and output
@@ -59,6 +66,8 @@ PrefillTuning prefill_tuning_from_env();
 // |valid| for that or a malformed item.
 void parse_knobs(const char* var, const std::string& all, const char* valid,
                  const std::function<bool(const std::string& key, const std::string& value)>& take);
+// reduce=auto|subgroup|shared's |value| into |out|; false for another value.
+bool parse_reduce(const std::string& value, ReduceKnob& out);
 // |value| as a number up to 2^20, else InvalidArgument naming |var| and |key|.
 std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value);
 

@@ -311,6 +311,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
 bool subgroups_fit(const DeviceLimits& l);
 // V is the start of each K row (a latent cache): staged K rows serve as V rows.
 bool values_in_keys(const KeySource& keys, const KeySource& values);
+// The most splits a merge of tiles of |rows| rows takes (attn_merge.glsl's pairs).
+std::uint64_t most_splits(std::uint32_t rows);
 // Splits: about |resident| workgroups per compute unit in one wave, each at least two
 // stages of |stage| keys (something for the pipeline to overlap), within the merge's limits
 // (|rows| per tile) and one buffer range for the |n_rows| rows' partial results.

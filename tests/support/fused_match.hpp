@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,22 @@ class ScopedEnv {
   const char* name_;
   std::string old_;
 };
+
+// Each value of |bad| in the environment variable |var| (read when a backend is made) is
+// refused by InvalidArgument naming |var|.
+inline void expect_knobs_refused(const char* var, std::initializer_list<const char*> bad) {
+  for (const char* value : bad) {
+    ScopedEnv env(var, value);
+    try {
+      auto b = make_backend(BackendKind::vulkan, test_options());
+      ADD_FAILURE() << value << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+    } catch (const Error& e) {
+      if (vulkan_required() || e.code() != ErrorCode::no_device) throw;
+    }
+  }
+}
 
 // Every kernel family attention over a cache can take, each forced on a Vulkan backend
 // planned for a device of very many compute units (so the GPU shape splits keys as far as

@@ -64,6 +64,8 @@ bool values_in_keys(const KeySource& keys, const KeySource& values) {
          values.head_dim <= keys.head_dim;
 }
 
+std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
+
 std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::uint32_t n_keys, std::uint32_t stage,
                             std::uint32_t rows, std::uint64_t n_rows, std::uint32_t v4) {
   const DecodeTuning& tune = ctx.decode;
@@ -75,7 +77,7 @@ std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::
   } else if (base_groups < target) {
     splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
   }
-  splits = std::min<std::uint64_t>({splits, kMaxSplits, kMergePairs / rows});
+  splits = std::min(splits, most_splits(rows));
   return std::max<std::uint64_t>(
       1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
 }
@@ -154,6 +156,12 @@ void parse_knobs(const char* var, const std::string& all, const char* valid,
   }
 }
 
+bool parse_reduce(const std::string& value, ReduceKnob& out) {
+  if (value != "auto" && value != "subgroup" && value != "shared") return false;
+  out = value == "auto" ? ReduceKnob::automatic : value == "subgroup" ? ReduceKnob::subgroup : ReduceKnob::shared;
+  return true;
+}
+
 std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value) {
   char* end = nullptr;
   const unsigned long v = std::strtoul(value.c_str(), &end, 10);
@@ -178,10 +186,7 @@ DecodeTuning decode_tuning_from_env() {
                  : value == "decode" ? DecodeTuning::Kernel::decode
                  : value == "group"  ? DecodeTuning::Kernel::group
                                      : DecodeTuning::Kernel::coalesced;
-    } else if (key == "reduce" && (value == "auto" || value == "subgroup" || value == "shared")) {
-      t.reduce = value == "auto"       ? DecodeTuning::Reduce::automatic
-                 : value == "subgroup" ? DecodeTuning::Reduce::subgroup
-                                       : DecodeTuning::Reduce::shared;
+    } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
     } else if (key == "merge" && (value == "auto" || value == "last" || value == "two_pass")) {
       t.merge = value == "auto"   ? DecodeTuning::Merge::automatic
                 : value == "last" ? DecodeTuning::Merge::last

@@ -34,8 +34,8 @@ constexpr std::uint64_t kMaxTileBytes = 48 * 1024;
 constexpr std::uint32_t kAutoRows = 16;
 constexpr std::uint32_t kMaxAccumulators = 64;
 constexpr std::uint32_t kMaxPrefetch = 8;  // vec4s of K (and of V) per invocation held across a tile
-// The split merge's limits (attention_decode_op.cpp) and llvmpipe's loop limit, with room.
-constexpr std::uint64_t kMaxSplits = 64, kMergePairs = 512, kCpuLoopLimit = 60000;
+// llvmpipe's loop limit, with room.
+constexpr std::uint64_t kCpuLoopLimit = 60000;
 
 struct TiledPlan {
   TileShape shape{};
@@ -120,10 +120,7 @@ PrefillTuning prefill_tuning_from_env() {
       t.kernel = value == "auto"    ? PrefillTuning::Kernel::automatic
                  : value == "tiled" ? PrefillTuning::Kernel::tiled
                                     : PrefillTuning::Kernel::lane_per_key;
-    } else if (key == "reduce" && (value == "auto" || value == "subgroup" || value == "shared")) {
-      t.reduce = value == "auto"       ? PrefillTuning::Reduce::automatic
-                 : value == "subgroup" ? PrefillTuning::Reduce::subgroup
-                                       : PrefillTuning::Reduce::shared;
+    } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
     } else if (key == "prefetch" && (value == "0" || value == "1")) {
       t.prefetch = value == "1";
     } else if (key == "rows") {
@@ -176,7 +173,7 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
     const TileShape& s = t.shape;
     const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
                                 ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
-    const std::uint64_t most = std::min<std::uint64_t>(kMaxSplits, kMergePairs / t.rows);
+    const std::uint64_t most = most_splits(t.rows);
     const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), kCpuLoopLimit / inner);
     if (needed > most) {
       throw Error(ErrorCode::unsupported,
