@@ -85,6 +85,10 @@ shared int qs_sh[BR];
 shared float red_sh[BR * KG];
 #endif
 uvec4 kraw[NK], vraw[NV];  // a tile's K and V rows as loaded (tensor_load.glsl's raw pieces)
+// The tile's rows' lowest and highest position and sequence: a key outside what any of them
+// could see is marked unseen by one test instead of one per row (past the causal diagonal,
+// a tile's marking would otherwise cost BR tests a key and dominate causal prefill).
+int pos_lo, pos_hi, seq_lo, seq_hi;
 
 // Row r's share |x| from each invocation of its row group: their maximum (|is_max|) or sum,
 // in every invocation of the group. All invocations call it (shuffles; barriers).
@@ -115,6 +119,19 @@ void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
 }
 #endif
 
+// Whether some row of the tile might see a key: false only where none can (key_visible's
+// rules against the rows' span).
+bool rows_may_see(int position, int seq) {
+    if (seq < seq_lo || seq > seq_hi || (pc.causal != 0u && position > pos_hi)) {
+        return false;
+    }
+    if (pc.window != 0u && pc.window_symmetric != 0u) {
+        const int reach = int(pc.window / 2u);
+        return pos_lo - position <= reach && position - pos_hi <= reach;
+    }
+    return pc.window == 0u || pos_lo - position < int(pc.window);
+}
+
 // Marks tile t's keys into half |h| of kp_sh/ks_sh: each key's position, and its sequence
 // where some row of the tile sees it (-1 otherwise, and past the bound).
 void mark_keys(uint t, uint h, uint lid, uint seq0, uint bound, uint n_rows) {
@@ -126,8 +143,9 @@ void mark_keys(uint t, uint h, uint lid, uint seq0, uint bound, uint n_rows) {
         const uint j = t * BC + b;
         const int position = j < bound ? key_position(seq0, j) : -1;
         int seq = j < bound ? key_sequence(seq0, j, position) : -1;
+        const bool may_see = seq >= 0 && rows_may_see(position, seq);
         bool seen = false;
-        for (uint r = 0u; r < n_rows && seq >= 0 && !seen; ++r) {
+        for (uint r = 0u; r < n_rows && may_see && !seen; ++r) {
             seen = key_visible(qp_sh[r], qs_sh[r], position, seq);
         }
         kp_sh[h * BC + b] = position;
@@ -244,6 +262,14 @@ void main() {
         const uint tok = (row0 + min(r, n_rows - 1u)) / pc.group;
         qp_sh[r] = meta[off_q_pos + tok];
         qs_sh[r] = meta[off_q_seq + tok];
+    }
+    pos_lo = seq_lo = 0x7fffffff;
+    pos_hi = seq_hi = -1;
+    for (uint tok = row0 / pc.group; tok <= (row0 + n_rows - 1u) / pc.group; ++tok) {
+        pos_lo = min(pos_lo, meta[off_q_pos + tok]);
+        pos_hi = max(pos_hi, meta[off_q_pos + tok]);
+        seq_lo = min(seq_lo, meta[off_q_seq + tok]);
+        seq_hi = max(seq_hi, meta[off_q_seq + tok]);
     }
     // This invocation's rows: tokens, heads, positions, sequences and ALiBi slopes.
     uint tok[RB], head[RB];
