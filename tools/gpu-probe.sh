@@ -7,7 +7,9 @@
 # $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
 # K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
 # times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
-# default 0.1) make it shorter on slow devices, as PROBE_PREFILL (a benchmark filter, default
+# default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each case
+# untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a case, and
+# a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a benchmark filter, default
 # the three prefill sizes) does for the prefill section; PROBE_ONLY (a list of decode, mla, prefill,
 # ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
 # test-backend-ops, built outside the repository) is run last when present.
@@ -43,7 +45,7 @@ run() {
   local prog=$1 filter=$2
   local csv
   csv=$(env "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
-        --benchmark_format=csv 2>"$out/probe-stderr.txt")
+        --benchmark_min_warmup_time="${PROBE_WARMUP:-0.3}" --benchmark_format=csv 2>"$out/probe-stderr.txt")
   grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$out/pipeline-stats.txt"
   echo "$csv" | awk -F, -v label="$label" '
     /^name,/ { gsub(/"/, ""); n = split($0, h, ","); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
@@ -108,14 +110,12 @@ prefill_re=${PROBE_PREFILL:-"tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"
 gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 run "prefill, tiled (planned)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention "$gpu_prefill"
 run "tiled, shared-memory reduce" VKATTN_PREFILL=reduce=shared -- vkattn-bench-attention "$gpu_prefill"
-run "tiled 32x16, 4x2 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=16,rows_per_invocation=4,keys_per_invocation=2 -- \
-    vkattn-bench-attention "$gpu_prefill"
-run "tiled 16x32, 2x4 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=16,keys=32,rows_per_invocation=2,keys_per_invocation=4 -- \
-    vkattn-bench-attention "$gpu_prefill"
-run "tiled 32x8, 2x1 each" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=rows=32,keys=8,rows_per_invocation=2,keys_per_invocation=1 -- \
-    vkattn-bench-attention "$gpu_prefill"
-run "tiled 16x16, 1x2 each" VKATTN_PREFILL=rows=16,keys=16,rows_per_invocation=1,keys_per_invocation=2 -- \
-    vkattn-bench-attention "$gpu_prefill"
+run "tiled, no prefetch" VKATTN_PREFILL=prefetch=0 -- vkattn-bench-attention "$gpu_prefill"
+for t in 32,16,2,2 32,16,2,1 32,8,2,1 64,8,4,1 16,16,1,2; do
+  IFS=, read -r r k rp kp <<< "$t"
+  run "tiled ${r}x${k}, ${rp}x${kp} each" VKATTN_PIPELINE_STATS=1 \
+      VKATTN_PREFILL=rows=$r,keys=$k,rows_per_invocation=$rp,keys_per_invocation=$kp -- vkattn-bench-attention "$gpu_prefill"
+done
 run "prefill, lane-per-key (GPU shape)" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=kernel=lane_per_key -- \
     vkattn-bench-attention "$gpu_prefill"
 run "prefill, three stages" -- vkattn-bench-attention "BM_attention/vulkan_prefill/($prefill_re)"

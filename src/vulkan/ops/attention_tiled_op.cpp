@@ -23,10 +23,14 @@ struct TileShape {
 };
 // In order of preference; the first that fits the device's shared memory (at most
 // kMaxTileBytes, so that an NVIDIA SM or an AMD CU holds several workgroups) is taken.
-// 32 x 32 fits heads up to 96 in 48 KiB, 32 x 16 up to 160; the spec minimum's 16 KiB
-// takes 8 x 8 at 128 and 4 x 4 at 256.
-constexpr TileShape kShapes[] = {{32, 32, 2, 4}, {32, 16, 2, 2}, {16, 16, 1, 2}, {16, 8, 1, 1},
-                                 {8, 8, 1, 1},   {8, 4, 1, 1},   {4, 4, 1, 1}};
+// Measured on an H200 at head_dim 128 (docs/gpu.md): 64 x 8 of 2 x 1 fastest, then 32 x 16
+// of 2 x 1; more keys per invocation (2 x 2, 2 x 4, 1 x 2) slower. In 48 KiB 64 x 8 fits
+// heads up to 128, 32 x 16 up to 160 and 32 x 8 up to 192 (in lavapipe's 32 KiB, 144); the
+// spec minimum's 16 KiB takes 8 x 8 at 128 and 4 x 4 at 256.
+constexpr TileShape kShapes[] = {{64, 8, 2, 1}, {32, 16, 2, 1}, {32, 8, 2, 1}, {16, 16, 1, 2},
+                                 {16, 8, 1, 1}, {8, 8, 1, 1},   {8, 4, 1, 1},  {4, 4, 1, 1}};
+// What $VKATTN_PREFILL's tile knobs change when not all of them are given.
+constexpr TileShape kTunedBase = {32, 16, 2, 2};
 constexpr std::uint64_t kMaxTileBytes = 48 * 1024;
 // Left to choose, the tiled kernel takes only tiles of this many rows or more (fewer rows
 // share too little of each K/V element for the staging to pay) and at most this many
@@ -67,7 +71,7 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
   const bool tuned = tune.rows || tune.keys || tune.rows_per_invocation || tune.keys_per_invocation;
   const std::uint64_t budget =
       tuned ? ctx.limits.max_shared_memory : std::min<std::uint64_t>(ctx.limits.max_shared_memory, kMaxTileBytes);
-  TileShape one = kShapes[1];
+  TileShape one = kTunedBase;
   if (tuned) {
     if (tune.rows) one.rows = tune.rows;
     if (tune.keys) one.keys = tune.keys;
