@@ -32,7 +32,10 @@ bool decode_place(out uint kv_head, out uint split, out uint row_tile, out uint 
     kv_head = wg % n_kv;
     wg /= n_kv;
     split = wg % pc.key_splits;
-    row_tile = wg / pc.key_splits;
+    // The last rows first: in causal prefill they see the most keys, and started last they
+    // would make a long last wave. Past the grid, row_tile stays past the tiles.
+    const uint t = wg / pc.key_splits;
+    row_tile = t < pc.row_tiles ? pc.row_tiles - 1u - t : t;
     row0 = row_tile * pc.rows_per_wg;
     n_rows = row_tile < pc.row_tiles ? min(pc.rows_per_wg, pc.n_tokens * pc.group - row0) : 0u;
     return n_rows != 0u;
