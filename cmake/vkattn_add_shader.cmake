@@ -25,7 +25,10 @@ set(VKATTN_SPV_TO_HEADER ${CMAKE_CURRENT_LIST_DIR}/vkattn_spv_to_header.cmake)
 # Writes <build>/shaders/<kernel>.spv (optimized unless VKATTN_SPIRV_OPT is off, then
 # validated), <kernel>.h (the same words as a uint32 array named vkattn_spv_<kernel>) and,
 # when spirv-dis exists, <kernel>.spvasm for review. The depfile makes an edit to any
-# included file rebuild every kernel that includes it.
+# included file rebuild every kernel that includes it: glslang names the unoptimized .spv
+# in it, so that file comes first among the outputs (Makefiles give the depfile's
+# dependencies to the first output only; listed after the .spv, an edited include
+# rebuilt nothing).
 function(vkattn_add_shader)
   cmake_parse_arguments(S "" "NAME;SOURCE" "DEFINES" ${ARGN})
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
@@ -47,7 +50,7 @@ function(vkattn_add_shader)
     set(opt_cmd COMMAND ${CMAKE_COMMAND} -E copy ${unopt} ${spv})
   endif()
   add_custom_command(
-    OUTPUT ${spv} ${hdr}
+    OUTPUT ${unopt} ${spv} ${hdr}
     COMMAND ${VKATTN_GLSLANG} ${common_args} --quiet --depfile ${out_dir}/${S_NAME}.d -o ${unopt} ${S_SOURCE}
     ${opt_cmd}
     COMMAND ${VKATTN_SPIRV_VAL} --target-env vulkan1.1 ${spv}
