@@ -60,6 +60,10 @@ layout(constant_id = VKATTN_SPEC_TILED_ROPE_ON_READ) const bool ROPE_ON_READ = f
 layout(constant_id = VKATTN_SPEC_TILED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 // The next tile's rows loaded during this one (the host asks for it where NK and NV <= 8).
 layout(constant_id = VKATTN_SPEC_TILED_PREFETCH) const bool PREFETCH = true;
+// Each score's dot product as four partial sums (one per vec4 component, added at the end)
+// rather than one chain of head_dim dependent FMAs: four times the independent FMAs in
+// flight where few invocations share a core (the rounding order differs from the chain's).
+layout(constant_id = VKATTN_SPEC_TILED_SPLIT_DOT) const bool SPLIT_DOT = false;
 
 const uint ROWS = BR;                 // attn_rows.glsl's name for it
 const uint KG = BC / KB;              // invocations per row group, a power of two
@@ -85,10 +89,10 @@ shared int qs_sh[BR];
 shared float red_sh[BR * KG];
 #endif
 uvec4 kraw[NK], vraw[NV];  // a tile's K and V rows as loaded (tensor_load.glsl's raw pieces)
-// The tile's rows' lowest and highest position and sequence: a key outside what any of them
-// could see is marked unseen by one test instead of one per row (past the causal diagonal,
-// a tile's marking would otherwise cost BR tests a key and dominate causal prefill).
-int pos_lo, pos_hi, seq_lo, seq_hi;
+// The span of the tile's rows (attn_visible.glsl's query_span): a key outside what any of
+// them could see is marked unseen by one test instead of one per row (past the causal
+// diagonal, a tile's marking would otherwise cost BR tests a key and dominate causal prefill).
+ivec4 span;
 
 // Row r's share |x| from each invocation of its row group: their maximum (|is_max|) or sum,
 // in every invocation of the group. All invocations call it (shuffles; barriers).
@@ -119,19 +123,6 @@ void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
 }
 #endif
 
-// Whether some row of the tile might see a key: false only where none can (key_visible's
-// rules against the rows' span).
-bool rows_may_see(int position, int seq) {
-    if (seq < seq_lo || seq > seq_hi || (pc.causal != 0u && position > pos_hi)) {
-        return false;
-    }
-    if (pc.window != 0u && pc.window_symmetric != 0u) {
-        const int reach = int(pc.window / 2u);
-        return pos_lo - position <= reach && position - pos_hi <= reach;
-    }
-    return pc.window == 0u || pos_lo - position < int(pc.window);
-}
-
 // Marks tile t's keys into half |h| of kp_sh/ks_sh: each key's position, and its sequence
 // where some row of the tile sees it (-1 otherwise, and past the bound).
 void mark_keys(uint t, uint h, uint lid, uint seq0, uint bound, uint n_rows) {
@@ -143,7 +134,7 @@ void mark_keys(uint t, uint h, uint lid, uint seq0, uint bound, uint n_rows) {
         const uint j = t * BC + b;
         const int position = j < bound ? key_position(seq0, j) : -1;
         int seq = j < bound ? key_sequence(seq0, j, position) : -1;
-        const bool may_see = seq >= 0 && rows_may_see(position, seq);
+        const bool may_see = seq >= 0 && span_may_see(span, position, seq);
         bool seen = false;
         for (uint r = 0u; r < n_rows && may_see && !seen; ++r) {
             seen = key_visible(qp_sh[r], qs_sh[r], position, seq);
@@ -263,14 +254,7 @@ void main() {
         qp_sh[r] = meta[off_q_pos + tok];
         qs_sh[r] = meta[off_q_seq + tok];
     }
-    pos_lo = seq_lo = 0x7fffffff;
-    pos_hi = seq_hi = -1;
-    for (uint tok = row0 / pc.group; tok <= (row0 + n_rows - 1u) / pc.group; ++tok) {
-        pos_lo = min(pos_lo, meta[off_q_pos + tok]);
-        pos_hi = max(pos_hi, meta[off_q_pos + tok]);
-        seq_lo = min(seq_lo, meta[off_q_seq + tok]);
-        seq_hi = max(seq_hi, meta[off_q_seq + tok]);
-    }
+    span = query_span(row0 / pc.group, (row0 + n_rows - 1u) / pc.group);
     // This invocation's rows: tokens, heads, positions, sequences and ALiBi slopes.
     uint tok[RB], head[RB];
     int q_pos[RB], q_seq[RB];
@@ -311,11 +295,12 @@ void main() {
             load_tile(t + pc.key_splits, h ^ 1u, lid, seq0, kv_head);
         }
 
-        // Scores: RB rows x KB keys, each shared load serving KB or RB of them.
-        float s[RB][KB];
+        // Scores: RB rows x KB keys, each shared load serving KB or RB of them (in x alone,
+        // or in four partial sums with SPLIT_DOT).
+        vec4 d[RB][KB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                s[i][j] = 0.0;
+                d[i][j] = vec4(0.0);
             }
         }
         for (uint c = 0u; c < DK4; ++c) {
@@ -326,16 +311,21 @@ void main() {
             [[unroll]] for (uint i = 0u; i < RB; ++i) {
                 const vec4 qv = q_sh[(rg * RB + i) * QS + c];
                 [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                    s[i][j] = fma_dot(qv, kv[j], s[i][j]);
+                    if (SPLIT_DOT) {
+                        d[i][j] = fma(qv, kv[j], d[i][j]);
+                    } else {
+                        d[i][j].x = fma_dot(qv, kv[j], d[i][j].x);
+                    }
                 }
             }
         }
-        float mx[RB];
+        float s[RB][KB], mx[RB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             mx[i] = -1.0 / 0.0;
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
                 const uint b = kg + j * KG;
                 const int k_pos = kp_sh[h * BC + b];
+                s[i][j] = SPLIT_DOT ? (d[i][j].x + d[i][j].y) + (d[i][j].z + d[i][j].w) : d[i][j].x;
                 s[i][j] = key_visible(q_pos[i], q_seq[i], k_pos, ks_sh[h * BC + b])
                               ? visible_score(s[i][j], tok[i], q_pos[i], t * BC + b, k_pos, slope[i])
                               : -1.0 / 0.0;

@@ -2,7 +2,8 @@
 // attn_scores, shared by every kernel that computes scores (the three-stage scores and
 // the fused kernel) so that they cannot drift apart.
 // Needs pc.causal, pc.window, pc.window_symmetric, pc.chunk, pc.scale, pc.softcap,
-// pc.has_alibi, pc.has_mask, pc.n_keys, attn_meta.glsl (the query temperature) and the
+// pc.has_alibi, pc.has_mask, pc.n_keys, attn_meta.glsl (the query temperature, positions and
+// sequences) and the
 // includer's `float mask[]` binding (read only when pc.has_mask != 0).
 #ifndef VKATTN_ATTN_VISIBLE_GLSL
 #define VKATTN_ATTN_VISIBLE_GLSL
@@ -16,6 +17,40 @@ bool key_visible(int q_pos, int q_seq, int k_pos, int k_seq) {
                            (pc.window_symmetric != 0u ? uint(abs(distance)) <= pc.window / 2u : distance < int(pc.window));
     const bool in_chunk = pc.chunk == 0u || uint(q_pos) / pc.chunk == uint(k_pos) / pc.chunk;
     return q_seq == k_seq && (pc.causal == 0u || distance >= 0) && in_window && in_chunk;
+}
+
+// The span of a block of queries: the lowest and highest position and sequence among
+// tokens [first_tok, last_tok] (x, y: positions; z, w: sequences).
+ivec4 query_span(uint first_tok, uint last_tok) {
+    ivec4 span = ivec4(0x7fffffff, -1, 0x7fffffff, -1);
+    for (uint tok = first_tok; tok <= last_tok; ++tok) {
+        const int p = meta[off_q_pos + tok], s = meta[off_q_seq + tok];
+        span = ivec4(min(span.x, p), max(span.y, p), min(span.z, s), max(span.w, s));
+    }
+    return span;
+}
+
+// Whether some query of |span| might see a key: key_visible's rules against the span, so
+// false only where none of them can (a key behind every query's window, past the causal
+// diagonal of all, in a chunk or sequence none is in). A new rule belongs in both.
+bool span_may_see(ivec4 span, int k_pos, int k_seq) {
+    if (k_seq < span.z || k_seq > span.w || (pc.causal != 0u && k_pos > span.y)) {
+        return false;
+    }
+    if (pc.chunk != 0u) {
+        const uint chunk = uint(k_pos) / pc.chunk;
+        if (chunk < uint(span.x) / pc.chunk || chunk > uint(span.y) / pc.chunk) {
+            return false;
+        }
+    }
+    if (pc.window == 0u) {
+        return true;
+    }
+    if (pc.window_symmetric != 0u) {
+        const int reach = int(pc.window / 2u);
+        return span.x - k_pos <= reach && k_pos - span.y <= reach;
+    }
+    return span.x - k_pos < int(pc.window);
 }
 
 // scale (times the query temperature), then soft-capping, the ALiBi bias -slope |q_pos - k_pos| and the additive mask (row |token|, key |key|).
