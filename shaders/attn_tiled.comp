@@ -64,6 +64,10 @@ layout(constant_id = VKATTN_SPEC_TILED_PREFETCH) const bool PREFETCH = true;
 // rather than one chain of head_dim dependent FMAs: four times the independent FMAs in
 // flight where few invocations share a core (the rounding order differs from the chain's).
 layout(constant_id = VKATTN_SPEC_TILED_SPLIT_DOT) const bool SPLIT_DOT = false;
+// A tile's probabilities reach the row group's invocations by shuffles instead of through
+// shared memory, which saves a barrier a tile (subgroup reduce only: there a row group
+// shares a subgroup).
+layout(constant_id = VKATTN_SPEC_TILED_P_SHUFFLE) const bool P_SHUFFLE = false;
 
 const uint ROWS = BR;                 // attn_rows.glsl's name for it
 const uint KG = BC / KB;              // invocations per row group, a power of two
@@ -112,6 +116,12 @@ void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
     }
     barrier();  // before red_sh is written again
 }
+const bool P_SHUFFLED = false;
+
+// Key b's probability in tile row r (|pr|: this invocation's probabilities of that row).
+float row_p(float pr[KB], uint r, uint b) {
+    return p_sh[r * PS + b];
+}
 #else
 void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
     [[unroll]] for (uint i = 0u; i < RB; ++i) {
@@ -120,6 +130,21 @@ void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
             x[i] = is_max ? max(x[i], z) : x[i] + z;
         }
     }
+}
+
+const bool P_SHUFFLED = P_SHUFFLE;
+
+// Key b's probability in tile row r (|pr|: this invocation's probabilities of that row;
+// with P_SHUFFLE, the invocation of the row group that holds key b sends its pr[b / KG]).
+float row_p(float pr[KB], uint r, uint b) {
+    if (!P_SHUFFLE) {
+        return p_sh[r * PS + b];
+    }
+    float x = pr[0];
+    [[unroll]] for (uint j = 1u; j < KB; ++j) {
+        x = b / KG == j ? pr[j] : x;
+    }
+    return subgroupShuffle(x, (gl_SubgroupInvocationID & ~(KG - 1u)) + b % KG);
 }
 #endif
 
@@ -333,6 +358,7 @@ void main() {
             }
         }
         reduce_rows(mx, rg, kg, true);
+        float pr[RB][KB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             if (mx[i] > m[i]) {  // the row's maximum moved: its sums follow (same in its group)
                 const float rescale = exp(m[i] - mx[i]);
@@ -343,18 +369,22 @@ void main() {
                 m[i] = mx[i];
             }
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                const float p = exp(s[i][j] - m[i]);
-                l[i] += p;
-                p_sh[(rg * RB + i) * PS + kg + j * KG] = p;
+                pr[i][j] = exp(s[i][j] - m[i]);
+                l[i] += pr[i][j];
+                if (!P_SHUFFLED) {
+                    p_sh[(rg * RB + i) * PS + kg + j * KG] = pr[i][j];
+                }
             }
         }
-        barrier();
+        if (!P_SHUFFLED) {
+            barrier();
+        }
 
         // Output: RB rows x OP vec4s, each probability serving OP vec4s, each V vec4 RB rows.
         for (uint b = 0u; b < BC; ++b) {
             float p[RB];
             [[unroll]] for (uint i = 0u; i < RB; ++i) {
-                p[i] = p_sh[(rg * RB + i) * PS + b];
+                p[i] = row_p(pr[i], rg * RB + i, b);
             }
             [[unroll]] for (uint o = 0u; o < OP; ++o) {
                 const uint c = kg + o * KG;

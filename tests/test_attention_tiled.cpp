@@ -2,10 +2,11 @@
 // reference: every attention case under each variant (tiles as planned, with splits and
 // without; a row's maximum and sum through shared memory, each tile's rows loaded only
 // when it starts; 8 x 8 tiles of 2 x 4 scores per invocation, each dot product in four
-// partial sums; 4 x 4 tiles of one), also at the Vulkan minimums; odd shapes (rows and
-// keys no multiple of a tile, head_dim 64 to 256 and 72, quantized K and V); prefill
-// chunks over a cache whose ring wraps, keys stored rotated or rotated on read; and the
-// automatic choice on the GPU shape. Every suite's name holds "Tiled": `ctest -R Tiled`.
+// partial sums; 4 x 4 tiles of one; 8 x 8 tiles of 2 x 2, probabilities by shuffles),
+// also at the Vulkan minimums; odd shapes (rows and keys no multiple of a tile, head_dim
+// 64 to 256 and 72, quantized K and V); prefill chunks over a cache whose ring wraps, keys
+// stored rotated or rotated on read; and the automatic choice on the GPU shape. Every
+// suite's name holds "Tiled": `ctest -R Tiled`.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -32,6 +33,8 @@ const Variant kVariants[] = {
     {"shared_reduce_no_prefetch", "kernel=tiled,reduce=shared,prefetch=0", 1u << 20},
     {"tile_8x8_2x4_split_dot", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=4,dot=split", 1},
     {"tile_4x4_1x1", "kernel=tiled,rows=4,keys=4,rows_per_invocation=1,keys_per_invocation=1", 1u << 20},
+    {"tile_8x8_2x2_shuffled_p", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=2,probabilities=shuffle",
+     1u << 20},
 };
 
 // Pipelines built, from the info log: which kernels a backend ran.
@@ -83,7 +86,7 @@ std::string tiled_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Varia
 
 // Every variant but the first, whose keys are left whole as 8 x 8's are (and as the odd
 // shapes below take it): CI time.
-const Variant kShapeVariants[] = {kVariants[1], kVariants[2], kVariants[3], kVariants[4]};
+const Variant kShapeVariants[] = {kVariants[1], kVariants[2], kVariants[3], kVariants[4], kVariants[5]};
 INSTANTIATE_TEST_SUITE_P(Shapes, TiledVulkanVsCpu,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kShapeVariants)),
                          tiled_name);
@@ -208,7 +211,7 @@ TEST_F(VulkanVsCpuTest, TiledIsChosenForPrefillOnTheGpuShape) {
 // tile the device cannot hold is refused when the op is recorded.
 TEST(TiledTuning, MalformedKnobsAreRefused) {
   expect_knobs_refused("VKATTN_PREFILL", {"kernel", "kernel=fast", "rows=3", "keys=128", "rows_per_invocation=16", "reduce=x",
-                                          "prefetch=2", "dot=pairs", "unknown=1"});
+                                          "prefetch=2", "dot=pairs", "probabilities=x", "unknown=1"});
 }
 
 // A tile asked for that the device cannot hold (64 x 64 invocations) is refused with
