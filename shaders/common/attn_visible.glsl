@@ -2,9 +2,8 @@
 // attn_scores, shared by every kernel that computes scores (the three-stage scores and
 // the fused kernel) so that they cannot drift apart.
 // Needs pc.causal, pc.window, pc.window_symmetric, pc.chunk, pc.scale, pc.softcap,
-// pc.has_alibi, pc.has_mask, pc.n_keys, attn_meta.glsl (the query temperature, positions and
-// sequences) and the
-// includer's `float mask[]` binding (read only when pc.has_mask != 0).
+// pc.has_alibi, pc.has_mask, pc.n_keys, attn_meta.glsl (the query temperature, positions
+// and sequences) and the includer's `float mask[]` binding (read only when pc.has_mask != 0).
 #ifndef VKATTN_ATTN_VISIBLE_GLSL
 #define VKATTN_ATTN_VISIBLE_GLSL
 
