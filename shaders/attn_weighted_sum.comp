@@ -13,7 +13,7 @@
 //   VEC (rows start on 16 bytes: head_dim % EPL == 0); P_VEC4 (n_keys % 4
 //   == 0: probabilities are read 4 keys at a time); KEY_GROUPS
 //   variants: VKATTN_TEXEL; VKATTN_BOUND (binding 4: a cache's slot table) stops at the
-//   occupancy bound
+//   occupancy bound, and reads a paged cache's rows through its block table (KV_PAGE)
 //   grid: n_kv_heads * row_tiles * key_splits workgroups, folded
 // A workgroup computes ROWS rows of one kv head (all heads sharing it: v is read once per
 // kv head) over one range of keys. Each invocation owns EPL consecutive dims (4 floats or
@@ -93,6 +93,10 @@ layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
 #define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"
+#ifdef VKATTN_BOUND
+// A paged cache's block table follows each sequence's n_keys slot entries (params.h).
+#define KV_TABLE_WORD(seq, entry) slots[(seq) * (pc.n_keys + (pc.n_keys >> (KV_PAGE - 1u))) + pc.n_keys + (entry)]
+#endif
 #include "kv_row.glsl"
 
 void main() {
@@ -116,7 +120,7 @@ void main() {
         acc_lo[r] = vec4(0.0);
         acc_hi[r] = vec4(0.0);
     }
-    const uint seq0 = pc.v_seq_stride != 0u ? uint(meta[pc.off_q_seq + tok[0]]) : 0u;
+    const uint seq0 = pc.v_seq_stride != 0u || KV_PAGE != 0u ? uint(meta[pc.off_q_seq + tok[0]]) : 0u;
     // A split's keys are runs of keys_per_split, key_splits runs apart: one run unless the
     // host sized the grid for the device rather than the capacity (VKATTN_BOUND), so
     // that a cache far larger than what it holds launches no empty workgroups.

@@ -11,10 +11,13 @@
 //                is even for f16 and a multiple of 32 for the quantized types, so every row
 //                starts on a word and every block on its own code words)
 //   binding 4: readonly int rows: dst_rows[n_tokens], then the tokens' positions[n_tokens]
+//              (a paged cache: dst_rows are rows of its pool, and the tokens' slot-table
+//              words follow, seq * capacity + slot with capacity the words per sequence)
 //   binding 5: int slots[n_seqs * capacity + n_seqs], the cache's slot table:
 //              slots[dst_rows[t]] = positions[t] when write_slots (params.h: the key
 //              positions attention reads), and the sequence's occupancy bound from word
-//              bound_offset raised past each slot written
+//              bound_offset raised past each slot written; a paged cache's block table
+//              entry of each slot written gets its block
 //   push: KvAppendParams; spec (by name in params.h): workgroup size; SRC_F16, DST_TYPE
 //   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2: rows,
 //   3: slots), for devices that allow 4 storage buffers per kernel; the host records two
@@ -89,12 +92,18 @@ void store_half(uint which, uint e, uint shift, uint bits) {
 #endif
 
 // The invocation that owns a token's first element records the position its slot holds,
-// and raises its sequence's occupancy bound past the slot.
+// and raises its sequence's occupancy bound past the slot. A paged cache's tokens of one
+// run of slots all write its block to the table: the same value.
 void write_slot(uint t, int row) {
     if (pc.write_slots != 0u) {
-        slots[row] = dst_rows[pc.n_tokens + t];
-        const uint seq = uint(row) / pc.capacity;
-        atomicMax(slots[pc.bound_offset + seq], int(uint(row) - seq * pc.capacity) + 1);
+        const uint word = pc.page != 0u ? uint(dst_rows[2u * pc.n_tokens + t]) : uint(row);
+        slots[word] = dst_rows[pc.n_tokens + t];
+        const uint seq = word / pc.capacity, slot = word - seq * pc.capacity;
+        atomicMax(slots[pc.bound_offset + seq], int(slot) + 1);
+        if (pc.page != 0u) {
+            const uint shift = pc.page - 1u;
+            slots[seq * pc.capacity + pc.table + (slot >> shift)] = row >> shift;
+        }
     }
 }
 

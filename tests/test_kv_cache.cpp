@@ -5,7 +5,9 @@
 // public attention ops on plain K/V tensors holding exactly those positions (CPU backend).
 // On both backends: wrap-around, capacity 1, sinks, mixed sequences, prefill then decode,
 // keep_last, overwritten keys, truncate, reset, sequence copy, many steps in one list,
-// stale slots. Vulkan against the CPU reference: test_kv_cache_vulkan.cpp.
+// stale slots. Vulkan against the CPU reference: test_kv_cache_vulkan.cpp. Every test runs
+// again over paged caches of the same slots (Paged/..., blocks of up to 4 slots: a paged
+// cache keeps the ring's rules), whose own tests are in test_kv_cache_paged.cpp.
 #include <gtest/gtest.h>
 
 #include "support/kv_model.hpp"
@@ -13,7 +15,30 @@
 namespace vkattn::test {
 namespace {
 
-using KvCacheTest = BackendTest;
+// The backend, and the most slots per block of a paged cache (0: ring caches).
+struct CacheKind {
+  BackendKind backend;
+  std::size_t block_size;
+};
+
+class KvCacheTest : public ::testing::TestWithParam<CacheKind> {
+ protected:
+  void SetUp() override {
+    paged_layouts() = GetParam().block_size;
+    std::string why;
+    backend_ = try_backend(GetParam().backend, test_options(), why);
+    VKATTN_REQUIRE_BACKEND(backend_, why);
+  }
+  void TearDown() override {
+    paged_layouts() = 0;
+    if (!backend_) return;
+    for (const auto& m : backend_->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  }
+  Backend& backend() { return *backend_; }
+  std::unique_ptr<Backend> backend_;
+};
+
+std::string cache_kind_name(const ::testing::TestParamInfo<CacheKind>& info) { return to_string(info.param.backend); }
 
 // Decode far past the capacity one token at a time: every step equals attention over the
 // positions the model says are held, on f32 and f16 caches, with sinks, windows and ALiBi.
@@ -409,7 +434,10 @@ TEST_P(KvCacheTest, StaleSlotsAndEmptySequences) {
   EXPECT_TRUE(all_close(got.out, std::vector<float>(16, 0.0f), {1, 2, 8}, 0, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, KvCacheTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, KvCacheTest,
+                         ::testing::Values(CacheKind{BackendKind::cpu, 0}, CacheKind{BackendKind::vulkan, 0}), cache_kind_name);
+INSTANTIATE_TEST_SUITE_P(Paged, KvCacheTest, ::testing::Values(CacheKind{BackendKind::cpu, 4}, CacheKind{BackendKind::vulkan, 4}),
+                         cache_kind_name);
 
 }  // namespace
 }  // namespace vkattn::test

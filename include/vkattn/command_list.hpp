@@ -131,7 +131,9 @@ class VKATTN_API CommandList {
   // argument nothing changes. The cache's bookkeeping advances when the append is
   // recorded, so that later ops of the same list see it: submit such a list once (a
   // resubmission rewrites the same slots), and reset or truncate the sequence if the list
-  // is dropped unsubmitted.
+  // is dropped unsubmitted. A paged cache takes the blocks the tokens need from its pool
+  // here (and copies shared blocks they write first): Error(out_of_memory) when it has too
+  // few (KvCache::blocks_to_append says how many), changing nothing.
   void kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                  std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
   // The same for a latent cache (KvCacheConfig::latent), which takes K alone: its values
@@ -139,7 +141,10 @@ class VKATTN_API CommandList {
   // refuses the overload above, and other caches this one.
   void kv_append(KvCache& cache, const Tensor& k, std::span<const std::int32_t> positions,
                  std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
-  // Makes |dst| a copy of |src| (keys, values and bookkeeping): prefix sharing.
+  // Makes |dst| a copy of |src| (keys, values and bookkeeping): prefix sharing. A paged
+  // cache forks: |dst| returns its own blocks and shares every block of |src|, except the
+  // one src's next append writes, which it copies (one block at most); Error(out_of_memory)
+  // when the pool has no block for it, changing nothing.
   void kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst);
 
   // Attention over a cache: n_keys = capacity, keys in slot order (scores and probs are

@@ -13,6 +13,13 @@
 // has one cache per layer; each is two device buffers (one for a latent cache), so even
 // 100 layers stay far below maxMemoryAllocationCount (at least 4096).
 //
+// A paged cache (KvCacheConfig::paged; vLLM's PagedAttention) keeps the same slots and
+// the same rules, but the rows behind them live in a pool of blocks of block_size slots
+// that the sequences share: a sequence takes a block when it first writes one of its
+// capacity / block_size block-sized runs of slots, gives its blocks back when reset or
+// truncated, and kv_copy_sequence makes a sequence that shares the source's blocks
+// (copy-on-write) instead of copying its rows. docs/kv-cache.md: Paged caches.
+//
 // Methods that change bookkeeping (reset, truncate, and CommandList::kv_append /
 // kv_copy_sequence) take effect when called or recorded; GPU writes happen at submit.
 #pragma once
@@ -62,6 +69,16 @@ struct KvCacheConfig {
   // v_head_dim dims of each key row, stored once, so a token costs one K row. v_head_dim
   // (0 = head_dim) must be <= head_dim; kv_append takes K alone. Default false.
   bool latent = false;
+  // Paged: K and V live in a pool of n_blocks blocks of block_size slots, shared by the
+  // sequences; a sequence takes blocks as it first fills their slots (capacity is then
+  // the most slots one sequence may reach, a multiple of block_size, and n_seqs the most
+  // sequences), returns them when reset or truncated, and shares them with the copies
+  // kv_copy_sequence makes (a shared block is copied before it is written). Running out
+  // of blocks is Error(out_of_memory) from the op that needed them, changing nothing.
+  // Default false: every sequence owns capacity slots from the start.
+  bool paged = false;
+  std::size_t block_size = 16;  // paged: slots per block; a power of two in [1, 2^16]; default 16
+  std::size_t n_blocks = 0;     // paged: required, the pool's blocks; >= 1
 };
 
 class VKATTN_API KvCache {
@@ -78,7 +95,8 @@ class VKATTN_API KvCache {
   const KvCacheConfig& config() const;
   // Device bytes of K and V together, fixed for the cache's lifetime:
   // n_seqs * capacity * n_kv_heads * (head_dim + v_head_dim) * element size, K and V each
-  // rounded up to whole 32-bit words; K's alone for a latent cache.
+  // rounded up to whole 32-bit words; K's alone for a latent cache. A paged cache:
+  // n_blocks * block_size rows in place of n_seqs * capacity.
   std::size_t bytes() const;
 
   // The next position to append to |seq| (0 when empty).
@@ -90,12 +108,26 @@ class VKATTN_API KvCache {
   // Slot of position |position| (any position >= 0).
   std::size_t slot(std::int32_t position) const;
 
-  // Empties |seq|.
+  // Empties |seq| (a paged cache: returns its blocks to the pool).
   void reset(std::size_t seq);
   // Drops positions >= |position| of |seq| (rejected speculative tokens). Throws
   // InvalidArgument, changing nothing, if the cache no longer holds what it held when
-  // |position| was next: positions the ring has since overwritten.
+  // |position| was next: positions the ring has since overwritten. A paged cache returns
+  // the blocks none of whose slots holds a position any more.
   void truncate(std::size_t seq, std::int32_t position);
+
+  // A paged cache's pool (InvalidArgument on a cache that is not paged). Blocks no
+  // sequence holds:
+  std::size_t free_blocks() const;
+  // The block behind each of |seq|'s capacity / block_size runs of slots, -1 where it
+  // holds none (run i: slots [i * block_size, (i + 1) * block_size)).
+  std::vector<std::int32_t> block_table(std::size_t seq) const;
+  // Blocks that kv_append of |n_tokens| more tokens to |seq| would take from the pool now
+  // (blocks for runs it first fills, and copies of shared blocks it writes), so that an
+  // engine can evict or preempt before it appends; 0 when they fit the blocks it holds.
+  std::size_t blocks_to_append(std::size_t seq, std::size_t n_tokens) const;
+  // Sequences holding each block (0: free), n_blocks values.
+  std::vector<std::int32_t> block_refs() const;
 
   const std::shared_ptr<detail::KvCacheImpl>& impl() const noexcept { return impl_; }
 

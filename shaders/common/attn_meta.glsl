@@ -5,6 +5,8 @@
 #ifndef VKATTN_ATTN_META_GLSL
 #define VKATTN_ATTN_META_GLSL
 
+// A paged cache's block table follows each sequence's slot entries (params.h).
+#define KV_TABLE_WORD(seq, entry) kpos[(seq) * pc.k_meta_stride + pc.n_keys + (entry)]
 #include "kv_row.glsl"
 
 uint off_q_pos, off_q_seq, off_ring, off_slopes, off_q_cpos, off_sinks, off_turns, off_q_temp;

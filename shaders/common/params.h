@@ -61,6 +61,11 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
 //   one past its last occupied slot, so that kernels read no key at or past it. kv_append
 //   raises it (atomicMax) as it fills slots; the host writes it with the table after
 //   reset, truncate and restore; kv_copy_sequence copies it with the entries.
+//   A paged cache (spec constant VKATTN_SPEC_KV_PAGE = log2(block_size) + 1) follows each
+//   sequence's capacity (n_keys) entries with its block table (capacity / block_size
+//   words: the block of each run of block_size slots), so k_meta_stride is capacity plus
+//   that; kv_row.glsl reads a key's row there. kv_append writes the table as it
+//   fills runs; kv_copy_sequence copies it with the entries.
 // Offsets live there rather than in push constants, which stay well inside the 128 bytes
 // every device has.
 #define VKATTN_META_Q_POS 0
@@ -199,6 +204,18 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint dst_scales;      // q8_0/q4_0 caches: word offset of the scales
     uint write_slots;     // 1: also write each kept token's position into the slot table
     uint bound_offset;    // write_slots: word offset of the sequences' occupancy bounds in it
+    uint page;            // a paged cache: log2(block_size) + 1 (0: a ring; capacity is then
+                          // the slot-table words per sequence)
+    uint table;           // page: the block table's word offset in a sequence's entries
+} VKATTN_PC_INSTANCE;
+#endif
+
+#if defined(__cplusplus) || defined(VKATTN_WANT_KV_BLOCKS)
+VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
+    uint n_pairs;         // (from, to) block pairs
+    uint block_words;     // words of a block's rows (a quantized cache: its codes)
+    uint block_halves;    // a quantized cache: a block's f16 scales; 0 otherwise
+    uint scales;          // their word offset
 } VKATTN_PC_INSTANCE;
 #endif
 
@@ -209,8 +226,10 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
 #undef VKATTN_PC_INSTANCE
 // Specialization constants by kernel: constant_id values, named once for the shaders
 // (layout(constant_id = ...)) and the host (spec() in src/vulkan/dispatch.hpp). Id 0 is
-// every kernel's workgroup size (layout.glsl).
+// every kernel's workgroup size (layout.glsl); id 24 every attention kernel's paging
+// (kv_row.glsl: 0 for plain keys and a ring cache, log2(block_size) + 1 for a paged one).
 #define VKATTN_SPEC_WG_SIZE 0
+#define VKATTN_SPEC_KV_PAGE 24
 // copy.comp
 #define VKATTN_SPEC_COPY_VEC4 1
 #define VKATTN_SPEC_COPY_HALVES 2

@@ -257,7 +257,7 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
     else
       detail::check_kv_append(*c, *tk, tv.get(), p, s);
     c->plan_append(p, s, options, plan);
-    i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p});
+    i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p, plan.meta_rows, plan.copies});
     c->apply_append(p, s, plan);
   };
   record_op(impl, {positions.size(), c}, std::move(run));
@@ -290,8 +290,9 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   }
   if (src == dst) return;
   record_op(impl, {0, c}, [c, src, dst](auto& i, auto) {
-    i.record(detail::CopySequenceCall{c, src, dst});
-    c->copy_sequence(src, dst);
+    const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
+    i.record(detail::CopySequenceCall{c, src, dst, fork});
+    c->copy_sequence(src, dst, fork);
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_copy_sequence");

@@ -1,6 +1,7 @@
 #include "common/kv_cache_impl.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "common/validate.hpp"
 
@@ -75,8 +76,16 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
     }
   }
-  if (c.latent) return {{c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim}, {}};
-  return {{c.n_seqs, c.capacity, c.n_kv_heads, c.head_dim}, {c.n_seqs, c.capacity, c.n_kv_heads, value_head_dim(c)}};
+  // A paged cache's K and V are its pool: [n_blocks, block_size, ...] in place of
+  // [n_seqs, capacity, ...].
+  std::size_t outer = c.n_seqs, inner = c.capacity;
+  if (c.paged) {
+    check_paging(op, c);
+    outer = c.n_blocks;
+    inner = c.block_size;
+  }
+  if (c.latent) return {{outer, inner, c.n_kv_heads, c.head_dim}, {}};
+  return {{outer, inner, c.n_kv_heads, c.head_dim}, {outer, inner, c.n_kv_heads, value_head_dim(c)}};
 }
 
 std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position) const {
@@ -87,17 +96,32 @@ std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position)
 KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::shared_ptr<TensorImpl> k_,
                          std::shared_ptr<TensorImpl> v_)
     : owner(owner_), config(config_), k(std::move(k_)), v(std::move(v_)), slot_pos(config_.n_seqs * config_.capacity, -1),
-      next(config_.n_seqs, 0), oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {}
+      next(config_.n_seqs, 0), oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
+  if (!config.paged) return;
+  block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
+  entries = config.capacity >> block_shift;
+  table.assign(config.n_seqs * entries, -1);
+  refs.assign(config.n_blocks, 0);
+  // Taken from the end: block 0 first.
+  free_list.resize(config.n_blocks);
+  for (std::size_t b = 0; b < config.n_blocks; ++b) free_list[b] = static_cast<std::int32_t>(config.n_blocks - 1 - b);
+  free_count = static_cast<std::int32_t>(config.n_blocks);
+}
 
 void KvCacheImpl::publish() const {
   if (!slots) return;
   std::vector<std::uint32_t> words(slot_table_words());
-  // int32 and uint32 may alias: the entries as they are, then the bounds.
-  std::copy(slot_pos.begin(), slot_pos.end(), words.begin());
+  // int32 and uint32 may alias: each sequence's entries (and block table) as they are,
+  // then the bounds.
+  const std::size_t c = config.capacity, stride = meta_stride();
   for (std::size_t s = 0; s < config.n_seqs; ++s) {
-    std::size_t bound = config.capacity;
-    while (bound > 0 && slot_pos[s * config.capacity + bound - 1] < 0) --bound;
-    words[slot_pos.size() + s] = static_cast<std::uint32_t>(bound);
+    std::copy_n(slot_pos.begin() + static_cast<std::ptrdiff_t>(s * c), c,
+                words.begin() + static_cast<std::ptrdiff_t>(s * stride));
+    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(s * entries), entries,
+                words.begin() + static_cast<std::ptrdiff_t>(s * stride + c));
+    std::size_t bound = c;
+    while (bound > 0 && slot_pos[s * c + bound - 1] < 0) --bound;
+    words[bound_offset() + s] = static_cast<std::uint32_t>(bound);
   }
   slots->store(words);
 }
@@ -172,14 +196,20 @@ void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span
         p >= static_cast<std::int32_t>(config.n_sinks) && std::int64_t{plan.last[s]} - p >= static_cast<std::int64_t>(ring());
     plan.dst_rows[t] = dropped ? -1 : static_cast<std::int32_t>(s * config.capacity + slot(p));
   }
+  if (config.paged) plan_blocks(plan, true);
 }
 
 void KvCacheImpl::apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
                                const AppendPlan& plan) {
+  if (config.paged) apply_blocks(plan);
+  const std::size_t stride = meta_stride();
   for (std::size_t t = 0; t < positions.size(); ++t) {
     const auto s = static_cast<std::size_t>(seq_ids.empty() ? 0 : seq_ids[t]);
     if (plan.dst_rows[t] >= 0) {
-      set(slot_pos[static_cast<std::size_t>(plan.dst_rows[t])], positions[t]);
+      // A paged cache's dst_rows are rows of its pool: the slot is the table word's.
+      const std::size_t slot = config.paged ? static_cast<std::size_t>(plan.meta_rows[t]) - s * stride
+                                            : static_cast<std::size_t>(plan.dst_rows[t]) - s * config.capacity;
+      set(slot_pos[s * config.capacity + slot], positions[t]);
     }
     set(next[s], positions[t] + 1);
     const std::int64_t held_from = std::int64_t{next[s]} - static_cast<std::int64_t>(ring());
@@ -187,7 +217,8 @@ void KvCacheImpl::apply_append(std::span<const std::int32_t> positions, std::spa
   }
 }
 
-void KvCacheImpl::copy_sequence(std::size_t src, std::size_t dst) {
+void KvCacheImpl::copy_sequence(std::size_t src, std::size_t dst, const ForkPlan& plan) {
+  if (config.paged) fork_blocks(src, dst, plan);
   for (std::size_t i = 0; i < config.capacity; ++i) set(slot_pos[dst * config.capacity + i], slot_pos[src * config.capacity + i]);
   set(next[dst], next[src]);
   set(oldest[dst], oldest[src]);
@@ -260,6 +291,7 @@ void KvCache::reset(std::size_t seq) {
   std::fill_n(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity), c.config.capacity, -1);
   c.next[seq] = 0;
   c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
+  c.release_empty_blocks(seq);
   c.publish();
 }
 
@@ -284,6 +316,7 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) {
   }
   c.next[seq] = position;
   if (position <= static_cast<std::int32_t>(c.config.n_sinks)) c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
+  c.release_empty_blocks(seq);
   c.publish();
 }
 

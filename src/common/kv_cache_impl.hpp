@@ -24,15 +24,35 @@ class KvCacheImpl {
   // for a latent cache, whose values are the first v_head_dim dims of K's rows (null
   // rather than an alias of K, so that nothing copies, saves or counts them twice).
   const std::shared_ptr<TensorImpl> k, v;
-  // The slot table on the device (Vulkan): i32 [n_seqs * capacity + n_seqs], slot_pos as
-  // the device's kv_append ops have written it, then each sequence's occupancy bound (one
-  // past its last occupied slot, which kv_append raises), read by attention; null on the
-  // CPU backend.
+  // The slot table on the device (Vulkan): i32, per sequence meta_stride() words (its
+  // capacity entries of slot_pos as the device's kv_append ops have written them, then
+  // for a paged cache its block table), then each sequence's occupancy bound (one past
+  // its last occupied slot, which kv_append raises), read by attention; null on the CPU
+  // backend.
   std::shared_ptr<TensorImpl> slots;
-  std::size_t slot_table_words() const { return config.n_seqs * (config.capacity + 1); }
-  // Writes slot_pos and the bounds it implies to |slots| after the host changed it outside
-  // a command list (creation, reset, truncate, restore_cache).
+  std::size_t meta_stride() const { return config.capacity + entries; }
+  std::size_t bound_offset() const { return config.n_seqs * meta_stride(); }
+  std::size_t slot_table_words() const { return config.n_seqs * (meta_stride() + 1); }
+  // Writes slot_pos (and a paged cache's block tables) and the bounds it implies to
+  // |slots| after the host changed it outside a command list (creation, reset, truncate,
+  // restore_cache).
   void publish() const;
+
+  // A paged cache (KvCacheConfig::paged): each sequence's |entries| = capacity /
+  // block_size runs of block_size slots map to blocks of the pool (table, -1: none), whose
+  // rows hold K and V: slot j of sequence s is row table[s * entries + (j >> block_shift)]
+  // * block_size + j % block_size. refs counts the sequences holding each block; the free
+  // blocks are free_list[0, free_count), taken from the end. Every write goes through
+  // set(), so that a refused replay puts the pool back too. Empty for a ring cache.
+  std::size_t entries = 0;
+  std::uint32_t block_shift = 0;
+  std::vector<std::int32_t> table, refs, free_list;
+  std::int32_t free_count = 0;
+  // Each slot's row of K and V, n_seqs * capacity (-1: a paged sequence holds no block
+  // there): what the CPU backend reads.
+  std::vector<std::int32_t> row_map() const;
+  // Returns |seq|'s blocks none of whose slots holds a position (all of them: reset).
+  void release_empty_blocks(std::size_t seq);
 
   std::size_t ring() const { return config.capacity - config.n_sinks; }
   std::size_t slot(std::int32_t position) const;
@@ -49,17 +69,39 @@ class KvCacheImpl {
     word = value;
   }
 
-  // Per token, the row it goes to (seq * capacity + slot), or -1 when keep_last drops it;
-  // and per sequence what planning needs (kept so that a replay plans without allocating).
+  // Per token, the row of K and V it goes to (seq * capacity + slot; a paged cache's
+  // block row), or -1 when keep_last drops it; and per sequence what planning needs (kept
+  // so that a replay plans without allocating). A paged cache's plan also has each kept
+  // token's slot-table word (seq * meta_stride() + slot), the (block, copy) pairs of shared
+  // blocks to copy before the tokens are written, and the (table index, block) entries it
+  // changes, their blocks taken from the end of the free list in order.
   struct AppendPlan {
     std::vector<std::int32_t> dst_rows;
     std::vector<std::int32_t> expect, last;
+    std::vector<std::int32_t> meta_rows, copies, changes;
   };
-  // Checks an append and plans it into |plan|; throws InvalidArgument, changing nothing.
+  // Checks an append and plans it into |plan|; throws InvalidArgument, or for a paged
+  // cache with too few free blocks Error(out_of_memory), changing nothing.
   void plan_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids, const KvAppendOptions& options,
                    AppendPlan& plan) const;
   void apply_append(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids, const AppendPlan& plan);
-  void copy_sequence(std::size_t src, std::size_t dst);
+  // A paged cache's blocks for the kept tokens of |plan| (its dst_rows as ring rows, seq *
+  // capacity + slot, on entry): fills the rest of the plan and returns the blocks it takes;
+  // with |check|, Error(out_of_memory) when the pool has fewer free.
+  std::size_t plan_blocks(AppendPlan& plan, bool check) const;
+  // kv_copy_sequence. A paged fork shares src's blocks, except the one src's next append
+  // writes (entry: its table index in dst's table, -1 when none), which dst gets a copy of:
+  // block |to|, a copy of |from|, taken after dst's own blocks are returned.
+  struct ForkPlan {
+    std::int32_t entry = -1, from = -1, to = -1;
+  };
+  ForkPlan plan_copy_sequence(std::size_t src, std::size_t dst) const;
+  void copy_sequence(std::size_t src, std::size_t dst, const ForkPlan& plan);
+  // The paged parts of apply_append and copy_sequence.
+  void apply_blocks(const AppendPlan& plan);
+  void fork_blocks(std::size_t src, std::size_t dst, const ForkPlan& plan);
+  // Returns block |b| held by one sequence fewer to the pool when none holds it.
+  void drop_ref(std::int32_t b);
   // The keys' positions, sequences and (KvRope::on_read) in-cache positions as the host's
   // bookkeeping has them now, into |p| (ScoresParams: the CPU backend reads them there).
   void fill_keys(ScoresParams& p) const;
@@ -78,5 +120,7 @@ struct KvShapes {
 };
 // Checks a KvCacheConfig; returns the K and V shapes.
 KvShapes check_kv_cache_config(const KvCacheConfig& config);
+// Its paged fields (KvCacheConfig::paged).
+void check_paging(const char* op, const KvCacheConfig& config);
 
 }  // namespace vkattn::detail

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/kv_cache_impl.hpp"
 #include "common/tensor_impl.hpp"
 #include "common/validate.hpp"
 
@@ -57,16 +58,23 @@ struct WeightedSumCall {
   const std::vector<std::int32_t>& q_seq;  // each token's sequence (read for a cache)
 };
 
-// Rows |dst_rows| (sequence * capacity + slot, -1: skipped) get K and V of each token.
+// Rows |dst_rows| (sequence * capacity + slot; a paged cache's rows of its pool; -1:
+// skipped) get K and V of each token. A paged cache: |meta_rows| are the tokens' words of
+// the slot table (seq * meta_stride + slot), and before anything is written each
+// (from, to) pair of |copies| copies block from's rows into block to.
 struct AppendCall {
   CachePtr cache;
   TensorPtr k, v;  // v null for a latent cache
   std::span<const std::int32_t> dst_rows, positions;
+  std::span<const std::int32_t> meta_rows = {}, copies = {};
 };
 
+// A paged cache's fork also copies block |fork.from| into |fork.to|, dst's block at table
+// entry |fork.entry| (-1: none), and shares src's other blocks.
 struct CopySequenceCall {
   CachePtr cache;
   std::size_t src, dst;
+  KvCacheImpl::ForkPlan fork = {};
 };
 
 // CommandList::attention.

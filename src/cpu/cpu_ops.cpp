@@ -6,6 +6,7 @@
 #include "common/half.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
+#include "common/shape_math.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/reference_ops.hpp"
 
@@ -65,17 +66,58 @@ std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size
   return o;
 }
 
-// The cache's K or V |all| is [n_seqs, capacity, n_kv_heads, d]: one sequence's slice is
-// the [capacity, n_kv_heads, d] the reference takes.
-std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, std::size_t seq) {
-  const std::size_t n = all.size() / cache.config.n_seqs;
-  return {all.begin() + static_cast<std::ptrdiff_t>(seq * n), all.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n)};
+// One sequence's slots of the cache's K or V |all| (rows of |row| floats), as the
+// [capacity, n_kv_heads, d] the reference takes: the rows |rows| (KvCacheImpl::row_map,
+// as the bookkeeping had them when the op was recorded) says, zeros where a paged
+// sequence holds no block.
+std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, const std::vector<std::int32_t>& rows,
+                                 std::size_t seq, std::size_t row) {
+  const std::size_t c = cache.config.capacity;
+  std::vector<float> out(c * row, 0.0f);
+  for (std::size_t j = 0; j < c; ++j) {
+    const std::int32_t r = rows[seq * c + j];
+    if (r >= 0) std::copy_n(&all[static_cast<std::size_t>(r) * row], row, &out[j * row]);
+  }
+  return out;
+}
+
+// Copies |n| rows of |row| elements from row |from| to row |to| of a cache's K or V,
+// exactly as stored (a quantized tensor's codes, then its scales half by half).
+void copy_rows(const std::shared_ptr<TensorImpl>& t, std::size_t row, std::size_t from, std::size_t to, std::size_t n) {
+  std::vector<std::uint32_t>& w = cpu(t).data;
+  if (is_quantized(t->dtype)) {
+    const std::size_t codes = codes_words(row, t->dtype), blocks = row / kQuantBlock;
+    std::copy_n(&w[from * codes], n * codes, &w[to * codes]);
+    const std::size_t scales = codes_words(t->numel, t->dtype);
+    for (std::size_t b = 0; b < n * blocks; ++b) {
+      const std::size_t f = from * blocks + b, d = to * blocks + b;
+      const std::uint32_t half = (w[scales + f / 2] >> (16 * (f % 2))) & 0xffffu;
+      std::uint32_t& word = w[scales + d / 2];
+      word = (word & ~(0xffffu << (16 * (d % 2)))) | (half << (16 * (d % 2)));
+    }
+    return;
+  }
+  const std::size_t words = storage_words(row, t->dtype);  // f16 rows are even: whole words
+  std::copy_n(&w[from * words], n * words, &w[to * words]);
+}
+
+// A paged cache's blocks (from, to) pairs: to's rows become from's, in K and V.
+void copy_blocks(const KvCacheImpl& cache, const std::vector<std::int32_t>& pairs) {
+  const auto& c = cache.config;
+  for (std::size_t i = 0; i < pairs.size(); i += 2) {
+    for (const auto& [t, d] : {std::pair{cache.k, c.head_dim}, std::pair{cache.v, value_head_dim(c)}}) {
+      if (!t) continue;  // a latent cache's V, inside K
+      copy_rows(t, c.n_kv_heads * d, static_cast<std::size_t>(pairs[i]) * c.block_size,
+                static_cast<std::size_t>(pairs[i + 1]) * c.block_size, c.block_size);
+    }
+  }
 }
 
 // Scores [n_tokens, n_heads, capacity] over a cache: one token at a time against its own
 // sequence's slots.
 std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
-                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+                                const std::vector<std::int32_t>& rows, const std::shared_ptr<TensorImpl>& mask,
+                                const ScoresParams& params) {
   const auto& c = cache.config;
   const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
   const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
@@ -92,7 +134,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
                      params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
     const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
     std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
-    std::vector<float> keys = sequence_rows(cache, kf, seq);
+    std::vector<float> keys = sequence_rows(cache, kf, rows, seq, c.n_kv_heads * d);
     if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
       const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
       const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
@@ -118,14 +160,15 @@ std::vector<float> cache_values(const KvCacheImpl& cache) {
 // out [n_tokens, n_heads, v_head_dim] from probabilities over a cache's slots, each token
 // reading its own sequence's values.
 std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
-                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
+                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& rows,
+                                      const std::vector<std::int32_t>& q_seq) {
   const auto& c = cache.config;
   const std::size_t d = value_head_dim(c), n = c.capacity;
   const std::vector<float> vf = cache_values(cache);
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
-                           sequence_rows(cache, vf, static_cast<std::size_t>(q_seq[t])),
+                           sequence_rows(cache, vf, rows, static_cast<std::size_t>(q_seq[t]), c.n_kv_heads * d),
                            std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, n, d);
   }
   return o;
@@ -159,9 +202,9 @@ CpuOp op(const RopeCall& c) {
 
 CpuOp op(const ScoresCall& c) {
   if (c.keys.cache) {
-    return {"attn_scores",
-            [q = c.q, cache = c.keys.cache, scores = c.scores, mask = c.mask, params = with_keys(c.params, *c.keys.cache)] {
-              from_floats(cpu(scores), cache_scores(q, *cache, mask, params));
+    return {"attn_scores", [q = c.q, cache = c.keys.cache, rows = c.keys.cache->row_map(), scores = c.scores, mask = c.mask,
+                            params = with_keys(c.params, *c.keys.cache)] {
+              from_floats(cpu(scores), cache_scores(q, *cache, rows, mask, params));
             }};
   }
   return {"attn_scores", [q = c.q, k = c.keys.k, scores = c.scores, mask = c.mask, params = c.params] {
@@ -177,8 +220,10 @@ CpuOp op(const SoftmaxCall& c) {
 
 CpuOp op(const WeightedSumCall& c) {
   if (c.values.cache) {
-    return {"attn_weighted_sum", [probs = c.probs, cache = c.values.cache, out = c.out, q_seq = c.q_seq] {
-              from_floats(cpu(out), cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1], *cache, q_seq));
+    return {"attn_weighted_sum",
+            [probs = c.probs, cache = c.values.cache, rows = c.values.cache->row_map(), out = c.out, q_seq = c.q_seq] {
+              from_floats(cpu(out),
+                          cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1], *cache, rows, q_seq));
             }};
   }
   return {"attn_weighted_sum", [probs = c.probs, v = c.values.v, out = c.out] {
@@ -187,8 +232,10 @@ CpuOp op(const WeightedSumCall& c) {
 }
 
 CpuOp op(const AppendCall& a) {
-  return {"kv_append", [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end())] {
+  return {"kv_append", [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end()),
+                        copies = Ints(a.copies.begin(), a.copies.end())] {
             const auto& c = cache->config;
+            copy_blocks(*cache, copies);  // shared blocks the tokens write, copied first
             for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
               if (!src) continue;                     // a latent cache: K alone
               const std::size_t row = src->shape[2];  // K's or V's head dim
@@ -219,27 +266,15 @@ CpuOp op(const AppendCall& a) {
 }
 
 CpuOp op(const CopySequenceCall& a) {
-  return {"kv_copy_sequence", [cache = a.cache, src = a.src, dst = a.dst] {
+  return {"kv_copy_sequence", [cache = a.cache, src = a.src, dst = a.dst, fork = a.fork] {
             const auto& c = cache->config;
-            for (const auto& t : {cache->k, cache->v}) {
-              if (!t) continue;                           // a latent cache's V, inside K
-              const std::size_t n = t->numel / c.n_seqs;  // elements per sequence
-              if (is_quantized(c.dtype)) {                // codes, then the scales half by half
-                std::vector<std::uint32_t>& w = cpu(t).data;
-                const std::size_t codes = codes_words(n, c.dtype), blocks = n / kQuantBlock;
-                std::copy_n(&w[src * codes], codes, &w[dst * codes]);
-                const std::size_t scales = codes_words(t->numel, c.dtype);
-                for (std::size_t b = 0; b < blocks; ++b) {
-                  const std::size_t from = src * blocks + b, to = dst * blocks + b;
-                  const std::uint32_t half = (w[scales + from / 2] >> (16 * (from % 2))) & 0xffffu;
-                  std::uint32_t& word = w[scales + to / 2];
-                  word = (word & ~(0xffffu << (16 * (to % 2)))) | (half << (16 * (to % 2)));
-                }
-                continue;
-              }
-              std::vector<float> f = to_floats(cpu(t));
-              std::copy_n(&f[src * n], n, &f[dst * n]);
-              from_floats(cpu(t), f);
+            if (c.paged) {  // the other blocks are shared
+              if (fork.from >= 0) copy_blocks(*cache, {fork.from, fork.to});
+              return;
+            }
+            for (const auto& [t, d] : {std::pair{cache->k, c.head_dim}, std::pair{cache->v, value_head_dim(c)}}) {
+              if (!t) continue;  // a latent cache's V, inside K
+              copy_rows(t, c.n_kv_heads * d, src * c.capacity, dst * c.capacity, c.capacity);
             }
           }};
 }
@@ -247,11 +282,11 @@ CpuOp op(const CopySequenceCall& a) {
 // The three stages in a row, on temporaries, whatever the path.
 CpuOp op(const AttentionCall& c) {
   if (c.kv.cache) {
-    return {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask, params = with_keys(c.params, *c.kv.cache),
-                          sinks = c.sinks] {
+    return {"attention", [q = c.q, cache = c.kv.cache, rows = c.kv.cache->row_map(), out = c.out, mask = c.mask,
+                          params = with_keys(c.params, *c.kv.cache), sinks = c.sinks] {
               const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-              const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
-              from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
+              const std::vector<float> probs = softmax(cache_scores(q, *cache, rows, mask, params), n_tokens, n_heads, sinks);
+              from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, rows, params.q_seq));
             }};
   }
   return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks] {

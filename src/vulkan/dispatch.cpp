@@ -132,11 +132,14 @@ bool patch_tokens(std::uint8_t* arena, const TokenMarks& marks, const OpCall& ca
         if (!rope || !patch_rope_table(at, w, *rope)) return false;
         break;
       case TokenWords::append_rows:
-        if (!append || !copy_if_same_size(at, w.words, append->dst_rows) ||
-            !copy_if_same_size(at + 4 * std::size_t{w.words}, w.words, append->positions)) {
+        // New tokens that copy shared blocks need those dispatches: built again.
+        if (!append || !append->copies.empty() || !copy_if_same_size(at, w.words, append->dst_rows) ||
+            !copy_if_same_size(at + 4 * std::size_t{w.words}, w.words, append->positions) ||
+            (w.extra && !copy_if_same_size(at + 8 * std::size_t{w.words}, w.words, append->meta_rows))) {
           return false;
         }
         break;
+      case TokenWords::block_copies: return false;
       case TokenWords::q_seq: {
         const std::vector<std::int32_t>* q_seq = q_seq_of(call);
         if (!q_seq || q_seq->size() != w.words || std::memcmp(at, q_seq->data(), 4 * q_seq->size()) != 0) return false;

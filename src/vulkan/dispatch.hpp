@@ -53,7 +53,8 @@ struct Dispatch {
 };
 
 // An op's dispatches: one, or a few (attention in three stages with split keys: 4; a
-// quantized cache's kv_copy_sequence: 6).
+// quantized cache's kv_copy_sequence: 6; a paged cache's kv_append that copies shared
+// blocks first: 4).
 using Dispatches = InlineVector<Dispatch, 6>;
 inline Dispatches one(Dispatch d) {
   Dispatches ds;
@@ -68,8 +69,10 @@ struct TokenWords {
     meta,            // attn_meta's words (q positions, sequences, ring...); |extra|: 1 with sinks
     rope_positions,  // a rope op's positions
     rope_table,      // its frequency table; |extra|: the attention factor's bits (a push constant)
-    append_rows,     // kv_append's rows, then its positions (|words| tokens)
+    append_rows,     // kv_append's rows, then its positions (|words| tokens); |extra|: 1 for a
+                     // paged cache, whose tokens' slot-table words follow
     q_seq,           // the queries' sequences: the dispatches follow them, a replay keeps them
+    block_copies,    // a paged cache's copies before kv_append: a replay builds the op again
   } kind;
   std::uint64_t offset = 0;  // bytes into the arena
   std::uint32_t words = 0;
@@ -78,7 +81,8 @@ struct TokenWords {
 using TokenMarks = InlineVector<TokenWords, 4>;
 // The bytes a patch may write at |w.offset| (0: it only compares).
 inline std::uint64_t token_bytes(const TokenWords& w) {
-  return w.kind == TokenWords::q_seq ? 0 : 4 * std::uint64_t{w.words} * (w.kind == TokenWords::append_rows ? 2 : 1);
+  if (w.kind == TokenWords::q_seq || w.kind == TokenWords::block_copies) return 0;
+  return 4 * std::uint64_t{w.words} * (w.kind == TokenWords::append_rows ? 2 + w.extra : 1);
 }
 
 // Small read-only inputs of ops (positions, frequency tables), packed into one buffer per
@@ -141,8 +145,10 @@ Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> sr
                               std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves);
 
 // Where keys (or values) live: a plain [n_keys, n_kv_heads, head_dim] tensor, or a KV
-// cache [n_seqs, capacity, n_kv_heads, head_dim] read at each tile's sequence. Strides in
-// elements; meta_stride is the key metadata entries per sequence (0: plain).
+// cache [n_seqs, capacity, n_kv_heads, head_dim] read at each tile's sequence (a paged
+// cache: its pool's rows, through the block table after each sequence's n_keys slot-table
+// entries, with |page| = log2(block_size) + 1). Strides in elements; meta_stride
+// is the key metadata entries per sequence (0: plain).
 struct KeySource {
   std::shared_ptr<TensorImpl> tensor;
   std::shared_ptr<TensorImpl> slots;  // keys of a cache: its slot table on the device
@@ -152,13 +158,17 @@ struct KeySource {
   std::uint32_t scales;     // q8_0/q4_0: word offset of the scales
   std::uint32_t bound = 0;  // keys of a cache: the occupancy bounds' word offset in |slots|
   std::uint32_t n_seqs = 1;
+  std::uint32_t page = 0;                  // a paged cache (VKATTN_SPEC_KV_PAGE); 0 otherwise
   bool wide() const { return type != 0; }  // 8 elements per 16 bytes or fewer
 };
 KeySource plain_keys(std::shared_ptr<TensorImpl> t);
 // An op's keys (|values| false) or values as a KeySource.
 KeySource key_source(const KvSource& source, bool values);
-// |slots|: the cache's slot table, for its keys (null for its values, which need none).
-KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots);
+// |t| (K or V) of |cache|; |slots|: the cache's slot table, for its keys (null for the
+// values of a ring cache, which need none; a paged cache's values need its block table).
+KeySource cache_keys(const KvCacheImpl& cache, std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots);
+// |spec| with the paging of |keys| (VKATTN_SPEC_KV_PAGE), for a kernel that reads them.
+SpecConstants paged(SpecConstants spec, const KeySource& keys);
 // The key positions binding of the scores and fused kernels (params.h): a cache's slot
 // table, or plain keys' positions and sequence ids as parameters.
 Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p);

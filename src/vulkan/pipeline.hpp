@@ -32,7 +32,7 @@ const char* kernel_name(KernelId id);
 std::span<const std::uint32_t> kernel_spirv(KernelId id);
 
 // Specialization constants a kernel may take (the GPU decode kernel has 22).
-inline constexpr std::size_t kMaxSpecConstants = 24;
+inline constexpr std::size_t kMaxSpecConstants = 25;  // ids 0..23, and 24: VKATTN_SPEC_KV_PAGE
 using SpecConstants = InlineVector<std::uint32_t, kMaxSpecConstants>;
 // Specialization constants by id (shaders/common/params.h: VKATTN_SPEC_*), in any order:
 // element i is constant_id i; ids not given are 0.

@@ -24,6 +24,13 @@ namespace vkattn::test {
 
 using Ids = std::vector<std::int32_t>;
 
+// The most slots per block of the paged caches Layout::cache() makes while a test runs the
+// ring cache's tests over paged caches (0: ring caches).
+inline std::size_t& paged_layouts() {
+  static std::size_t block_size = 0;
+  return block_size;
+}
+
 struct Layout {
   std::size_t seqs = 1, heads = 2, kv_heads = 1, head_dim = 16, capacity = 8, sinks = 0;
   DType dtype = DType::f32;  // the cache's
@@ -32,8 +39,18 @@ struct Layout {
   bool halves = false;       // draw K/V values that f16 holds exactly (no conversion differs)
   AttentionConfig attn{};
 
+  // With paged_layouts() set, a paged cache of the same slots: blocks of the largest power
+  // of two dividing capacity up to it, and a pool every sequence can fill at once.
   KvCacheConfig cache() const {
-    return {.n_seqs = seqs, .n_kv_heads = kv_heads, .head_dim = head_dim, .capacity = capacity, .dtype = dtype, .n_sinks = sinks};
+    KvCacheConfig c{
+        .n_seqs = seqs, .n_kv_heads = kv_heads, .head_dim = head_dim, .capacity = capacity, .dtype = dtype, .n_sinks = sinks};
+    if (paged_layouts() != 0) {
+      c.paged = true;
+      c.block_size = 1;
+      while (c.block_size < paged_layouts() && capacity % (2 * c.block_size) == 0) c.block_size *= 2;
+      c.n_blocks = seqs * capacity / c.block_size;
+    }
+    return c;
   }
   std::size_t ring() const { return capacity - sinks; }
   std::size_t slot(std::int32_t p) const {  // the documented slot rule
@@ -94,6 +111,10 @@ struct Model {
   void truncate(std::size_t seq, std::int32_t p) {
     k[seq].resize(static_cast<std::size_t>(p) * row());
     v[seq].resize(static_cast<std::size_t>(p) * row());
+  }
+  void copy(std::size_t src, std::size_t dst) {
+    k[dst] = k[src];
+    v[dst] = v[src];
   }
   // Positions a cache of this shape holds: the sinks and the last capacity - n_sinks.
   Ids held(std::size_t seq) const {

@@ -95,6 +95,7 @@ Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
+  d.key.spec = paged(std::move(d.key.spec), keys);
   // Packed (clang-format would put one item per line).
   // clang-format off
   d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),

@@ -161,6 +161,7 @@ Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std:
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
+  d.key.spec = paged(std::move(d.key.spec), keys);
   d.set_push(fused_params(q->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan));
   // Packed (clang-format would put one item per line).
   // clang-format off

@@ -64,12 +64,34 @@ KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
   return {std::move(t), nullptr, n, n_kv, d, n_kv * d, d, 0, 0, type, scales};
 }
 
-KeySource cache_keys(std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots) {
-  // t: [n_seqs, capacity, n_kv_heads, head_dim]
-  const auto c = u32(t->shape[1]), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
+KeySource cache_keys(const KvCacheImpl& cache, std::shared_ptr<TensorImpl> t, std::shared_ptr<TensorImpl> slots) {
+  // t: [n_seqs, capacity, n_kv_heads, head_dim], or a paged cache's pool [n_blocks,
+  // block_size, n_kv_heads, head_dim], whose rows have no sequence stride
+  const auto& c = cache.config;
+  const auto cap = u32(c.capacity), n_kv = u32(t->shape[2]), d = u32(t->shape[3]);
   const auto type = kv_type_code(t->dtype), scales = u32(scale_words_offset(t->numel, t->dtype));
-  const auto n_seqs = u32(t->shape[0]);
-  return {std::move(t), std::move(slots), c, n_kv, d, n_kv * d, d, c * n_kv * d, c, type, scales, n_seqs * c, n_seqs};
+  KeySource k{std::move(t),
+              std::move(slots),
+              cap,
+              n_kv,
+              d,
+              n_kv * d,
+              d,
+              c.paged ? 0u : cap * n_kv * d,
+              u32(cache.meta_stride()),
+              type,
+              scales,
+              u32(cache.bound_offset()),
+              u32(c.n_seqs)};
+  if (c.paged) k.page = cache.block_shift + 1;  // its block table follows each sequence's capacity entries
+  return k;
+}
+
+SpecConstants paged(SpecConstants spec, const KeySource& keys) {
+  if (keys.page == 0) return spec;  // the pipelines plain keys and ring caches always had
+  if (spec.size() <= VKATTN_SPEC_KV_PAGE) spec.resize(VKATTN_SPEC_KV_PAGE + 1);
+  spec[VKATTN_SPEC_KV_PAGE] = keys.page;
+  return spec;
 }
 
 Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p) {
@@ -202,6 +224,7 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                  {VKATTN_SPEC_SCORES_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
                  {VKATTN_SPEC_SCORES_S_VEC4, n_keys % 4 == 0 ? 1u : 0u},
                  {VKATTN_SPEC_SCORES_SG, shuffle ? preferred_subgroup_size(ctx.limits) : 8u}})};
+  d.key.spec = paged(std::move(d.key.spec), keys);
   d.key.subgroup_size = shuffle ? preferred_subgroup_size(ctx.limits) : 0u;
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
@@ -316,6 +339,11 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
   const bool f16 = values.wide();
   const VRowGroups v_row = v_row_groups(ctx, head_dim, f16, base_groups < kSplitTargetGroups ? 64 : 32);
   const std::uint32_t lanes = v_row.lanes, key_groups = v_row.groups;
+  // A paged cache's values are read through its block table, which the kernel's
+  // VKATTN_BOUND variant binds: that variant, stopping at the occupancy bound, which no
+  // key a sequence holds is past.
+  const StopAtBound paged_stop{values.slots, values.bound, &q_seq};
+  if (values.page != 0 && !stop) stop = &paged_stop;
   std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), 8) * 8);  // whole batches of 8
   splits = u32(ceil_div(n_keys, keys_per_split));                                 // after rounding up, no split may be left empty
   if (stop && splits > 1) {
@@ -341,6 +369,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
                          {VKATTN_SPEC_WSUM_P_VEC4, n_keys % 4 == 0 ? 1u : 0u},
                          {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups},
                          {VKATTN_SPEC_WSUM_EIGHT, v_row.per_lane == 8 && !f16 ? 1u : 0u}})};
+  d.key.spec = paged(std::move(d.key.spec), values);
   d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
   params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
@@ -370,11 +399,13 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
 KeySource key_source(const KvSource& source, bool values) {
   if (!source.cache) return plain_keys(values ? source.v : source.k);
   const KvCacheImpl& cache = *source.cache;
-  if (!values) return cache_keys(cache.k, cache.slots);
-  if (cache.v) return cache_keys(cache.v, nullptr);
+  // A paged cache's values are read through its block table too.
+  auto table = [&](bool v) { return !v || cache.config.paged ? cache.slots : nullptr; };
+  if (!values) return cache_keys(cache, cache.k, table(false));
+  if (cache.v) return cache_keys(cache, cache.v, table(true));
   // A latent cache: the values are K's rows cut to v_head_dim, read through K's strides
   // (and K's scales, by each element's index in K).
-  KeySource v = cache_keys(cache.k, nullptr);
+  KeySource v = cache_keys(cache, cache.k, table(true));
   v.head_dim = u32(value_head_dim(cache.config));
   return v;
 }

@@ -9,6 +9,34 @@
 
 namespace vkattn::detail {
 
+namespace {
+
+// A paged cache's copy-on-write: for each (from, to) pair of |pairs| (copied into the
+// parameters), block to of K and of V becomes block from (kv_blocks.comp), one dispatch
+// each.
+void copy_blocks(OpEnv& env, const KvCacheImpl& cache, std::span<const std::int32_t> pairs, Dispatches& ds) {
+  static_assert(sizeof(shader::KvBlocksParams) == 16);
+  const auto& c = cache.config;
+  const Binding b = env.params.add(pairs);
+  const std::uint32_t wg = workgroup_size(env.ctx, 64);
+  for (const auto& [t, d] : {std::pair{cache.k, c.head_dim}, std::pair{cache.v, value_head_dim(c)}}) {
+    if (!t) continue;  // a latent cache's V, inside K
+    const std::uint64_t elems = std::uint64_t{c.block_size} * c.n_kv_heads * d;
+    const bool quant = is_quantized(c.dtype);
+    const std::uint64_t words = quant ? codes_words(elems, c.dtype) : storage_words(elems, c.dtype);  // f16 rows are even
+    const std::uint64_t halves = quant ? elems / kQuantBlock : 0;
+    Dispatch& x = ds.emplace_back();
+    x.op = "kv_append";
+    x.key = {KernelId::kv_blocks, spec({{VKATTN_SPEC_WG_SIZE, wg}})};
+    x.bindings = {tensor_binding(t, true), b};
+    x.set_push(
+        shader::KvBlocksParams{u32(pairs.size() / 2), u32(words), u32(halves), u32(scale_words_offset(t->numel, c.dtype))});
+    x.groups = pairs.size() / 2 * ceil_div(words + halves, wg);
+  }
+}
+
+}  // namespace
+
 // One dispatch, or one for k and one for v where a kernel may bind fewer than 6 storage
 // buffers or V's rows are not K's width; k's alone for a latent cache (V inside K).
 Dispatches build(OpEnv& env, const AppendCall& call) {
@@ -17,7 +45,7 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   const KvCacheImpl& cache = *call.cache;
   std::shared_ptr<TensorImpl> k = call.k, v = call.v;
   const std::span<const std::int32_t> dst_rows = call.dst_rows, positions = call.positions;
-  static_assert(sizeof(shader::KvAppendParams) == 28);
+  static_assert(sizeof(shader::KvAppendParams) == 36);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
   // A pair of elements per invocation, or a block of 32 for the quantized types.
@@ -26,22 +54,38 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
     return std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
   };
   const auto n = u32(dst_rows.size());
-  // The rows, then the positions the slot table records for them.
+  // The rows, then the positions the slot table records for them (and for a paged cache
+  // their words in it).
+  const std::size_t arrays = c.paged ? 3 : 2;
   std::uint8_t* bytes = nullptr;
-  const Binding rows = params.allocate(2 * std::size_t{n}, &bytes);
+  const Binding rows = params.allocate(arrays * std::size_t{n}, &bytes);
   std::memcpy(bytes, dst_rows.data(), 4 * std::size_t{n});
   std::memcpy(bytes + 4 * std::size_t{n}, positions.data(), 4 * std::size_t{n});
-  params.mark({TokenWords::append_rows, rows.param_offset, n});
+  if (c.paged) std::memcpy(bytes + 8 * std::size_t{n}, call.meta_rows.data(), 4 * std::size_t{n});
+  params.mark({TokenWords::append_rows, rows.param_offset, n, c.paged ? 1u : 0u});
   const Binding slots = tensor_binding(cache.slots, true);
   Dispatches ds;
+  // Shared blocks the tokens write are copied first (a replay that copies patches nothing).
+  if (!call.copies.empty()) {
+    params.mark({TokenWords::block_copies, 0, u32(call.copies.size())});
+    copy_blocks(env, cache, call.copies, ds);
+  }
   Dispatch& d = ds.emplace_back();
   d.op = "kv_append";
   d.key = {KernelId::kv_append, spec({{VKATTN_SPEC_WG_SIZE, wg},
                                       {VKATTN_SPEC_KV_APPEND_SRC_F16, k->dtype == DType::f16 ? 1u : 0u},
                                       {VKATTN_SPEC_KV_APPEND_DST_TYPE, kv_type_code(c.dtype)}})};
-  const shader::KvAppendParams pc{
-      n,  u32(c.n_kv_heads),         u32(c.head_dim), u32(c.capacity), u32(scale_words_offset(cache.k->numel, c.dtype)),
-      1u, u32(c.n_seqs * c.capacity)};
+  // capacity: the slot-table words per sequence (a paged cache's block table follows its
+  // slots).
+  const shader::KvAppendParams pc{n,
+                                  u32(c.n_kv_heads),
+                                  u32(c.head_dim),
+                                  u32(cache.meta_stride()),
+                                  u32(scale_words_offset(cache.k->numel, c.dtype)),
+                                  1u,
+                                  u32(cache.bound_offset()),
+                                  c.paged ? cache.block_shift + 1 : 0u,
+                                  u32(c.capacity)};
   d.set_push(pc);
   d.groups = ceil_div(invocations(c.head_dim), wg);
   if (ctx.limits.max_storage_buffers >= 6 && value_head_dim(c) == c.head_dim && v) {
@@ -70,17 +114,31 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
 }
 
 // The sequence's slot-table entries and occupancy bound, keys and values (a quantized
-// cache's codes and scales apart).
+// cache's codes and scales apart). A paged cache's fork: the entries with the block table,
+// which then shares src's blocks, and the one block it copies.
 Dispatches build(OpEnv& env, const CopySequenceCall& call) {
   const Context& ctx = env.ctx;
   const KvCacheImpl& cache = *call.cache;
   const std::size_t src = call.src, dst = call.dst;
   const auto& c = cache.config;
+  const std::uint64_t stride = cache.meta_stride(), bounds = cache.bound_offset();
   Dispatches ds;
-  // The slot table's entries of the sequence and its occupancy bound, then keys and values.
-  ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, src * c.capacity, dst * c.capacity, c.capacity));
-  const std::uint64_t bounds = c.n_seqs * c.capacity;
+  ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, src * stride, dst * stride, stride));
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, bounds + src, bounds + dst, 1));
+  if (c.paged) {
+    const KvCacheImpl::ForkPlan& f = call.fork;
+    if (f.entry < 0) return ds;
+    const std::int32_t to = f.to;
+    Dispatch w =
+        copy_dispatch(ctx, cache.slots, cache.slots, 0, dst * stride + c.capacity + static_cast<std::uint64_t>(f.entry), 1);
+    w.bindings[0] = env.params.add(std::span<const std::int32_t>(&to, 1));
+    w.bindings[0].texel = false;
+    w.key.kernel = KernelId::copy_u32;
+    ds.push_back(std::move(w));
+    const std::int32_t pair[2] = {f.from, f.to};
+    copy_blocks(env, cache, pair, ds);
+    return ds;
+  }
   for (const auto& t : {cache.k, cache.v}) {
     if (!t) continue;                             // a latent cache's V, inside K
     const std::uint64_t n = t->numel / c.n_seqs;  // elements per sequence
