@@ -8,9 +8,18 @@
 //   u32 K words, u32 V words (the tensors' storage: docs/kv-cache.md; none when latent).
 // A latent save takes its own version so that a library that knows only version 1 refuses
 // it by its version rather than by its size.
+// A paged cache (version 3, latent or not) holds only the blocks its sequences hold: after
+// the header, u64 block_size, u32 latent, u32 blocks saved (n), then the slot positions,
+// next and oldest as above, i32 block tables [n_seqs * capacity / block_size] naming the
+// saved blocks 0..n-1 (-1: none), then K's words of each saved block, V's likewise (f32 or
+// f16 rows; a quantized block's codes, then its scales, two per word). It restores into a
+// paged cache of the same configuration but for n_blocks, which need only be >= n.
+#include <algorithm>
 #include <cstring>
 
 #include "common/kv_cache_impl.hpp"
+#include "common/quant.hpp"
+#include "common/shape_math.hpp"
 #include "common/tensor_impl.hpp"
 #include "vkattn/backend.hpp"
 #include "vkattn/error.hpp"
@@ -20,7 +29,7 @@ namespace vkattn {
 namespace {
 
 constexpr char kMagic[8] = {'v', 'k', 'a', 't', 't', 'n', 'K', 'V'};
-constexpr std::uint32_t kVersion = 1, kLatentVersion = 2;
+constexpr std::uint32_t kVersion = 1, kLatentVersion = 2, kPagedVersion = 3;
 
 struct Header {
   char magic[8];
@@ -32,7 +41,7 @@ static_assert(sizeof(Header) == 64);
 Header header_of(const KvCacheConfig& c) {
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = c.latent ? kLatentVersion : kVersion;
+  h.version = c.paged ? kPagedVersion : c.latent ? kLatentVersion : kVersion;
   h.dtype = static_cast<std::uint32_t>(c.dtype);
   h.rope = static_cast<std::uint32_t>(c.rope);
   h.n_seqs = c.n_seqs;
@@ -59,13 +68,95 @@ void put(std::vector<std::uint8_t>& out, const std::vector<T>& v) {
   if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * sizeof(T));
 }
 
+// After a paged save's header.
+struct PagedHeader {
+  std::uint64_t block_size;
+  std::uint32_t latent, n_saved;
+};
+static_assert(sizeof(PagedHeader) == 16);
+
+// One block of a paged cache's K or V (|t|, its rows |row| elements wide) as words, and
+// back: its rows' words, or a quantized block's codes and then its scales, two per word.
+struct BlockWords {
+  std::shared_ptr<detail::TensorImpl> t;
+  std::size_t elems;  // per block
+  bool quant() const { return detail::is_quantized(t->dtype); }
+  std::size_t data() const {
+    return quant() ? detail::codes_words(elems, t->dtype) : detail::storage_words(elems, t->dtype);  // f16 rows are even
+  }
+  std::size_t halves() const { return quant() ? elems / detail::kQuantBlock : 0; }
+  std::size_t words() const { return data() + (halves() + 1) / 2; }
+  std::size_t scale_half(std::size_t b, std::size_t h) const {
+    return 2 * detail::scale_words_offset(t->numel, t->dtype) + b * halves() + h;
+  }
+  void get(const std::vector<std::uint32_t>& all, std::size_t b, std::vector<std::uint32_t>& out) const {
+    out.insert(out.end(), all.begin() + static_cast<std::ptrdiff_t>(b * data()),
+               all.begin() + static_cast<std::ptrdiff_t>((b + 1) * data()));
+    const std::size_t at = out.size();
+    out.resize(at + (halves() + 1) / 2, 0);
+    for (std::size_t h = 0; h < halves(); ++h) {
+      const std::size_t i = scale_half(b, h);
+      out[at + h / 2] |= ((all[i / 2] >> (16 * (i % 2))) & 0xffffu) << (16 * (h % 2));
+    }
+  }
+  void put(std::vector<std::uint32_t>& all, std::size_t b, const std::uint32_t* in) const {
+    std::copy_n(in, data(), all.begin() + static_cast<std::ptrdiff_t>(b * data()));
+    for (std::size_t h = 0; h < halves(); ++h) {
+      const std::size_t i = scale_half(b, h);
+      all[i / 2] |= ((in[data() + h / 2] >> (16 * (h % 2))) & 0xffffu) << (16 * (i % 2));
+    }
+  }
+};
+
+std::vector<BlockWords> block_words(const detail::KvCacheImpl& c) {
+  const auto& cf = c.config;
+  std::vector<BlockWords> out{{c.k, cf.block_size * cf.n_kv_heads * cf.head_dim}};
+  if (c.v) out.push_back({c.v, cf.block_size * cf.n_kv_heads * detail::value_head_dim(cf)});
+  return out;
+}
+
+// A paged cache's tables and blocks: the blocks its sequences hold, numbered in the order
+// the tables first name them.
+void save_blocks(const detail::KvCacheImpl& c, const std::vector<std::vector<std::uint32_t>>& words,
+                 std::vector<std::uint8_t>& out, std::size_t header_at) {
+  std::vector<std::int32_t> number(c.config.n_blocks, -1), table(c.table.size(), -1), saved;
+  for (std::size_t i = 0; i < c.table.size(); ++i) {
+    const std::int32_t b = c.table[i];
+    if (b < 0) continue;
+    std::int32_t& n = number[static_cast<std::size_t>(b)];
+    if (n < 0) {
+      n = static_cast<std::int32_t>(saved.size());
+      saved.push_back(b);
+    }
+    table[i] = n;
+  }
+  const PagedHeader ph{c.config.block_size, c.config.latent ? 1u : 0u, static_cast<std::uint32_t>(saved.size())};
+  std::memcpy(out.data() + header_at, &ph, sizeof ph);
+  put(out, c.slot_pos);
+  put(out, c.next);
+  put(out, c.oldest);
+  put(out, table);
+  const std::vector<BlockWords> bw = block_words(c);
+  for (std::size_t t = 0; t < bw.size(); ++t) {
+    std::vector<std::uint32_t> blocks;
+    for (std::int32_t b : saved) bw[t].get(words[t], static_cast<std::size_t>(b), blocks);
+    put(out, blocks);
+  }
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) {
   const auto& c = live_cache("save_cache", cache, owner_tag());
-  std::vector<std::uint8_t> out(sizeof(Header));
+  std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
   const Header h = header_of(c->config);
   std::memcpy(out.data(), &h, sizeof h);
+  if (c->config.paged) {
+    std::vector<std::vector<std::uint32_t>> words{read_words(*c->k)};
+    if (c->v) words.push_back(read_words(*c->v));
+    save_blocks(*c, words, out, sizeof(Header));
+    return out;
+  }
   put(out, c->slot_pos);
   put(out, c->next);
   put(out, c->oldest);
@@ -77,21 +168,25 @@ std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) {
 void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) {
   const char* op = "restore_cache";
   const auto& c = live_cache(op, cache, owner_tag());
-  const Header want = header_of(c->config);
-  const std::size_t n_seqs = c->config.n_seqs, slots = n_seqs * c->config.capacity;
-  const std::size_t v_words = c->v ? c->v->words : 0;
-  const std::size_t size = sizeof(Header) + 4 * (slots + 2 * n_seqs + c->k->words + v_words);
+  const KvCacheConfig& cf = c->config;
+  const Header want = header_of(cf);
+  const std::size_t n_seqs = cf.n_seqs, slots = n_seqs * cf.capacity;
   Header got{};
   if (bytes.size() >= sizeof got) std::memcpy(&got, bytes.data(), sizeof got);
   if (bytes.size() < sizeof got || std::memcmp(got.magic, kMagic, sizeof kMagic) != 0) {
     throw InvalidArgument(op, "bytes", "not a saved cache", "the output of Backend::save_cache");
   }
-  if (got.version != kVersion && got.version != kLatentVersion) {
+  if (got.version != kVersion && got.version != kLatentVersion && got.version != kPagedVersion) {
     throw InvalidArgument(op, "bytes: format version", std::to_string(got.version),
-                          std::to_string(kVersion) + " or " + std::to_string(kLatentVersion) + " (latent)");
+                          std::to_string(kVersion) + ", " + std::to_string(kLatentVersion) + " (latent) or " +
+                              std::to_string(kPagedVersion) + " (paged)");
   }
+  const bool paged = got.version == kPagedVersion;
+  PagedHeader ph{};
+  if (paged && bytes.size() >= sizeof got + sizeof ph) std::memcpy(&ph, bytes.data() + sizeof got, sizeof ph);
   const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> fields[] = {
-      {"latent", {got.version == kLatentVersion, want.version == kLatentVersion}},
+      {"paged", {paged, cf.paged}},
+      {"latent", {paged ? ph.latent != 0 : got.version == kLatentVersion, cf.latent}},
       {"dtype", {got.dtype, want.dtype}},
       {"rope", {got.rope, want.rope}},
       {"n_seqs", {got.n_seqs, want.n_seqs}},
@@ -99,43 +194,84 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
       {"n_kv_heads", {got.n_kv_heads, want.n_kv_heads}},
       {"head_dim", {got.head_dim, want.head_dim}},
       {"v_head_dim", {got.v_head_dim ? got.v_head_dim : got.head_dim, want.v_head_dim ? want.v_head_dim : want.head_dim}},
-      {"n_sinks", {got.n_sinks, want.n_sinks}}};
+      {"n_sinks", {got.n_sinks, want.n_sinks}},
+      {"block_size", {paged ? ph.block_size : 0, cf.paged ? cf.block_size : 0}}};
   for (const auto& [name, v] : fields) {
     if (v.first != v.second) {
       throw InvalidArgument(op, std::string("bytes: config.") + name, std::to_string(v.first),
                             "the cache's " + std::to_string(v.second));
     }
   }
+  if (paged && ph.n_saved > cf.n_blocks) {
+    throw InvalidArgument(op, "bytes: blocks saved", std::to_string(ph.n_saved),
+                          "at most the cache's n_blocks = " + std::to_string(cf.n_blocks));
+  }
+  // A paged save holds its tables and the blocks they name; another, K and V whole.
+  const std::vector<BlockWords> bw = paged ? block_words(*c) : std::vector<BlockWords>{};
+  std::size_t data_words = 0;
+  for (const BlockWords& b : bw) data_words += ph.n_saved * b.words();
+  if (!paged) data_words = c->k->words + (c->v ? c->v->words : 0);
+  const std::size_t size = sizeof(Header) + (paged ? sizeof ph : 0) + 4 * (slots + 2 * n_seqs + c->table.size() + data_words);
   if (bytes.size() != size) {
     throw InvalidArgument(op, "bytes.size()", std::to_string(bytes.size()), std::to_string(size));
   }
-  const std::uint8_t* p = bytes.data() + sizeof(Header);
+  const std::uint8_t* p = bytes.data() + sizeof(Header) + (paged ? sizeof ph : 0);
   auto take = [&](std::size_t n) {
     std::vector<std::uint32_t> v(n);
     if (n != 0) std::memcpy(v.data(), p, 4 * n);  // a latent cache has no V words: data() may be null
     p += 4 * n;
     return v;
   };
-  std::vector<std::uint32_t> slot_pos = take(slots), next = take(n_seqs), oldest = take(n_seqs);
-  std::vector<std::uint32_t> k = take(c->k->words), v = take(v_words);
-  // Bookkeeping the cache could not have written is refused: attention trusts it.
+  auto ints = [](const std::vector<std::uint32_t>& w) { return std::vector<std::int32_t>(w.begin(), w.end()); };
+  const std::vector<std::int32_t> slot_pos = ints(take(slots)), next = ints(take(n_seqs)), oldest = ints(take(n_seqs));
+  const std::vector<std::int32_t> table = ints(take(c->table.size()));
+  // Bookkeeping the cache could not have written is refused: attention trusts it. A paged
+  // sequence holds a block for exactly the runs of slots that hold a position, no block
+  // twice, and every block saved is held.
+  std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
   for (std::size_t s = 0; s < n_seqs; ++s) {
-    const auto nx = static_cast<std::int32_t>(next[s]), old = static_cast<std::int32_t>(oldest[s]);
-    bool ok = nx >= 0 && old >= static_cast<std::int32_t>(c->config.n_sinks);
-    for (std::size_t i = 0; ok && i < c->config.capacity; ++i) {
-      const auto pos = static_cast<std::int32_t>(slot_pos[s * c->config.capacity + i]);
-      ok = pos >= -1 && pos < nx && (pos < 0 || c->slot(pos) == i);
+    bool ok = next[s] >= 0 && oldest[s] >= static_cast<std::int32_t>(cf.n_sinks);
+    for (std::size_t i = 0; ok && i < cf.capacity; ++i) {
+      const std::int32_t pos = slot_pos[s * cf.capacity + i];
+      ok = pos >= -1 && pos < next[s] && (pos < 0 || c->slot(pos) == i);
+    }
+    for (std::size_t e = 0; ok && e < c->entries; ++e) {
+      const std::int32_t b = table[s * c->entries + e];
+      const auto run = slot_pos.begin() + static_cast<std::ptrdiff_t>(s * cf.capacity + e * cf.block_size);
+      const bool held = std::any_of(run, run + static_cast<std::ptrdiff_t>(cf.block_size), [](std::int32_t x) { return x >= 0; });
+      ok = b >= -1 && b < static_cast<std::int32_t>(ph.n_saved) && (b >= 0) == held;
+      for (std::size_t f = 0; ok && b >= 0 && f < e; ++f) ok = table[s * c->entries + f] != b;
+      if (ok && b >= 0) ++refs[static_cast<std::size_t>(b)];
     }
     if (!ok) {
       throw InvalidArgument(op, "bytes: sequence " + std::to_string(s) + " bookkeeping", "inconsistent", "what save_cache wrote");
     }
   }
-  write_words(*c->k, k);
-  if (c->v) write_words(*c->v, v);
-  auto ints = [](const std::vector<std::uint32_t>& w) { return std::vector<std::int32_t>(w.begin(), w.end()); };
-  c->slot_pos = ints(slot_pos);
-  c->next = ints(next);
-  c->oldest = ints(oldest);
+  if (std::find(refs.begin(), refs.begin() + ph.n_saved, 0) != refs.begin() + ph.n_saved) {
+    throw InvalidArgument(op, "bytes: block tables", "a saved block no sequence holds", "what save_cache wrote");
+  }
+  if (paged) {
+    for (const BlockWords& b : bw) {
+      std::vector<std::uint32_t> all(b.t->words, 0);
+      const std::vector<std::uint32_t> blocks = take(ph.n_saved * b.words());
+      for (std::size_t i = 0; i < ph.n_saved; ++i) b.put(all, i, blocks.data() + i * b.words());
+      write_words(*b.t, all);
+    }
+  } else {
+    write_words(*c->k, take(c->k->words));
+    if (c->v) write_words(*c->v, take(c->v->words));
+  }
+  c->slot_pos = slot_pos;
+  c->next = next;
+  c->oldest = oldest;
+  if (paged) {
+    c->table = table;
+    c->refs = refs;
+    c->free_count = 0;
+    for (std::size_t b = cf.n_blocks; b-- > 0;) {  // taken from the end: the lowest first
+      if (refs[b] == 0) c->free_list[static_cast<std::size_t>(c->free_count++)] = static_cast<std::int32_t>(b);
+    }
+  }
   c->publish();
 }
 
