@@ -321,6 +321,13 @@ typedef struct vkattn_kv_cache_config {
    * stored once; v_head_dim <= head_dim; vkattn_cmd_kv_append takes v = NULL. Default 0. */
   uint32_t latent;
   uint32_t reserved2; /* 0 */
+  /* 1: a paged cache (docs/kv-cache.md: Paged caches): K and V in a pool of n_blocks blocks
+   * of block_size slots shared by the sequences; capacity a multiple of block_size.
+   * Default 0. Running out of blocks is VKATTN_ERROR_OUT_OF_DEVICE_MEMORY from the op
+   * that needed them, which changes nothing. */
+  uint32_t paged;
+  uint32_t block_size; /* paged: a power of two in [1, 65536]; default 16 */
+  uint64_t n_blocks;   /* paged: required, >= 1 */
 } vkattn_kv_cache_config;
 
 typedef struct vkattn_command_list_options {
@@ -354,6 +361,16 @@ VKATTN_API vkattn_status vkattn_kv_cache_slot_positions(const vkattn_kv_cache* c
 VKATTN_API vkattn_status vkattn_kv_cache_slot(const vkattn_kv_cache* cache, int32_t position, size_t* slot);
 /* Device bytes of K and V together, fixed for the cache's lifetime. */
 VKATTN_API vkattn_status vkattn_kv_cache_bytes(const vkattn_kv_cache* cache, size_t* bytes);
+/* A paged cache's pool (VKATTN_ERROR_INVALID_ARGUMENT for a cache that is not paged): the
+ * blocks no sequence holds; the block of each of |seq|'s |count| = capacity / block_size
+ * runs of slots, -1 where it holds none; the blocks an append of |n_tokens| more tokens to
+ * |seq| would take now (new runs, copies of shared blocks); how many sequences hold each of
+ * the |count| = n_blocks blocks. */
+VKATTN_API vkattn_status vkattn_kv_cache_free_blocks(const vkattn_kv_cache* cache, size_t* free_blocks);
+VKATTN_API vkattn_status vkattn_kv_cache_block_table(const vkattn_kv_cache* cache, size_t seq, int32_t* blocks, size_t count);
+VKATTN_API vkattn_status vkattn_kv_cache_blocks_to_append(const vkattn_kv_cache* cache, size_t seq, size_t n_tokens,
+                                                          size_t* blocks);
+VKATTN_API vkattn_status vkattn_kv_cache_block_refs(const vkattn_kv_cache* cache, int32_t* refs, size_t count);
 
 /* ---- Command lists: record ops, then submit them together ---- */
 

@@ -43,7 +43,7 @@ VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, reserved2);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, n_blocks);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
 
@@ -140,6 +140,7 @@ void kv_cache_defaults(vkattn_kv_cache_config& c) {
   c.dtype = static_cast<std::int32_t>(d.dtype);
   c.n_seqs = d.n_seqs;
   c.rope = static_cast<std::int32_t>(d.rope);
+  c.block_size = static_cast<std::uint32_t>(d.block_size);
 }
 
 void list_defaults(vkattn_command_list_options&) {}
@@ -258,7 +259,9 @@ KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config
           .rope = static_cast<KvRope>(c.rope),
           .rope_config = rope_config(function, "config->rope_config", c.rope_config),
           .v_head_dim = static_cast<std::size_t>(c.v_head_dim),
-          .latent = flag(function, "config->latent", c.latent)};
+          .latent = flag(function, "config->latent", c.latent),
+          .paged = flag(function, "config->paged", c.paged), .block_size = c.block_size,
+          .n_blocks = static_cast<std::size_t>(c.n_blocks)};
   // clang-format on
 }
 

@@ -246,6 +246,37 @@ vkattn_status vkattn_kv_cache_bytes(const vkattn_kv_cache* cache, size_t* bytes)
   return guarded([&] { need(fn, "bytes", bytes) = cache_of(fn, cache).bytes(); });
 }
 
+vkattn_status vkattn_kv_cache_free_blocks(const vkattn_kv_cache* cache, size_t* free_blocks) {
+  const char* fn = "vkattn_kv_cache_free_blocks";
+  return guarded([&] { need(fn, "free_blocks", free_blocks) = cache_of(fn, cache).free_blocks(); });
+}
+
+namespace {
+// |values| into |out|, which the caller sized |count|.
+void copy_out(const char* fn, const char* param, const std::vector<std::int32_t>& values, std::int32_t* out, std::size_t count,
+              const char* what) {
+  need(fn, param, out);
+  if (count != values.size()) throw InvalidArgument(fn, "count", std::to_string(count), what + std::to_string(values.size()));
+  std::copy(values.begin(), values.end(), out);
+}
+}  // namespace
+
+vkattn_status vkattn_kv_cache_block_table(const vkattn_kv_cache* cache, size_t seq, int32_t* blocks, size_t count) {
+  const char* fn = "vkattn_kv_cache_block_table";
+  return guarded(
+      [&] { copy_out(fn, "blocks", cache_of(fn, cache).block_table(seq), blocks, count, "capacity / block_size = "); });
+}
+
+vkattn_status vkattn_kv_cache_blocks_to_append(const vkattn_kv_cache* cache, size_t seq, size_t n_tokens, size_t* blocks) {
+  const char* fn = "vkattn_kv_cache_blocks_to_append";
+  return guarded([&] { need(fn, "blocks", blocks) = cache_of(fn, cache).blocks_to_append(seq, n_tokens); });
+}
+
+vkattn_status vkattn_kv_cache_block_refs(const vkattn_kv_cache* cache, int32_t* refs, size_t count) {
+  const char* fn = "vkattn_kv_cache_block_refs";
+  return guarded([&] { copy_out(fn, "refs", cache_of(fn, cache).block_refs(), refs, count, "n_blocks = "); });
+}
+
 vkattn_status vkattn_alibi_slopes(size_t n_heads, float* slopes, size_t count) {
   const char* fn = "vkattn_alibi_slopes";
   return guarded([&] {

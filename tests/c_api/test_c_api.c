@@ -324,6 +324,87 @@ static void test_kv_cache_decode(vkattn_backend* gpu, vkattn_backend* cpu) {
   }
 }
 
+/* A paged cache: blocks of 8 in a pool of 6; a prefill of 20 tokens (3 blocks), a fork
+ * (shares 2, copies the third), decode of both sequences, Vulkan against the CPU; the
+ * pool's queries; an append the pool cannot hold refused; a ring cache's pool refused. */
+static void test_paged_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { H = 4, HK = 2, D = 16, CAP = 32, BS = 8, PREFILL = 20 };
+  vkattn_kv_cache_config cc;
+  OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
+  CHECK(cc.paged == 0 && cc.block_size == 16 && cc.n_blocks == 0);
+  cc.n_seqs = 2, cc.n_kv_heads = HK, cc.head_dim = D, cc.capacity = CAP, cc.dtype = VKATTN_DTYPE_F32;
+  cc.paged = 1, cc.block_size = BS, cc.n_blocks = 6;
+  vkattn_backend* backends[2] = {gpu, cpu};
+  vkattn_kv_cache* caches[2] = {NULL, NULL};
+  float* outs[2] = {NULL, NULL};
+  float* k = random_values(PREFILL * HK * D, 41u);
+  float* v = random_values(PREFILL * HK * D, 42u);
+  float* q = random_values(2 * H * D, 43u);
+  int32_t positions[PREFILL], seqs[PREFILL];
+  for (int i = 0; i < PREFILL; ++i) positions[i] = i, seqs[i] = 0;
+  for (int i = 0; i < 2; ++i) {
+    vkattn_backend* b = backends[i];
+    OK(vkattn_kv_cache_create(b, &cc, &caches[i]));
+    vkattn_tensor* tk = filled(b, PREFILL, HK, D, VKATTN_DTYPE_F32, k);
+    vkattn_tensor* tv = filled(b, PREFILL, HK, D, VKATTN_DTYPE_F32, v);
+    vkattn_tensor* tq = filled(b, 2, H, D, VKATTN_DTYPE_F32, q);
+    vkattn_tensor* out = tensor(b, 2, H, D, VKATTN_DTYPE_F32);
+    size_t needs = 0, free_blocks = 0;
+    OK(vkattn_kv_cache_blocks_to_append(caches[i], 0, PREFILL, &needs));
+    CHECK(needs == 3);
+    vkattn_command_list* list = NULL;
+    OK(vkattn_command_list_create(b, NULL, &list));
+    OK(vkattn_cmd_kv_append(list, caches[i], tk, tv, positions, PREFILL, seqs, PREFILL, 0));
+    OK(vkattn_cmd_kv_copy_sequence(list, caches[i], 0, 1));
+    /* One more token each, into the blocks they now own (K of the prefill's first rows as
+     * both K and V). */
+    const int32_t next_pos[2] = {PREFILL, PREFILL}, next_seq[2] = {0, 1};
+    vkattn_tensor* k2 = filled(b, 2, HK, D, VKATTN_DTYPE_F32, k);
+    OK(vkattn_cmd_kv_append(list, caches[i], k2, k2, next_pos, 2, next_seq, 2, 0));
+    vkattn_attention_tokens tokens;
+    OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+    tokens.q_positions = next_pos, tokens.n_q_positions = 2, tokens.q_seq_ids = next_seq, tokens.n_q_seq_ids = 2;
+    OK(vkattn_cmd_attention_cache(list, tq, caches[i], out, &tokens, NULL, NULL));
+    OK(vkattn_submit_and_wait(list));
+    outs[i] = download(b, out, 2 * H * D);
+    int32_t table0[CAP / BS], table1[CAP / BS], refs[6];
+    OK(vkattn_kv_cache_block_table(caches[i], 0, table0, CAP / BS));
+    OK(vkattn_kv_cache_block_table(caches[i], 1, table1, CAP / BS));
+    OK(vkattn_kv_cache_block_refs(caches[i], refs, 6));
+    OK(vkattn_kv_cache_free_blocks(caches[i], &free_blocks));
+    CHECK(table0[0] == table1[0] && table0[1] == table1[1] && table0[2] != table1[2] && table0[3] == -1 && table1[3] == -1);
+    CHECK(refs[table0[0]] == 2 && refs[table0[2]] == 1 && refs[table1[2]] == 1 && free_blocks == 2);
+    OK(vkattn_kv_cache_blocks_to_append(caches[i], 1, 11, &needs));
+    CHECK(needs == 1); /* positions 24..31: a new run */
+    OK(vkattn_kv_cache_blocks_to_append(caches[i], 1, 12, &needs));
+    CHECK(needs == 2); /* and 32 wraps into run 0, shared: a copy */
+    /* Both to 32: 3 blocks (the second writer of run 0 keeps it), 2 free: refused. */
+    vkattn_tensor* k24 = tensor(b, 24, HK, D, VKATTN_DTYPE_F32);
+    int32_t p24[24], s24[24];
+    for (int t = 0; t < 24; ++t) p24[t] = 21 + t % 12, s24[t] = t / 12;
+    EXPECT_STATUS(VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, "free blocks",
+                  vkattn_cmd_kv_append(list, caches[i], k24, k24, p24, 24, s24, 24, 0));
+    OK(vkattn_kv_cache_free_blocks(caches[i], &free_blocks));
+    CHECK(free_blocks == 2);
+    vkattn_command_list_destroy(list);
+    vkattn_tensor_destroy(tk), vkattn_tensor_destroy(tv), vkattn_tensor_destroy(tq), vkattn_tensor_destroy(out);
+    vkattn_tensor_destroy(k2), vkattn_tensor_destroy(k24);
+  }
+  const double diff = max_diff(outs[0], outs[1], 2 * H * D);
+  if (diff > 1e-4) {
+    fprintf(stderr, "paged cache: max |diff| %g > 1e-4\n", diff);
+    ++g_failures;
+  }
+  cc.paged = 0;
+  vkattn_kv_cache* ring = NULL;
+  OK(vkattn_kv_cache_create(cpu, &cc, &ring));
+  size_t free_blocks = 0;
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "a ring cache", vkattn_kv_cache_free_blocks(ring, &free_blocks));
+  vkattn_kv_cache_destroy(ring);
+  for (int i = 0; i < 2; ++i) vkattn_kv_cache_destroy(caches[i]), free(outs[i]);
+  free(k), free(v), free(q);
+}
+
 /* A latent cache (absorbed MLA): V is the first 32 dims of each 64-dim key row, appended
  * as K alone (v NULL); q8_0, 4 query heads over one KV head, a ring of 8 that wraps. */
 static void test_latent_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
@@ -502,6 +583,7 @@ int main(void) {
   test_attention(gpu, cpu);
   test_kv_cache_decode(gpu, cpu);
   test_latent_cache(gpu, cpu);
+  test_paged_cache(gpu, cpu);
   test_replay(gpu);
   return close_backends(gpu, cpu, "C API");
 }
