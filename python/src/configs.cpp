@@ -120,9 +120,9 @@ void bind_attention(py::module_& m) {
 void bind_cache_config(py::module_& m) {
   py::class_<KvCacheConfig> kv(m, "KvCacheConfig",
                                "A KV cache's configuration (vkattn::KvCacheConfig); Backend.kv_cache takes the same keywords.");
-  config_basics<KvCacheConfig>(
-      kv, "KvCacheConfig",
-      {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config", "v_head_dim", "latent"});
+  config_basics<KvCacheConfig>(kv, "KvCacheConfig",
+                               {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config",
+                                "v_head_dim", "latent", "paged", "block_size", "n_blocks"});
   kv.def_readwrite("n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1")
       .def_readwrite("n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1")
       .def_readwrite("head_dim", &KvCacheConfig::head_dim, "required, in [1, 576]")
@@ -130,7 +130,12 @@ void bind_cache_config(py::module_& m) {
       .def_readwrite("v_head_dim", &KvCacheConfig::v_head_dim, "V's head dim where it differs from K's; default 0 = head_dim")
       .def_readwrite("latent", &KvCacheConfig::latent,
                      "V is the first v_head_dim dims of each key row, stored once (absorbed MLA; v_head_dim <= head_dim;\n"
-                     "kv_append takes v=None); default False");
+                     "kv_append takes v=None); default False")
+      .def_readwrite("paged", &KvCacheConfig::paged,
+                     "K and V in a pool of n_blocks blocks of block_size slots shared by the sequences (capacity\n"
+                     "a multiple of block_size); default False")
+      .def_readwrite("block_size", &KvCacheConfig::block_size, "paged: slots per block, a power of two; default 16")
+      .def_readwrite("n_blocks", &KvCacheConfig::n_blocks, "paged: required, the pool's blocks");
   kv.def_property(
       "dtype", [](const KvCacheConfig& c) { return c.dtype; },
       [](KvCacheConfig& c, py::handle v) { c.dtype = dtype_arg(v, "KvCacheConfig", "dtype"); },

@@ -111,7 +111,7 @@ void bind_backend(py::module_& m) {
           py::kw_only(), py::arg("config") = py::none(),
           "A KV cache: a KvCacheConfig or its fields as keywords (n_kv_heads, head_dim and capacity\n"
           "required; n_seqs=1, dtype='f16', n_sinks=0, rope='stored', rope_config=RopeConfig(), v_head_dim=0 = head_dim,\n"
-          "latent=False).")
+          "latent=False, paged=False, block_size=16, n_blocks (required when paged)).")
       .def(
           "save_cache",
           [](const BackendRef& r, const PyKvCache& c) {
@@ -184,7 +184,9 @@ void bind_tensor(py::module_& m) {
 }
 
 void bind_cache(py::module_& m) {
-  py::class_<PyKvCache>(m, "KvCache", "One layer's ring-buffer KV cache (Backend.kv_cache). Sequence arguments default to 0.")
+  py::class_<PyKvCache>(m, "KvCache",
+                        "One layer's KV cache, a ring per sequence, paged or not (Backend.kv_cache). Sequence arguments\n"
+                        "default to 0.")
       .def_property_readonly("config", [](const PyKvCache& c) { return c.impl.config(); })
       .def_property_readonly(
           "nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V (K alone when latent)")
@@ -209,6 +211,28 @@ void bind_cache(py::module_& m) {
       .def(
           "truncate", [](PyKvCache& c, std::int32_t position, std::size_t seq) { c.impl.truncate(seq, position); },
           py::arg("position"), py::arg("seq") = 0, "Drops positions >= position of seq.")
+      .def_property_readonly(
+          "free_blocks", [](const PyKvCache& c) { return c.impl.free_blocks(); }, "a paged cache: blocks no sequence holds")
+      .def(
+          "block_table",
+          [](const PyKvCache& c, std::size_t seq) {
+            std::vector<std::int32_t> t = c.impl.block_table(seq);
+            return py::array_t<std::int32_t>(static_cast<py::ssize_t>(t.size()), t.data());
+          },
+          py::arg("seq") = 0, "A paged cache: the block of each run of block_size slots of seq (int32 array), -1 for none.")
+      .def(
+          "block_refs",
+          [](const PyKvCache& c) {
+            std::vector<std::int32_t> r = c.impl.block_refs();
+            return py::array_t<std::int32_t>(static_cast<py::ssize_t>(r.size()), r.data());
+          },
+          "A paged cache: how many sequences hold each block (int32 array of n_blocks).")
+      .def(
+          "blocks_to_append",
+          [](const PyKvCache& c, std::size_t n_tokens, std::size_t seq) { return c.impl.blocks_to_append(seq, n_tokens); },
+          py::arg("n_tokens"), py::arg("seq") = 0,
+          "A paged cache: blocks an append of n_tokens more tokens to seq would take now (new runs, copies\n"
+          "of shared blocks); more than free_blocks and kv_append raises OutOfMemoryError.")
       .def("__repr__",
            [](const PyKvCache& c) { return "vkattn.KvCache(" + py::repr(py::cast(c.impl.config())).cast<std::string>() + ")"; });
 }
