@@ -226,7 +226,7 @@ TEST_P(CacheVisibility, ReplayedDecodeUnderEveryKernelFamily) {
   constexpr std::size_t kHeads = 8, kKvHeads = 2, kDim = 64;
   const KvCacheConfig cache_config{.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 40, .dtype = DType::f32};
   for (const KernelFamily& f : kKernelFamilies) {
-    std::unique_ptr<Backend> gpu = family_backend(f);
+    std::shared_ptr<Backend> gpu = family_backend(f);
     struct Side {
       Backend& b;
       KvCache cache;
@@ -262,7 +262,7 @@ TEST_P(CacheVisibility, ReplayedDecodeUnderEveryKernelFamily) {
       ASSERT_TRUE(all_close(gpu->download(g.out), cpu_->download(c.out), {1, kHeads, kDim}, 1e-4, 1e-4))
           << f.name << ", position " << pos;
     }
-    EXPECT_TRUE(gpu->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
 
