@@ -179,7 +179,7 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     const KvCacheConfig& c = cache->config;
     if (c.rope == KvRope::on_read) {
       p.rope_on_read = true;
-      p.rope = check_rope_config(op, c.rope_config, c.head_dim);
+      p.rope = check_rope_config(op, c.rope_config, c.head_dim, kCacheRopeNames);
     }
     check_attn_cache_tokens(op, p, *cache, tokens, n_tokens);
   }

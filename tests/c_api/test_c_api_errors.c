@@ -53,6 +53,17 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_rope_config_init(&rope, sizeof rope));
   rope.rotary_offset = 3;
   EXPECT_STATUS(E, "config.rotary_offset = 3", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  /* Even offsets whose sum with the rotary dims wraps, with rotary_dim 0 or set. */
+  rope.rotary_offset = UINT64_MAX - 1;
+  EXPECT_STATUS(E, "config.rotary_offset = 18446744073709551614; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_cmd_rope(list, x, pos, 2, &rope));
+  rope.rotary_offset = UINT64_MAX - 5, rope.rotary_dim = 4;
+  EXPECT_STATUS(E, "config.rotary_offset = 18446744073709551610; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_cmd_rope(list, x, pos, 2, &rope));
+  double theta[4], factor = 0;
+  EXPECT_STATUS(E, "config.rotary_offset = 18446744073709551610; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
+  EXPECT_STATUS(E, "rope_frequencies: head_dim = 1; valid: >= 2", vkattn_rope_frequencies(NULL, 1, 0, theta, 0, &factor));
   EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
   EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
   vkattn_attention_config ac;

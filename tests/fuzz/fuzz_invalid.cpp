@@ -36,8 +36,8 @@ InvalidCall bad_rope(Rng& r) {
     case 4: pos.push_back(0); what = "positions.size()"; break;
     case 5: pos[r.range(0, n - 1)] = -static_cast<std::int32_t>(r.range(1, 1u << 30)); what = "negative position"; break;
     case 6:
-      if (r.chance(0.3)) {  // odd, or no room for a pair after it
-        c.rotary_offset = r.chance(0.5) ? 2 * r.range(0, d / 2 - 1) + 1 : d;
+      if (r.chance(0.3)) {  // odd, no room for a pair after it, or even and wrapping past 2^64 when added to
+        c.rotary_offset = r.pick({2 * r.range(0, d / 2 - 1) + 1, d, SIZE_MAX - 1 - 2 * r.range(0, d)});
         what = "rotary_offset";
         break;
       }
