@@ -133,7 +133,7 @@ def test_devices_and_configs(vulkan):
     a = vkattn.AttentionConfig(window=4, sinks=[1.0, 2.0])
     assert a.window == 4 and a.sinks == [1.0, 2.0] and a.causal
     assert a.window_type == vkattn.WindowType.trailing and a.chunk is None and a.query_temperature is None
-    a = vkattn.AttentionConfig(window=8, window_type="symmetric", chunk=8192,
+    a = vkattn.AttentionConfig(causal=False, window=8, window_type="symmetric", chunk=8192,
                                query_temperature=vkattn.QueryTemperature(scale=0.2))
     assert a.window_type == vkattn.WindowType.symmetric and a.chunk == 8192
     t = a.query_temperature

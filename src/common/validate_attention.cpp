@@ -131,6 +131,13 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
                           "WindowType::trailing or WindowType::symmetric");
   }
   p.window_symmetric = config.window_type == WindowType::symmetric;
+  // Every model with a symmetric window is a bidirectional encoder; with causal masking
+  // (the default) the window would silently lose its front half.
+  if (p.window_symmetric && config.causal) {
+    throw InvalidArgument(op, "config.causal", "true with config.window_type = WindowType::symmetric",
+                          "false with a symmetric window (it looks both ways, as in bidirectional encoders): pass causal = "
+                          "false, or WindowType::trailing for a causal window");
+  }
   if (config.chunk) {
     if (*config.chunk == 0) throw InvalidArgument(op, "config.chunk", "0", ">= 1, or unset for no chunks");
     p.chunk = *config.chunk;

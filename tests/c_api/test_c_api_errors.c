@@ -89,6 +89,11 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.window = 4, ac.window_type = 2;
   EXPECT_STATUS(E, "config.window_type = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.window_type = VKATTN_WINDOW_SYMMETRIC; /* causal stays 1, the default */
+  EXPECT_STATUS(E, "config.causal = true with config.window_type = WindowType::symmetric; valid: false",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.causal = 0; /* as bidirectional encoders with a window have it */
+  OK(vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   vkattn_kv_cache_config cc;
   OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
   vkattn_kv_cache* cache = NULL;
@@ -155,7 +160,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   /* Nothing was recorded by the failed calls; the list still runs. */
   vkattn_command_stats stats;
   OK(vkattn_command_list_stats(list, &stats, sizeof stats));
-  CHECK(stats.ops == 3); /* two appends and the softmax */
+  CHECK(stats.ops == 4); /* a symmetric window's attention, two appends and the softmax */
   OK(vkattn_submit_and_wait(list));
   CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
 
