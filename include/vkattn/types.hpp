@@ -147,8 +147,8 @@ enum class SoftcapOrder {
 // Which way AttentionConfig::window looks.
 enum class WindowType {
   trailing,   // keys with pos_t - pos_j < window (Mistral, Gemma 2/3, gpt-oss)
-  symmetric,  // keys with |pos_t - pos_j| <= window / 2, both ways (bidirectional encoders:
-              // ModernBERT, EmbeddingGemma; llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC)
+  symmetric,  // keys with |pos_t - pos_j| <= window / 2, both ways; causal = false (bidirectional
+              // encoders: ModernBERT, EmbeddingGemma; llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC)
 };
 
 // A per-position query temperature (Llama 4's NoPE layers, Ministral 3, Mistral Small 4):

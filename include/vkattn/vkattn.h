@@ -133,7 +133,7 @@ enum {
 
 enum {
   VKATTN_WINDOW_TRAILING = 0, /* keys with pos_q - pos_k < window (default) */
-  VKATTN_WINDOW_SYMMETRIC = 1 /* keys with |pos_q - pos_k| <= window / 2: bidirectional encoders */
+  VKATTN_WINDOW_SYMMETRIC = 1 /* keys with |pos_q - pos_k| <= window / 2, causal = 0: bidirectional encoders */
 };
 
 enum {
