@@ -3,9 +3,9 @@
 // tolerances of support/f16_match.hpp: every attention case at the device's limits and at
 // the spec minimums' shared memory and invocations (subgroups kept: the stand-in needs
 // them); the f32 kernels where the stand-in declines (no subgroups) and by default; the
-// CPU backend's rounded-inputs oracle; the stage ops' refusal of the mode; a cache whose
-// keys are rotated on read or quantized. Every suite's name holds "Coopmat":
-// `ctest -R Coopmat`.
+// CPU backend's rounded-inputs oracle; the stage ops' refusal of the mode; NaN in keys no
+// row sees; a replayed decode step; a cache whose keys are rotated on read or quantized.
+// Every suite's name holds "Coopmat": `ctest -R Coopmat`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,8 +97,7 @@ std::string standin_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Lim
 
 const Limits kLimits[] = {{"device", false}, {"minimum", true}};
 INSTANTIATE_TEST_SUITE_P(Cases, CoopmatStandin,
-                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kLimits)),
-                         standin_name);
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kLimits)), standin_name);
 
 class CoopmatVsCpu : public VulkanVsCpuTest {};
 
@@ -147,8 +146,8 @@ TEST(CoopmatCpuOracle, RoundsTheInputs) {
 // the enum is refused too; a malformed $VKATTN_MATRIX is refused when attention is recorded.
 TEST(CoopmatPrecision, RefusedWhereNotTaken) {
   auto cpu = make_backend(BackendKind::cpu);
-  Tensor q = cpu->tensor({2, 2, 16}, DType::f32), k = cpu->tensor({3, 1, 16}, DType::f32),
-         s = cpu->tensor({2, 2, 3}, DType::f32), out = cpu->tensor({2, 2, 16}, DType::f32);
+  Tensor q = cpu->tensor({2, 2, 16}, DType::f32), k = cpu->tensor({3, 1, 16}, DType::f32), s = cpu->tensor({2, 2, 3}, DType::f32),
+         out = cpu->tensor({2, 2, 16}, DType::f32);
   const std::int32_t pos[] = {1, 2};
   AttentionConfig config;
   config.precision = AttentionPrecision::f16_products;
@@ -202,6 +201,43 @@ TEST_F(CoopmatVsCpu, NaNInKeysNoRowSeesStaysOut) {
   });
 }
 
+// A decode step of two sequences over a cache, recorded once and replayed with new tokens
+// (set_tokens patches the matrix kernel's token words, as the other kernels'), equals the
+// same step recorded afresh, bit for bit, without encoding the list again.
+TEST_F(CoopmatVsCpu, ReplayMatchesARecordingAfresh) {
+  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  Built built;
+  on_vulkan(matrix_options(false, built), [&](Backend& gpu) {
+    const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 24, .dtype = DType::f16, .n_sinks = 2};
+    KvCache replayed = gpu.kv_cache(config), fresh = gpu.kv_cache(config);
+    Tensor q = gpu.tensor({2, 8, 64}, DType::f32), k = gpu.tensor({2, 2, 64}, DType::f32), v = gpu.tensor({2, 2, 64}, DType::f32),
+           out_replayed = gpu.tensor({2, 8, 64}, DType::f32), out_fresh = gpu.tensor({2, 8, 64}, DType::f32);
+    const AttentionConfig f16{.path = AttentionPath::fused, .precision = AttentionPrecision::f16_products};
+    CommandList step = gpu.commands();
+    for (std::int32_t t = 0; t < 30; ++t) {  // past the ring's 22 slots
+      const std::vector<std::int32_t> pos = {t, t}, seq = {0, 1};
+      const auto at = static_cast<std::uint32_t>(t);
+      gpu.upload(q, normal(2 * 8 * 64, 300 + at));
+      gpu.upload(k, normal(2 * 2 * 64, 400 + at));
+      gpu.upload(v, normal(2 * 2 * 64, 500 + at));
+      if (t == 0) {
+        step.kv_append(replayed, k, v, pos, seq);
+        step.attention(q, replayed, out_replayed, {.q_positions = pos, .q_seq_ids = seq}, f16);
+      } else {
+        step.set_tokens(pos, seq);
+      }
+      CommandList once = gpu.commands();
+      once.kv_append(fresh, k, v, pos, seq);
+      once.attention(q, fresh, out_fresh, {.q_positions = pos, .q_seq_ids = seq}, f16);
+      step.submit_and_wait();
+      once.submit_and_wait();
+      ASSERT_EQ(gpu.download(out_replayed), gpu.download(out_fresh)) << "step " << t;
+    }
+    EXPECT_EQ(step.stats().encodings, 1u) << "a replay encoded the list again";
+    EXPECT_TRUE(built.matrix());
+  });
+}
+
 // Prefill chunks over caches: a ring of 38 slots that wraps under a window of 16 (tiles
 // straddle its end and hold slots no query sees): f16 keys stored rotated, and q8_0 keys
 // rotated on read.
@@ -215,8 +251,13 @@ TEST_F(CoopmatVsCpu, CachesRotatedOnReadAndQuantized) {
   // Two of the four combinations (CI time: each is a pipeline llvmpipe compiles).
   for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f16}, std::pair{KvRope::on_read, DType::q8_0}}) {
     {
-      const KvCacheConfig config{.n_kv_heads = kKv, .head_dim = kDim, .capacity = 40, .dtype = dtype, .n_sinks = 2,
-                                 .rope = rope, .rope_config = {.rotary_dim = kDim}};
+      const KvCacheConfig config{.n_kv_heads = kKv,
+                                 .head_dim = kDim,
+                                 .capacity = 40,
+                                 .dtype = dtype,
+                                 .n_sinks = 2,
+                                 .rope = rope,
+                                 .rope_config = {.rotary_dim = kDim}};
       KvCache gc = gpu->kv_cache(config), cc = cpu_->kv_cache(config);
       std::int32_t at = 0;
       for (std::size_t chunk : {21u, 23u, 17u}) {
