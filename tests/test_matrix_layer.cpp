@@ -49,7 +49,7 @@ TEST(CoopmatLayer, SelftestIsBitExact) {
       float c0 = 0, c1 = 0, d = 0;
       for (std::uint32_t k = 0; k < 16; ++k) {
         const float a = half_at(w, 0, 12, r, k);
-        c0 += a * half_at(w, 192, 8, n, k);  // B^T: key row n, element k
+        c0 += a * half_at(w, 192, 8, n, k);   // B^T: key row n, element k
         c1 += a * half_at(w, 320, 20, k, n);  // B: value row k, element n
         d += a * half_at(w, 640, 0, k, n);    // B0: the one row, element n
       }
@@ -62,9 +62,8 @@ TEST(CoopmatLayer, SelftestIsBitExact) {
   const std::vector<std::uint32_t> got = detail::matrix_selftest(ctx, w, sg);
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i], std::bit_cast<std::uint32_t>(want[i]))
-        << "tile " << i / 256 << " (" << (i % 256) / 16 << ", " << i % 16 << "): " << std::bit_cast<float>(got[i]) << " vs "
-        << want[i];
+    EXPECT_EQ(got[i], std::bit_cast<std::uint32_t>(want[i])) << "tile " << i / 256 << " (" << (i % 256) / 16 << ", " << i % 16
+                                                             << "): " << std::bit_cast<float>(got[i]) << " vs " << want[i];
   }
   EXPECT_TRUE(backend->validation_messages().empty());
 }

@@ -140,8 +140,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
 std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, std::span<const std::uint32_t> words,
                                            std::uint32_t sg) {
   if (words.size() != kMatrixSelftestWords) {
-    throw InvalidArgument("matrix_selftest", "words.size()", std::to_string(words.size()),
-                          std::to_string(kMatrixSelftestWords));
+    throw InvalidArgument("matrix_selftest", "words.size()", std::to_string(words.size()), std::to_string(kMatrixSelftestWords));
   }
   auto in = std::make_shared<VulkanTensor>(ctx, Shape{words.size()}, DType::f32);
   auto out = std::make_shared<VulkanTensor>(ctx, Shape{4 * 256}, DType::f32);
@@ -156,7 +155,8 @@ std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, 
   const std::uint8_t no_params[16] = {};
   auto enc = prepare_encoding(ctx, std::span<const Dispatch>(&d, 1), no_params, false);
   enc->cb = enc->submission.begin();
-  record_commands(*enc, std::span<const Dispatch>(&d, 1), enc->cb, true, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+  record_commands(*enc, std::span<const Dispatch>(&d, 1), enc->cb, true,
+                  VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                   VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
   enc->submission.end();
   enc->submission.submit_and_wait(ctx->options.submit_timeout_ms);
