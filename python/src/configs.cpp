@@ -116,7 +116,7 @@ void bind_attention(py::module_& m) {
       m, "AttentionConfig", "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
   config_basics<AttentionConfig>(attn, "AttentionConfig",
                                  {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
-                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path"});
+                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision"});
   attn.def_readwrite("scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)")
       .def_readwrite("causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True")
       .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
@@ -134,6 +134,8 @@ void bind_attention(py::module_& m) {
       .def_readwrite("sinks", &AttentionConfig::sinks, "per head sink logits in the softmax denominator; default []");
   enum_property(attn, "AttentionConfig", "path", &AttentionConfig::path,
                 "AttentionPath or its name (CommandList.attention only); default 'automatic'");
+  enum_property(attn, "AttentionConfig", "precision", &AttentionConfig::precision,
+                "AttentionPrecision or its name (CommandList.attention only): 'f32' (default) or 'f16_products'");
 }
 
 void bind_cache_config(py::module_& m) {

@@ -128,6 +128,20 @@ def test_scale_and_cap_orders(cpu):
     assert math.isclose(float(np.max(np.abs(scores.numpy()))), 1.5, rel_tol=0.1)
 
 
+def test_f16_products(cpu):
+    """precision="f16_products" on the CPU backend: the f32 result of inputs rounded to f16;
+    the stage ops refuse it by name."""
+    q, k, v = cpu.tensor(Q), cpu.tensor(K), cpu.tensor(V)
+    half = [cpu.tensor(x.astype(np.float16).astype(np.float32)) for x in (Q, K, V)]
+    with cpu.commands() as cmd:
+        got = cmd.attention(q, k, v, q_positions=Q_POS, precision="f16_products")
+        want = cmd.attention(*half, q_positions=Q_POS)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ValueError, match="config.precision"):
+        with cpu.commands() as cmd:
+            cmd.attn_scores(q, k, q_positions=Q_POS, precision=vkattn.AttentionPrecision.f16_products)
+
+
 def test_mla_value_width_differs(backend):
     """V rows of 16 under K rows of 32 (DeepSeek's 192 and 128, scaled down): plain tensors
     on both paths and a cache with v_head_dim; out is [T, H, 16]."""

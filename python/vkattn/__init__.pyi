@@ -37,6 +37,10 @@ class AttentionPath(Enum):
     fused: AttentionPath
     three_stages: AttentionPath
 
+class AttentionPrecision(Enum):
+    f32: AttentionPrecision
+    f16_products: AttentionPrecision
+
 class MRopeLayout(Enum):
     contiguous: MRopeLayout
     interleaved: MRopeLayout
@@ -154,12 +158,14 @@ class AttentionConfig:
     alibi_slopes: list[float]  # default []; per head, implies ALiBi
     sinks: list[float]  # default []; per head sink logits
     path: Union[AttentionPath, str]  # default "automatic"
+    precision: Union[AttentionPrecision, str]  # default "f32"; "f16_products": matrix units' rounding
     def __init__(self, *, scale: Optional[float] = ..., causal: bool = ..., window: Optional[int] = ...,
                  window_type: Union[WindowType, str] = ..., chunk: Optional[int] = ...,
                  query_temperature: Optional[QueryTemperature] = ...,
                  softcap: Optional[float] = ..., softcap_order: Union[SoftcapOrder, str] = ...,
                  alibi: bool = ..., alibi_slopes: Sequence[float] = ..., sinks: Sequence[float] = ...,
-                 path: Union[AttentionPath, str] = ...) -> None: ...
+                 path: Union[AttentionPath, str] = ...,
+                 precision: Union[AttentionPrecision, str] = ...) -> None: ...
 
 class KvCacheConfig:
     n_seqs: int  # default 1

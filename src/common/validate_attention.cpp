@@ -2,6 +2,7 @@
 // op_call.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <numeric>
 #include <utility>
@@ -195,13 +196,26 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
 
 }  // namespace
 
+namespace {
+// The stage ops compute in f32 only: a config that asks for f16 products is refused there
+// by name rather than run more precisely than a caller timing it would think.
+void check_stage_precision(const AttentionConfig& config, const char* op) {
+  if (config.precision != AttentionPrecision::f32 && std::strcmp(op, "attention") != 0) {
+    throw InvalidArgument(op, "config.precision", std::to_string(static_cast<int>(config.precision)),
+                          "f32 (f16_products is attention()'s only)");
+  }
+}
+}  // namespace
+
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores, const TensorImpl* mask,
                                const AttentionTokens& tokens, const AttentionConfig& config, const char* op) {
+  check_stage_precision(config, op);
   return check_scores(q, k, scores, mask, tokens, config, op, nullptr);
 }
 
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config,
                                       const char* op) {
+  check_stage_precision(config, op);
   check_rank3(op, "scores", scores, "[n_tokens, n_heads, n_keys]");
   check_dtype(op, "scores", scores, false);
   check_dtype(op, "probs", probs, false);
@@ -338,6 +352,7 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
 ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
                                      const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
                                      const char* op) {
+  check_stage_precision(config, op);
   const auto& c = cache.config;
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_dtype(op, "q", q, true);
@@ -435,6 +450,12 @@ AttentionPath check_path(AttentionPath path) {
   }
   return path;
 }
+AttentionPrecision check_precision(AttentionPrecision precision) {
+  if (precision != AttentionPrecision::f32 && precision != AttentionPrecision::f16_products) {
+    throw InvalidArgument("attention", "config.precision", std::to_string(static_cast<int>(precision)), "f32 or f16_products");
+  }
+  return precision;
+}
 }  // namespace
 
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
@@ -463,6 +484,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   check_dtype(op, "out", out, false);
   check_distinct(op, "out", out, {{"q", &q}, {"k", &k}, {"v", &v}, {"mask", mask}});
   a.path = check_path(config.path);
+  a.precision = check_precision(config.precision);
   return a;
 }
 
@@ -478,6 +500,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   check_dtype(op, "out", out, false);
   check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}});
   a.path = check_path(config.path);
+  a.precision = check_precision(config.precision);
   return a;
 }
 

@@ -94,6 +94,11 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
                 vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   ac.causal = 0; /* as bidirectional encoders with a window have it */
   OK(vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.precision = 2;
+  EXPECT_STATUS(E, "config.precision = 2; valid: f32 or f16_products", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.precision = VKATTN_ATTENTION_PRECISION_F32, ac.reserved = 1;
+  EXPECT_STATUS(E, "config->reserved = 1", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   vkattn_kv_cache_config cc;
   OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
   vkattn_kv_cache* cache = NULL;
