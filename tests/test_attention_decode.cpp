@@ -2,7 +2,7 @@
 // groups; KernelShape::gpu with few rows) against the CPU reference: each variant
 // ($VKATTN_DECODE: shuffles or shared memory, the splits merged by the last workgroup or by
 // a second pass, contiguous splits and more keys per stage, the coalesced kernel attn_decode
-// replaced, the group kernel with one or more rows per lane group) forced on every
+// replaced, the group kernel as planned and with other lanes and keys) forced on every
 // attention case, also at the Vulkan minimums; quantized K and V whose rows hold an odd
 // number of blocks; and the caches' occupancy bound through appends, replay, wrap, reset,
 // truncate, copy and restore, under every kernel family. test_replay.cpp replays a wrapping
@@ -34,9 +34,9 @@ const Variant kVariants[] = {
     {"contiguous_4_keys", "interleave=0,keys=4"},
     {"coalesced", "kernel=coalesced"},
     // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
-    // lanes per row and 2 rows per lane group (64 rows per tile) over stages of 2 keys.
+    // lanes per row (32 rows per tile) over stages of 2 keys.
     {"group", "kernel=group"},
-    {"group_4_lanes_2_rows_2_keys", "kernel=group,lanes=4,rows_per_lane=2,keys=2"},
+    {"group_4_lanes_2_keys", "kernel=group,lanes=4,keys=2"},
 };
 
 // The GPU shape planned for a device of very many compute units: every case has few rows

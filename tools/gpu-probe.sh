@@ -87,8 +87,6 @@ echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot 
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "cache, old GPU kernel" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-decode "$decode_gpu"
-run "group, 4 rows per lane group, prefill" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=kernel=group,rows_per_lane=4 -- \
-    vkattn-bench-attention "BM_attention_fused/vulkan_gpu_kernels_prefill/tokens:512/keys:(512|4096)/"
 fi
 if want mla; then
 mla="BM_decode_mla/keys:(4096|16384)/shape:2"
@@ -97,10 +95,6 @@ run "MLA, group kernel, f16" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$ml
 run "MLA, group kernel, q8_0" -- vkattn-bench-decode "$mla/dtype:3/"
 run "MLA, one row per tile, f16" VKATTN_DECODE=kernel=decode -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 16 lanes x 8 rows" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=16 -- vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, group, 16 lanes x 2 rows each" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=16,rows_per_lane=2 -- \
-    vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, group, 32 lanes x 4 rows each" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=32,rows_per_lane=4 -- \
-    vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 4 keys a stage" VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$mla/dtype:1/"
 fi

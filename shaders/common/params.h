@@ -297,7 +297,6 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
 // attn_decode_group.comp also takes ROWS, LANES, Q_F16, K_TYPE, V_TYPE, K_ALIGNED, V_ALIGNED,
 // KEYS, MULTI_SEQ and Q_ALIGNED, K_PIECES and V_PIECES as its query and sum vec4s per lane, and
 #define VKATTN_SPEC_DECODE_V_FROM_K 22
-#define VKATTN_SPEC_DECODE_RPL 23
 // attn_tiled.comp
 #define VKATTN_SPEC_TILED_ROWS 1
 #define VKATTN_SPEC_TILED_KEYS 2

@@ -34,7 +34,6 @@ struct DecodeTuning {
   std::uint32_t keys = 0;            // keys per key group per stage
   std::uint32_t resident = 0;        // workgroups resident per compute unit
   std::uint32_t lanes = 0;           // invocations per key row
-  std::uint32_t rows_per_lane = 0;   // attn_decode_group: rows per lane group (0: 1)
   std::uint32_t workgroup = 0;       // invocations per workgroup
   std::uint32_t keys_per_split = 0;  // sets the split count
   bool interleave = true;            // splits take every S-th stage (false: contiguous)

@@ -177,7 +177,7 @@ DecodeTuning decode_tuning_from_env() {
   if (!env || !*env) return t;
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
-      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, rows_per_lane=N, workgroup=N, keys_per_split=N, interleave=0|1, "
+      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
       "load_only=0|1";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
@@ -197,8 +197,6 @@ DecodeTuning decode_tuning_from_env() {
       t.resident = number();
     } else if (key == "lanes") {
       t.lanes = number();
-    } else if (key == "rows_per_lane") {
-      t.rows_per_lane = number();
     } else if (key == "workgroup") {
       t.workgroup = number();
     } else if (key == "keys_per_split") {
@@ -225,7 +223,7 @@ namespace {
 // attn_decode_group's plan: rows per tile (the real ones, and the workgroup's, which fills
 // whole subgroups), vec4s per lane, keys per stage; keys == 0 where it cannot run.
 struct GroupPlan {
-  std::uint32_t rows = 0, wg_rows = 0, wg = 0, sg = 0, lanes = 0, rpl = 1, qp = 0, vp = 0, keys = 0;
+  std::uint32_t rows = 0, wg_rows = 0, wg = 0, sg = 0, lanes = 0, qp = 0, vp = 0, keys = 0;
   bool v_from_k = false;
 };
 
@@ -242,16 +240,14 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   // $VKATTN_DECODE's lanes=N trades registers (fewer vec4s per lane) for rows per tile.
   g.lanes = ctx.decode.lanes ? std::clamp(std::bit_ceil(ctx.decode.lanes), 4u, 32u) : kGroupLanes;
   if (g.sg < g.lanes) return g;
-  // rows_per_lane=N: each lane group takes N rows, so one shared load serves N of them.
-  g.rpl = ctx.decode.rows_per_lane ? std::clamp(ctx.decode.rows_per_lane, 1u, 8u) : 1u;
-  const std::uint32_t lane_groups = std::max(1u, kGroupRows * kGroupLanes / g.lanes);  // 128 invocations
-  g.rows = tile_rows(lane_groups * g.rpl, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  g.rows = tile_rows(std::max(1u, kGroupRows * kGroupLanes / g.lanes), n_tokens, group, keys.meta_stride != 0,
+                     p.q_seq);  // 128 invocations
   // Tokens of several sequences keep a tile within one token: with small groups that
   // leaves few rows to share each stage, and attn_decode takes them unless forced.
   if (kernel == DecodeTuning::Kernel::automatic && g.rows < kGroupRows) return g;
-  // Whole subgroups of lane groups, each of rpl rows.
-  g.wg = u32(ceil_div(ceil_div(g.rows, g.rpl) * g.lanes, g.sg)) * g.sg;
-  g.wg_rows = g.wg / g.lanes * g.rpl;
+  // Whole subgroups of rows.
+  g.wg = u32(ceil_div(g.rows * g.lanes, g.sg)) * g.sg;
+  g.wg_rows = g.wg / g.lanes;
   if (g.wg > ctx.limits.max_workgroup_invocations) return g;
   g.qp = u32(ceil_div(k_dim, 4 * g.lanes));
   g.vp = u32(ceil_div(v_dim, 4 * g.lanes));
@@ -287,7 +283,6 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                  {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_RPL, g.rpl},
                  {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
   d.key.subgroup_size = g.sg;
