@@ -217,6 +217,26 @@ TEST_F(VulkanVsCpuTest, DecodeOverACacheFarLargerThanItHolds) {
   }
 }
 
+// Mesa's llvmpipe ends every loop of a shader once a vector of invocations has passed
+// 65,535 loop iterations in all. attn_decode_group as planned for one token of 24 heads of
+// 288 over one KV head on one compute unit: one split of 1,536 stages of 8 keys at 57
+// iterations each (88,000), which the host splits on CPU devices; unsplit, rows came out
+// as zeros or partial sums. On other devices one split runs and matches as well.
+TEST_F(VulkanVsCpuTest, GroupKernelSplitsForTheCpuLoopLimit) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  options.cap_limits->compute_units = 1;
+  BuiltPipelines built;
+  built.attach(options);
+  auto gpu = make_backend(BackendKind::vulkan, options);
+  if (!gpu->limits().subgroup_shuffle || !gpu->limits().subgroup_size_control) GTEST_SKIP() << "no group kernel here";
+  AttnInputs in = random_inputs(1, 24, 1, 12288, 288, 1, 5);
+  in.config.path = AttentionPath::fused;
+  EXPECT_TRUE(all_close(run_attention_op(*gpu, in), run_attention(*cpu_, in).out, in.out_shape(), 1e-4, 1e-4));
+  EXPECT_TRUE(built.any("attn_decode_group"));
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
 // $VKATTN_DECODE is read when a backend is made; a malformed one is refused by name.
 TEST(DecodeTuning, MalformedKnobsAreRefused) {
   expect_knobs_refused("VKATTN_DECODE", {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1"});

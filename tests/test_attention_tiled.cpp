@@ -37,23 +37,6 @@ const Variant kVariants[] = {
      1u << 20},
 };
 
-// Pipelines built, from the info log: which kernels a backend ran.
-struct BuiltPipelines {
-  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  void attach(DeviceOptions& options) const {
-    options.log_level = LogLevel::info;
-    options.log = [l = lines](LogLevel, std::string_view m) {
-      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
-    };
-  }
-  bool any(const std::string& kernel) const {
-    for (const std::string& l : *lines) {
-      if (l.find("built pipeline " + kernel + " ") != std::string::npos) return true;
-    }
-    return false;
-  }
-};
-
 std::unique_ptr<Backend> tiled_backend(const char* env, DeviceOptions options, const BuiltPipelines& built) {
   built.attach(options);
   ScopedEnv prefill("VKATTN_PREFILL", env);

@@ -313,6 +313,12 @@ bool subgroups_fit(const DeviceLimits& l);
 bool values_in_keys(const KeySource& keys, const KeySource& values);
 // The most splits a merge of tiles of |rows| rows takes (attn_merge.glsl's pairs).
 std::uint64_t most_splits(std::uint32_t rows);
+// Mesa's llvmpipe (lavapipe, CPU devices) keeps one loop counter per vector of invocations
+// for the whole shader: every pass of every loop counts, and once 65,535 have passed every
+// loop ends after one pass, leaving results wrong. On CPU devices: how many steps of
+// |per_step| loop iterations one split may take (its keys are split so that none goes
+// further); 0 elsewhere (no limit).
+std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step);
 // Splits: about |resident| workgroups per compute unit in one wave, each at least two
 // stages of |stage| keys (something for the pipeline to overlap), within the merge's limits
 // (|rows| per tile) and one buffer range for the |n_rows| rows' partial results.

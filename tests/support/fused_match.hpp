@@ -10,6 +10,8 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
@@ -36,6 +38,23 @@ inline void expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) 
   const double o_atol = (f16 ? 2e-4 : 1e-4) + (std::expm1(2 * s_atol) + 1e-5) * max_abs(in.v);
   EXPECT_TRUE(all_close(got, want.out, in.out_shape(), o_atol, 1e-4)) << "out";
 }
+
+// Pipelines built, from the info log: which kernels a backend ran.
+struct BuiltPipelines {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(DeviceOptions& options) const {
+    options.log_level = LogLevel::info;
+    options.log = [l = lines](LogLevel, std::string_view m) {
+      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
+    };
+  }
+  bool any(const std::string& kernel) const {
+    for (const std::string& l : *lines) {
+      if (l.find("built pipeline " + kernel + " ") != std::string::npos) return true;
+    }
+    return false;
+  }
+};
 
 // Sets an environment variable for the life of the object (the GPU decode kernel's
 // variants are picked by $VKATTN_DECODE when a backend is made); restores it after.

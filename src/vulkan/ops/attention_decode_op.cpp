@@ -23,6 +23,8 @@ constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
 constexpr std::uint32_t kResident = 2;
 constexpr std::uint32_t kMaxSplits = 64;
 constexpr std::uint32_t kMergePairs = 512;  // attn_merge.glsl: MERGE_MAX_PAIRS (rows x splits)
+// llvmpipe's loop limit (cpu_steps_per_split), with room.
+constexpr std::uint64_t kCpuLoopLimit = 60000;
 
 struct Plan {
   bool subgroup = false;  // exchanges by shuffles (else shared memory)
@@ -65,6 +67,11 @@ bool values_in_keys(const KeySource& keys, const KeySource& values) {
 }
 
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
+
+std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step) {
+  if (ctx.physical.info.type != "cpu") return 0;
+  return std::max<std::uint64_t>(1, kCpuLoopLimit / std::max<std::uint64_t>(1, per_step));
+}
 
 std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::uint32_t n_keys, std::uint32_t stage,
                             std::uint32_t rows, std::uint64_t n_rows, std::uint32_t v4) {
@@ -221,11 +228,24 @@ bool decode_attention_usable(const Context& ctx) {
 namespace {
 
 // attn_decode_group's plan: rows per tile (the real ones, and the workgroup's, which fills
-// whole subgroups), vec4s per lane, keys per stage; keys == 0 where it cannot run.
+// whole subgroups), vec4s per lane, keys per stage, the fewest splits (CPU devices); keys
+// == 0 where it cannot run.
 struct GroupPlan {
   std::uint32_t rows = 0, wg_rows = 0, wg = 0, sg = 0, lanes = 0, qp = 0, vp = 0, keys = 0;
+  std::uint64_t min_splits = 1;
   bool v_from_k = false;
 };
+
+// The loop iterations one of attn_decode_group's invocations runs a stage, as lavapipe
+// counts them (each loop's exit one more; bisected at four shapes, exact): the stage loop,
+// its three staging loops, and per key the loop over keys and the lanes' shuffles (neither
+// unrolled there).
+std::uint64_t group_stage_iterations(const GroupPlan& g) {
+  const auto staging = [&](std::uint64_t items) { return ceil_div(items, g.wg) + 1; };
+  return 3 + staging(std::uint64_t{g.keys} * g.qp * g.lanes) +
+         (g.v_from_k ? 0 : staging(std::uint64_t{g.keys} * g.vp * g.lanes)) + staging(g.keys) +
+         std::uint64_t{g.keys} * (2 + std::countr_zero(g.lanes));
+}
 
 GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource& values, std::uint32_t n_tokens,
                      std::uint32_t group, const ScoresParams& p) {
@@ -258,6 +278,10 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   for (std::uint32_t k = max_keys; k >= 1 && !g.keys; k /= 2) {
     if (group_tile_bytes(k, g.qp * g.lanes, g.vp * g.lanes, g.v_from_k) <= budget) g.keys = k;
   }
+  if (const std::uint64_t steps = g.keys ? cpu_steps_per_split(ctx, group_stage_iterations(g)) : 0) {
+    g.min_splits = ceil_div(ceil_div(keys.n_keys, g.keys), steps);
+    if (g.min_splits > most_splits(g.rows)) g.keys = 0;  // more keys than splits can hold: attn_decode
+  }
   return g;
 }
 
@@ -266,7 +290,8 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
   const std::uint32_t head_dim = u32(q->shape[2]);
-  const RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
+  RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
+  rt.splits = std::max(rt.splits, g.min_splits);
   Dispatch d;
   d.key = {KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},

@@ -38,8 +38,6 @@ constexpr std::uint64_t kMaxTileBytes = 48 * 1024;
 constexpr std::uint32_t kAutoRows = 16;
 constexpr std::uint32_t kMaxAccumulators = 64;
 constexpr std::uint32_t kMaxPrefetch = 8;  // vec4s of K (and of V) per invocation held across a tile
-// llvmpipe's loop limit, with room.
-constexpr std::uint64_t kCpuLoopLimit = 60000;
 
 struct TiledPlan {
   TileShape shape{};
@@ -174,21 +172,18 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
   const std::uint32_t v4 = (values.head_dim + 3) / 4;
   const std::uint32_t wg = t.shape.invocations(), dk4 = (head_dim + 3) / 4;
   RowTiles rt = row_tiles(ctx, *q, keys, values, t.rows, t.shape.keys);
-  if (ctx.physical.info.type == "cpu") {
-    // llvmpipe stops loops after 65,535 iterations over the whole run, not per entry (and
-    // measured, loops side by side count together): each split's tiles times all the
-    // iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
-    // staged vec4s) stay below.
-    const TileShape& s = t.shape;
-    const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
-                                ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
+  // The iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
+  // staged vec4s) against llvmpipe's loop limit.
+  const TileShape& s = t.shape;
+  const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
+                              ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
+  if (const std::uint64_t steps = cpu_steps_per_split(ctx, inner)) {
     const std::uint64_t most = most_splits(t.rows);
-    const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), kCpuLoopLimit / inner);
+    const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), steps);
     if (needed > most) {
       throw Error(ErrorCode::unsupported,
                   "VKATTN_PREFILL=kernel=tiled: on a CPU device (llvmpipe's loop limit) the tiled kernel takes at most " +
-                      std::to_string(most * (kCpuLoopLimit / inner) * s.keys) + " keys at these widths, not " +
-                      std::to_string(keys.n_keys),
+                      std::to_string(most * steps * s.keys) + " keys at these widths, not " + std::to_string(keys.n_keys),
                   "VKATTN_PREFILL", 0, "attention");
     }
     rt.splits = std::max(rt.splits, needed);
