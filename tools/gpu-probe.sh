@@ -12,7 +12,9 @@
 # a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a benchmark filter, default
 # the three prefill sizes) does for the prefill section; PROBE_ONLY (a list of decode, mla, prefill,
 # ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
-# test-backend-ops, built outside the repository) is run last when present.
+# test-backend-ops, built outside the repository) is run last when present. Every case
+# that reports an error is listed at the end with its whole message; one whose results
+# differ from the CPU reference, or a benchmark process that fails, makes the exit status 1.
 set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
 keys=${PROBE_KEYS:-1024 4096 16384}
@@ -36,29 +38,53 @@ fi
 
 # run LABEL ENV... -- PROGRAM FILTER: one process, its CSV rows printed as they come and
 # appended to the table as "label  name  time_us  kv_copy_ratio  main_us  merge_us
-# occupancy_ratio" (a run cut short by a time limit keeps what it printed).
+# occupancy_ratio" (a run cut short by a time limit keeps what it printed). A case that
+# reports an error gets its whole message on a line of its own and in $failures: one that
+# differs from the CPU reference, or a process that exits non-zero, fails the probe.
+failures=$(mktemp)
 run() {
   local label=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   local prog=$1 filter=$2
-  local csv
+  local csv status
   csv=$(env "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
         --benchmark_min_warmup_time="${PROBE_WARMUP:-0.3}" --benchmark_format=csv 2>"$out/probe-stderr.txt")
+  status=$?
   grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$out/pipeline-stats.txt"
-  echo "$csv" | awk -F, -v label="$label" '
-    /^name,/ { gsub(/"/, ""); n = split($0, h, ","); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
+  if [ "$status" -ne 0 ]; then
+    echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$out/probe-stderr.txt" | tr '\n' ' ')" | tee -a "$failures"
+  fi
+  # Fields split by hand: an error message holds commas inside its quotes.
+  echo "$csv" | awk -v label="$label" -v failures="$failures" '
+    function fields(line, f,    n, i, c, q, cur) {
+      n = 0; q = 0; cur = ""
+      for (i = 1; i <= length(line); ++i) {
+        c = substr(line, i, 1)
+        if (q && c == "\"" && substr(line, i + 1, 1) == "\"") { cur = cur c; ++i }
+        else if (c == "\"") q = !q
+        else if (!q && c == ",") { f[++n] = cur; cur = "" }
+        else cur = cur c
+      }
+      f[++n] = cur
+      return n
+    }
+    function get(name) { return (name in col) ? f[col[name]] : "-" }
+    /^name,/ { n = fields($0, h); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
     /^"/ {
-      gsub(/"/, "", $1)
-      t = $col["real_time"]; unit = $col["time_unit"]
+      split("", f); fields($0, f)
+      if (get("error_occurred") == "true") {
+        kind = index(get("error_message"), "differ") ? "FAIL" : "ERROR"
+        line = sprintf("%s [%s] %s: %s", kind, label, f[1], get("error_message"))
+        print line; print line >> failures
+        next
+      }
+      t = get("real_time"); unit = get("time_unit")
       if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
-      err = ("error_message" in col) ? $col["error_message"] : ""
-      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s %s\n", label, $1, t,
-             ("kv_copy_ratio" in col) ? $col["kv_copy_ratio"] : "-",
-             ("main_us" in col) ? $col["main_us"] : "-", ("merge_us" in col) ? $col["merge_us"] : "-",
-             ("occupancy_ratio" in col) ? $col["occupancy_ratio"] : "-",
-             ("gflops" in col && $col["gflops"] != "") ? sprintf("%.3g TFLOP/s", $col["gflops"] / 1e3) : "", err
+      g = get("gflops")
+      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
+             get("merge_us"), get("occupancy_ratio"), (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : ""
     }' | tee -a "$table"
 }
 
@@ -145,3 +171,16 @@ if [ -f "$ggml_dir/run.sh" ] && want ggml; then
     2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
 fi
 rm -f "$table"
+# Errors (a tile the device refuses, a submit timeout) are listed; wrong results and
+# crashed processes fail the run.
+if [ -s "$failures" ]; then
+  echo
+  echo "== errors and failures (each case's whole message)"
+  cat "$failures"
+fi
+failed=$(grep -c '^FAIL ' "$failures")
+rm -f "$failures"
+if [ "$failed" -ne 0 ]; then
+  echo "gpu-probe: $failed case(s) failed: wrong results or a crashed benchmark (above)" >&2
+  exit 1
+fi
