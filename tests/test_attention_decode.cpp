@@ -1,12 +1,12 @@
 // The GPU decode kernels (attn_decode.comp, and attn_decode_group.comp for big query
 // groups; KernelShape::gpu with few rows) against the CPU reference: each variant
 // ($VKATTN_DECODE: shuffles or shared memory, the splits merged by the last workgroup or by
-// a second pass, contiguous splits and more keys per stage, the coalesced kernel attn_decode
-// replaced, the group kernel as planned and with other lanes and keys) forced on every
-// attention case, also at the Vulkan minimums; quantized K and V whose rows hold an odd
-// number of blocks; and the caches' occupancy bound through appends, replay, wrap, reset,
-// truncate, copy and restore, under every kernel family. test_replay.cpp replays a wrapping
-// ring under each variant.
+// a second pass, contiguous splits and more keys per stage, the group kernel as planned and
+// with other lanes and keys) forced on every attention case, also at the Vulkan minimums;
+// quantized K and V whose rows hold an odd number of blocks; the caches' occupancy bound
+// through appends, replay, wrap, reset, truncate, copy and restore, under every kernel
+// family; and the group kernel split for lavapipe's loop limit. test_replay.cpp replays a
+// wrapping ring under each variant.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -32,7 +32,6 @@ const Variant kVariants[] = {
     {"shared_last", "reduce=shared,merge=last"},
     {"shared_two_pass", "reduce=shared,merge=two_pass"},
     {"contiguous_4_keys", "interleave=0,keys=4"},
-    {"coalesced", "kernel=coalesced"},
     // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
     // lanes per row (32 rows per tile) over stages of 2 keys.
     {"group", "kernel=group"},

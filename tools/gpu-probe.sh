@@ -4,14 +4,14 @@
 # or from a build tree as
 #   VKATTN_GPU_BIN=build bash tools/gpu-probe.sh
 # Each case runs vkattn-bench-decode (or -attention) in its own process with its own
-# $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
-# K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
-# times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
-# default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each case
-# untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a case, and
-# a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a benchmark filter, default
-# the three prefill sizes) does for the prefill section; PROBE_ONLY (a list of decode, mla, prefill,
-# ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
+# $VKATTN_DECODE / $VKATTN_PREFILL, and one table comes out: case, time per op, K and V
+# bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch times.
+# PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case, default
+# 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each case untimed
+# first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a case, and a
+# 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a benchmark filter,
+# default the three prefill sizes) does for the prefill section; PROBE_ONLY (a list of
+# decode, mla, prefill, ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
 # test-backend-ops, built outside the repository) is run last when present. Every case
 # that reports an error is listed at the end with its whole message; one whose results
 # differ from the CPU reference, or a benchmark process that fails, makes the exit status 1.
@@ -93,25 +93,19 @@ want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
 : > "$out/pipeline-stats.txt"
 if want decode; then
-echo "== P0/P1: new and old kernel, kernel and merge dispatch times (pipeline statistics kept)"
-run "new (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
-run "new, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
-run "new, shared-memory reduce" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=reduce=shared -- vkattn-bench-decode "$decode_gpu"
-run "old (coalesced)" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "$decode_gpu"
-echo "== P2/P3: loads only, interleaved and contiguous splits; the old kernel heads-first"
-run "new, loads only" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "$decode_gpu"
-run "new, loads only, contiguous" VKATTN_DECODE=load_only=1,interleave=0 -- vkattn-bench-decode "$decode_gpu"
-run "new, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "$decode_gpu"
-run "old, heads first" VKATTN_DECODE=kernel=coalesced VKATTN_TUNE_COALESCED=0,0,0,2,1 -- vkattn-bench-decode "$decode_gpu"
-run "old, one KV head 131072 keys" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-attention \
-    "BM_attention_fused/vulkan_gpu_kernels_decode_one_kv_head"
+echo "== P0/P1: the decode kernel, kernel and merge dispatch times (pipeline statistics kept)"
+run "decode (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
+run "decode, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
+run "decode, shared-memory reduce" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=reduce=shared -- vkattn-bench-decode "$decode_gpu"
+echo "== P2/P3: loads only, interleaved and contiguous splits"
+run "decode, loads only" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "$decode_gpu"
+run "decode, loads only, contiguous" VKATTN_DECODE=load_only=1,interleave=0 -- vkattn-bench-decode "$decode_gpu"
+run "decode, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "$decode_gpu"
 echo "== P5: eight ops in one list; the smallest dispatch"
-run "new, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
-run "old, 8 ops per list" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
+run "decode, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
 run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
-run "cache, old GPU kernel" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-decode "$decode_gpu"
 fi
 if want mla; then

@@ -27,7 +27,7 @@ enum class ReduceKnob { automatic, subgroup, shared };
 
 struct DecodeTuning {
   // automatic: attn_decode_group for big groups of wide heads, else attn_decode.
-  enum class Kernel { automatic, decode, group, coalesced } kernel = Kernel::automatic;
+  enum class Kernel { automatic, decode, group } kernel = Kernel::automatic;
   using Reduce = ReduceKnob;
   Reduce reduce = Reduce::automatic;
   enum class Merge { automatic, last, two_pass } merge = Merge::automatic;

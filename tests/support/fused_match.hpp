@@ -97,8 +97,8 @@ inline void expect_knobs_refused(const char* var, std::initializer_list<const ch
 
 // Every kernel family attention over a cache can take, each forced on a Vulkan backend
 // planned for a device of very many compute units (so the GPU shape splits keys as far as
-// it can): the decode kernel (merged in the dispatch or by a second pass), the coalesced
-// kernel it replaced, the tiled kernel, the lane-per-key fused kernel and the three stages.
+// it can): the decode kernel (merged in the dispatch or by a second pass), the tiled
+// kernel, the lane-per-key fused kernel and the three stages.
 struct KernelFamily {
   const char* name;
   KernelShape shape;
@@ -108,7 +108,6 @@ struct KernelFamily {
 };
 inline constexpr KernelFamily kKernelFamilies[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
                                                    {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
-                                                   {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
                                                    {"tiled", KernelShape::gpu, AttentionPath::fused, "", "kernel=tiled"},
                                                    {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
                                                    {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};

@@ -17,7 +17,11 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
+constexpr std::uint32_t kKeys = 2;            // keys per key group per stage
+constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
+// The row tiles alone fill the device from this many workgroups per compute unit on
+// (prefill); fewer (decode) take the decode kernels, which split the keys.
+constexpr std::uint32_t kRowTilesPerUnit = 4;
 // Workgroups resident per compute unit, when nothing better is known: a kernel of ~130
 // registers per invocation fits 2-3 workgroups of 128 on NVIDIA SMs and AMD CUs.
 constexpr std::uint32_t kResident = 2;
@@ -25,6 +29,45 @@ constexpr std::uint32_t kMaxSplits = 64;
 constexpr std::uint32_t kMergePairs = 512;  // attn_merge.glsl: MERGE_MAX_PAIRS (rows x splits)
 // llvmpipe's loop limit (cpu_steps_per_split), with room.
 constexpr std::uint64_t kCpuLoopLimit = 60000;
+
+// How a key row is spread over a group of |lanes| invocations for one tensor: |epl|
+// elements per piece (16 bytes, or 8 of f16 when 4 elements per lane are all that fit),
+// |pieces| per lane.
+struct Pieces {
+  std::uint32_t epl, pieces;
+};
+
+Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
+  const std::uint32_t per_lane = u32(ceil_div(head_dim, lanes));
+  const std::uint32_t epl = f16 && per_lane >= 8 ? 8 : 4;
+  return {epl, u32(ceil_div(per_lane, epl))};
+}
+
+// Rows per tile (a GQA group of up to 8, tile_rows) and lanes per key row, K's and V's
+// widths |k_dim| and |v_dim|: lanes enough that each holds 16 bytes of a row and that
+// rows x elements per lane stays within kMaxLiveFloats (64-register GPUs must not spill),
+// at most |max_lanes|; rows fewer if need be.
+struct KeyGroupPlan {
+  std::uint32_t rows, lanes;
+};
+
+KeyGroupPlan plan_key_groups(std::uint32_t k_dim, std::uint32_t v_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
+                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq) {
+  const std::uint32_t head_dim = std::max(k_dim, v_dim);
+  auto lanes_for = [&](std::uint32_t rows) {
+    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
+    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
+    return std::min(max_lanes, std::max(for_registers, for_pieces));
+  };
+  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
+    const Pieces k = pieces_for(k_dim, lanes, k_wide), v = pieces_for(v_dim, lanes, v_wide);
+    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
+  };
+  std::uint32_t rows_cap = kMaxRows;
+  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
+  const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, per_seq, q_seq);
+  return {rows, lanes_for(rows)};
+}
 
 struct Plan {
   bool subgroup = false;  // exchanges by shuffles (else shared memory)
@@ -64,6 +107,11 @@ bool values_in_keys(const KeySource& keys, const KeySource& values) {
   return values.tensor == keys.tensor && values.type == keys.type && values.key_stride == keys.key_stride &&
          values.head_stride == keys.head_stride && values.seq_stride == keys.seq_stride && values.scales == keys.scales &&
          values.head_dim <= keys.head_dim;
+}
+
+bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads, std::uint32_t n_kv_heads) {
+  const std::uint64_t tiles = ceil_div(std::uint64_t{n_tokens} * (n_heads / n_kv_heads), kMaxRows) * n_kv_heads;
+  return tiles < std::uint64_t{kRowTilesPerUnit} * compute_units(ctx);
 }
 
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
@@ -183,16 +231,15 @@ DecodeTuning decode_tuning_from_env() {
   const char* env = std::getenv("VKATTN_DECODE");
   if (!env || !*env) return t;
   const char* valid =
-      "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
+      "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
       "load_only=0|1";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
-    if (key == "kernel" && (value == "auto" || value == "decode" || value == "group" || value == "coalesced")) {
+    if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
       t.kernel = value == "auto"     ? DecodeTuning::Kernel::automatic
                  : value == "decode" ? DecodeTuning::Kernel::decode
-                 : value == "group"  ? DecodeTuning::Kernel::group
-                                     : DecodeTuning::Kernel::coalesced;
+                                     : DecodeTuning::Kernel::group;
     } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
     } else if (key == "merge" && (value == "auto" || value == "last" || value == "two_pass")) {
       t.merge = value == "auto"   ? DecodeTuning::Merge::automatic
@@ -221,8 +268,7 @@ DecodeTuning decode_tuning_from_env() {
 }
 
 bool decode_attention_usable(const Context& ctx) {
-  return ctx.decode.kernel != DecodeTuning::Kernel::coalesced && ctx.limits.max_storage_buffers >= 8 &&
-         ctx.limits.max_workgroup_invocations >= 32;
+  return ctx.limits.max_storage_buffers >= 8 && ctx.limits.max_workgroup_invocations >= 32;
 }
 
 namespace {
