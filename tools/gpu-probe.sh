@@ -125,10 +125,6 @@ gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 run "prefill, tiled (planned)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention "$gpu_prefill"
 run "tiled, shared-memory reduce" VKATTN_PREFILL=reduce=shared -- vkattn-bench-attention "$gpu_prefill"
 run "tiled, no prefetch" VKATTN_PREFILL=prefetch=0 -- vkattn-bench-attention "$gpu_prefill"
-run "tiled, split dot" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=dot=split -- vkattn-bench-attention "$gpu_prefill"
-run "tiled, shuffled p" VKATTN_PREFILL=probabilities=shuffle -- vkattn-bench-attention "$gpu_prefill"
-run "tiled, split dot, shuffled p" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=dot=split,probabilities=shuffle -- \
-    vkattn-bench-attention "$gpu_prefill"
 for t in 32,16,2,2 32,16,2,1 32,8,2,1 64,8,4,1 16,16,1,2; do
   IFS=, read -r r k rp kp <<< "$t"
   run "tiled ${r}x${k}, ${rp}x${kp} each" VKATTN_PIPELINE_STATS=1 \

@@ -56,9 +56,7 @@ struct PrefillTuning {
   std::uint32_t keys = 0;                 // keys per tile
   std::uint32_t rows_per_invocation = 0;  // register blocking of scores and output
   std::uint32_t keys_per_invocation = 0;
-  bool prefetch = true;    // the next tile's K and V loads issued while a tile computes
-  bool split_dot = false;  // each score as four partial sums, not one chain of FMAs
-  bool p_shuffle = false;  // probabilities shuffled within row groups (subgroup reduce only)
+  bool prefetch = true;  // the next tile's K and V loads issued while a tile computes
 };
 PrefillTuning prefill_tuning_from_env();
 

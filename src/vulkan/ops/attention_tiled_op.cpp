@@ -107,9 +107,8 @@ PrefillTuning prefill_tuning_from_env() {
   const char* env = std::getenv("VKATTN_PREFILL");
   if (!env || !*env) return t;
   const char* valid =
-      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, dot=chain|split, "
-      "probabilities=shared|shuffle, and powers of two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N "
-      "(up to 8)";
+      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
+      "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8)";
   parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
       const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
@@ -126,10 +125,6 @@ PrefillTuning prefill_tuning_from_env() {
     } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
     } else if (key == "prefetch" && (value == "0" || value == "1")) {
       t.prefetch = value == "1";
-    } else if (key == "dot" && (value == "chain" || value == "split")) {
-      t.split_dot = value == "split";
-    } else if (key == "probabilities" && (value == "shared" || value == "shuffle")) {
-      t.p_shuffle = value == "shuffle";
     } else if (key == "rows") {
       t.rows = power_of_two(64);
     } else if (key == "keys") {
@@ -212,9 +207,7 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                  {VKATTN_SPEC_TILED_V_FROM_K, t.v_from_k ? 1u : 0u},
                  {VKATTN_SPEC_TILED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_TILED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_PREFETCH, prefetch ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_SPLIT_DOT, ctx.prefill.split_dot ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_P_SHUFFLE, ctx.prefill.p_shuffle && t.sg ? 1u : 0u}})};
+                 {VKATTN_SPEC_TILED_PREFETCH, prefetch ? 1u : 0u}})};
   d.key.subgroup_size = t.sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
