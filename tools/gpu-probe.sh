@@ -83,7 +83,7 @@ run() {
       t = get("real_time"); unit = get("time_unit")
       if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
       g = get("gflops")
-      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
+      printf "%-30s %-52s %10.2f %8s %9s %9s %8s %s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
              get("merge_us"), get("occupancy_ratio"), (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : ""
     }' | tee -a "$table"
 }
@@ -142,7 +142,7 @@ if [ -s "$out/pipeline-stats.txt" ]; then sort -u "$out/pipeline-stats.txt"; els
   echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
 echo
 echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"
-printf "%-28s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
+printf "%-30s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
 cat "$table"
 if [ -s "$out/smi.csv" ]; then
   echo
