@@ -31,11 +31,10 @@ class KvCacheTest : public ::testing::TestWithParam<CacheKind> {
   }
   void TearDown() override {
     paged_layouts() = 0;
-    if (!backend_) return;
-    for (const auto& m : backend_->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    if (backend_) expect_no_validation_messages(*backend_);
   }
   Backend& backend() { return *backend_; }
-  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Backend> backend_;
 };
 
 std::string cache_kind_name(const ::testing::TestParamInfo<CacheKind>& info) { return to_string(info.param.backend); }

@@ -402,7 +402,7 @@ TEST_P(PagedKvCacheTest, SaveRestore) {
   blocks8.block_size = 8;
   KvCache other_blocks = other->kv_cache(blocks8);
   expect_invalid([&] { other->restore_cache(other_blocks, bytes); }, {"config.block_size = 4", "the cache's 8"});
-  for (const auto& msg : other->validation_messages()) ADD_FAILURE() << "validation: " << msg;
+  expect_no_validation_messages(*other);
 }
 
 // One decode step of 3 sequences (kv_append, then attention) recorded once per backend and
