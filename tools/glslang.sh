@@ -60,8 +60,10 @@ mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/src"
 echo "deb-src [signed-by=$keyring] $archive $suite main" > "$work/sources.list"
 apt_options=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
              -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o "APT::Sandbox::User=$(id -un)")
-apt-get "${apt_options[@]}" -qq update > "$work/apt.log" 2>&1 ||
-  { cat "$work/apt.log" >&2; give_up "apt-get update of Debian's $suite sources failed"; }
+# apt-get update exits 0 when a fetch fails; the index it leaves says whether it worked.
+apt-get "${apt_options[@]}" -qq update > "$work/apt.log" 2>&1 || true
+compgen -G "$work/lists/*_Sources*" > /dev/null ||
+  { cat "$work/apt.log" >&2; give_up "could not fetch Debian's $suite source index from $archive"; }
 (cd "$work/src" && apt-get "${apt_options[@]}" -qq source --download-only "glslang=$version") > "$work/apt.log" 2>&1 ||
   { cat "$work/apt.log" >&2; give_up "apt-get source glslang=$version failed"; }
 tarball=$work/src/glslang_$upstream.orig.tar.gz
