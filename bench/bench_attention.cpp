@@ -228,7 +228,8 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape s
     b.upload(k, inputs(c.keys * c.kv_heads * c.dim, 2));
     b.upload(v, inputs(c.keys * c.kv_heads * c.dim, 3));
     CommandList cmd = b.commands({.timestamps = true});
-    cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
+    cmd.attention(q, k, v, out, {.q_positions = q_pos, .k_positions = k_pos},
+                  {.path = AttentionPath::fused, .precision = bench_precision()});
     if (kind != BackendKind::cpu) {
       cmd.submit_and_wait();                                              // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -20,6 +21,14 @@
 namespace vkattn::bench {
 
 // The contents of |parts| one after another (tensors holding blocks of rows).
+// $VKATTN_BENCH_PRECISION=f16_products: attention() timed under
+// AttentionPrecision::f16_products (the matrix kernel where it runs: the probe's matrix
+// rows); anything else, f32. Checked against the f32 CPU reference at the same tolerance.
+inline AttentionPrecision bench_precision() {
+  const char* env = std::getenv("VKATTN_BENCH_PRECISION");
+  return env && std::string(env) == "f16_products" ? AttentionPrecision::f16_products : AttentionPrecision::f32;
+}
+
 inline std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {
   std::vector<float> all;
   for (const Tensor& t : parts) {

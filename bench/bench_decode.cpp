@@ -59,7 +59,8 @@ struct Decode {
     for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
   }
   void record(CommandList& cmd, std::size_t i) {
-    cmd.attention(q, k, v, out[i], {.q_positions = q_pos, .k_positions = k_pos}, {.path = AttentionPath::fused});
+    cmd.attention(q, k, v, out[i], {.q_positions = q_pos, .k_positions = k_pos},
+                  {.path = AttentionPath::fused, .precision = bench_precision()});
   }
   double kv_bytes() const { return static_cast<double>(k.bytes() + v.bytes()); }
 };
@@ -206,7 +207,7 @@ void BM_decode_mla(benchmark::State& state) {
     Tensor q, out = b.tensor({1, kMlaHeads, kValueDim}, DType::f32);
     fill(b, cache, q);
     CommandList cmd = b.commands({.timestamps = true});
-    cmd.attention(q, cache, out, {.q_positions = last});
+    cmd.attention(q, cache, out, {.q_positions = last}, {.precision = bench_precision()});
     cmd.submit_and_wait();
     static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::string> verified;
     const auto key = std::make_tuple(state.range(0), state.range(1), state.range(2));

@@ -48,9 +48,9 @@ DeviceOptions decode_options() {
   return options;
 }
 
-std::unique_ptr<Backend> decode_backend(const char* env, const DeviceOptions& options = decode_options()) {
+std::shared_ptr<Backend> decode_backend(const char* env, const DeviceOptions& options = decode_options()) {
   ScopedEnv decode("VKATTN_DECODE", env);
-  return make_backend(BackendKind::vulkan, options);
+  return shared_backend(BackendKind::vulkan, options);
 }
 
 class DecodeVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<std::tuple<AttnCase, Variant>> {};
@@ -59,7 +59,7 @@ TEST_P(DecodeVulkanVsCpu, Matches) {
   const auto& [c, v] = GetParam();
   auto gpu = decode_backend(v.env);
   expect_fused_matches(*gpu, *cpu_, c);
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 std::string decode_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Variant>>& info) {
@@ -80,7 +80,7 @@ TEST_P(DecodeAtSpecMinimum, Matches) {
   options.cap_limits->compute_units = 1u << 20;
   auto gpu = decode_backend(v.env, options);
   expect_fused_matches(*gpu, *cpu_, c);
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 const Variant kMinimumVariants[] = {kVariants[2], kVariants[3], kVariants[4]};  // no shuffles there
@@ -105,7 +105,7 @@ TEST_P(DecodeQuantized, OddBlocksPerRow) {
       }
     }
   }
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, DecodeQuantized, ::testing::ValuesIn(kVariants),
@@ -188,7 +188,7 @@ TEST_F(VulkanVsCpuTest, DecodeStopsAtTheOccupancyBound) {
     gpu->restore_cache(restored.cache, saved);
     EXPECT_TRUE(all_close(restored.attend(76, 1, f.path), c.attend(76, 1, f.path), {1, 8, 64}, 1e-4, 1e-4))
         << f.name << ": a restored cache";
-    EXPECT_TRUE(gpu->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
 
@@ -204,7 +204,7 @@ TEST_F(VulkanVsCpuTest, DecodeOverACacheFarLargerThanItHolds) {
     DeviceOptions options = shape_options(KernelShape::cpu);
     options.cap_limits = uncapped();
     options.cap_limits->compute_units = units;
-    auto gpu = make_backend(BackendKind::vulkan, options);
+    auto gpu = shared_backend(BackendKind::vulkan, options);
     CacheDecode g(*gpu, config), c(*cpu_, config);
     for (CacheDecode* x : {&g, &c}) x->append(0, 1000, 0, 1);
     const AttentionPath path = AttentionPath::three_stages;
@@ -213,7 +213,7 @@ TEST_F(VulkanVsCpuTest, DecodeOverACacheFarLargerThanItHolds) {
     for (CacheDecode* x : {&g, &c}) x->append(1000, 8500, 0, 2);
     EXPECT_TRUE(all_close(g.attend(9499, 0, path), c.attend(9499, 0, path), {1, 8, 64}, 1e-4, 1e-4))
         << units << " compute units: 9,500 tokens in 16,384 slots";
-    EXPECT_TRUE(gpu->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
 

@@ -54,7 +54,7 @@ TEST(MlaWidths, PlainAttentionDk192Dv128OnEveryKernelFamily) {
       VKATTN_REQUIRE_BACKEND(gpu, why);
       const std::vector<float> got = run_wide_plain(*gpu, f.path, w, DType::f32, q, k, v, q_pos);
       EXPECT_TRUE(all_close(got, want, {tokens, heads, kDv}, 2e-5, 1e-4)) << f.name << ", " << tokens << " tokens";
-      for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+      expect_no_validation_messages(*gpu);
     }
   }
 }
@@ -124,7 +124,7 @@ void decode_through_cache(DType dtype) {
       EXPECT_TRUE(all_close(sides[si].outs[i], sides[0].outs[i], {seqs, heads, kDv}, 2e-4, 1e-3))
           << sides[si].name << " vs cpu, step " << i;
     }
-    for (const auto& m : sides[si].b->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    expect_no_validation_messages(*sides[si].b);
   }
 }
 
@@ -178,7 +178,7 @@ TEST(MlaWidths, ReplayAndSaveRestoreWithDv128) {
   same.v_head_dim = 0;
   KvCache other = cpu->kv_cache(same);
   expect_invalid([&] { cpu->restore_cache(other, saved); }, {"v_head_dim", "128", "192"});
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*gpu);
 }
 
 // Each wrong width is refused by name, value and range, before anything is recorded.

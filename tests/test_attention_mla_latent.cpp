@@ -129,7 +129,7 @@ void decode_latent(DType dtype, std::size_t dk, std::size_t dv) {
       EXPECT_TRUE(all_close(sides[si].outs[i], sides[0].outs[i], {seqs, kHeads, v_dim}, 2e-4, 1e-3))
           << sides[si].name << " vs cpu, " << to_string(dtype) << ", step " << i;
     }
-    for (const auto& m : sides[si].b->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    expect_no_validation_messages(*sides[si].b);
   }
 }
 
@@ -203,7 +203,7 @@ TEST(MlaLatent, ReplayAndSaveRestore) {
   KvCache other = cpu->kv_cache(plain);
   expect_invalid([&] { cpu->restore_cache(other, saved); }, {"restore_cache", "config.latent", "1", "the cache's 0"});
   expect_invalid([&] { cpu->restore_cache(restored, cpu->save_cache(other)); }, {"config.latent", "0", "the cache's 1"});
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*gpu);
 }
 
 // kv_copy_sequence copies a latent cache's K rows (its values with them), and the three
@@ -249,7 +249,7 @@ TEST(MlaLatent, CopySequenceAndStages) {
     outs.push_back(o);
   }
   EXPECT_TRUE(all_close(outs[1], outs[0], {2, kHeads, kDv}, 2e-4, 1e-3)) << "vulkan vs cpu";
-  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*gpu);
 }
 
 // Each misuse is refused by name before anything changes.

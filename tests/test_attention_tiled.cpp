@@ -77,7 +77,7 @@ TEST_P(TiledVulkanVsCpu, Matches) {
   auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
   expect_fused_matches(*gpu, *cpu_, c);
   EXPECT_TRUE(ran_tiled(built)) << "the tiled kernel ran";
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 std::string tiled_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Variant>>& info) {
@@ -101,7 +101,7 @@ TEST_P(TiledAtSpecMinimum, Matches) {
   auto gpu = tiled_backend(v.env, gpu_options(v.units, test_spec_minimum()), built);
   expect_fused_matches(*gpu, *cpu_, c);
   EXPECT_TRUE(built.any("attn_tiled_shared")) << "the shared-memory variant ran";
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 const Variant kMinimumVariants[] = {kVariants[1]};
@@ -129,7 +129,7 @@ TEST_F(VulkanVsCpuTest, TiledOddShapes) {
       }
     }
     EXPECT_TRUE(ran_tiled(built));
-    EXPECT_TRUE(gpu->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
 
@@ -180,7 +180,7 @@ TEST_F(VulkanVsCpuTest, TiledPrefillOverAWrappedRing) {
       }
     }
     EXPECT_TRUE(ran_tiled(built));
-    EXPECT_TRUE(gpu->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
 
@@ -203,7 +203,7 @@ TEST_F(VulkanVsCpuTest, TiledIsChosenForPrefillOnTheGpuShape) {
     built.lines->clear();
     EXPECT_TRUE(all_close(run_attention_op(*gpu, decode), want_decode, decode.out_shape(), 2e-4, 1e-4)) << env;
     EXPECT_FALSE(ran_tiled(built)) << "decode takes the decode kernel";
-    EXPECT_TRUE(gpu->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
 

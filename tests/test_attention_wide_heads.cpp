@@ -40,7 +40,7 @@ void plain_on_every_family(const Widths& w) {
   const std::vector<float> k = normal_values(keys * w.kv * w.dk, 2), v = normal_values(keys * w.kv * w.dv, 3);
   auto cpu = make_backend(BackendKind::cpu);
   struct Side {
-    std::unique_ptr<Backend> b;
+    std::shared_ptr<Backend> b;
     std::string name;
     AttentionPath path;
   };

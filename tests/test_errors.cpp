@@ -400,8 +400,22 @@ TEST_P(KvCacheErrors, BadArguments) {
       {"attention: out.shape = [1, 2, 6]", "[1, 2, 8]"});
   bad([&] { cmd.attention(q, cache, q, {.q_positions = qp, .q_seq_ids = P{0}}); }, {"attention: out = the tensor given as q"});
   Tensor p5 = t({1, 2, 5}), out_dim = t({1, 2, 6}), out2 = t({2, 2, 8});
-  bad([&] { cmd.attn_weighted_sum(p5, cache, out); }, {"attn_weighted_sum: v.shape[0] = 6", "probs.shape[2] = 5"});
-  bad([&] { cmd.attn_weighted_sum(probs, cache, out_dim); }, {"head_dim = out.shape[2] = 6"});
+  // Over a cache V is no argument: out and probs are named, against the cache's config (as
+  // attention over a cache does), never v.
+  KvCache narrow = b.kv_cache(config([](auto& c) { c.v_head_dim = 4; }));
+  Tensor out_heads = t({1, 3, 8}), probs3 = t({1, 3, 6});
+  auto wsum = [&](const Tensor& pp, const KvCache& cc, Tensor& oo, std::initializer_list<const char*> parts) {
+    bad([&] { cmd.attn_weighted_sum(pp, cc, oo, {.q_seq_ids = P{0}}); }, parts);
+    try {
+      cmd.attn_weighted_sum(pp, cc, oo, {.q_seq_ids = P{0}});
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()).find("v.shape"), std::string::npos) << e.what();
+    }
+  };
+  wsum(p5, cache, out, {"attn_weighted_sum: probs.shape[2] = 5", "n_keys = the cache's capacity = 6"});
+  wsum(probs, cache, out_dim, {"attn_weighted_sum: out.shape[2] = 6", "cache head_dim = 8"});
+  wsum(probs3, cache, out_heads, {"n_heads (out.shape[1]) = 3", "multiple of the cache's n_kv_heads = 2"});
+  wsum(probs, narrow, out, {"attn_weighted_sum: out.shape[2] = 8", "cache v_head_dim = 4"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out2); }, {"out.shape = [2, 2, 8]", "[1, 2, 8]"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_seq_ids = P{2}}); }, {"q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
   bad([&] { cmd.attn_weighted_sum(probs, cache, out, {.q_seq_ids = P{0, 0}}); }, {"q_seq_ids.size() = 2", "1"});
@@ -464,7 +478,7 @@ TEST(VulkanErrors, DeviceLimits) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported);
   }
-  for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*b);
 }
 
 TEST(VulkanErrors, MakeBackendKind) { EXPECT_THROW(make_backend(static_cast<BackendKind>(7)), InvalidArgument); }

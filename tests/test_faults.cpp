@@ -43,7 +43,7 @@ class Faults : public ::testing::Test {
       std::lock_guard guard(*lock);
       log->emplace_back(m);
     };
-    auto b = try_backend(BackendKind::vulkan, options, why);
+    auto b = try_own_backend(BackendKind::vulkan, options, why);
     if (!b) return nullptr;
     backends_.push_back(std::move(b));
     return backends_.back().get();
@@ -262,7 +262,7 @@ TEST(Loader, MissingLoaderIsUnsupportedAndTheCpuBackendWorks) {
     EXPECT_NE(cpu->download(x), normal(T * H * D, 1));
   }
   std::string why;
-  auto gpu = try_backend(BackendKind::vulkan, test_options(), why);
+  auto gpu = try_own_backend(BackendKind::vulkan, test_options(), why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
 #endif
 }

@@ -142,7 +142,7 @@ void chunk_then_step(Engine& e, bool force_staging) {
   step.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_TRANSFER_BIT, .dst_access_mask = VK_ACCESS_TRANSFER_READ_BIT});
   e.submit_and_wait(cb);
   EXPECT_TRUE(all_close(gpu->download(dout), reference(*cpu, ref_cache, q1, k1, v1, next), {1, kHeads, kHeadDim}, 1e-5, 1e-4));
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 TEST_F(Interop, RecordsIntoTheEnginesCommandBufferOnItsBuffers) { chunk_then_step(engine(), false); }
@@ -242,7 +242,7 @@ TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
         << "token " << t;
   }
   EXPECT_EQ(cache.slot_positions(0), ref_cache.slot_positions(0));
-  EXPECT_TRUE(gpu->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
 TEST_F(Interop, RequirementsAreListedAndChecked) {
@@ -346,7 +346,7 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
   }
   // The command buffer got nothing from the refusals: it runs empty.
   e.submit_and_wait(cb);
-  for (const auto& m : own->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*own);
 }
 
 TEST_F(Interop, BorrowedObjectsOutliveTheBackend) {

@@ -41,7 +41,7 @@ struct Sink {
 
 std::unique_ptr<Backend> vulkan(const DeviceOptions& options) {
   std::string why;
-  auto b = try_backend(BackendKind::vulkan, options, why);
+  auto b = try_own_backend(BackendKind::vulkan, options, why);
   if (!b && vulkan_required()) ADD_FAILURE() << "no Vulkan device: " << why;
   return b;
 }

@@ -41,13 +41,13 @@ class Memory : public ::testing::TestWithParam<BackendKind> {
     options.cap_limits = uncapped();
     options.cap_limits->device_local_bytes = kHeap;
     std::string why;
-    b_ = try_backend(GetParam(), options, why);
+    b_ = try_own_backend(GetParam(), options, why);
     VKATTN_REQUIRE_BACKEND(b_, why);
     cpu_ = make_backend(BackendKind::cpu);
   }
   void TearDown() override {
     if (b_) {
-      for (const auto& m : b_->validation_messages()) ADD_FAILURE() << "validation: " << m;
+      expect_no_validation_messages(*b_);
     }
   }
   const char* heap_name() const { return GetParam() == BackendKind::vulkan ? "heap 0 (device-local)" : "host memory"; }

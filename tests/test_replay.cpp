@@ -123,9 +123,9 @@ TEST_F(VulkanVsCpuTest, ReplayThroughStagingAndGpuKernels) {
   DeviceOptions staging = test_options(), gpu_shape = shape_options(KernelShape::gpu);
   staging.force_staging = true;
   for (const DeviceOptions& options : {staging, gpu_shape}) {
-    auto b = make_backend(BackendKind::vulkan, options);
+    auto b = shared_backend(BackendKind::vulkan, options);
     replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
-    EXPECT_TRUE(b->validation_messages().empty());
+    EXPECT_TRUE(new_validation_messages(*b).empty());
   }
 }
 
@@ -138,17 +138,17 @@ TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
     DeviceOptions options = shape_options(KernelShape::gpu);
     options.force_staging = true;
     ScopedEnv decode("VKATTN_DECODE", env);
-    auto b = make_backend(BackendKind::vulkan, options);
+    auto b = shared_backend(BackendKind::vulkan, options);
     replay_against_fresh(*b, *cpu_, KvRope::on_read, AttentionPath::fused, 60);
-    EXPECT_TRUE(b->validation_messages().empty()) << env;
+    EXPECT_TRUE(new_validation_messages(*b).empty()) << env;
   }
   // The group kernel, over keys rotated as read and over keys stored rotated.
   DeviceOptions options = shape_options(KernelShape::gpu);
   options.force_staging = true;
   ScopedEnv decode("VKATTN_DECODE", "kernel=group,keys=2,keys_per_split=16");
-  auto b = make_backend(BackendKind::vulkan, options);
+  auto b = shared_backend(BackendKind::vulkan, options);
   for (KvRope rope : {KvRope::on_read, KvRope::stored}) replay_against_fresh(*b, *cpu_, rope, AttentionPath::fused, 60);
-  EXPECT_TRUE(b->validation_messages().empty()) << "kernel=group";
+  EXPECT_TRUE(new_validation_messages(*b).empty()) << "kernel=group";
 }
 
 // The tiled kernel (VKATTN_PREFILL=kernel=tiled), split the same way: a replay through its
@@ -158,9 +158,9 @@ TEST_F(VulkanVsCpuTest, ReplayTiledKernel) {
   options.force_staging = true;
   ScopedEnv decode("VKATTN_DECODE", "keys_per_split=16");
   ScopedEnv prefill("VKATTN_PREFILL", "kernel=tiled");
-  auto b = make_backend(BackendKind::vulkan, options);
+  auto b = shared_backend(BackendKind::vulkan, options);
   for (KvRope rope : {KvRope::on_read, KvRope::stored}) replay_against_fresh(*b, *cpu_, rope, AttentionPath::fused, 60);
-  EXPECT_TRUE(b->validation_messages().empty());
+  EXPECT_TRUE(new_validation_messages(*b).empty());
 }
 
 // What set_tokens refuses: another number of tokens; positions the caches cannot take (a

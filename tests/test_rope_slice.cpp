@@ -178,10 +178,12 @@ TEST_F(VulkanVsCpuTest, DeepSeekV3ScoresWithRopeOnTheSlice) {
   }
 }
 
-TEST(RopeSliceErrors, BadSlicesAreRefused) {
-  auto cpu = make_backend(BackendKind::cpu);
-  Tensor x = cpu->tensor({2, 1, 16}, DType::f32);
-  CommandList cmd = cpu->commands();
+using RopeSliceErrors = BackendTest;
+
+TEST_P(RopeSliceErrors, BadSlicesAreRefused) {
+  Backend& b = backend();
+  Tensor x = b.tensor({2, 1, 16}, DType::f32);
+  CommandList cmd = b.commands();
   const std::vector<std::int32_t> pos = {0, 1};
   expect_invalid([&] { cmd.rope(x, pos, RopeConfig{.rotary_offset = 3}); },
                  {"config.rotary_offset", "3", "even in [0, head_dim - 2 = 14]"});
@@ -190,12 +192,84 @@ TEST(RopeSliceErrors, BadSlicesAreRefused) {
                  {"config.rotary_dim", "12", "head_dim - rotary_offset = 8"});
   expect_invalid(
       [&] {
-        cpu->kv_cache(
+        b.kv_cache(
             {.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .rope = KvRope::on_read, .rope_config = {.rotary_offset = 8}});
       },
       {"config.rope_config.rotary_offset", "8", "KvRope::stored"});
+  EXPECT_EQ(cmd.stats().ops, 0u);
   // The default rotary_dim is the rest of the row.
   EXPECT_EQ(rope_frequencies(RopeConfig{.rotary_offset = 10}, 16).theta.size(), 3u);
+}
+
+// Even offsets near SIZE_MAX (a held-out fuzz's 2^64 - 2 and 2^64 - 6), where offset + 2
+// or offset + rotary_dim wraps: each refused by name like any offset past the row, with
+// rotary_dim left at 0 or set, by rope on x and on q and k (a 576-wide absorbed MLA key
+// too), rope_frequencies and an on_read cache; nothing is recorded (recorded, RoPE would
+// read and write outside the rows). A slice that fits still runs after them.
+TEST_P(RopeSliceErrors, OffsetsThatWrapAreRefused) {
+  Backend& b = backend();
+  const std::vector<std::int32_t> pos = {0, 1};
+  const std::size_t kMax = SIZE_MAX;
+  for (std::size_t head_dim : {std::size_t{16}, std::size_t{576}}) {
+    Tensor x = b.tensor({2, 1, head_dim}, DType::f32), k = b.tensor({2, 1, head_dim}, DType::f16);
+    Tensor q = b.tensor({2, 4, head_dim}, DType::f16);
+    const std::string bound = "even in [0, head_dim - 2 = " + std::to_string(head_dim - 2) + "]";
+    for (std::size_t offset : {kMax - 1, kMax - 3, kMax - 5, kMax - 15, kMax - head_dim + 1}) {
+      for (std::size_t rotary_dim : {std::size_t{0}, std::size_t{2}, std::size_t{4}, head_dim}) {
+        const RopeConfig c{.rotary_dim = rotary_dim, .rotary_offset = offset};
+        const std::string value = "config.rotary_offset = " + std::to_string(offset);
+        const std::initializer_list<const char*> parts = {value.c_str(), bound.c_str()};
+        CommandList cmd = b.commands();
+        expect_invalid([&] { cmd.rope(x, pos, c); }, parts);
+        expect_invalid([&] { cmd.rope(q, k, pos, c); }, parts);
+        EXPECT_EQ(cmd.stats().ops, 0u) << offset << " " << rotary_dim;
+        expect_invalid([&] { rope_frequencies(c, head_dim); }, parts);
+        if (head_dim > kMaxAttentionHeadDim) continue;
+        expect_invalid(
+            [&] {
+              b.kv_cache({.n_kv_heads = 1, .head_dim = head_dim, .capacity = 8, .rope = KvRope::on_read, .rope_config = c});
+            },
+            {"rotary_offset", std::to_string(offset).c_str()});
+      }
+    }
+  }
+  Tensor x = b.tensor({2, 1, 16}, DType::f32);
+  CommandList cmd = b.commands();
+  cmd.rope(x, pos, {.rotary_offset = 14});
+  cmd.submit_and_wait();
+  EXPECT_EQ(cmd.stats().ops, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RopeSliceErrors, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
+
+// rope_frequencies takes head_dim from the caller: below 2 (no rotary pair) it is named,
+// whatever the offset, and no message bounds a value by a wrapped (huge) number.
+TEST(RopeFrequencyErrors, HeadDimIsNamedAndNoBoundWraps) {
+  expect_invalid([&] { rope_frequencies({}, 0); }, {"rope_frequencies: head_dim = 0", ">= 2"});
+  expect_invalid([&] { rope_frequencies({}, 1); }, {"rope_frequencies: head_dim = 1", ">= 2"});
+  expect_invalid([&] { rope_frequencies({.rotary_offset = 2}, 1); }, {"head_dim = 1"});
+  expect_invalid(
+      [] {
+        KvCacheConfig c{.n_kv_heads = 1, .head_dim = 1, .capacity = 4, .dtype = DType::f32, .rope = KvRope::on_read};
+        make_backend(BackendKind::cpu)->kv_cache(c);
+      },
+      {"kv_cache: config.head_dim = 1", ">= 2"});
+  std::size_t refused = 0;
+  for (std::size_t head_dim : {0u, 1u, 2u, 3u, 4u, 16u}) {
+    for (std::size_t offset : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{18}, SIZE_MAX - 1,
+                               SIZE_MAX - 5, SIZE_MAX}) {
+      for (std::size_t rotary_dim : {0u, 2u, 3u, 4u, 18u}) {
+        try {
+          (void)rope_frequencies({.rotary_dim = rotary_dim, .rotary_offset = offset}, head_dim);
+        } catch (const InvalidArgument& e) {
+          ++refused;
+          const std::string m = e.what(), valid = m.substr(m.find("; valid: "));
+          EXPECT_EQ(valid.find("1844674407"), std::string::npos) << m;
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 200u);
 }
 
 }  // namespace

@@ -153,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, Runtime, ::testing::Values(BackendKind::cpu, 
 
 class VulkanRuntime : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> make(DeviceOptions options) {
+  std::shared_ptr<Backend> make(DeviceOptions options) {
     std::string why;
     auto b = try_backend(BackendKind::vulkan, options, why);
     if (!b) {
@@ -163,7 +163,7 @@ class VulkanRuntime : public ::testing::Test {
     return b;
   }
   static void expect_clean(const Backend& b) {
-    for (const auto& m : b.validation_messages()) ADD_FAILURE() << "validation: " << m;
+    expect_no_validation_messages(b);
   }
 };
 

@@ -139,7 +139,7 @@ TEST_P(Threads, FourThreadsMatchOneThread) {
       messages->emplace_back(m);
     };
     std::string why;
-    b = try_backend(BackendKind::vulkan, options, why);
+    b = try_own_backend(BackendKind::vulkan, options, why);
     VKATTN_REQUIRE_BACKEND(b, why);
   }
 
@@ -179,7 +179,7 @@ TEST_P(Threads, FourThreadsMatchOneThread) {
     ASSERT_EQ(got[t].size(), kJobs) << "thread " << t;
     for (std::size_t j = 0; j < kJobs; ++j) EXPECT_EQ(got[t][j], want[t][j]) << "thread " << t << ", job " << j;
   }
-  for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*b);
   b.reset();  // device destruction reports leaked objects too
   for (const auto& m : *messages) ADD_FAILURE() << "log: " << m;
 }
@@ -195,7 +195,7 @@ TEST(StagingThreads, EightThreadsEachReadBackTheirOwnData) {
   DeviceOptions options = test_options();
   options.force_staging = true;
   std::string why;
-  std::unique_ptr<Backend> b = try_backend(BackendKind::vulkan, options, why);
+  std::unique_ptr<Backend> b = try_own_backend(BackendKind::vulkan, options, why);
   VKATTN_REQUIRE_BACKEND(b, why);
   std::vector<std::string> errors(kTransferThreads);
   std::vector<std::thread> threads;
@@ -219,7 +219,7 @@ TEST(StagingThreads, EightThreadsEachReadBackTheirOwnData) {
   }
   for (auto& th : threads) th.join();
   for (std::size_t t = 0; t < kTransferThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
-  for (const auto& m : b->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  expect_no_validation_messages(*b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Threads, ::testing::Values("cpu", "vulkan", "vulkan_staging"),

@@ -10,8 +10,8 @@
 # default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each case
 # untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a case, and
 # a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a benchmark filter, default
-# the three prefill sizes) does for the prefill section; PROBE_ONLY (a list of decode, mla, prefill,
-# ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
+# the three prefill sizes) does for the prefill and matrix sections; PROBE_ONLY (a list of decode,
+# mla, prefill, matrix, ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
 # test-backend-ops, built outside the repository) is run last when present.
 set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
@@ -124,6 +124,26 @@ run "prefill, lane-per-key (GPU shape)" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=k
     vkattn-bench-attention "$gpu_prefill"
 run "prefill, three stages" -- vkattn-bench-attention "BM_attention/vulkan_prefill/($prefill_re)"
 fi
+if want matrix; then
+# AttentionPrecision::f16_products (VKATTN_BENCH_PRECISION): the matrix kernel on the
+# cooperative matrices (VKATTN_MATRIX=on; the f32 kernels where the build or device has
+# none, which the pipeline statistics show) and as its stand-in, beside the exact tiled
+# kernel in the same process order; then absorbed MLA decode the same two ways.
+prefill_re=${PROBE_PREFILL:-"tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"}
+gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
+mla="BM_decode_mla/keys:(${PROBE_MLA_KEYS:-4096|16384})/shape:2"
+echo "== matrix: f16 products (TFLOP/s) against the exact tiled kernel; MLA decode 4k/16k"
+run "exact, tiled (planned)" -- vkattn-bench-attention "$gpu_prefill"
+run "f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-attention "$gpu_prefill"
+run "MLA, exact (group), f16" -- vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, f16, matrix stand-in" VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-decode "$mla/dtype:1/"
+fi
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 
 echo
@@ -144,10 +164,14 @@ if [ -f "$ggml_dir/run.sh" ] && want ggml; then
   echo
   echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf): decode"
   bash "$ggml_dir/run.sh" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20
-  echo "== ggml-vulkan FLASH_ATTN_EXT: prefill (its mask is not causal: every key is computed)"
-  LD_LIBRARY_PATH="$(dirname "$bin")/lib:$ggml_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    "$ggml_dir/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b Vulkan0 \
-    -p '^hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096),nb=(512|4096),mask=1,sinks=0,.*type_K=f16,type_V=f16,permute=\[0,1,2,3\],' \
-    2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
+  # Its cooperative-matrix paths as they are (cm2 on NVIDIA), without cm2 (cm1), and without
+  # either (scalar): the rows the matrix kernel is measured against.
+  for ggml_env in "" "GGML_VK_DISABLE_COOPMAT2=1" "GGML_VK_DISABLE_COOPMAT=1 GGML_VK_DISABLE_COOPMAT2=1"; do
+    echo "== ggml-vulkan FLASH_ATTN_EXT: prefill, ${ggml_env:-default paths} (its mask is not causal: every key is computed)"
+    env $ggml_env LD_LIBRARY_PATH="$(dirname "$bin")/lib:$ggml_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$ggml_dir/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b Vulkan0 \
+      -p '^hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096),nb=(512|4096),mask=1,sinks=0,.*type_K=f16,type_V=f16,permute=\[0,1,2,3\],' \
+      2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
+  done
 fi
 rm -f "$table"

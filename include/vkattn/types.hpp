@@ -137,6 +137,16 @@ enum class AttentionPath {
   three_stages,  // attn_scores, attn_softmax (in place) and attn_weighted_sum on a temporary
 };
 
+// How precisely CommandList::attention computes its products (the three-stage ops take
+// only f32). docs/attention.md states each mode's tolerance against exact arithmetic.
+enum class AttentionPrecision {
+  f32,           // every product and sum in f32 (~1e-5 relative): the default
+  f16_products,  // Q, K, V and the probabilities rounded to f16 (to nearest even), their
+                 // products summed in f32, the softmax in f32: what matrix units compute.
+                 // Where a device has no matrix path the f32 kernels run (any kernel may be
+                 // more precise than asked); the CPU backend rounds Q, K and V, then is exact
+};
+
 // Where soft-capping sits relative to the scale. The two agree when scale = 1 (Gemma 2).
 enum class SoftcapOrder {
   scale_then_cap,  // s = softcap * tanh(scale * qk / softcap): ggml's flash attention. Default.
@@ -147,8 +157,8 @@ enum class SoftcapOrder {
 // Which way AttentionConfig::window looks.
 enum class WindowType {
   trailing,   // keys with pos_t - pos_j < window (Mistral, Gemma 2/3, gpt-oss)
-  symmetric,  // keys with |pos_t - pos_j| <= window / 2, both ways (bidirectional encoders:
-              // ModernBERT, EmbeddingGemma; llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC)
+  symmetric,  // keys with |pos_t - pos_j| <= window / 2, both ways; causal = false (bidirectional
+              // encoders: ModernBERT, EmbeddingGemma; llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC)
 };
 
 // A per-position query temperature (Llama 4's NoPE layers, Ministral 3, Mistral Small 4):
@@ -182,6 +192,8 @@ struct AttentionConfig {
                                                               // attn_softmax and attention; attn_scores
                                                               // refuses them
   AttentionPath path = AttentionPath::automatic;              // CommandList::attention only
+  AttentionPrecision precision = AttentionPrecision::f32;     // CommandList::attention only; the
+                                                              // three-stage ops refuse f16_products
 };
 
 // Positions and sequence ids of the query tokens and of the keys, each in [0, 2^31).

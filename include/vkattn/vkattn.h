@@ -120,6 +120,11 @@ enum {
   VKATTN_ATTENTION_PATH_FUSED = 1,
   VKATTN_ATTENTION_PATH_THREE_STAGES = 2
 };
+/* AttentionPrecision: every product and sum in f32 (~1e-5 relative; default), or Q, K, V
+ * and the probabilities rounded to f16 with f32 sums, as matrix units compute them (where
+ * the device has no matrix path the f32 kernels run; docs/attention.md states the
+ * tolerances). */
+enum { VKATTN_ATTENTION_PRECISION_F32 = 0, VKATTN_ATTENTION_PRECISION_F16_PRODUCTS = 1 };
 
 enum {
   VKATTN_SOFTCAP_SCALE_THEN_CAP = 0, /* softcap * tanh(scale * qk / softcap): ggml flash attention (default) */
@@ -133,7 +138,7 @@ enum {
 
 enum {
   VKATTN_WINDOW_TRAILING = 0, /* keys with pos_q - pos_k < window (default) */
-  VKATTN_WINDOW_SYMMETRIC = 1 /* keys with |pos_q - pos_k| <= window / 2: bidirectional encoders */
+  VKATTN_WINDOW_SYMMETRIC = 1 /* keys with |pos_q - pos_k| <= window / 2, causal = 0: bidirectional encoders */
 };
 
 enum {
@@ -292,6 +297,10 @@ typedef struct vkattn_attention_config {
   uint32_t temperature_floor_scale;
   uint32_t temperature_offset; /* < 2^31 (Llama 4: 1; Ministral 3: 0) */
   double temperature_scale;    /* finite */
+  /* 0.5: how precisely vkattn_cmd_attention computes its products (the stage ops take
+   * only f32): VKATTN_ATTENTION_PRECISION_F32 (default) or _F16_PRODUCTS. */
+  int32_t precision;
+  uint32_t reserved; /* 0 */
 } vkattn_attention_config;
 
 /* Positions and sequence ids of the query tokens and the keys (int32 in [0, 2^31)). */

@@ -33,15 +33,19 @@ py::array as_array(py::handle data) {
   return numpy().attr("asarray")(data);
 }
 
-std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, bool rows_of_3) {
+std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows) {
   if (data.is_none()) return {};
-  py::array a = as_array(data);
-  if (rows_of_3 && a.ndim() == 2 && a.shape(1) == 3) a = a.attr("reshape")(-1);  // M-RoPE's (t, h, w) rows
+  const py::array given = as_array(data);
+  const bool triples = given.ndim() == 2 && given.shape(1) == 3;  // M-RoPE's (t, h, w) rows
+  const py::array a = rows != Rows::one && triples ? given.attr("reshape")(-1).cast<py::array>() : given;
   if (a.size() == 0) return {};
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u') throw InvalidArgument(op, std::string(param) + ".dtype", dtype_name(a), "integers");
-  if (a.ndim() != 1) {
-    throw InvalidArgument(op, std::string(param) + ".shape", shape_string(a), rows_of_3 ? "1-D, or [n_tokens, 3]" : "1-D");
+  if (a.ndim() != 1 || (rows == Rows::three && !triples)) {
+    throw InvalidArgument(op, std::string(param) + ".shape", shape_string(given),
+                          rows == Rows::one     ? "1-D"
+                          : rows == Rows::three ? "[n_tokens, 3] with mrope (t, h, w per token)"
+                                                : "1-D, or [n_tokens, 3]");
   }
   // Values past int32 would wrap in the conversion: name the first one here (the ops
   // check the rest of their ranges themselves).

@@ -70,7 +70,7 @@ void enum_property(Class& cls, const char* owner, const char* name, E C::*field,
 // set as the field of that name; an unknown name is a TypeError, as a misspelt keyword
 // argument of a Python function is.
 template <class Config>
-Config config_arg(py::handle config, const py::kwargs& fields, const char* op) {
+Config config_arg(py::handle config, const py::dict& fields, const char* op) {
   py::object c = py::cast(config.is_none() ? Config{} : config.cast<Config>());
   for (auto item : fields) {
     const std::string name = py::str(item.first);
@@ -85,10 +85,14 @@ Config config_arg(py::handle config, const py::kwargs& fields, const char* op) {
 // |data| as a numpy array: arrays as they are, torch tensors through .numpy() (zero-copy
 // for CPU tensors), anything else through numpy.asarray.
 py::array as_array(py::handle data);
-// Integers (positions, sequence ids): a 1-D integer array or sequence, each value fitting
-// int32 (the ops check their own ranges); None is empty.
-// With |rows_of_3|, also [n_tokens, 3] (M-RoPE's t, h, w per token), flattened.
-std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, bool rows_of_3 = false);
+// The shapes integers may come in: 1-D; [n_tokens, 3] only (M-RoPE's t, h, w per token: a
+// flat array could as well be the three sections one after another, as transformers'
+// position_ids [3, batch, n_tokens] are, so rope refuses it); either (set_tokens, whose
+// ops each take what they need).
+enum class Rows { one, three, either };
+// Integers (positions, sequence ids): an integer array or sequence shaped as |rows| says,
+// flattened, each value fitting int32 (the ops check their own ranges); None is empty.
+std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows = Rows::one);
 // A DType from a DType, a name ("f16", "float16", ...) or a numpy dtype.
 DType dtype_arg(py::handle value, const char* op, const char* param);
 // The Python shape tuple of a tensor.

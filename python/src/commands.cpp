@@ -63,7 +63,15 @@ constexpr const char* kTokensDoc =
     "q_positions, k_positions, q_seq_ids, k_seq_ids: integer arrays or lists (AttentionTokens;\n"
     "empty: keys at 0..n_keys-1, all in sequence 0). mask: an f32 Tensor [n_tokens, n_keys] or\n"
     "None. config: an AttentionConfig, and/or its fields as keywords (scale, causal, window,\n"
-    "softcap, softcap_order, alibi, alibi_slopes, sinks, path).";
+    "window_type, chunk, query_temperature, softcap, softcap_order, alibi, alibi_slopes, sinks,\n"
+    "path).";
+
+// An attention op's docstring: what it computes, then the keywords every one takes.
+const char* attn_doc(const char* what) {
+  static std::vector<std::unique_ptr<std::string>> docs;  // pybind11 keeps the pointer
+  docs.push_back(std::make_unique<std::string>(std::string(what) + "\n" + kTokensDoc));
+  return docs.back()->c_str();
+}
 
 void bind_attention_ops(py::class_<PyCommandList>& cls) {
   using py::arg;
@@ -78,8 +86,8 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
          },
          arg("q"), arg("k"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
          arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
-         "scores [n_tokens, n_heads, n_keys] f32 = scale * q k^T (+ softcap, ALiBi, mask; -inf where\n"
-         "a key is not visible); made when not given, returned.")
+         attn_doc("scores [n_tokens, n_heads, n_keys] f32 = scale * q k^T (+ softcap, ALiBi, mask; -inf\n"
+                  "where a key is not visible); made when not given, returned."))
       .def(
           "attn_scores",
           [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle scores, py::handle qp, py::handle qs,
@@ -91,7 +99,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
             });
           },
           arg("q"), arg("cache"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("q_seq_ids") = none,
-          arg("mask") = none, arg("config") = none, "The same over a KvCache: n_keys = capacity, keys in slot order.")
+          arg("mask") = none, arg("config") = none, attn_doc("The same over a KvCache: n_keys = capacity, keys in slot order."))
       .def(
           "attn_softmax",
           [](PyCommandList& cmd, const PyTensor& scores, py::handle probs, py::handle config, const py::kwargs& kw) {
@@ -131,8 +139,8 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           },
           arg("q"), arg("k"), arg("v"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
           arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
-          "out [n_tokens, n_heads, v_head_dim] f32 = softmax(scores) x v in one op (config.path picks the\n"
-          "kernels); made when not given, returned.")
+          attn_doc("out [n_tokens, n_heads, v_head_dim] f32 = softmax(scores) x v in one op (config.path\n"
+                   "picks the kernels); made when not given, returned."))
       .def(
           "attention",
           [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs,
@@ -144,7 +152,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
             });
           },
           arg("q"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("q_seq_ids") = none,
-          arg("mask") = none, arg("config") = none, "The same over a KvCache's keys and values.");
+          arg("mask") = none, arg("config") = none, attn_doc("The same over a KvCache's keys and values."));
 }
 
 }  // namespace
@@ -166,20 +174,21 @@ void bind_commands(py::module_& m) {
       .def(
           "rope",
           [](PyCommandList& cmd, PyTensor& x, py::handle positions, py::handle config, const py::kwargs& kw) {
-            const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
             const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
+            const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", c.mrope ? Rows::three : Rows::one);
             record(cmd, [&](CommandList& l) { l.rope(x.impl, p, c); });
           },
           arg("x"), arg("positions"), py::kw_only(), arg("config") = py::none(),
-          "RoPE in place on x [n_tokens, n_heads, head_dim] at positions (n_tokens integers in\n"
-          "[0, 2^31)). config: a RopeConfig, and/or its fields as keywords (layout, rotary_dim, base,\n"
+          "RoPE in place on x [n_tokens, n_heads, head_dim] at positions: n_tokens integers in\n"
+          "[0, 2^31), or with mrope [n_tokens, 3] (t, h, w per token; a flat array is refused). config:\n"
+          "a RopeConfig, and/or its fields as keywords (layout, rotary_dim, rotary_offset, base,\n"
           "scaling, factor, original_context, sequence_length, yarn, llama3, freq_factors,\n"
-          "attention_factor).")
+          "attention_factor, mrope).")
       .def(
           "rope",
           [](PyCommandList& cmd, PyTensor& q, PyTensor& k, py::handle positions, py::handle config, const py::kwargs& kw) {
-            const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", true);
             const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
+            const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", c.mrope ? Rows::three : Rows::one);
             record(cmd, [&](CommandList& l) { l.rope(q.impl, k.impl, p, c); });
           },
           arg("q"), arg("k"), arg("positions"), py::kw_only(), arg("config") = py::none(), "The same on Q and K in one dispatch.")
@@ -199,8 +208,26 @@ void bind_commands(py::module_& m) {
           arg("cache"), arg("k"), arg("v").none(true), arg("positions"), arg("seq_ids") = py::none(), py::kw_only(),
           arg("keep_last") = false,
           "Writes each token's key and value into the cache at its position (consecutive, continuing\n"
-          "at cache.next_position(seq)); v=None for a latent cache (V is inside K), and only then. The\n"
-          "cache's bookkeeping advances now: submit the list once.")
+          "at cache.next_position(seq)); v=None (or the form below) for a latent cache, and only then.\n"
+          "The cache's bookkeeping advances now: submit the list once.")
+      .def(
+          "kv_append",
+          [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, py::handle positions, py::handle seq_ids, bool keep_last) {
+            if (py::isinstance<PyTensor>(positions)) {  // a V, with the positions left out
+              throw py::type_error(
+                  "kv_append(): a Tensor where positions go: kv_append(cache, k, v, positions), or "
+                  "kv_append(cache, k, positions) for a latent cache");
+            }
+            const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
+            const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
+            record(cmd, [&](CommandList& l) { l.kv_append(cache.impl, k.impl, p, s, {.keep_last = keep_last}); });
+          },
+          // positions never None: pybind11 offers v=None to the overloads without conversions
+          // first, and this one must then not take kv_append(cache, k, None, positions).
+          arg("cache"), arg("k"), arg("positions").none(false), arg("seq_ids") = py::none(), py::kw_only(),
+          arg("keep_last") = false,
+          "kv_append(cache, k, positions, seq_ids=None, *, keep_last=False): K alone, for a latent\n"
+          "cache (V is inside K), as the C++ call; the same as v=None, and refused for any other cache.")
       .def(
           "kv_copy_sequence",
           [](PyCommandList& cmd, PyKvCache& cache, std::size_t src, std::size_t dst) {
@@ -214,14 +241,16 @@ void bind_commands(py::module_& m) {
       .def(
           "set_tokens",
           [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
-            const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", true);
+            const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", Rows::either);
             const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
             record(cmd, [&](CommandList& l) { l.set_tokens(p, s); });
           },
           arg("positions"), arg("seq_ids") = py::none(),
           "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
-          "(and these sequence ids where it took some; None: each keeps its own). On Vulkan the\n"
-          "command buffer is kept and only parameters change. On an error nothing changes.")
+          "(and these sequence ids where it took some; None: each keeps its own). With M-RoPE ops,\n"
+          "positions may be [n_tokens, 3] (t, h, w per token; the C++ call's flat 3 x n_tokens, t, h, w\n"
+          "per token, too): those take all three, every other op t. On Vulkan the command buffer is\n"
+          "kept and only parameters change. On an error nothing changes.")
       .def(
           "timings",
           [](const PyCommandList& cmd) {

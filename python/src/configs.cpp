@@ -10,10 +10,28 @@
 namespace vkattn::python {
 namespace {
 
-// Keyword-only construction and repr for a config class.
+// A keyword the constructor also takes for a field: the name a model's config.json gives it.
+struct Alias {
+  const char* alias;
+  const char* field;
+};
+
+// Keyword-only construction (also by |aliases|) and repr for a config class.
 template <class C, class Class>
-void config_basics(Class& cls, const char* name, std::initializer_list<const char*> fields) {
-  cls.def(py::init([name](const py::kwargs& kw) { return config_arg<C>(py::none(), kw, name); }));
+void config_basics(Class& cls, const char* name, std::initializer_list<const char*> fields,
+                   std::initializer_list<Alias> aliases = {}) {
+  std::vector<Alias> a(aliases);
+  cls.def(py::init([name, a](const py::kwargs& kw) {
+    py::dict fields_given = kw.attr("copy")().cast<py::dict>();
+    for (const Alias& x : a) {
+      if (!fields_given.contains(x.alias)) continue;
+      if (fields_given.contains(x.field)) {
+        throw py::type_error(std::string(name) + "() got both '" + x.field + "' and its alias '" + x.alias + "'");
+      }
+      fields_given[x.field] = fields_given.attr("pop")(x.alias);
+    }
+    return config_arg<C>(py::none(), fields_given, name);
+  }));
   std::vector<const char*> f(fields);
   cls.def("__repr__", [name, f](py::handle self) {
     std::string s = std::string(name) + "(";
@@ -87,8 +105,9 @@ void bind_attention(py::module_& m) {
   py::class_<QueryTemperature> temp(
       m, "QueryTemperature",
       "Per-position query temperature t(p) = 1 + scale * ln(1 + floor((p + offset) / floor_scale))\n"
-      "(AttentionConfig.query_temperature; Llama 4, Ministral 3); keywords as the fields.");
-  config_basics<QueryTemperature>(temp, "QueryTemperature", {"floor_scale", "scale", "offset"});
+      "(AttentionConfig.query_temperature; Llama 4, Ministral 3); keywords as the fields, and\n"
+      "attn_scale for scale (Llama 4's config.json: attn_scale, floor_scale).");
+  config_basics<QueryTemperature>(temp, "QueryTemperature", {"floor_scale", "scale", "offset"}, {{"attn_scale", "scale"}});
   temp.def_readwrite("floor_scale", &QueryTemperature::floor_scale, "default 8192; >= 1")
       .def_readwrite("scale", &QueryTemperature::scale, "default 0.1; finite")
       .def_readwrite("offset", &QueryTemperature::offset, "added to the position; default 1 (Llama 4); < 2^31");
@@ -97,7 +116,7 @@ void bind_attention(py::module_& m) {
       m, "AttentionConfig", "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
   config_basics<AttentionConfig>(attn, "AttentionConfig",
                                  {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
-                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path"});
+                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision"});
   attn.def_readwrite("scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)")
       .def_readwrite("causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True")
       .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
@@ -115,6 +134,8 @@ void bind_attention(py::module_& m) {
       .def_readwrite("sinks", &AttentionConfig::sinks, "per head sink logits in the softmax denominator; default []");
   enum_property(attn, "AttentionConfig", "path", &AttentionConfig::path,
                 "AttentionPath or its name (CommandList.attention only); default 'automatic'");
+  enum_property(attn, "AttentionConfig", "precision", &AttentionConfig::precision,
+                "AttentionPrecision or its name (CommandList.attention only): 'f32' (default) or 'f16_products'");
 }
 
 void bind_cache_config(py::module_& m) {

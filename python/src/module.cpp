@@ -108,6 +108,10 @@ void bind_enums(py::module_& m) {
       .value("automatic", AttentionPath::automatic)
       .value("fused", AttentionPath::fused)
       .value("three_stages", AttentionPath::three_stages);
+  py::enum_<AttentionPrecision>(m, "AttentionPrecision",
+                                "How precisely CommandList.attention computes its products (docs/attention.md).")
+      .value("f32", AttentionPrecision::f32)
+      .value("f16_products", AttentionPrecision::f16_products);
   py::enum_<MRopeLayout>(m, "MRopeLayout", "How M-RoPE assigns rotary pairs to t, h and w.")
       .value("contiguous", MRopeLayout::contiguous, "sections one after another (Qwen2-VL, Qwen2.5-VL)")
       .value("interleaved", MRopeLayout::interleaved, "h and w every third pair (Qwen3-VL, Qwen3.5)");

@@ -133,7 +133,7 @@ def test_devices_and_configs(vulkan):
     a = vkattn.AttentionConfig(window=4, sinks=[1.0, 2.0])
     assert a.window == 4 and a.sinks == [1.0, 2.0] and a.causal
     assert a.window_type == vkattn.WindowType.trailing and a.chunk is None and a.query_temperature is None
-    a = vkattn.AttentionConfig(window=8, window_type="symmetric", chunk=8192,
+    a = vkattn.AttentionConfig(causal=False, window=8, window_type="symmetric", chunk=8192,
                                query_temperature=vkattn.QueryTemperature(scale=0.2))
     assert a.window_type == vkattn.WindowType.symmetric and a.chunk == 8192
     t = a.query_temperature
@@ -146,6 +146,17 @@ def test_devices_and_configs(vulkan):
     assert cache.nbytes == 2 * 8 * 2 * 32 * 4
 
 
+def test_query_temperature_takes_the_config_json_names():
+    """Llama 4's config.json names the temperature's fields attn_scale and floor_scale:
+    attn_scale is scale's alias; both at once, or a misspelling, is a TypeError."""
+    t = vkattn.QueryTemperature(attn_scale=0.25, floor_scale=4096)
+    assert (t.floor_scale, t.scale, t.offset) == (4096, 0.25, 1)
+    with pytest.raises(TypeError, match=r"QueryTemperature\(\) got both 'scale' and its alias 'attn_scale'"):
+        vkattn.QueryTemperature(scale=0.1, attn_scale=0.2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'attn_scales'"):
+        vkattn.QueryTemperature(attn_scales=0.1)
+
+
 def test_alibi_slopes():
     assert np.allclose(vkattn.alibi_slopes(8), 2.0 ** -np.arange(1, 9))
 
@@ -153,5 +164,15 @@ def test_alibi_slopes():
 def test_help_text():
     assert "context manager" in vkattn.CommandList.__doc__
     assert "q_positions" in vkattn.CommandList.attention.__doc__
+    # Every config keyword an op takes is in its help.
+    rope_doc = vkattn.CommandList.rope.__doc__
+    for name in ("layout", "rotary_dim", "rotary_offset", "base", "scaling", "factor", "original_context",
+                 "sequence_length", "yarn", "llama3", "freq_factors", "attention_factor", "mrope", "[n_tokens, 3]"):
+        assert name in rope_doc, name
+    for name in ("scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
+                 "softcap_order", "alibi", "alibi_slopes", "sinks", "path"):
+        assert name in vkattn.CommandList.attention.__doc__, name
+        assert name in vkattn.CommandList.__doc__, name
+    assert "kv_append(cache, k, positions" in vkattn.CommandList.kv_append.__doc__
     assert "InvalidArgument" in vkattn.__doc__
     assert vkattn.Backend.tensor.__doc__ and vkattn.KvCache.truncate.__doc__

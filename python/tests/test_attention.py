@@ -128,6 +128,20 @@ def test_scale_and_cap_orders(cpu):
     assert math.isclose(float(np.max(np.abs(scores.numpy()))), 1.5, rel_tol=0.1)
 
 
+def test_f16_products(cpu):
+    """precision="f16_products" on the CPU backend: the f32 result of inputs rounded to f16;
+    the stage ops refuse it by name."""
+    q, k, v = cpu.tensor(Q), cpu.tensor(K), cpu.tensor(V)
+    half = [cpu.tensor(x.astype(np.float16).astype(np.float32)) for x in (Q, K, V)]
+    with cpu.commands() as cmd:
+        got = cmd.attention(q, k, v, q_positions=Q_POS, precision="f16_products")
+        want = cmd.attention(*half, q_positions=Q_POS)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ValueError, match="config.precision"):
+        with cpu.commands() as cmd:
+            cmd.attn_scores(q, k, q_positions=Q_POS, precision=vkattn.AttentionPrecision.f16_products)
+
+
 def test_mla_value_width_differs(backend):
     """V rows of 16 under K rows of 32 (DeepSeek's 192 and 128, scaled down): plain tensors
     on both paths and a cache with v_head_dim; out is [T, H, 16]."""
@@ -149,21 +163,27 @@ def test_mla_value_width_differs(backend):
 
 def test_mla_latent_cache(backend):
     """A latent cache (absorbed MLA): V is the first 16 dims of each 32-dim key row, stored
-    once; kv_append takes v=None, out is [T, H, 16]; nbytes counts K alone; a V given to
-    it, K alone for a cache that is not latent, and v_head_dim > head_dim are refused."""
+    once; kv_append takes K alone (kv_append(cache, k, positions), as the C++ call and the
+    error message have it, or v=None), out is [T, H, 16]; nbytes counts K alone; a V given
+    to it, K alone for a cache that is not latent, and v_head_dim > head_dim are refused."""
     want = attention(f64(Q), f64(K), f64(np.ascontiguousarray(K[:, :, :16])), Q_POS, K_POS)
     q, k = backend.tensor(Q), backend.tensor(K)
-    cache = backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=N, dtype=np.float32, v_head_dim=16, latent=True)
-    assert cache.config.latent and cache.nbytes == N * KVH * D * 4
-    with backend.commands() as cmd:
-        cmd.kv_append(cache, k, None, K_POS)
-        out = cmd.attention(q, cache, q_positions=Q_POS)
-    assert out.shape == (T, H, 16)
-    assert_close(out.numpy(), want, 1e-4, 1e-4, "latent")
-    with pytest.raises(vkattn.InvalidArgument, match=r"kv_append: v = a tensor; valid: none: a latent cache stores V"):
+    for append in (lambda cmd, c: cmd.kv_append(c, k, K_POS), lambda cmd, c: cmd.kv_append(c, k, None, K_POS),
+                   lambda cmd, c: cmd.kv_append(c, k, positions=K_POS, seq_ids=np.zeros(N, np.int32)),
+                   lambda cmd, c: cmd.kv_append(c, k, K_POS, None, keep_last=True)):
+        cache = backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=N, dtype=np.float32, v_head_dim=16, latent=True)
+        assert cache.config.latent and cache.nbytes == N * KVH * D * 4
+        with backend.commands() as cmd:
+            append(cmd, cache)
+            out = cmd.attention(q, cache, q_positions=Q_POS)
+        assert out.shape == (T, H, 16) and cache.next_position() == N
+        assert_close(out.numpy(), want, 1e-4, 1e-4, "latent")
+    with pytest.raises(vkattn.InvalidArgument, match=r"kv_append: v = a tensor; valid: none: a latent cache stores V"
+                                                     r".*: call kv_append\(cache, k, positions\)"):
         backend.commands().kv_append(cache, k, k, K_POS)
     plain = backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=N, dtype=np.float32)
-    with pytest.raises(vkattn.InvalidArgument, match=r"kv_append: v = none \(K alone\)"):
-        backend.commands().kv_append(plain, k, None, K_POS)
+    for alone in (lambda cmd: cmd.kv_append(plain, k, None, K_POS), lambda cmd: cmd.kv_append(plain, k, K_POS)):
+        with pytest.raises(vkattn.InvalidArgument, match=r"kv_append: v = none \(K alone\)"):
+            alone(backend.commands())
     with pytest.raises(vkattn.InvalidArgument, match=r"config\.v_head_dim = 64; valid: \[1, head_dim = 32\] for a latent"):
         backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=N, v_head_dim=64, latent=True)

@@ -74,6 +74,7 @@ def test_non_contiguous_arrays_are_copied(backend):
     ([0.5, 1.0], r"rope: positions\.dtype = float64; valid: integers"),
     ([[0, 1]], r"rope: positions\.shape = \(1, 2\); valid: 1-D"),
     ([0, 1, 2], r"rope: positions"),  # three positions for two tokens
+    ([[0, 1, 2]], r"rope: positions\.shape = \(1, 3\); valid: 1-D"),  # [n, 3] without mrope
 ])
 def test_positions_out_of_range(cpu, positions, match):
     x = cpu.zeros((2, 1, 4))
@@ -97,9 +98,9 @@ def test_bad_config_values_and_names(cpu):
     with raises_invalid(r"kv_cache: config\.capacity = 0"):
         cpu.kv_cache(n_kv_heads=1, head_dim=8)
     with raises_invalid(r"rope: config\.mrope\.sections = \{1, 1, 1\} \(sum 3\); valid: .* = 4"):
-        cmd.rope(x, [0, 0, 0], mrope=vkattn.MRope(sections=[1, 1, 1]))
-    with raises_invalid(r"rope: positions\.size\(\) = 1; valid: 3 x n_tokens"):
-        cmd.rope(x, [0], mrope=vkattn.MRope(sections=[2, 1, 1]))
+        cmd.rope(x, [[0, 0, 0]], mrope=vkattn.MRope(sections=[1, 1, 1]))
+    with raises_invalid(r"rope: positions\.size\(\) = 3; valid: 3 x n_tokens = 3 x x\.shape\[0\] = 6"):
+        cmd.rope(cpu.zeros((2, 1, 8)), [[0, 0, 0]], mrope=vkattn.MRope(sections=[2, 1, 1]))
     q = cpu.zeros((1, 1, 8))
     with raises_invalid(r"attention: config\.chunk = 0; valid: >= 1"):
         cmd.attention(q, q, q, q_positions=[0], chunk=0)
@@ -109,6 +110,72 @@ def test_bad_config_values_and_names(cpu):
         cmd.attention(q, q, q, q_positions=[0], query_temperature=vkattn.QueryTemperature(floor_scale=0))
     with raises_invalid(r"attention: config\.query_temperature\.scale = nan; valid: finite"):
         cmd.attention(q, q, q, q_positions=[0], query_temperature=vkattn.QueryTemperature(scale=float("nan")))
+
+
+def test_mrope_positions_are_rows_of_three(cpu):
+    """With mrope, positions are [n_tokens, 3] (t, h, w per token) and nothing else: a flat
+    array could as well be three sections of n_tokens (transformers' position_ids are
+    [3, batch, n_tokens]), so it is refused rather than read one way."""
+    x = cpu.zeros((2, 1, 8))
+    cmd = cpu.commands()
+    mrope = vkattn.MRope(sections=[2, 1, 1])
+    for flat in ([0, 0, 0, 1, 1, 1], np.arange(6, dtype=np.int32)):
+        with raises_invalid(r"rope: positions\.shape = \(6,\); valid: \[n_tokens, 3\] with mrope"):
+            cmd.rope(x, flat, mrope=mrope)
+    with raises_invalid(r"rope: positions\.shape = \(3, 2\); valid: \[n_tokens, 3\] with mrope"):
+        cmd.rope(x, np.zeros((3, 2), np.int32), mrope=mrope)
+    # Without mrope, rows of three are no shorthand for three tokens' positions.
+    with raises_invalid(r"rope: positions\.shape = \(1, 3\); valid: 1-D"):
+        cmd.rope(cpu.zeros((3, 1, 8)), [[0, 1, 2]])
+    assert cmd.stats()["ops"] == 0
+    cmd.rope(x, [[0, 0, 0], [1, 1, 1]], mrope=mrope)
+    assert cmd.stats()["ops"] == 1
+
+
+def test_rotary_offsets_that_wrap(backend):
+    """Even offsets near 2^64, whose sum with the rotary dims wraps, are refused by name with
+    the row's bound (as an offset past the row is), rotary_dim 0 or set; nothing recorded.
+    rope_frequencies names a head_dim below 2 and never prints a wrapped bound."""
+    x = backend.zeros((2, 1, 16))
+    cmd = backend.commands()
+    for offset in (2**64 - 2, 2**64 - 6):
+        for rotary_dim in (0, 4):
+            match = rf"config\.rotary_offset = {offset}; valid: even in \[0, head_dim - 2 = 14\]"
+            with raises_invalid("rope: " + match):
+                cmd.rope(x, [0, 1], rotary_offset=offset, rotary_dim=rotary_dim)
+            with raises_invalid("rope_frequencies: " + match):
+                vkattn.rope_frequencies(16, rotary_offset=offset, rotary_dim=rotary_dim)
+    assert cmd.stats()["ops"] == 0
+    for head_dim in (0, 1):
+        with raises_invalid(rf"rope_frequencies: head_dim = {head_dim}; valid: >= 2") as e:
+            vkattn.rope_frequencies(head_dim)
+        assert "18446744073709551615" not in str(e.value)
+
+
+def test_symmetric_window_is_bidirectional(backend):
+    """window_type="symmetric" looks both ways: with the default causal=True it is refused,
+    saying to pass causal=False, by the attention ops over tensors and over a cache."""
+    q = backend.zeros((2, 2, 8))
+    cache = backend.kv_cache(n_kv_heads=2, head_dim=8, capacity=4, dtype="f32")
+    cmd = backend.commands()
+    cmd.kv_append(cache, q, q, [0, 1])
+    match = r"config\.causal = true with config\.window_type = WindowType::symmetric; valid: false.*pass causal = false"
+    with raises_invalid("attention: " + match):
+        cmd.attention(q, q, q, q_positions=[0, 1], window=4, window_type="symmetric")
+    with raises_invalid("attn_scores: " + match):
+        cmd.attn_scores(q, q, q_positions=[0, 1], config=vkattn.AttentionConfig(window=4, window_type="symmetric"))
+    with raises_invalid("attention: " + match):
+        cmd.attention(q, cache, q_positions=[0, 1], window=4, window_type="symmetric")
+    assert cmd.stats()["ops"] == 1
+    cmd.attention(q, cache, q_positions=[0, 1], window=4, window_type="symmetric", causal=False)
+    cmd.submit()
+
+
+def test_attn_weighted_sum_over_a_cache_names_out(backend):
+    """Over a cache V is no argument: a wrong out is named against the cache's v_head_dim."""
+    cache = backend.kv_cache(n_kv_heads=1, head_dim=8, v_head_dim=4, capacity=4, dtype="f32")
+    with raises_invalid(r"attn_weighted_sum: out\.shape\[2\] = 8; valid: cache v_head_dim = 4"):
+        backend.commands().attn_weighted_sum(backend.zeros((1, 2, 4)), cache, backend.zeros((1, 2, 8)))
 
 
 def test_kv_append_out_of_order(cpu):

@@ -17,6 +17,7 @@ The stub __init__.pyi has every signature; docs/python.md has the rules.
 from ._vkattn import (  # noqa: F401
     AttentionConfig,
     AttentionPath,
+    AttentionPrecision,
     Backend,
     BackendKind,
     CommandList,

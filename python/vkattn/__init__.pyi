@@ -1,7 +1,7 @@
 # Type stub of vkattn (the module vkattn._vkattn re-exported). Units, defaults and ranges
 # are those of the C++ headers (include/vkattn/types.hpp, kv_cache.hpp, command_list.hpp).
 from enum import Enum
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,10 @@ class AttentionPath(Enum):
     automatic: AttentionPath
     fused: AttentionPath
     three_stages: AttentionPath
+
+class AttentionPrecision(Enum):
+    f32: AttentionPrecision
+    f16_products: AttentionPrecision
 
 class MRopeLayout(Enum):
     contiguous: MRopeLayout
@@ -115,7 +119,7 @@ class MRope:
 class RopeConfig:
     layout: Union[RopeLayout, str]  # default "half" (Hugging Face)
     rotary_dim: int  # even; default 0 = head_dim - rotary_offset
-    rotary_offset: int  # even: dims [rotary_offset, rotary_offset + rotary_dim) rotate; default 0
+    rotary_offset: int  # even, <= head_dim - 2: dims [rotary_offset, rotary_offset + rotary_dim) rotate; default 0
     base: float  # default 10000
     scaling: Union[RopeScaling, str]  # default "none"
     factor: float  # default 1
@@ -125,7 +129,7 @@ class RopeConfig:
     llama3: Llama3Params
     freq_factors: list[float]  # factors: rotary_dim / 2 values
     attention_factor: Optional[float]  # default None (yarn: 0.1 ln(factor) + 1, else 1)
-    mrope: Optional[MRope]  # default None; positions then [n_tokens, 3] (t, h, w)
+    mrope: Optional[MRope]  # default None; positions then [n_tokens, 3] (t, h, w), never flat
     def __init__(self, *, layout: Union[RopeLayout, str] = ..., rotary_dim: int = ..., rotary_offset: int = ...,
                  base: float = ...,
                  scaling: Union[RopeScaling, str] = ..., factor: float = ..., original_context: int = ...,
@@ -137,11 +141,13 @@ class QueryTemperature:
     floor_scale: int  # default 8192; >= 1
     scale: float  # default 0.1; finite
     offset: int  # default 1 (Llama 4); < 2^31
-    def __init__(self, *, floor_scale: int = ..., scale: float = ..., offset: int = ...) -> None: ...
+    # attn_scale: scale's name in Llama 4's config.json (an alias; not both).
+    def __init__(self, *, floor_scale: int = ..., scale: float = ..., offset: int = ...,
+                 attn_scale: float = ...) -> None: ...
 
 class AttentionConfig:
     scale: Optional[float]  # default None = 1/sqrt(head_dim)
-    causal: bool  # default True
+    causal: bool  # default True; False with window_type "symmetric" (True with it is refused)
     window: Optional[int]  # default None; >= 1
     window_type: Union[WindowType, str]  # default "trailing"; "symmetric": |pos_t - pos_j| <= window // 2
     chunk: Optional[int]  # default None; >= 1: keys in the query's chunk only
@@ -152,17 +158,19 @@ class AttentionConfig:
     alibi_slopes: list[float]  # default []; per head, implies ALiBi
     sinks: list[float]  # default []; per head sink logits
     path: Union[AttentionPath, str]  # default "automatic"
+    precision: Union[AttentionPrecision, str]  # default "f32"; "f16_products": matrix units' rounding
     def __init__(self, *, scale: Optional[float] = ..., causal: bool = ..., window: Optional[int] = ...,
                  window_type: Union[WindowType, str] = ..., chunk: Optional[int] = ...,
                  query_temperature: Optional[QueryTemperature] = ...,
                  softcap: Optional[float] = ..., softcap_order: Union[SoftcapOrder, str] = ...,
                  alibi: bool = ..., alibi_slopes: Sequence[float] = ..., sinks: Sequence[float] = ...,
-                 path: Union[AttentionPath, str] = ...) -> None: ...
+                 path: Union[AttentionPath, str] = ...,
+                 precision: Union[AttentionPrecision, str] = ...) -> None: ...
 
 class KvCacheConfig:
     n_seqs: int  # default 1
     n_kv_heads: int  # required
-    head_dim: int  # required, [1, 256]
+    head_dim: int  # required, [1, 576]
     capacity: int  # required, (n_sinks, 2^30]
     dtype: DTypeLike  # default f16
     n_sinks: int  # default 0
@@ -222,8 +230,13 @@ class CommandList:
     def __exit__(self, *exc: Any) -> bool: ...
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
     # rope(x, positions, ...) or rope(q, k, positions, ...); keywords: RopeConfig's fields.
+    # positions: n_tokens integers, or [n_tokens, 3] (t, h, w per token) with mrope.
     def rope(self, x: Tensor, *args: Any, config: Optional[RopeConfig] = ..., **fields: Any) -> None: ...
+    @overload
     def kv_append(self, cache: KvCache, k: Tensor, v: Optional[Tensor], positions: Ints, seq_ids: Ints = ...,
+                  *, keep_last: bool = ...) -> None: ...
+    @overload  # K alone: a latent cache's (the same as v=None)
+    def kv_append(self, cache: KvCache, k: Tensor, positions: Ints, seq_ids: Ints = ...,
                   *, keep_last: bool = ...) -> None: ...
     def kv_copy_sequence(self, cache: KvCache, src: int, dst: int) -> None: ...
     # The attention ops take k (and v) Tensors, or a KvCache in their place; keywords:
@@ -237,6 +250,7 @@ class CommandList:
                           **kw: Any) -> Tensor: ...
     def attention(self, q: Tensor, *args: Any, **kw: Any) -> Tensor: ...
     def submit(self) -> None: ...
+    # positions: n_tokens integers, or [n_tokens, 3] for lists with M-RoPE ops.
     def set_tokens(self, positions: Ints, seq_ids: Ints | None = None) -> None: ...
     def timings(self) -> list[tuple[str, float]]: ...
     def stats(self) -> dict[str, int]: ...

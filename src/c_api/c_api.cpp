@@ -24,6 +24,8 @@ static_assert(VKATTN_ROPE_SCALING_NONE == int(vkattn::RopeScaling::none) &&
               VKATTN_ROPE_SCALING_YARN == int(vkattn::RopeScaling::yarn) &&
               VKATTN_ROPE_SCALING_LLAMA3 == int(vkattn::RopeScaling::llama3) &&
               VKATTN_ROPE_SCALING_FACTORS == int(vkattn::RopeScaling::factors));
+static_assert(VKATTN_ATTENTION_PRECISION_F32 == int(vkattn::AttentionPrecision::f32) &&
+              VKATTN_ATTENTION_PRECISION_F16_PRODUCTS == int(vkattn::AttentionPrecision::f16_products));
 static_assert(VKATTN_ATTENTION_PATH_AUTOMATIC == int(vkattn::AttentionPath::automatic) &&
               VKATTN_ATTENTION_PATH_FUSED == int(vkattn::AttentionPath::fused) &&
               VKATTN_ATTENTION_PATH_THREE_STAGES == int(vkattn::AttentionPath::three_stages));
@@ -41,7 +43,7 @@ static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, matrix_note);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, temperature_scale);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, reserved);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, reserved2);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
@@ -233,6 +235,8 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
     throw InvalidArgument(function, "config->temperature_floor_scale", "0",
                           ">= 1 when temperature_scale or temperature_offset is set (0: no query temperature)");
   }
+  a.precision = static_cast<AttentionPrecision>(c.precision);
+  check_reserved(function, "config->reserved", c.reserved);
   return a;
 }
 

@@ -58,7 +58,7 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
     // values; absorbed MLA rotates only its last 64 dims (a rotary_offset, which on_read
     // refuses below anyway).
     if (c.latent) throw InvalidArgument(op, "config.rope", "KvRope::on_read", "KvRope::stored for a latent cache");
-    const RopeConfig r = check_rope_config(op, c.rope_config, c.head_dim);
+    const RopeConfig r = check_rope_config(op, c.rope_config, c.head_dim, kCacheRopeNames);
     if (r.mrope) {
       throw InvalidArgument(op, "config.rope_config.mrope", "set",
                             "unset with KvRope::on_read (rotate M-RoPE keys before kv_append, KvRope::stored)");

@@ -77,6 +77,7 @@ struct AttentionCall {
   const ScoresParams& params;
   const std::vector<float>& sinks;  // n_heads values, or empty
   AttentionPath path;
+  AttentionPrecision precision = AttentionPrecision::f32;
 };
 
 // Each op's checks (validate.cpp, validate_attention.cpp; shared helpers in validate.hpp),
@@ -125,6 +126,7 @@ struct AttentionArgs {
   ScoresParams scores;
   std::vector<float> sinks;
   AttentionPath path = AttentionPath::automatic;
+  AttentionPrecision precision = AttentionPrecision::f32;
 };
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config);

@@ -99,71 +99,79 @@ void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
 
 }  // namespace
 
-RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim) {
+RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names) {
   RopeConfig out = config;
-  if (out.rotary_offset % 2 != 0 || out.rotary_offset + 2 > head_dim) {
-    throw InvalidArgument(op, "config.rotary_offset", std::to_string(config.rotary_offset),
+  const std::string f = std::string(names.config) + ".";
+  // A caller's head_dim (rope_frequencies, a cache's) may have no pair to rotate: name it,
+  // rather than the offset with a bound of head_dim - 2 wrapped past 2^64.
+  if (head_dim < 2) {
+    throw InvalidArgument(op, names.head_dim, std::to_string(head_dim), ">= 2 (one rotary pair)");
+  }
+  // Against head_dim - 2 (>= 0 here), not offset + 2 <= head_dim: an offset near 2^64
+  // would wrap that sum and pass, and the kernels would rotate outside the row.
+  if (out.rotary_offset % 2 != 0 || out.rotary_offset > head_dim - 2) {
+    throw InvalidArgument(op, f + "rotary_offset", std::to_string(config.rotary_offset),
                           "even in [0, head_dim - 2 = " + std::to_string(head_dim - 2) + "]");
   }
-  const std::size_t room = head_dim - out.rotary_offset;  // dims from the offset to the row's end
+  const std::size_t room = head_dim - out.rotary_offset;  // dims from the offset to the row's end, >= 2
   if (out.rotary_dim == 0) out.rotary_dim = room;
   if (out.rotary_dim % 2 != 0 || out.rotary_dim > room) {
     const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
-    throw InvalidArgument(op, "config.rotary_dim", std::to_string(config.rotary_dim),
+    throw InvalidArgument(op, f + "rotary_dim", std::to_string(config.rotary_dim),
                           "0 (= " + upper + ") or even in [2, " + upper + " = " + std::to_string(room) + "]");
   }
-  check_positive(op, "config.base", config.base);
+  check_positive(op, f + "base", config.base);
   if (config.layout != RopeLayout::interleaved && config.layout != RopeLayout::half) {
-    throw InvalidArgument(op, "config.layout", std::to_string(static_cast<int>(config.layout)),
+    throw InvalidArgument(op, f + "layout", std::to_string(static_cast<int>(config.layout)),
                           "RopeLayout::interleaved or RopeLayout::half");
   }
   const RopeScaling s = config.scaling;
   if (s != RopeScaling::none && s != RopeScaling::linear && s != RopeScaling::ntk && s != RopeScaling::dynamic_ntk &&
       s != RopeScaling::yarn && s != RopeScaling::llama3 && s != RopeScaling::factors) {
-    throw InvalidArgument(op, "config.scaling", std::to_string(static_cast<int>(s)), "a RopeScaling value");
+    throw InvalidArgument(op, f + "scaling", std::to_string(static_cast<int>(s)), "a RopeScaling value");
   }
-  if (s != RopeScaling::none && s != RopeScaling::factors) check_positive(op, "config.factor", config.factor);
+  if (s != RopeScaling::none && s != RopeScaling::factors) check_positive(op, f + "factor", config.factor);
   if ((s == RopeScaling::dynamic_ntk || s == RopeScaling::yarn || s == RopeScaling::llama3) && config.original_context == 0) {
-    throw InvalidArgument(op, "config.original_context", "0", ">= 1 (the trained context length) for this scaling");
+    throw InvalidArgument(op, f + "original_context", "0", ">= 1 (the trained context length) for this scaling");
   }
   if ((s == RopeScaling::ntk || s == RopeScaling::dynamic_ntk) && out.rotary_dim < 4) {
-    throw InvalidArgument(op, "config.rotary_dim", std::to_string(out.rotary_dim),
+    throw InvalidArgument(op, f + "rotary_dim", std::to_string(out.rotary_dim),
                           ">= 4 for NTK scaling (the exponent is d / (d - 2))");
   }
   if (s == RopeScaling::yarn) {
-    check_ordered_pair(op, "config.yarn.beta_slow", config.yarn.beta_slow, "config.yarn.beta_fast", config.yarn.beta_fast);
-    for (auto [name, v] : {std::pair{"config.yarn.mscale", config.yarn.mscale},
-                           std::pair{"config.yarn.mscale_all_dim", config.yarn.mscale_all_dim}}) {
+    check_ordered_pair(op, f + "yarn.beta_slow", config.yarn.beta_slow, f + "yarn.beta_fast", config.yarn.beta_fast);
+    for (auto [name, v] :
+         {std::pair{f + "yarn.mscale", config.yarn.mscale}, std::pair{f + "yarn.mscale_all_dim", config.yarn.mscale_all_dim}}) {
       if (!std::isfinite(v) || v < 0.0) throw InvalidArgument(op, name, num(v), "finite and >= 0");
     }
   }
   if (s == RopeScaling::llama3) {
     // Equal factors (Llama 4 Scout) leave the smooth band empty.
-    check_ordered_pair(op, "config.llama3.low_freq_factor", config.llama3.low_freq_factor, "config.llama3.high_freq_factor",
+    check_ordered_pair(op, f + "llama3.low_freq_factor", config.llama3.low_freq_factor, f + "llama3.high_freq_factor",
                        config.llama3.high_freq_factor, true);
   }
   if (s == RopeScaling::factors) {
     if (config.freq_factors.size() != out.rotary_dim / 2) {
-      throw InvalidArgument(op, "config.freq_factors.size()", std::to_string(config.freq_factors.size()),
+      throw InvalidArgument(op, f + "freq_factors.size()", std::to_string(config.freq_factors.size()),
                             "rotary_dim / 2 = " + std::to_string(out.rotary_dim / 2));
     }
     for (std::size_t i = 0; i < config.freq_factors.size(); ++i) {
-      check_positive(op, "config.freq_factors[" + std::to_string(i) + "]", config.freq_factors[i]);
+      check_positive(op, f + "freq_factors[" + std::to_string(i) + "]", config.freq_factors[i]);
     }
   } else if (!config.freq_factors.empty()) {
-    throw InvalidArgument(op, "config.freq_factors.size()", std::to_string(config.freq_factors.size()),
+    throw InvalidArgument(op, f + "freq_factors.size()", std::to_string(config.freq_factors.size()),
                           "0 unless config.scaling = RopeScaling::factors");
   }
-  if (config.attention_factor) check_positive(op, "config.attention_factor", *config.attention_factor);
+  if (config.attention_factor) check_positive(op, f + "attention_factor", *config.attention_factor);
   if (config.mrope) {
     const auto& m = *config.mrope;
     if (m.layout != MRopeLayout::contiguous && m.layout != MRopeLayout::interleaved) {
-      throw InvalidArgument(op, "config.mrope.layout", std::to_string(static_cast<int>(m.layout)),
+      throw InvalidArgument(op, f + "mrope.layout", std::to_string(static_cast<int>(m.layout)),
                             "MRopeLayout::contiguous or MRopeLayout::interleaved");
     }
     const std::uint64_t sum = std::uint64_t{m.sections[0]} + m.sections[1] + m.sections[2];
     if (sum != out.rotary_dim / 2) {
-      throw InvalidArgument(op, "config.mrope.sections",
+      throw InvalidArgument(op, f + "mrope.sections",
                             "{" + std::to_string(m.sections[0]) + ", " + std::to_string(m.sections[1]) + ", " +
                                 std::to_string(m.sections[2]) + "} (sum " + std::to_string(sum) + ")",
                             "rotary pairs per position adding up to rotary_dim / 2 = " + std::to_string(out.rotary_dim / 2));

@@ -45,9 +45,17 @@ void check_new_tensor(const char* op, const Shape& shape, DType dtype);
 // |t| is a live tensor of the backend |owner|.
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param, const Tensor& t, const void* owner);
 
+// What check_rope_config calls the config and the head dim in its errors (a cache's are
+// config.rope_config and config.head_dim).
+struct RopeNames {
+  const char* config = "config";
+  const char* head_dim = "head_dim";
+};
+
 // Checks every field of |config| for a tensor with |head_dim|; returns it with rotary_dim
-// resolved (0 -> head_dim).
-RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim);
+// resolved (0 -> head_dim - rotary_offset).
+RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names = {});
+inline constexpr RopeNames kCacheRopeNames{"config.rope_config", "config.head_dim"};
 
 // Each of |v| (positions or sequence ids, named |name|) in [0, 2^31).
 void check_nonnegative(const char* op, const char* name, std::span<const std::int32_t> v);

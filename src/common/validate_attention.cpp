@@ -2,6 +2,7 @@
 // op_call.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <numeric>
 #include <utility>
@@ -131,6 +132,13 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
                           "WindowType::trailing or WindowType::symmetric");
   }
   p.window_symmetric = config.window_type == WindowType::symmetric;
+  // Every model with a symmetric window is a bidirectional encoder; with causal masking
+  // (the default) the window would silently lose its front half.
+  if (p.window_symmetric && config.causal) {
+    throw InvalidArgument(op, "config.causal", "true with config.window_type = WindowType::symmetric",
+                          "false with a symmetric window (it looks both ways, as in bidirectional encoders): pass causal = "
+                          "false, or WindowType::trailing for a causal window");
+  }
   if (config.chunk) {
     if (*config.chunk == 0) throw InvalidArgument(op, "config.chunk", "0", ">= 1, or unset for no chunks");
     p.chunk = *config.chunk;
@@ -179,7 +187,7 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     const KvCacheConfig& c = cache->config;
     if (c.rope == KvRope::on_read) {
       p.rope_on_read = true;
-      p.rope = check_rope_config(op, c.rope_config, c.head_dim);
+      p.rope = check_rope_config(op, c.rope_config, c.head_dim, kCacheRopeNames);
     }
     check_attn_cache_tokens(op, p, *cache, tokens, n_tokens);
   }
@@ -188,13 +196,26 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
 
 }  // namespace
 
+namespace {
+// The stage ops compute in f32 only: a config that asks for f16 products is refused there
+// by name rather than run more precisely than a caller timing it would think.
+void check_stage_precision(const AttentionConfig& config, const char* op) {
+  if (config.precision != AttentionPrecision::f32 && std::strcmp(op, "attention") != 0) {
+    throw InvalidArgument(op, "config.precision", std::to_string(static_cast<int>(config.precision)),
+                          "f32 (f16_products is attention()'s only)");
+  }
+}
+}  // namespace
+
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores, const TensorImpl* mask,
                                const AttentionTokens& tokens, const AttentionConfig& config, const char* op) {
+  check_stage_precision(config, op);
   return check_scores(q, k, scores, mask, tokens, config, op, nullptr);
 }
 
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config,
                                       const char* op) {
+  check_stage_precision(config, op);
   check_rank3(op, "scores", scores, "[n_tokens, n_heads, n_keys]");
   check_dtype(op, "scores", scores, false);
   check_dtype(op, "probs", probs, false);
@@ -331,6 +352,7 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
 ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
                                      const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
                                      const char* op) {
+  check_stage_precision(config, op);
   const auto& c = cache.config;
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_dtype(op, "q", q, true);
@@ -385,8 +407,23 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
                                                         const AttentionTokens& tokens) {
   const char* op = "attn_weighted_sum";
   const auto& c = cache.config;
-  const ShapeOnly values({c.capacity, c.n_kv_heads, value_head_dim(c)}, c.dtype);
-  check_attn_weighted_sum(probs, values, out);
+  // The cache's values are no argument of this call: out and probs are named against the
+  // cache's config, as attention over a cache does.
+  check_rank3(op, "probs", probs, "[n_tokens, n_heads, n_keys = capacity]");
+  check_rank3(op, "out", out, "[n_tokens, n_heads, v_head_dim]");
+  check_dtype(op, "probs", probs, false);
+  check_dtype(op, "out", out, false);
+  check_against_cache(op, "out", out, cache, 1, true);
+  if (out.shape[1] % c.n_kv_heads != 0) {
+    throw InvalidArgument(op, "n_heads (out.shape[1])", std::to_string(out.shape[1]),
+                          "a multiple of the cache's n_kv_heads = " + std::to_string(c.n_kv_heads));
+  }
+  if (probs.shape[2] != c.capacity) {
+    throw InvalidArgument(op, "probs.shape[2]", std::to_string(probs.shape[2]),
+                          "n_keys = the cache's capacity = " + std::to_string(c.capacity));
+  }
+  check_shape(op, "out", out, {probs.shape[0], probs.shape[1], value_head_dim(c)});
+  check_distinct(op, "out", out, {{"probs", &probs}});
   if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
     throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
   }
@@ -412,6 +449,12 @@ AttentionPath check_path(AttentionPath path) {
     throw InvalidArgument("attention", "config.path", std::to_string(static_cast<int>(path)), "automatic, fused or three_stages");
   }
   return path;
+}
+AttentionPrecision check_precision(AttentionPrecision precision) {
+  if (precision != AttentionPrecision::f32 && precision != AttentionPrecision::f16_products) {
+    throw InvalidArgument("attention", "config.precision", std::to_string(static_cast<int>(precision)), "f32 or f16_products");
+  }
+  return precision;
 }
 }  // namespace
 
@@ -441,6 +484,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   check_dtype(op, "out", out, false);
   check_distinct(op, "out", out, {{"q", &q}, {"k", &k}, {"v", &v}, {"mask", mask}});
   a.path = check_path(config.path);
+  a.precision = check_precision(config.precision);
   return a;
 }
 
@@ -456,6 +500,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   check_dtype(op, "out", out, false);
   check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}});
   a.path = check_path(config.path);
+  a.precision = check_precision(config.precision);
   return a;
 }
 

@@ -39,14 +39,23 @@ void from_floats(CpuTensor& t, const std::vector<float>& f) {
   }
 }
 
+// AttentionPrecision::f16_products: the inputs of the products rounded to f16 (to nearest
+// even, as the GPU rounds them), everything after them exact: the "rounded inputs" oracle.
+std::vector<float> rounded(std::vector<float> x, bool round) {
+  if (round) {
+    for (float& f : x) f = half_to_float(float_to_half(f));
+  }
+  return x;
+}
+
 // The three stages on host vectors, used by the stage ops and by attention(), which runs
 // them in a row. Scores [n_tokens, n_heads, n_keys] of q against plain keys k.
 std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
-                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params, bool round = false) {
   std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
   const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
-  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0], q->shape[2],
-                   params);
+  ref::attn_scores(rounded(to_floats(cpu(q)), round), rounded(to_floats(cpu(k)), round), out, m, q->shape[0], q->shape[1],
+                   k->shape[1], k->shape[0], q->shape[2], params);
   return out;
 }
 
@@ -59,9 +68,9 @@ std::vector<float> softmax(const std::vector<float>& scores, std::size_t n_token
 
 // out [n_tokens, n_heads, head_dim] from probabilities over plain values v.
 std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
-                                      const std::shared_ptr<TensorImpl>& v) {
+                                      const std::shared_ptr<TensorImpl>& v, bool round = false) {
   std::vector<float> o(n_tokens * n_heads * v->shape[2]);
-  ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
+  ref::attn_weighted_sum(probs, rounded(to_floats(cpu(v)), round), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
   return o;
 }
 
@@ -75,7 +84,7 @@ std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<flo
 // Scores [n_tokens, n_heads, capacity] over a cache: one token at a time against its own
 // sequence's slots.
 std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
-                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params, bool round = false) {
   const auto& c = cache.config;
   const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
   const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
@@ -99,6 +108,8 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
       ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
       ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
     }
+    q_row = rounded(std::move(q_row), round);  // after the rotation, as the GPU rounds them
+    keys = rounded(std::move(keys), round);
     ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads, n, d, one);
   }
   return out;
@@ -118,10 +129,10 @@ std::vector<float> cache_values(const KvCacheImpl& cache) {
 // out [n_tokens, n_heads, v_head_dim] from probabilities over a cache's slots, each token
 // reading its own sequence's values.
 std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
-                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq) {
+                                      const KvCacheImpl& cache, const std::vector<std::int32_t>& q_seq, bool round = false) {
   const auto& c = cache.config;
   const std::size_t d = value_head_dim(c), n = c.capacity;
-  const std::vector<float> vf = cache_values(cache);
+  const std::vector<float> vf = rounded(cache_values(cache), round);
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
@@ -244,20 +255,23 @@ CpuOp op(const CopySequenceCall& a) {
           }};
 }
 
-// The three stages in a row, on temporaries, whatever the path.
+// The three stages in a row, on temporaries, whatever the path; with f16_products on
+// inputs rounded to f16 (the probabilities stay exact: the oracle the GPU's rounding of
+// them is measured against).
 CpuOp op(const AttentionCall& c) {
+  const bool round = c.precision == AttentionPrecision::f16_products;
   if (c.kv.cache) {
     return {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask, params = with_keys(c.params, *c.kv.cache),
-                          sinks = c.sinks] {
+                          sinks = c.sinks, round] {
               const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-              const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params), n_tokens, n_heads, sinks);
-              from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq));
+              const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params, round), n_tokens, n_heads, sinks);
+              from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq, round));
             }};
   }
-  return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks] {
+  return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks, round] {
             const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-            const std::vector<float> probs = softmax(plain_scores(q, k, mask, params), n_tokens, n_heads, sinks);
-            from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v));
+            const std::vector<float> probs = softmax(plain_scores(q, k, mask, params, round), n_tokens, n_heads, sinks);
+            from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v, round));
           }};
 }
 

@@ -356,6 +356,21 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                                                      const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                      std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                                      const std::vector<float>& sinks);
+// The matrix kernel (attn_mt.comp, attention_mt_op.cpp) for AttentionPrecision::f16_products:
+// its dispatches, or none where $VKATTN_MATRIX, the device or the shape leave it out (the
+// f32 kernels then run; InvalidArgument naming $VKATTN_MATRIX when it is malformed).
+std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                      std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                                                      const KeySource& values, std::shared_ptr<TensorImpl> out,
+                                                      std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
+                                                      const std::vector<float>& sinks);
+// mt_selftest.comp (the matrix-tile layer's stand-in) on one subgroup of |sg| invocations
+// over |words| (kMatrixSelftestWords: the layout its header gives): its four result tiles,
+// 256 f32 bits each, row-major. The tests' check of the layer, and the device self-test of
+// the cooperative-matrix implementation once it is built.
+inline constexpr std::size_t kMatrixSelftestWords = 1024;
+std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, std::span<const std::uint32_t> words,
+                                           std::uint32_t sg);
 // The compute units to plan with: DeviceLimits::compute_units, else an estimate by
 // device type.
 std::uint32_t compute_units(const Context& ctx);

@@ -53,6 +53,17 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_rope_config_init(&rope, sizeof rope));
   rope.rotary_offset = 3;
   EXPECT_STATUS(E, "config.rotary_offset = 3", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  /* Even offsets whose sum with the rotary dims wraps, with rotary_dim 0 or set. */
+  rope.rotary_offset = UINT64_MAX - 1;
+  EXPECT_STATUS(E, "config.rotary_offset = 18446744073709551614; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_cmd_rope(list, x, pos, 2, &rope));
+  rope.rotary_offset = UINT64_MAX - 5, rope.rotary_dim = 4;
+  EXPECT_STATUS(E, "config.rotary_offset = 18446744073709551610; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_cmd_rope(list, x, pos, 2, &rope));
+  double theta[4], factor = 0;
+  EXPECT_STATUS(E, "config.rotary_offset = 18446744073709551610; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
+  EXPECT_STATUS(E, "rope_frequencies: head_dim = 1; valid: >= 2", vkattn_rope_frequencies(NULL, 1, 0, theta, 0, &factor));
   EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
   EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
   vkattn_attention_config ac;
@@ -78,6 +89,16 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.window = 4, ac.window_type = 2;
   EXPECT_STATUS(E, "config.window_type = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.window_type = VKATTN_WINDOW_SYMMETRIC; /* causal stays 1, the default */
+  EXPECT_STATUS(E, "config.causal = true with config.window_type = WindowType::symmetric; valid: false",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.causal = 0; /* as bidirectional encoders with a window have it */
+  OK(vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  ac.precision = 2;
+  EXPECT_STATUS(E, "config.precision = 2; valid: f32 or f16_products", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.precision = VKATTN_ATTENTION_PRECISION_F32, ac.reserved = 1;
+  EXPECT_STATUS(E, "config->reserved = 1", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   vkattn_kv_cache_config cc;
   OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
   vkattn_kv_cache* cache = NULL;
@@ -144,7 +165,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   /* Nothing was recorded by the failed calls; the list still runs. */
   vkattn_command_stats stats;
   OK(vkattn_command_list_stats(list, &stats, sizeof stats));
-  CHECK(stats.ops == 3); /* two appends and the softmax */
+  CHECK(stats.ops == 4); /* a symmetric window's attention, two appends and the softmax */
   OK(vkattn_submit_and_wait(list));
   CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
 

@@ -36,8 +36,8 @@ InvalidCall bad_rope(Rng& r) {
     case 4: pos.push_back(0); what = "positions.size()"; break;
     case 5: pos[r.range(0, n - 1)] = -static_cast<std::int32_t>(r.range(1, 1u << 30)); what = "negative position"; break;
     case 6:
-      if (r.chance(0.3)) {  // odd, or no room for a pair after it
-        c.rotary_offset = r.chance(0.5) ? 2 * r.range(0, d / 2 - 1) + 1 : d;
+      if (r.chance(0.3)) {  // odd, no room for a pair after it, or even and wrapping past 2^64 when added to
+        c.rotary_offset = r.pick({2 * r.range(0, d / 2 - 1) + 1, d, SIZE_MAX - 1 - 2 * r.range(0, d)});
         what = "rotary_offset";
         break;
       }
@@ -128,7 +128,7 @@ InvalidCall bad_attention(Rng& r) {
   bool use_mask = false, alias = false;
   const int op = static_cast<int>(r.range(0, 3));  // scores, softmax, weighted sum, attention
   std::string what;
-  switch (r.range(0, 18)) {
+  switch (r.range(0, 19)) {
     case 0: q[1] = h + 1; what = "heads"; break;
     case 1: k[2] = v[2] = d + 1; what = "head_dim"; break;
     case 2: q[2] = k[2] = v[2] = o[2] = kMaxAttentionHeadDim + r.range(1, 20); what = "head_dim > 576"; break;
@@ -154,7 +154,9 @@ InvalidCall bad_attention(Rng& r) {
       break;
     case 15: config.chunk = 0u; what = "chunk 0"; break;
     case 16: config.window = 4u; config.window_type = static_cast<WindowType>(r.range(2, 50)); what = "window_type"; break;
-    case 17:
+    case 17: config.window = r.pick<std::optional<std::uint32_t>>({4u, std::nullopt}); config.window_type = WindowType::symmetric;
+      what = "symmetric and causal"; break;
+    case 18:
       config.query_temperature = QueryTemperature{.floor_scale = r.pick<std::uint32_t>({0, 8}),
                                                   .scale = r.pick({std::nan(""), HUGE_VAL, 1e300, 0.1}),
                                                   .offset = r.pick<std::uint32_t>({1, 1u << 31})};

@@ -117,7 +117,7 @@ void fuzz_iterations(bool second_half) {
   std::unique_ptr<Backend> gpus[2];
   std::string why;
   for (auto [i, o] : {std::pair{0, &options}, std::pair{1, &minimum}}) {
-    gpus[i] = test::try_backend(BackendKind::vulkan, *o, why);
+    gpus[i] = test::try_own_backend(BackendKind::vulkan, *o, why);
     VKATTN_REQUIRE_BACKEND(gpus[i], why);
   }
   auto cpu = make_backend(BackendKind::cpu), cpu_other = make_backend(BackendKind::cpu);

@@ -170,8 +170,12 @@ ValidCall copy_call(Rng& r) {
 }  // namespace
 
 // The window's direction, chunks and the query temperature (fuzz_cache.cpp draws them too).
+// A symmetric window is bidirectional (causal with it is refused).
 void random_visibility(Rng& r, AttentionConfig& c, std::size_t keys) {
-  if (c.window && r.chance(0.3)) c.window_type = WindowType::symmetric;
+  if (c.window && r.chance(0.3)) {
+    c.window_type = WindowType::symmetric;
+    c.causal = false;
+  }
   if (r.chance(0.15)) c.chunk = static_cast<std::uint32_t>(r.range(1, keys + 2));
   if (r.chance(0.15)) {
     c.query_temperature = QueryTemperature{.floor_scale = static_cast<std::uint32_t>(r.range(1, 64)),

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "support/backend_pool.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
@@ -76,8 +77,20 @@ inline DeviceOptions storage_buffer_options() {
   return options;
 }
 
-// The backend, or null with |why| set when Vulkan is unavailable.
-inline std::unique_ptr<Backend> try_backend(BackendKind kind, const DeviceOptions& options, std::string& why) {
+// The backend (shared_backend: one per set of options in the test program), or null with
+// |why| set when Vulkan is unavailable.
+inline std::shared_ptr<Backend> try_backend(BackendKind kind, const DeviceOptions& options, std::string& why) {
+  try {
+    return shared_backend(kind, options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::no_device && e.code() != ErrorCode::unsupported) throw;
+    why = e.what();
+    return nullptr;
+  }
+}
+
+// The same, always a backend of its own (tests that break, cap or watch their backend).
+inline std::unique_ptr<Backend> try_own_backend(BackendKind kind, const DeviceOptions& options, std::string& why) {
   try {
     return make_backend(kind, options);
   } catch (const Error& e) {
@@ -96,8 +109,8 @@ inline std::unique_ptr<Backend> try_backend(BackendKind kind, const DeviceOption
     }                                                                                 \
   } while (0)
 
-// A fixture with one backend per test; for Vulkan it checks the validation layer after
-// the test body.
+// A fixture with a backend (for Vulkan, shared with the program's other tests of the same
+// options); it checks the validation layer's messages of the test after its body.
 class BackendTest : public ::testing::TestWithParam<BackendKind> {
  protected:
   void SetUp() override {
@@ -106,11 +119,10 @@ class BackendTest : public ::testing::TestWithParam<BackendKind> {
     VKATTN_REQUIRE_BACKEND(backend_, why);
   }
   void TearDown() override {
-    if (!backend_) return;
-    for (const auto& m : backend_->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    if (backend_) expect_no_validation_messages(*backend_);
   }
   Backend& backend() { return *backend_; }
-  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Backend> backend_;
 };
 
 // A Vulkan backend next to the CPU reference, for GPU-against-CPU comparisons.
@@ -123,8 +135,7 @@ class VulkanVsCpuTest : public ::testing::Test {
     cpu_ = make_backend(BackendKind::cpu);
   }
   void TearDown() override {
-    if (!gpu_) return;
-    for (const auto& m : gpu_->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    if (gpu_) expect_no_validation_messages(*gpu_);
   }
   // Runs |body| on a second Vulkan backend made with |options| (other limits), with the
   // same skip-or-fail and validation checks as gpu_.
@@ -134,9 +145,9 @@ class VulkanVsCpuTest : public ::testing::Test {
     auto gpu = try_backend(BackendKind::vulkan, options, why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
     body(*gpu);
-    for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+    expect_no_validation_messages(*gpu);
   }
-  std::unique_ptr<Backend> gpu_, cpu_;
+  std::shared_ptr<Backend> gpu_, cpu_;
 };
 
 inline std::string backend_name(const ::testing::TestParamInfo<BackendKind>& info) { return to_string(info.param); }

@@ -94,13 +94,13 @@ inline constexpr KernelFamily kKernelFamilies[] = {{"decode", KernelShape::gpu, 
                                                    {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
                                                    {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};
 
-inline std::unique_ptr<Backend> family_backend(const KernelFamily& f) {
+inline std::shared_ptr<Backend> family_backend(const KernelFamily& f) {
   DeviceOptions options = shape_options(f.shape);
   options.cap_limits = uncapped();
   options.cap_limits->compute_units = 1u << 20;
   ScopedEnv decode("VKATTN_DECODE", f.env);
   ScopedEnv prefill("VKATTN_PREFILL", f.prefill);
-  return make_backend(BackendKind::vulkan, options);
+  return shared_backend(BackendKind::vulkan, options);
 }
 
 }  // namespace vkattn::test

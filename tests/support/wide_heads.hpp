@@ -90,17 +90,13 @@ inline std::vector<KernelFamily> wide_families() {
 // A Vulkan backend forcing |f|, planned for |limits| with very many compute units (so
 // the GPU shapes split keys as far as they can); null and |why| without Vulkan (for
 // VKATTN_REQUIRE_BACKEND).
-inline std::unique_ptr<Backend> wide_family_backend(const KernelFamily& f, const DeviceLimits& limits, std::string& why) {
+inline std::shared_ptr<Backend> wide_family_backend(const KernelFamily& f, const DeviceLimits& limits, std::string& why) {
   DeviceOptions options = shape_options(f.shape);
   options.cap_limits = limits;
   options.cap_limits->compute_units = 1u << 20;
   ScopedEnv decode("VKATTN_DECODE", f.env);
   ScopedEnv prefill("VKATTN_PREFILL", f.prefill);
   return try_backend(BackendKind::vulkan, options, why);
-}
-
-inline void expect_no_validation_messages(Backend& b) {
-  for (const auto& m : b.validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
 // Limits a test plans its Vulkan backends with, and the families it takes: all; those that
@@ -127,7 +123,7 @@ inline bool skips(const NamedLimits& l, const KernelFamily& f) {
 
 // A backend with its cache and what each decode step returned.
 struct CacheSide {
-  std::unique_ptr<Backend> b;
+  std::shared_ptr<Backend> b;
   std::string name;
   AttentionPath path;
   KvCache cache{};

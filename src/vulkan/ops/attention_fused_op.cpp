@@ -81,6 +81,12 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
   const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
   const bool row_fits = shared_bytes(1, wg, q_tile ? d4 : 0) <= ctx.limits.max_shared_memory;
+  // f16 products: the matrix kernel where it runs (any kernel may be more precise than asked).
+  if (call.precision == AttentionPrecision::f16_products && path != AttentionPath::three_stages) {
+    if (std::optional<Dispatches> ds = matrix_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks)) {
+      return std::move(*ds);
+    }
+  }
   if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
       (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit) ||
       (!row_fits && scores_fit && !coalesced && !decode)) {

@@ -1,0 +1,320 @@
+#version 450
+// attn_mt: fused attention on the matrix units for many query rows per KV head (prefill,
+// batched decode, absorbed MLA), written on the matrix-tile layer (mt.glsl) and run only
+// under AttentionPrecision::f16_products: Q, K, V and the probabilities are rounded to f16
+// (to nearest even), their products summed in f32, the softmax and the merge in f32.
+// - A workgroup is SUBGROUPS x 16 query rows of one KV head (tokens x GQA group, as
+//   attn_tiled); subgroup g owns rows 16 g .. 16 g + 15 and all keys of each tile, so the
+//   scores' trip through shared memory stays inside it (subgroup barriers only).
+// - Queries are rounded once into shared memory as f16 rows (rows past n_rows repeat the
+//   last; dims past head_dim are zeros, so any head_dim works, padded to 16).
+// - A key tile is BC = 16 KEY_CHUNKS keys: the workgroup stages its K and V rows as f16
+//   (decoded from f32, f16, q8_0 or q4_0 and rotated with KvRope::on_read in f32 first;
+//   with a latent cache the K rows serve as V). Keys no row of the tile sees are zeros,
+//   never loaded: a stale slot may hold NaN, and 0 x NaN is NaN inside a product.
+// - Per tile and subgroup: S = Q K^T (DK_CHUNKS products per 16 keys), S to the
+//   subgroup's slab, a scalar pass with attn_visible.glsl's rules (positions, sequences,
+//   windows, chunks, soft-capping, ALiBi, mask, temperature) and the online softmax, P
+//   rounded to f16 into the slab, then O += P V with O kept in accumulators across tiles.
+// - Lazy rescaling: a row's reference maximum moves only when a score passes it by more
+//   than ln 256 (P <= 256, exact enough in f16; O and l follow with one pitch-0 row-scale);
+//   RESCALE_ALWAYS moves it with every new maximum, as the f32 kernels do.
+// - A tile no row sees is skipped whole, and a subgroup none of whose rows sees a key of it
+//   skips its products (a bit per subgroup and key).
+// - Splits and their merge, sinks and the end of a row as attn_tiled (attn_row_tiles.glsl).
+// - llvmpipe's loop limit: loops inside the tile loop are counted by the host, which splits
+//   the keys to stay under it; the layer's per-element loops unroll.
+//   bindings 0-7: as attn_tiled.comp; push: AttnFusedParams; spec: below
+//   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+#define VKATTN_WANT_ATTN_FUSED
+#include "layout.glsl"
+#include "params.h"
+#include "half_rne.glsl"
+#include "rope_phase.glsl"
+
+layout(constant_id = VKATTN_SPEC_MT_SG) const uint MT_SG = 8;            // required, full subgroups
+layout(constant_id = VKATTN_SPEC_MT_CHECK) const bool MT_CHECK = false;  // the layer's rule checks
+layout(constant_id = VKATTN_SPEC_MT_SUBGROUPS) const uint SUBGROUPS = 2;  // WG_SIZE / MT_SG
+layout(constant_id = VKATTN_SPEC_MT_KEY_CHUNKS) const uint KEY_CHUNKS = 1;
+layout(constant_id = VKATTN_SPEC_MT_DK_CHUNKS) const uint DK_CHUNKS = 8;  // 16-dim chunks of Q and K rows
+layout(constant_id = VKATTN_SPEC_MT_DV_CHUNKS) const uint DV_CHUNKS = 8;  // of V rows
+layout(constant_id = VKATTN_SPEC_MT_Q_F16) const bool Q_F16 = false;
+layout(constant_id = VKATTN_SPEC_MT_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_MT_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_MT_Q_ALIGNED) const bool Q_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_MT_K_ALIGNED) const bool K_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_MT_V_ALIGNED) const bool V_ALIGNED = true;
+layout(constant_id = VKATTN_SPEC_MT_MULTI_SEQ) const bool MULTI_SEQ = false;
+layout(constant_id = VKATTN_SPEC_MT_V_FROM_K) const bool V_FROM_K = false;
+layout(constant_id = VKATTN_SPEC_MT_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
+layout(constant_id = VKATTN_SPEC_MT_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
+layout(constant_id = VKATTN_SPEC_MT_RESCALE_ALWAYS) const bool RESCALE_ALWAYS = false;
+
+const uint WG = WG_SIZE;
+const uint BR = 16u * SUBGROUPS, BC = 16u * KEY_CHUNKS;
+const uint ROWS = BR;  // attn_rows.glsl's name for it
+// Pitches in uints: f16 rows an odd number of 16-byte chunks (a matrix load's 8 rows on
+// distinct banks), f32 score rows 4 uints longer than a tile's keys.
+const uint QP = ((2u * DK_CHUNKS) | 1u) * 4u, VP = ((2u * DV_CHUNKS) | 1u) * 4u;
+const uint SP = BC + 4u, PP = ((BC / 8u) | 1u) * 4u;
+// A subgroup's slab: its scores (also an output tile on the way out), its probabilities as
+// f16 pairs, and a factor per row (rescales, then 1 / denominator).
+const uint S_AT = 0u, P_AT = 16u * SP, F_AT = P_AT + 16u * PP, SLAB = F_AT + 16u;
+// The softmax pass: lanes per row and rows per lane.
+const uint LPR = MT_SG > 16u ? MT_SG / 16u : 1u, RPL = MT_SG < 16u ? 16u / MT_SG : 1u;
+const uint KPL = BC / LPR;  // keys per lane of a row, consecutive (P is written in pairs)
+const float TAU = 5.545177444479562;  // ln 256
+
+#include "mt.glsl"
+#include "attn_row_tiles.glsl"
+
+shared uint q_sh[BR * QP];
+shared uint k_sh[BC * QP];
+shared uint v_sh[V_FROM_K ? 4u : BC * VP];
+shared uint slab_sh[SUBGROUPS * SLAB];
+shared int kp_sh[BC];    // the tile's key positions
+shared int ks_sh[BC];    // sequences; -1 where no row of the tile sees the key
+shared uint kb_sh[BC];   // bit g: a row of subgroup g sees the key
+shared int qp_sh[BR];  // the tile's rows' positions and sequences
+shared int qs_sh[BR];
+ivec4 span;  // attn_visible.glsl's query_span of the tile's rows
+
+// Marks tile t's keys: position, sequence where a row sees it, the subgroups that do.
+void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows) {
+    for (uint b = lid; b < BC; b += WG) {
+        int position = -1, seq = -1;  // past the bound: no key
+        if (t * BC + b < bound) {
+            position = key_position(seq0, t * BC + b);
+            seq = key_sequence(seq0, t * BC + b, position);
+        }
+        uint bits = 0u;
+        if (seq >= 0 && span_may_see(span, position, seq)) {
+            for (uint r = 0u; r < n_rows; ++r) {
+                if (key_visible(qp_sh[r], qs_sh[r], position, seq)) {
+                    bits |= 1u << (r >> 4);
+                    r |= 15u;  // the rest of this subgroup's rows add nothing
+                }
+            }
+        }
+        kp_sh[b] = position;
+        ks_sh[b] = bits != 0u ? seq : -1;
+        kb_sh[b] = bits;
+    }
+}
+
+// Element pairs of a staged row: |x| (4 elements) rounded to f16 into two words at |w|.
+#define STAGE4(arr, w, x)                          \
+    arr[w] = pack_half_rne((x).xy);                \
+    arr[(w) + 1u] = pack_half_rne((x).zw);
+
+// Tile t's K rows (and V rows) into k_sh (v_sh) as f16; zeros for keys no row sees and
+// for dims past the row's width.
+void stage_tile(uint t, uint lid, uint seq0, uint kv_head) {
+    for (uint i = lid; i < BC * DK_CHUNKS * 4u; i += WG) {
+        const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
+        vec4 x = vec4(0.0);
+        if (ks_sh[b] >= 0 && c * 4u < pc.head_dim) {
+            const uint kr = key_row(seq0, kv_head, t * BC + b);
+            x = load_k_4(kr + c * 4u, kr + pc.head_dim);
+            if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
+                x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[b]), x);
+            }
+        }
+        STAGE4(k_sh, b * QP + 2u * c, x)
+    }
+    for (uint i = lid; i < (V_FROM_K ? 0u : BC * DV_CHUNKS * 4u); i += WG) {
+        const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
+        vec4 x = vec4(0.0);
+        if (ks_sh[b] >= 0 && c * 4u < pc.v_head_dim) {
+            const uint vr = value_row(seq0, kv_head, t * BC + b);
+            x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
+        }
+        STAGE4(v_sh, b * VP + 2u * c, x)
+    }
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    uint kv_head, split, row0, n_rows, seq0;
+    if (!row_tile_place(kv_head, split, row0, n_rows, seq0)) {
+        return;  // past the grid (folded): whole workgroup, uniform
+    }
+    // The rows' positions and sequences (rows past n_rows repeat the last), their span,
+    // then the queries, rotated with KvRope::on_read and rounded.
+    for (uint r = lid; r < BR; r += WG) {
+        const uint t_r = (row0 + min(r, n_rows - 1u)) / pc.group;
+        qs_sh[r] = meta[off_q_seq + t_r];
+        qp_sh[r] = meta[off_q_pos + t_r];
+    }
+    span = query_span(row0 / pc.group, (row0 + n_rows - 1u) / pc.group);
+    for (uint i = lid; i < BR * DK_CHUNKS * 4u; i += WG) {
+        const uint r = i / (DK_CHUNKS * 4u), c = i - r * (DK_CHUNKS * 4u);
+        const uint row = row0 + min(r, n_rows - 1u), tok = row / pc.group;
+        const uint q_row = (tok * pc.n_heads + kv_head * pc.group + (row - tok * pc.group)) * pc.head_dim;
+        vec4 x = vec4(0.0);
+        if (c * 4u < pc.head_dim) {
+            x = load_q_4(q_row + c * 4u, q_row + pc.head_dim);
+            if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
+                x = rope_vec4(0u, q_row, c * 4u, uint(meta[off_q_cpos + tok]), x);
+            }
+        }
+        STAGE4(q_sh, r * QP + 2u * c, x)
+    }
+
+    // This lane's rows of its subgroup's 16 for the scalar pass (row 16 sg + rr[q]), and
+    // its keys of each: kl0 .. kl0 + KPL - 1.
+    const uint kl0 = (lane % LPR) * KPL;
+    uint rr[RPL], tok[RPL], head[RPL];
+    int q_pos[RPL], q_seq[RPL];
+    float slope[RPL], m[RPL], l[RPL];
+    [[unroll]] for (uint q = 0u; q < RPL; ++q) {
+        rr[q] = lane / LPR + q * (MT_SG / LPR);
+        row_query(row0 + min(16u * sg + rr[q], n_rows - 1u), kv_head, tok[q], head[q], q_pos[q], q_seq[q], slope[q]);
+        m[q] = NEG_MAX;
+        l[q] = 0.0;
+    }
+    MT_ACC_ARRAY(o, DV_CHUNKS);
+    MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+        mt_zero(o[i]);
+    }
+    const uint slab = sg * SLAB;
+    const uint bound = key_bound(seq0);
+    const uint n_tiles = (bound + BC - 1u) / BC;
+    barrier();  // qp_sh, qs_sh
+
+    for (uint t = split; t < n_tiles; t += pc.key_splits) {
+        mark_keys(t, lid, seq0, bound, n_rows);
+        barrier();
+        bool any = false, mine = false;
+        [[unroll]] for (uint b = 0u; b < BC; ++b) {
+            any = any || ks_sh[b] >= 0;
+            mine = mine || (kb_sh[b] & (1u << sg)) != 0u;
+        }
+        if (any) {  // uniform: every invocation read the same marks
+            stage_tile(t, lid, seq0, kv_head);
+        }
+        barrier();
+        if (mine) {  // uniform in the subgroup
+            // Scores: S_j = sum over the dim chunks c of Q_c K_(c, j)^T.
+            MT_ACC_ARRAY(s, KEY_CHUNKS);
+            [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+                mt_zero(s[j]);
+            }
+            for (uint c = 0u; c < DK_CHUNKS; ++c) {
+                MT_A(qa);
+                mt_load_a(qa, q_sh, 16u * sg * QP + 8u * c, QP);
+                [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+                    MT_B(kb);
+                    mt_load_bt(kb, k_sh, 16u * j * QP + 8u * c, QP);
+                    mt_mad(s[j], qa, kb);
+                }
+            }
+            [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+                mt_store(s[j], slab_sh, slab + S_AT + 16u * j, SP);
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+
+            // The scalar pass: each row's visible scores (written back over their dot
+            // products), its maximum over the row's lanes, the reference maximum (lazy), P
+            // rounded to f16 as pairs, l of the rounded P. Its key loops are not unrolled:
+            // each holds a whole score's rules, and llvmpipe's compile time follows the code.
+            bool rescale = false;
+            [[unroll]] for (uint q = 0u; q < RPL; ++q) {
+                const uint srow = slab + S_AT + rr[q] * SP, prow = slab + P_AT + rr[q] * PP;
+                float mx = -1.0 / 0.0;
+                for (uint b = kl0; b < kl0 + KPL; ++b) {
+                    const float dot = uintBitsToFloat(slab_sh[srow + b]);
+                    const float x = key_visible(q_pos[q], q_seq[q], kp_sh[b], ks_sh[b])
+                                        ? visible_score(dot, tok[q], q_pos[q], t * BC + b, kp_sh[b], slope[q])
+                                        : -1.0 / 0.0;
+                    slab_sh[srow + b] = floatBitsToUint(x);
+                    mx = max(mx, x);
+                }
+                [[unroll]] for (uint o_ = 1u; o_ < LPR; o_ <<= 1u) {
+                    mx = max(mx, subgroupShuffleXor(mx, o_));
+                }
+                float alpha = 1.0;
+                if (RESCALE_ALWAYS ? mx > m[q] : mx > m[q] + TAU) {  // the same in the row's lanes
+                    alpha = exp(m[q] - mx);
+                    m[q] = mx;
+                    l[q] *= alpha;
+                    rescale = true;
+                }
+                for (uint b = kl0; b < kl0 + KPL; b += 2u) {
+                    const uint h0 = half_bits_rne(exp(uintBitsToFloat(slab_sh[srow + b]) - m[q]));
+                    const uint h1 = half_bits_rne(exp(uintBitsToFloat(slab_sh[srow + b + 1u]) - m[q]));
+                    l[q] += unpackHalf2x16(h0).x + unpackHalf2x16(h1).x;
+                    slab_sh[prow + b / 2u] = h0 | (h1 << 16);
+                }
+                if (lane % LPR == 0u) {
+                    slab_sh[slab + F_AT + rr[q]] = floatBitsToUint(alpha);
+                }
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            if (subgroupAny(rescale)) {
+                MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+                    mt_scale_rows(o[i], slab_sh, slab + F_AT);
+                }
+            }
+            // O_i += P_j V_(j, i).
+            [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+                MT_A(pa);
+                mt_load_a(pa, slab_sh, slab + P_AT + 8u * j, PP);
+                MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+                    MT_B(vb);
+                    if (V_FROM_K) {
+                        mt_load_b(vb, k_sh, 16u * j * QP + 8u * i, QP);
+                    } else {
+                        mt_load_b(vb, v_sh, 16u * j * VP + 8u * i, VP);
+                    }
+                    mt_mad(o[i], pa, vb);
+                }
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();  // before the next tile's scores overwrite the slab
+        }
+        barrier();  // before the next tile's marks and rows replace these
+    }
+
+    // Each row's sum over its lanes, then its end (row_finish) as a factor in the slab.
+    [[unroll]] for (uint q = 0u; q < RPL; ++q) {
+        [[unroll]] for (uint o_ = 1u; o_ < LPR; o_ <<= 1u) {
+            l[q] += subgroupShuffleXor(l[q], o_);
+        }
+        const uint r = 16u * sg + rr[q];
+        float f = 0.0;
+        if (r < n_rows) {
+            f = row_finish(split, tok[q] * pc.n_heads + head[q], head[q], m[q], l[q], lane % LPR == 0u);
+        }
+        if (lane % LPR == 0u) {
+            slab_sh[slab + F_AT + rr[q]] = floatBitsToUint(f);
+        }
+    }
+    // Each output tile through the slab, then row_store by vec4s.
+    MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        mt_store(o[i], slab_sh, slab + S_AT, SP);
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        [[unroll]] for (uint n = 0u; n < (64u + MT_SG - 1u) / MT_SG; ++n) {
+            const uint x = lane + n * MT_SG, r = x >> 2, c = x & 3u;
+            if (x < 64u && 16u * sg + r < n_rows) {
+                uint t_, h_;
+                int p_, s_;
+                float a_;
+                row_query(row0 + 16u * sg + r, kv_head, t_, h_, p_, s_, a_);
+                const uint w = slab + S_AT + r * SP + 4u * c;
+                const vec4 y = uintBitsToFloat(uvec4(slab_sh[w], slab_sh[w + 1u], slab_sh[w + 2u], slab_sh[w + 3u]));
+                row_store(split, t_ * pc.n_heads + h_, 4u * i + c, y, uintBitsToFloat(slab_sh[slab + F_AT + r]));
+            }
+        }
+    }
+}

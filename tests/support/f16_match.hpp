@@ -1,0 +1,64 @@
+// AttentionPrecision::f16_products on a Vulkan backend against the CPU backend, with the
+// tolerances docs/attention.md derives (u = 2^-11, the unit roundoff of f16):
+// - against the CPU's f16_products (Q, K, V rounded, everything else exact: the "rounded
+//   inputs" oracle) only the probabilities' rounding and f32 order remain:
+//     |do| <= (e^(2 ds_f32) - 1 + 2u) max|v| + the f32 terms,
+//   ds_f32 the f32 score tolerance of fused_match.hpp;
+// - against the f32 reference the inputs' rounding too: a score moves by up to
+//   u_qk scale sum_d |q_d k_d| (u_qk = u for Q's rounding, 2u when K was rounded too: f32 or
+//   quantized K), a value by u max|v| when V was rounded: |do| <= (e^(2 ds) - 1 + 2u + u_v)
+//   max|v| + the f32 terms;
+// - a statistical check, which the bounds (about 100 times the typical error) cannot make:
+//   the RMS difference from the rounded-inputs oracle within 10 times the probabilities'
+//   rounding's RMS (u / sqrt(3) rms(v)) plus the f32 terms, so that a lost chunk of keys or
+//   a misplaced fragment element cannot hide under the worst-case bound.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "support/attention_cases.hpp"
+#include "support/compare.hpp"
+
+namespace vkattn::test {
+
+inline constexpr double kHalfUlp = 1.0 / 2048;  // u = 2^-11
+
+inline double rms(const std::vector<float>& v) {
+  double s = 0;
+  std::size_t n = 0;
+  for (float x : v) {
+    if (std::isfinite(x)) s += double{x} * x, ++n;
+  }
+  return n ? std::sqrt(s / n) : 0.0;
+}
+
+inline double rms_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+  return a.empty() ? 0.0 : std::sqrt(s / a.size());
+}
+
+// |got| (a Vulkan backend's f16_products output on |in|) against |cpu|'s outputs.
+inline void expect_f16_matches(Backend& cpu, const AttnInputs& in, const std::vector<float>& got, const std::string& what) {
+  AttnInputs exact = in, rounded = in;
+  exact.config.precision = AttentionPrecision::f32;
+  rounded.config.precision = AttentionPrecision::f16_products;
+  const std::vector<float> want = run_attention_op(cpu, exact), want_rounded = run_attention_op(cpu, rounded);
+  const double f32_s = 1e-4 + 2e-6 * score_magnitude(in);  // fused_match.hpp's, less its |s| term
+  const double v_max = max_abs(in.v), base = in.kv_dtype == DType::f16 || in.q_dtype == DType::f16 ? 2e-4 : 1e-4;
+  const bool k_rounded = in.kv_dtype != DType::f16, v_rounded = in.kv_dtype != DType::f16;
+  const double ds = f32_s + (k_rounded ? 2 : 1) * kHalfUlp * score_magnitude(in);
+  const double p_term = 2 * kHalfUlp * v_max;
+  const double near = base + (std::expm1(2 * f32_s) + 1e-5) * v_max + p_term;
+  const double far = base + (std::expm1(2 * ds) + 1e-5 + (v_rounded ? kHalfUlp : 0.0)) * v_max + p_term;
+  EXPECT_TRUE(all_close(got, want_rounded, in.out_shape(), near, 1e-4)) << what << ": against the rounded-inputs oracle";
+  EXPECT_TRUE(all_close(got, want, in.out_shape(), far, 1e-4)) << what << ": against the f32 reference";
+  const double rms_bound = 10 * kHalfUlp / std::sqrt(3.0) * rms(in.v) + base + std::expm1(2 * f32_s) * v_max;
+  EXPECT_LE(rms_difference(got, want_rounded), rms_bound) << what << ": RMS against the rounded-inputs oracle";
+}
+
+}  // namespace vkattn::test

@@ -1,0 +1,297 @@
+// AttentionPrecision::f16_products and the matrix kernel (attn_mt.comp) through the
+// matrix-tile layer's stand-in (VKATTN_MATRIX=standin), against the CPU backend with the
+// tolerances of support/f16_match.hpp: every attention case at the device's limits and at
+// the spec minimums' shared memory and invocations (subgroups kept: the stand-in needs
+// them); the f32 kernels where the stand-in declines (no subgroups) and by default; the
+// CPU backend's rounded-inputs oracle; the stage ops' refusal of the mode; NaN in keys no
+// row sees; a replayed decode step; a cache whose keys are rotated on read or quantized.
+// Every suite's name holds "Coopmat": `ctest -R Coopmat`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/attention_cases.hpp"
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/f16_match.hpp"
+#include "support/fused_match.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+// Pipelines built, from the info log: which kernels a backend ran.
+struct Built {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(DeviceOptions& options) const {
+    options.log_level = LogLevel::info;
+    options.log = [l = lines](LogLevel, std::string_view m) {
+      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
+    };
+  }
+  bool matrix() const {
+    for (const std::string& l : *lines) {
+      if (l.find("built pipeline attn_mt_standin ") != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+// The device's limits, or the spec minimums' shared memory (16 KiB) and invocations (128)
+// with the device's subgroups.
+DeviceOptions matrix_options(bool minimum, const Built& built) {
+  DeviceOptions options = test_options();
+  // llvmpipe compiles a pipeline at its first dispatch, inside the submission: the
+  // stand-in's unrolled tiles take tens of seconds where other tests load the machine.
+  options.submit_timeout_ms = 600000;
+  options.cap_limits = uncapped();
+  if (minimum) {
+    options.cap_limits->max_shared_memory = 16384;
+    options.cap_limits->max_workgroup_invocations = 128;
+    options.cap_limits->max_workgroup_size = {128, 128, 64};
+  }
+  built.attach(options);
+  return options;
+}
+
+std::vector<float> run_f16(Backend& gpu, AttnInputs in) {
+  in.config.precision = AttentionPrecision::f16_products;
+  in.config.path = AttentionPath::fused;
+  return run_attention_op(gpu, in);
+}
+
+struct Limits {
+  const char* name;
+  bool minimum;
+};
+
+class CoopmatStandin : public ::testing::TestWithParam<std::tuple<AttnCase, Limits>> {
+ protected:
+  void SetUp() override { cpu_ = make_backend(BackendKind::cpu); }
+  std::unique_ptr<Backend> cpu_;
+};
+
+// The stand-in forced: each case within the f16 tolerances, the matrix kernel run (head
+// widths whose tiles do not fit 16 KiB take the f32 kernels there).
+TEST_P(CoopmatStandin, Matches) {
+  const auto& [c, lim] = GetParam();
+  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  Built built;
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, matrix_options(lim.minimum, built), why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  const AttnInputs in = case_inputs(c);
+  expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
+  const bool fits = !lim.minimum || c.head_dim <= 128;
+  EXPECT_EQ(built.matrix(), fits) << "the matrix kernel ran";
+  for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+}
+
+std::string standin_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Limits>>& info) {
+  return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param).name;
+}
+
+const Limits kLimits[] = {{"device", false}, {"minimum", true}};
+INSTANTIATE_TEST_SUITE_P(Cases, CoopmatStandin,
+                         ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kLimits)), standin_name);
+
+class CoopmatVsCpu : public VulkanVsCpuTest {};
+
+// The full Vulkan minimums (no subgroup operations): the stand-in declines and the f32
+// kernels run, within the f16 tolerances (more precise than asked). Left to choose, the
+// stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units.
+TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
+  const AttnInputs in = case_inputs(attention_cases()[1]);  // prefill_200_causal
+  for (const char* mode : {"standin", "auto", "off"}) {
+    ScopedEnv matrix("VKATTN_MATRIX", mode);
+    Built built;
+    DeviceOptions options = test_options();
+    options.cap_limits = mode[0] == 's' ? test_spec_minimum() : uncapped();
+    built.attach(options);
+    on_vulkan(options, [&](Backend& gpu) {
+      const std::vector<float> got = run_f16(gpu, in);
+      expect_f16_matches(*cpu_, in, got, mode);
+      EXPECT_FALSE(built.matrix()) << mode;
+      AttnInputs exact = in;
+      exact.config.path = AttentionPath::fused;
+      EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, exact), in.out_shape(), 2e-4, 1e-4)) << mode << ": an f32 kernel ran";
+    });
+  }
+}
+
+// The CPU backend's f16_products is its f32 path on inputs rounded to f16 (to nearest
+// even), exactly; and differs from f32 where the inputs are not halves.
+TEST(CoopmatCpuOracle, RoundsTheInputs) {
+  auto cpu = make_backend(BackendKind::cpu);
+  AttnInputs in = random_inputs(9, 4, 2, 40, 64, 1, 71);
+  in.config.path = AttentionPath::fused;
+  AttnInputs halves = in;
+  for (auto* v : {&halves.q, &halves.k, &halves.v}) {  // through an f16 tensor: rounded to nearest even
+    Tensor t = cpu->tensor({v->size()}, DType::f16);
+    cpu->upload(t, *v);
+    *v = cpu->download(t);
+  }
+  AttnInputs f16 = in;
+  f16.config.precision = AttentionPrecision::f16_products;
+  const std::vector<float> got = run_attention_op(*cpu, f16);
+  EXPECT_EQ(got, run_attention_op(*cpu, halves));
+  EXPECT_NE(got, run_attention_op(*cpu, in));
+}
+
+// Only attention() takes f16_products: the stage ops refuse it by name, and a value outside
+// the enum is refused too; a malformed $VKATTN_MATRIX is refused when attention is recorded.
+TEST(CoopmatPrecision, RefusedWhereNotTaken) {
+  auto cpu = make_backend(BackendKind::cpu);
+  Tensor q = cpu->tensor({2, 2, 16}, DType::f32), k = cpu->tensor({3, 1, 16}, DType::f32), s = cpu->tensor({2, 2, 3}, DType::f32),
+         out = cpu->tensor({2, 2, 16}, DType::f32);
+  const std::int32_t pos[] = {1, 2};
+  AttentionConfig config;
+  config.precision = AttentionPrecision::f16_products;
+  auto refused = [](const char* op, auto&& record) {
+    try {
+      record();
+      ADD_FAILURE() << op << " took f16_products";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("config.precision"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
+    }
+  };
+  CommandList cmd = cpu->commands();
+  refused("attn_scores", [&] { cmd.attn_scores(q, k, s, {.q_positions = pos}, config); });
+  refused("attn_softmax", [&] { cmd.attn_softmax(s, s, config); });
+  config.precision = static_cast<AttentionPrecision>(7);
+  refused("attention", [&] { cmd.attention(q, k, k, out, {.q_positions = pos}, config); });
+}
+
+TEST_F(CoopmatVsCpu, MalformedKnobIsRefused) {
+  ScopedEnv matrix("VKATTN_MATRIX", "fast");
+  AttnInputs in = random_inputs(4, 2, 1, 8, 16, 1, 3);
+  try {
+    run_f16(*gpu_, in);
+    ADD_FAILURE() << "VKATTN_MATRIX=fast was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("VKATTN_MATRIX"), std::string::npos) << e.what();
+  }
+}
+
+// Keys no row sees may hold NaN (a stale slot): they are staged as zeros, never loaded, so
+// that no 0 x NaN reaches a product. Causal prefill of 20 tokens over 48 keys whose K and V
+// past position 19 are NaN: the second tile of 16 keys holds both kinds.
+TEST_F(CoopmatVsCpu, NaNInKeysNoRowSeesStaysOut) {
+  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  Built built;
+  DeviceOptions options = matrix_options(false, built);
+  on_vulkan(options, [&](Backend& gpu) {
+    AttnInputs in = random_inputs(20, 8, 2, 48, 64, 1, 81);
+    for (std::size_t i = 0; i < 20; ++i) in.q_pos[i] = static_cast<std::int32_t>(i);
+    for (std::size_t j = 0; j < 48; ++j) in.k_pos[j] = static_cast<std::int32_t>(j);
+    for (std::size_t j = 20; j < 48; ++j) {
+      for (std::size_t e = 0; e < 2 * 64; ++e) in.k[j * 128 + e] = in.v[j * 128 + e] = std::nanf("");
+    }
+    const std::vector<float> got = run_f16(gpu, in);
+    AttnInputs oracle = in;
+    oracle.config.precision = AttentionPrecision::f16_products;
+    oracle.config.path = AttentionPath::fused;
+    EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, oracle), in.out_shape(), 2e-3, 1e-3));
+    EXPECT_TRUE(built.matrix());
+  });
+}
+
+// A decode step of two sequences over a cache, recorded once and replayed with new tokens
+// (set_tokens patches the matrix kernel's token words, as the other kernels'), equals the
+// same step recorded afresh, bit for bit, without encoding the list again.
+TEST_F(CoopmatVsCpu, ReplayMatchesARecordingAfresh) {
+  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  Built built;
+  on_vulkan(matrix_options(false, built), [&](Backend& gpu) {
+    const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 24, .dtype = DType::f16, .n_sinks = 2};
+    KvCache replayed = gpu.kv_cache(config), fresh = gpu.kv_cache(config);
+    Tensor q = gpu.tensor({2, 8, 64}, DType::f32), k = gpu.tensor({2, 2, 64}, DType::f32), v = gpu.tensor({2, 2, 64}, DType::f32),
+           out_replayed = gpu.tensor({2, 8, 64}, DType::f32), out_fresh = gpu.tensor({2, 8, 64}, DType::f32);
+    const AttentionConfig f16{.path = AttentionPath::fused, .precision = AttentionPrecision::f16_products};
+    CommandList step = gpu.commands();
+    for (std::int32_t t = 0; t < 30; ++t) {  // past the ring's 22 slots
+      const std::vector<std::int32_t> pos = {t, t}, seq = {0, 1};
+      const auto at = static_cast<std::uint32_t>(t);
+      gpu.upload(q, normal(2 * 8 * 64, 300 + at));
+      gpu.upload(k, normal(2 * 2 * 64, 400 + at));
+      gpu.upload(v, normal(2 * 2 * 64, 500 + at));
+      if (t == 0) {
+        step.kv_append(replayed, k, v, pos, seq);
+        step.attention(q, replayed, out_replayed, {.q_positions = pos, .q_seq_ids = seq}, f16);
+      } else {
+        step.set_tokens(pos, seq);
+      }
+      CommandList once = gpu.commands();
+      once.kv_append(fresh, k, v, pos, seq);
+      once.attention(q, fresh, out_fresh, {.q_positions = pos, .q_seq_ids = seq}, f16);
+      step.submit_and_wait();
+      once.submit_and_wait();
+      ASSERT_EQ(gpu.download(out_replayed), gpu.download(out_fresh)) << "step " << t;
+    }
+    EXPECT_EQ(step.stats().encodings, 1u) << "a replay encoded the list again";
+    EXPECT_TRUE(built.matrix());
+  });
+}
+
+// Prefill chunks over caches: a ring of 38 slots that wraps under a window of 16 (tiles
+// straddle its end and hold slots no query sees): f16 keys stored rotated, and q8_0 keys
+// rotated on read.
+TEST_F(CoopmatVsCpu, CachesRotatedOnReadAndQuantized) {
+  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  Built built;
+  DeviceOptions options = test_options();
+  built.attach(options);
+  auto gpu = make_backend(BackendKind::vulkan, options);
+  constexpr std::size_t kHeads = 8, kKv = 2, kDim = 64;
+  // Two of the four combinations (CI time: each is a pipeline llvmpipe compiles).
+  for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f16}, std::pair{KvRope::on_read, DType::q8_0}}) {
+    {
+      const KvCacheConfig config{.n_kv_heads = kKv,
+                                 .head_dim = kDim,
+                                 .capacity = 40,
+                                 .dtype = dtype,
+                                 .n_sinks = 2,
+                                 .rope = rope,
+                                 .rope_config = {.rotary_dim = kDim}};
+      KvCache gc = gpu->kv_cache(config), cc = cpu_->kv_cache(config);
+      std::int32_t at = 0;
+      for (std::size_t chunk : {21u, 23u, 17u}) {
+        const std::uint32_t seed = 60 + static_cast<std::uint32_t>(chunk);
+        const auto q = normal(chunk * kHeads * kDim, seed), k = normal(chunk * kKv * kDim, seed + 1),
+                   val = normal(chunk * kKv * kDim, seed + 2);
+        std::vector<std::int32_t> pos(chunk);
+        for (std::size_t i = 0; i < chunk; ++i) pos[i] = at + static_cast<std::int32_t>(i);
+        auto attend = [&](Backend& b, KvCache& cache, AttentionPrecision precision) {
+          Tensor tq = b.tensor({chunk, kHeads, kDim}, DType::f32), tk = b.tensor({chunk, kKv, kDim}, DType::f32),
+                 tv = b.tensor({chunk, kKv, kDim}, DType::f32), out = b.tensor({chunk, kHeads, kDim}, DType::f32);
+          b.upload(tq, q);
+          b.upload(tk, k);
+          b.upload(tv, val);
+          CommandList cmd = b.commands();
+          cmd.kv_append(cache, tk, tv, pos);
+          cmd.attention(tq, cache, out, {.q_positions = pos},
+                        {.window = 16u, .path = AttentionPath::fused, .precision = precision});
+          cmd.submit_and_wait();
+          return b.download(out);
+        };
+        // The CPU cache takes the chunk once; its f16 oracle rounds what it holds.
+        const std::vector<float> got = attend(*gpu, gc, AttentionPrecision::f16_products);
+        const std::vector<float> want = attend(*cpu_, cc, AttentionPrecision::f16_products);
+        const double tol = 2e-4 + 2 * kHalfUlp * max_abs(val) + 1e-3;
+        EXPECT_TRUE(all_close(got, want, {chunk, kHeads, kDim}, tol, 1e-3))
+            << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype) << ": chunk at " << at;
+        at += static_cast<std::int32_t>(chunk);
+      }
+    }
+  }
+  EXPECT_TRUE(built.matrix());
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
+}  // namespace
+}  // namespace vkattn::test
