@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -301,25 +302,31 @@ TEST(CoopmatDevice, LavapipeHasNoMatrixUnits) {
   }
 }
 
-// The matrix kernels are in the build's kernel table when configure found a glslang that
-// compiles them: SPIR-V that declares CooperativeMatrixKHR (it cannot run on lavapipe).
-TEST(CoopmatKernels, EmbeddedWhenBuilt) {
-#ifdef VKATTN_HAVE_COOPMAT_SHADERS
-  const auto words = detail::kernel_spirv(detail::KernelId::mt_probe);
-  ASSERT_GT(words.size(), 5u);
-  EXPECT_EQ(words[0], 0x07230203u);                        // SPIR-V's magic number
-  EXPECT_GE(words[1], 0x00010500u);                        // SPIR-V 1.5 (Vulkan 1.2)
+// Whether the SPIR-V |words| declare |capability|.
+bool declares(std::span<const std::uint32_t> words, std::uint32_t capability) {
   constexpr std::uint32_t kCapability = (2u << 16) | 17u;  // OpCapability, two words
-  bool cooperative = false, memory_model = false;
-  for (std::size_t i = 5; i + 1 < words.size(); i += words[i] >> 16) {
-    if (words[i] >> 16 == 0) break;
-    if (words[i] == kCapability) {
-      cooperative = cooperative || words[i + 1] == 6022;    // CooperativeMatrixKHR
-      memory_model = memory_model || words[i + 1] == 5345;  // VulkanMemoryModel
-    }
+  for (std::size_t i = 5; i + 1 < words.size() && words[i] >> 16; i += words[i] >> 16) {
+    if (words[i] == kCapability && words[i + 1] == capability) return true;
   }
-  EXPECT_TRUE(cooperative);
-  EXPECT_TRUE(memory_model);
+  return false;
+}
+
+// The matrix kernels are in the build's kernel table when configure found a glslang that
+// compiles them: SPIR-V that declares CooperativeMatrixKHR and the Vulkan memory model
+// (they cannot run on lavapipe); their stand-ins declare neither.
+TEST(CoopmatKernels, EmbeddedWhenBuilt) {
+  constexpr std::uint32_t kCooperativeMatrix = 6022, kMemoryModel = 5345;
+  EXPECT_FALSE(declares(detail::kernel_spirv(detail::KernelId::attn_mt_standin), kCooperativeMatrix));
+#ifdef VKATTN_HAVE_COOPMAT_SHADERS
+  for (const auto id : {detail::KernelId::attn_mt, detail::KernelId::mt_selftest}) {
+    SCOPED_TRACE(detail::kernel_name(id));
+    const auto words = detail::kernel_spirv(id);
+    ASSERT_GT(words.size(), 5u);
+    EXPECT_EQ(words[0], 0x07230203u);  // SPIR-V's magic number
+    EXPECT_GE(words[1], 0x00010500u);  // SPIR-V 1.5 (Vulkan 1.2)
+    EXPECT_TRUE(declares(detail::kernel_spirv(id), kCooperativeMatrix));
+    EXPECT_TRUE(declares(detail::kernel_spirv(id), kMemoryModel));
+  }
 #else
   GTEST_SKIP() << "this build has no matrix kernels (no glslang that compiles GL_KHR_cooperative_matrix)";
 #endif
