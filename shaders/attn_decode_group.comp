@@ -4,15 +4,14 @@
 // many rows and the work is bound by arithmetic, not by the memory. It computes what
 // attn_decode.comp does (scores as attn_visible.glsl, sinks in the denominator), shaped
 // so that each K/V element is read from memory once per workgroup and used by ROWS rows:
-// - a workgroup is ROWS query rows of one KV head in lane groups of LANES invocations, each
-//   group RPL rows; each lane holds its rows' query elements (p * LANES + lane) * 4 .. + 3
-//   for p < QP in registers, and their sums of p * v for elements (p * LANES + lane) * 4
-//   for p < VP, so that each element read from shared memory serves RPL rows;
+// - a workgroup is ROWS query rows of one KV head, LANES invocations per row; each lane
+//   holds its row's query elements (p * LANES + lane) * 4 .. + 3 for p < QP in registers,
+//   and its row's sums of p * v for elements (p * LANES + lane) * 4 for p < VP;
 // - a stage is KEYS keys: the workgroup copies their K rows (and V rows, unless V is the
 //   start of each K row: V_FROM_K, a latent cache) into shared memory as floats, then each
-//   lane group reads them from there (the same addresses across groups: broadcasts), adds
-//   up its share of each row's dot product, and a row's lanes meet by shuffles; every lane
-//   then has its rows' scores, runs the online softmax and adds p * v for its elements;
+//   row's lanes read them from there (the same addresses across rows: broadcasts), add up
+//   their share of each dot product and meet by shuffles; every lane of a row then has
+//   the row's scores, runs the online softmax and adds p * v for its elements;
 // - splits are interleaved as in attn_decode (split s takes stages s, s + S, ...) and
 //   stop at the sequence's occupancy bound; with S > 1 the splits' sums and (max, sum)
 //   pairs are merged by attn_decode_merge.comp (attn_merge.glsl);
@@ -30,7 +29,7 @@
 #include "params.h"
 #include "rope_phase.glsl"
 
-const uint WG = WG_SIZE;  // ROWS / RPL * LANES, a multiple of the required subgroup size
+const uint WG = WG_SIZE;  // ROWS * LANES, a multiple of the required subgroup size
 layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 16;  // rows per workgroup
 layout(constant_id = VKATTN_SPEC_DECODE_LANES) const uint LANES = 8;  // a power of two within a subgroup
 layout(constant_id = VKATTN_SPEC_DECODE_Q_F16) const bool Q_F16 = false;
@@ -44,7 +43,6 @@ layout(constant_id = VKATTN_SPEC_DECODE_KEYS) const uint KEYS = 8;  // keys per 
 layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_DECODE_V_FROM_K) const bool V_FROM_K = false;
-layout(constant_id = VKATTN_SPEC_DECODE_RPL) const uint RPL = 1;  // rows per lane group
 layout(constant_id = VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
 layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 
@@ -64,38 +62,31 @@ vec4 v_at(uint b, uint c) {
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    // Full subgroups of a size LANES divides: a lane group's lanes are lanes of one subgroup.
+    // Full subgroups of a size LANES divides: a row's lanes are lanes of one subgroup.
     const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-    const uint lane = sid % LANES, r0 = (sid / LANES) * RPL;  // this lane group's first row
+    const uint lane = sid % LANES, r = sid / LANES;
     uint kv_head, split, row0, n_rows, seq0;
     if (!row_tile_place(kv_head, split, row0, n_rows, seq0)) {
         return;  // past the grid (folded): whole workgroup, uniform
     }
-    // This lane group's RPL rows (rows past n_rows repeat the last one and write nothing):
-    // their tokens, heads, positions, sequences, slopes and query elements.
-    uint tok[RPL], head[RPL];
-    int q_pos[RPL], q_seq[RPL];
-    float slope[RPL];
-    vec4 q[RPL][QP];
-    [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-        row_query(row0 + min(r0 + i, n_rows - 1u), kv_head, tok[i], head[i], q_pos[i], q_seq[i], slope[i]);
-        const uint q_row = (tok[i] * pc.n_heads + head[i]) * pc.head_dim;
-        [[unroll]] for (uint p = 0u; p < QP; ++p) {
-            const uint e = (p * LANES + lane) * 4u;
-            q[i][p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
-            if (ROPE_ON_READ && e < pc.rotary_dim) {
-                q[i][p] = rope_vec4(0u, q_row, e, uint(meta[off_q_cpos + tok[i]]), q[i][p]);
-            }
+    // Rows past n_rows repeat the last one and write nothing.
+    uint tok, head;
+    int q_pos, q_seq;
+    float slope;
+    row_query(row0 + min(r, n_rows - 1u), kv_head, tok, head, q_pos, q_seq, slope);
+    vec4 q[QP];
+    const uint q_row = (tok * pc.n_heads + head) * pc.head_dim;
+    [[unroll]] for (uint p = 0u; p < QP; ++p) {
+        const uint e = (p * LANES + lane) * 4u;
+        q[p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
+        if (ROPE_ON_READ && e < pc.rotary_dim) {
+            q[p] = rope_vec4(0u, q_row, e, uint(meta[off_q_cpos + tok]), q[p]);
         }
     }
-    float m[RPL], l[RPL];
-    vec4 acc[RPL][VP];
-    [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-        m[i] = NEG_MAX;
-        l[i] = 0.0;
-        [[unroll]] for (uint p = 0u; p < VP; ++p) {
-            acc[i][p] = vec4(0.0);
-        }
+    float m = NEG_MAX, l = 0.0;
+    vec4 acc[VP];
+    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+        acc[p] = vec4(0.0);
     }
 
     const uint bound = key_bound(seq0);
@@ -128,7 +119,7 @@ void main() {
                 v_sh[i] = x;
             }
         }
-        for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one lane group has 8 invocations
+        for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one row has 8 invocations
             const uint j = t * KEYS + b;
             const int position = j < bound ? key_position(seq0, j) : -1;
             kp_sh[b] = position;
@@ -136,68 +127,47 @@ void main() {
         }
         barrier();
 
-        // Each key's dot products: this lane's share for each of its rows (one shared load
-        // serves RPL rows), then each row's lanes meet by shuffles.
+        // Each key's dot product: this lane's share, then the row's lanes by shuffles.
         [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
             const int k_pos = kp_sh[b], k_seq = ks_sh[b];
-            bool seen[RPL];
-            bool any_seen = false;
-            [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-                seen[i] = key_visible(q_pos[i], q_seq[i], k_pos, k_seq);
-                any_seen = any_seen || seen[i];
-            }
-            // A key none of this lane group's rows sees (causal, a window, an empty slot)
-            // costs nothing more: the branch is the same in all of the group's lanes, which
-            // are the only ones its shuffles read.
-            if (!any_seen) {
+            // A key the row does not see (causal, a window, an empty slot) costs nothing
+            // more: the branch is the same in all of the row's lanes, which are the only
+            // ones its shuffles read.
+            if (!key_visible(q_pos, q_seq, k_pos, k_seq)) {
                 continue;
             }
-            float d[RPL];
-            [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-                d[i] = 0.0;
-            }
+            float d = 0.0;
             [[unroll]] for (uint p = 0u; p < QP; ++p) {
-                const vec4 k = k_sh[b * DK4 + p * LANES + lane];
-                [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-                    d[i] += dot(q[i][p], k);
-                }
+                d += dot(q[p], k_sh[b * DK4 + p * LANES + lane]);
             }
-            float w[RPL];
-            [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-                [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
-                    d[i] += subgroupShuffleXor(d[i], o);
-                }
-                const float s = seen[i] ? visible_score(d[i], tok[i], q_pos[i], t * KEYS + b, k_pos, slope[i]) : -1.0 / 0.0;
-                // Online softmax one key at a time: a row's sums are rescaled only when
-                // its maximum moves.
-                if (s > m[i]) {
-                    const float rescale = exp(m[i] - s);
-                    l[i] *= rescale;
-                    [[unroll]] for (uint p = 0u; p < VP; ++p) {
-                        acc[i][p] *= rescale;
-                    }
-                    m[i] = s;
-                }
-                w[i] = exp(s - m[i]);
-                l[i] += w[i];
+            [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
+                d += subgroupShuffleXor(d, o);
             }
+            const float s = visible_score(d, tok, q_pos, t * KEYS + b, k_pos, slope);
+            // Online softmax one key at a time: the sums are rescaled only when the row's
+            // maximum moves.
+            if (s > m) {
+                const float rescale = exp(m - s);
+                l *= rescale;
+                [[unroll]] for (uint p = 0u; p < VP; ++p) {
+                    acc[p] *= rescale;
+                }
+                m = s;
+            }
+            const float w = exp(s - m);
+            l += w;
             [[unroll]] for (uint p = 0u; p < VP; ++p) {
-                const vec4 v = v_at(b, p * LANES + lane);
-                [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-                    acc[i][p] = fma(vec4(w[i]), v, acc[i][p]);
-                }
+                acc[p] = fma(vec4(w), v_at(b, p * LANES + lane), acc[p]);
             }
         }
     }
 
-    [[unroll]] for (uint i = 0u; i < RPL; ++i) {
-        if (r0 + i >= n_rows) {
-            break;  // no barrier follows
-        }
-        const uint out_row = tok[i] * pc.n_heads + head[i];
-        const float scale = row_finish(split, out_row, head[i], m[i], l[i], lane == 0u);
-        [[unroll]] for (uint p = 0u; p < VP; ++p) {
-            row_store(split, out_row, p * LANES + lane, acc[i][p], scale);
-        }
+    if (r >= n_rows) {
+        return;  // no barrier follows
+    }
+    const uint out_row = tok * pc.n_heads + head;
+    const float scale = row_finish(split, out_row, head, m, l, lane == 0u);
+    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+        row_store(split, out_row, p * LANES + lane, acc[p], scale);
     }
 }

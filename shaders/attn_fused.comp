@@ -37,7 +37,7 @@
 //    subgroup operations a scan of every invocation's maximum) becomes its running
 //    maximum, the same in every invocation; the running sums are rescaled to it, and each invocation publishes
 //    exp(s - max) of its own keys;
-// 3. KEY_GROUPS groups of invocations, each covering one v row in 16-byte units (coalesced),
+// 3. KEY_GROUPS groups of invocations, each covering one v row in 16-byte units (contiguous),
 //    add up p * v for their share of the block's keys, and the probabilities.
 // Two barriers per block: the next block's step 1 needs no barrier of its own because
 // step 2's barrier has already passed in every invocation. A block no row sees skips step

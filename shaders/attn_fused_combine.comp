@@ -56,7 +56,7 @@ void main() {
         const uint ml = pc.ml_offset + 2u * (s * pc.n_rows + row);
         const float w = exp(load_partial_1(ml) - m_all);
         denom += load_partial_1(ml + 1u) * w;
-        sum += load_partial_1(s * pc.n_rows * pc.head_dim + i) * w;  // coalesced over i
+        sum += load_partial_1(s * pc.n_rows * pc.head_dim + i) * w;  // consecutive i, consecutive words
     }
     out_[i] = denom > 0.0 ? sum / denom : 0.0;
 }

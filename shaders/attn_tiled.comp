@@ -60,14 +60,6 @@ layout(constant_id = VKATTN_SPEC_TILED_ROPE_ON_READ) const bool ROPE_ON_READ = f
 layout(constant_id = VKATTN_SPEC_TILED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 // The next tile's rows loaded during this one (the host asks for it where NK and NV <= 8).
 layout(constant_id = VKATTN_SPEC_TILED_PREFETCH) const bool PREFETCH = true;
-// Each score's dot product as four partial sums (one per vec4 component, added at the end)
-// rather than one chain of head_dim dependent FMAs: four times the independent FMAs in
-// flight where few invocations share a core (the rounding order differs from the chain's).
-layout(constant_id = VKATTN_SPEC_TILED_SPLIT_DOT) const bool SPLIT_DOT = false;
-// A tile's probabilities reach the row group's invocations by shuffles instead of through
-// shared memory, which saves a barrier a tile (subgroup reduce only: there a row group
-// shares a subgroup).
-layout(constant_id = VKATTN_SPEC_TILED_P_SHUFFLE) const bool P_SHUFFLE = false;
 
 const uint ROWS = BR;                 // attn_rows.glsl's name for it
 const uint KG = BC / KB;              // invocations per row group, a power of two
@@ -116,12 +108,6 @@ void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
     }
     barrier();  // before red_sh is written again
 }
-const bool P_SHUFFLED = false;
-
-// Key b's probability in tile row r (|pr|: this invocation's probabilities of that row).
-float row_p(float pr[KB], uint r, uint b) {
-    return p_sh[r * PS + b];
-}
 #else
 void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
     [[unroll]] for (uint i = 0u; i < RB; ++i) {
@@ -130,21 +116,6 @@ void reduce_rows(inout float x[RB], uint rg, uint kg, bool is_max) {
             x[i] = is_max ? max(x[i], z) : x[i] + z;
         }
     }
-}
-
-const bool P_SHUFFLED = P_SHUFFLE;
-
-// Key b's probability in tile row r (|pr|: this invocation's probabilities of that row;
-// with P_SHUFFLE, the invocation of the row group that holds key b sends its pr[b / KG]).
-float row_p(float pr[KB], uint r, uint b) {
-    if (!P_SHUFFLE) {
-        return p_sh[r * PS + b];
-    }
-    float x = pr[0];
-    [[unroll]] for (uint j = 1u; j < KB; ++j) {
-        x = b / KG == j ? pr[j] : x;
-    }
-    return subgroupShuffle(x, (gl_SubgroupInvocationID & ~(KG - 1u)) + b % KG);
 }
 #endif
 
@@ -320,12 +291,11 @@ void main() {
             load_tile(t + pc.key_splits, h ^ 1u, lid, seq0, kv_head);
         }
 
-        // Scores: RB rows x KB keys, each shared load serving KB or RB of them (in x alone,
-        // or in four partial sums with SPLIT_DOT).
-        vec4 d[RB][KB];
+        // Scores: RB rows x KB keys, each shared load serving KB or RB of them.
+        float s[RB][KB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                d[i][j] = vec4(0.0);
+                s[i][j] = 0.0;
             }
         }
         for (uint c = 0u; c < DK4; ++c) {
@@ -336,21 +306,16 @@ void main() {
             [[unroll]] for (uint i = 0u; i < RB; ++i) {
                 const vec4 qv = q_sh[(rg * RB + i) * QS + c];
                 [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                    if (SPLIT_DOT) {
-                        d[i][j] = fma(qv, kv[j], d[i][j]);
-                    } else {
-                        d[i][j].x = fma_dot(qv, kv[j], d[i][j].x);
-                    }
+                    s[i][j] = fma_dot(qv, kv[j], s[i][j]);
                 }
             }
         }
-        float s[RB][KB], mx[RB];
+        float mx[RB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             mx[i] = -1.0 / 0.0;
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
                 const uint b = kg + j * KG;
                 const int k_pos = kp_sh[h * BC + b];
-                s[i][j] = SPLIT_DOT ? (d[i][j].x + d[i][j].y) + (d[i][j].z + d[i][j].w) : d[i][j].x;
                 s[i][j] = key_visible(q_pos[i], q_seq[i], k_pos, ks_sh[h * BC + b])
                               ? visible_score(s[i][j], tok[i], q_pos[i], t * BC + b, k_pos, slope[i])
                               : -1.0 / 0.0;
@@ -358,7 +323,6 @@ void main() {
             }
         }
         reduce_rows(mx, rg, kg, true);
-        float pr[RB][KB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             if (mx[i] > m[i]) {  // the row's maximum moved: its sums follow (same in its group)
                 const float rescale = exp(m[i] - mx[i]);
@@ -369,22 +333,18 @@ void main() {
                 m[i] = mx[i];
             }
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                pr[i][j] = exp(s[i][j] - m[i]);
-                l[i] += pr[i][j];
-                if (!P_SHUFFLED) {
-                    p_sh[(rg * RB + i) * PS + kg + j * KG] = pr[i][j];
-                }
+                const float p = exp(s[i][j] - m[i]);
+                l[i] += p;
+                p_sh[(rg * RB + i) * PS + kg + j * KG] = p;
             }
         }
-        if (!P_SHUFFLED) {
-            barrier();
-        }
+        barrier();
 
         // Output: RB rows x OP vec4s, each probability serving OP vec4s, each V vec4 RB rows.
         for (uint b = 0u; b < BC; ++b) {
             float p[RB];
             [[unroll]] for (uint i = 0u; i < RB; ++i) {
-                p[i] = row_p(pr[i], rg * RB + i, b);
+                p[i] = p_sh[(rg * RB + i) * PS + b];
             }
             [[unroll]] for (uint o = 0u; o < OP; ++o) {
                 const uint c = kg + o * KG;

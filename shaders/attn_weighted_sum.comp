@@ -21,7 +21,7 @@
 // invocations covering a whole v row, each group taking a run of consecutive batches of 8
 // keys (so its loads walk forwards, as prefetchers like); the groups' sums meet in shared
 // memory at the end. A group's invocations read the
-// same probabilities (a broadcast) and coalesced v rows. A batch whose probabilities are
+// same probabilities (a broadcast) and contiguous v rows. A batch whose probabilities are
 // all 0 for the tile (masked: the future of a causal row, another sequence) is skipped
 // without touching v, and a key no row sees contributes nothing: hidden slots may hold
 // anything.

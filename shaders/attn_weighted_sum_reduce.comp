@@ -19,7 +19,7 @@ void main() {
     }
     float sum = 0.0;
     for (uint s = 0u; s < pc.splits; ++s) {
-        sum += partial[s * pc.count + i];  // coalesced: consecutive i, consecutive words
+        sum += partial[s * pc.count + i];  // consecutive i, consecutive words
     }
     out_[i] = sum;
 }

@@ -14,7 +14,8 @@
 # printed) and writes GoogleTest's XML report under RESULTS.
 #
 # Input (CONFIG, a file of set() calls): EXE, OUT, SELECTIONS, ALONE, MAX_BATCH, TIMEOUT,
-# ENVIRONMENT, WORKING_DIRECTORY, RESULTS.
+# ENVIRONMENT, WORKING_DIRECTORY, RESULTS, LAUNCHER (a command the tests run under, as
+# `time -f %U` or valgrind: -DVKATTN_TEST_LAUNCHER=...; empty by default).
 cmake_minimum_required(VERSION 3.22)
 include(${CONFIG})
 
@@ -133,7 +134,11 @@ function(emit name filter count)
   if(count EQUAL 1 AND alone)
     set(cost 100)
   endif()
-  string(APPEND script "add_test([==[${name}]==] [==[${EXE}]==] ${args} [==[--gtest_output=xml:${RESULTS}/${file}.xml]==])\n"
+  set(launch "")
+  foreach(l IN LISTS LAUNCHER)
+    string(APPEND launch "[==[${l}]==] ")
+  endforeach()
+  string(APPEND script "add_test([==[${name}]==] ${launch}[==[${EXE}]==] ${args} [==[--gtest_output=xml:${RESULTS}/${file}.xml]==])\n"
          "set_tests_properties([==[${name}]==] PROPERTIES WORKING_DIRECTORY [==[${WORKING_DIRECTORY}]==] "
          "TIMEOUT ${timeout} COST ${cost} SKIP_REGULAR_EXPRESSION [==[${skip}]==] ENVIRONMENT [==[${ENVIRONMENT}]==])\n")
   set(script "${script}" PARENT_SCOPE)

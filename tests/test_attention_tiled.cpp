@@ -1,8 +1,8 @@
 // The tiled kernel (attn_tiled.comp; VKATTN_PREFILL=kernel=tiled forces it) against the CPU
 // reference: every attention case under each variant (tiles as planned, with splits and
 // without; a row's maximum and sum through shared memory, each tile's rows loaded only
-// when it starts; 8 x 8 tiles of 2 x 4 scores per invocation, each dot product in four
-// partial sums; 4 x 4 tiles of one; 8 x 8 tiles of 2 x 2, probabilities by shuffles),
+// when it starts; 8 x 8 tiles of 2 x 4 scores per invocation; 4 x 4 tiles of one; 8 x 8
+// tiles of 2 x 2),
 // also at the Vulkan minimums; odd shapes (rows and keys no multiple of a tile, head_dim
 // 64 to 256 and 72, quantized K and V); prefill chunks over a cache whose ring wraps, keys
 // stored rotated or rotated on read; and the automatic choice on the GPU shape. Every
@@ -31,27 +31,9 @@ const Variant kVariants[] = {
     {"planned", "kernel=tiled", 1},
     {"planned_split", "kernel=tiled", 1u << 20},
     {"shared_reduce_no_prefetch", "kernel=tiled,reduce=shared,prefetch=0", 1u << 20},
-    {"tile_8x8_2x4_split_dot", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=4,dot=split", 1},
+    {"tile_8x8_2x4", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=4", 1},
     {"tile_4x4_1x1", "kernel=tiled,rows=4,keys=4,rows_per_invocation=1,keys_per_invocation=1", 1u << 20},
-    {"tile_8x8_2x2_shuffled_p", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=2,probabilities=shuffle",
-     1u << 20},
-};
-
-// Pipelines built, from the info log: which kernels a backend ran.
-struct BuiltPipelines {
-  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  void attach(DeviceOptions& options) const {
-    options.log_level = LogLevel::info;
-    options.log = [l = lines](LogLevel, std::string_view m) {
-      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
-    };
-  }
-  bool any(const std::string& kernel) const {
-    for (const std::string& l : *lines) {
-      if (l.find("built pipeline " + kernel + " ") != std::string::npos) return true;
-    }
-    return false;
-  }
+    {"tile_8x8_2x2", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=2", 1u << 20},
 };
 
 std::unique_ptr<Backend> tiled_backend(const char* env, DeviceOptions options, const BuiltPipelines& built) {
@@ -211,7 +193,7 @@ TEST_F(VulkanVsCpuTest, TiledIsChosenForPrefillOnTheGpuShape) {
 // tile the device cannot hold is refused when the op is recorded.
 TEST(TiledTuning, MalformedKnobsAreRefused) {
   expect_knobs_refused("VKATTN_PREFILL", {"kernel", "kernel=fast", "rows=3", "keys=128", "rows_per_invocation=16", "reduce=x",
-                                          "prefetch=2", "dot=pairs", "probabilities=x", "unknown=1"});
+                                          "prefetch=2", "unknown=1"});
 }
 
 // A tile asked for that the device cannot hold (64 x 64 invocations) is refused with

@@ -301,9 +301,9 @@ TEST_F(VulkanVsCpuTest, FourStorageBuffersPerKernel) {
 // KernelShape::gpu plans decode by the device's compute units: keys are split while the
 // row tiles alone are fewer than two workgroups per unit (the decode kernel's last
 // workgroup merges the splits in the same dispatch; with VKATTN_DECODE=merge=two_pass a
-// second dispatch does, and the coalesced kernel always merges in a second dispatch,
-// splitting to four workgroups per unit); prefill takes the tiled kernel, unsplit. A device
-// without subgroup shuffles gets the decode kernel's shared-memory variant. All agree
+// second dispatch does); prefill takes the tiled kernel, unsplit. A device without
+// subgroup shuffles gets the decode kernel's shared-memory variant, one that allows a
+// kernel 7 storage buffers (the decode kernels bind 8) the lane-per-key kernel. All agree
 // with the CPU.
 TEST_F(VulkanVsCpuTest, GpuShapePlanning) {
   AttnInputs decode = random_inputs(1, 8, 2, 4096, 64, 1, 95);
@@ -330,8 +330,7 @@ TEST_F(VulkanVsCpuTest, GpuShapePlanning) {
   };
   for (const Plan& p : {Plan{1, "merge=two_pass", 1, "1 unit: 2 row tiles fill it, not split"},
                         Plan{30, "merge=two_pass", 2, "30 units: split, merged by a second dispatch"},
-                        Plan{30, "merge=last", 1, "30 units: split, merged by the last workgroup"},
-                        Plan{1, "kernel=coalesced", 2, "coalesced, 1 unit: split"}}) {
+                        Plan{30, "merge=last", 1, "30 units: split, merged by the last workgroup"}}) {
     DeviceOptions options = shape_options(KernelShape::gpu);
     options.cap_limits = uncapped();
     options.cap_limits->compute_units = p.units;
@@ -345,6 +344,15 @@ TEST_F(VulkanVsCpuTest, GpuShapePlanning) {
   plain.cap_limits = uncapped();
   plain.cap_limits->subgroup_shuffle = false;
   on_vulkan(plain, [&](Backend& gpu) { ops(gpu, decode, want_decode); });
+  DeviceOptions seven = shape_options(KernelShape::gpu);
+  seven.cap_limits = uncapped();
+  seven.cap_limits->max_storage_buffers = 7;
+  BuiltPipelines built;
+  built.attach(seven);
+  on_vulkan(seven, [&](Backend& gpu) {
+    ops(gpu, decode, want_decode);
+    EXPECT_TRUE(built.any("attn_fused") || built.any("attn_fused_subgroup")) << "the lane-per-key kernel";
+  });
 }
 
 }  // namespace

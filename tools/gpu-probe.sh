@@ -4,15 +4,18 @@
 # or from a build tree as
 #   VKATTN_GPU_BIN=build bash tools/gpu-probe.sh
 # Each case runs vkattn-bench-decode (or -attention) in its own process with its own
-# $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_TUNE_COALESCED, and one table comes out: case, time per op,
-# K and V bytes over the same run's copy bandwidth, and the kernel's and merge's dispatch
-# times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per case,
-# default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each case
-# untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a case, and
-# a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a benchmark filter, default
-# the three prefill sizes) does for the prefill and matrix sections; PROBE_ONLY (a list of decode,
-# mla, prefill, matrix, ggml; default all) runs some sections alone. A .ggml/run.sh beside .gpu (ggml's
-# test-backend-ops, built outside the repository) is run last when present.
+# $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_MATRIX, and one table comes out: case, time
+# per op, K and V bytes over the same run's copy bandwidth, and the kernel's and merge's
+# dispatch times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per
+# case, default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each
+# case untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a
+# case, and a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a
+# benchmark filter, default the three prefill sizes) does for the prefill and matrix
+# sections; PROBE_ONLY (a list of decode, mla, prefill, matrix, ggml; default all) runs some
+# sections alone. A .ggml/run.sh beside .gpu (ggml's test-backend-ops, built outside the
+# repository) is run last when present. Every case that reports an error is listed at the
+# end with its whole message; one whose results differ from the CPU reference, or a
+# benchmark process that fails, makes the exit status 1.
 set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
 keys=${PROBE_KEYS:-1024 4096 16384}
@@ -36,29 +39,53 @@ fi
 
 # run LABEL ENV... -- PROGRAM FILTER: one process, its CSV rows printed as they come and
 # appended to the table as "label  name  time_us  kv_copy_ratio  main_us  merge_us
-# occupancy_ratio" (a run cut short by a time limit keeps what it printed).
+# occupancy_ratio" (a run cut short by a time limit keeps what it printed). A case that
+# reports an error gets its whole message on a line of its own and in $failures: one that
+# differs from the CPU reference, or a process that exits non-zero, fails the probe.
+failures=$(mktemp)
 run() {
   local label=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   local prog=$1 filter=$2
-  local csv
+  local csv status
   csv=$(env "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
         --benchmark_min_warmup_time="${PROBE_WARMUP:-0.3}" --benchmark_format=csv 2>"$out/probe-stderr.txt")
+  status=$?
   grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$out/pipeline-stats.txt"
-  echo "$csv" | awk -F, -v label="$label" '
-    /^name,/ { gsub(/"/, ""); n = split($0, h, ","); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
+  if [ "$status" -ne 0 ]; then
+    echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$out/probe-stderr.txt" | tr '\n' ' ')" | tee -a "$failures"
+  fi
+  # Fields split by hand: an error message holds commas inside its quotes.
+  echo "$csv" | awk -v label="$label" -v failures="$failures" '
+    function fields(line, f,    n, i, c, q, cur) {
+      n = 0; q = 0; cur = ""
+      for (i = 1; i <= length(line); ++i) {
+        c = substr(line, i, 1)
+        if (q && c == "\"" && substr(line, i + 1, 1) == "\"") { cur = cur c; ++i }
+        else if (c == "\"") q = !q
+        else if (!q && c == ",") { f[++n] = cur; cur = "" }
+        else cur = cur c
+      }
+      f[++n] = cur
+      return n
+    }
+    function get(name) { return (name in col) ? f[col[name]] : "-" }
+    /^name,/ { n = fields($0, h); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
     /^"/ {
-      gsub(/"/, "", $1)
-      t = $col["real_time"]; unit = $col["time_unit"]
+      split("", f); fields($0, f)
+      if (get("error_occurred") == "true") {
+        kind = index(get("error_message"), "differ") ? "FAIL" : "ERROR"
+        line = sprintf("%s [%s] %s: %s", kind, label, f[1], get("error_message"))
+        print line; print line >> failures
+        next
+      }
+      t = get("real_time"); unit = get("time_unit")
       if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
-      err = ("error_message" in col) ? $col["error_message"] : ""
-      printf "%-28s %-52s %10.2f %8s %9s %9s %8s %s %s\n", label, $1, t,
-             ("kv_copy_ratio" in col) ? $col["kv_copy_ratio"] : "-",
-             ("main_us" in col) ? $col["main_us"] : "-", ("merge_us" in col) ? $col["merge_us"] : "-",
-             ("occupancy_ratio" in col) ? $col["occupancy_ratio"] : "-",
-             ("gflops" in col && $col["gflops"] != "") ? sprintf("%.3g TFLOP/s", $col["gflops"] / 1e3) : "", err
+      g = get("gflops")
+      printf "%-30s %-52s %10.2f %8s %9s %9s %8s %s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
+             get("merge_us"), get("occupancy_ratio"), (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : ""
     }' | tee -a "$table"
 }
 
@@ -67,28 +94,20 @@ want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
 : > "$out/pipeline-stats.txt"
 if want decode; then
-echo "== P0/P1: new and old kernel, kernel and merge dispatch times (pipeline statistics kept)"
-run "new (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
-run "new, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
-run "new, shared-memory reduce" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=reduce=shared -- vkattn-bench-decode "$decode_gpu"
-run "old (coalesced)" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "$decode_gpu"
-echo "== P2/P3: loads only, interleaved and contiguous splits; the old kernel heads-first"
-run "new, loads only" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "$decode_gpu"
-run "new, loads only, contiguous" VKATTN_DECODE=load_only=1,interleave=0 -- vkattn-bench-decode "$decode_gpu"
-run "new, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "$decode_gpu"
-run "old, heads first" VKATTN_DECODE=kernel=coalesced VKATTN_TUNE_COALESCED=0,0,0,2,1 -- vkattn-bench-decode "$decode_gpu"
-run "old, one KV head 131072 keys" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-attention \
-    "BM_attention_fused/vulkan_gpu_kernels_decode_one_kv_head"
+echo "== P0/P1: the decode kernel, kernel and merge dispatch times (pipeline statistics kept)"
+run "decode (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
+run "decode, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
+run "decode, shared-memory reduce" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=reduce=shared -- vkattn-bench-decode "$decode_gpu"
+echo "== P2/P3: loads only, interleaved and contiguous splits"
+run "decode, loads only" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "$decode_gpu"
+run "decode, loads only, contiguous" VKATTN_DECODE=load_only=1,interleave=0 -- vkattn-bench-decode "$decode_gpu"
+run "decode, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "$decode_gpu"
 echo "== P5: eight ops in one list; the smallest dispatch"
-run "new, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
-run "old, 8 ops per list" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
+run "decode, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
 run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
-run "cache, old GPU kernel" VKATTN_DECODE=kernel=coalesced -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-decode "$decode_gpu"
-run "group, 4 rows per lane group, prefill" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=kernel=group,rows_per_lane=4 -- \
-    vkattn-bench-attention "BM_attention_fused/vulkan_gpu_kernels_prefill/tokens:512/keys:(512|4096)/"
 fi
 if want mla; then
 mla="BM_decode_mla/keys:(4096|16384)/shape:2"
@@ -97,10 +116,6 @@ run "MLA, group kernel, f16" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$ml
 run "MLA, group kernel, q8_0" -- vkattn-bench-decode "$mla/dtype:3/"
 run "MLA, one row per tile, f16" VKATTN_DECODE=kernel=decode -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 16 lanes x 8 rows" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=16 -- vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, group, 16 lanes x 2 rows each" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=16,rows_per_lane=2 -- \
-    vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, group, 32 lanes x 4 rows each" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=32,rows_per_lane=4 -- \
-    vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 4 keys a stage" VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$mla/dtype:1/"
 fi
@@ -111,10 +126,6 @@ gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 run "prefill, tiled (planned)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-attention "$gpu_prefill"
 run "tiled, shared-memory reduce" VKATTN_PREFILL=reduce=shared -- vkattn-bench-attention "$gpu_prefill"
 run "tiled, no prefetch" VKATTN_PREFILL=prefetch=0 -- vkattn-bench-attention "$gpu_prefill"
-run "tiled, split dot" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=dot=split -- vkattn-bench-attention "$gpu_prefill"
-run "tiled, shuffled p" VKATTN_PREFILL=probabilities=shuffle -- vkattn-bench-attention "$gpu_prefill"
-run "tiled, split dot, shuffled p" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=dot=split,probabilities=shuffle -- \
-    vkattn-bench-attention "$gpu_prefill"
 for t in 32,16,2,2 32,16,2,1 32,8,2,1 64,8,4,1 16,16,1,2; do
   IFS=, read -r r k rp kp <<< "$t"
   run "tiled ${r}x${k}, ${rp}x${kp} each" VKATTN_PIPELINE_STATS=1 \
@@ -152,7 +163,7 @@ if [ -s "$out/pipeline-stats.txt" ]; then sort -u "$out/pipeline-stats.txt"; els
   echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
 echo
 echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"
-printf "%-28s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
+printf "%-30s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
 cat "$table"
 if [ -s "$out/smi.csv" ]; then
   echo
@@ -175,3 +186,16 @@ if [ -f "$ggml_dir/run.sh" ] && want ggml; then
   done
 fi
 rm -f "$table"
+# Errors (a tile the device refuses, a submit timeout) are listed; wrong results and
+# crashed processes fail the run.
+if [ -s "$failures" ]; then
+  echo
+  echo "== errors and failures (each case's whole message)"
+  cat "$failures"
+fi
+failed=$(grep -c '^FAIL ' "$failures")
+rm -f "$failures"
+if [ "$failed" -ne 0 ]; then
+  echo "gpu-probe: $failed case(s) failed: wrong results or a crashed benchmark (above)" >&2
+  exit 1
+fi

@@ -1,7 +1,8 @@
-// The running softmax state of the streaming kernels (attn_decode, attn_fused_coalesced):
-// per row its max m, its sum of exponentials l and its sums of p * v, V_PIECES pairs of
-// vec4 (acc_lo, acc_hi). Macros rather than functions, so that the arrays stay registers
-// indexed by constants whatever a compiler inlines. Needs ROWS and V_PIECES.
+// The running softmax state of attn_decode, the streaming kernel (the row-tile kernels
+// take NEG_MAX alone): per row its max m, its sum of exponentials l and its sums of p * v,
+// V_PIECES pairs of vec4 (acc_lo, acc_hi). Macros rather than functions, so that the
+// arrays stay registers indexed by constants whatever a compiler inlines. Needs ROWS and
+// V_PIECES.
 #ifndef VKATTN_ATTN_ONLINE_GLSL
 #define VKATTN_ATTN_ONLINE_GLSL
 

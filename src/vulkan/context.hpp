@@ -27,14 +27,13 @@ enum class ReduceKnob { automatic, subgroup, shared };
 
 struct DecodeTuning {
   // automatic: attn_decode_group for big groups of wide heads, else attn_decode.
-  enum class Kernel { automatic, decode, group, coalesced } kernel = Kernel::automatic;
+  enum class Kernel { automatic, decode, group } kernel = Kernel::automatic;
   using Reduce = ReduceKnob;
   Reduce reduce = Reduce::automatic;
   enum class Merge { automatic, last, two_pass } merge = Merge::automatic;
   std::uint32_t keys = 0;            // keys per key group per stage
   std::uint32_t resident = 0;        // workgroups resident per compute unit
   std::uint32_t lanes = 0;           // invocations per key row
-  std::uint32_t rows_per_lane = 0;   // attn_decode_group: rows per lane group (0: 1)
   std::uint32_t workgroup = 0;       // invocations per workgroup
   std::uint32_t keys_per_split = 0;  // sets the split count
   bool interleave = true;            // splits take every S-th stage (false: contiguous)
@@ -57,9 +56,7 @@ struct PrefillTuning {
   std::uint32_t keys = 0;                 // keys per tile
   std::uint32_t rows_per_invocation = 0;  // register blocking of scores and output
   std::uint32_t keys_per_invocation = 0;
-  bool prefetch = true;    // the next tile's K and V loads issued while a tile computes
-  bool split_dot = false;  // each score as four partial sums, not one chain of FMAs
-  bool p_shuffle = false;  // probabilities shuffled within row groups (subgroup reduce only)
+  bool prefetch = true;  // the next tile's K and V loads issued while a tile computes
 };
 PrefillTuning prefill_tuning_from_env();
 

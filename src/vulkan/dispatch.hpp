@@ -188,7 +188,7 @@ struct AttnMeta {
   std::uint32_t extra_offset = 0;
 };
 AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {}, std::uint32_t extra = 0);
-// The fused kernels' push constants (attn_fused, attn_fused_coalesced, attn_decode): q's
+// The fused kernels' push constants (attn_fused, the decode and tiled kernels): q's
 // shape, the keys and values, the checked options, and the kernel's plan.
 struct FusedPlan {
   std::uint32_t rows = 0, row_tiles = 0, splits = 1, keys_per_split = 0;
@@ -197,10 +197,9 @@ struct FusedPlan {
 };
 shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
                                      const AttnMeta& meta, bool has_mask, bool has_sinks, const FusedPlan& plan);
-// attn_fused's and attn_fused_coalesced's dispatch |d| finished: its bindings (q, k, v
-// through texel views with |texel|, |dst|, the mask, meta, the key positions), push
-// constants and grid (base_groups x splits), then the combine pass into |out| when the
-// keys are split.
+// attn_fused's dispatch |d| finished: its bindings (q, k, v through texel views with
+// |texel|, |dst|, the mask, meta, the key positions), push constants and grid
+// (base_groups x splits), then the combine pass into |out| when the keys are split.
 Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
                         const KeySource& values, std::shared_ptr<TensorImpl> dst, std::shared_ptr<TensorImpl> out,
                         std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
@@ -265,42 +264,19 @@ VKATTN_OP_CALLS(VKATTN_DECLARE_BUILD)
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
                                 std::shared_ptr<TensorImpl> out, const std::vector<float>& sinks, std::uint32_t splits,
                                 std::uint64_t ml_offset);
-// The GPU-shaped fused kernel (attn_fused_coalesced.comp), for KernelShape::gpu on devices
-// with subgroup shuffles and size control.
-bool coalesced_attention_usable(const Context& ctx);
-// Whether it is the faster of the two fused kernels: when the row tiles alone leave the
-// device's compute units short of workgroups (decode). With rows enough (prefill) a lane
-// per key and the query tile in shared memory cost fewer instructions (docs/gpu.md).
-bool coalesced_attention_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads, std::uint32_t n_kv_heads);
-Dispatches coalesced_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
-                                          std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
-                                          std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
-                                          const ScoresParams& p, const std::vector<float>& sinks);
-// How a key row is spread over a group of |lanes| invocations for one tensor: |epl|
-// elements per piece (16 bytes, or 8 of f16 when 4 elements per lane are all that fit),
-// |pieces| per lane (attn_fused_coalesced, attn_decode).
-struct Pieces {
-  std::uint32_t epl, pieces;
-};
-Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16);
-// Rows per tile (a GQA group of up to 8, tile_rows) and lanes per key row for kernels whose
-// key groups read rows together: lanes enough that each holds 16 bytes of a row and that
-// rows x elements per lane stays within 32 floats (64-register GPUs must not spill), at
-// most |max_lanes|; rows fewer if need be.
-struct KeyGroupPlan {
-  std::uint32_t rows, lanes;
-};
-// |k_dim| and |v_dim|: K's and V's widths.
-KeyGroupPlan plan_key_groups(std::uint32_t k_dim, std::uint32_t v_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
-                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq);
 // Whether every row of |s| starts on a multiple of |e| elements and holds a multiple of
 // them (16-byte loads need no bounds checks).
 inline bool rows_aligned(const KeySource& s, std::uint32_t e) {
   return s.head_dim % e == 0 && s.key_stride % e == 0 && s.head_stride % e == 0 && s.seq_stride % e == 0;
 }
-// The decode kernel shaped for GPUs (attn_decode.comp), for KernelShape::gpu when rows are
-// few: on devices that allow a kernel 8 storage buffers, unless $VKATTN_DECODE picks the
-// coalesced kernel. |merge_scratch|: the splits' partial results.
+// Whether the row tiles alone (of up to kMaxRows rows of a KV head) leave the device's
+// compute units short of workgroups, fewer than 4 a unit (decode): on the GPU shape the
+// decode kernels take those calls and split their keys. With rows enough (prefill), the
+// tiled or the lane-per-key kernel.
+bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads, std::uint32_t n_kv_heads);
+// The decode kernels shaped for GPUs (attn_decode.comp, attn_decode_group.comp), for
+// KernelShape::gpu when rows are few: on devices that allow a kernel 8 storage buffers and
+// 32 invocations (elsewhere the lane-per-key kernel or the three stages).
 bool decode_attention_usable(const Context& ctx);
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
@@ -313,6 +289,12 @@ bool subgroups_fit(const DeviceLimits& l);
 bool values_in_keys(const KeySource& keys, const KeySource& values);
 // The most splits a merge of tiles of |rows| rows takes (attn_merge.glsl's pairs).
 std::uint64_t most_splits(std::uint32_t rows);
+// Mesa's llvmpipe (lavapipe, CPU devices) keeps one loop counter per vector of invocations
+// for the whole shader: every pass of every loop counts, and once 65,535 have passed every
+// loop ends after one pass, leaving results wrong. On CPU devices: how many steps of
+// |per_step| loop iterations one split may take (its keys are split so that none goes
+// further); 0 elsewhere (no limit).
+std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step);
 // Splits: about |resident| workgroups per compute unit in one wave, each at least two
 // stages of |stage| keys (something for the pipeline to overlap), within the merge's limits
 // (|rows| per tile) and one buffer range for the |n_rows| rows' partial results.

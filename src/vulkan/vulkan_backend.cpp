@@ -248,7 +248,7 @@ void plan_context(Context& ctx, const DeviceOptions& options) {
   ctx.decode = decode_tuning_from_env();
   ctx.prefill = prefill_tuning_from_env();
   // GPU-shaped kernels read through storage buffers: on GPUs they cost what texel fetches
-  // do, and coalesced loads need no texture path. A device that allows a kernel fewer
+  // do, and contiguous loads need no texture path. A device that allows a kernel fewer
   // storage buffers than attention binds keeps texel views, which do not count.
   if (ctx.shape == KernelShape::gpu && ctx.limits.max_storage_buffers >= 6) ctx.limits.max_texel_buffer_elements = 0;
   ctx.mapped_tensors = ctx.limits.unified_memory && !options.force_staging;

@@ -10,6 +10,8 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
@@ -36,6 +38,23 @@ inline void expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) 
   const double o_atol = (f16 ? 2e-4 : 1e-4) + (std::expm1(2 * s_atol) + 1e-5) * max_abs(in.v);
   EXPECT_TRUE(all_close(got, want.out, in.out_shape(), o_atol, 1e-4)) << "out";
 }
+
+// Pipelines built, from the info log: which kernels a backend ran.
+struct BuiltPipelines {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(DeviceOptions& options) const {
+    options.log_level = LogLevel::info;
+    options.log = [l = lines](LogLevel, std::string_view m) {
+      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
+    };
+  }
+  bool any(const std::string& kernel) const {
+    for (const std::string& l : *lines) {
+      if (l.find("built pipeline " + kernel + " ") != std::string::npos) return true;
+    }
+    return false;
+  }
+};
 
 // Sets an environment variable for the life of the object (the GPU decode kernel's
 // variants are picked by $VKATTN_DECODE when a backend is made); restores it after.
@@ -78,8 +97,8 @@ inline void expect_knobs_refused(const char* var, std::initializer_list<const ch
 
 // Every kernel family attention over a cache can take, each forced on a Vulkan backend
 // planned for a device of very many compute units (so the GPU shape splits keys as far as
-// it can): the decode kernel (merged in the dispatch or by a second pass), the coalesced
-// kernel it replaced, the tiled kernel, the lane-per-key fused kernel and the three stages.
+// it can): the decode kernel (merged in the dispatch or by a second pass), the tiled
+// kernel, the lane-per-key fused kernel and the three stages.
 struct KernelFamily {
   const char* name;
   KernelShape shape;
@@ -89,7 +108,6 @@ struct KernelFamily {
 };
 inline constexpr KernelFamily kKernelFamilies[] = {{"decode", KernelShape::gpu, AttentionPath::fused, ""},
                                                    {"decode, two-pass", KernelShape::gpu, AttentionPath::fused, "merge=two_pass"},
-                                                   {"coalesced", KernelShape::gpu, AttentionPath::fused, "kernel=coalesced"},
                                                    {"tiled", KernelShape::gpu, AttentionPath::fused, "", "kernel=tiled"},
                                                    {"lane per key", KernelShape::cpu, AttentionPath::fused, ""},
                                                    {"three stages", KernelShape::cpu, AttentionPath::three_stages, ""}};

@@ -17,12 +17,57 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
+constexpr std::uint32_t kKeys = 2;            // keys per key group per stage
+constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
+// The row tiles alone fill the device from this many workgroups per compute unit on
+// (prefill); fewer (decode) take the decode kernels, which split the keys.
+constexpr std::uint32_t kRowTilesPerUnit = 4;
 // Workgroups resident per compute unit, when nothing better is known: a kernel of ~130
 // registers per invocation fits 2-3 workgroups of 128 on NVIDIA SMs and AMD CUs.
 constexpr std::uint32_t kResident = 2;
 constexpr std::uint32_t kMaxSplits = 64;
 constexpr std::uint32_t kMergePairs = 512;  // attn_merge.glsl: MERGE_MAX_PAIRS (rows x splits)
+// llvmpipe's loop limit (cpu_steps_per_split), with room.
+constexpr std::uint64_t kCpuLoopLimit = 60000;
+
+// How a key row is spread over a group of |lanes| invocations for one tensor: |epl|
+// elements per piece (16 bytes, or 8 of f16 when 4 elements per lane are all that fit),
+// |pieces| per lane.
+struct Pieces {
+  std::uint32_t epl, pieces;
+};
+
+Pieces pieces_for(std::uint32_t head_dim, std::uint32_t lanes, bool f16) {
+  const std::uint32_t per_lane = u32(ceil_div(head_dim, lanes));
+  const std::uint32_t epl = f16 && per_lane >= 8 ? 8 : 4;
+  return {epl, u32(ceil_div(per_lane, epl))};
+}
+
+// Rows per tile (a GQA group of up to 8, tile_rows) and lanes per key row, K's and V's
+// widths |k_dim| and |v_dim|: lanes enough that each holds 16 bytes of a row and that
+// rows x elements per lane stays within kMaxLiveFloats (64-register GPUs must not spill),
+// at most |max_lanes|; rows fewer if need be.
+struct KeyGroupPlan {
+  std::uint32_t rows, lanes;
+};
+
+KeyGroupPlan plan_key_groups(std::uint32_t k_dim, std::uint32_t v_dim, bool k_wide, bool v_wide, std::uint32_t max_lanes,
+                             std::uint32_t n_tokens, std::uint32_t group, bool per_seq, const std::vector<std::int32_t>& q_seq) {
+  const std::uint32_t head_dim = std::max(k_dim, v_dim);
+  auto lanes_for = [&](std::uint32_t rows) {
+    const std::uint32_t for_registers = std::bit_ceil(u32(ceil_div(std::uint64_t{head_dim} * rows, kMaxLiveFloats)));
+    const std::uint32_t for_pieces = std::bit_ceil(u32(ceil_div(head_dim, k_wide || v_wide ? 8 : 4)));
+    return std::min(max_lanes, std::max(for_registers, for_pieces));
+  };
+  auto live = [&](std::uint32_t rows, std::uint32_t lanes) {
+    const Pieces k = pieces_for(k_dim, lanes, k_wide), v = pieces_for(v_dim, lanes, v_wide);
+    return rows * std::max(k.epl * k.pieces, v.epl * v.pieces);
+  };
+  std::uint32_t rows_cap = kMaxRows;
+  while (rows_cap > 1 && live(rows_cap, lanes_for(rows_cap)) > kMaxLiveFloats) --rows_cap;
+  const std::uint32_t rows = tile_rows(rows_cap, n_tokens, group, per_seq, q_seq);
+  return {rows, lanes_for(rows)};
+}
 
 struct Plan {
   bool subgroup = false;  // exchanges by shuffles (else shared memory)
@@ -64,7 +109,17 @@ bool values_in_keys(const KeySource& keys, const KeySource& values) {
          values.head_dim <= keys.head_dim;
 }
 
+bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t n_heads, std::uint32_t n_kv_heads) {
+  const std::uint64_t tiles = ceil_div(std::uint64_t{n_tokens} * (n_heads / n_kv_heads), kMaxRows) * n_kv_heads;
+  return tiles < std::uint64_t{kRowTilesPerUnit} * compute_units(ctx);
+}
+
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
+
+std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step) {
+  if (ctx.physical.info.type != "cpu") return 0;
+  return std::max<std::uint64_t>(1, kCpuLoopLimit / std::max<std::uint64_t>(1, per_step));
+}
 
 std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::uint32_t n_keys, std::uint32_t stage,
                             std::uint32_t rows, std::uint64_t n_rows, std::uint32_t v4) {
@@ -176,16 +231,15 @@ DecodeTuning decode_tuning_from_env() {
   const char* env = std::getenv("VKATTN_DECODE");
   if (!env || !*env) return t;
   const char* valid =
-      "a comma-separated list of kernel=auto|decode|group|coalesced, reduce=auto|subgroup|shared, "
-      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, rows_per_lane=N, workgroup=N, keys_per_split=N, interleave=0|1, "
+      "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
+      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
       "load_only=0|1";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
-    if (key == "kernel" && (value == "auto" || value == "decode" || value == "group" || value == "coalesced")) {
+    if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
       t.kernel = value == "auto"     ? DecodeTuning::Kernel::automatic
                  : value == "decode" ? DecodeTuning::Kernel::decode
-                 : value == "group"  ? DecodeTuning::Kernel::group
-                                     : DecodeTuning::Kernel::coalesced;
+                                     : DecodeTuning::Kernel::group;
     } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
     } else if (key == "merge" && (value == "auto" || value == "last" || value == "two_pass")) {
       t.merge = value == "auto"   ? DecodeTuning::Merge::automatic
@@ -197,8 +251,6 @@ DecodeTuning decode_tuning_from_env() {
       t.resident = number();
     } else if (key == "lanes") {
       t.lanes = number();
-    } else if (key == "rows_per_lane") {
-      t.rows_per_lane = number();
     } else if (key == "workgroup") {
       t.workgroup = number();
     } else if (key == "keys_per_split") {
@@ -216,18 +268,30 @@ DecodeTuning decode_tuning_from_env() {
 }
 
 bool decode_attention_usable(const Context& ctx) {
-  return ctx.decode.kernel != DecodeTuning::Kernel::coalesced && ctx.limits.max_storage_buffers >= 8 &&
-         ctx.limits.max_workgroup_invocations >= 32;
+  return ctx.limits.max_storage_buffers >= 8 && ctx.limits.max_workgroup_invocations >= 32;
 }
 
 namespace {
 
 // attn_decode_group's plan: rows per tile (the real ones, and the workgroup's, which fills
-// whole subgroups), vec4s per lane, keys per stage; keys == 0 where it cannot run.
+// whole subgroups), vec4s per lane, keys per stage, the fewest splits (CPU devices); keys
+// == 0 where it cannot run.
 struct GroupPlan {
-  std::uint32_t rows = 0, wg_rows = 0, wg = 0, sg = 0, lanes = 0, rpl = 1, qp = 0, vp = 0, keys = 0;
+  std::uint32_t rows = 0, wg_rows = 0, wg = 0, sg = 0, lanes = 0, qp = 0, vp = 0, keys = 0;
+  std::uint64_t min_splits = 1;
   bool v_from_k = false;
 };
+
+// The loop iterations one of attn_decode_group's invocations runs a stage, as lavapipe
+// counts them (each loop's exit one more; bisected at four shapes, exact): the stage loop,
+// its three staging loops, and per key the loop over keys and the lanes' shuffles (neither
+// unrolled there).
+std::uint64_t group_stage_iterations(const GroupPlan& g) {
+  const auto staging = [&](std::uint64_t items) { return ceil_div(items, g.wg) + 1; };
+  return 3 + staging(std::uint64_t{g.keys} * g.qp * g.lanes) +
+         (g.v_from_k ? 0 : staging(std::uint64_t{g.keys} * g.vp * g.lanes)) + staging(g.keys) +
+         std::uint64_t{g.keys} * (2 + std::countr_zero(g.lanes));
+}
 
 GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource& values, std::uint32_t n_tokens,
                      std::uint32_t group, const ScoresParams& p) {
@@ -242,16 +306,14 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   // $VKATTN_DECODE's lanes=N trades registers (fewer vec4s per lane) for rows per tile.
   g.lanes = ctx.decode.lanes ? std::clamp(std::bit_ceil(ctx.decode.lanes), 4u, 32u) : kGroupLanes;
   if (g.sg < g.lanes) return g;
-  // rows_per_lane=N: each lane group takes N rows, so one shared load serves N of them.
-  g.rpl = ctx.decode.rows_per_lane ? std::clamp(ctx.decode.rows_per_lane, 1u, 8u) : 1u;
-  const std::uint32_t lane_groups = std::max(1u, kGroupRows * kGroupLanes / g.lanes);  // 128 invocations
-  g.rows = tile_rows(lane_groups * g.rpl, n_tokens, group, keys.meta_stride != 0, p.q_seq);
+  g.rows = tile_rows(std::max(1u, kGroupRows * kGroupLanes / g.lanes), n_tokens, group, keys.meta_stride != 0,
+                     p.q_seq);  // 128 invocations
   // Tokens of several sequences keep a tile within one token: with small groups that
   // leaves few rows to share each stage, and attn_decode takes them unless forced.
   if (kernel == DecodeTuning::Kernel::automatic && g.rows < kGroupRows) return g;
-  // Whole subgroups of lane groups, each of rpl rows.
-  g.wg = u32(ceil_div(ceil_div(g.rows, g.rpl) * g.lanes, g.sg)) * g.sg;
-  g.wg_rows = g.wg / g.lanes * g.rpl;
+  // Whole subgroups of rows.
+  g.wg = u32(ceil_div(g.rows * g.lanes, g.sg)) * g.sg;
+  g.wg_rows = g.wg / g.lanes;
   if (g.wg > ctx.limits.max_workgroup_invocations) return g;
   g.qp = u32(ceil_div(k_dim, 4 * g.lanes));
   g.vp = u32(ceil_div(v_dim, 4 * g.lanes));
@@ -262,6 +324,10 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   for (std::uint32_t k = max_keys; k >= 1 && !g.keys; k /= 2) {
     if (group_tile_bytes(k, g.qp * g.lanes, g.vp * g.lanes, g.v_from_k) <= budget) g.keys = k;
   }
+  if (const std::uint64_t steps = g.keys ? cpu_steps_per_split(ctx, group_stage_iterations(g)) : 0) {
+    g.min_splits = ceil_div(ceil_div(keys.n_keys, g.keys), steps);
+    if (g.min_splits > most_splits(g.rows)) g.keys = 0;  // more keys than splits can hold: attn_decode
+  }
   return g;
 }
 
@@ -270,7 +336,8 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                    const std::vector<float>& sinks) {
   const std::uint32_t head_dim = u32(q->shape[2]);
-  const RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
+  RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
+  rt.splits = std::max(rt.splits, g.min_splits);
   Dispatch d;
   d.key = {KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},
@@ -287,7 +354,6 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                  {VKATTN_SPEC_DECODE_MULTI_SEQ, keys.meta_stride != 0 && keys.n_seqs > 1 ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_RPL, g.rpl},
                  {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
   d.key.subgroup_size = g.sg;

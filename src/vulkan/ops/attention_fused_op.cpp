@@ -65,14 +65,13 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   // out, mask and meta, and q, k, v unless read through texel views: on a device that
   // allows a kernel fewer storage buffers, the three stages (4 at most without a mask).
   const bool fused_fits = 4u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
-  // Few rows on the GPU shape (decode): attn_decode, or the older coalesced kernel where
-  // the device allows fewer bindings or $VKATTN_DECODE asks for it.
+  // Few rows on the GPU shape (decode): the decode kernels, where the device allows them
+  // their bindings; else the lane-per-key kernel below, or the three stages.
   const bool few_rows =
-      ctx.shape == KernelShape::gpu && coalesced_attention_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
+      ctx.shape == KernelShape::gpu && decode_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
   // VKATTN_DECODE=kernel=group takes many rows too (a probe of the group kernel on prefill).
   const bool decode = (few_rows || (ctx.shape == KernelShape::gpu && ctx.decode.kernel == DecodeTuning::Kernel::group)) &&
                       decode_attention_usable(ctx);
-  const bool coalesced = few_rows && !decode && coalesced_attention_usable(ctx);
   // The lane-per-key kernel below: each invocation owns 16 bytes of a v row; key groups of
   // such invocations fill about 64 invocations. Where not even one row's tile fits shared
   // memory, the stages (which need less), else a clear refusal.
@@ -87,9 +86,8 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
       return std::move(*ds);
     }
   }
-  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !coalesced && !decode) ||
-      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit) ||
-      (!row_fits && scores_fit && !coalesced && !decode)) {
+  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !decode) ||
+      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit) || (!row_fits && scores_fit && !decode)) {
     return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
                         std::move(mask), p, sinks);
   }
@@ -103,10 +101,6 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
   if (decode) {
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
                                        std::move(mask), p, sinks);
-  }
-  if (coalesced) {
-    return coalesced_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
-                                          std::move(mask), p, sinks);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);

@@ -54,6 +54,19 @@ std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap) {
   return std::bit_floor(std::min(cap, ctx.limits.max_workgroup_invocations));
 }
 
+std::uint32_t preferred_subgroup_size(const DeviceLimits& limits) {
+  if (!limits.subgroup_size_control) return limits.subgroup_size;
+  return std::clamp(16u, limits.subgroup_min_size, limits.subgroup_max_size);
+}
+
+std::uint32_t compute_units(const Context& ctx) {
+  if (ctx.limits.compute_units) return ctx.limits.compute_units;
+  // Unknown: a mid-sized discrete GPU, a small integrated one. Too high a guess costs a
+  // larger merge; too low leaves units idle.
+  const std::string& type = ctx.physical.info.type;
+  return type == "discrete" ? 32 : 8;
+}
+
 Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel) {
   return Binding{std::move(t), 0, 0, write, texel};
 }

@@ -38,8 +38,6 @@ constexpr std::uint64_t kMaxTileBytes = 48 * 1024;
 constexpr std::uint32_t kAutoRows = 16;
 constexpr std::uint32_t kMaxAccumulators = 64;
 constexpr std::uint32_t kMaxPrefetch = 8;  // vec4s of K (and of V) per invocation held across a tile
-// llvmpipe's loop limit, with room.
-constexpr std::uint64_t kCpuLoopLimit = 60000;
 
 struct TiledPlan {
   TileShape shape{};
@@ -109,9 +107,8 @@ PrefillTuning prefill_tuning_from_env() {
   const char* env = std::getenv("VKATTN_PREFILL");
   if (!env || !*env) return t;
   const char* valid =
-      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, dot=chain|split, "
-      "probabilities=shared|shuffle, and powers of two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N "
-      "(up to 8)";
+      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
+      "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8)";
   parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
       const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
@@ -128,10 +125,6 @@ PrefillTuning prefill_tuning_from_env() {
     } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
     } else if (key == "prefetch" && (value == "0" || value == "1")) {
       t.prefetch = value == "1";
-    } else if (key == "dot" && (value == "chain" || value == "split")) {
-      t.split_dot = value == "split";
-    } else if (key == "probabilities" && (value == "shared" || value == "shuffle")) {
-      t.p_shuffle = value == "shuffle";
     } else if (key == "rows") {
       t.rows = power_of_two(64);
     } else if (key == "keys") {
@@ -174,21 +167,18 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
   const std::uint32_t v4 = (values.head_dim + 3) / 4;
   const std::uint32_t wg = t.shape.invocations(), dk4 = (head_dim + 3) / 4;
   RowTiles rt = row_tiles(ctx, *q, keys, values, t.rows, t.shape.keys);
-  if (ctx.physical.info.type == "cpu") {
-    // llvmpipe stops loops after 65,535 iterations over the whole run, not per entry (and
-    // measured, loops side by side count together): each split's tiles times all the
-    // iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
-    // staged vec4s) stay below.
-    const TileShape& s = t.shape;
-    const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
-                                ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
+  // The iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
+  // staged vec4s) against llvmpipe's loop limit.
+  const TileShape& s = t.shape;
+  const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
+                              ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
+  if (const std::uint64_t steps = cpu_steps_per_split(ctx, inner)) {
     const std::uint64_t most = most_splits(t.rows);
-    const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), kCpuLoopLimit / inner);
+    const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), steps);
     if (needed > most) {
       throw Error(ErrorCode::unsupported,
                   "VKATTN_PREFILL=kernel=tiled: on a CPU device (llvmpipe's loop limit) the tiled kernel takes at most " +
-                      std::to_string(most * (kCpuLoopLimit / inner) * s.keys) + " keys at these widths, not " +
-                      std::to_string(keys.n_keys),
+                      std::to_string(most * steps * s.keys) + " keys at these widths, not " + std::to_string(keys.n_keys),
                   "VKATTN_PREFILL", 0, "attention");
     }
     rt.splits = std::max(rt.splits, needed);
@@ -217,9 +207,7 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                  {VKATTN_SPEC_TILED_V_FROM_K, t.v_from_k ? 1u : 0u},
                  {VKATTN_SPEC_TILED_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_TILED_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_PREFETCH, prefetch ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_SPLIT_DOT, ctx.prefill.split_dot ? 1u : 0u},
-                 {VKATTN_SPEC_TILED_P_SHUFFLE, ctx.prefill.p_shuffle && t.sg ? 1u : 0u}})};
+                 {VKATTN_SPEC_TILED_PREFETCH, prefetch ? 1u : 0u}})};
   d.key.subgroup_size = t.sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
