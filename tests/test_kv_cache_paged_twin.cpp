@@ -191,11 +191,11 @@ TEST(PagedKvCacheTwin, EveryKernelFamily) {
     run_script(t, {.window = 40u, .path = f.path}, kVulkanTol, f.name);
     expect_no_validation_messages(*gpu);
   }
-  // The matrix kernel through its stand-in (VKATTN_MATRIX=standin, read when attention is
-  // recorded) with f16 products, against the CPU backend's rounded inputs; the pipelines
-  // built (the info log) show it ran.
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  // The matrix kernel (attn_mt.comp) through its stand-in (DeviceOptions::matrix_units)
+  // with f16 products, against the CPU backend's rounded inputs; the pipelines built (the
+  // info log) show it ran.
   DeviceOptions options = test_options();
+  options.matrix_units = MatrixUnits::standin;
   options.submit_timeout_ms = 600000;  // lavapipe compiles the stand-in inside the submission
   options.cap_limits = uncapped();
   auto built = std::make_shared<std::string>();
