@@ -11,7 +11,7 @@
 # case untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a
 # case, and a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a
 # benchmark filter, default the three prefill sizes) does for the prefill and matrix
-# sections; PROBE_ONLY (a list of decode, mla, prefill, matrix, ggml; default all) runs some
+# sections; PROBE_ONLY (a list of decode, mla, prefill, matrix, paged, ggml; default all) runs some
 # sections alone. A .ggml/run.sh beside .gpu (ggml's test-backend-ops, built outside the
 # repository) is run last when present. Every case that reports an error is listed at the
 # end with its whole message; one whose results differ from the CPU reference, or a
@@ -84,8 +84,15 @@ run() {
       t = get("real_time"); unit = get("time_unit")
       if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
       g = get("gflops")
-      printf "%-30s %-52s %10.2f %8s %9s %9s %8s %s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
-             get("merge_us"), get("occupancy_ratio"), (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : ""
+      # The counters of vkattn-bench-paged: paged/ring, and the two times or sizes behind it.
+      paged = ""
+      if (get("paged_over_ring") != "-") {
+        paged = sprintf("paged/ring %.3f", get("paged_over_ring"))
+        if (get("ring_us") != "-") paged = paged sprintf(" (ring %.1f us, paged %.1f us)", get("ring_us"), get("paged_us"))
+        if (get("ring_MiB") != "-") paged = paged sprintf(" (ring %.1f MiB, paged %.1f MiB)", get("ring_MiB"), get("paged_MiB"))
+      }
+      printf "%-30s %-52s %10.2f %8s %9s %9s %8s %s%s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
+             get("merge_us"), get("occupancy_ratio"), (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : "", paged
     }' | tee -a "$table"
 }
 
@@ -156,6 +163,17 @@ run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN
     vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
+fi
+if want paged; then
+# vkattn-bench-paged: each case first checks the paged cache's attention against the ring's
+# (a difference fails the probe). Decode of one sequence whose blocks are every other block
+# of the pool, against a ring cache of the same keys, timed alternately (target: paged/ring
+# within 1.1); a 4k-token fork against kv_copy_sequence's copy; and device memory of 64
+# sequences of 100 to 8k tokens against a ring cache sized for 8k.
+echo "== paged KV cache: decode and fork against a ring cache, memory of 64 sequences"
+run "paged decode, GPU kernels" -- vkattn-bench-paged "BM_paged_decode/keys:($keys_re)/shape:2/"
+run "paged fork of 4k tokens" -- vkattn-bench-paged "BM_paged_fork"
+run "paged memory, 64 sequences" -- vkattn-bench-paged "BM_paged_memory"
 fi
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 
