@@ -20,6 +20,7 @@ if(VKATTN_SPIRV_OPT)
   endif()
 endif()
 set(VKATTN_SPV_TO_HEADER ${CMAKE_CURRENT_LIST_DIR}/vkattn_spv_to_header.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/vkattn_coopmat_glslang.cmake)
 
 # vkattn_add_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])
 # Writes <build>/shaders/<kernel>.spv (optimized unless VKATTN_SPIRV_OPT is off, then
@@ -33,37 +34,69 @@ function(vkattn_add_shader)
   cmake_parse_arguments(S "" "NAME;SOURCE" "DEFINES" ${ARGN})
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
   set(spv ${out_dir}/${S_NAME}.spv)
-  set(hdr ${out_dir}/${S_NAME}.h)
-  set(defs "")
-  foreach(d IN LISTS S_DEFINES)
-    list(APPEND defs -D${d})
-  endforeach()
-  set(common_args --target-env vulkan1.1 -I${CMAKE_CURRENT_SOURCE_DIR}/common ${defs})
+  set(unopt ${out_dir}/${S_NAME}.unopt.spv)
   set(dis_cmd "")
   if(VKATTN_SPIRV_DIS)
     set(dis_cmd COMMAND ${VKATTN_SPIRV_DIS} ${spv} -o ${out_dir}/${S_NAME}.spvasm)
   endif()
-  set(unopt ${out_dir}/${S_NAME}.unopt.spv)
   if(VKATTN_SPIRV_OPT)
     set(opt_cmd COMMAND ${VKATTN_SPIRV_OPT_EXE} -O --target-env=vulkan1.1 ${unopt} -o ${spv})
   else()
     set(opt_cmd COMMAND ${CMAKE_COMMAND} -E copy ${unopt} ${spv})
   endif()
-  add_custom_command(
-    OUTPUT ${unopt} ${spv} ${hdr}
-    COMMAND ${VKATTN_GLSLANG} ${common_args} --quiet --depfile ${out_dir}/${S_NAME}.d -o ${unopt} ${S_SOURCE}
+  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_GLSLANG} vulkan1.1
     ${opt_cmd}
     COMMAND ${VKATTN_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-    COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DHDR=${hdr} -DNAME=vkattn_spv_${S_NAME} -P ${VKATTN_SPV_TO_HEADER}
-    ${dis_cmd}
-    DEPENDS ${S_SOURCE} ${VKATTN_SPV_TO_HEADER}
-    DEPFILE ${out_dir}/${S_NAME}.d
-    COMMENT "SPIR-V ${S_NAME}"
+    ${dis_cmd})
+endfunction()
+
+# vkattn_add_coopmat_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])
+# A matrix kernel (GL_KHR_cooperative_matrix): built only when configure found a glslang
+# that compiles it (vkattn_coopmat_glslang.cmake), else left out of the kernel table, as
+# the host's VKATTN_HAVE_COOPMAT_SHADERS says. Vulkan 1.2 (SPIR-V 1.5: cooperative-matrix
+# modules must use the Vulkan memory model, core in 1.2). Neither optimized nor validated:
+# Debian 12's spirv-opt, spirv-val and spirv-dis (SPIRV-Tools 2023.1) reject the
+# CooperativeMatrixKHR capability ("Invalid capability operand: 6022"), and spirv-opt has
+# miscompiled cooperative-matrix code before (llama.cpp #10763); the drivers optimize it.
+# `glslangValidator -H` prints the SPIR-V of one for review. Its source is claimed either
+# way, so vkattn_add_remaining_shaders never hands it to the other glslang.
+function(vkattn_add_coopmat_shader)
+  cmake_parse_arguments(S "" "NAME;SOURCE" "DEFINES" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_PLAIN_SOURCES ${S_SOURCE})
+  if(NOT VKATTN_HAVE_COOPMAT_SHADERS)
+    return()
+  endif()
+  set(unopt ${CMAKE_CURRENT_BINARY_DIR}/${S_NAME}.unopt.spv)
+  set(spv ${CMAKE_CURRENT_BINARY_DIR}/${S_NAME}.spv)
+  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_COOPMAT_GLSLANG_EXE} vulkan1.2
+    COMMAND ${CMAKE_COMMAND} -E copy ${unopt} ${spv})
+endfunction()
+
+# The part both share: <name>.unopt.spv from |glslang| for |env|, then |ARGN| (commands
+# that make <name>.spv of it), then <name>.h, and the kernel's place in the table.
+function(vkattn_embed_shader name source defines glslang env)
+  set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
+  set(spv ${out_dir}/${name}.spv)
+  set(hdr ${out_dir}/${name}.h)
+  set(unopt ${out_dir}/${name}.unopt.spv)
+  set(defs "")
+  foreach(d IN LISTS defines)
+    list(APPEND defs -D${d})
+  endforeach()
+  add_custom_command(
+    OUTPUT ${unopt} ${spv} ${hdr}
+    COMMAND ${glslang} --target-env ${env} -I${CMAKE_CURRENT_SOURCE_DIR}/common ${defs} --quiet
+            --depfile ${out_dir}/${name}.d -o ${unopt} ${source}
+    ${ARGN}
+    COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DHDR=${hdr} -DNAME=vkattn_spv_${name} -P ${VKATTN_SPV_TO_HEADER}
+    DEPENDS ${source} ${VKATTN_SPV_TO_HEADER}
+    DEPFILE ${out_dir}/${name}.d
+    COMMENT "SPIR-V ${name}"
     VERBATIM)
   set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_HEADERS ${hdr})
-  set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_NAMES ${S_NAME})
-  if(NOT S_DEFINES)
-    set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_PLAIN_SOURCES ${S_SOURCE})
+  set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_NAMES ${name})
+  if(NOT defines)
+    set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_PLAIN_SOURCES ${source})
   endif()
 endfunction()
 

@@ -1,5 +1,7 @@
 // vkattn-info: every Vulkan device with the limits vkattn depends on, which one would be
-// chosen (VKATTN_DEVICE and the type preference applied), or why none can be.
+// chosen (VKATTN_DEVICE and the type preference applied), or why none can be, and whether
+// the matrix kernels would use its matrix units (VKATTN_MATRIX applied), with the
+// cooperative-matrix shapes it lists.
 // vkattn-info --version prints the library's version.
 #include <cstdio>
 #include <cstring>
@@ -10,6 +12,28 @@
 namespace {
 
 const char* yes(bool b) { return b ? "yes" : "no"; }
+
+// The matrix path as decided (VKATTN_MATRIX applied), then the device's cooperative-matrix
+// list, the shape the kernels use marked.
+void print_matrix(const vkattn::DeviceInfo& d) {
+  const vkattn::DeviceLimits& l = d.limits;
+  if (l.matrix_units) {
+    std::printf("    matrix units: on\n");
+  } else {
+    std::printf("    matrix units: off, %s\n", d.matrix_note.c_str());
+  }
+  if (d.matrix_shapes.empty()) {
+    std::printf("    cooperative-matrix shapes: none\n");
+    return;
+  }
+  std::printf("    cooperative-matrix shapes (M x N x K, A x B + C -> result, scope):\n");
+  for (const auto& m : d.matrix_shapes) {
+    const bool used = m.m == 16 && m.n == 16 && m.k == 16 && m.a == "f16" && m.b == "f16" && m.c == "f32" && m.result == "f32" &&
+                      m.scope == "subgroup" && !m.saturating;
+    std::printf("      %ux%ux%u %s x %s + %s -> %s, %s%s%s\n", m.m, m.n, m.k, m.a.c_str(), m.b.c_str(), m.c.c_str(),
+                m.result.c_str(), m.scope.c_str(), m.saturating ? ", saturating" : "", used ? "  (the kernels' shape)" : "");
+  }
+}
 
 void print_device(const vkattn::DeviceInfo& d) {
   const vkattn::DeviceLimits& l = d.limits;
@@ -38,6 +62,7 @@ void print_device(const vkattn::DeviceInfo& d) {
               static_cast<unsigned long long>(l.max_texel_buffer_elements));
   std::printf("    16-bit storage %s, fp16 math %s, timestamps %s (%.3g ns/tick)\n", yes(l.storage_16bit), yes(l.shader_float16),
               yes(l.timestamps), l.timestamp_period_ns);
+  print_matrix(d);
 }
 
 }  // namespace

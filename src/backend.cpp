@@ -25,7 +25,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& opt
 std::vector<DeviceInfo> list_devices(const DeviceOptions& options) try {
   detail::OpScope scope("list devices");
   auto instance = detail::Instance::create(options.validation.value_or(false), std::make_shared<detail::Logger>(options));
-  auto devices = detail::enumerate_devices(*instance);
+  auto devices = detail::enumerate_devices(*instance, options);
   std::vector<DeviceInfo> out;
   for (const auto& d : devices) out.push_back(d.info);
   try {

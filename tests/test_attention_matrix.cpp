@@ -143,7 +143,7 @@ TEST(CoopmatCpuOracle, RoundsTheInputs) {
 }
 
 // Only attention() takes f16_products: the stage ops refuse it by name, and a value outside
-// the enum is refused too; a malformed $VKATTN_MATRIX is refused when attention is recorded.
+// the enum is refused too; a malformed $VKATTN_MATRIX is refused when a backend is made.
 TEST(CoopmatPrecision, RefusedWhereNotTaken) {
   auto cpu = make_backend(BackendKind::cpu);
   Tensor q = cpu->tensor({2, 2, 16}, DType::f32), k = cpu->tensor({3, 1, 16}, DType::f32), s = cpu->tensor({2, 2, 3}, DType::f32),
@@ -169,13 +169,15 @@ TEST(CoopmatPrecision, RefusedWhereNotTaken) {
 
 TEST_F(CoopmatVsCpu, MalformedKnobIsRefused) {
   ScopedEnv matrix("VKATTN_MATRIX", "fast");
-  AttnInputs in = random_inputs(4, 2, 1, 8, 16, 1, 3);
   try {
-    run_f16(*gpu_, in);
+    make_backend(BackendKind::vulkan, test_options());
     ADD_FAILURE() << "VKATTN_MATRIX=fast was taken";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("VKATTN_MATRIX"), std::string::npos) << e.what();
   }
+  // A backend made before keeps the path it was given.
+  AttnInputs in = random_inputs(4, 2, 1, 8, 16, 1, 3);
+  expect_f16_matches(*cpu_, in, run_f16(*gpu_, in), "made before");
 }
 
 // Keys no row sees may hold NaN (a stale slot): they are staged as zeros, never loaded, so

@@ -2,7 +2,9 @@
 # Installs the Debian 12 packages vkattn needs to build, test and run on a machine without
 # a GPU (Mesa's lavapipe is the Vulkan device there). Only missing packages are
 # installed; nothing happens when all are present. It also puts the copy-paste checker
-# (jscpd, from the npm registry) under .tools/.
+# (jscpd, from the npm registry) under .tools/, and, where the system's glslang cannot
+# compile the matrix kernels (Debian 12's), builds a newer glslangValidator from Debian's
+# archive into .tools/glslang/ once (tools/glslang.sh: about 2 minutes of 2 cores).
 set -euo pipefail
 
 packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spirv-tools
@@ -41,3 +43,7 @@ if [ ! -x "$here/.tools/jscpd/node_modules/.bin/jscpd" ] ||
   echo "installing: jscpd $jscpd_version (npm)"
   npm install --prefix "$here/.tools/jscpd" --no-audit --no-fund --silent "jscpd@$jscpd_version"
 fi
+
+# A glslang that compiles GL_KHR_cooperative_matrix (the matrix kernels), when the system's
+# cannot; without one the build goes on without those kernels (configure says so).
+"$here/tools/glslang.sh"

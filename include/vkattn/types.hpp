@@ -255,6 +255,12 @@ struct DeviceLimits {
   // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties, VK_ARM_shader_core_builtins);
   // 0 when it does not. Decode kernels split keys to give each unit several workgroups.
   std::uint32_t compute_units = 0;
+  // Matrix kernels run on the device's matrix units (VK_KHR_cooperative_matrix, 16x16x16
+  // f16 x f16 -> f32 per subgroup): the device can, this build has them, and
+  // DeviceOptions::matrix_units lets them (DeviceInfo::matrix_note says why not).
+  bool matrix_units = false;
+  // Matrix kernels run as plain GLSL instead (DeviceOptions::matrix_units = standin).
+  bool matrix_standin = false;
 };
 
 // The Vulkan 1.1 minimums for every limit above (features off).
@@ -270,6 +276,30 @@ enum class KernelShape {
               // shuffles and size control, else the cpu shape's kernels run
 };
 VKATTN_API const char* to_string(KernelShape shape);
+
+// Whether attention's matrix kernels use the device's matrix units (tensor cores), through
+// VK_KHR_cooperative_matrix (DeviceOptions::matrix_units; docs/devices.md).
+enum class MatrixUnits {
+  automatic,  // where the device lists the 16x16x16 f16 x f16 -> f32 subgroup shape with
+              // what the kernels need, and is on the allowlist (NVIDIA Ampere and later, AMD
+              // RDNA3 and later): some drivers list the extension on GPUs without the units
+  off,        // never
+  on,         // wherever the device lists the shape and what the kernels need, any vendor
+  standin,    // the matrix kernels in plain GLSL on any device, units or not (tests: this
+              // is how they run on lavapipe)
+};
+VKATTN_API const char* to_string(MatrixUnits units);
+
+// One entry of a device's VK_KHR_cooperative_matrix list: result (M x N) = A (M x K) x
+// B (K x N) + C (M x N) within one scope.
+struct MatrixShape {
+  std::uint32_t m = 0, n = 0, k = 0;
+  // Component types: "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32",
+  // "u64", "bf16", "e4m3", "e5m2", or "type <value>" for one vkattn does not know.
+  std::string a, b, c, result;
+  std::string scope;        // "subgroup", "workgroup", "device", "queue family" or "scope <value>"
+  bool saturating = false;  // saturatingAccumulation (integer types)
+};
 
 // How much a backend says about itself (DeviceOptions::log).
 enum class LogLevel {
@@ -313,6 +343,9 @@ struct DeviceOptions {
   // The least severe level reported. Default: $VKATTN_LOG ("off", "error", "warning" or
   // "info"), else warning: a first pipeline build is then silent, shown at info.
   std::optional<LogLevel> log_level{};
+  // The matrix units; default: $VKATTN_MATRIX ("automatic" or "auto", "off", "on",
+  // "standin") if set, else automatic. DeviceLimits::matrix_units says what was decided.
+  std::optional<MatrixUnits> matrix_units{};
 };
 
 // One Vulkan device as vkattn sees it (for vkattn-info and error messages).
@@ -325,6 +358,10 @@ struct DeviceInfo {
   DeviceLimits limits;
   std::string rejected;  // why vkattn cannot use it; empty when usable
   bool chosen = false;   // the device make_backend() would pick with these options
+  // VK_KHR_cooperative_matrix's list as the device reports it (empty without the extension).
+  std::vector<MatrixShape> matrix_shapes;
+  // Why limits.matrix_units is false with these options ("" when it is true).
+  std::string matrix_note;
 };
 
 // Enumerates Vulkan devices and marks the one that would be chosen. Throws

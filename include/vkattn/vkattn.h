@@ -192,6 +192,9 @@ typedef struct vkattn_device_info {
   uint32_t unified_memory;           /* 1 when device-local memory is host-visible */
   uint32_t shader_float16;           /* 1 with fp16 arithmetic */
   uint32_t timestamps;               /* 1 when vkattn can time ops on the device */
+  uint32_t matrix_units;             /* 1 when the matrix kernels run on the device's matrix units */
+  uint32_t matrix_standin;           /* 1 when they run as plain GLSL instead ($VKATTN_MATRIX=standin) */
+  const char* matrix_note;           /* why matrix_units is 0; "" when it is 1 */
 } vkattn_device_info;
 
 /* Every Vulkan device, with the one that would be chosen with |options| (optional) marked.

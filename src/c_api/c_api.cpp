@@ -49,7 +49,7 @@ static_assert(VKATTN_ATTENTION_KERNEL_REFERENCE == int(vkattn::AttentionKernel::
 // could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
 #define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, timestamps);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, matrix_note);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, reserved);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
@@ -392,7 +392,10 @@ vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t inde
                                     .max_shared_memory = l.max_shared_memory,
                                     .unified_memory = l.unified_memory ? 1u : 0u,
                                     .shader_float16 = l.shader_float16 ? 1u : 0u,
-                                    .timestamps = l.timestamps ? 1u : 0u});
+                                    .timestamps = l.timestamps ? 1u : 0u,
+                                    .matrix_units = l.matrix_units ? 1u : 0u,
+                                    .matrix_standin = l.matrix_standin ? 1u : 0u,
+                                    .matrix_note = d.matrix_note.c_str()});
     // clang-format on
   });
 }

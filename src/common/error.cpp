@@ -78,6 +78,16 @@ const char* to_string(AttentionKernel kernel) {
   return "unknown";
 }
 
+const char* to_string(MatrixUnits units) {
+  switch (units) {
+    case MatrixUnits::automatic: return "automatic";
+    case MatrixUnits::off: return "off";
+    case MatrixUnits::on: return "on";
+    case MatrixUnits::standin: return "standin";
+  }
+  return "unknown";
+}
+
 const char* version() noexcept { return VKATTN_VERSION_STRING; }
 
 }  // namespace vkattn

@@ -49,7 +49,8 @@ bool pipeline_stats_wanted() {
   return env && std::strcmp(env, "1") == 0;
 }
 
-PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api) {
+PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api,
+                            bool query_coopmat) {
   PhysicalDevice out;
   out.handle = pd;
   out.functions = &fn;
@@ -79,6 +80,11 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   };
   out.portability_subset = has("VK_KHR_portability_subset");
   out.memory_budget = has("VK_EXT_memory_budget");
+  CoopmatFacts& cm = out.coopmat;
+  cm.vendor_id = base.vendorID;
+  cm.vulkan_1_2 = v12;
+  cm.listed = has(kCoopmatExtension);
+  cm.queried = cm.listed && query_coopmat;
 
   auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
   auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
@@ -102,6 +108,13 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   if (has_nv_sm) nv_sm.pNext = std::exchange(props.pNext, &nv_sm);
   if (has_amd_core) amd_core.pNext = std::exchange(props.pNext, &amd_core);
   if (has_arm_core) arm_core.pNext = std::exchange(props.pNext, &arm_core);
+  // The matrix path: the extension's stages, and what tells AMD's architectures apart.
+  CoopmatProperties coopmat_props{kCoopmatPropertiesType, nullptr, 0};
+  if (cm.queried) coopmat_props.pNext = std::exchange(props.pNext, &coopmat_props);
+  auto dot8 = vk_struct<VkPhysicalDeviceShaderIntegerDotProductProperties>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES);
+  const bool has_dot8 = has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  if (has_dot8) dot8.pNext = std::exchange(props.pNext, &dot8);
   fn.vkGetPhysicalDeviceProperties2(pd, &props);
   info.driver = v12 ? std::string(driver.driverName) + " " + driver.driverInfo : "version " + std::to_string(base.driverVersion);
 
@@ -117,6 +130,11 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   if (size_control_ext) size_control.pNext = std::exchange(features.pNext, &size_control);
   const bool executables_ext = has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   if (executables_ext) executables.pNext = std::exchange(features.pNext, &executables);
+  CoopmatFeatures coopmat_features{kCoopmatFeaturesType, nullptr, VK_FALSE, VK_FALSE};
+  if (cm.queried) coopmat_features.pNext = std::exchange(features.pNext, &coopmat_features);
+  auto memory_model =
+      vk_struct<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
+  if (v12) memory_model.pNext = std::exchange(features.pNext, &memory_model);
   fn.vkGetPhysicalDeviceFeatures2(pd, &features);
   out.pipeline_stats = executables_ext && executables.pipelineExecutableInfo;
 
@@ -157,6 +175,22 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   lim.max_texel_buffer_elements = texel_ok ? l.maxTexelBufferElements : 0;
   lim.storage_16bit = storage16.storageBuffer16BitAccess;
   lim.shader_float16 = f16.shaderFloat16;
+
+  cm.driver_id = v12 ? static_cast<std::uint32_t>(driver.driverID) : 0;
+  cm.nv_warps_per_sm = has_nv_sm ? nv_sm.shaderWarpsPerSM : 0;
+  cm.amd_wavefronts_per_simd = has_amd_core ? amd_core.wavefrontsPerSimd : 0;
+  cm.amd_mixed_dot8 = has_dot8 && dot8.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
+  cm.subgroup_min_size = lim.subgroup_min_size;
+  cm.subgroup_max_size = lim.subgroup_max_size;
+  cm.feature = coopmat_features.cooperativeMatrix;
+  cm.compute = (coopmat_props.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  cm.shader_float16 = lim.shader_float16;
+  cm.memory_model = memory_model.vulkanMemoryModel;
+  cm.full_subgroups = lim.subgroup_size_control;
+  if (cm.queried && cm.feature && fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
+    cm.shapes = coopmat_shapes(fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR, pd);
+  }
+  for (const auto& shape : cm.shapes) info.matrix_shapes.push_back(public_shape(shape));
 
   VkPhysicalDeviceMemoryProperties mem{};
   fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
@@ -199,16 +233,29 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   return out;
 }
 
-std::vector<PhysicalDevice> enumerate_devices(const Instance& instance) {
+std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const DeviceOptions& options) {
+  const MatrixUnits knob = matrix_units_wanted(options);
   OpScope scope("enumerate devices");
   std::uint32_t n = 0;
   const VulkanFunctions& fn = instance.fn();
   VKATTN_VK_CHECK(fn.vkEnumeratePhysicalDevices(instance.handle(), &n, nullptr));
   std::vector<VkPhysicalDevice> handles(n);
   VKATTN_VK_CHECK(fn.vkEnumeratePhysicalDevices(instance.handle(), &n, handles.data()));
+  const bool query_coopmat = coopmat_query_allowed(instance.validation_layer_version());
   std::vector<PhysicalDevice> out;
-  for (std::uint32_t i = 0; i < n; ++i) out.push_back(probe_device(fn, handles[i], i, instance.api_version()));
+  for (std::uint32_t i = 0; i < n; ++i) {
+    out.push_back(probe_device(fn, handles[i], i, instance.api_version(), query_coopmat));
+    choose_matrix_path(out.back(), knob);
+  }
   return out;
+}
+
+void choose_matrix_path(PhysicalDevice& device, MatrixUnits knob) {
+  const MatrixChoice choice = choose_matrix(device.coopmat, knob, kCoopmatKernelsBuilt);
+  device.matrix_units = choice.units;
+  device.info.limits.matrix_units = choice.units;
+  device.info.limits.matrix_standin = choice.standin;
+  device.info.matrix_note = choice.note;
 }
 
 std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const DeviceOptions& options) {
@@ -287,6 +334,8 @@ DeviceLimits cap(const DeviceLimits& d, const DeviceLimits& c) {
   o.shader_float16 = d.shader_float16 && c.shader_float16;
   o.timestamps = d.timestamps && c.timestamps;
   o.unified_memory = d.unified_memory && c.unified_memory;
+  o.matrix_units = d.matrix_units && c.matrix_units;
+  o.matrix_standin = d.matrix_standin && c.matrix_standin;
   return o;
 }
 
@@ -325,6 +374,20 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
     executables.pipelineExecutableInfo = VK_TRUE;
     executables.pNext = const_cast<void*>(std::exchange(info.pNext, &executables));
     self->pipeline_stats_ = true;
+  }
+  // The matrix kernels: cooperative-matrix SPIR-V declares the Vulkan memory model and f16
+  // components. Chained only for them, so that every other device is created as before.
+  CoopmatFeatures coopmat{kCoopmatFeaturesType, nullptr, VK_TRUE, VK_FALSE};
+  auto f16 = vk_struct<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+  auto memory_model =
+      vk_struct<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
+  if (physical.matrix_units) {
+    extensions.push_back(kCoopmatExtension);
+    f16.shaderFloat16 = VK_TRUE;
+    memory_model.vulkanMemoryModel = VK_TRUE;
+    coopmat.pNext = &f16;
+    f16.pNext = &memory_model;
+    memory_model.pNext = const_cast<void*>(std::exchange(info.pNext, &coopmat));
   }
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;

@@ -42,14 +42,25 @@ struct PhysicalDevice {
   bool memory_budget = false;          // VK_EXT_memory_budget is enabled
   // VK_KHR_pipeline_executable_properties exists (enabled only for VKATTN_PIPELINE_STATS=1).
   bool pipeline_stats = false;
+  CoopmatFacts coopmat;  // what the matrix path's choice depends on
+  // The matrix kernels run on the units: VK_KHR_cooperative_matrix, shaderFloat16 and
+  // vulkanMemoryModel are enabled when the device is created (choose_matrix_path).
+  bool matrix_units = false;
 };
 
-// Every device with its limits and, for unusable ones, the reason.
-std::vector<PhysicalDevice> enumerate_devices(const Instance& instance);
+// Every device with its limits and, for unusable ones, the reason; the matrix path chosen
+// as |options| (or $VKATTN_MATRIX) asks.
+std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const DeviceOptions& options = {});
 
 // What vkattn can use of one physical device, as enumerate_devices reports it;
 // |instance_api| is the apiVersion its instance was created with, |fn| its commands.
-PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, std::uint32_t index, std::uint32_t instance_api);
+// VK_KHR_cooperative_matrix is queried only when |query_coopmat|.
+PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, std::uint32_t index, std::uint32_t instance_api,
+                            bool query_coopmat);
+
+// Sets |device|'s matrix path (PhysicalDevice::matrix_units, the limits' matrix_units and
+// matrix_standin, DeviceInfo::matrix_note) from its facts and |knob|.
+void choose_matrix_path(PhysicalDevice& device, MatrixUnits knob);
 
 // Index into |devices| of the device to use: DeviceOptions::device, else $VKATTN_DEVICE,
 // else the best type. Throws Error(no_device) listing each device's rejection reason.

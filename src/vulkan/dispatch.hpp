@@ -340,8 +340,9 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                                                      std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                                      const std::vector<float>& sinks);
 // The matrix kernel (attn_mt.comp, attention_mt_op.cpp) for AttentionPrecision::f16_products:
-// its dispatches, or none where $VKATTN_MATRIX, the device or the shape leave it out (the
-// f32 kernels then run; InvalidArgument naming $VKATTN_MATRIX when it is malformed).
+// its dispatches, or none where the device's matrix path (DeviceLimits::matrix_standin,
+// from DeviceOptions::matrix_units or $VKATTN_MATRIX: coopmat.cpp) or the shape leave it
+// out (the f32 kernels then run).
 std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                                       std::shared_ptr<TensorImpl> q, const KeySource& keys,
                                                       const KeySource& values, std::shared_ptr<TensorImpl> out,

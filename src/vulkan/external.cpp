@@ -69,7 +69,8 @@ Enabled enabled_in(const VkDeviceCreateInfo* info, std::uint32_t family) {
 // The physical device as vkattn sees it, with only what the caller enabled counted in.
 PhysicalDevice external_physical(const Instance& instance, const ExternalVulkan& v, const Enabled& enabled) {
   const VulkanFunctions& fn = instance.fn();
-  PhysicalDevice p = probe_device(fn, v.physical_device, 0, v.api_version);
+  PhysicalDevice p = probe_device(fn, v.physical_device, 0, v.api_version, false);
+  p.coopmat.own_device = false;
   if (!p.info.rejected.empty()) {
     throw Error(ErrorCode::unsupported, "ExternalVulkan::physical_device (" + p.info.name + ") " + p.info.rejected,
                 "vkGetPhysicalDeviceProperties", 0, current_op());
@@ -162,6 +163,7 @@ std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const Device
   ctx->log = std::make_shared<Logger>(options);
   ctx->instance = Instance::adopt(vulkan.instance, vulkan.api_version, vulkan.get_instance_proc_addr);
   ctx->physical = external_physical(*ctx->instance, vulkan, enabled);
+  choose_matrix_path(ctx->physical, matrix_units_wanted(options));
   plan_context(*ctx, options);
   ctx->device = Device::adopt(ctx->physical, vulkan.device, vulkan.queue, vulkan.allocator);
   if (vulkan.pipeline_cache != VK_NULL_HANDLE) {

@@ -9,6 +9,8 @@
 
 #include <vulkan/vulkan.h>
 
+#include "vulkan/coopmat.hpp"
+
 namespace vkattn::detail {
 
 // Global commands (no instance).
@@ -108,6 +110,9 @@ struct VulkanFunctions {
   VKATTN_VK_DEVICE(VKATTN_VK_MEMBER)
   VKATTN_VK_DEVICE_OPTIONAL(VKATTN_VK_MEMBER)
 #undef VKATTN_VK_MEMBER
+  // VK_KHR_cooperative_matrix's list (coopmat.hpp declares its type): null when the loader
+  // does not return it.
+  CoopmatShapesFn vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = nullptr;
   const VkAllocationCallbacks* allocator = nullptr;  // for device objects
 
   // The global commands through |get_instance_proc_addr| (null: the loader vkattn links).

@@ -75,7 +75,11 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
     std::vector<VkLayerProperties> props(n);
     VKATTN_VK_CHECK(fn.vkEnumerateInstanceLayerProperties(&n, props.data()));
     bool found = false;
-    for (const auto& p : props) found = found || std::strcmp(p.layerName, kValidationLayer) == 0;
+    for (const auto& p : props) {
+      if (std::strcmp(p.layerName, kValidationLayer) != 0) continue;
+      found = true;
+      self->validation_layer_version_ = p.specVersion;
+    }
     if (!found) {
       throw Error(ErrorCode::unsupported,
                   "validation requested but VK_LAYER_KHRONOS_validation is not installed "

@@ -33,6 +33,8 @@ class Instance {
   const VulkanFunctions& fn() const { return fn_; }
   std::uint32_t api_version() const { return api_version_; }
   bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  // The validation layer's Vulkan version (VkLayerProperties::specVersion); 0 without it.
+  std::uint32_t validation_layer_version() const { return validation_layer_version_; }
   std::vector<std::string> messages() const;
 
  private:
@@ -44,6 +46,7 @@ class Instance {
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::uint32_t api_version_ = VK_API_VERSION_1_1;
+  std::uint32_t validation_layer_version_ = 0;
   bool owned_ = true;
   std::shared_ptr<const Logger> log_;
   mutable std::mutex mutex_;

@@ -259,7 +259,7 @@ static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
   auto ctx = std::make_shared<Context>();
   ctx->log = std::make_shared<Logger>(options);
   ctx->instance = Instance::create(validation_wanted(options), ctx->log);
-  auto devices = enumerate_devices(*ctx->instance);
+  auto devices = enumerate_devices(*ctx->instance, options);
   ctx->physical = devices[choose_device(devices, options)];
   plan_context(*ctx, options);
   const std::uint64_t heap_cap = options.cap_limits ? options.cap_limits->device_local_bytes : 0;

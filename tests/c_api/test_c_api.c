@@ -386,7 +386,9 @@ static void test_queries(vkattn_backend* gpu) {
   for (size_t i = 0; i < count; ++i) {
     vkattn_device_info info;
     OK(vkattn_device_list_get(devices, i, &info, sizeof info));
-    CHECK(info.struct_size == sizeof info && info.name && info.type && info.driver && info.rejected);
+    CHECK(info.struct_size == sizeof info && info.name && info.type && info.driver && info.rejected && info.matrix_note);
+    /* the matrix units on, or why not (lavapipe has none) */
+    CHECK(info.matrix_units == (info.matrix_note[0] == '\0') && !(info.matrix_units && info.matrix_standin));
     chosen += info.chosen;
   }
   CHECK(chosen == 1);

@@ -63,24 +63,25 @@ inline const bool released_at_program_end = [] {
 // Every field a backend's creation reads, so that equal keys make equal backends. The
 // asserts fail when DeviceLimits or DeviceOptions gain a field: add it here.
 inline void put_limits(std::ostream& k, const DeviceLimits& l) {
-  static_assert(sizeof(DeviceLimits) == 120, "a DeviceLimits field is missing from the pool's key");
+  static_assert(sizeof(DeviceLimits) == 128, "a DeviceLimits field is missing from the pool's key");
   k << l.subgroup_size << ',' << l.subgroup_arithmetic << l.subgroup_shuffle << l.subgroup_size_control << ','
     << l.subgroup_min_size << ',' << l.subgroup_max_size << ',' << l.subgroup_vote << ',' << l.max_shared_memory << ','
     << l.max_workgroup_invocations << ',' << l.max_workgroup_size[0] << ',' << l.max_workgroup_size[1] << ','
     << l.max_workgroup_size[2] << ',' << l.max_workgroup_count[0] << ',' << l.max_workgroup_count[1] << ','
     << l.max_workgroup_count[2] << ',' << l.max_storage_buffer_range << ',' << l.max_storage_buffers << ','
-    << l.storage_offset_alignment << ',' << l.max_texel_buffer_elements << ',' << l.device_local_bytes << ','
-    << l.storage_16bit << l.shader_float16 << l.timestamps << ',' << l.timestamp_period_ns << ',' << l.unified_memory
-    << ',' << l.compute_units;
+    << l.storage_offset_alignment << ',' << l.max_texel_buffer_elements << ',' << l.device_local_bytes << ',' << l.storage_16bit
+    << l.shader_float16 << l.timestamps << ',' << l.timestamp_period_ns << ',' << l.unified_memory << ',' << l.compute_units
+    << ',' << l.matrix_units << l.matrix_standin;
 }
 
 inline std::string key(BackendKind kind, const DeviceOptions& o) {
-  static_assert(sizeof(DeviceOptions) == 280, "a DeviceOptions field is missing from the pool's key");
+  static_assert(sizeof(DeviceOptions) == 296, "a DeviceOptions field is missing from the pool's key");
   std::ostringstream k;
   k << static_cast<int>(kind) << '|' << (o.device ? "=" + *o.device : "-") << '|'
     << (o.validation ? static_cast<int>(*o.validation) : -1) << '|' << o.force_staging << '|'
-    << o.pipeline_cache_dir.value_or("-") << '|' << o.submit_timeout_ms << '|'
-    << (o.kernels ? static_cast<int>(*o.kernels) : -1) << '|' << (o.log_level ? static_cast<int>(*o.log_level) : -1) << '|';
+    << o.pipeline_cache_dir.value_or("-") << '|' << o.submit_timeout_ms << '|' << (o.kernels ? static_cast<int>(*o.kernels) : -1)
+    << '|' << (o.log_level ? static_cast<int>(*o.log_level) : -1) << '|'
+    << (o.matrix_units ? static_cast<int>(*o.matrix_units) : -1) << '|';
   if (o.cap_limits) put_limits(k, *o.cap_limits);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {

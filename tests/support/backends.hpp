@@ -58,6 +58,7 @@ inline DeviceLimits uncapped() {
   l.max_texel_buffer_elements = UINT64_MAX;
   l.device_local_bytes = 0;
   l.storage_16bit = l.shader_float16 = l.timestamps = l.unified_memory = true;
+  l.matrix_units = l.matrix_standin = true;
   return l;
 }
 

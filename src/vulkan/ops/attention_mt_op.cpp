@@ -1,11 +1,9 @@
 // Host side of attn_mt.comp, fused attention on the matrix-tile layer (mt.glsl) under
-// AttentionPrecision::f16_products: whether it runs ($VKATTN_MATRIX, the device), its tile
+// AttentionPrecision::f16_products: whether it runs (the device's matrix path), its tile
 // (subgroups of 16 rows, keys per tile) within the shared memory, and the splits.
 // docs/kernel-shapes.md describes the kernel and the layer.
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "common/shape_math.hpp"
@@ -36,19 +34,6 @@ std::uint64_t mt_bytes(const MtShape& s, std::uint32_t dk_chunks, std::uint32_t 
   return 4 * (rows * qp + keys * qp + (v_from_k ? 4 : keys * vp) + s.subgroups * slab + 3 * keys + 2 * rows);
 }
 
-// $VKATTN_MATRIX: auto (the matrix units where the device has them: not yet in this
-// build, which compiles only the stand-in), off, on (as auto; the vendor rule skipped), or
-// standin (the stand-in forced wherever it fits: CI's way to run the matrix kernels).
-enum class MatrixMode { automatic, off, on, standin };
-MatrixMode matrix_mode() {
-  const char* env = std::getenv("VKATTN_MATRIX");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return MatrixMode::automatic;
-  if (std::strcmp(env, "off") == 0) return MatrixMode::off;
-  if (std::strcmp(env, "on") == 0) return MatrixMode::on;
-  if (std::strcmp(env, "standin") == 0) return MatrixMode::standin;
-  throw InvalidArgument("attention", "VKATTN_MATRIX", env, "auto, off, on or standin");
-}
-
 }  // namespace
 
 std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
@@ -56,8 +41,11 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                                       const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                                       const std::vector<float>& sinks) {
-  // Only the stand-in is built: the cooperative-matrix variant needs a newer glslang.
-  if (matrix_mode() != MatrixMode::standin) return std::nullopt;
+  // The stand-in where the device's matrix path forces it (DeviceOptions::matrix_units or
+  // $VKATTN_MATRIX = standin, decided when the backend is made). The cooperative-matrix
+  // kernel (attn_mt, built where the toolchain allows) is not dispatched yet: where
+  // DeviceLimits::matrix_units is set the f32 kernels still run.
+  if (!ctx.limits.matrix_standin) return std::nullopt;
   const DeviceLimits& l = ctx.limits;
   const std::uint32_t sg = preferred_subgroup_size(l);
   // The layer's stand-in needs full subgroups of a known power-of-two size (8 to 64) with

@@ -1,0 +1,201 @@
+#include "vulkan/coopmat.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "common/op_scope.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+
+namespace {
+
+constexpr std::uint32_t kVendorNvidia = 0x10DE;
+constexpr std::uint32_t kVendorAmd = 0x1002;
+constexpr std::uint32_t kVendorIntel = 0x8086;
+constexpr std::uint32_t kVendorArm = 0x13B5;
+constexpr std::uint32_t kVendorQualcomm = 0x5143;
+constexpr std::uint32_t kVendorApple = 0x106B;
+// VkDriverId values (1.2): AMD's own drivers, the Windows one and AMDVLK.
+constexpr std::uint32_t kDriverAmdProprietary = 1;
+constexpr std::uint32_t kDriverAmdOpenSource = 2;
+
+std::string hex(std::uint32_t v) {
+  const char* digits = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), digits[v % 16]);
+    v /= 16;
+  } while (v);
+  return "0x" + s;
+}
+
+// RDNA3 or later, told apart as llama.cpp's get_device_architecture does: RDNA runs
+// subgroups of 32 or 64 (GCN only 64), RDNA1 has 20 wavefronts per SIMD and RDNA4 16, and
+// RDNA3 is the first with accelerated mixed-sign 8-bit dot products.
+bool amd_rdna3_or_later(const CoopmatFacts& f) {
+  if (f.subgroup_min_size != 32 || f.subgroup_max_size != 64 || f.amd_wavefronts_per_simd == 0) return false;
+  if (f.amd_wavefronts_per_simd == 16) return true;
+  return f.amd_wavefronts_per_simd != 20 && f.amd_mixed_dot8;
+}
+
+// Why the device cannot run the matrix kernels on its units; "" when it can.
+std::string hardware_gap(const CoopmatFacts& f) {
+  if (!f.own_device) return "the caller's device: vkattn enables VK_KHR_cooperative_matrix only on devices it creates";
+  if (!f.listed) return "the device does not list VK_KHR_cooperative_matrix";
+  if (!f.queried) {
+    return "VK_KHR_cooperative_matrix not queried: the validation layer is older than the extension (1.3.255) and would "
+           "report its structures as errors";
+  }
+  if (!f.feature) return "VK_KHR_cooperative_matrix is listed without its cooperativeMatrix feature";
+  if (!f.compute) return "cooperative matrices are not supported in compute shaders";
+  if (f.shapes.empty()) return "the device lists no cooperative-matrix shapes (or the loader does not pass the query on)";
+  if (std::none_of(f.shapes.begin(), f.shapes.end(), kernel_shape)) {
+    return "none of the device's " + std::to_string(f.shapes.size()) +
+           " cooperative-matrix shapes is 16x16x16 f16 x f16 + f32 -> f32 per subgroup";
+  }
+  if (!f.vulkan_1_2) return "the matrix kernels need Vulkan 1.2 (device and loader)";
+  if (!f.shader_float16) return "the device lacks shaderFloat16";
+  if (!f.memory_model) return "the device lacks vulkanMemoryModel";
+  if (!f.full_subgroups) return "the device cannot require full subgroups (VK_EXT_subgroup_size_control)";
+  return "";
+}
+
+// The allowlist (automatic): whether the vendor's units are known to run the kernels well;
+// "" when they are. Some drivers list the extension on GPUs without matrix units behind it
+// (llama.cpp #10597: Intel's A770 on Mesa, AMD's drivers on GPUs before RDNA3).
+std::string vendor_gap(const CoopmatFacts& f) {
+  switch (f.vendor_id) {
+    case kVendorNvidia:
+      if (f.nv_warps_per_sm == 0) {
+        return "an NVIDIA GPU whose architecture the driver does not tell (VK_NV_shader_sm_builtins); Ampere and later are "
+               "on the allowlist";
+      }
+      if (f.nv_warps_per_sm == 32) {
+        return "NVIDIA Turing (32 warps per SM): its shader compiler has miscompiled cooperative-matrix attention (llama.cpp "
+               "PR 19075)";
+      }
+      return "";
+    case kVendorAmd:
+      if ((f.driver_id == kDriverAmdProprietary || f.driver_id == kDriverAmdOpenSource) && !amd_rdna3_or_later(f)) {
+        return "AMD's drivers list VK_KHR_cooperative_matrix on GPUs without matrix units; RDNA3 and later are on the "
+               "allowlist";
+      }
+      return "";
+    case kVendorIntel:
+      return "Intel is not on the allowlist (Alchemist lists the extension but ran matrix code slowly in llama.cpp)";
+    case kVendorArm: return "Arm is not on the allowlist";
+    case kVendorQualcomm: return "Qualcomm is not on the allowlist";
+    case kVendorApple: return "Apple is not on the allowlist";
+    default: return "vendor " + hex(f.vendor_id) + " is not on the allowlist (NVIDIA Ampere and later, AMD RDNA3 and later)";
+  }
+}
+
+const char* component_name(CoopmatComponent c) {
+  switch (c) {
+    case CoopmatComponent::f16: return "f16";
+    case CoopmatComponent::f32: return "f32";
+    case CoopmatComponent::f64: return "f64";
+    case CoopmatComponent::s8: return "s8";
+    case CoopmatComponent::s16: return "s16";
+    case CoopmatComponent::s32: return "s32";
+    case CoopmatComponent::s64: return "s64";
+    case CoopmatComponent::u8: return "u8";
+    case CoopmatComponent::u16: return "u16";
+    case CoopmatComponent::u32: return "u32";
+    case CoopmatComponent::u64: return "u64";
+    case CoopmatComponent::bf16: return "bf16";
+    case CoopmatComponent::e4m3: return "e4m3";
+    case CoopmatComponent::e5m2: return "e5m2";
+  }
+  return nullptr;
+}
+
+std::string component_string(CoopmatComponent c) {
+  const char* name = component_name(c);
+  return name ? name : "type " + std::to_string(static_cast<std::int32_t>(c));
+}
+
+std::string scope_string(CoopmatScope s) {
+  switch (s) {
+    case CoopmatScope::device: return "device";
+    case CoopmatScope::workgroup: return "workgroup";
+    case CoopmatScope::subgroup: return "subgroup";
+    case CoopmatScope::queue_family: return "queue family";
+  }
+  return "scope " + std::to_string(static_cast<std::int32_t>(s));
+}
+
+}  // namespace
+
+bool kernel_shape(const CoopmatShape& s) {
+  return s.MSize == 16 && s.NSize == 16 && s.KSize == 16 && s.AType == CoopmatComponent::f16 &&
+         s.BType == CoopmatComponent::f16 && s.CType == CoopmatComponent::f32 && s.ResultType == CoopmatComponent::f32 &&
+         s.scope == CoopmatScope::subgroup && !s.saturatingAccumulation;
+}
+
+std::vector<CoopmatShape> coopmat_shapes(CoopmatShapesFn fn, VkPhysicalDevice device) {
+  std::uint32_t n = 0;
+  if (fn(device, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<CoopmatShape> shapes(n, CoopmatShape{kCoopmatShapeType, nullptr, 0, 0, 0, {}, {}, {}, {}, VK_FALSE, {}});
+  // VK_INCOMPLETE (the list grew in between) still fills the first n.
+  if (fn(device, &n, shapes.data()) < 0) return {};
+  shapes.resize(std::min<std::size_t>(n, shapes.size()));
+  return shapes;
+}
+
+MatrixChoice choose_matrix(const CoopmatFacts& facts, MatrixUnits knob, bool built) {
+  MatrixChoice c;
+  if (knob == MatrixUnits::standin) {
+    c.standin = true;
+    c.note = "the matrix kernels run as the plain-GLSL stand-in (DeviceOptions::matrix_units or VKATTN_MATRIX = standin)";
+    return c;
+  }
+  if (knob == MatrixUnits::off) {
+    c.note = "as asked (DeviceOptions::matrix_units or VKATTN_MATRIX = off)";
+    return c;
+  }
+  if (!built) {
+    c.note = "this build of vkattn has no matrix kernels (its glslang could not compile GL_KHR_cooperative_matrix)";
+    return c;
+  }
+  c.note = hardware_gap(facts);
+  if (c.note.empty() && knob == MatrixUnits::automatic) {
+    c.note = vendor_gap(facts);
+    if (!c.note.empty()) c.note += "; VKATTN_MATRIX=on tries it";
+  }
+  c.units = c.note.empty();
+  return c;
+}
+
+MatrixUnits matrix_units_wanted(const DeviceOptions& options) {
+  if (options.matrix_units) {
+    const MatrixUnits m = *options.matrix_units;
+    if (m != MatrixUnits::automatic && m != MatrixUnits::off && m != MatrixUnits::on && m != MatrixUnits::standin) {
+      throw InvalidArgument(current_op(), "DeviceOptions::matrix_units", std::to_string(static_cast<int>(m)),
+                            "MatrixUnits::automatic, off, on or standin");
+    }
+    return m;
+  }
+  const char* env = std::getenv("VKATTN_MATRIX");
+  const std::string s = env ? env : "";
+  if (s.empty() || s == "automatic" || s == "auto") return MatrixUnits::automatic;
+  if (s == "off") return MatrixUnits::off;
+  if (s == "on") return MatrixUnits::on;
+  if (s == "standin") return MatrixUnits::standin;
+  throw InvalidArgument(current_op(), "VKATTN_MATRIX", s, "automatic (or auto), off, on or standin");
+}
+
+MatrixShape public_shape(const CoopmatShape& s) {
+  return MatrixShape{.m = s.MSize,
+                     .n = s.NSize,
+                     .k = s.KSize,
+                     .a = component_string(s.AType),
+                     .b = component_string(s.BType),
+                     .c = component_string(s.CType),
+                     .result = component_string(s.ResultType),
+                     .scope = scope_string(s.scope),
+                     .saturating = s.saturatingAccumulation != VK_FALSE};
+}
+
+}  // namespace vkattn::detail

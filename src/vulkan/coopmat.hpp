@@ -1,0 +1,179 @@
+// VK_KHR_cooperative_matrix as the host uses it, and when the matrix kernels may use it.
+// Debian 12's Vulkan headers (1.3.239) predate the extension (1.3.255), so vkattn declares
+// what it needs under its own names with the registry's values; where the system's header
+// has the extension, static_asserts check that both agree. vkattn's names are used either
+// way, so the code is the same with old and new headers.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vkattn/types.hpp"
+
+namespace vkattn::detail {
+
+inline constexpr const char* kCoopmatExtension = "VK_KHR_cooperative_matrix";
+inline constexpr VkStructureType kCoopmatFeaturesType = static_cast<VkStructureType>(1000506000);
+inline constexpr VkStructureType kCoopmatShapeType = static_cast<VkStructureType>(1000506001);
+inline constexpr VkStructureType kCoopmatPropertiesType = static_cast<VkStructureType>(1000506002);
+// Whether the extension may be queried under a validation layer of |layer_version| (0:
+// none): layers older than the extension (1.3.255; Debian 12 has 1.3.239) report its
+// structures in a pNext chain as errors.
+constexpr bool coopmat_query_allowed(std::uint32_t layer_version) {
+  return layer_version == 0 || layer_version >= VK_MAKE_API_VERSION(0, 1, 3, 255);
+}
+
+// VkComponentTypeKHR; later extensions append values (bfloat16, float8).
+enum class CoopmatComponent : std::int32_t {
+  f16 = 0,
+  f32 = 1,
+  f64 = 2,
+  s8 = 3,
+  s16 = 4,
+  s32 = 5,
+  s64 = 6,
+  u8 = 7,
+  u16 = 8,
+  u32 = 9,
+  u64 = 10,
+  bf16 = 1000141000,  // VK_KHR_shader_bfloat16
+  e4m3 = 1000491002,  // VK_EXT_shader_float8 (VK_NV_cooperative_vector's value)
+  e5m2 = 1000491003,
+};
+// VkScopeKHR.
+enum class CoopmatScope : std::int32_t { device = 1, workgroup = 2, subgroup = 3, queue_family = 5 };
+
+// VkPhysicalDeviceCooperativeMatrixFeaturesKHR.
+struct CoopmatFeatures {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+};
+// VkPhysicalDeviceCooperativeMatrixPropertiesKHR.
+struct CoopmatProperties {
+  VkStructureType sType;
+  void* pNext;
+  VkShaderStageFlags cooperativeMatrixSupportedStages;
+};
+// VkCooperativeMatrixPropertiesKHR: one entry of the device's list.
+struct CoopmatShape {
+  VkStructureType sType;
+  void* pNext;
+  std::uint32_t MSize;
+  std::uint32_t NSize;
+  std::uint32_t KSize;
+  CoopmatComponent AType;
+  CoopmatComponent BType;
+  CoopmatComponent CType;
+  CoopmatComponent ResultType;
+  VkBool32 saturatingAccumulation;
+  CoopmatScope scope;
+};
+// PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR.
+using CoopmatShapesFn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, CoopmatShape*);
+
+static_assert(sizeof(void*) != 8 || sizeof(CoopmatShape) == 56, "VkCooperativeMatrixPropertiesKHR is 56 bytes on LP64");
+
+#ifdef VK_KHR_cooperative_matrix
+static_assert(kCoopmatFeaturesType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR);
+static_assert(kCoopmatShapeType == VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR);
+static_assert(kCoopmatPropertiesType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR);
+static_assert(static_cast<int>(CoopmatComponent::f16) == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+              static_cast<int>(CoopmatComponent::f32) == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+              static_cast<int>(CoopmatComponent::f64) == VK_COMPONENT_TYPE_FLOAT64_KHR &&
+              static_cast<int>(CoopmatComponent::s8) == VK_COMPONENT_TYPE_SINT8_KHR &&
+              static_cast<int>(CoopmatComponent::s16) == VK_COMPONENT_TYPE_SINT16_KHR &&
+              static_cast<int>(CoopmatComponent::s32) == VK_COMPONENT_TYPE_SINT32_KHR &&
+              static_cast<int>(CoopmatComponent::s64) == VK_COMPONENT_TYPE_SINT64_KHR &&
+              static_cast<int>(CoopmatComponent::u8) == VK_COMPONENT_TYPE_UINT8_KHR &&
+              static_cast<int>(CoopmatComponent::u16) == VK_COMPONENT_TYPE_UINT16_KHR &&
+              static_cast<int>(CoopmatComponent::u32) == VK_COMPONENT_TYPE_UINT32_KHR &&
+              static_cast<int>(CoopmatComponent::u64) == VK_COMPONENT_TYPE_UINT64_KHR);
+static_assert(static_cast<int>(CoopmatScope::device) == VK_SCOPE_DEVICE_KHR &&
+              static_cast<int>(CoopmatScope::workgroup) == VK_SCOPE_WORKGROUP_KHR &&
+              static_cast<int>(CoopmatScope::subgroup) == VK_SCOPE_SUBGROUP_KHR &&
+              static_cast<int>(CoopmatScope::queue_family) == VK_SCOPE_QUEUE_FAMILY_KHR);
+#define VKATTN_SAME_FIELD(ours, theirs, field) \
+  static_assert(offsetof(ours, field) == offsetof(theirs, field) && sizeof(ours::field) == sizeof(theirs::field))
+static_assert(sizeof(CoopmatFeatures) == sizeof(VkPhysicalDeviceCooperativeMatrixFeaturesKHR));
+VKATTN_SAME_FIELD(CoopmatFeatures, VkPhysicalDeviceCooperativeMatrixFeaturesKHR, cooperativeMatrix);
+VKATTN_SAME_FIELD(CoopmatFeatures, VkPhysicalDeviceCooperativeMatrixFeaturesKHR, cooperativeMatrixRobustBufferAccess);
+static_assert(sizeof(CoopmatProperties) == sizeof(VkPhysicalDeviceCooperativeMatrixPropertiesKHR));
+VKATTN_SAME_FIELD(CoopmatProperties, VkPhysicalDeviceCooperativeMatrixPropertiesKHR, cooperativeMatrixSupportedStages);
+static_assert(sizeof(CoopmatShape) == sizeof(VkCooperativeMatrixPropertiesKHR));
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, MSize);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, NSize);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, KSize);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, AType);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, BType);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, CType);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, ResultType);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, saturatingAccumulation);
+VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, scope);
+#undef VKATTN_SAME_FIELD
+#endif
+
+// Whether this build has the matrix kernels (a glslang that compiles them was found).
+#ifdef VKATTN_HAVE_COOPMAT_SHADERS
+inline constexpr bool kCoopmatKernelsBuilt = true;
+#else
+inline constexpr bool kCoopmatKernelsBuilt = false;
+#endif
+
+// What the matrix path's choice depends on, read from one device (probe_device): the
+// extension, the other features the kernels need, and what tells the vendor's
+// architectures apart. Plain values, so that the choice is a pure function of them.
+struct CoopmatFacts {
+  std::uint32_t vendor_id = 0;
+  std::uint32_t driver_id = 0;  // VkDriverId; 0 when the device does not say (Vulkan 1.1)
+  // NVIDIA: warps per SM (VK_NV_shader_sm_builtins): 32 on Turing, 48 or 64 after; 0: not reported.
+  std::uint32_t nv_warps_per_sm = 0;
+  // AMD, told apart as llama.cpp does: wavefronts per SIMD (VK_AMD_shader_core_properties:
+  // 20 on RDNA1, 16 on RDNA4), accelerated mixed-sign 8-bit dot products (RDNA3 and
+  // later), and the subgroup sizes (32 to 64 on RDNA, 64 alone on GCN).
+  std::uint32_t amd_wavefronts_per_simd = 0;
+  bool amd_mixed_dot8 = false;
+  std::uint32_t subgroup_min_size = 0, subgroup_max_size = 0;
+
+  bool own_device = true;  // false: the caller's device (ExternalVulkan), which vkattn does not create
+  bool listed = false;     // the device lists VK_KHR_cooperative_matrix
+  bool queried = false;    // and vkattn asked (not under a validation layer older than the extension)
+  bool feature = false;    // cooperativeMatrix
+  bool compute = false;    // cooperativeMatrixSupportedStages has the compute stage
+  std::vector<CoopmatShape> shapes;
+  bool vulkan_1_2 = false;      // device and instance: the kernels are SPIR-V 1.5
+  bool shader_float16 = false;  // shaderFloat16 (f16 components)
+  bool memory_model = false;    // vulkanMemoryModel (cooperative-matrix modules use it)
+  bool full_subgroups = false;  // subgroup size control with computeFullSubgroups
+};
+
+// The entry the kernels use: 16x16x16, f16 x f16 + f32 -> f32, per subgroup, not saturating.
+bool kernel_shape(const CoopmatShape& s);
+
+// The device's list through |fn| (every entry's sType set, pNext null); empty when the
+// call fails.
+std::vector<CoopmatShape> coopmat_shapes(CoopmatShapesFn fn, VkPhysicalDevice device);
+
+// The decision for one device: the hardware path (units), or the stand-in, and why the
+// hardware path is off (note; "" when on).
+struct MatrixChoice {
+  bool units = false;
+  bool standin = false;
+  std::string note;
+};
+// |knob| as DeviceOptions::matrix_units resolved it; |built|: this build has the kernels.
+MatrixChoice choose_matrix(const CoopmatFacts& facts, MatrixUnits knob, bool built);
+
+// DeviceOptions::matrix_units, else $VKATTN_MATRIX, else automatic; InvalidArgument naming
+// either for a value outside the four.
+MatrixUnits matrix_units_wanted(const DeviceOptions& options);
+
+// The public form of one entry.
+MatrixShape public_shape(const CoopmatShape& s);
+
+}  // namespace vkattn::detail
