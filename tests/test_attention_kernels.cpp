@@ -125,24 +125,23 @@ TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
   EXPECT_EQ(runs[1].kernel, AttentionKernel::lane_per_key);
 }
 
-// f16 products where no matrix path runs: the exact kernels, and the stats say f32; under
-// VKATTN_MATRIX=standin the stand-in, at f16 products.
+// f16 products where no matrix path runs (lavapipe has no matrix units): the exact
+// kernels, and the stats say f32; with the stand-in of the matrix units, it at f16 products.
 TEST_F(VulkanVsCpuTest, F16ProductsSayWhatRan) {
   AttnInputs in = prefill_inputs();
   in.config.precision = AttentionPrecision::f16_products;
   in.config.path = AttentionPath::fused;
-  {
-    ScopedEnv matrix("VKATTN_MATRIX", "off");
-    std::vector<AttentionRun> runs = runs_of(*gpu_, in);
-    ASSERT_EQ(runs.size(), 1u);
-    EXPECT_EQ(runs[0].kernel, AttentionKernel::lane_per_key);
-    EXPECT_EQ(runs[0].precision, AttentionPrecision::f32) << "f16 products fell back to the exact kernels";
-  }
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  ASSERT_FALSE(gpu_->limits().matrix_units);
+  std::vector<AttentionRun> runs = runs_of(*gpu_, in);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kernel, AttentionKernel::lane_per_key);
+  EXPECT_EQ(runs[0].precision, AttentionPrecision::f32) << "f16 products fell back to the exact kernels";
+  DeviceOptions options = test_options();
+  options.matrix_units = MatrixUnits::standin;
   std::string why;
-  auto standin = try_backend(BackendKind::vulkan, test_options(), why);
+  auto standin = try_backend(BackendKind::vulkan, options, why);
   ASSERT_TRUE(standin) << why;
-  std::vector<AttentionRun> runs = runs_of(*standin, in);
+  runs = runs_of(*standin, in);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].kernel, AttentionKernel::matrix_standin);
   EXPECT_EQ(runs[0].precision, AttentionPrecision::f16_products);

@@ -83,6 +83,12 @@ AttentionRun describe(const Dispatches& ds) {
       run.kernel = AttentionKernel::matrix_standin;
       run.precision = AttentionPrecision::f16_products;
       break;
+#ifdef VKATTN_HAVE_COOPMAT_SHADERS
+    case KernelId::attn_mt:
+      run.kernel = AttentionKernel::matrix;
+      run.precision = AttentionPrecision::f16_products;
+      break;
+#endif
     default: assert(!"an attention path whose first kernel describe() does not know"); break;
   }
   run.splits = push_of<shader::AttnFusedParams>(ds[0]).key_splits;
