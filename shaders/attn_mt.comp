@@ -3,24 +3,35 @@
 // batched decode, absorbed MLA), written on the matrix-tile layer (mt.glsl) and run only
 // under AttentionPrecision::f16_products: Q, K, V and the probabilities are rounded to f16
 // (to nearest even), their products summed in f32, the softmax and the merge in f32.
-// - A workgroup is SUBGROUPS x 16 query rows of one KV head (tokens x GQA group, as
-//   attn_tiled); subgroup g owns rows 16 g .. 16 g + 15 and all keys of each tile, so the
-//   scores' trip through shared memory stays inside it (subgroup barriers only).
-// - Queries are rounded once into shared memory as f16 rows (rows past n_rows repeat the
-//   last; dims past head_dim are zeros, so any head_dim works, padded to 16).
+// - A workgroup is ROW_GROUPS x 16 query rows of one KV head (tokens x GQA group, as
+//   attn_tiled) on SUBGROUPS = ROW_GROUPS x DIM_SLICES subgroups, mapped one of two ways:
+//   - the row split (DIM_SLICES 1): subgroup g owns rows 16 g .. 16 g + 15 and all dims of
+//     each tile, so the scores' trip through shared memory stays inside it (subgroup
+//     barriers only); its queries are read from shared memory as A tiles, chunk by chunk;
+//   - the dim split (wide heads: absorbed MLA, 256): the DIM_SLICES subgroups of a row
+//     group each own a slice of the dims, DKS chunks of Q and K and DVS of V and O. A
+//     subgroup holds its slice of the queries as A tiles in registers (staged once through
+//     the K rows' buffer, so no query rows stay in shared memory), computes a partial S
+//     over it and the O columns of its slice; the row group's partial S are summed in the
+//     scalar pass, which its slices share by rows (16 / DIM_SLICES each), and the
+//     probabilities go back to all of them: workgroup barriers between the three steps.
+// - Queries are rounded once to f16 rows (rows past n_rows repeat the last; dims past
+//   head_dim are zeros, so any head_dim works, padded to 16).
 // - A key tile is BC = 16 KEY_CHUNKS keys: the workgroup stages its K and V rows as f16
 //   (decoded from f32, f16, q8_0 or q4_0 and rotated with KvRope::on_read in f32 first;
-//   with a latent cache the K rows serve as V). Keys no row of the tile sees are zeros,
-//   never loaded: a stale slot may hold NaN, and 0 x NaN is NaN inside a product.
-// - Per tile and subgroup: S = Q K^T (DK_CHUNKS products per 16 keys), S to the
-//   subgroup's slab, a scalar pass with attn_visible.glsl's rules (positions, sequences,
-//   windows, chunks, soft-capping, ALiBi, mask, temperature) and the online softmax, P
-//   rounded to f16 into the slab, then O += P V with O kept in accumulators across tiles.
+//   with a latent cache the K rows serve as V: each latent row is staged once a tile and
+//   read as both). Keys no row of the tile sees are zeros, never loaded: a stale slot may
+//   hold NaN, and 0 x NaN is NaN inside a product.
+// - Per tile and row group: S = Q K^T (DK_CHUNKS products per 16 keys, over the slices),
+//   S to shared memory, a scalar pass with attn_visible.glsl's rules (positions,
+//   sequences, windows, chunks, soft-capping, ALiBi, mask, temperature) and the online
+//   softmax, P rounded to f16 into shared memory, then O += P V with O kept in
+//   accumulators across tiles.
 // - Lazy rescaling: a row's reference maximum moves only when a score passes it by more
 //   than ln 256 (P <= 256, exact enough in f16; O and l follow with one pitch-0 row-scale);
 //   RESCALE_ALWAYS moves it with every new maximum, as the f32 kernels do.
-// - A tile no row sees is skipped whole, and a subgroup none of whose rows sees a key of it
-//   skips its products (a bit per subgroup and key).
+// - A tile no row sees is skipped whole, and a row group none of whose rows sees a key of
+//   it skips its products (a bit per row group and key).
 // - Splits and their merge, sinks and the end of a row as attn_tiled (attn_row_tiles.glsl).
 // - llvmpipe's loop limit: loops inside the tile loop are counted by the host, which splits
 //   the keys to stay under it; the layer's per-element loops unroll.
@@ -40,9 +51,10 @@
 layout(constant_id = VKATTN_SPEC_MT_SG) const uint MT_SG = 8;            // required, full subgroups
 layout(constant_id = VKATTN_SPEC_MT_CHECK) const bool MT_CHECK = false;  // the layer's rule checks
 layout(constant_id = VKATTN_SPEC_MT_SUBGROUPS) const uint SUBGROUPS = 2;  // WG_SIZE / MT_SG
+layout(constant_id = VKATTN_SPEC_MT_DIM_SLICES) const uint DIM_SLICES = 1;  // subgroups of a row group
 layout(constant_id = VKATTN_SPEC_MT_KEY_CHUNKS) const uint KEY_CHUNKS = 1;
 layout(constant_id = VKATTN_SPEC_MT_DK_CHUNKS) const uint DK_CHUNKS = 8;  // 16-dim chunks of Q and K rows
-layout(constant_id = VKATTN_SPEC_MT_DV_CHUNKS) const uint DV_CHUNKS = 8;  // of V rows
+layout(constant_id = VKATTN_SPEC_MT_DV_CHUNKS) const uint DV_CHUNKS = 8;  // of V rows (both: multiples of DIM_SLICES)
 layout(constant_id = VKATTN_SPEC_MT_Q_F16) const bool Q_F16 = false;
 layout(constant_id = VKATTN_SPEC_MT_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
 layout(constant_id = VKATTN_SPEC_MT_V_TYPE) const uint V_TYPE = 1u;
@@ -56,35 +68,40 @@ layout(constant_id = VKATTN_SPEC_MT_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVE
 layout(constant_id = VKATTN_SPEC_MT_RESCALE_ALWAYS) const bool RESCALE_ALWAYS = false;
 
 const uint WG = WG_SIZE;
-const uint BR = 16u * SUBGROUPS, BC = 16u * KEY_CHUNKS;
+const uint ROW_GROUPS = SUBGROUPS / DIM_SLICES;
+const bool DIM_SPLIT = DIM_SLICES > 1u;
+const uint BR = 16u * ROW_GROUPS, BC = 16u * KEY_CHUNKS;
 const uint ROWS = BR;  // attn_rows.glsl's name for it
+const uint DKS = DK_CHUNKS / DIM_SLICES, DVS = DV_CHUNKS / DIM_SLICES;  // a subgroup's chunks
 // Pitches in uints: f16 rows an odd number of 16-byte chunks (a matrix load's 8 rows on
 // distinct banks), f32 score rows 4 uints longer than a tile's keys.
 const uint QP = ((2u * DK_CHUNKS) | 1u) * 4u, VP = ((2u * DV_CHUNKS) | 1u) * 4u;
 const uint SP = BC + 4u, PP = ((BC / 8u) | 1u) * 4u;
-// A subgroup's slab: its scores (also an output tile on the way out), its probabilities as
-// f16 pairs, and a factor per row (rescales, then 1 / denominator).
-const uint S_AT = 0u, P_AT = 16u * SP, F_AT = P_AT + 16u * PP, SLAB = F_AT + 16u;
-// The softmax pass: lanes per row and rows per lane.
-const uint LPR = MT_SG > 16u ? MT_SG / 16u : 1u, RPL = MT_SG < 16u ? 16u / MT_SG : 1u;
+// slab_sh: each subgroup's scores (partial in the dim split; also an output tile on the
+// way out), then each row group's probabilities as f16 pairs and a factor per row
+// (rescales, then 1 / denominator).
+const uint S_SLAB = 16u * SP, PF_AT = SUBGROUPS * S_SLAB, PF_SLAB = 16u * PP + 16u;
+// The scalar pass: a subgroup's SR rows of its row group, lanes per row, rows per lane.
+const uint SR = 16u / DIM_SLICES;
+const uint LPR = MT_SG > SR ? MT_SG / SR : 1u, RPL = MT_SG < SR ? SR / MT_SG : 1u;
 const uint KPL = BC / LPR;  // keys per lane of a row, consecutive (P is written in pairs)
 const float TAU = 5.545177444479562;  // ln 256
 
 #include "mt.glsl"
 #include "attn_row_tiles.glsl"
 
-shared uint q_sh[BR * QP];
+shared uint q_sh[DIM_SPLIT ? 4u : BR * QP];  // the dim split holds queries in registers
 shared uint k_sh[BC * QP];
 shared uint v_sh[V_FROM_K ? 4u : BC * VP];
-shared uint slab_sh[SUBGROUPS * SLAB];
+shared uint slab_sh[SUBGROUPS * S_SLAB + ROW_GROUPS * PF_SLAB];
 shared int kp_sh[BC];    // the tile's key positions
 shared int ks_sh[BC];    // sequences; -1 where no row of the tile sees the key
-shared uint kb_sh[BC];   // bit g: a row of subgroup g sees the key
+shared uint kb_sh[BC];   // bit g: a row of row group g sees the key
 shared int qp_sh[BR];  // the tile's rows' positions and sequences
 shared int qs_sh[BR];
 ivec4 span;  // attn_visible.glsl's query_span of the tile's rows
 
-// Marks tile t's keys: position, sequence where a row sees it, the subgroups that do.
+// Marks tile t's keys: position, sequence where a row sees it, the row groups that do.
 void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows) {
     for (uint b = lid; b < BC; b += WG) {
         int position = -1, seq = -1;  // past the bound: no key
@@ -97,7 +114,7 @@ void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows) {
             for (uint r = 0u; r < n_rows; ++r) {
                 if (key_visible(qp_sh[r], qs_sh[r], position, seq)) {
                     bits |= 1u << (r >> 4);
-                    r |= 15u;  // the rest of this subgroup's rows add nothing
+                    r |= 15u;  // the rest of this row group's rows add nothing
                 }
             }
         }
@@ -138,23 +155,13 @@ void stage_tile(uint t, uint lid, uint seq0, uint kv_head) {
     }
 }
 
-void main() {
-    const uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-    uint kv_head, split, row0, n_rows, seq0;
-    if (!row_tile_place(kv_head, split, row0, n_rows, seq0)) {
-        return;  // past the grid (folded): whole workgroup, uniform
-    }
-    // The rows' positions and sequences (rows past n_rows repeat the last), their span,
-    // then the queries, rotated with KvRope::on_read and rounded.
-    for (uint r = lid; r < BR; r += WG) {
-        const uint t_r = (row0 + min(r, n_rows - 1u)) / pc.group;
-        qs_sh[r] = meta[off_q_seq + t_r];
-        qp_sh[r] = meta[off_q_pos + t_r];
-    }
-    span = query_span(row0 / pc.group, (row0 + n_rows - 1u) / pc.group);
-    for (uint i = lid; i < BR * DK_CHUNKS * 4u; i += WG) {
+// Query rows r0 .. r0 + n - 1 of the tile (rows past n_rows repeat the last), rotated with
+// KvRope::on_read and rounded: into q_sh (row split), or into k_sh's first rows (dim
+// split: from there to the subgroups' registers).
+void stage_queries(uint lid, uint kv_head, uint row0, uint n_rows, uint r0, uint n) {
+    for (uint i = lid; i < n * DK_CHUNKS * 4u; i += WG) {
         const uint r = i / (DK_CHUNKS * 4u), c = i - r * (DK_CHUNKS * 4u);
-        const uint row = row0 + min(r, n_rows - 1u), tok = row / pc.group;
+        const uint row = row0 + min(r0 + r, n_rows - 1u), tok = row / pc.group;
         const uint q_row = (tok * pc.n_heads + kv_head * pc.group + (row - tok * pc.group)) * pc.head_dim;
         vec4 x = vec4(0.0);
         if (c * 4u < pc.head_dim) {
@@ -163,29 +170,76 @@ void main() {
                 x = rope_vec4(0u, q_row, c * 4u, uint(meta[off_q_cpos + tok]), x);
             }
         }
-        STAGE4(q_sh, r * QP + 2u * c, x)
+        if (DIM_SPLIT) {
+            STAGE4(k_sh, r * QP + 2u * c, x)
+        } else {
+            STAGE4(q_sh, r * QP + 2u * c, x)
+        }
+    }
+}
+
+// Partial scores, then probabilities, reach the subgroups that read them: a row group's
+// dim slices meet at a workgroup barrier; in the row split each subgroup reads its own.
+void tile_sync() {
+    if (DIM_SPLIT) {
+        barrier();
+    } else {
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+    }
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint rg = sg / DIM_SLICES, ds = sg - rg * DIM_SLICES;  // row group, dim slice
+    uint kv_head, split, row0, n_rows, seq0;
+    if (!row_tile_place(kv_head, split, row0, n_rows, seq0)) {
+        return;  // past the grid (folded): whole workgroup, uniform
+    }
+    // The rows' positions and sequences (rows past n_rows repeat the last), their span,
+    // then the queries.
+    for (uint r = lid; r < BR; r += WG) {
+        const uint t_r = (row0 + min(r, n_rows - 1u)) / pc.group;
+        qs_sh[r] = meta[off_q_seq + t_r];
+        qp_sh[r] = meta[off_q_pos + t_r];
+    }
+    span = query_span(row0 / pc.group, (row0 + n_rows - 1u) / pc.group);
+    MT_A_ARRAY(qa, DIM_SPLIT ? DKS : 1u);  // the dim split's slice of its row group's queries
+    if (DIM_SPLIT) {
+        for (uint g = 0u; g < ROW_GROUPS; ++g) {  // a row group at a time through k_sh
+            stage_queries(lid, kv_head, row0, n_rows, 16u * g, 16u);
+            barrier();
+            if (rg == g) {
+                MT_UNROLL_ACC for (uint c = 0u; c < DKS; ++c) {
+                    mt_load_a(qa[c], k_sh, 8u * (ds * DKS + c), QP);
+                }
+            }
+            barrier();
+        }
+    } else {
+        stage_queries(lid, kv_head, row0, n_rows, 0u, BR);
     }
 
-    // This lane's rows of its subgroup's 16 for the scalar pass (row 16 sg + rr[q]), and
+    // This lane's rows of its row group's 16 for the scalar pass (row 16 rg + rr[q]), and
     // its keys of each: kl0 .. kl0 + KPL - 1.
     const uint kl0 = (lane % LPR) * KPL;
     uint rr[RPL], tok[RPL], head[RPL];
     int q_pos[RPL], q_seq[RPL];
     float slope[RPL], m[RPL], l[RPL];
     [[unroll]] for (uint q = 0u; q < RPL; ++q) {
-        rr[q] = lane / LPR + q * (MT_SG / LPR);
-        row_query(row0 + min(16u * sg + rr[q], n_rows - 1u), kv_head, tok[q], head[q], q_pos[q], q_seq[q], slope[q]);
+        rr[q] = SR * ds + lane / LPR + q * (MT_SG / LPR);
+        row_query(row0 + min(16u * rg + rr[q], n_rows - 1u), kv_head, tok[q], head[q], q_pos[q], q_seq[q], slope[q]);
         m[q] = NEG_MAX;
         l[q] = 0.0;
     }
-    MT_ACC_ARRAY(o, DV_CHUNKS);
-    MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+    MT_ACC_ARRAY(o, DVS);  // O's columns of this subgroup's chunks ds DVS ..
+    MT_UNROLL_ACC for (uint i = 0u; i < DVS; ++i) {
         mt_zero(o[i]);
     }
-    const uint slab = sg * SLAB;
+    const uint s_at = sg * S_SLAB, p_at = PF_AT + rg * PF_SLAB, f_at = p_at + 16u * PP;
     const uint bound = key_bound(seq0);
     const uint n_tiles = (bound + BC - 1u) / BC;
-    barrier();  // qp_sh, qs_sh
+    barrier();  // qp_sh, qs_sh, q_sh
 
     for (uint t = split; t < n_tiles; t += pc.key_splits) {
         mark_keys(t, lid, seq0, bound, n_rows);
@@ -193,43 +247,58 @@ void main() {
         bool any = false, mine = false;
         [[unroll]] for (uint b = 0u; b < BC; ++b) {
             any = any || ks_sh[b] >= 0;
-            mine = mine || (kb_sh[b] & (1u << sg)) != 0u;
+            mine = mine || (kb_sh[b] & (1u << rg)) != 0u;
         }
         if (any) {  // uniform: every invocation read the same marks
             stage_tile(t, lid, seq0, kv_head);
         }
         barrier();
-        if (mine) {  // uniform in the subgroup
-            // Scores: S_j = sum over the dim chunks c of Q_c K_(c, j)^T.
+        // (mine is uniform in a row group, and tile_sync's barriers are outside it.)
+        if (mine) {
+            // Scores: S_j = sum over the dim chunks c of Q_c K_(c, j)^T (the dim split: over
+            // the slice, a partial S).
             MT_ACC_ARRAY(s, KEY_CHUNKS);
             [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
                 mt_zero(s[j]);
             }
-            for (uint c = 0u; c < DK_CHUNKS; ++c) {
-                MT_A(qa);
-                mt_load_a(qa, q_sh, 16u * sg * QP + 8u * c, QP);
-                [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
-                    MT_B(kb);
-                    mt_load_bt(kb, k_sh, 16u * j * QP + 8u * c, QP);
-                    mt_mad(s[j], qa, kb);
+            if (DIM_SPLIT) {
+                MT_UNROLL_ACC for (uint c = 0u; c < DKS; ++c) {
+                    [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+                        MT_B(kb);
+                        mt_load_bt(kb, k_sh, 16u * j * QP + 8u * (ds * DKS + c), QP);
+                        mt_mad(s[j], qa[c], kb);
+                    }
+                }
+            } else {
+                for (uint c = 0u; c < DK_CHUNKS; ++c) {
+                    MT_A(a);
+                    mt_load_a(a, q_sh, 16u * rg * QP + 8u * c, QP);
+                    [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+                        MT_B(kb);
+                        mt_load_bt(kb, k_sh, 16u * j * QP + 8u * c, QP);
+                        mt_mad(s[j], a, kb);
+                    }
                 }
             }
             [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
-                mt_store(s[j], slab_sh, slab + S_AT + 16u * j, SP);
+                mt_store(s[j], slab_sh, s_at + 16u * j, SP);
             }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-
-            // The scalar pass: each row's visible scores (written back over their dot
-            // products), its maximum over the row's lanes, the reference maximum (lazy), P
-            // rounded to f16 as pairs, l of the rounded P. Its key loops are not unrolled:
-            // each holds a whole score's rules, and llvmpipe's compile time follows the code.
-            bool rescale = false;
+        }
+        tile_sync();
+        if (mine) {
+            // The scalar pass over this subgroup's rows: each row's scores (its row group's
+            // partial sums added in slice order, written back over its own), its maximum
+            // over the row's lanes, the reference maximum (lazy), P rounded to f16 as pairs,
+            // l of the rounded P. Its key loops are not unrolled: each holds a whole score's
+            // rules, and llvmpipe's compile time follows the code.
             [[unroll]] for (uint q = 0u; q < RPL; ++q) {
-                const uint srow = slab + S_AT + rr[q] * SP, prow = slab + P_AT + rr[q] * PP;
+                const uint srow = s_at + rr[q] * SP, prow = p_at + rr[q] * PP;
                 float mx = -1.0 / 0.0;
                 for (uint b = kl0; b < kl0 + KPL; ++b) {
-                    const float dot = uintBitsToFloat(slab_sh[srow + b]);
+                    float dot = 0.0;
+                    [[unroll]] for (uint d = 0u; d < DIM_SLICES; ++d) {
+                        dot += uintBitsToFloat(slab_sh[(rg * DIM_SLICES + d) * S_SLAB + rr[q] * SP + b]);
+                    }
                     const float x = key_visible(q_pos[q], q_seq[q], kp_sh[b], ks_sh[b])
                                         ? visible_score(dot, tok[q], q_pos[q], t * BC + b, kp_sh[b], slope[q])
                                         : -1.0 / 0.0;
@@ -244,7 +313,6 @@ void main() {
                     alpha = exp(m[q] - mx);
                     m[q] = mx;
                     l[q] *= alpha;
-                    rescale = true;
                 }
                 for (uint b = kl0; b < kl0 + KPL; b += 2u) {
                     const uint h0 = half_bits_rne(exp(uintBitsToFloat(slab_sh[srow + b]) - m[q]));
@@ -253,67 +321,70 @@ void main() {
                     slab_sh[prow + b / 2u] = h0 | (h1 << 16);
                 }
                 if (lane % LPR == 0u) {
-                    slab_sh[slab + F_AT + rr[q]] = floatBitsToUint(alpha);
+                    slab_sh[f_at + rr[q]] = floatBitsToUint(alpha);
                 }
             }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            if (subgroupAny(rescale)) {
-                MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
-                    mt_scale_rows(o[i], slab_sh, slab + F_AT);
+        }
+        tile_sync();
+        if (mine) {
+            bool rescale = false;  // uniform: the row group's 16 factors
+            [[unroll]] for (uint r = 0u; r < 16u; ++r) {
+                rescale = rescale || uintBitsToFloat(slab_sh[f_at + r]) != 1.0;
+            }
+            if (rescale) {
+                MT_UNROLL_ACC for (uint i = 0u; i < DVS; ++i) {
+                    mt_scale_rows(o[i], slab_sh, f_at);
                 }
             }
-            // O_i += P_j V_(j, i).
+            // O_i += P_j V_(j, i) over this subgroup's chunks of V.
             [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
                 MT_A(pa);
-                mt_load_a(pa, slab_sh, slab + P_AT + 8u * j, PP);
-                MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+                mt_load_a(pa, slab_sh, p_at + 8u * j, PP);
+                MT_UNROLL_ACC for (uint i = 0u; i < DVS; ++i) {
                     MT_B(vb);
                     if (V_FROM_K) {
-                        mt_load_b(vb, k_sh, 16u * j * QP + 8u * i, QP);
+                        mt_load_b(vb, k_sh, 16u * j * QP + 8u * (ds * DVS + i), QP);
                     } else {
-                        mt_load_b(vb, v_sh, 16u * j * VP + 8u * i, VP);
+                        mt_load_b(vb, v_sh, 16u * j * VP + 8u * (ds * DVS + i), VP);
                     }
                     mt_mad(o[i], pa, vb);
                 }
             }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();  // before the next tile's scores overwrite the slab
         }
-        barrier();  // before the next tile's marks and rows replace these
+        barrier();  // before the next tile's marks, rows and scores replace these
     }
 
-    // Each row's sum over its lanes, then its end (row_finish) as a factor in the slab.
+    // Each row's sum over its lanes, then its end (row_finish) as a factor of its row group.
     [[unroll]] for (uint q = 0u; q < RPL; ++q) {
         [[unroll]] for (uint o_ = 1u; o_ < LPR; o_ <<= 1u) {
             l[q] += subgroupShuffleXor(l[q], o_);
         }
-        const uint r = 16u * sg + rr[q];
         float f = 0.0;
-        if (r < n_rows) {
+        if (16u * rg + rr[q] < n_rows) {
             f = row_finish(split, tok[q] * pc.n_heads + head[q], head[q], m[q], l[q], lane % LPR == 0u);
         }
         if (lane % LPR == 0u) {
-            slab_sh[slab + F_AT + rr[q]] = floatBitsToUint(f);
+            slab_sh[f_at + rr[q]] = floatBitsToUint(f);
         }
     }
-    // Each output tile through the slab, then row_store by vec4s.
-    MT_UNROLL_ACC for (uint i = 0u; i < DV_CHUNKS; ++i) {
+    tile_sync();
+    // Each of this subgroup's output tiles through its scores' place, then row_store by vec4s.
+    MT_UNROLL_ACC for (uint i = 0u; i < DVS; ++i) {
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-        mt_store(o[i], slab_sh, slab + S_AT, SP);
+        mt_store(o[i], slab_sh, s_at, SP);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         [[unroll]] for (uint n = 0u; n < (64u + MT_SG - 1u) / MT_SG; ++n) {
             const uint x = lane + n * MT_SG, r = x >> 2, c = x & 3u;
-            if (x < 64u && 16u * sg + r < n_rows) {
+            if (x < 64u && 16u * rg + r < n_rows) {
                 uint t_, h_;
                 int p_, s_;
                 float a_;
-                row_query(row0 + 16u * sg + r, kv_head, t_, h_, p_, s_, a_);
-                const uint w = slab + S_AT + r * SP + 4u * c;
+                row_query(row0 + 16u * rg + r, kv_head, t_, h_, p_, s_, a_);
+                const uint w = s_at + r * SP + 4u * c;
                 const vec4 y = uintBitsToFloat(uvec4(slab_sh[w], slab_sh[w + 1u], slab_sh[w + 2u], slab_sh[w + 3u]));
-                row_store(split, t_ * pc.n_heads + h_, 4u * i + c, y, uintBitsToFloat(slab_sh[slab + F_AT + r]));
+                row_store(split, t_ * pc.n_heads + h_, 4u * (ds * DVS + i) + c, y, uintBitsToFloat(slab_sh[f_at + r]));
             }
         }
     }

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,50 +20,11 @@
 #include "support/compare.hpp"
 #include "support/f16_match.hpp"
 #include "support/fused_match.hpp"
+#include "support/matrix_runs.hpp"
 #include "support/random.hpp"
 
 namespace vkattn::test {
 namespace {
-
-// Pipelines built, from the info log: which kernels a backend ran.
-struct Built {
-  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  void attach(DeviceOptions& options) const {
-    options.log_level = LogLevel::info;
-    options.log = [l = lines](LogLevel, std::string_view m) {
-      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
-    };
-  }
-  bool matrix() const {
-    for (const std::string& l : *lines) {
-      if (l.find("built pipeline attn_mt_standin ") != std::string::npos) return true;
-    }
-    return false;
-  }
-};
-
-// The device's limits, or the spec minimums' shared memory (16 KiB) and invocations (128)
-// with the device's subgroups.
-DeviceOptions matrix_options(bool minimum, const Built& built) {
-  DeviceOptions options = test_options();
-  // llvmpipe compiles a pipeline at its first dispatch, inside the submission: the
-  // stand-in's unrolled tiles take tens of seconds where other tests load the machine.
-  options.submit_timeout_ms = 600000;
-  options.cap_limits = uncapped();
-  if (minimum) {
-    options.cap_limits->max_shared_memory = 16384;
-    options.cap_limits->max_workgroup_invocations = 128;
-    options.cap_limits->max_workgroup_size = {128, 128, 64};
-  }
-  built.attach(options);
-  return options;
-}
-
-std::vector<float> run_f16(Backend& gpu, AttnInputs in) {
-  in.config.precision = AttentionPrecision::f16_products;
-  in.config.path = AttentionPath::fused;
-  return run_attention_op(gpu, in);
-}
 
 struct Limits {
   const char* name;
@@ -88,6 +50,12 @@ TEST_P(CoopmatStandin, Matches) {
   expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
   const bool fits = !lim.minimum || c.head_dim <= 128;
   EXPECT_EQ(built.matrix(), fits) << "the matrix kernel ran";
+  // Heads up to 128 wide take the row split; 256 the dim split (10 rows: one row group
+  // over 4 subgroups, 2 with 64-lane subgroups).
+  if (fits) {
+    const unsigned slices = c.head_dim <= 128 ? 1 : matrix_lanes(*gpu) > 32 ? 2 : 4;
+    EXPECT_EQ(built.dim_slices(), std::set<unsigned>{slices}) << "the mapping";
+  }
   for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 

@@ -162,9 +162,7 @@ class VulkanRuntime : public ::testing::Test {
     }
     return b;
   }
-  static void expect_clean(const Backend& b) {
-    expect_no_validation_messages(b);
-  }
+  static void expect_clean(const Backend& b) { expect_no_validation_messages(b); }
 };
 
 #define VKATTN_MAKE_OR_SKIP(var, options) \

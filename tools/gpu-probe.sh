@@ -139,7 +139,9 @@ if want matrix; then
 # AttentionPrecision::f16_products (VKATTN_BENCH_PRECISION): the matrix kernel on the
 # cooperative matrices (VKATTN_MATRIX=on; the f32 kernels where the build or device has
 # none, which the pipeline statistics show) and as its stand-in, beside the exact tiled
-# kernel in the same process order; then absorbed MLA decode the same two ways.
+# kernel in the same process order; then absorbed MLA decode the same two ways (the matrix
+# kernel's dim split: 16 heads a workgroup over four subgroups, each a slice of the 576 / 512
+# dims; its pipeline statistics show whether the slice's 9 A tiles and 8 accumulators spill).
 prefill_re=${PROBE_PREFILL:-"tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"}
 gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
 mla="BM_decode_mla/keys:(${PROBE_MLA_KEYS:-4096|16384})/shape:2"
@@ -152,7 +154,7 @@ run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_
 run "MLA, exact (group), f16" -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, f16, matrix stand-in" VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
+run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
 fi
 [ -n "$smi" ] && kill "$smi" 2>/dev/null

@@ -9,7 +9,8 @@
 // Shared arrays are uint: halves packed in pairs (low half first), f32 values as bits;
 // offsets |at| and pitches in uints, multiples of 4 (16 bytes), uniform in the subgroup.
 // GLSL cannot pass shared arrays to functions, so the operations are macros:
-//   MT_A(a) MT_B(b) MT_ACC(c)      declare a tile (MT_ACC_ARRAY(c, n): n accumulators)
+//   MT_A(a) MT_B(b) MT_ACC(c)      declare a tile (MT_ACC_ARRAY(c, n): n accumulators,
+//                                  MT_A_ARRAY(a, n): n A tiles held across a loop)
 //   mt_zero(c)                     c = 0
 //   mt_load_a(a, arr, at, pitch)   A(r, k) = half k of the row at arr[at + r * pitch]
 //   mt_load_b(b, arr, at, pitch)   B(k, n) = half n of the row at arr[at + k * pitch] (V rows)

@@ -14,7 +14,8 @@
 #define MT_B(b) coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b
 #define MT_ACC(c) coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c
 #define MT_ACC_ARRAY(c, n) coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c[n]
-// Accumulators stay registers only when indexed by constants.
+#define MT_A_ARRAY(a, n) coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a[n]
+// Tile arrays stay registers only when indexed by constants.
 #define MT_UNROLL_ACC [[unroll]]
 
 #define MT_ROWS gl_CooperativeMatrixLayoutRowMajor

@@ -19,7 +19,8 @@ const uint MT_BS = MT_SG > 16u ? MT_SG / 16u : 1u;  // rows of B per holder abov
 #define MT_B(b) float b[MT_E]
 #define MT_ACC(c) float c[MT_E]
 #define MT_ACC_ARRAY(c, n) float c[n][MT_E]
-// Accumulator arrays are walked by loops llvmpipe counts: not unrolled here.
+#define MT_A_ARRAY(a, n) float a[n][MT_E]
+// Tile arrays are walked by loops llvmpipe counts: not unrolled here.
 #define MT_UNROLL_ACC [[dont_unroll]]
 
 uint mt_lane() { return gl_SubgroupInvocationID; }

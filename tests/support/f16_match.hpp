@@ -42,23 +42,40 @@ inline double rms_difference(const std::vector<float>& a, const std::vector<floa
   return a.empty() ? 0.0 : std::sqrt(s / a.size());
 }
 
+// The bounds below from the inputs' facts: the largest score magnitude (|scale| sum_d
+// |q_d k_d| over the rows and keys), max|v| and rms(v), whether Q or K and V reached the
+// kernel as f16 (|f16_input|), and whether K and V reach the products rounded
+// (|kv_rounded|: f32 or quantized; an f16 tensor or cache holds them exactly).
+struct F16Bounds {
+  double near, far, rms;
+};
+inline F16Bounds f16_bounds(double score_mag, double v_max, double v_rms, bool f16_input, bool kv_rounded) {
+  const double f32_s = 1e-4 + 2e-6 * score_mag;  // fused_match.hpp's, less its |s| term
+  const double base = f16_input ? 2e-4 : 1e-4;
+  const double ds = f32_s + (kv_rounded ? 2 : 1) * kHalfUlp * score_mag;
+  const double p_term = 2 * kHalfUlp * v_max;
+  return {base + (std::expm1(2 * f32_s) + 1e-5) * v_max + p_term,
+          base + (std::expm1(2 * ds) + 1e-5 + (kv_rounded ? kHalfUlp : 0.0)) * v_max + p_term,
+          10 * kHalfUlp / std::sqrt(3.0) * v_rms + base + std::expm1(2 * f32_s) * v_max};
+}
+
+// |got| against the CPU backend's rounded-inputs oracle |want_rounded| and f32 reference
+// |want| within |b|.
+inline void expect_f16_close(const std::vector<float>& got, const std::vector<float>& want_rounded,
+                             const std::vector<float>& want, const Shape& shape, const F16Bounds& b, const std::string& what) {
+  EXPECT_TRUE(all_close(got, want_rounded, shape, b.near, 1e-4)) << what << ": against the rounded-inputs oracle";
+  EXPECT_TRUE(all_close(got, want, shape, b.far, 1e-4)) << what << ": against the f32 reference";
+  EXPECT_LE(rms_difference(got, want_rounded), b.rms) << what << ": RMS against the rounded-inputs oracle";
+}
+
 // |got| (a Vulkan backend's f16_products output on |in|) against |cpu|'s outputs.
 inline void expect_f16_matches(Backend& cpu, const AttnInputs& in, const std::vector<float>& got, const std::string& what) {
   AttnInputs exact = in, rounded = in;
   exact.config.precision = AttentionPrecision::f32;
   rounded.config.precision = AttentionPrecision::f16_products;
-  const std::vector<float> want = run_attention_op(cpu, exact), want_rounded = run_attention_op(cpu, rounded);
-  const double f32_s = 1e-4 + 2e-6 * score_magnitude(in);  // fused_match.hpp's, less its |s| term
-  const double v_max = max_abs(in.v), base = in.kv_dtype == DType::f16 || in.q_dtype == DType::f16 ? 2e-4 : 1e-4;
-  const bool k_rounded = in.kv_dtype != DType::f16, v_rounded = in.kv_dtype != DType::f16;
-  const double ds = f32_s + (k_rounded ? 2 : 1) * kHalfUlp * score_magnitude(in);
-  const double p_term = 2 * kHalfUlp * v_max;
-  const double near = base + (std::expm1(2 * f32_s) + 1e-5) * v_max + p_term;
-  const double far = base + (std::expm1(2 * ds) + 1e-5 + (v_rounded ? kHalfUlp : 0.0)) * v_max + p_term;
-  EXPECT_TRUE(all_close(got, want_rounded, in.out_shape(), near, 1e-4)) << what << ": against the rounded-inputs oracle";
-  EXPECT_TRUE(all_close(got, want, in.out_shape(), far, 1e-4)) << what << ": against the f32 reference";
-  const double rms_bound = 10 * kHalfUlp / std::sqrt(3.0) * rms(in.v) + base + std::expm1(2 * f32_s) * v_max;
-  EXPECT_LE(rms_difference(got, want_rounded), rms_bound) << what << ": RMS against the rounded-inputs oracle";
+  const F16Bounds b = f16_bounds(score_magnitude(in), max_abs(in.v), rms(in.v),
+                                 in.kv_dtype == DType::f16 || in.q_dtype == DType::f16, in.kv_dtype != DType::f16);
+  expect_f16_close(got, run_attention_op(cpu, rounded), run_attention_op(cpu, exact), in.out_shape(), b, what);
 }
 
 }  // namespace vkattn::test

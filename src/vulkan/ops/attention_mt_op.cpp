@@ -4,7 +4,9 @@
 // docs/kernel-shapes.md describes the kernel and the layer.
 #include <algorithm>
 #include <bit>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/shape_math.hpp"
 #include "vulkan/dispatch.hpp"
@@ -14,24 +16,55 @@ namespace vkattn::detail {
 
 namespace {
 
-// Subgroups (16 rows each) and 16-key chunks per tile, in order of preference; the first
-// that fits min(maxComputeSharedMemorySize, 48 KiB) and the workgroup limit is taken, with
-// no more subgroups than the tile has rows for.
+// A workgroup's mapping: row groups of 16 rows, the subgroups each row group's dims are
+// split over (1: the row split, a subgroup per row group), 16-key chunks per tile.
 struct MtShape {
-  std::uint32_t subgroups, key_chunks;
+  std::uint32_t row_groups, dim_slices, key_chunks;
+  std::uint32_t subgroups() const { return row_groups * dim_slices; }
 };
-constexpr MtShape kMtShapes[] = {{4, 2}, {4, 1}, {2, 2}, {2, 1}, {1, 2}, {1, 1}};
+// In order of preference, the first that fits min(maxComputeSharedMemorySize, 48 KiB) and
+// the workgroup limit is taken, with no row group of repeated rows. Heads up to 128 wide
+// (8 chunks) take the row split alone; up to 192 (12) the row split first, but the dim
+// split before a single row group (a decode-sized group, absorbed MLA at 192: four
+// subgroups share its 16 rows instead of one taking them all); wider heads (256, absorbed
+// MLA's 576) the dim split first, whose queries live in registers, not shared memory.
+constexpr MtShape kMtRowShapes[] = {{4, 1, 2}, {4, 1, 1}, {2, 1, 2}, {2, 1, 1}};
+constexpr MtShape kMtDimShapes[] = {{2, 2, 1}, {1, 4, 1}, {1, 2, 1}};
+constexpr MtShape kMtOneRowGroup[] = {{1, 1, 2}, {1, 1, 1}};
+constexpr std::uint32_t kMtRowOnlyChunks = 8, kMtRowFirstChunks = 12;
+// A dim slice holds at most 9 A tiles of Q and 8 accumulators of O (absorbed MLA's 576 /
+// 512 over 4 slices): an estimated 170 registers a lane at 32 lanes (Q 36, O 64, S 8 and
+// the rest), within NVIDIA's 255; no GPU has compiled it yet.
+constexpr std::uint32_t kMtSliceQChunks = 9, kMtSliceOChunks = 8;
 constexpr std::uint64_t kMtMaxBytes = 48 * 1024;
 constexpr std::uint64_t kCpuLoopLimit = 60000;  // llvmpipe's 65,535, with room
 
-// attn_mt.comp's shared memory in uints: queries, K and V rows as f16 at odd 16-byte
-// pitches, a slab per subgroup (scores, probabilities, row factors), the key marks and the
-// rows' positions and sequences.
+// The shapes to try for rows of |dk_chunks| 16-dim chunks, in order.
+std::vector<MtShape> mt_shapes(std::uint32_t dk_chunks) {
+  std::vector<MtShape> out;
+  const auto add = [&](std::span<const MtShape> s) { out.insert(out.end(), s.begin(), s.end()); };
+  if (dk_chunks <= kMtRowOnlyChunks) {
+    add(kMtRowShapes);
+  } else if (dk_chunks <= kMtRowFirstChunks) {
+    add(kMtRowShapes);
+    add(kMtDimShapes);
+  } else {
+    add(kMtDimShapes);
+    add(kMtRowShapes);
+  }
+  add(kMtOneRowGroup);
+  return out;
+}
+
+// attn_mt.comp's shared memory in uints: queries (the row split's; the dim split's pass
+// through the K rows), K and V rows as f16 at odd 16-byte pitches, a score slab per
+// subgroup, probabilities and row factors per row group, the key marks and the rows'
+// positions and sequences.
 std::uint64_t mt_bytes(const MtShape& s, std::uint32_t dk_chunks, std::uint32_t dv_chunks, bool v_from_k) {
-  const std::uint64_t rows = 16u * s.subgroups, keys = 16u * s.key_chunks;
+  const std::uint64_t rows = 16u * s.row_groups, keys = 16u * s.key_chunks;
   const std::uint64_t qp = ((2u * dk_chunks) | 1u) * 4u, vp = ((2u * dv_chunks) | 1u) * 4u;
-  const std::uint64_t slab = 16 * (keys + 4) + 16 * (((keys / 8) | 1u) * 4) + 16;
-  return 4 * (rows * qp + keys * qp + (v_from_k ? 4 : keys * vp) + s.subgroups * slab + 3 * keys + 2 * rows);
+  const std::uint64_t slabs = s.subgroups() * 16 * (keys + 4) + s.row_groups * (16 * (((keys / 8) | 1u) * 4) + 16);
+  return 4 * ((s.dim_slices > 1 ? 4 : rows * qp) + keys * qp + (v_from_k ? 4 : keys * vp) + slabs + 3 * keys + 2 * rows);
 }
 
 }  // namespace
@@ -63,39 +96,53 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
     const std::uint32_t c = u32(ceil_div(dim, 16));
     return c <= 8 ? std::bit_ceil(c) : u32(ceil_div(c, 4) * 4);
   };
-  const std::uint32_t dk_chunks = padded(head_dim), dv_chunks = padded(values.head_dim);
+  const std::uint32_t dk_chunks = padded(head_dim), dv_padded = padded(values.head_dim);
   const bool v_from_k = values_in_keys(keys, values) && !p.rope_on_read;  // rotated K rows cannot serve as V
   const bool per_seq = keys.meta_stride != 0;
   const std::uint64_t budget = std::min<std::uint64_t>(l.max_shared_memory, kMtMaxBytes);
-  std::uint32_t rows = 0;
+  std::uint32_t rows = 0, dv_chunks = 0;
   MtShape shape{};
-  for (const MtShape& s : kMtShapes) {
-    const std::uint32_t r = tile_rows(16 * s.subgroups, n_tokens, group, per_seq, p.q_seq);
-    if (ceil_div(r, 16) < s.subgroups) continue;  // a subgroup of repeated rows
-    if (s.subgroups * sg > l.max_workgroup_invocations) continue;
-    if (mt_bytes(s, dk_chunks, dv_chunks, v_from_k) > budget) continue;
+  for (const MtShape& s : mt_shapes(dk_chunks)) {
+    // The dim split's slices are whole chunks: V padded to a multiple of them (still within
+    // K's chunks when V is K's prefix, which a slice then reads past v_head_dim: discarded).
+    const std::uint32_t dv = u32(ceil_div(dv_padded, s.dim_slices) * s.dim_slices);
+    if (s.dim_slices > 1) {
+      if (dk_chunks % s.dim_slices != 0 || dk_chunks / s.dim_slices > kMtSliceQChunks || dv / s.dim_slices > kMtSliceOChunks) {
+        continue;
+      }
+      // The scalar pass gives a row sg / (16 / slices) lanes, each two keys or more.
+      if (sg * s.dim_slices > 128 * s.key_chunks) continue;
+    }
+    const std::uint32_t r = tile_rows(16 * s.row_groups, n_tokens, group, per_seq, p.q_seq);
+    if (ceil_div(r, 16) < s.row_groups) continue;  // a row group of repeated rows
+    if (s.subgroups() * sg > l.max_workgroup_invocations) continue;
+    if (mt_bytes(s, dk_chunks, dv, v_from_k) > budget) continue;
     shape = s;
     rows = r;
+    dv_chunks = dv;
     break;
   }
   if (!rows) return std::nullopt;
-  const std::uint32_t wg = shape.subgroups * sg, keys_per_tile = 16 * shape.key_chunks;
+  const std::uint32_t wg = shape.subgroups() * sg, keys_per_tile = 16 * shape.key_chunks;
   RowTiles rt = row_tiles(ctx, *q, keys, values, rows, keys_per_tile);
   if (ctx.physical.info.type == "cpu") {
     // llvmpipe stops loops after 65,535 iterations over the whole run: each split's tiles
     // times the loop iterations of one tile (the tile loop, the marks and their rows,
     // staging, the scores' dim chunks, the scalar pass's two over a lane's keys of each of
-    // its rows, the stand-in's accumulator loops) stay below, after what each workgroup
-    // runs once (queries, span, output). Rows of K or V not in whole vec4s are loaded
-    // element by element (tensor_load.glsl's loop of 4 for each staged vec4).
+    // its rows (and the partial scores' slices), the stand-in's accumulator loops) stay
+    // below, after what each workgroup runs once (queries, span, output). Rows of K or V
+    // not in whole vec4s are loaded element by element (tensor_load.glsl's loop of 4 for
+    // each staged vec4).
+    const std::uint64_t slices = shape.dim_slices, dks = dk_chunks / slices, dvs = dv_chunks / slices;
+    const std::uint64_t pass_rows = 16 / slices, lanes_per_row = std::max<std::uint64_t>(1, sg / pass_rows);
+    const std::uint64_t rows_per_lane = std::max<std::uint64_t>(1, pass_rows / sg), keys_per_lane = keys_per_tile / lanes_per_row;
     const std::uint64_t k_each = rows_aligned(keys, 4) ? 1 : 5, v_each = rows_aligned(values, 4) ? 1 : 5;
     const std::uint64_t inner = 1 + (1 + std::uint64_t{rows}) * ceil_div(keys_per_tile, wg) +
                                 k_each * ceil_div(std::uint64_t{keys_per_tile} * dk_chunks * 4, wg) +
-                                v_each * ceil_div(std::uint64_t{keys_per_tile} * dv_chunks * 4, wg) + dk_chunks +
-                                dv_chunks * (1 + shape.key_chunks) +
-                                3 * std::max(1u, 16 / sg) * (keys_per_tile / std::max(1u, sg / 16)) / 2;
-    const std::uint64_t once =
-        ceil_div(std::uint64_t{16} * shape.subgroups * dk_chunks * 4, wg) + rows + 2 * dv_chunks + n_tokens + 8;
+                                v_each * ceil_div(std::uint64_t{keys_per_tile} * dv_chunks * 4, wg) + dks +
+                                dvs * (1 + shape.key_chunks) + rows_per_lane * keys_per_lane * (3 + 2 * (slices - 1)) / 2;
+    const std::uint64_t once = ceil_div(std::uint64_t{16} * shape.row_groups * dk_chunks * 4, wg) +
+                               (slices > 1 ? shape.row_groups * (1 + dks) : 0) + rows + 2 * dvs + n_tokens + 8;
     const std::uint64_t per_split = (kCpuLoopLimit - std::min(once, kCpuLoopLimit / 2)) / inner;
     const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, keys_per_tile), std::max<std::uint64_t>(1, per_split));
     if (needed > most_splits(rows)) return std::nullopt;  // the f32 kernels take it
@@ -105,7 +152,8 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   d.key = {KernelId::attn_mt_standin, spec({{VKATTN_SPEC_WG_SIZE, wg},
                                             {VKATTN_SPEC_MT_SG, sg},
                                             {VKATTN_SPEC_MT_CHECK, 1u},
-                                            {VKATTN_SPEC_MT_SUBGROUPS, shape.subgroups},
+                                            {VKATTN_SPEC_MT_SUBGROUPS, shape.subgroups()},
+                                            {VKATTN_SPEC_MT_DIM_SLICES, shape.dim_slices},
                                             {VKATTN_SPEC_MT_KEY_CHUNKS, shape.key_chunks},
                                             {VKATTN_SPEC_MT_DK_CHUNKS, dk_chunks},
                                             {VKATTN_SPEC_MT_DV_CHUNKS, dv_chunks},

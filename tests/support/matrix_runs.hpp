@@ -1,0 +1,83 @@
+// Running the matrix kernel (attn_mt.comp) through its stand-in in the Coopmat tests: the
+// pipelines a backend built, read from its info log (whether the kernel ran, and with which
+// mapping), and backends planned for the device's limits or the spec minimums'.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/attention_io.hpp"
+#include "support/backends.hpp"
+#include "vkattn/vkattn.hpp"
+
+namespace vkattn::test {
+
+// Pipelines built, from the info log: which kernels a backend ran.
+struct Built {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(DeviceOptions& options) const {
+    options.log_level = LogLevel::info;
+    options.log = [l = lines](LogLevel, std::string_view m) {
+      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
+    };
+  }
+  bool matrix() const { return !dim_slices().empty(); }
+  // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
+  // the row split, more for the dim split.
+  std::set<unsigned> dim_slices() const {
+    constexpr std::string_view kHead = "built pipeline attn_mt_standin (spec ";
+    constexpr std::size_t kDimSlices = 18;
+    std::set<unsigned> out;
+    for (const std::string& l : *lines) {
+      if (l.rfind(kHead, 0) != 0) continue;
+      std::vector<unsigned> spec;
+      for (std::size_t at = kHead.size(); at < l.size() && std::isdigit(static_cast<unsigned char>(l[at]));) {
+        std::size_t used = 0;
+        spec.push_back(static_cast<unsigned>(std::stoul(l.substr(at), &used)));
+        at += used + 1;  // past the comma
+      }
+      out.insert(spec.size() > kDimSlices ? spec[kDimSlices] : 1u);
+    }
+    return out;
+  }
+};
+
+// The subgroup size the matrix kernel asks of |b| (16 where the device allows it, else the
+// nearest it allows): above 32 lanes the scalar pass would give a row of a four-slice dim
+// split more lanes than half a tile's keys, and the planner takes two slices or the row
+// split instead.
+inline unsigned matrix_lanes(const Backend& b) {
+  const DeviceLimits& l = b.limits();
+  return l.subgroup_size_control ? std::clamp(16u, l.subgroup_min_size, l.subgroup_max_size) : l.subgroup_size;
+}
+
+// The device's limits, or the spec minimums' shared memory (16 KiB) and invocations (128)
+// with the device's subgroups.
+inline DeviceOptions matrix_options(bool minimum, const Built& built) {
+  DeviceOptions options = test_options();
+  // llvmpipe compiles a pipeline at its first dispatch, inside the submission: the
+  // stand-in's unrolled tiles take tens of seconds where other tests load the machine.
+  options.submit_timeout_ms = 600000;
+  options.cap_limits = uncapped();
+  if (minimum) {
+    options.cap_limits->max_shared_memory = 16384;
+    options.cap_limits->max_workgroup_invocations = 128;
+    options.cap_limits->max_workgroup_size = {128, 128, 64};
+  }
+  built.attach(options);
+  return options;
+}
+
+inline std::vector<float> run_f16(Backend& gpu, AttnInputs in) {
+  in.config.precision = AttentionPrecision::f16_products;
+  in.config.path = AttentionPath::fused;
+  return run_attention_op(gpu, in);
+}
+
+}  // namespace vkattn::test
