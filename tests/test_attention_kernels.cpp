@@ -1,7 +1,7 @@
 // Which kernels ran each attention op (CommandStats::attention): every kernel family named
 // as the knobs and the automatic choice pick it, with its key splits and the precision it
 // computed at; the CPU backend's reference; the C and Python views are tested with their
-// APIs (tests/c_api/test_c_api.c, python/tests/test_attention.py).
+// APIs (tests/c_api/test_c_api.c, python/tests/test_api.py).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -126,7 +126,7 @@ TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
 }
 
 // f16 products where no matrix path runs (lavapipe has no matrix units): the exact
-// kernels, and the stats say f32; with the stand-in of the matrix units, it at f16 products.
+// kernels, and the stats say f32; with the matrix units' stand-in, the matrix kernel at f16 products.
 TEST_F(VulkanVsCpuTest, F16ProductsSayWhatRan) {
   AttnInputs in = prefill_inputs();
   in.config.precision = AttentionPrecision::f16_products;

@@ -170,7 +170,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_command_list_attention_count(list, &runs));
   CHECK(runs == 1); /* the attention op; the softmax is a stage of its own */
   vkattn_attention_run run;
-  EXPECT_STATUS(E, "run_size = 4", vkattn_command_list_attention_run(list, 0, &run, 4));
+  EXPECT_STATUS(E, "run size = 4", vkattn_command_list_attention_run(list, 0, &run, 4));
   EXPECT_STATUS(E, "run", vkattn_command_list_attention_run(list, 0, NULL, sizeof run));
   EXPECT_STATUS(E, "count", vkattn_command_list_attention_count(list, NULL));
   OK(vkattn_submit_and_wait(list));
