@@ -116,11 +116,12 @@ class VulkanCommandList final : public CommandListImpl {
 
   std::vector<OpTiming> timings() const override { return timings_; }
   CommandStats stats() const override {
-    std::size_t texel = 0;
+    CommandStats s{ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, 0, encodings_};
     for (const Dispatch& d : ops_) {
-      for (const Binding& b : d.bindings) texel += b.texel ? 1 : 0;
+      for (const Binding& b : d.bindings) s.texel_reads += b.texel ? 1 : 0;
+      if (d.attention) s.attention.push_back(*d.attention);
     }
-    return {ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, texel, encodings_};
+    return s;
   }
 
   // A replay first patches the recorded parameters in place: each op rewrites its token
