@@ -71,10 +71,11 @@ class CoopmatVsCpu : public VulkanVsCpuTest {};
 
 // The full Vulkan minimums (no subgroup operations): the stand-in declines and the f32
 // kernels run, within the f16 tolerances (more precise than asked). Left to choose, the
-// stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units.
+// stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units, and =on
+// dispatches no cooperative-matrix kernel on a device without the extension.
 TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
   const AttnInputs in = case_inputs(attention_cases()[1]);  // prefill_200_causal
-  for (const char* mode : {"standin", "auto", "off"}) {
+  for (const char* mode : {"standin", "auto", "on", "off"}) {
     ScopedEnv matrix("VKATTN_MATRIX", mode);
     Built built;
     DeviceOptions options = test_options();
@@ -84,6 +85,7 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
       const std::vector<float> got = run_f16(gpu, in);
       expect_f16_matches(*cpu_, in, got, mode);
       EXPECT_FALSE(built.matrix()) << mode;
+      if (!gpu.limits().matrix_units) EXPECT_FALSE(built.units()) << mode;
       AttnInputs exact = in;
       exact.config.path = AttentionPath::fused;
       EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, exact), in.out_shape(), 2e-4, 1e-4)) << mode << ": an f32 kernel ran";
