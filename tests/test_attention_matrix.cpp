@@ -85,7 +85,9 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
       const std::vector<float> got = run_f16(gpu, in);
       expect_f16_matches(*cpu_, in, got, mode);
       EXPECT_FALSE(built.matrix()) << mode;
-      if (!gpu.limits().matrix_units) EXPECT_FALSE(built.units()) << mode;
+      if (!gpu.limits().matrix_units) {
+        EXPECT_FALSE(built.units()) << mode;
+      }
       AttnInputs exact = in;
       exact.config.path = AttentionPath::fused;
       EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, exact), in.out_shape(), 2e-4, 1e-4)) << mode << ": an f32 kernel ran";
