@@ -95,6 +95,28 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
   }
 }
 
+// The matrix units themselves, on a GPU that lists VK_KHR_cooperative_matrix's shape (a
+// skip elsewhere, lavapipe included): the backend kept them (its self-test passed), and
+// every attention case runs the cooperative-matrix attn_mt, not the stand-in, within the
+// f16 tolerances. Validation off: the layers of Debian 12 predate the extension, and
+// under them vkattn does not query it (devices.md).
+TEST_F(CoopmatVsCpu, UnitsMatchWhereTheDeviceHasThem) {
+  ScopedEnv matrix("VKATTN_MATRIX", "on");
+  Built built;
+  DeviceOptions options = matrix_options(false, built);
+  options.validation = false;
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  if (!gpu->limits().matrix_units) GTEST_SKIP() << gpu->device_name() << " has no matrix units (or failed their self-test)";
+  for (const AttnCase& c : attention_cases()) {
+    const AttnInputs in = case_inputs(c);
+    expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
+  }
+  EXPECT_TRUE(built.units()) << "attn_mt ran";
+  EXPECT_FALSE(built.matrix()) << "the stand-in ran";
+}
+
 // The CPU backend's f16_products is its f32 path on inputs rounded to f16 (to nearest
 // even), exactly; and differs from f32 where the inputs are not halves.
 TEST(CoopmatCpuOracle, RoundsTheInputs) {
