@@ -210,6 +210,15 @@ TEST(CoopmatExternal, CreateInfoSaysWhatIsMissing) {
   EXPECT_EQ(detail::matrix_features_lacking(&info), "");
   f16.shaderFloat16 = VK_FALSE;
   EXPECT_EQ(detail::matrix_features_lacking(&info), "shaderFloat16");
+
+  // Where the caller did not enable the extension vkattn does not query it (the caller's
+  // validation layer may predate it): the note names the create info, not the query.
+  CoopmatFacts f = nvidia(64);
+  f.caller_lacks = "VK_KHR_cooperative_matrix with cooperativeMatrix";
+  f.queried = f.feature = f.compute = false;
+  f.shapes.clear();
+  EXPECT_TRUE(mentions(note(f, MatrixUnits::on), "the caller's device was created without VK_KHR_cooperative_matrix"))
+      << note(f, MatrixUnits::on);
 }
 
 TEST(CoopmatChoice, OnlyTheKernelsShapeCounts) {

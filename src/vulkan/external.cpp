@@ -109,8 +109,11 @@ std::string lacks_for_matrix(const Enabled& enabled) {
 // The physical device as vkattn sees it, with only what the caller enabled counted in.
 PhysicalDevice external_physical(const Instance& instance, const ExternalVulkan& v, const Enabled& enabled) {
   const VulkanFunctions& fn = instance.fn();
-  PhysicalDevice p =
-      probe_device(fn, v.physical_device, 0, v.api_version, coopmat_query_allowed(instance.validation_layer_version()));
+  // The extension is queried only where the caller enabled it: vkattn cannot tell which
+  // validation layer the caller's instance runs, and one older than the extension reports
+  // its structures as errors to the caller.
+  PhysicalDevice p = probe_device(fn, v.physical_device, 0, v.api_version,
+                                  enabled.coopmat && coopmat_query_allowed(instance.validation_layer_version()));
   if (!p.info.rejected.empty()) {
     throw Error(ErrorCode::unsupported, "ExternalVulkan::physical_device (" + p.info.name + ") " + p.info.rejected,
                 "vkGetPhysicalDeviceProperties", 0, current_op());
