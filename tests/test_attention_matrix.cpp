@@ -71,10 +71,11 @@ class CoopmatVsCpu : public VulkanVsCpuTest {};
 
 // The full Vulkan minimums (no subgroup operations): the stand-in declines and the f32
 // kernels run, within the f16 tolerances (more precise than asked). Left to choose, the
-// stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units.
+// stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units, and =on
+// dispatches no cooperative-matrix kernel on a device without the extension.
 TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
   const AttnInputs in = case_inputs(attention_cases()[1]);  // prefill_200_causal
-  for (const char* mode : {"standin", "auto", "off"}) {
+  for (const char* mode : {"standin", "auto", "on", "off"}) {
     ScopedEnv matrix("VKATTN_MATRIX", mode);
     Built built;
     DeviceOptions options = test_options();
@@ -84,11 +85,36 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
       const std::vector<float> got = run_f16(gpu, in);
       expect_f16_matches(*cpu_, in, got, mode);
       EXPECT_FALSE(built.matrix()) << mode;
+      if (!gpu.limits().matrix_units) {
+        EXPECT_FALSE(built.units()) << mode;
+      }
       AttnInputs exact = in;
       exact.config.path = AttentionPath::fused;
       EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, exact), in.out_shape(), 2e-4, 1e-4)) << mode << ": an f32 kernel ran";
     });
   }
+}
+
+// The matrix units themselves, on a GPU that lists VK_KHR_cooperative_matrix's shape (a
+// skip elsewhere, lavapipe included): the backend kept them (its self-test passed), and
+// every attention case runs the cooperative-matrix attn_mt, not the stand-in, within the
+// f16 tolerances. Validation off: the layers of Debian 12 predate the extension, and
+// under them vkattn does not query it (devices.md).
+TEST_F(CoopmatVsCpu, UnitsMatchWhereTheDeviceHasThem) {
+  ScopedEnv matrix("VKATTN_MATRIX", "on");
+  Built built;
+  DeviceOptions options = matrix_options(false, built);
+  options.validation = false;
+  std::string why;
+  auto gpu = try_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  if (!gpu->limits().matrix_units) GTEST_SKIP() << gpu->device_name() << " has no matrix units (or failed their self-test)";
+  for (const AttnCase& c : attention_cases()) {
+    const AttnInputs in = case_inputs(c);
+    expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
+  }
+  EXPECT_TRUE(built.units()) << "attn_mt ran";
+  EXPECT_FALSE(built.matrix()) << "the stand-in ran";
 }
 
 // The CPU backend's f16_products is its f32 path on inputs rounded to f16 (to nearest

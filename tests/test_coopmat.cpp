@@ -148,7 +148,8 @@ TEST(CoopmatChoice, EveryRequirementNamed) {
       {"shaderFloat16", [](CoopmatFacts& f) { f.shader_float16 = false; }},
       {"vulkanMemoryModel", [](CoopmatFacts& f) { f.memory_model = false; }},
       {"full subgroups", [](CoopmatFacts& f) { f.full_subgroups = false; }},
-      {"the caller's device", [](CoopmatFacts& f) { f.own_device = false; }},
+      {"the caller's device was created without vulkanMemoryModel",
+       [](CoopmatFacts& f) { f.caller_lacks = "vulkanMemoryModel"; }},
   };
   for (const Gap& gap : gaps) {
     SCOPED_TRACE(gap.says);
@@ -159,6 +160,65 @@ TEST(CoopmatChoice, EveryRequirementNamed) {
       EXPECT_TRUE(mentions(note(f, knob), gap.says)) << note(f, knob);
     }
   }
+}
+
+// What a caller's device (ExternalVulkan) enabled of what the matrix kernels need, read from
+// its create info: each feature through its own structure or Vulkan 1.2's, the extensions by
+// name, and whatever is missing named.
+TEST(CoopmatExternal, CreateInfoSaysWhatIsMissing) {
+  const std::string none = detail::matrix_features_lacking(nullptr);
+  for (const char* part : {"VK_KHR_cooperative_matrix", "shaderFloat16", "vulkanMemoryModel", "VK_EXT_subgroup_size_control"}) {
+    EXPECT_TRUE(mentions(none, part)) << none;
+  }
+  const char* extensions[] = {"VK_EXT_subgroup_size_control", "VK_KHR_cooperative_matrix"};
+  detail::CoopmatFeatures coopmat{detail::kCoopmatFeaturesType, nullptr, VK_TRUE, VK_FALSE};
+  VkPhysicalDeviceVulkan12Features v12{};
+  v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  v12.shaderFloat16 = v12.vulkanMemoryModel = VK_TRUE;
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT size{};
+  size.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT;
+  size.subgroupSizeControl = size.computeFullSubgroups = VK_TRUE;
+  VkDeviceCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  info.pNext = &coopmat;
+  coopmat.pNext = &v12;
+  v12.pNext = &size;
+  info.enabledExtensionCount = 2;
+  info.ppEnabledExtensionNames = extensions;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "");
+  info.enabledExtensionCount = 1;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "VK_KHR_cooperative_matrix with cooperativeMatrix");
+  info.enabledExtensionCount = 2;
+  coopmat.cooperativeMatrix = VK_FALSE;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "VK_KHR_cooperative_matrix with cooperativeMatrix");
+  coopmat.cooperativeMatrix = VK_TRUE;
+  v12.vulkanMemoryModel = VK_FALSE;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "vulkanMemoryModel");
+  size.computeFullSubgroups = VK_FALSE;
+  EXPECT_TRUE(mentions(detail::matrix_features_lacking(&info), "vulkanMemoryModel, VK_EXT_subgroup_size_control"));
+  size.computeFullSubgroups = VK_TRUE;
+  // The features through their own structures instead of Vulkan 1.2's.
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  f16.shaderFloat16 = VK_TRUE;
+  VkPhysicalDeviceVulkanMemoryModelFeatures model{};
+  model.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+  model.vulkanMemoryModel = VK_TRUE;
+  coopmat.pNext = &f16;
+  f16.pNext = &model;
+  model.pNext = &size;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "");
+  f16.shaderFloat16 = VK_FALSE;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "shaderFloat16");
+
+  // Where the caller did not enable the extension vkattn does not query it (the caller's
+  // validation layer may predate it): the note names the create info, not the query.
+  CoopmatFacts f = nvidia(64);
+  f.caller_lacks = "VK_KHR_cooperative_matrix with cooperativeMatrix";
+  f.queried = f.feature = f.compute = false;
+  f.shapes.clear();
+  EXPECT_TRUE(mentions(note(f, MatrixUnits::on), "the caller's device was created without VK_KHR_cooperative_matrix"))
+      << note(f, MatrixUnits::on);
 }
 
 TEST(CoopmatChoice, OnlyTheKernelsShapeCounts) {

@@ -249,8 +249,12 @@ TEST_F(Interop, RequirementsAreListedAndChecked) {
   const VulkanRequirements r = vulkan_requirements();
   EXPECT_EQ(r.api_version, VK_API_VERSION_1_1);
   EXPECT_TRUE(r.required_extensions.empty());
-  ASSERT_EQ(r.optional_extensions.size(), 2u);
+  ASSERT_EQ(r.optional_extensions.size(), 3u);
   EXPECT_STREQ(r.optional_extensions[0], "VK_EXT_subgroup_size_control");
+  // The matrix units' extension with the features their kernels need.
+  EXPECT_STREQ(r.optional_extensions[2], "VK_KHR_cooperative_matrix");
+  ASSERT_EQ(r.optional_features.size(), 5u);
+  EXPECT_STREQ(r.optional_features[2], "cooperativeMatrix");
 
   Engine& e = engine();
   // An instance made for Vulkan 1.0 (as the engine says it was) is refused by name.

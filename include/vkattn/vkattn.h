@@ -99,6 +99,15 @@ enum {
   VKATTN_KERNELS_GPU = 2
 };
 
+/* the matrix units (DeviceOptions::matrix_units; docs/gpu.md) */
+enum {
+  VKATTN_MATRIX_UNITS_ENVIRONMENT = -1, /* $VKATTN_MATRIX, else automatic (default) */
+  VKATTN_MATRIX_UNITS_AUTOMATIC = 0,    /* where the device has them, on the allowlist, and they pass a self-test */
+  VKATTN_MATRIX_UNITS_OFF = 1,
+  VKATTN_MATRIX_UNITS_ON = 2,     /* wherever the device has them (any vendor); the self-test still runs */
+  VKATTN_MATRIX_UNITS_STANDIN = 3 /* the matrix kernels in plain GLSL on any device (tests) */
+};
+
 enum {
   VKATTN_ROPE_LAYOUT_INTERLEAVED = 0, /* pairs (x[2i], x[2i+1]): RoFormer, Meta's Llama, GPT-J */
   VKATTN_ROPE_LAYOUT_HALF = 1         /* pairs (x[i], x[i + d/2]): GPT-NeoX, Hugging Face (default) */
@@ -171,6 +180,8 @@ typedef struct vkattn_device_options {
   uint32_t submit_timeout_ms;     /* fence wait before VKATTN_ERROR_TIMEOUT; default 60000 */
   int32_t kernels;                /* VKATTN_KERNELS_AUTOMATIC (default), _CPU or _GPU */
   uint32_t reserved;              /* 0 */
+  int32_t matrix_units;           /* VKATTN_MATRIX_UNITS_ENVIRONMENT (default), _AUTOMATIC, _OFF, _ON or _STANDIN */
+  uint32_t reserved2;             /* 0 */
 } vkattn_device_options;
 
 VKATTN_API vkattn_status vkattn_device_options_init(vkattn_device_options* options, size_t struct_size);

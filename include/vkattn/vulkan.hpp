@@ -27,8 +27,9 @@ struct ExternalVulkan {
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;  // the device's physical device
   VkDevice device = VK_NULL_HANDLE;
   std::uint32_t queue_family_index = 0;  // a family with VK_QUEUE_COMPUTE_BIT; default 0
-  // A queue of that family. vkattn submits to it only inside Backend calls that say so
-  // (tensor and cache creation, upload, download, save/restore_cache, submit_and_wait);
+  // A queue of that family. vkattn submits to it only inside calls that say so (tensor
+  // and cache creation, upload, download, save/restore_cache, submit_and_wait, and
+  // make_backend where the matrix units are on: their self-test);
   // Vulkan makes a queue externally synchronized: the caller must not use it from another
   // thread during those calls.
   VkQueue queue = VK_NULL_HANDLE;
@@ -71,7 +72,9 @@ struct VulkanRequirements {
   // VK_EXT_subgroup_size_control (with the features subgroupSizeControl and
   // computeFullSubgroups, in VkPhysicalDeviceSubgroupSizeControlFeaturesEXT or
   // VkPhysicalDeviceVulkan13Features) for the GPU-shaped kernels, VK_EXT_memory_budget for
-  // memory accounting within the driver's budget.
+  // memory accounting within the driver's budget, VK_KHR_cooperative_matrix with
+  // cooperativeMatrix, shaderFloat16 and vulkanMemoryModel (and size control) for the
+  // matrix units (docs/interop.md).
   std::vector<const char*> optional_extensions;
   std::vector<const char*> optional_features;
 };

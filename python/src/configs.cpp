@@ -194,9 +194,25 @@ void bind_devices(py::module_& m) {
   VKATTN_LIMIT(timestamp_period_ns);
   VKATTN_LIMIT(unified_memory);
   VKATTN_LIMIT(compute_units);
+  VKATTN_LIMIT(matrix_units);
+  VKATTN_LIMIT(matrix_standin);
 #undef VKATTN_LIMIT
   m.def("spec_minimum_limits", &spec_minimum_limits, "The Vulkan 1.1 minimum of every limit (features off).");
 
+  py::class_<MatrixShape>(m, "MatrixShape", "One entry of a device's VK_KHR_cooperative_matrix list: result = A B + C.")
+      .def_readonly("m", &MatrixShape::m)
+      .def_readonly("n", &MatrixShape::n)
+      .def_readonly("k", &MatrixShape::k)
+      .def_readonly("a", &MatrixShape::a, "component type: 'f16', 'f32', 's8', 'bf16', ... or 'type <value>'")
+      .def_readonly("b", &MatrixShape::b)
+      .def_readonly("c", &MatrixShape::c)
+      .def_readonly("result", &MatrixShape::result)
+      .def_readonly("scope", &MatrixShape::scope, "'subgroup', 'workgroup', 'device', 'queue family' or 'scope <value>'")
+      .def_readonly("saturating", &MatrixShape::saturating)
+      .def("__repr__", [](const MatrixShape& s) {
+        return "MatrixShape(" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.a + " x " +
+               s.b + " + " + s.c + " -> " + s.result + ", " + s.scope + (s.saturating ? ", saturating" : "") + ")";
+      });
   py::class_<DeviceInfo>(m, "DeviceInfo", "One Vulkan device as vkattn sees it.")
       .def_readonly("index", &DeviceInfo::index)
       .def_readonly("name", &DeviceInfo::name)
@@ -206,6 +222,8 @@ void bind_devices(py::module_& m) {
       .def_readonly("limits", &DeviceInfo::limits)
       .def_readonly("rejected", &DeviceInfo::rejected, "why vkattn cannot use it; '' when usable")
       .def_readonly("chosen", &DeviceInfo::chosen, "the device Backend('vulkan') would pick")
+      .def_readonly("matrix_shapes", &DeviceInfo::matrix_shapes, "VK_KHR_cooperative_matrix's list ([] without the extension)")
+      .def_readonly("matrix_note", &DeviceInfo::matrix_note, "why limits.matrix_units is False; '' when it is True")
       .def("__repr__", [](const DeviceInfo& d) {
         return "DeviceInfo(index=" + std::to_string(d.index) + ", name='" + d.name + "', type='" + d.type +
                "', chosen=" + (d.chosen ? "True" : "False") + (d.rejected.empty() ? "" : ", rejected='" + d.rejected + "'") + ")";

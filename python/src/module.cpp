@@ -128,6 +128,11 @@ void bind_enums(py::module_& m) {
       .value("automatic", KernelShape::automatic)
       .value("cpu", KernelShape::cpu)
       .value("gpu", KernelShape::gpu);
+  py::enum_<MatrixUnits>(m, "MatrixUnits", "Whether f16_products attention uses the device's matrix units (tensor cores).")
+      .value("automatic", MatrixUnits::automatic, "where the device has them and is on the allowlist")
+      .value("off", MatrixUnits::off)
+      .value("on", MatrixUnits::on, "wherever the device has them, any vendor")
+      .value("standin", MatrixUnits::standin, "the matrix kernels in plain GLSL on any device (tests)");
   py::enum_<LogLevel>(m, "LogLevel")
       .value("off", LogLevel::off)
       .value("error", LogLevel::error)

@@ -30,6 +30,8 @@ DeviceOptions device_options(py::handle device, py::handle validation, const py:
       o.submit_timeout_ms = v.cast<std::uint32_t>();
     } else if (name == "log_level") {
       if (!v.is_none()) o.log_level = enum_arg<LogLevel>(v, "Backend", "log_level");
+    } else if (name == "matrix_units") {
+      if (!v.is_none()) o.matrix_units = enum_arg<MatrixUnits>(v, "Backend", "matrix_units");
     } else if (name == "cap_limits") {
       if (!v.is_none()) o.cap_limits = v.cast<DeviceLimits>();
     } else {
@@ -50,7 +52,7 @@ void bind_backend(py::module_& m) {
       "A device (kind 'vulkan') or the CPU reference (kind 'cpu') that makes tensors, KV caches\n"
       "and command lists. Backend(kind='vulkan', device=None, validation=None, *, kernels=None,\n"
       "force_staging=False, pipeline_cache_dir=None, submit_timeout_ms=60000, log_level=None,\n"
-      "cap_limits=None): the fields of vkattn::DeviceOptions. device: an index or a name\n"
+      "cap_limits=None, matrix_units=None): the fields of vkattn::DeviceOptions. device: an index or a name\n"
       "substring (default $VKATTN_DEVICE, else the best device). A context manager: close() at exit.")
       .def(py::init([](py::handle kind, py::handle device, py::handle validation, const py::kwargs& kw) {
              const BackendKind k = enum_arg<BackendKind>(kind, "Backend", "kind");
@@ -70,13 +72,16 @@ void bind_backend(py::module_& m) {
       .def_property_readonly("closed", [](const BackendRef& r) { return r.impl == nullptr; })
       .def_static(
           "devices",
-          [](py::handle device, py::handle validation) {
-            const DeviceOptions options = device_options(device, validation, py::kwargs());
+          [](py::handle device, py::handle validation, py::handle matrix_units) {
+            py::kwargs kw;
+            kw["matrix_units"] = matrix_units;
+            const DeviceOptions options = device_options(device, validation, kw);
             py::gil_scoped_release nogil;
             return list_devices(options);
           },
-          py::arg("device") = py::none(), py::arg("validation") = py::none(),
-          "Every Vulkan device, the one Backend('vulkan', device) would choose marked .chosen.")
+          py::arg("device") = py::none(), py::arg("validation") = py::none(), py::kw_only(), py::arg("matrix_units") = py::none(),
+          "Every Vulkan device, the one Backend('vulkan', device) would choose marked .chosen; matrix_units\n"
+          "as Backend's decides what each reports in limits.matrix_units and matrix_note.")
       .def(
           "tensor",
           [](const BackendPtr& r, py::handle data, py::handle dtype) {

@@ -165,6 +165,21 @@ def test_devices_and_configs(vulkan):
     assert cache.nbytes == 2 * 8 * 2 * 32 * 4
 
 
+def test_matrix_units_reported(vulkan):
+    """What the matrix-units choice decided, per device: the stand-in and off as asked, else
+    the units exactly where the note is empty; a bad name is refused naming the option."""
+    for d in vkattn.devices(matrix_units="standin"):
+        assert d.limits.matrix_standin and not d.limits.matrix_units and "stand-in" in d.matrix_note
+    for d in vkattn.devices(matrix_units=vkattn.MatrixUnits.off):
+        assert not (d.limits.matrix_units or d.limits.matrix_standin) and "as asked" in d.matrix_note
+    for d in vkattn.devices():
+        assert d.limits.matrix_units == (d.matrix_note == "")
+        assert all(isinstance(s, vkattn.MatrixShape) and s.m * s.n * s.k > 0 for s in d.matrix_shapes)
+    with pytest.raises(vkattn.InvalidArgument, match="matrix_units"):
+        vkattn.Backend("vulkan", matrix_units="tensor")
+    assert isinstance(vulkan.limits.matrix_units, bool) and isinstance(vulkan.limits.matrix_standin, bool)
+
+
 def test_query_temperature_takes_the_config_json_names():
     """Llama 4's config.json names the temperature's fields attn_scale and floor_scale:
     attn_scale is scale's alias; both at once, or a misspelling, is a TypeError."""

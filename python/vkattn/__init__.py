@@ -35,6 +35,8 @@ from ._vkattn import (  # noqa: F401
     KvRope,
     Llama3Params,
     LogLevel,
+    MatrixShape,
+    MatrixUnits,
     MRope,
     MRopeLayout,
     NoDeviceError,
@@ -56,9 +58,10 @@ from ._vkattn import (  # noqa: F401
 )
 
 
-def devices(device=None, validation=None):
-    """Every Vulkan device, the one Backend("vulkan", device) would choose marked .chosen."""
-    return Backend.devices(device, validation)
+def devices(device=None, validation=None, *, matrix_units=None):
+    """Every Vulkan device, the one Backend("vulkan", device) would choose marked .chosen;
+    matrix_units as Backend's decides what each reports in limits.matrix_units and matrix_note."""
+    return Backend.devices(device, validation, matrix_units=matrix_units)
 
 
 __all__ = [name for name in dir() if not name.startswith("_")] + ["__version__"]

@@ -62,6 +62,12 @@ class KernelShape(Enum):
     cpu: KernelShape
     gpu: KernelShape
 
+class MatrixUnits(Enum):
+    automatic: MatrixUnits
+    off: MatrixUnits
+    on: MatrixUnits
+    standin: MatrixUnits
+
 class LogLevel(Enum):
     off: LogLevel
     error: LogLevel
@@ -197,6 +203,8 @@ class DeviceLimits:
     timestamps: bool
     unified_memory: bool
     compute_units: int
+    matrix_units: bool  # f16_products attention runs on the matrix units
+    matrix_standin: bool  # the matrix kernels run as plain GLSL (MatrixUnits.standin)
     def __init__(self, **fields: Any) -> None: ...
     def __getattr__(self, name: str) -> Any: ...
 
@@ -209,6 +217,19 @@ class DeviceInfo:
     limits: DeviceLimits
     rejected: str
     chosen: bool
+    matrix_shapes: list[MatrixShape]
+    matrix_note: str  # why limits.matrix_units is False; "" when it is True
+
+class MatrixShape:
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    c: str
+    result: str
+    scope: str
+    saturating: bool
 
 class Tensor:
     shape: tuple[int, ...]
@@ -275,11 +296,13 @@ class Backend:
                  validation: Optional[bool] = None, *, kernels: Union[KernelShape, str, None] = ...,
                  force_staging: bool = ..., pipeline_cache_dir: Optional[str] = ...,
                  submit_timeout_ms: int = ..., log_level: Union[LogLevel, str, None] = ...,
-                 cap_limits: Optional[DeviceLimits] = ...) -> None: ...
+                 cap_limits: Optional[DeviceLimits] = ...,
+                 matrix_units: Union[MatrixUnits, str, None] = ...) -> None: ...
     def __enter__(self) -> Backend: ...
     def __exit__(self, *exc: Any) -> None: ...
     @staticmethod
-    def devices(device: Union[int, str, None] = None, validation: Optional[bool] = None) -> list[DeviceInfo]: ...
+    def devices(device: Union[int, str, None] = None, validation: Optional[bool] = None, *,
+                matrix_units: Union[MatrixUnits, str, None] = None) -> list[DeviceInfo]: ...
     def tensor(self, data: ArrayLike, dtype: Optional[DTypeLike] = None) -> Tensor: ...
     def zeros(self, shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor: ...
     def upload(self, tensor: Tensor, data: ArrayLike) -> None: ...
@@ -291,7 +314,8 @@ class Backend:
     def validation_messages(self) -> list[str]: ...
     def close(self) -> None: ...
 
-def devices(device: Union[int, str, None] = None, validation: Optional[bool] = None) -> list[DeviceInfo]: ...
+def devices(device: Union[int, str, None] = None, validation: Optional[bool] = None, *,
+            matrix_units: Union[MatrixUnits, str, None] = None) -> list[DeviceInfo]: ...
 def alibi_slopes(n_heads: int) -> npt.NDArray[np.float32]: ...
 def rope_frequencies(head_dim: int, max_position: int = 0, *, config: Optional[RopeConfig] = ...,
                      **fields: Any) -> tuple[npt.NDArray[np.float64], float]: ...

@@ -15,6 +15,10 @@ static_assert(VKATTN_DTYPE_F32 == int(vkattn::DType::f32) && VKATTN_DTYPE_F16 ==
               VKATTN_DTYPE_Q4_0 == int(vkattn::DType::q4_0));
 static_assert(VKATTN_KERNELS_AUTOMATIC == int(vkattn::KernelShape::automatic) &&
               VKATTN_KERNELS_CPU == int(vkattn::KernelShape::cpu) && VKATTN_KERNELS_GPU == int(vkattn::KernelShape::gpu));
+static_assert(VKATTN_MATRIX_UNITS_AUTOMATIC == int(vkattn::MatrixUnits::automatic) &&
+              VKATTN_MATRIX_UNITS_OFF == int(vkattn::MatrixUnits::off) &&
+              VKATTN_MATRIX_UNITS_ON == int(vkattn::MatrixUnits::on) &&
+              VKATTN_MATRIX_UNITS_STANDIN == int(vkattn::MatrixUnits::standin));
 static_assert(VKATTN_ROPE_LAYOUT_INTERLEAVED == int(vkattn::RopeLayout::interleaved) &&
               VKATTN_ROPE_LAYOUT_HALF == int(vkattn::RopeLayout::half));
 static_assert(VKATTN_ROPE_SCALING_NONE == int(vkattn::RopeScaling::none) &&
@@ -48,7 +52,7 @@ static_assert(VKATTN_ATTENTION_KERNEL_REFERENCE == int(vkattn::AttentionKernel::
 // Appending a field must not fit in tail padding (sizeof would not change, and struct_size
 // could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
 #define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved2);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, matrix_note);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, reserved);
@@ -120,6 +124,7 @@ namespace {
 void device_defaults(vkattn_device_options& o) {
   o.validation = -1;
   o.submit_timeout_ms = DeviceOptions{}.submit_timeout_ms;
+  o.matrix_units = VKATTN_MATRIX_UNITS_ENVIRONMENT;
 }
 
 void rope_defaults(vkattn_rope_config& c) {
@@ -185,6 +190,12 @@ DeviceOptions device_options(const char* function, const vkattn_device_options* 
     throw InvalidArgument(function, "options->kernels", std::to_string(o.kernels), "VKATTN_KERNELS_AUTOMATIC, _CPU or _GPU");
   }
   if (o.kernels != VKATTN_KERNELS_AUTOMATIC) d.kernels = static_cast<KernelShape>(o.kernels);
+  check_reserved(function, "options->reserved2", o.reserved2);
+  if (o.matrix_units < VKATTN_MATRIX_UNITS_ENVIRONMENT || o.matrix_units > VKATTN_MATRIX_UNITS_STANDIN) {
+    throw InvalidArgument(function, "options->matrix_units", std::to_string(o.matrix_units),
+                          "VKATTN_MATRIX_UNITS_ENVIRONMENT (-1), _AUTOMATIC, _OFF, _ON or _STANDIN (0 to 3)");
+  }
+  if (o.matrix_units != VKATTN_MATRIX_UNITS_ENVIRONMENT) d.matrix_units = static_cast<MatrixUnits>(o.matrix_units);
   return d;
 }
 

@@ -41,8 +41,12 @@ bool amd_rdna3_or_later(const CoopmatFacts& f) {
 
 // Why the device cannot run the matrix kernels on its units; "" when it can.
 std::string hardware_gap(const CoopmatFacts& f) {
-  if (!f.own_device) return "the caller's device: vkattn enables VK_KHR_cooperative_matrix only on devices it creates";
   if (!f.listed) return "the device does not list VK_KHR_cooperative_matrix";
+  // Before the query's facts: on the caller's device vkattn queries only what it enabled.
+  if (!f.caller_lacks.empty()) {
+    return "the caller's device was created without " + f.caller_lacks +
+           " enabled (ExternalVulkan::device_create_info; vulkan_requirements() lists them)";
+  }
   if (!f.queried) {
     return "VK_KHR_cooperative_matrix not queried: the validation layer is older than the extension (1.3.255) and would "
            "report its structures as errors";

@@ -140,11 +140,13 @@ struct CoopmatFacts {
   bool amd_mixed_dot8 = false;
   std::uint32_t subgroup_min_size = 0, subgroup_max_size = 0;
 
-  bool own_device = true;  // false: the caller's device (ExternalVulkan), which vkattn does not create
-  bool listed = false;     // the device lists VK_KHR_cooperative_matrix
-  bool queried = false;    // and vkattn asked (not under a validation layer older than the extension)
-  bool feature = false;    // cooperativeMatrix
-  bool compute = false;    // cooperativeMatrixSupportedStages has the compute stage
+  // The caller's device (ExternalVulkan): what the kernels need that its create info did
+  // not enable ("" for devices vkattn creates, which enable it all).
+  std::string caller_lacks;
+  bool listed = false;   // the device lists VK_KHR_cooperative_matrix
+  bool queried = false;  // and vkattn asked (not under a validation layer older than the extension)
+  bool feature = false;  // cooperativeMatrix
+  bool compute = false;  // cooperativeMatrixSupportedStages has the compute stage
   std::vector<CoopmatShape> shapes;
   bool vulkan_1_2 = false;      // device and instance: the kernels are SPIR-V 1.5
   bool shader_float16 = false;  // shaderFloat16 (f16 components)
@@ -172,6 +174,11 @@ MatrixChoice choose_matrix(const CoopmatFacts& facts, MatrixUnits knob, bool bui
 // DeviceOptions::matrix_units, else $VKATTN_MATRIX, else automatic; InvalidArgument naming
 // either for a value outside the four.
 MatrixUnits matrix_units_wanted(const DeviceOptions& options);
+
+// What the create info of a caller's device (ExternalVulkan; null: nothing enabled) lacks
+// of what the matrix kernels need, as CoopmatFacts::caller_lacks says it; "" when nothing
+// (external.cpp).
+std::string matrix_features_lacking(const VkDeviceCreateInfo* info);
 
 // The public form of one entry.
 MatrixShape public_shape(const CoopmatShape& s);

@@ -358,13 +358,36 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                                       const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                                       const std::vector<float>& sinks);
-// mt_selftest.comp (the matrix-tile layer's stand-in) on one subgroup of |sg| invocations
-// over |words| (kMatrixSelftestWords: the layout its header gives): its four result tiles,
-// 256 f32 bits each, row-major. The tests' check of the layer, and the device self-test of
-// the cooperative-matrix implementation once it is built.
+// The subgroup size the matrix kernels run on: the device's default where the units run
+// them (the size its cooperative-matrix shapes are listed for, as full subgroups),
+// preferred_subgroup_size for the stand-in; 0 where neither runs.
+std::uint32_t matrix_subgroup_size(const DeviceLimits& limits);
+// mt_selftest.comp on one subgroup of |sg| invocations over |words| (kMatrixSelftestWords:
+// the layout its header gives), as the stand-in or, with |units|, the cooperative-matrix
+// form: its four result tiles, 256 f32 bits each, row-major.
 inline constexpr std::size_t kMatrixSelftestWords = 1024;
 std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, std::span<const std::uint32_t> words,
-                                           std::uint32_t sg);
+                                           std::uint32_t sg, bool units = false);
+// The device self-test of the matrix path (matrix_selftest_op.cpp): a fixed input of
+// small-integer halves and row factors, and its four tiles computed on the host (every
+// product and sum exact, so a correct layer matches bit for bit).
+std::vector<std::uint32_t> matrix_selftest_input();
+std::vector<std::uint32_t> matrix_selftest_expected(std::span<const std::uint32_t> words);
+// Runs it in one form and compares: "" when every word matches, else the first mismatch
+// and how many (or the error that kept it from running: a pipeline the driver refused).
+// |tamper| (tests) edits the expected tiles before the comparison.
+using SelftestTamper = std::function<void(std::vector<std::uint32_t>& expected)>;
+std::string run_matrix_selftest(const std::shared_ptr<Context>& ctx, bool units, std::uint32_t sg,
+                                const SelftestTamper& tamper = {});
+// A failed self-test's consequence: the matrix path off for this backend (limits'
+// matrix_units and matrix_standin), DeviceInfo::matrix_note saying why, a warning logged.
+void matrix_path_failed(Context& ctx, const std::string& failure);
+// The self-test in one form, then matrix_path_failed where it fails, or an info line
+// where it passes (which it returns). Tests run it on the stand-in with |tamper|.
+bool check_matrix_path(const std::shared_ptr<Context>& ctx, bool units, std::uint32_t sg, const SelftestTamper& tamper = {});
+// At backend creation, where the context chose the units: their self-test, once, before
+// any attention runs on them.
+void check_matrix_units(const std::shared_ptr<Context>& ctx);
 // The compute units to plan with: DeviceLimits::compute_units, else an estimate by
 // device type.
 std::uint32_t compute_units(const Context& ctx);

@@ -11,6 +11,7 @@
 #include "vkattn/vulkan.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/dispatch.hpp"
 #include "vulkan/vulkan_backend.hpp"
 
 namespace vkattn {
@@ -30,30 +31,29 @@ std::string version_string(std::uint32_t v) {
 struct Enabled {
   bool size_control = false;  // the extension and both of its features
   bool memory_budget = false;
+  // What the matrix kernels need besides size control: the extension with its feature,
+  // f16 arithmetic and the Vulkan memory model (cooperative-matrix SPIR-V declares both).
+  bool coopmat = false, shader_float16 = false, memory_model = false;
 };
 
-Enabled enabled_in(const VkDeviceCreateInfo* info, std::uint32_t family) {
-  Enabled out;
-  if (!info) return out;
-  bool has_family = false;
-  for (std::uint32_t i = 0; i < info->queueCreateInfoCount; ++i) {
-    has_family = has_family || info->pQueueCreateInfos[i].queueFamilyIndex == family;
-  }
-  if (!has_family) {
-    throw InvalidArgument("create backend", "ExternalVulkan::queue_family_index", std::to_string(family),
-                          "a queue family of ExternalVulkan::device_create_info->pQueueCreateInfos");
-  }
-  bool size_ext = false;
-  for (std::uint32_t i = 0; i < info->enabledExtensionCount; ++i) {
-    const char* name = info->ppEnabledExtensionNames[i];
-    size_ext = size_ext || std::strcmp(name, kSizeControl) == 0;
-    out.memory_budget = out.memory_budget || std::strcmp(name, kMemoryBudget) == 0;
-  }
-  bool size_features = false;
+// The features in |info|'s chain, as either their own structures or Vulkan 1.2's and 1.3's.
+void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, Enabled& out) {
   for (auto* s = static_cast<const VkBaseInStructure*>(info->pNext); s; s = s->pNext) {
     if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT) {
       const auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeaturesEXT*>(s);
       size_features = size_features || (f->subgroupSizeControl && f->computeFullSubgroups);
+    } else if (s->sType == kCoopmatFeaturesType) {
+      out.coopmat = out.coopmat || reinterpret_cast<const CoopmatFeatures*>(s)->cooperativeMatrix;
+    } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES) {
+      out.shader_float16 =
+          out.shader_float16 || reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(s)->shaderFloat16;
+    } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES) {
+      out.memory_model =
+          out.memory_model || reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(s)->vulkanMemoryModel;
+    } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES) {
+      const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(s);
+      out.shader_float16 = out.shader_float16 || f->shaderFloat16;
+      out.memory_model = out.memory_model || f->vulkanMemoryModel;
     }
 #ifdef VK_API_VERSION_1_3
     if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES) {
@@ -62,15 +62,58 @@ Enabled enabled_in(const VkDeviceCreateInfo* info, std::uint32_t family) {
     }
 #endif
   }
+}
+
+Enabled parse_enabled(const VkDeviceCreateInfo* info) {
+  Enabled out;
+  if (!info) return out;
+  bool size_ext = false, coopmat_ext = false;
+  for (std::uint32_t i = 0; i < info->enabledExtensionCount; ++i) {
+    const char* name = info->ppEnabledExtensionNames[i];
+    size_ext = size_ext || std::strcmp(name, kSizeControl) == 0;
+    out.memory_budget = out.memory_budget || std::strcmp(name, kMemoryBudget) == 0;
+    coopmat_ext = coopmat_ext || std::strcmp(name, kCoopmatExtension) == 0;
+  }
+  bool size_features = false;
+  enabled_features(info, size_features, out);
   out.size_control = size_ext && size_features;
+  out.coopmat = out.coopmat && coopmat_ext;
   return out;
+}
+
+Enabled enabled_in(const VkDeviceCreateInfo* info, std::uint32_t family) {
+  if (!info) return {};
+  bool has_family = false;
+  for (std::uint32_t i = 0; i < info->queueCreateInfoCount; ++i) {
+    has_family = has_family || info->pQueueCreateInfos[i].queueFamilyIndex == family;
+  }
+  if (!has_family) {
+    throw InvalidArgument("create backend", "ExternalVulkan::queue_family_index", std::to_string(family),
+                          "a queue family of ExternalVulkan::device_create_info->pQueueCreateInfos");
+  }
+  return parse_enabled(info);
+}
+
+std::string lacks_for_matrix(const Enabled& enabled) {
+  std::string lacks;
+  const auto lack = [&](bool ok, const char* what) {
+    if (!ok) lacks += (lacks.empty() ? "" : ", ") + std::string(what);
+  };
+  lack(enabled.coopmat, "VK_KHR_cooperative_matrix with cooperativeMatrix");
+  lack(enabled.shader_float16, "shaderFloat16");
+  lack(enabled.memory_model, "vulkanMemoryModel");
+  lack(enabled.size_control, "VK_EXT_subgroup_size_control with subgroupSizeControl and computeFullSubgroups");
+  return lacks;
 }
 
 // The physical device as vkattn sees it, with only what the caller enabled counted in.
 PhysicalDevice external_physical(const Instance& instance, const ExternalVulkan& v, const Enabled& enabled) {
   const VulkanFunctions& fn = instance.fn();
-  PhysicalDevice p = probe_device(fn, v.physical_device, 0, v.api_version, false);
-  p.coopmat.own_device = false;
+  // The extension is queried only where the caller enabled it: vkattn cannot tell which
+  // validation layer the caller's instance runs, and one older than the extension reports
+  // its structures as errors to the caller.
+  PhysicalDevice p = probe_device(fn, v.physical_device, 0, v.api_version,
+                                  enabled.coopmat && coopmat_query_allowed(instance.validation_layer_version()));
   if (!p.info.rejected.empty()) {
     throw Error(ErrorCode::unsupported, "ExternalVulkan::physical_device (" + p.info.name + ") " + p.info.rejected,
                 "vkGetPhysicalDeviceProperties", 0, current_op());
@@ -99,6 +142,9 @@ PhysicalDevice external_physical(const Instance& instance, const ExternalVulkan&
   }
   p.memory_budget = p.memory_budget && enabled.memory_budget;
   p.pipeline_stats = false;
+  // The matrix kernels run on the caller's device only where its create info enabled all
+  // they need: vkattn cannot enable anything on a device it did not create.
+  p.coopmat.caller_lacks = lacks_for_matrix(enabled);
   return p;
 }
 
@@ -120,6 +166,8 @@ void check_handles(const ExternalVulkan& v) {
 }
 
 }  // namespace
+
+std::string matrix_features_lacking(const VkDeviceCreateInfo* info) { return lacks_for_matrix(parse_enabled(info)); }
 
 std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue,
                                       const VkAllocationCallbacks* allocator) {
@@ -148,8 +196,9 @@ void CommandListImpl::record_into(void*, const RecordOptions&) {
 
 VulkanRequirements vulkan_requirements() {
   VulkanRequirements r;
-  r.optional_extensions = {detail::kSizeControl, detail::kMemoryBudget};
-  r.optional_features = {"subgroupSizeControl", "computeFullSubgroups"};
+  r.optional_extensions = {detail::kSizeControl, detail::kMemoryBudget, detail::kCoopmatExtension};
+  r.optional_features = {"subgroupSizeControl", "computeFullSubgroups", "cooperativeMatrix", "shaderFloat16",
+                         "vulkanMemoryModel"};
   return r;
 }
 
@@ -172,6 +221,7 @@ std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const Device
     const std::string dir = options.pipeline_cache_dir ? *options.pipeline_cache_dir : default_pipeline_cache_dir();
     ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, ctx->physical, dir, ctx->log);
   }
+  check_matrix_units(ctx);
   ctx->log->log(LogLevel::info, "device: " + ctx->physical.info.name + " (the caller's), queue family " +
                                     std::to_string(vulkan.queue_family_index) +
                                     (ctx->physical.subgroup_size_control ? "; subgroup size control enabled" : "") +

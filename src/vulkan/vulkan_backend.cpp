@@ -8,6 +8,7 @@
 #include "vulkan/check.hpp"
 #include "vulkan/command_list.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/dispatch.hpp"
 #include "vulkan/submission.hpp"
 
 namespace vkattn::detail {
@@ -267,6 +268,7 @@ static std::shared_ptr<Context> make_context(const DeviceOptions& options) {
   log_device(*ctx, devices);
   const std::string dir = options.pipeline_cache_dir ? *options.pipeline_cache_dir : default_pipeline_cache_dir();
   ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, ctx->physical, dir, ctx->log);
+  check_matrix_units(ctx);
   return ctx;
 }
 

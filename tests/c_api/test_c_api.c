@@ -475,6 +475,22 @@ static void test_queries(vkattn_backend* gpu) {
   CHECK(chosen == 1);
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "index", vkattn_device_list_get(devices, count, NULL, 0));
   vkattn_device_list_destroy(devices);
+  /* The options' matrix units decide what each device reports: the stand-in anywhere, and
+   * off with the note saying it was asked. */
+  vkattn_device_options mopt;
+  OK(vkattn_device_options_init(&mopt, sizeof mopt));
+  for (int32_t m = VKATTN_MATRIX_UNITS_OFF; m <= VKATTN_MATRIX_UNITS_STANDIN; m += VKATTN_MATRIX_UNITS_STANDIN - 1) {
+    mopt.matrix_units = m;
+    OK(vkattn_list_devices(&mopt, &devices));
+    OK(vkattn_device_list_count(devices, &count));
+    for (size_t i = 0; i < count; ++i) {
+      vkattn_device_info info;
+      OK(vkattn_device_list_get(devices, i, &info, sizeof info));
+      CHECK(!info.matrix_units && info.matrix_standin == (m == VKATTN_MATRIX_UNITS_STANDIN));
+      CHECK(strstr(info.matrix_note, m == VKATTN_MATRIX_UNITS_OFF ? "as asked" : "stand-in") != NULL);
+    }
+    vkattn_device_list_destroy(devices);
+  }
 
   const char* name = NULL;
   vkattn_backend_kind kind = -1;

@@ -185,6 +185,18 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   CHECK(none == NULL);
   dopt.device = NULL, dopt.validation = 3;
   EXPECT_STATUS(E, "options->validation = 3", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  /* The matrix units: -1 (the environment) by default; a value past the four is refused by
+   * name, before any device is made or listed. */
+  OK(vkattn_device_options_init(&dopt, sizeof dopt));
+  CHECK(dopt.matrix_units == VKATTN_MATRIX_UNITS_ENVIRONMENT && dopt.reserved2 == 0);
+  dopt.matrix_units = 4;
+  EXPECT_STATUS(E, "options->matrix_units = 4", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  vkattn_device_list* no_list = NULL;
+  dopt.matrix_units = -2;
+  EXPECT_STATUS(E, "options->matrix_units = -2", vkattn_list_devices(&dopt, &no_list));
+  CHECK(none == NULL && no_list == NULL);
+  dopt.matrix_units = VKATTN_MATRIX_UNITS_OFF, dopt.reserved2 = 1;
+  EXPECT_STATUS(E, "options->reserved2 = 1", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
   OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
   cc.n_kv_heads = 64, cc.head_dim = 256, cc.capacity = 1u << 20;
   vkattn_kv_cache* huge = NULL;

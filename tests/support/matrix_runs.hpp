@@ -28,6 +28,12 @@ struct Built {
     };
   }
   bool matrix() const { return !dim_slices().empty(); }
+  // The units' attention kernel (attn_mt, the cooperative-matrix form) was built; the
+  // self-test's pipeline (mt_selftest) does not count.
+  bool units() const {
+    return std::any_of(lines->begin(), lines->end(),
+                       [](const std::string& l) { return l.rfind("built pipeline attn_mt (", 0) == 0; });
+  }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split.
   std::set<unsigned> dim_slices() const {

@@ -38,6 +38,14 @@ constexpr std::uint32_t kMtRowOnlyChunks = 8, kMtRowFirstChunks = 12;
 constexpr std::uint32_t kMtSliceQChunks = 9, kMtSliceOChunks = 8;
 constexpr std::uint64_t kMtMaxBytes = 48 * 1024;
 constexpr std::uint64_t kCpuLoopLimit = 60000;  // llvmpipe's 65,535, with room
+// The cooperative-matrix forms exist only where configure built them; without them
+// DeviceLimits::matrix_units is never set (choose_matrix), so the stand-in ids below are
+// never dispatched in their place.
+#ifdef VKATTN_HAVE_COOPMAT_SHADERS
+constexpr KernelId kAttnMtUnits = KernelId::attn_mt, kSelftestUnits = KernelId::mt_selftest;
+#else
+constexpr KernelId kAttnMtUnits = KernelId::attn_mt_standin, kSelftestUnits = KernelId::mt_selftest_standin;
+#endif
 
 // The shapes to try for rows of |dk_chunks| 16-dim chunks, in order.
 std::vector<MtShape> mt_shapes(std::uint32_t dk_chunks) {
@@ -74,17 +82,16 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                                       const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                                       const std::vector<float>& sinks) {
-  // The stand-in where the device's matrix path forces it (DeviceOptions::matrix_units or
-  // $VKATTN_MATRIX = standin, decided when the backend is made). The cooperative-matrix
-  // kernel (attn_mt, built where the toolchain allows) is not dispatched yet: where
-  // DeviceLimits::matrix_units is set the f32 kernels still run.
-  if (!ctx.limits.matrix_standin) return std::nullopt;
+  // The cooperative-matrix kernel where the device's matrix path chose the units (and
+  // their self-test passed when the backend was made), the stand-in where it was forced
+  // (DeviceOptions::matrix_units or $VKATTN_MATRIX = standin); else the f32 kernels run.
   const DeviceLimits& l = ctx.limits;
-  const std::uint32_t sg = preferred_subgroup_size(l);
-  // The layer's stand-in needs full subgroups of a known power-of-two size (8 to 64) with
-  // shuffles and votes; without them (the Vulkan minimums) the f32 kernels run.
-  if (!l.subgroup_shuffle || !l.subgroup_vote || !l.subgroup_size_control || !std::has_single_bit(sg) || sg < 8 || sg > 64 ||
-      l.max_storage_buffers < 8) {
+  const bool units = l.matrix_units;
+  const std::uint32_t sg = matrix_subgroup_size(l);
+  // Both forms need full subgroups of a known power-of-two size (8 to 64) with shuffles
+  // and votes (the scalar pass); without them (the Vulkan minimums) the f32 kernels run.
+  if (!sg || !l.subgroup_shuffle || !l.subgroup_vote || !l.subgroup_size_control || !std::has_single_bit(sg) || sg < 8 ||
+      sg > 64 || sg < l.subgroup_min_size || sg > l.subgroup_max_size || l.max_storage_buffers < 8) {
     return std::nullopt;
   }
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
@@ -151,7 +158,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   Dispatch d;
   d.key = {KernelId::attn_mt_standin, spec({{VKATTN_SPEC_WG_SIZE, wg},
                                             {VKATTN_SPEC_MT_SG, sg},
-                                            {VKATTN_SPEC_MT_CHECK, 1u},
+                                            {VKATTN_SPEC_MT_CHECK, units ? 0u : 1u},
                                             {VKATTN_SPEC_MT_SUBGROUPS, shape.subgroups()},
                                             {VKATTN_SPEC_MT_DIM_SLICES, shape.dim_slices},
                                             {VKATTN_SPEC_MT_KEY_CHUNKS, shape.key_chunks},
@@ -168,13 +175,22 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                             {VKATTN_SPEC_MT_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                                             {VKATTN_SPEC_MT_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
                                             {VKATTN_SPEC_MT_RESCALE_ALWAYS, 0u}})};
+  // The stand-in checks the KHR rules the hardware enforces (MT_CHECK, on in tests); the
+  // cooperative-matrix form has nothing to check.
+  if (units) d.key.kernel = kAttnMtUnits;
   d.key.subgroup_size = sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
 }
 
+std::uint32_t matrix_subgroup_size(const DeviceLimits& l) {
+  if (l.matrix_units) return l.subgroup_size;
+  if (l.matrix_standin) return preferred_subgroup_size(l);
+  return 0;
+}
+
 std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, std::span<const std::uint32_t> words,
-                                           std::uint32_t sg) {
+                                           std::uint32_t sg, bool units) {
   if (words.size() != kMatrixSelftestWords) {
     throw InvalidArgument("matrix_selftest", "words.size()", std::to_string(words.size()), std::to_string(kMatrixSelftestWords));
   }
@@ -183,7 +199,8 @@ std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, 
   in->store(words);
   Dispatch d;
   d.op = "mt_selftest";
-  d.key = {KernelId::mt_selftest_standin, spec({{VKATTN_SPEC_WG_SIZE, sg}, {VKATTN_SPEC_MT_SG, sg}, {VKATTN_SPEC_MT_CHECK, 1u}})};
+  d.key = {units ? kSelftestUnits : KernelId::mt_selftest_standin,
+           spec({{VKATTN_SPEC_WG_SIZE, sg}, {VKATTN_SPEC_MT_SG, sg}, {VKATTN_SPEC_MT_CHECK, units ? 0u : 1u}})};
   d.key.subgroup_size = sg;
   d.bindings = {tensor_binding(in, false), tensor_binding(out, true)};
   d.groups = 1;
