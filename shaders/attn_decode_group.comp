@@ -16,7 +16,11 @@
 //   stop at the sequence's occupancy bound; with S > 1 the splits' sums and (max, sum)
 //   pairs are merged by attn_decode_merge.comp (attn_merge.glsl);
 // - KvRope::on_read: each key's elements are rotated by its place in the cache as they are
-//   staged, each query's as they are loaded (partners read again from memory).
+//   staged, each query's as they are loaded (partners read again from memory);
+// - VKATTN_PACKED_F16: queries, K and V rows and the weights as f16 (attn_packed_f16.glsl),
+//   each lane's share of a dot product in f16vec2 FMA chains of at most 8, the weighted V
+//   rows in chains of at most 8 keys (ended early where the row's maximum moves), each
+//   chain then added into f32, as attn_tiled's.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
 //   push: AttnFusedParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
@@ -24,6 +28,9 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef VKATTN_PACKED_F16
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #define VKATTN_WANT_ATTN_FUSED
 #include "layout.glsl"
 #include "params.h"
@@ -49,16 +56,29 @@ layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERL
 const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory
 
 #include "attn_row_tiles.glsl"
+#include "attn_packed_f16.glsl"
 
-shared vec4 k_sh[KEYS * DK4];
-shared vec4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
+shared SH_VEC4 k_sh[KEYS * DK4];
+shared SH_VEC4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
 shared int kp_sh[KEYS];
 shared int ks_sh[KEYS];
 
 // Element e of V row |b| of the stage, as a vec4 index into shared memory.
-vec4 v_at(uint b, uint c) {
+SH_VEC4 v_at(uint b, uint c) {
     return V_FROM_K ? k_sh[b * DK4 + c] : v_sh[b * DV4 + c];
 }
+
+#ifdef VKATTN_PACKED_F16
+const uint PV_CHUNK = 8u;  // keys of an output per chain
+// The chain |h| of weighted V rows added into |acc| in f32, and begun again.
+void flush(inout vec4 acc[VP], inout f16vec4 h[VP], inout uint n_h) {
+    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+        acc[p] += vec4(h[p]);
+        h[p] = f16vec4(0.0hf);
+    }
+    n_h = 0u;
+}
+#endif
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -74,20 +94,28 @@ void main() {
     int q_pos, q_seq;
     float slope;
     row_query(row0 + min(r, n_rows - 1u), kv_head, tok, head, q_pos, q_seq, slope);
-    vec4 q[QP];
+    SH_VEC4 q[QP];
     const uint q_row = (tok * pc.n_heads + head) * pc.head_dim;
     [[unroll]] for (uint p = 0u; p < QP; ++p) {
         const uint e = (p * LANES + lane) * 4u;
-        q[p] = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
+        vec4 x = e < pc.head_dim ? load_q_4(q_row + e, q_row + pc.head_dim) : vec4(0.0);
         if (ROPE_ON_READ && e < pc.rotary_dim) {
-            q[p] = rope_vec4(0u, q_row, e, uint(meta[off_q_cpos + tok]), q[p]);
+            x = rope_vec4(0u, q_row, e, uint(meta[off_q_cpos + tok]), x);
         }
+        q[p] = to_sh4(x * q_prescale());
     }
     float m = NEG_MAX, l = 0.0;
     vec4 acc[VP];
     [[unroll]] for (uint p = 0u; p < VP; ++p) {
         acc[p] = vec4(0.0);
     }
+#ifdef VKATTN_PACKED_F16
+    f16vec4 h[VP];  // the weighted V rows since the last flush into acc: n_h of them
+    uint n_h = 0u;
+    [[unroll]] for (uint p = 0u; p < VP; ++p) {
+        h[p] = f16vec4(0.0hf);
+    }
+#endif
 
     const uint bound = key_bound(seq0);
     const uint n_stages = (bound + KEYS - 1u) / KEYS;
@@ -106,7 +134,7 @@ void main() {
                     x = rope_vec4(1u, kr, e, key_cache_position(seq0, position), x);
                 }
             }
-            k_sh[i] = x;
+            k_sh[i] = to_sh4(x);
         }
         if (!V_FROM_K) {
             for (uint i = lid; i < KEYS * DV4; i += WG) {
@@ -116,7 +144,7 @@ void main() {
                     const uint vr = value_row(seq0, kv_head, j);
                     x = load_v_4(vr + e, vr + pc.v_head_dim);
                 }
-                v_sh[i] = x;
+                v_sh[i] = to_sh4(x);
             }
         }
         for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one row has 8 invocations
@@ -137,16 +165,32 @@ void main() {
                 continue;
             }
             float d = 0.0;
+#ifdef VKATTN_PACKED_F16
+            [[unroll]] for (uint p0 = 0u; p0 < QP; p0 += QK_CHUNK) {
+                f16vec2 hd = f16vec2(0.0hf);
+                [[unroll]] for (uint p = p0; p < min(p0 + QK_CHUNK, QP); ++p) {
+                    const f16vec4 kv = k_sh[b * DK4 + p * LANES + lane];
+                    hd = fma(q[p].xy, kv.xy, hd);
+                    hd = fma(q[p].zw, kv.zw, hd);
+                }
+                d += float(hd.x) + float(hd.y);
+            }
+#else
             [[unroll]] for (uint p = 0u; p < QP; ++p) {
                 d += dot(q[p], k_sh[b * DK4 + p * LANES + lane]);
             }
+#endif
             [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
                 d += subgroupShuffleXor(d, o);
             }
+            d /= q_prescale();  // a power of two (1 without VKATTN_PACKED_F16): exact
             const float s = visible_score(d, tok, q_pos, t * KEYS + b, k_pos, slope);
             // Online softmax one key at a time: the sums are rescaled only when the row's
             // maximum moves.
             if (s > m) {
+#ifdef VKATTN_PACKED_F16
+                flush(acc, h, n_h);  // the chain's terms were weighted against the old maximum
+#endif
                 const float rescale = exp(m - s);
                 l *= rescale;
                 [[unroll]] for (uint p = 0u; p < VP; ++p) {
@@ -154,13 +198,27 @@ void main() {
                 }
                 m = s;
             }
+#ifdef VKATTN_PACKED_F16
+            const float16_t w = to_sh(exp(s - m));
+            l += float(w);  // the weights O gets
+            [[unroll]] for (uint p = 0u; p < VP; ++p) {
+                h[p] = fma(f16vec4(w), v_at(b, p * LANES + lane), h[p]);
+            }
+            if (++n_h == PV_CHUNK) {
+                flush(acc, h, n_h);
+            }
+#else
             const float w = exp(s - m);
             l += w;
             [[unroll]] for (uint p = 0u; p < VP; ++p) {
                 acc[p] = fma(vec4(w), v_at(b, p * LANES + lane), acc[p]);
             }
+#endif
         }
     }
+#ifdef VKATTN_PACKED_F16
+    flush(acc, h, n_h);
+#endif
 
     if (r >= n_rows) {
         return;  // no barrier follows

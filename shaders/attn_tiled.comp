@@ -25,7 +25,14 @@
 //   stops it at 65,535: on CPU devices the host splits the keys so that no loop inside
 //   the loop over tiles gets there (unrolling them all took lavapipe 4x as long to compile);
 // - splits are interleaved as in attn_decode (split s takes tiles s, s + S, ...) and merged
-//   by attn_decode_merge.comp; KvRope::on_read as in attn_decode_group.
+//   by attn_decode_merge.comp; KvRope::on_read as in attn_decode_group;
+// - VKATTN_PACKED_F16 (AttentionPrecision::f16_products on devices with shaderFloat16):
+//   queries, K, V and the probabilities sit in shared memory as f16 (rounded to nearest
+//   even; queries times a power of two near the scale, exactly, so that products stay far
+//   from f16's 65504), and their products run as f16vec2 FMAs in chains of at most 8 (16
+//   dims of a score, 8 keys of an output) before each chain is added into f32: packed
+//   f16 runs at twice the f32 rate on GPUs without matrix units (Mali, Adreno, AMD, Intel)
+//   and on NVIDIA (HFMA2), none of which have an f16 x f16 + f32 FMA outside them.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
 //   push: AttnFusedParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
@@ -34,6 +41,9 @@
 #ifndef VKATTN_SHARED_REDUCE
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#ifdef VKATTN_PACKED_F16
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 #define VKATTN_WANT_ATTN_FUSED
 #include "layout.glsl"
@@ -70,11 +80,19 @@ const uint QS = DK4 | 1u, KS = DK4 | 1u, PS = BC | 1u;
 const uint NK = (BC * DK4 + WG - 1u) / WG, NV = (BC * DV4 + WG - 1u) / WG;  // staged vec4s per invocation
 
 #include "attn_row_tiles.glsl"
+#include "attn_packed_f16.glsl"
+#ifdef VKATTN_PACKED_F16
+const uint PV_CHUNK = BC < 8u ? BC : 8u;  // keys of an output per chain: BC is a power of two
+#define PV_SUM po
+#else
+const uint PV_CHUNK = BC;  // one pass
+#define PV_SUM acc
+#endif
 
-shared vec4 q_sh[BR * QS];
-shared vec4 k_sh[BC * KS];
-shared vec4 v_sh[V_FROM_K ? 1u : BC * DV4];
-shared float p_sh[BR * PS];
+shared SH_VEC4 q_sh[BR * QS];
+shared SH_VEC4 k_sh[BC * KS];
+shared SH_VEC4 v_sh[V_FROM_K ? 1u : BC * DV4];
+shared SH_FLOAT p_sh[BR * PS];
 // Two tiles' key positions and sequences (the next tile's are read while this one
 // computes); a sequence of -1 marks a key no row of the tile sees.
 shared int kp_sh[2u * BC];
@@ -184,7 +202,7 @@ void stage_k(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uve
             x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[h * BC + b]), x);
         }
     }
-    k_sh[b * KS + c] = x;
+    k_sh[b * KS + c] = to_sh4(x);
 }
 void stage_v(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uvec4 raw) {
     const uint b = i / DV4, c = i - b * DV4;
@@ -193,7 +211,7 @@ void stage_v(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uve
         const uint vr = value_row(seq0, kv_head, t * BC + b);
         x = have_raw ? load_v_unraw4(raw, vr + c * 4u) : load_v_4(vr + c * 4u, vr + pc.v_head_dim);
     }
-    v_sh[b * DV4 + c] = x;
+    v_sh[b * DV4 + c] = to_sh4(x);
 }
 
 // Tile t's rows into shared memory: from kraw and vraw (PREFETCH), else loaded now.
@@ -243,7 +261,7 @@ void main() {
         if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
             x = rope_vec4(0u, q_row, c * 4u, uint(meta[off_q_cpos + tok]), x);
         }
-        q_sh[r * QS + c] = x;
+        q_sh[r * QS + c] = to_sh4(x * q_prescale());
     }
     for (uint r = lid; r < BR; r += WG) {
         const uint tok = (row0 + min(r, n_rows - 1u)) / pc.group;
@@ -298,6 +316,43 @@ void main() {
                 s[i][j] = 0.0;
             }
         }
+#ifdef VKATTN_PACKED_F16
+        // Chains of QK_CHUNK vec4s (8 FMAs a half), each then added into f32.
+        for (uint c0 = 0u; c0 < DK4; c0 += QK_CHUNK) {
+            f16vec2 sc[RB][KB];
+            [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                    sc[i][j] = f16vec2(0.0hf);
+                }
+            }
+            [[unroll]] for (uint cc = 0u; cc < QK_CHUNK; ++cc) {
+                const uint c = c0 + cc;
+                if (c < DK4) {
+                    f16vec4 kv[KB];
+                    [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                        kv[j] = k_sh[(kg + j * KG) * KS + c];
+                    }
+                    [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                        const f16vec4 qv = q_sh[(rg * RB + i) * QS + c];
+                        [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                            sc[i][j] = fma(qv.xy, kv[j].xy, sc[i][j]);
+                            sc[i][j] = fma(qv.zw, kv[j].zw, sc[i][j]);
+                        }
+                    }
+                }
+            }
+            [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                    s[i][j] += float(sc[i][j].x) + float(sc[i][j].y);
+                }
+            }
+        }
+        [[unroll]] for (uint i = 0u; i < RB; ++i) {
+            [[unroll]] for (uint j = 0u; j < KB; ++j) {
+                s[i][j] /= q_prescale();  // a power of two: exact
+            }
+        }
+#else
         for (uint c = 0u; c < DK4; ++c) {
             vec4 kv[KB];
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
@@ -310,6 +365,7 @@ void main() {
                 }
             }
         }
+#endif
         float mx[RB];
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             mx[i] = -1.0 / 0.0;
@@ -334,27 +390,46 @@ void main() {
             }
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
                 const float p = exp(s[i][j] - m[i]);
-                l[i] += p;
-                p_sh[(rg * RB + i) * PS + kg + j * KG] = p;
+                const SH_FLOAT ps = to_sh(p);
+                l[i] += float(ps);  // the weights O gets
+                p_sh[(rg * RB + i) * PS + kg + j * KG] = ps;
             }
         }
         barrier();
 
-        // Output: RB rows x OP vec4s, each probability serving OP vec4s, each V vec4 RB rows.
-        for (uint b = 0u; b < BC; ++b) {
-            float p[RB];
+        // Output: RB rows x OP vec4s, each probability serving OP vec4s, each V vec4 RB rows;
+        // packed f16: in chains of PV_CHUNK keys (po), each then added into f32 (acc).
+        for (uint b0 = 0u; b0 < BC; b0 += PV_CHUNK) {
+#ifdef VKATTN_PACKED_F16
+            f16vec4 po[RB][OP];
             [[unroll]] for (uint i = 0u; i < RB; ++i) {
-                p[i] = p_sh[(rg * RB + i) * PS + b];
+                [[unroll]] for (uint o = 0u; o < OP; ++o) {
+                    po[i][o] = f16vec4(0.0hf);
+                }
             }
-            [[unroll]] for (uint o = 0u; o < OP; ++o) {
-                const uint c = kg + o * KG;
-                if (c < DV4) {
-                    const vec4 v = V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c];
-                    [[unroll]] for (uint i = 0u; i < RB; ++i) {
-                        acc[i][o] = fma(vec4(p[i]), v, acc[i][o]);
+#endif
+            for (uint b = b0; b < b0 + PV_CHUNK; ++b) {
+                SH_FLOAT p[RB];
+                [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                    p[i] = p_sh[(rg * RB + i) * PS + b];
+                }
+                [[unroll]] for (uint o = 0u; o < OP; ++o) {
+                    const uint c = kg + o * KG;
+                    if (c < DV4) {
+                        const SH_VEC4 v = V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c];
+                        [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                            PV_SUM[i][o] = fma(SH_VEC4(p[i]), v, PV_SUM[i][o]);
+                        }
                     }
                 }
             }
+#ifdef VKATTN_PACKED_F16
+            [[unroll]] for (uint i = 0u; i < RB; ++i) {
+                [[unroll]] for (uint o = 0u; o < OP; ++o) {
+                    acc[i][o] += vec4(po[i][o]);
+                }
+            }
+#endif
         }
         barrier();  // before the next tile's rows replace these
     }

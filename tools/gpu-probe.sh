@@ -141,6 +141,8 @@ done
 run "prefill, lane-per-key (GPU shape)" VKATTN_PIPELINE_STATS=1 VKATTN_PREFILL=kernel=lane_per_key -- \
     vkattn-bench-attention "$gpu_prefill"
 run "prefill, three stages" -- vkattn-bench-attention "BM_attention/vulkan_prefill/($prefill_re)"
+run "prefill, f16 packed (tiled f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-attention "$gpu_prefill"
 fi
 if want matrix; then
 # AttentionPrecision::f16_products (VKATTN_BENCH_PRECISION): the matrix kernel on the
@@ -158,10 +160,16 @@ run "f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENC
     vkattn-bench-attention "$gpu_prefill"
 run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-attention "$gpu_prefill"
+# No matrix path: the tiled kernel's packed f16 variant (f16vec2 FMAs; the f32 kernel where
+# the device lacks shaderFloat16, which the pipeline statistics show).
+run "f16, packed (tiled f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-attention "$gpu_prefill"
 run "MLA, exact (group), f16" -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
+    vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, f16, packed (group f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
 fi
 if want paged; then

@@ -143,8 +143,10 @@ enum class AttentionPrecision {
   f32,           // every product and sum in f32 (~1e-5 relative): the default
   f16_products,  // Q, K, V and the probabilities rounded to f16 (to nearest even), their
                  // products summed in f32, the softmax in f32: what matrix units compute.
-                 // Where a device has no matrix path the f32 kernels run (any kernel may be
-                 // more precise than asked); the CPU backend rounds Q, K and V, then is exact
+                 // Without a matrix path: packed f16 FMAs in chains of at most 8 on devices
+                 // with shaderFloat16 (VKATTN_PACKED_F16), else the f32 kernels (any kernel
+                 // may be more precise than asked); the CPU backend rounds Q, K and V, then
+                 // is exact
 };
 
 // Where soft-capping sits relative to the scale. The two agree when scale = 1 (Gemma 2).

@@ -130,9 +130,9 @@ enum {
   VKATTN_ATTENTION_PATH_THREE_STAGES = 2
 };
 /* AttentionPrecision: every product and sum in f32 (~1e-5 relative; default), or Q, K, V
- * and the probabilities rounded to f16 with f32 sums, as matrix units compute them (where
- * the device has no matrix path the f32 kernels run; docs/attention.md states the
- * tolerances). */
+ * and the probabilities rounded to f16 with f32 sums, as matrix units compute them
+ * (without a matrix path: packed f16 FMAs in short chains on devices with shaderFloat16,
+ * else the f32 kernels; docs/attention.md states the tolerances). */
 enum { VKATTN_ATTENTION_PRECISION_F32 = 0, VKATTN_ATTENTION_PRECISION_F16_PRODUCTS = 1 };
 
 enum {

@@ -49,6 +49,13 @@ bool pipeline_stats_wanted() {
   return env && std::strcmp(env, "1") == 0;
 }
 
+bool packed_f16_wanted() {
+  const char* env = std::getenv("VKATTN_PACKED_F16");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return true;
+  if (std::strcmp(env, "off") == 0) return false;
+  throw InvalidArgument(current_op(), "VKATTN_PACKED_F16", env, "auto or off");
+}
+
 PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api,
                             bool query_coopmat) {
   PhysicalDevice out;
@@ -235,6 +242,7 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
 
 std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const DeviceOptions& options) {
   const MatrixUnits knob = matrix_units_wanted(options);
+  const bool packed_f16 = packed_f16_wanted();
   OpScope scope("enumerate devices");
   std::uint32_t n = 0;
   const VulkanFunctions& fn = instance.fn();
@@ -246,6 +254,7 @@ std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const De
   for (std::uint32_t i = 0; i < n; ++i) {
     out.push_back(probe_device(fn, handles[i], i, instance.api_version(), query_coopmat));
     choose_matrix_path(out.back(), knob);
+    out.back().float16 = packed_f16 && out.back().coopmat.vulkan_1_2 && out.back().info.limits.shader_float16;
   }
   return out;
 }
@@ -388,6 +397,9 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
     coopmat.pNext = &f16;
     f16.pNext = &memory_model;
     memory_model.pNext = const_cast<void*>(std::exchange(info.pNext, &coopmat));
+  } else if (physical.float16) {  // the packed f16 kernels: f16 arithmetic alone
+    f16.shaderFloat16 = VK_TRUE;
+    f16.pNext = const_cast<void*>(std::exchange(info.pNext, &f16));
   }
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;

@@ -46,6 +46,10 @@ struct PhysicalDevice {
   // The matrix kernels run on the units: VK_KHR_cooperative_matrix, shaderFloat16 and
   // vulkanMemoryModel are enabled when the device is created (choose_matrix_path).
   bool matrix_units = false;
+  // shaderFloat16 is enabled when the device is created, for the packed f16 kernels
+  // (AttentionPrecision::f16_products off the matrix units): Vulkan 1.2 devices that have
+  // it, unless $VKATTN_PACKED_F16 = off. Never on a caller's device (ExternalVulkan).
+  bool float16 = false;
 };
 
 // Every device with its limits and, for unusable ones, the reason; the matrix path chosen
@@ -65,6 +69,9 @@ void choose_matrix_path(PhysicalDevice& device, MatrixUnits knob);
 // Index into |devices| of the device to use: DeviceOptions::device, else $VKATTN_DEVICE,
 // else the best type. Throws Error(no_device) listing each device's rejection reason.
 std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const DeviceOptions& options);
+
+// $VKATTN_PACKED_F16: "auto" (or unset) or "off"; InvalidArgument naming it otherwise.
+bool packed_f16_wanted();
 
 // $VKATTN_PIPELINE_STATS == "1": print every pipeline's statistics as it is built.
 bool pipeline_stats_wanted();

@@ -292,7 +292,7 @@ bool decode_attention_usable(const Context& ctx);
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                       const std::vector<float>& sinks);
+                                       const std::vector<float>& sinks, AttentionPrecision precision = AttentionPrecision::f32);
 // Shared by the decode and tiled kernels (attention_decode_op.cpp):
 // Subgroup shuffles with size control, at a power-of-two size within the workgroup limit.
 bool subgroups_fit(const DeviceLimits& l);
@@ -348,7 +348,12 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                                                      std::shared_ptr<TensorImpl> q, const KeySource& keys,
                                                      const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                      std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                                     const std::vector<float>& sinks);
+                                                     const std::vector<float>& sinks,
+                                                     AttentionPrecision precision = AttentionPrecision::f32);
+// Whether the tiled and group kernels run |precision|'s products as packed f16 FMAs (their
+// VKATTN_PACKED_F16 variants): f16_products on a device created with shaderFloat16
+// (PhysicalDevice::float16) whose limits keep it (DeviceOptions::cap_limits can take it away).
+bool packed_f16(const Context& ctx, AttentionPrecision precision);
 // The matrix kernel (attn_mt.comp, attention_mt_op.cpp) for AttentionPrecision::f16_products:
 // its dispatches, or none where the device's matrix path (DeviceLimits::matrix_standin,
 // from DeviceOptions::matrix_units or $VKATTN_MATRIX: coopmat.cpp) or the shape leave it

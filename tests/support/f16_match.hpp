@@ -11,7 +11,13 @@
 // - a statistical check, which the bounds (about 100 times the typical error) cannot make:
 //   the RMS difference from the rounded-inputs oracle within 10 times the probabilities'
 //   rounding's RMS (u / sqrt(3) rms(v)) plus the f32 terms, so that a lost chunk of keys or
-//   a misplaced fragment element cannot hide under the worst-case bound.
+//   a misplaced fragment element cannot hide under the worst-case bound;
+// - with f16 sums (the packed f16 kernels: chains of |chain| f16 FMAs, each then added
+//   into f32), each chain's n-th FMA rounds within u times the sum of the terms before:
+//   scores move by up to chain u scale sum_d |q_d k_d| more, outputs by chain u max|v|
+//   more (the chains of P.V sum weights <= 1 of values); rounding errors of random sign
+//   add up as a square root, so the RMS bound grows by 1 + sqrt(chain) only (a lost
+//   chain of 8 keys must still show).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,6 +32,7 @@
 namespace vkattn::test {
 
 inline constexpr double kHalfUlp = 1.0 / 2048;  // u = 2^-11
+inline constexpr int kPackedChain = 8;          // attn_packed_f16.glsl: the longest f16 chain
 
 inline double rms(const std::vector<float>& v) {
   double s = 0;
@@ -49,14 +56,15 @@ inline double rms_difference(const std::vector<float>& a, const std::vector<floa
 struct F16Bounds {
   double near, far, rms;
 };
-inline F16Bounds f16_bounds(double score_mag, double v_max, double v_rms, bool f16_input, bool kv_rounded) {
-  const double f32_s = 1e-4 + 2e-6 * score_mag;  // fused_match.hpp's, less its |s| term
+inline F16Bounds f16_bounds(double score_mag, double v_max, double v_rms, bool f16_input, bool kv_rounded, int chain = 0) {
+  const double f32_s = 1e-4 + 2e-6 * score_mag + chain * kHalfUlp * score_mag;  // fused_match.hpp's, less its |s| term
   const double base = f16_input ? 2e-4 : 1e-4;
   const double ds = f32_s + (kv_rounded ? 2 : 1) * kHalfUlp * score_mag;
-  const double p_term = 2 * kHalfUlp * v_max;
+  const double p_term = (2 + chain) * kHalfUlp * v_max;
   return {base + (std::expm1(2 * f32_s) + 1e-5) * v_max + p_term,
           base + (std::expm1(2 * ds) + 1e-5 + (kv_rounded ? kHalfUlp : 0.0)) * v_max + p_term,
-          10 * kHalfUlp / std::sqrt(3.0) * v_rms + base + std::expm1(2 * f32_s) * v_max};
+          10 * (1 + std::sqrt(double(chain))) * kHalfUlp / std::sqrt(3.0) * v_rms + base +
+              std::expm1(2 * (1e-4 + 2e-6 * score_mag)) * v_max};
 }
 
 // |got| against the CPU backend's rounded-inputs oracle |want_rounded| and f32 reference
@@ -68,13 +76,15 @@ inline void expect_f16_close(const std::vector<float>& got, const std::vector<fl
   EXPECT_LE(rms_difference(got, want_rounded), b.rms) << what << ": RMS against the rounded-inputs oracle";
 }
 
-// |got| (a Vulkan backend's f16_products output on |in|) against |cpu|'s outputs.
-inline void expect_f16_matches(Backend& cpu, const AttnInputs& in, const std::vector<float>& got, const std::string& what) {
+// |got| (a Vulkan backend's f16_products output on |in|, |chain| as f16_bounds) against
+// |cpu|'s outputs.
+inline void expect_f16_matches(Backend& cpu, const AttnInputs& in, const std::vector<float>& got, const std::string& what,
+                               int chain = 0) {
   AttnInputs exact = in, rounded = in;
   exact.config.precision = AttentionPrecision::f32;
   rounded.config.precision = AttentionPrecision::f16_products;
   const F16Bounds b = f16_bounds(score_magnitude(in), max_abs(in.v), rms(in.v),
-                                 in.kv_dtype == DType::f16 || in.q_dtype == DType::f16, in.kv_dtype != DType::f16);
+                                 in.kv_dtype == DType::f16 || in.q_dtype == DType::f16, in.kv_dtype != DType::f16, chain);
   expect_f16_close(got, run_attention_op(cpu, rounded), run_attention_op(cpu, exact), in.out_shape(), b, what);
 }
 

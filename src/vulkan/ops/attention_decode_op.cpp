@@ -287,15 +287,17 @@ struct GroupPlan {
 // counts them (each loop's exit one more; bisected at four shapes, exact): the stage loop,
 // its three staging loops, and per key the loop over keys and the lanes' shuffles (neither
 // unrolled there).
-std::uint64_t group_stage_iterations(const GroupPlan& g) {
+std::uint64_t group_stage_iterations(const GroupPlan& g, bool packed) {
   const auto staging = [&](std::uint64_t items) { return ceil_div(items, g.wg) + 1; };
+  // The packed variant's chains of 4 query vec4s per key, counted as if not unrolled.
+  const std::uint64_t chains = packed ? ceil_div(g.qp, 4) + 1 : 0;
   return 3 + staging(std::uint64_t{g.keys} * g.qp * g.lanes) +
          (g.v_from_k ? 0 : staging(std::uint64_t{g.keys} * g.vp * g.lanes)) + staging(g.keys) +
-         std::uint64_t{g.keys} * (2 + std::countr_zero(g.lanes));
+         std::uint64_t{g.keys} * (2 + std::countr_zero(g.lanes) + chains);
 }
 
 GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource& values, std::uint32_t n_tokens,
-                     std::uint32_t group, const ScoresParams& p) {
+                     std::uint32_t group, const ScoresParams& p, bool packed) {
   GroupPlan g;
   const DecodeTuning::Kernel kernel = ctx.decode.kernel;
   const std::uint32_t k_dim = keys.head_dim, v_dim = values.head_dim;
@@ -325,7 +327,7 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   for (std::uint32_t k = max_keys; k >= 1 && !g.keys; k /= 2) {
     if (group_tile_bytes(k, g.qp * g.lanes, g.vp * g.lanes, g.v_from_k) <= budget) g.keys = k;
   }
-  if (const std::uint64_t steps = g.keys ? cpu_steps_per_split(ctx, group_stage_iterations(g)) : 0) {
+  if (const std::uint64_t steps = g.keys ? cpu_steps_per_split(ctx, group_stage_iterations(g, packed)) : 0) {
     g.min_splits = ceil_div(ceil_div(keys.n_keys, g.keys), steps);
     if (g.min_splits > most_splits(g.rows)) g.keys = 0;  // more keys than splits can hold: attn_decode
   }
@@ -335,12 +337,12 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
 Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch, const GroupPlan& g,
                                    std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                   const std::vector<float>& sinks) {
+                                   const std::vector<float>& sinks, bool packed) {
   const std::uint32_t head_dim = u32(q->shape[2]);
   RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
   rt.splits = std::max(rt.splits, g.min_splits);
   Dispatch d;
-  d.key = {KernelId::attn_decode_group,
+  d.key = {packed ? KernelId::attn_decode_group_f16 : KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},
                  {VKATTN_SPEC_DECODE_ROWS, g.wg_rows},
                  {VKATTN_SPEC_DECODE_LANES, g.lanes},
@@ -367,11 +369,13 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                       const std::vector<float>& sinks) {
+                                       const std::vector<float>& sinks, AttentionPrecision precision) {
   const DecodeTuning& tune = ctx.decode;
-  if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p); g.keys) {
-    return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p,
-                                   sinks);
+  const bool packed = packed_f16(ctx, precision);
+  if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed);
+      g.keys) {
+    return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
+                                   packed);
   }
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;

@@ -142,13 +142,14 @@ Dispatches choose(OpEnv& env, const AttentionCall& call) {
   // Many rows per KV head on the GPU shape (prefill), or anything under
   // VKATTN_PREFILL=kernel=tiled: the tiled kernel, where it fits.
   if ((!few_rows && !decode) || ctx.prefill.kernel == PrefillTuning::Kernel::tiled) {
-    if (std::optional<Dispatches> ds = tiled_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks)) {
+    if (std::optional<Dispatches> ds =
+            tiled_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks, call.precision)) {
       return std::move(*ds);
     }
   }
   if (decode) {
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
-                                       std::move(mask), p, sinks);
+                                       std::move(mask), p, sinks, call.precision);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);

@@ -102,6 +102,10 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
 
 }  // namespace
 
+bool packed_f16(const Context& ctx, AttentionPrecision precision) {
+  return precision == AttentionPrecision::f16_products && ctx.physical.float16 && ctx.limits.shader_float16;
+}
+
 PrefillTuning prefill_tuning_from_env() {
   PrefillTuning t;
   const char* env = std::getenv("VKATTN_PREFILL");
@@ -145,7 +149,7 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                                                      std::shared_ptr<TensorImpl> q, const KeySource& keys,
                                                      const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                      std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                                     const std::vector<float>& sinks) {
+                                                     const std::vector<float>& sinks, AttentionPrecision precision) {
   const bool forced = ctx.prefill.kernel == PrefillTuning::Kernel::tiled;
   if (ctx.prefill.kernel == PrefillTuning::Kernel::lane_per_key || ctx.limits.max_storage_buffers < 8 ||
       (!forced && ctx.shape != KernelShape::gpu)) {
@@ -167,11 +171,13 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
   const std::uint32_t v4 = (values.head_dim + 3) / 4;
   const std::uint32_t wg = t.shape.invocations(), dk4 = (head_dim + 3) / 4;
   RowTiles rt = row_tiles(ctx, *q, keys, values, t.rows, t.shape.keys);
-  // The iterations of one tile (the tile loop's own, its loops over dims, keys, rows and
-  // staged vec4s) against llvmpipe's loop limit.
+  const bool f16 = packed_f16(ctx, precision);
+  // The iterations of one tile (the tile loop's own, its loops over dims, keys (and their
+  // chains), rows and staged vec4s) against llvmpipe's loop limit.
   const TileShape& s = t.shape;
   const std::uint64_t inner = 1 + dk4 + s.keys + std::uint64_t{t.rows} * ceil_div(s.keys, wg) +
-                              ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg);
+                              ceil_div(std::uint64_t{s.keys} * dk4, wg) + ceil_div(std::uint64_t{s.keys} * v4, wg) + 2 +
+                              (f16 ? ceil_div(dk4, 4) + 4 + ceil_div(s.keys, 8) : 0);  // chains, as if not unrolled
   if (const std::uint64_t steps = cpu_steps_per_split(ctx, inner)) {
     const std::uint64_t most = most_splits(t.rows);
     const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, s.keys), steps);
@@ -189,7 +195,8 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
   const bool prefetch =
       ctx.prefill.prefetch && ceil_div(t.shape.keys * dk4, wg) <= kMaxPrefetch && ceil_div(t.shape.keys * v4, wg) <= kMaxPrefetch;
   Dispatch d;
-  d.key = {t.sg ? KernelId::attn_tiled : KernelId::attn_tiled_shared,
+  d.key = {t.sg ? (f16 ? KernelId::attn_tiled_f16 : KernelId::attn_tiled)
+                : (f16 ? KernelId::attn_tiled_shared_f16 : KernelId::attn_tiled_shared),
            spec({{VKATTN_SPEC_WG_SIZE, wg},
                  {VKATTN_SPEC_TILED_ROWS, t.shape.rows},
                  {VKATTN_SPEC_TILED_KEYS, t.shape.keys},
