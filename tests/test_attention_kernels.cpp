@@ -78,20 +78,25 @@ TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
   fused.config.path = AttentionPath::fused;
   std::vector<Expected> cases;
   cases.push_back({"automatic on a CPU device", gpu_, prefill_inputs(), AttentionKernel::three_stages, {}});
-  cases.push_back({"three stages, decode (the weighted sum splits)", gpu_,
+  cases.push_back({"three stages, decode (the weighted sum splits)",
+                   gpu_,
                    [] {
                      AttnInputs in = decode_inputs();
                      in.config.path = AttentionPath::three_stages;
                      return in;
                    }(),
-                   AttentionKernel::three_stages, {}});
+                   AttentionKernel::three_stages,
+                   {}});
   cases.push_back({"fused on the CPU shape", gpu_, fused, AttentionKernel::lane_per_key, {}});
   cases.push_back({"decode on the GPU shape", gpu_shape(), decode_inputs(), AttentionKernel::decode, true});
   cases.push_back({"decode, 16 keys", gpu_shape("", "", false), short_decode_inputs(), AttentionKernel::decode, false});
   cases.push_back({"group", gpu_shape("kernel=group"), decode_inputs(), AttentionKernel::group, true});
   cases.push_back({"prefill on the GPU shape", gpu_shape("", "", false), prefill_inputs(), AttentionKernel::tiled, {}});
-  cases.push_back({"lane per key forced on the GPU shape", gpu_shape("", "kernel=lane_per_key", false), prefill_inputs(),
-                   AttentionKernel::lane_per_key, {}});
+  cases.push_back({"lane per key forced on the GPU shape",
+                   gpu_shape("", "kernel=lane_per_key", false),
+                   prefill_inputs(),
+                   AttentionKernel::lane_per_key,
+                   {}});
   for (const Expected& e : cases) {
     ASSERT_TRUE(e.backend) << e.what;
     const std::vector<AttentionRun> runs = runs_of(*e.backend, e.in);
@@ -136,6 +141,22 @@ TEST_F(VulkanVsCpuTest, F16ProductsSayWhatRan) {
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].kernel, AttentionKernel::lane_per_key);
   EXPECT_EQ(runs[0].precision, AttentionPrecision::f32) << "f16 products fell back to the exact kernels";
+  // The tiled and group kernels forced: packed f16 where the device has shaderFloat16
+  // (lavapipe does), f32 where that is capped away.
+  for (const bool f16 : {true, false}) {
+    DeviceOptions shaped = shape_options(KernelShape::gpu);
+    shaped.cap_limits = uncapped();
+    shaped.cap_limits->shader_float16 = f16;
+    ScopedEnv prefill("VKATTN_PREFILL", "kernel=tiled");
+    std::string why;
+    auto tiled = try_backend(BackendKind::vulkan, shaped, why);
+    ASSERT_TRUE(tiled) << why;
+    runs = runs_of(*tiled, in);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].kernel, AttentionKernel::tiled);
+    EXPECT_EQ(runs[0].precision, f16 ? AttentionPrecision::f16_products : AttentionPrecision::f32);
+    expect_no_validation_messages(*tiled);
+  }
   DeviceOptions options = test_options();
   options.matrix_units = MatrixUnits::standin;
   std::string why;

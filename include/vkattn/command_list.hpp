@@ -97,14 +97,14 @@ struct AttentionRun {
 };
 
 struct CommandStats {
-  std::size_t ops = 0;          // dispatches recorded (on Vulkan a weighted sum that splits its
-                                // keys records two; on the CPU backend, ops)
-  std::size_t barriers = 0;     // pipeline barriers between ops (Vulkan); 0 on the CPU backend
-  std::size_t submits = 0;      // completed submissions
-  std::size_t texel_reads = 0;  // inputs bound as uniform texel buffers (Vulkan; see
-                                // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
-  std::size_t encodings = 0;    // times the ops were recorded into a command buffer (Vulkan; a
-                                // set_tokens that changes only parameters keeps the last one)
+  std::size_t ops = 0;                    // dispatches recorded (on Vulkan a weighted sum that splits its
+                                          // keys records two; on the CPU backend, ops)
+  std::size_t barriers = 0;               // pipeline barriers between ops (Vulkan); 0 on the CPU backend
+  std::size_t submits = 0;                // completed submissions
+  std::size_t texel_reads = 0;            // inputs bound as uniform texel buffers (Vulkan; see
+                                          // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
+  std::size_t encodings = 0;              // times the ops were recorded into a command buffer (Vulkan; a
+                                          // set_tokens that changes only parameters keeps the last one)
   std::vector<AttentionRun> attention{};  // each attention op, in recording order
 };
 

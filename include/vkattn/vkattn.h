@@ -487,13 +487,13 @@ VKATTN_API vkattn_status vkattn_command_list_stats(const vkattn_command_list* li
 
 /* Which kernels ran each vkattn_cmd_attention of a list (vkattn::AttentionKernel). */
 enum {
-  VKATTN_ATTENTION_KERNEL_REFERENCE = 0,    /* the CPU backend's plain loops */
-  VKATTN_ATTENTION_KERNEL_THREE_STAGES = 1, /* scores, softmax, weighted sum on a temporary */
-  VKATTN_ATTENTION_KERNEL_LANE_PER_KEY = 2, /* the lane-per-key fused kernel (CPU devices) */
-  VKATTN_ATTENTION_KERNEL_DECODE = 3,       /* the GPU decode kernel */
-  VKATTN_ATTENTION_KERNEL_GROUP = 4,        /* the GPU group kernel (big query groups of wide heads) */
-  VKATTN_ATTENTION_KERNEL_TILED = 5,        /* the GPU tiled prefill kernel */
-  VKATTN_ATTENTION_KERNEL_MATRIX = 6,       /* the matrix-unit kernel (f16 products) */
+  VKATTN_ATTENTION_KERNEL_REFERENCE = 0,     /* the CPU backend's plain loops */
+  VKATTN_ATTENTION_KERNEL_THREE_STAGES = 1,  /* scores, softmax, weighted sum on a temporary */
+  VKATTN_ATTENTION_KERNEL_LANE_PER_KEY = 2,  /* the lane-per-key fused kernel (CPU devices) */
+  VKATTN_ATTENTION_KERNEL_DECODE = 3,        /* the GPU decode kernel */
+  VKATTN_ATTENTION_KERNEL_GROUP = 4,         /* the GPU group kernel (big query groups of wide heads) */
+  VKATTN_ATTENTION_KERNEL_TILED = 5,         /* the GPU tiled prefill kernel */
+  VKATTN_ATTENTION_KERNEL_MATRIX = 6,        /* the matrix-unit kernel (f16 products) */
   VKATTN_ATTENTION_KERNEL_MATRIX_STANDIN = 7 /* its stand-in (VKATTN_MATRIX=standin) */
 };
 typedef struct vkattn_attention_run {

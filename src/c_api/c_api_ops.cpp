@@ -205,13 +205,15 @@ vkattn_status vkattn_command_list_attention_run(const vkattn_command_list* list,
   return guarded([&] {
     const std::vector<vkattn::AttentionRun> runs = need(fn, "list", list).impl.stats().attention;
     if (index >= runs.size()) {
-      throw vkattn::InvalidArgument(fn, "index", std::to_string(index),
-                                    runs.empty() ? "none: the list has no attention op"
-                                                 : "[0, " + std::to_string(runs.size() - 1) + "]");
+      throw vkattn::InvalidArgument(
+          fn, "index", std::to_string(index),
+          runs.empty() ? "none: the list has no attention op" : "[0, " + std::to_string(runs.size() - 1) + "]");
     }
     const vkattn::AttentionRun& r = runs[index];
     write_struct(fn, "run", run, run_size,
-                 vkattn_attention_run{.struct_size = 0, .kernel = static_cast<std::uint32_t>(r.kernel), .splits = r.splits,
+                 vkattn_attention_run{.struct_size = 0,
+                                      .kernel = static_cast<std::uint32_t>(r.kernel),
+                                      .splits = r.splits,
                                       .precision = static_cast<std::uint32_t>(r.precision)});
   });
 }

@@ -1,5 +1,5 @@
-#include "vkattn/command_list.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/command_list.hpp"
 #include "vkattn/types.hpp"
 #include "vkattn/version.hpp"
 

@@ -42,7 +42,7 @@ struct Dispatch {
   PipelineKey key;
   InlineVector<Binding, kMaxBindings> bindings;
   InlineVector<std::uint8_t, kMaxPushBytes> push;
-  std::uint64_t groups = 0;  // total workgroups; folded into x/y/z when recorded
+  std::uint64_t groups = 0;               // total workgroups; folded into x/y/z when recorded
   std::optional<AttentionRun> attention;  // the first dispatch of an attention op: its kernels
 
   template <class T>

@@ -77,8 +77,17 @@ AttentionRun describe(const Dispatches& ds) {
     case KernelId::attn_decode_last:
     case KernelId::attn_decode_shared_last: run.kernel = AttentionKernel::decode; break;
     case KernelId::attn_decode_group: run.kernel = AttentionKernel::group; break;
+    case KernelId::attn_decode_group_f16:
+      run.kernel = AttentionKernel::group;
+      run.precision = AttentionPrecision::f16_products;
+      break;
     case KernelId::attn_tiled:
     case KernelId::attn_tiled_shared: run.kernel = AttentionKernel::tiled; break;
+    case KernelId::attn_tiled_f16:
+    case KernelId::attn_tiled_shared_f16:
+      run.kernel = AttentionKernel::tiled;
+      run.precision = AttentionPrecision::f16_products;
+      break;
     case KernelId::attn_mt_standin:
       run.kernel = AttentionKernel::matrix_standin;
       run.precision = AttentionPrecision::f16_products;
