@@ -199,7 +199,27 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint dst_scales;      // q8_0/q4_0 caches: word offset of the scales
     uint write_slots;     // 1: also write each kept token's position into the slot table
     uint bound_offset;    // write_slots: word offset of the sequences' occupancy bounds in it
+#ifdef VKATTN_KV_ROPE
+    // kv_append.comp's rotating variant: RoPE on q and k first (RopeParams' meaning)
+    uint n_heads_q;
+    uint rotary_dim;
+    uint rotary_offset;
+    uint units_per_row;
+    float attention_factor;
+#endif
 } VKATTN_PC_INSTANCE;
+#endif
+#ifdef __cplusplus
+// The push constants of kv_append.comp's VKATTN_KV_ROPE variant: KvAppendParams, then the
+// fields that variant adds to it.
+struct KvRopeAppendParams {
+    KvAppendParams append;
+    uint n_heads_q;
+    uint rotary_dim;
+    uint rotary_offset;
+    uint units_per_row;
+    float attention_factor;
+};
 #endif
 
 #ifdef __cplusplus
@@ -321,5 +341,8 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
 // kv_append.comp
 #define VKATTN_SPEC_KV_APPEND_SRC_F16 1
 #define VKATTN_SPEC_KV_APPEND_DST_TYPE 2
+#define VKATTN_SPEC_KV_ROPE_HALF_ROT 3  // the VKATTN_KV_ROPE variant: rope.comp's constants
+#define VKATTN_SPEC_KV_ROPE_UNIT 4
+#define VKATTN_SPEC_KV_ROPE_INTERLEAVED 5
 
 #endif
