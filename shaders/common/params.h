@@ -299,6 +299,10 @@ struct KvRopeAppendParams {
 // attn_decode_group.comp also takes ROWS, LANES, Q_F16, K_TYPE, V_TYPE, K_ALIGNED, V_ALIGNED,
 // KEYS, MULTI_SEQ and Q_ALIGNED, K_PIECES and V_PIECES as its query and sum vec4s per lane, and
 #define VKATTN_SPEC_DECODE_V_FROM_K 22
+// attn_decode.comp's ring of stages in flight and its splits' runs (24 is left free: a
+// constant every attention kernel may come to share)
+#define VKATTN_SPEC_DECODE_DEPTH 23
+#define VKATTN_SPEC_DECODE_RUN 25
 // attn_tiled.comp
 #define VKATTN_SPEC_TILED_ROWS 1
 #define VKATTN_SPEC_TILED_KEYS 2
