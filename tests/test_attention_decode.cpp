@@ -32,10 +32,10 @@ const Variant kVariants[] = {
     {"shared_last", "reduce=shared,merge=last"},
     {"shared_two_pass", "reduce=shared,merge=two_pass"},
     {"contiguous_4_keys", "interleave=0,keys=4"},
-    // The stage loop before the ring (the next stage copied in once the current one is
-    // computed; splits as the target count gives them), and a ring of 3 stages over runs of
-    // 2 stages per split.
-    {"depth_1", "depth=1,divide=0"},
+    // The ring of 2 stages a GPU takes by default (a CPU device takes the loop before the
+    // ring, depth 1), with splits as the target count gives them; a ring of 3 stages over
+    // runs of 2 stages per split.
+    {"depth_2", "depth=2,divide=0"},
     {"depth_3_runs_of_2", "depth=3,run=2"},
     // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
     // lanes per row (32 rows per tile) over stages of 2 keys.
@@ -243,8 +243,8 @@ TEST_F(VulkanVsCpuTest, GroupKernelSplitsForTheCpuLoopLimit) {
 
 // Short contexts in one wave: decode of 32 query heads over 8 KV heads (d 128, f16) over
 // 1,000 keys on a 132-unit device is one dispatch (the splits merged by the last
-// workgroup of each tile), every split's stages loaded at once (two stages each, a ring of
-// two), and matches the CPU; so is a 256-slot cache's.
+// workgroup of each tile; two stages a split, which a GPU's ring of two loads at once),
+// and matches the CPU; so is a 256-slot cache's.
 TEST_F(VulkanVsCpuTest, DecodeShortContextIsOneDispatch) {
   DeviceOptions options = shape_options(KernelShape::gpu);
   options.cap_limits = uncapped();

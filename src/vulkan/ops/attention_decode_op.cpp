@@ -21,6 +21,8 @@ constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
 // Stages whose loads are in flight in a ring (attn_decode.comp): two, so that a stage is
 // waited for while the next is loading, with no register copied while its load is in flight
 // (docs/kernel-shapes.md). Bytes in flight per workgroup: kDepth x stage keys x K and V rows.
+// A CPU device (lavapipe) takes one: its loads are cached reads with nothing to hide, and
+// the ring ran at half the loop's speed there (docs/benchmarks.md).
 constexpr std::uint32_t kDepth = 2;
 constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
 // The row tiles alone fill the device from this many workgroups per compute unit on
@@ -119,6 +121,8 @@ bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t 
 }
 
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
+
+std::uint32_t default_depth(const Context& ctx) { return ctx.physical.info.type == "cpu" ? 1 : kDepth; }
 
 std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step) {
   if (ctx.physical.info.type != "cpu") return 0;
@@ -467,7 +471,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                          {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 8 == 0 ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u},
-                         {VKATTN_SPEC_DECODE_DEPTH, tune.depth ? tune.depth : kDepth},
+                         {VKATTN_SPEC_DECODE_DEPTH, tune.depth ? tune.depth : default_depth(ctx)},
                          {VKATTN_SPEC_DECODE_RUN, run}})};
   d.key.subgroup_size = plan.sg;
   return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
