@@ -25,8 +25,8 @@ namespace {
 struct LayerCase {
   const char* name;
   std::size_t tokens = 1, heads = 8, kv_heads = 2, head_dim = 64;
-  DType dtype = DType::f32;        // q, k and v
-  DType cache = DType::f16;        // the cache's
+  DType dtype = DType::f32;          // q, k and v
+  DType cache = DType::f16;          // the cache's
   std::vector<std::int32_t> seqs{};  // each token's sequence (empty: all 0)
   RopeConfig rope{.base = 10000.0};
   std::optional<std::uint32_t> window{};
