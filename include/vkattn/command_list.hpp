@@ -73,6 +73,29 @@ struct OpTiming {
   double ms = 0.0;  // device time (Vulkan timestamps) or host time (CPU backend)
 };
 
+// Which kernels ran a CommandList::attention op (docs/kernel-shapes.md describes each).
+enum class AttentionKernel {
+  reference,       // the CPU backend's plain loops
+  three_stages,    // attn_scores, attn_softmax and attn_weighted_sum on a temporary
+  lane_per_key,    // attn_fused.comp: a lane per key (the CPU shape's fused kernel)
+  decode,          // attn_decode.comp: few rows, keys split across the device (GPU shape)
+  group,           // attn_decode_group.comp: a big query group over wide heads (absorbed MLA)
+  tiled,           // attn_tiled.comp: tiles of rows and keys in shared memory (GPU prefill)
+  matrix,          // attn_mt.comp on the device's matrix units (AttentionPrecision::f16_products)
+  matrix_standin,  // attn_mt.comp on its plain stand-in of the matrix units (VKATTN_MATRIX=standin)
+};
+VKATTN_API const char* to_string(AttentionKernel kernel);
+
+// One CommandList::attention op as recorded (after a replay, as rebuilt).
+struct AttentionRun {
+  AttentionKernel kernel = AttentionKernel::reference;
+  std::uint32_t splits = 1;  // workgroups' key ranges merged afterwards (1: none); for the
+                             // three stages, the weighted sum's
+  // The precision the kernels computed at: f32 where f16_products was asked and no kernel
+  // of that precision could take the op (the exact kernels ran instead).
+  AttentionPrecision precision = AttentionPrecision::f32;
+};
+
 struct CommandStats {
   std::size_t ops = 0;          // dispatches recorded (on Vulkan a weighted sum that splits its
                                 // keys records two, rope(q, k) followed by kv_append of that k
@@ -83,6 +106,7 @@ struct CommandStats {
                                 // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
   std::size_t encodings = 0;    // times the ops were recorded into a command buffer (Vulkan; a
                                 // set_tokens that changes only parameters keeps the last one)
+  std::vector<AttentionRun> attention{};  // each attention op, in recording order
 };
 
 class VKATTN_API CommandList {

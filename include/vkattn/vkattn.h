@@ -457,6 +457,32 @@ typedef struct vkattn_command_stats {
 VKATTN_API vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_command_stats* stats,
                                                    size_t stats_size);
 
+/* Which kernels ran each vkattn_cmd_attention of a list (vkattn::AttentionKernel). */
+enum {
+  VKATTN_ATTENTION_KERNEL_REFERENCE = 0,    /* the CPU backend's plain loops */
+  VKATTN_ATTENTION_KERNEL_THREE_STAGES = 1, /* scores, softmax, weighted sum on a temporary */
+  VKATTN_ATTENTION_KERNEL_LANE_PER_KEY = 2, /* the lane-per-key fused kernel (CPU devices) */
+  VKATTN_ATTENTION_KERNEL_DECODE = 3,       /* the GPU decode kernel */
+  VKATTN_ATTENTION_KERNEL_GROUP = 4,        /* the GPU group kernel (big query groups of wide heads) */
+  VKATTN_ATTENTION_KERNEL_TILED = 5,        /* the GPU tiled prefill kernel */
+  VKATTN_ATTENTION_KERNEL_MATRIX = 6,       /* the matrix-unit kernel (f16 products) */
+  VKATTN_ATTENTION_KERNEL_MATRIX_STANDIN = 7 /* its stand-in (VKATTN_MATRIX=standin) */
+};
+typedef struct vkattn_attention_run {
+  uint32_t struct_size; /* bytes written */
+  uint32_t kernel;      /* VKATTN_ATTENTION_KERNEL_* */
+  uint32_t splits;      /* key ranges merged afterwards; 1: none */
+  uint32_t precision;   /* VKATTN_ATTENTION_PRECISION_* computed at: F32 where F16_PRODUCTS was
+                           asked and the exact kernels took the op */
+} vkattn_attention_run;
+/* The attention ops recorded in |list| (after a set_tokens, as rebuilt), and the |index|-th
+ * of them in recording order. */
+VKATTN_API vkattn_status vkattn_command_list_attention_count(const vkattn_command_list* list, size_t* count);
+VKATTN_API vkattn_status vkattn_command_list_attention_run(const vkattn_command_list* list, size_t index,
+                                                           vkattn_attention_run* run, size_t run_size);
+/* "three_stages", "decode", ... for a VKATTN_ATTENTION_KERNEL_* value; "unknown" for another. */
+VKATTN_API const char* vkattn_attention_kernel_name(uint32_t kernel);
+
 /* ---- Helpers ---- */
 
 /* The standard ALiBi slopes for |n_heads| heads into |slopes| (|count| = n_heads). */

@@ -269,9 +269,21 @@ void bind_commands(py::module_& m) {
             d["submits"] = s.submits;
             d["texel_reads"] = s.texel_reads;
             d["encodings"] = s.encodings;
+            py::list runs;
+            for (const AttentionRun& r : s.attention) {
+              py::dict run;
+              run["kernel"] = to_string(r.kernel);
+              run["splits"] = r.splits;
+              run["precision"] = r.precision == AttentionPrecision::f32 ? "f32" : "f16_products";
+              runs.append(run);
+            }
+            d["attention"] = runs;
             return d;
           },
-          "{'ops', 'barriers', 'submits', 'texel_reads', 'encodings'}: counts (vkattn::CommandStats).")
+          "{'ops', 'barriers', 'submits', 'texel_reads', 'encodings'}: counts (vkattn::CommandStats);\n"
+          "'attention': each attention op's {'kernel', 'splits', 'precision'}, in recording order\n"
+          "(kernel: 'reference', 'three_stages', 'lane_per_key', 'decode', 'group', 'tiled', 'matrix'\n"
+          "or 'matrix_standin'; precision: what it computed at, 'f32' where f16_products fell back).")
       .def("__enter__", [](py::handle self) { return py::reinterpret_borrow<py::object>(self); })
       .def("__exit__", [](PyCommandList& cmd, py::handle type, py::handle, py::handle) {
         if (type.is_none()) record(cmd, [](CommandList& l) { l.submit_and_wait(); });

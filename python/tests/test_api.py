@@ -85,6 +85,25 @@ def test_resubmit_reruns(backend):
     assert cmd.stats()["submits"] == 2 and cmd.stats()["ops"] == 1
 
 
+def test_stats_name_each_attention_ops_kernels(backend):
+    q = backend.tensor(rng.standard_normal((2, 4, 32)).astype(np.float32))
+    k = backend.tensor(rng.standard_normal((16, 2, 32)).astype(np.float32))
+    out = backend.zeros((2, 4, 32))
+    cmd = backend.commands()
+    cmd.attention(q, k, k, out, q_positions=[14, 15], path="three_stages")
+    cmd.attention(q, k, k, out, q_positions=[14, 15], path="fused", precision="f16_products")
+    runs = cmd.stats()["attention"]
+    assert len(runs) == 2
+    if backend.kind == vkattn.BackendKind.cpu:
+        assert [r["kernel"] for r in runs] == ["reference", "reference"]
+        assert [r["precision"] for r in runs] == ["f32", "f16_products"]
+    else:
+        assert runs[0]["kernel"] == "three_stages"
+        # lavapipe has no matrix units: the exact fused kernel, and the stats say f32
+        assert runs[1]["kernel"] == "lane_per_key" and runs[1]["precision"] == "f32"
+    assert all(r["splits"] >= 1 for r in runs)
+
+
 def test_timings(backend):
     q = backend.tensor(rng.standard_normal((2, 4, 32)).astype(np.float32))
     k = backend.tensor(rng.standard_normal((16, 2, 32)).astype(np.float32))

@@ -36,6 +36,14 @@ static_assert(VKATTN_MROPE_CONTIGUOUS == int(vkattn::MRopeLayout::contiguous) &&
 static_assert(VKATTN_WINDOW_TRAILING == int(vkattn::WindowType::trailing) &&
               VKATTN_WINDOW_SYMMETRIC == int(vkattn::WindowType::symmetric));
 static_assert(VKATTN_KV_ROPE_STORED == int(vkattn::KvRope::stored) && VKATTN_KV_ROPE_ON_READ == int(vkattn::KvRope::on_read));
+static_assert(VKATTN_ATTENTION_KERNEL_REFERENCE == int(vkattn::AttentionKernel::reference) &&
+              VKATTN_ATTENTION_KERNEL_THREE_STAGES == int(vkattn::AttentionKernel::three_stages) &&
+              VKATTN_ATTENTION_KERNEL_LANE_PER_KEY == int(vkattn::AttentionKernel::lane_per_key) &&
+              VKATTN_ATTENTION_KERNEL_DECODE == int(vkattn::AttentionKernel::decode) &&
+              VKATTN_ATTENTION_KERNEL_GROUP == int(vkattn::AttentionKernel::group) &&
+              VKATTN_ATTENTION_KERNEL_TILED == int(vkattn::AttentionKernel::tiled) &&
+              VKATTN_ATTENTION_KERNEL_MATRIX == int(vkattn::AttentionKernel::matrix) &&
+              VKATTN_ATTENTION_KERNEL_MATRIX_STANDIN == int(vkattn::AttentionKernel::matrix_standin));
 
 // Appending a field must not fit in tail padding (sizeof would not change, and struct_size
 // could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
@@ -48,6 +56,7 @@ VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, reserved2);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_run, precision);
 
 namespace vkattn::c_api {
 

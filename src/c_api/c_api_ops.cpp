@@ -191,6 +191,36 @@ vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_
   });
 }
 
+vkattn_status vkattn_command_list_attention_count(const vkattn_command_list* list, size_t* count) {
+  const char* fn = "vkattn_command_list_attention_count";
+  return guarded([&] {
+    std::size_t& n = need(fn, "count", count);
+    n = need(fn, "list", list).impl.stats().attention.size();
+  });
+}
+
+vkattn_status vkattn_command_list_attention_run(const vkattn_command_list* list, size_t index, vkattn_attention_run* run,
+                                                size_t run_size) {
+  const char* fn = "vkattn_command_list_attention_run";
+  return guarded([&] {
+    const std::vector<vkattn::AttentionRun> runs = need(fn, "list", list).impl.stats().attention;
+    if (index >= runs.size()) {
+      throw vkattn::InvalidArgument(fn, "index", std::to_string(index),
+                                    runs.empty() ? "none: the list has no attention op"
+                                                 : "[0, " + std::to_string(runs.size() - 1) + "]");
+    }
+    const vkattn::AttentionRun& r = runs[index];
+    write_struct(fn, "run", run, run_size,
+                 vkattn_attention_run{.struct_size = 0, .kernel = static_cast<std::uint32_t>(r.kernel), .splits = r.splits,
+                                      .precision = static_cast<std::uint32_t>(r.precision)});
+  });
+}
+
+const char* vkattn_attention_kernel_name(uint32_t kernel) {
+  if (kernel > VKATTN_ATTENTION_KERNEL_MATRIX_STANDIN) return "unknown";
+  return vkattn::to_string(static_cast<vkattn::AttentionKernel>(kernel));
+}
+
 vkattn_status vkattn_kv_cache_create(vkattn_backend* backend, const vkattn_kv_cache_config* config, vkattn_kv_cache** cache) {
   const char* fn = "vkattn_kv_cache_create";
   return guarded([&] {

@@ -1,3 +1,4 @@
+#include "vkattn/command_list.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/types.hpp"
 #include "vkattn/version.hpp"
@@ -59,6 +60,20 @@ const char* to_string(KernelShape shape) {
     case KernelShape::automatic: return "automatic";
     case KernelShape::cpu: return "cpu";
     case KernelShape::gpu: return "gpu";
+  }
+  return "unknown";
+}
+
+const char* to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::reference: return "reference";
+    case AttentionKernel::three_stages: return "three_stages";
+    case AttentionKernel::lane_per_key: return "lane_per_key";
+    case AttentionKernel::decode: return "decode";
+    case AttentionKernel::group: return "group";
+    case AttentionKernel::tiled: return "tiled";
+    case AttentionKernel::matrix: return "matrix";
+    case AttentionKernel::matrix_standin: return "matrix_standin";
   }
   return "unknown";
 }

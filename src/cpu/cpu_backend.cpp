@@ -40,7 +40,13 @@ class CpuCommandList final : public CommandListImpl {
   }
 
   std::vector<OpTiming> timings() const override { return timings_; }
-  CommandStats stats() const override { return {ops_.size(), 0, submits_}; }
+  CommandStats stats() const override {
+    CommandStats s{ops_.size(), 0, submits_};
+    for (const CpuOp& op : ops_) {
+      if (op.attention) s.attention.push_back(*op.attention);
+    }
+    return s;
+  }
 
   // The CPU backend records nothing ahead of time worth keeping: a replay records afresh.
   void begin_replay(bool) override { saved_ = std::exchange(ops_, {}); }

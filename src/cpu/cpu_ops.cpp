@@ -258,21 +258,28 @@ CpuOp op(const CopySequenceCall& a) {
 // The three stages in a row, on temporaries, whatever the path; with f16_products on
 // inputs rounded to f16 (the probabilities stay exact: the oracle the GPU's rounding of
 // them is measured against).
+// The CPU backend runs the reference for every path, at the precision asked (f16 products:
+// Q, K and V rounded first).
+CpuOp with_run(const AttentionCall& c, CpuOp op) {
+  op.attention = AttentionRun{AttentionKernel::reference, 1, c.precision};
+  return op;
+}
+
 CpuOp op(const AttentionCall& c) {
   const bool round = c.precision == AttentionPrecision::f16_products;
   if (c.kv.cache) {
-    return {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask, params = with_keys(c.params, *c.kv.cache),
+    return with_run(c, {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask, params = with_keys(c.params, *c.kv.cache),
                           sinks = c.sinks, round] {
               const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
               const std::vector<float> probs = softmax(cache_scores(q, *cache, mask, params, round), n_tokens, n_heads, sinks);
               from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, params.q_seq, round));
-            }};
+            }});
   }
-  return {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks, round] {
+  return with_run(c, {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks, round] {
             const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
             const std::vector<float> probs = softmax(plain_scores(q, k, mask, params, round), n_tokens, n_heads, sinks);
             from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v, round));
-          }};
+          }});
 }
 
 }  // namespace

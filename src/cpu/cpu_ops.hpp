@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -29,6 +30,7 @@ inline CpuTensor& cpu(const std::shared_ptr<TensorImpl>& t) { return static_cast
 struct CpuOp {
   const char* name;
   std::function<void()> run;
+  std::optional<AttentionRun> attention{};  // an attention op: what CommandStats reports
 };
 // What |call| runs, with what it needs copied: the arguments as they are when recorded
 // (a cache's keys as its bookkeeping has them at this point of the list).

@@ -154,14 +154,16 @@ class VulkanCommandList final : public CommandListImpl {
 
   std::vector<OpTiming> timings() const override { return timings_; }
   CommandStats stats() const override {
-    std::size_t texel = 0;
+    CommandStats s{ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, 0, encodings_};
     for (const Dispatch& d : ops_) {
-      for (const Binding& b : d.bindings) texel += b.texel ? 1 : 0;
+      for (const Binding& b : d.bindings) s.texel_reads += b.texel ? 1 : 0;
+      if (d.attention) s.attention.push_back(*d.attention);
     }
-    if (held_rope_) {
-      for (const Binding& b : held_rope_->bindings) texel += b.texel ? 1 : 0;
+    if (held_rope_) {  // counted as the op it will be
+      ++s.ops;
+      for (const Binding& b : held_rope_->bindings) s.texel_reads += b.texel ? 1 : 0;
     }
-    return {ops_.size() + (held_rope_ ? 1 : 0), encoded_ ? encoded_->barriers : 0, submits_, texel, encodings_};
+    return s;
   }
 
   // A replay first patches the recorded parameters in place: each op rewrites its token

@@ -43,6 +43,7 @@ struct Dispatch {
   InlineVector<Binding, kMaxBindings> bindings;
   InlineVector<std::uint8_t, kMaxPushBytes> push;
   std::uint64_t groups = 0;  // total workgroups; folded into x/y/z when recorded
+  std::optional<AttentionRun> attention;  // the first dispatch of an attention op: its kernels
 
   template <class T>
   void set_push(const T& pc) {

@@ -482,6 +482,18 @@ static void test_replay(vkattn_backend* gpu) {
   vkattn_command_stats stats;
   OK(vkattn_command_list_stats(step_list, &stats, sizeof stats));
   CHECK(stats.encodings == 1 && stats.submits == STEPS);
+  /* The step's one attention op and the kernels that ran it (lavapipe: the three stages). */
+  size_t runs = 0;
+  OK(vkattn_command_list_attention_count(step_list, &runs));
+  CHECK(runs == 1);
+  vkattn_attention_run run;
+  OK(vkattn_command_list_attention_run(step_list, 0, &run, sizeof run));
+  CHECK(run.struct_size == sizeof run && run.splits >= 1 && run.precision == VKATTN_ATTENTION_PRECISION_F32);
+  CHECK(strcmp(vkattn_attention_kernel_name(run.kernel), "unknown") != 0);
+  CHECK(strcmp(vkattn_attention_kernel_name(VKATTN_ATTENTION_KERNEL_TILED), "tiled") == 0);
+  CHECK(strcmp(vkattn_attention_kernel_name(99), "unknown") == 0);
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "index = 1; valid: [0, 0]",
+                vkattn_command_list_attention_run(step_list, 1, &run, sizeof run));
   const int32_t two[2] = {STEPS, STEPS + 1};
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "positions.size() = 2",
                 vkattn_command_list_set_tokens(step_list, two, 2, NULL, 0));

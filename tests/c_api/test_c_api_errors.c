@@ -166,6 +166,13 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   vkattn_command_stats stats;
   OK(vkattn_command_list_stats(list, &stats, sizeof stats));
   CHECK(stats.ops == 4); /* a symmetric window's attention, two appends and the softmax */
+  size_t runs = 0;
+  OK(vkattn_command_list_attention_count(list, &runs));
+  CHECK(runs == 1); /* the attention op; the softmax is a stage of its own */
+  vkattn_attention_run run;
+  EXPECT_STATUS(E, "run size = 4", vkattn_command_list_attention_run(list, 0, &run, 4));
+  EXPECT_STATUS(E, "run", vkattn_command_list_attention_run(list, 0, NULL, sizeof run));
+  EXPECT_STATUS(E, "count", vkattn_command_list_attention_count(list, NULL));
   OK(vkattn_submit_and_wait(list));
   CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
 

@@ -3,6 +3,8 @@
 // through a temporary (AttentionPath).
 #include <algorithm>
 #include <bit>
+#include <cassert>
+#include <cstring>
 #include <optional>
 
 #include "common/shape_math.hpp"
@@ -45,9 +47,55 @@ Dispatches three_stages(const Context& ctx, ParamArena& params, const ScratchFn&
   return ds;
 }
 
-}  // namespace
+// The push constants of |d| as a |T|.
+template <class T>
+T push_of(const Dispatch& d) {
+  T pc{};
+  std::memcpy(&pc, d.push.data(), std::min(sizeof(pc), d.push.size()));
+  return pc;
+}
 
-Dispatches build(OpEnv& env, const AttentionCall& call) {
+// The kernels an attention op's dispatches run, for CommandStats: every path below starts
+// with its main kernel, whose push constants hold the key splits.
+AttentionRun describe(const Dispatches& ds) {
+  AttentionRun run;
+  switch (ds[0].key.kernel) {
+    case KernelId::attn_scores:
+    case KernelId::attn_scores_texel:
+    case KernelId::attn_scores_texel_shuffle:
+      run.kernel = AttentionKernel::three_stages;
+      for (const Dispatch& d : ds) {
+        if (d.key.kernel == KernelId::attn_weighted_sum_reduce) run.splits = push_of<shader::AttnWsumReduceParams>(d).splits;
+      }
+      return run;
+    case KernelId::attn_fused:
+    case KernelId::attn_fused_texel:
+    case KernelId::attn_fused_subgroup:
+    case KernelId::attn_fused_subgroup_texel: run.kernel = AttentionKernel::lane_per_key; break;
+    case KernelId::attn_decode:
+    case KernelId::attn_decode_shared:
+    case KernelId::attn_decode_last:
+    case KernelId::attn_decode_shared_last: run.kernel = AttentionKernel::decode; break;
+    case KernelId::attn_decode_group: run.kernel = AttentionKernel::group; break;
+    case KernelId::attn_tiled:
+    case KernelId::attn_tiled_shared: run.kernel = AttentionKernel::tiled; break;
+    case KernelId::attn_mt_standin:
+      run.kernel = AttentionKernel::matrix_standin;
+      run.precision = AttentionPrecision::f16_products;
+      break;
+#ifdef VKATTN_HAVE_COOPMAT_SHADERS
+    case KernelId::attn_mt:
+      run.kernel = AttentionKernel::matrix;
+      run.precision = AttentionPrecision::f16_products;
+      break;
+#endif
+    default: assert(!"an attention path whose first kernel describe() does not know"); break;
+  }
+  run.splits = push_of<shader::AttnFusedParams>(ds[0]).key_splits;
+  return run;
+}
+
+Dispatches choose(OpEnv& env, const AttentionCall& call) {
   const Context& ctx = env.ctx;
   ParamArena& params = env.params;
   const ScratchFn& scratch = env.scratch;
@@ -152,6 +200,14 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
                          {VKATTN_SPEC_FUSED_V_EIGHT, v_row.per_lane == 8 && !v_f16 ? 1u : 0u}})};
   return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out), std::move(mask), p,
                       sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset}, base_groups);
+}
+
+}  // namespace
+
+Dispatches build(OpEnv& env, const AttentionCall& call) {
+  Dispatches ds = choose(env, call);
+  ds[0].attention = describe(ds);
+  return ds;
 }
 
 Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,

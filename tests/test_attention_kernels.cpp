@@ -1,0 +1,152 @@
+// Which kernels ran each attention op (CommandStats::attention): every kernel family named
+// as the knobs and the automatic choice pick it, with its key splits and the precision it
+// computed at; the CPU backend's reference; the C and Python views are tested with their
+// APIs (tests/c_api/test_c_api.c, python/tests/test_api.py).
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/attention_cases.hpp"
+#include "support/backends.hpp"
+#include "support/fused_match.hpp"
+
+namespace vkattn::test {
+namespace {
+
+// A decode step (1 token, 8 heads over 2, 600 keys) and a 64-token prefill over 64 keys.
+AttnInputs decode_inputs() { return random_inputs(1, 8, 2, 600, 64, 1, 11, 0); }
+AttnInputs prefill_inputs() { return random_inputs(64, 8, 2, 64, 64, 1, 12, 0); }
+AttnInputs short_decode_inputs() { return random_inputs(1, 8, 2, 16, 64, 1, 13, 0); }
+
+std::vector<AttentionRun> runs_of(Backend& b, const AttnInputs& in) {
+  CommandStats stats;
+  run_attention_op(b, in, &stats);
+  return stats.attention;
+}
+
+std::shared_ptr<Backend> gpu_shape(const char* decode = "", const char* prefill = "", bool many_units = true) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  if (many_units) options.cap_limits->compute_units = 1u << 20;
+  ScopedEnv d("VKATTN_DECODE", decode);
+  ScopedEnv p("VKATTN_PREFILL", prefill);
+  std::string why;
+  return try_backend(BackendKind::vulkan, options, why);
+}
+
+TEST(AttentionKernels, Names) {
+  EXPECT_STREQ(to_string(AttentionKernel::reference), "reference");
+  EXPECT_STREQ(to_string(AttentionKernel::three_stages), "three_stages");
+  EXPECT_STREQ(to_string(AttentionKernel::lane_per_key), "lane_per_key");
+  EXPECT_STREQ(to_string(AttentionKernel::decode), "decode");
+  EXPECT_STREQ(to_string(AttentionKernel::group), "group");
+  EXPECT_STREQ(to_string(AttentionKernel::tiled), "tiled");
+  EXPECT_STREQ(to_string(AttentionKernel::matrix), "matrix");
+  EXPECT_STREQ(to_string(AttentionKernel::matrix_standin), "matrix_standin");
+}
+
+// The CPU backend runs its reference for every path, at the precision asked.
+TEST(AttentionKernels, CpuBackendRunsTheReference) {
+  auto cpu = make_backend(BackendKind::cpu);
+  AttnInputs in = prefill_inputs();
+  for (AttentionPrecision precision : {AttentionPrecision::f32, AttentionPrecision::f16_products}) {
+    in.config.precision = precision;
+    const std::vector<AttentionRun> runs = runs_of(*cpu, in);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].kernel, AttentionKernel::reference);
+    EXPECT_EQ(runs[0].splits, 1u);
+    EXPECT_EQ(runs[0].precision, precision);
+  }
+}
+
+struct Expected {
+  const char* what;
+  std::shared_ptr<Backend> backend;
+  AttnInputs in;
+  AttentionKernel kernel;
+  std::optional<bool> split;  // more than one split (unset: whatever the plan says)
+};
+
+// Each family as the knobs and the automatic choice pick it, one op a list, and two ops in
+// one list reported in order.
+TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
+  AttnInputs three = prefill_inputs();
+  three.config.path = AttentionPath::three_stages;
+  AttnInputs fused = prefill_inputs();
+  fused.config.path = AttentionPath::fused;
+  std::vector<Expected> cases;
+  cases.push_back({"automatic on a CPU device", gpu_, prefill_inputs(), AttentionKernel::three_stages, {}});
+  cases.push_back({"three stages, decode (the weighted sum splits)", gpu_,
+                   [] {
+                     AttnInputs in = decode_inputs();
+                     in.config.path = AttentionPath::three_stages;
+                     return in;
+                   }(),
+                   AttentionKernel::three_stages, {}});
+  cases.push_back({"fused on the CPU shape", gpu_, fused, AttentionKernel::lane_per_key, {}});
+  cases.push_back({"decode on the GPU shape", gpu_shape(), decode_inputs(), AttentionKernel::decode, true});
+  cases.push_back({"decode, 16 keys", gpu_shape("", "", false), short_decode_inputs(), AttentionKernel::decode, false});
+  cases.push_back({"group", gpu_shape("kernel=group"), decode_inputs(), AttentionKernel::group, true});
+  cases.push_back({"prefill on the GPU shape", gpu_shape("", "", false), prefill_inputs(), AttentionKernel::tiled, {}});
+  cases.push_back({"lane per key forced on the GPU shape", gpu_shape("", "kernel=lane_per_key", false), prefill_inputs(),
+                   AttentionKernel::lane_per_key, {}});
+  for (const Expected& e : cases) {
+    ASSERT_TRUE(e.backend) << e.what;
+    const std::vector<AttentionRun> runs = runs_of(*e.backend, e.in);
+    ASSERT_EQ(runs.size(), 1u) << e.what;
+    EXPECT_EQ(runs[0].kernel, e.kernel) << e.what << ": " << to_string(runs[0].kernel);
+    EXPECT_GE(runs[0].splits, 1u) << e.what;
+    if (e.split) {
+      EXPECT_EQ(runs[0].splits > 1, *e.split) << e.what << ": " << runs[0].splits << " splits";
+    }
+    EXPECT_EQ(runs[0].precision, AttentionPrecision::f32) << e.what;
+    expect_no_validation_messages(*e.backend);
+  }
+
+  // Two ops in one list, then a replay: in recording order, as rebuilt.
+  const AttnInputs in = decode_inputs();
+  const AttnInputTensors t = upload_inputs(*gpu_, in);
+  Tensor out = gpu_->tensor(in.out_shape(), DType::f32);
+  CommandList cmd = gpu_->commands();
+  AttentionConfig three_config = in.config, fused_config = in.config;
+  three_config.path = AttentionPath::three_stages;
+  fused_config.path = AttentionPath::fused;
+  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos}, three_config);
+  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos}, fused_config);
+  std::vector<AttentionRun> runs = cmd.stats().attention;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].kernel, AttentionKernel::three_stages);
+  EXPECT_EQ(runs[1].kernel, AttentionKernel::lane_per_key);
+  cmd.set_tokens(in.q_pos);
+  runs = cmd.stats().attention;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].kernel, AttentionKernel::lane_per_key);
+}
+
+// f16 products where no matrix path runs (lavapipe has no matrix units): the exact
+// kernels, and the stats say f32; with the matrix units' stand-in, the matrix kernel at f16 products.
+TEST_F(VulkanVsCpuTest, F16ProductsSayWhatRan) {
+  AttnInputs in = prefill_inputs();
+  in.config.precision = AttentionPrecision::f16_products;
+  in.config.path = AttentionPath::fused;
+  ASSERT_FALSE(gpu_->limits().matrix_units);
+  std::vector<AttentionRun> runs = runs_of(*gpu_, in);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kernel, AttentionKernel::lane_per_key);
+  EXPECT_EQ(runs[0].precision, AttentionPrecision::f32) << "f16 products fell back to the exact kernels";
+  DeviceOptions options = test_options();
+  options.matrix_units = MatrixUnits::standin;
+  std::string why;
+  auto standin = try_backend(BackendKind::vulkan, options, why);
+  ASSERT_TRUE(standin) << why;
+  runs = runs_of(*standin, in);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kernel, AttentionKernel::matrix_standin);
+  EXPECT_EQ(runs[0].precision, AttentionPrecision::f16_products);
+  expect_no_validation_messages(*standin);
+}
+
+}  // namespace
+}  // namespace vkattn::test
