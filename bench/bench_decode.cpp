@@ -8,7 +8,11 @@
 //   bytes over the same device's copy rate), main_us and merge_us (the kernel's dispatch
 //   and, where the splits are merged in a second one, that dispatch).
 // - BM_decode_ops8: the same op recorded 8 times into one list (8 outputs): the time per
-//   op once the dispatches follow each other, against BM_decode's lone dispatch.
+//   op once the dispatches follow each other, against BM_decode's lone dispatch. At 1k and
+//   4k keys its K and V (4 and 16 MiB) stay in a large GPU's L2 (50 MB on an H200) from one
+//   op to the next.
+// - BM_decode_cold: the same in one list, each op over K and V of their own from a rotating
+//   set of at least 128 MiB (at least 8 ops, 2 sets), so that every op reads them from DRAM.
 // - BM_decode_cache: a cache of 16k slots holding 1k tokens against one of 1k slots
 //   holding the same tokens, timed alternately in the same run: occupancy_ratio is what
 //   the large cache costs over the small one (the capacity must not set the cost).
@@ -17,9 +21,16 @@
 //   kv_copy_ratio (the cache's K bytes over the copy rate) and gflops (2 x 128 x (576 +
 //   512) FLOPs per key) with flops_copy_ratio, the FLOP rate over the copy rate in floats
 //   (FLOPs per 4 bytes copied): the group makes each byte serve 128 rows.
+// - BM_decode_step: a 32-layer decode step as an engine records it (per layer rope(q, k),
+//   kv_append into the layer's f16 cache, attention over it), over caches of 256 and 4096
+//   slots holding that many tokens once the step has appended its own, with rope and
+//   kv_append recorded as one dispatch (fused: 1, the default) or apart ($VKATTN_FUSE=off).
+//   Counters: step_us and layer_us (device time from timestamps: the sum of the dispatches'),
+//   dispatches and barriers per step.
 // - BM_copy_16B: the smallest dispatch, the fixed cost every op pays.
 // Each Vulkan case is checked against the CPU reference first (2e-3 absolute), except
 // under VKATTN_DECODE=...load_only=1, whose kernel computes nothing.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -40,30 +51,42 @@ bool load_only() {
   return env && std::strstr(env, "load_only=1") != nullptr;
 }
 
-// Decode over plain keys at positions 0..keys-1 with the token at the last.
+// Decode over plain keys at positions 0..keys-1 with the token at the last; |sets| copies
+// of K and V in buffers of their own (the same values), op i reading set i % sets.
 struct Decode {
   std::size_t keys;
-  Tensor q, k, v;
-  std::vector<Tensor> out;
+  Tensor q;
+  std::vector<Tensor> k, v, out;
   std::vector<std::int32_t> q_pos, k_pos;
 
-  Decode(Backend& b, std::size_t n_keys, std::size_t n_out) : keys(n_keys), q_pos{static_cast<std::int32_t>(n_keys - 1)} {
+  Decode(Backend& b, std::size_t n_keys, std::size_t n_out, std::size_t sets = 1)
+      : keys(n_keys), q_pos{static_cast<std::int32_t>(n_keys - 1)} {
     q = b.tensor({1, kHeads, kDim}, DType::f32);
-    k = b.tensor({keys, kKvHeads, kDim}, DType::f16);
-    v = b.tensor({keys, kKvHeads, kDim}, DType::f16);
     b.upload(q, normal_values(kHeads * kDim, 1));
-    b.upload(k, normal_values(keys * kKvHeads * kDim, 2));
-    b.upload(v, normal_values(keys * kKvHeads * kDim, 3));
+    for (std::size_t i = 0; i < sets; ++i) {
+      k.push_back(b.tensor({keys, kKvHeads, kDim}, DType::f16));
+      v.push_back(b.tensor({keys, kKvHeads, kDim}, DType::f16));
+      b.upload(k.back(), normal_values(keys * kKvHeads * kDim, 2));
+      b.upload(v.back(), normal_values(keys * kKvHeads * kDim, 3));
+    }
     for (std::size_t i = 0; i < n_out; ++i) out.push_back(b.tensor({1, kHeads, kDim}, DType::f32));
     k_pos.resize(keys);
     for (std::size_t j = 0; j < keys; ++j) k_pos[j] = static_cast<std::int32_t>(j);
   }
   void record(CommandList& cmd, std::size_t i) {
-    cmd.attention(q, k, v, out[i], {.q_positions = q_pos, .k_positions = k_pos},
+    cmd.attention(q, k[i % k.size()], v[i % v.size()], out[i], {.q_positions = q_pos, .k_positions = k_pos},
                   {.path = AttentionPath::fused, .precision = bench_precision()});
   }
-  double kv_bytes() const { return static_cast<double>(k.bytes() + v.bytes()); }
+  double kv_bytes() const { return static_cast<double>(k[0].bytes() + v[0].bytes()); }
 };
+
+// DRAM-cold: sets of K and V enough to pass 128 MiB (a GPU's L2 holds 50 MB at most), two
+// at least; an op for each, eight at least.
+constexpr double kColdBytes = 128.0 * (1 << 20);
+std::size_t cold_sets(std::size_t keys) {
+  const double kv = 2.0 * static_cast<double>(keys * kKvHeads * kDim * 2);
+  return std::max<std::size_t>(2, static_cast<std::size_t>(std::ceil(kColdBytes / kv)));
+}
 
 // "" when |got| matches the CPU reference for |d|, else what differs.
 std::string verify(const Decode& d, const std::vector<float>& got) {
@@ -83,17 +106,20 @@ std::string verify(const Decode& d, const std::vector<float>& got) {
 
 KernelShape shape_of(const benchmark::State& state) { return static_cast<KernelShape>(state.range(1)); }
 
-void BM_decode(benchmark::State& state, std::size_t ops) {
+void BM_decode(benchmark::State& state, std::size_t ops, bool cold = false) {
   try {
     Backend& b = backend(BackendKind::vulkan, shape_of(state));
-    Decode d(b, static_cast<std::size_t>(state.range(0)), ops);
+    const auto keys = static_cast<std::size_t>(state.range(0));
+    const std::size_t sets = cold ? cold_sets(keys) : 1;
+    if (cold) ops = std::max<std::size_t>(ops, sets);
+    Decode d(b, keys, ops, sets);
     CommandList cmd = b.commands({.timestamps = true});
     for (std::size_t i = 0; i < ops; ++i) d.record(cmd, i);
     cmd.submit_and_wait();
     if (!load_only()) {
       // Once per case: Google Benchmark calls a case several times while it settles the
       // iteration count, and the reference at 16k keys takes about a second.
-      static std::map<std::tuple<std::int64_t, std::int64_t, std::size_t>, std::string> verified;
+      static std::map<std::tuple<std::int64_t, std::int64_t, std::size_t>, std::string> verified;  // (keys, shape, ops)
       const auto key = std::make_tuple(state.range(0), state.range(1), ops);
       auto it = verified.find(key);
       if (it == verified.end()) it = verified.emplace(key, verify(d, b.download(d.out[0]))).first;
@@ -120,6 +146,7 @@ void BM_decode(benchmark::State& state, std::size_t ops) {
     state.counters["main_us"] = main / n * 1e6;
     state.counters["merge_us"] = merge / n * 1e6;
     state.counters["dispatches"] = static_cast<double>(cmd.timings().size()) / static_cast<double>(ops);
+    state.counters["ops"] = static_cast<double>(ops);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -247,6 +274,78 @@ void BM_decode_mla(benchmark::State& state) {
   }
 }
 
+// Sets $VKATTN_FUSE for the life of the object (read when a list is made).
+class FuseEnv {
+ public:
+  explicit FuseEnv(bool on) {
+    if (const char* old = std::getenv("VKATTN_FUSE")) old_ = old;
+    ::setenv("VKATTN_FUSE", on ? "on" : "off", 1);
+  }
+  ~FuseEnv() {
+    if (old_.empty()) {
+      ::unsetenv("VKATTN_FUSE");
+    } else {
+      ::setenv("VKATTN_FUSE", old_.c_str(), 1);
+    }
+  }
+  FuseEnv(const FuseEnv&) = delete;
+  FuseEnv& operator=(const FuseEnv&) = delete;
+
+ private:
+  std::string old_;
+};
+
+// Args: capacity, shape, fused.
+void BM_decode_step(benchmark::State& state) {
+  constexpr std::size_t kLayers = 32;
+  try {
+    Backend& b = backend(BackendKind::vulkan, shape_of(state));
+    const auto capacity = static_cast<std::size_t>(state.range(0)), held = capacity - 1;
+    std::vector<KvCache> caches;
+    {
+      Tensor k = b.tensor({held, kKvHeads, kDim}, DType::f32), v = b.tensor({held, kKvHeads, kDim}, DType::f32);
+      b.upload(k, normal_values(held * kKvHeads * kDim, 2));
+      b.upload(v, normal_values(held * kKvHeads * kDim, 3));
+      std::vector<std::int32_t> pos(held);
+      for (std::size_t j = 0; j < held; ++j) pos[j] = static_cast<std::int32_t>(j);
+      CommandList fill = b.commands();
+      for (std::size_t l = 0; l < kLayers; ++l) {
+        caches.push_back(b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f16}));
+        fill.kv_append(caches.back(), k, v, pos);
+      }
+      fill.submit_and_wait();
+    }
+    Tensor q = b.tensor({1, kHeads, kDim}, DType::f32), k = b.tensor({1, kKvHeads, kDim}, DType::f32),
+           v = b.tensor({1, kKvHeads, kDim}, DType::f32), out = b.tensor({1, kHeads, kDim}, DType::f32);
+    b.upload(q, normal_values(kHeads * kDim, 1));
+    b.upload(k, normal_values(kKvHeads * kDim, 4));
+    b.upload(v, normal_values(kKvHeads * kDim, 5));
+    const std::vector<std::int32_t> pos{static_cast<std::int32_t>(held)};
+    const FuseEnv fuse(state.range(2) != 0);
+    CommandList cmd = b.commands({.timestamps = true});
+    for (KvCache& c : caches) {
+      cmd.rope(q, k, pos, {.base = 500000.0});
+      cmd.kv_append(c, k, v, pos);  // each submission writes the same slot again
+      cmd.attention(q, c, out, {.q_positions = pos});
+    }
+    cmd.submit_and_wait();
+    double total = 0;
+    for (auto _ : state) {
+      cmd.submit_and_wait();
+      const double s = op_seconds(cmd);
+      state.SetIterationTime(s);
+      total += s;
+    }
+    const double n = static_cast<double>(state.iterations());
+    state.counters["step_us"] = total / n * 1e6;
+    state.counters["layer_us"] = total / n * 1e6 / static_cast<double>(kLayers);
+    state.counters["dispatches"] = static_cast<double>(cmd.stats().ops);
+    state.counters["barriers"] = static_cast<double>(cmd.stats().barriers);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 void BM_copy_16B(benchmark::State& state) {
   try {
     Backend& b = backend(BackendKind::vulkan, shape_of(state));
@@ -273,6 +372,14 @@ void decode_shapes(benchmark::internal::Benchmark* bm) {
 
 BENCHMARK_CAPTURE(BM_decode, one, std::size_t{1})->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_decode, ops8, std::size_t{8})->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_decode, cold, std::size_t{8}, true)->Apply(decode_shapes);
+BENCHMARK(BM_decode_step)
+    ->ArgNames({"capacity", "shape", "fused"})
+    ->ArgsProduct({{256, 4096},
+                   {static_cast<std::int64_t>(KernelShape::automatic), static_cast<std::int64_t>(KernelShape::gpu)},
+                   {1, 0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_cache)
     ->ArgNames({"held", "shape"})
     ->Args({1024, static_cast<std::int64_t>(KernelShape::automatic)})

@@ -5,12 +5,15 @@
 // built to keep K and V streaming at the memory's speed:
 // - a key group of LANES invocations reads a key row together, each lane PIECES pieces of
 //   EPL elements (16 bytes), piece p of lane l at element (p * LANES + l) * EPL;
-// - a stage is KEYS keys per key group (G groups: STAGE = G * KEYS consecutive keys); the
-//   next stage's K, V and positions are loaded, undecoded (tensor_load.glsl's _raw), while
-//   the current one is computed, so that loads are always in flight;
-// - splits are interleaved: split s takes stages s, s + S, s + 2S, ... so that all
-//   workgroups stream the keys front to back together, and each stops at the sequence's
-//   occupancy bound (attn_meta.glsl: key_bound), whatever the cache's capacity;
+// - a stage is KEYS keys per key group (G groups: STAGE = G * KEYS consecutive keys); K, V
+//   and positions are loaded undecoded (tensor_load.glsl's _raw) into a ring of DEPTH
+//   stages' registers, each refilled as soon as its stage is computed, so that DEPTH
+//   stages' loads are in flight while one is waited for (DEPTH 1: the next stage is
+//   loaded into registers of its own and copied into the current one's at the end of each
+//   step, the loop before the ring);
+// - splits are interleaved: split s takes runs of RUN stages, runs s, s + S, s + 2S, ...
+//   so that all workgroups stream the keys front to back together, and each stops at the
+//   sequence's occupancy bound (attn_meta.glsl: key_bound), whatever the cache's capacity;
 // - the partial dot products are reduce-scattered over the key group
 //   (attn_decode_xchg.glsl), so each score's visibility, bias and exp run once;
 // - the key groups meet in shared memory at the end, with no register array indexed at run
@@ -69,6 +72,8 @@ layout(constant_id = VKATTN_SPEC_DECODE_MERGE_ROWS) const uint MERGE_ROWS = 4;  
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;  // head_dim % 8 == 0
 layout(constant_id = VKATTN_SPEC_DECODE_INTERLEAVE) const bool INTERLEAVE = true;  // false: contiguous splits (probe)
 layout(constant_id = VKATTN_SPEC_DECODE_LOAD_ONLY) const bool LOAD_ONLY = false;  // loads only, no results (probe)
+layout(constant_id = VKATTN_SPEC_DECODE_DEPTH) const uint DEPTH = 2;  // stages in flight: 1, 2 or 3
+layout(constant_id = VKATTN_SPEC_DECODE_RUN) const uint RUN = 1;  // consecutive stages per run of a split
 
 const uint KE = K_PIECES * K_EPL, VE4 = V_PIECES * V_EPL / 4u;
 
@@ -124,6 +129,20 @@ void rope_piece(uint which, uint row, uint e0, uint epl, uint cpos, inout vec4 l
     }
 }
 
+// This invocation's place and state: globals rather than parameters, so that compute_stage
+// copies no array (it is inlined wherever it is called, its ring slot then a constant).
+uint lane, group, kv_head, split, seq0, bound;
+vec4 q_lo[ROWS][K_PIECES], q_hi[ROWS][K_PIECES];  // the query rows (this lane's elements)
+uint my_r[C], my_b[C], my_tok[C];                 // what this lane's sums (attn_decode_xchg.glsl) belong to
+int my_qpos[C], my_qseq[C];
+float my_slope[C];
+float m[ROWS], l[ROWS];
+vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
+uvec4 sink;  // LOAD_ONLY: what the loads returned, so they are not dropped
+// The ring: DEPTH stages' undecoded K and V pieces, positions and (plain keys) sequences.
+uvec4 rk[DEPTH][KEYS][K_PIECES], rv[DEPTH][KEYS][V_PIECES];
+int rp[DEPTH][KEYS], rs[DEPTH][KEYS];
+
 // The undecoded K and V pieces and the positions (and, for plain keys, sequences) of the
 // keys of stage |T| that this invocation reads; keys at or past |LIMIT| are not read.
 #define LOAD_STAGE(T, LIMIT, KR, VR, KP, KS)                                                  \
@@ -155,6 +174,127 @@ void rope_piece(uint which, uint row, uint e0, uint epl, uint cpos, inout vec4 l
         }                                                                                    \
     }
 
+// Stage |t|, whose loads sit in ring slot |s|: its scores folded into the running softmax.
+void compute_stage(uint t, uint s) {
+    if (LOAD_ONLY) {
+        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) sink ^= rk[s][b][p];
+            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) sink ^= rv[s][b][p];
+            sink.x ^= uint(rp[s][b]);
+        }
+        return;
+    }
+    // 1. This lane's share of each (row, key) dot product (N pads ROWS * KEYS to a
+    //    power of two with zeros).
+    [[unroll]] for (uint i = ROWS * KEYS; i < N; ++i) {
+        dots[i] = 0.0;
+    }
+    [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+        const uint row = key_row(seq0, kv_head, t * STAGE + b * G + group);
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+            dots[r * KEYS + b] = 0.0;
+        }
+        [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
+            const uint e = (p * LANES + lane) * K_EPL;
+            vec4 lo = vec4(0.0), hi = vec4(0.0);
+            if (K_EPL == 8u) {  // the element's index in the tensor: its block's scale
+                load_k_unraw8(rk[s][b][p], row + e, lo, hi);
+            } else {
+                lo = load_k_unraw4(rk[s][b][p], row + e);
+            }
+            if (ROPE_ON_READ && e < pc.head_dim && rp[s][b] >= 0) {
+                rope_piece(1u, row, e, K_EPL, key_cache_position(seq0, rp[s][b]), lo, hi);
+            }
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                float d = fma_dot(q_lo[r][p], lo, dots[r * KEYS + b]);
+                if (K_EPL == 8u) {
+                    d = fma_dot(q_hi[r][p], hi, d);
+                }
+                dots[r * KEYS + b] = d;
+            }
+        }
+    }
+    // 2. Whole dot products, one (row, key) per lane; their scores.
+    reduce_scatter(lane, group);
+    [[unroll]] for (uint j = 0u; j < C; ++j) {
+        int k_pos = rp[s][0], k_seq = rs[s][0];
+        [[unroll]] for (uint b = 1u; b < KEYS; ++b) {
+            if (b == my_b[j]) {
+                k_pos = rp[s][b];
+                k_seq = rs[s][b];
+            }
+        }
+        const uint key = t * STAGE + my_b[j] * G + group;
+        if (pc.k_meta_stride != 0u) {
+            k_seq = k_pos >= 0 ? int(seq0) : -1;
+        }
+        const bool seen = key < bound && key_visible(my_qpos[j], my_qseq[j], k_pos, k_seq);
+        held[j] = seen ? visible_score(held[j], my_tok[j], my_qpos[j], key, k_pos, my_slope[j]) : -1.0 / 0.0;
+    }
+    // 3. Every row's new maximum from all the scores; this lane's probabilities.
+    all_gather(lane, group, 0u);
+    float m_new[ROWS];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        m_new[r] = m[r];
+        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            m_new[r] = max(m_new[r], gathered[r * KEYS + b]);
+        }
+    }
+    [[unroll]] for (uint j = 0u; j < C; ++j) {
+        float mx = m_new[0];
+        [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
+            if (r == my_r[j]) {
+                mx = m_new[r];
+            }
+        }
+        held[j] = exp(held[j] - mx);
+    }
+    all_gather(lane, group, 1u);
+    // 4. Rows whose maximum moved are rescaled; then p * v. A key no row weighs is
+    //    not added in, whatever its V holds (NaN in a stale slot).
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        if (m_new[r] > m[r]) {
+            const float rescale = exp(m[r] - m_new[r]);
+            ONLINE_RESCALE(r, rescale, l, acc_lo, acc_hi)
+            m[r] = m_new[r];
+        }
+        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+            l[r] += gathered[r * KEYS + b];
+        }
+    }
+    [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+        const uint row = value_row(seq0, kv_head, t * STAGE + b * G + group);
+        bool weighed = false;
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+            weighed = weighed || gathered[r * KEYS + b] > 0.0;
+        }
+        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
+            const uint e = (p * LANES + lane) * V_EPL;
+            vec4 lo = vec4(0.0), hi = vec4(0.0);
+            if (V_EPL == 8u) {
+                load_v_unraw8(rv[s][b][p], row + e, lo, hi);
+            } else {
+                lo = load_v_unraw4(rv[s][b][p], row + e);
+            }
+            lo = weighed ? lo : vec4(0.0);
+            hi = weighed ? hi : vec4(0.0);
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                const vec4 w = vec4(gathered[r * KEYS + b]);
+                acc_lo[r][p] = fma(w, lo, acc_lo[r][p]);
+                if (V_EPL == 8u) {
+                    acc_hi[r][p] = fma(w, hi, acc_hi[r][p]);
+                }
+            }
+        }
+    }
+}
+
+// The i-th stage split |split| takes: runs of RUN stages, S runs apart (interleaved), or
+// from |first| on (contiguous splits).
+uint stage_of(uint i, uint first) {
+    return INTERLEAVE ? ((i / RUN) * pc.key_splits + split) * RUN + i % RUN : first + i;
+}
+
 void main() {
     const uint lid = gl_LocalInvocationID.x;
 #ifdef VKATTN_SHARED_REDUCE
@@ -163,9 +303,11 @@ void main() {
     // Full subgroups of a size LANES divides: a key group's lanes are lanes of one subgroup.
     const uint sid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
 #endif
-    const uint lane = sid % LANES, group = sid / LANES;
+    lane = sid % LANES;
+    group = sid / LANES;
+    sink = uvec4(0u);
     read_meta_offsets();
-    uint kv_head, split, row_tile, row0, n_rows;
+    uint row_tile, row0, n_rows;
     if (!decode_place(kv_head, split, row_tile, row0, n_rows)) {
         return;  // past the grid (folded): whole workgroup, uniform
     }
@@ -179,24 +321,23 @@ void main() {
         q_pos[r] = meta[VKATTN_META_HEADER + tok[r]];
         q_seq[r] = meta[VKATTN_META_HEADER + pc.n_tokens + tok[r]];
     }
-    const uint seq0 = MULTI_SEQ ? uint(q_seq[0]) : 0u;
+    seq0 = MULTI_SEQ ? uint(q_seq[0]) : 0u;
     const uint cap_stages = (pc.n_keys + STAGE - 1u) / STAGE;
-    uint t = split, t_step = pc.key_splits, t_stop = cap_stages;
+    uint first = 0u, t_stop = cap_stages;
     if (!INTERLEAVE) {
         const uint per = (cap_stages + pc.key_splits - 1u) / pc.key_splits;
-        t = split * per;
-        t_step = 1u;
-        t_stop = min(cap_stages, t + per);
+        first = split * per;
+        t_stop = min(cap_stages, first + per);
     }
 
-    // The first stage is read before the occupancy bound is known (its keys past the bound
-    // are empty slots, positions -1), so that its loads wait for nothing.
-    uvec4 kr[KEYS][K_PIECES], vr[KEYS][V_PIECES];
-    int kp[KEYS], ks[KEYS];
-    LOAD_STAGE(t, t < t_stop ? pc.n_keys : 0u, kr, vr, kp, ks)
+    // The ring's first stages are read before the occupancy bound is known (their keys
+    // past the bound are empty slots, positions -1), so that their loads wait for nothing.
+    [[unroll]] for (uint s = 0u; s < DEPTH; ++s) {
+        const uint ts = stage_of(s, first);
+        LOAD_STAGE(ts, ts < t_stop ? pc.n_keys : 0u, rk[s], rv[s], rp[s], rs[s])
+    }
 
     // The query rows in registers: this invocation's elements of each, rotated for on_read.
-    vec4 q_lo[ROWS][K_PIECES], q_hi[ROWS][K_PIECES];
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const uint q_row = (tok[r] * pc.n_heads + head[r]) * pc.head_dim;
         [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
@@ -215,10 +356,6 @@ void main() {
             }
         }
     }
-    // What this lane's sums (attn_decode_xchg.glsl) belong to: row and key of each.
-    uint my_r[C], my_b[C], my_tok[C];
-    int my_qpos[C], my_qseq[C];
-    float my_slope[C];
     [[unroll]] for (uint j = 0u; j < C; ++j) {
         const uint idx = held_index(lane, j);
         my_r[j] = idx / KEYS;
@@ -238,135 +375,38 @@ void main() {
         my_slope[j] = alibi_slope(h);
     }
 
-    float m[ROWS], l[ROWS];
-    vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
     ONLINE_INIT(m, l, acc_lo, acc_hi)
 
-    const uint bound = key_bound(seq0);
+    bound = key_bound(seq0);
     t_stop = min(t_stop, (bound + STAGE - 1u) / STAGE);
-    uvec4 sink = uvec4(0u);  // LOAD_ONLY: what the loads returned, so they are not dropped
-    for (; t < t_stop; t += t_step) {
-        // The next stage's loads go out first; nothing waits for them until it is computed.
-        uvec4 nkr[KEYS][K_PIECES], nvr[KEYS][V_PIECES];
-        int nkp[KEYS], nks[KEYS];
-        LOAD_STAGE(t + t_step, t + t_step < t_stop ? bound : 0u, nkr, nvr, nkp, nks)
-
-        if (LOAD_ONLY) {
+    if (DEPTH == 1u) {
+        // The next stage's loads go out first, into registers of their own, copied into the
+        // ring's one slot once the current stage is computed.
+        for (uint i = 0u; stage_of(i, first) < t_stop; ++i) {
+            const uint t = stage_of(i, first), tn = stage_of(i + 1u, first);
+            uvec4 nkr[KEYS][K_PIECES], nvr[KEYS][V_PIECES];
+            int nkp[KEYS], nks[KEYS];
+            LOAD_STAGE(tn, tn < t_stop ? bound : 0u, nkr, nvr, nkp, nks)
+            compute_stage(t, 0u);
             [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) sink ^= kr[b][p];
-                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) sink ^= vr[b][p];
-                sink.x ^= uint(kp[b]);
-            }
-        } else {
-            // 1. This lane's share of each (row, key) dot product (N pads ROWS * KEYS to a
-            //    power of two with zeros).
-            [[unroll]] for (uint i = ROWS * KEYS; i < N; ++i) {
-                dots[i] = 0.0;
-            }
-            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                const uint row = key_row(seq0, kv_head, t * STAGE + b * G + group);
-                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                    dots[r * KEYS + b] = 0.0;
-                }
-                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) {
-                    const uint e = (p * LANES + lane) * K_EPL;
-                    vec4 lo = vec4(0.0), hi = vec4(0.0);
-                    if (K_EPL == 8u) {  // the element's index in the tensor: its block's scale
-                        load_k_unraw8(kr[b][p], row + e, lo, hi);
-                    } else {
-                        lo = load_k_unraw4(kr[b][p], row + e);
-                    }
-                    if (ROPE_ON_READ && e < pc.head_dim && kp[b] >= 0) {
-                        rope_piece(1u, row, e, K_EPL, key_cache_position(seq0, kp[b]), lo, hi);
-                    }
-                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                        float d = fma_dot(q_lo[r][p], lo, dots[r * KEYS + b]);
-                        if (K_EPL == 8u) {
-                            d = fma_dot(q_hi[r][p], hi, d);
-                        }
-                        dots[r * KEYS + b] = d;
-                    }
-                }
-            }
-            // 2. Whole dot products, one (row, key) per lane; their scores.
-            reduce_scatter(lane, group);
-            [[unroll]] for (uint j = 0u; j < C; ++j) {
-                int k_pos = kp[0], k_seq = ks[0];
-                [[unroll]] for (uint b = 1u; b < KEYS; ++b) {
-                    if (b == my_b[j]) {
-                        k_pos = kp[b];
-                        k_seq = ks[b];
-                    }
-                }
-                const uint key = t * STAGE + my_b[j] * G + group;
-                if (pc.k_meta_stride != 0u) {
-                    k_seq = k_pos >= 0 ? int(seq0) : -1;
-                }
-                const bool seen = key < bound && key_visible(my_qpos[j], my_qseq[j], k_pos, k_seq);
-                held[j] = seen ? visible_score(held[j], my_tok[j], my_qpos[j], key, k_pos, my_slope[j]) : -1.0 / 0.0;
-            }
-            // 3. Every row's new maximum from all the scores; this lane's probabilities.
-            all_gather(lane, group, 0u);
-            float m_new[ROWS];
-            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                m_new[r] = m[r];
-                [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                    m_new[r] = max(m_new[r], gathered[r * KEYS + b]);
-                }
-            }
-            [[unroll]] for (uint j = 0u; j < C; ++j) {
-                float mx = m_new[0];
-                [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
-                    if (r == my_r[j]) {
-                        mx = m_new[r];
-                    }
-                }
-                held[j] = exp(held[j] - mx);
-            }
-            all_gather(lane, group, 1u);
-            // 4. Rows whose maximum moved are rescaled; then p * v. A key no row weighs is
-            //    not added in, whatever its V holds (NaN in a stale slot).
-            [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                if (m_new[r] > m[r]) {
-                    const float rescale = exp(m[r] - m_new[r]);
-                    ONLINE_RESCALE(r, rescale, l, acc_lo, acc_hi)
-                    m[r] = m_new[r];
-                }
-                [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                    l[r] += gathered[r * KEYS + b];
-                }
-            }
-            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                const uint row = value_row(seq0, kv_head, t * STAGE + b * G + group);
-                bool weighed = false;
-                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                    weighed = weighed || gathered[r * KEYS + b] > 0.0;
-                }
-                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) {
-                    const uint e = (p * LANES + lane) * V_EPL;
-                    vec4 lo = vec4(0.0), hi = vec4(0.0);
-                    if (V_EPL == 8u) {
-                        load_v_unraw8(vr[b][p], row + e, lo, hi);
-                    } else {
-                        lo = load_v_unraw4(vr[b][p], row + e);
-                    }
-                    lo = weighed ? lo : vec4(0.0);
-                    hi = weighed ? hi : vec4(0.0);
-                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                        const vec4 w = vec4(gathered[r * KEYS + b]);
-                        acc_lo[r][p] = fma(w, lo, acc_lo[r][p]);
-                        if (V_EPL == 8u) {
-                            acc_hi[r][p] = fma(w, hi, acc_hi[r][p]);
-                        }
-                    }
-                }
+                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) rk[0][b][p] = nkr[b][p];
+                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) rv[0][b][p] = nvr[b][p];
+                rp[0][b] = nkp[b];
+                rs[0][b] = nks[b];
             }
         }
-        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-            [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) kr[b][p] = nkr[b][p];
-            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) vr[b][p] = nvr[b][p];
-            kp[b] = nkp[b];
-            ks[b] = nks[b];
+    } else {
+        // Each slot is refilled with the stage DEPTH on as soon as its own is computed: no
+        // register whose load is still in flight is copied, so nothing waits for it early.
+        for (uint i = 0u; stage_of(i, first) < t_stop; i += DEPTH) {
+            [[unroll]] for (uint s = 0u; s < DEPTH; ++s) {
+                const uint t = stage_of(i + s, first);
+                if (t < t_stop) {  // uniform
+                    compute_stage(t, s);
+                    const uint tn = stage_of(i + s + DEPTH, first);
+                    LOAD_STAGE(tn, tn < t_stop ? bound : 0u, rk[s], rv[s], rp[s], rs[s])
+                }
+            }
         }
     }
     if (LOAD_ONLY) {

@@ -20,9 +20,16 @@
 //              entry of each slot written gets its block
 //   push: KvAppendParams; spec (by name in params.h): workgroup size; SRC_F16, DST_TYPE
 //   variants: VKATTN_KV_ONE writes one of k and v (binding 0: source, 1: cache, 2: rows,
-//   3: slots), for devices that allow 4 storage buffers per kernel; the host records two
+//   3: slots), for devices that allow 4 storage buffers per kernel; the host records two.
+//   VKATTN_KV_ROPE (with VKATTN_F16 for f16 q and k): rope(q, k) and this op in one dispatch
+//   (the command list's fusion of the two, docs/design.md): RoPE rotates q (binding 6, read
+//   and written) and k (binding 0, now read and written) in place at each token's position
+//   (binding 4's positions; binding 7: rope.comp's turns; spec HALF_ROT, UNIT, INTERLEAVED,
+//   push: KvAppendParams' rope fields), then the rotated k row and the v row are appended
 //   grid: one invocation per (token, kv head, pair of elements), or per block of 32 for the
-//   quantized types, folded
+//   quantized types, folded; VKATTN_KV_ROPE: a workgroup per (token, kv head), which rotates
+//   that k head and its share of the q heads, then appends the two rows (its own
+//   invocations read the k row it wrote: k is coherent, behind a barrier)
 // An invocation owns a pair of elements (a block), so an f16 word (a block's code words) is
 // written whole, by one writer; two blocks share a scale word, whose halves are replaced
 // with atomics. The host drops tokens that a later token of the same call would
@@ -37,6 +44,17 @@
 layout(constant_id = VKATTN_SPEC_KV_APPEND_SRC_F16) const bool SRC_F16 = false;
 layout(constant_id = VKATTN_SPEC_KV_APPEND_DST_TYPE) const uint DST_TYPE = 1u;
 const bool DST_F16 = DST_TYPE == 1u, DST_QUANT = DST_TYPE >= 2u;
+
+#ifdef VKATTN_KV_ROPE
+layout(constant_id = VKATTN_SPEC_KV_ROPE_HALF_ROT) const uint HALF_ROT = 64;
+layout(constant_id = VKATTN_SPEC_KV_ROPE_UNIT) const uint UNIT = 0;
+layout(constant_id = VKATTN_SPEC_KV_ROPE_INTERLEAVED) const bool INTERLEAVED = false;
+#include "rope_phase.glsl"
+#include "rope_table.glsl"
+#define K_ACCESS coherent
+#else
+#define K_ACCESS readonly
+#endif
 
 #ifdef VKATTN_KV_ONE
 layout(std430, binding = 0) readonly buffer Src { uint src_words[]; };
@@ -59,13 +77,24 @@ void store_half(uint which, uint e, uint shift, uint bits) {
     atomicOr(dst_words[e], bits << shift);
 }
 #else
-layout(std430, binding = 0) readonly buffer K { uint k_src[]; };
+layout(std430, binding = 0) K_ACCESS buffer K { uint k_src[]; };
 layout(std430, binding = 1) readonly buffer V { uint v_src[]; };
 layout(std430, binding = 2) buffer KC { uint k_cache[]; };
 layout(std430, binding = 3) buffer VC { uint v_cache[]; };
 layout(std430, binding = 4) readonly buffer Rows { int dst_rows[]; };
 layout(std430, binding = 5) buffer Slots { int slots[]; };
 const uint N_TENSORS = 2u;
+#ifdef VKATTN_KV_ROPE
+layout(std430, binding = 0) coherent buffer KE { ELEM k[]; };
+layout(std430, binding = 0) coherent buffer KE4 { ELEM4 k4[]; };
+layout(std430, binding = 6) buffer Q { ELEM q[]; };
+layout(std430, binding = 6) buffer Q4 { ELEM4 q4[]; };
+layout(std430, binding = 7) readonly buffer Turns { uvec2 turns[]; };
+#define ROPE_Q_SRC q4
+#define ROPE_K_SRC k4
+#define ROPE_READ4(v) ROPE_SRC[v]
+#include "rope_rotate.glsl"
+#endif
 
 float src_elem(uint which, uint e) {
     const uint w = which == 0u ? k_src[SRC_F16 ? e >> 1 : e] : v_src[SRC_F16 ? e >> 1 : e];
@@ -138,18 +167,9 @@ void append_block(uint id) {
     }
 }
 
-void main() {
-    const uint id = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-    if (DST_QUANT) {
-        if (id < pc.n_tokens * pc.n_kv_heads * (pc.head_dim / QUANT_BLOCK)) {
-            append_block(id);
-        }
-        return;
-    }
+// One pair of elements of a cache that is not quantized.
+void append_pair(uint id) {
     const uint pairs = (pc.head_dim + 1u) / 2u;
-    if (id >= pc.n_tokens * pc.n_kv_heads * pairs) {
-        return;
-    }
     const uint u = id % pairs;
     const uint g = (id / pairs) % pc.n_kv_heads;
     const uint t = id / (pairs * pc.n_kv_heads);
@@ -177,3 +197,52 @@ void main() {
         }
     }
 }
+
+// The units of a (token, kv head) row: blocks of 32, or pairs.
+uint units_per_row() { return DST_QUANT ? pc.head_dim / QUANT_BLOCK : (pc.head_dim + 1u) / 2u; }
+
+#ifdef VKATTN_KV_ROPE
+void main() {
+    const uint wg = wg_linear_id();
+    const uint t = wg / pc.n_kv_heads, g = wg - t * pc.n_kv_heads;
+    if (t >= pc.n_tokens) {
+        return;  // whole workgroup: uniform
+    }
+    const uint lid = gl_LocalInvocationID.x, n_lanes = gl_WorkGroupSize.x;
+    // 1. The token's cos/sin, the attention factor folded in, as rope.comp makes them (at the
+    //    token's position: kv_append's, which the command list checked are rope's).
+    const uint position = uint(dst_rows[pc.n_tokens + t]);
+    for (uint i = lid; i < pc.rotary_dim / 2u; i += n_lanes) {
+        put_cs(i, rope_cos_sin(position, turns[i]) * pc.attention_factor);
+    }
+    barrier();
+    // 2. This KV head's share of the q heads, and its k head, rotated in place.
+    const uint q_share = (pc.n_heads_q + pc.n_kv_heads - 1u) / pc.n_kv_heads;
+    rotate_q_heads(t, pc.n_heads_q, min(g * q_share, pc.n_heads_q), min(g * q_share + q_share, pc.n_heads_q), lid, n_lanes);
+    rotate_k_heads(t, pc.n_kv_heads, g, g + 1u, lid, n_lanes);
+    // 3. The k row (as rotated by the whole workgroup) and the v row into the cache.
+    memoryBarrierBuffer();
+    barrier();
+    const uint per_row = units_per_row();
+    for (uint u = lid; u < per_row; u += n_lanes) {
+        const uint id = (t * pc.n_kv_heads + g) * per_row + u;
+        if (DST_QUANT) {
+            append_block(id);
+        } else {
+            append_pair(id);
+        }
+    }
+}
+#else
+void main() {
+    const uint id = wg_linear_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    if (id >= pc.n_tokens * pc.n_kv_heads * units_per_row()) {
+        return;
+    }
+    if (DST_QUANT) {
+        append_block(id);
+    } else {
+        append_pair(id);
+    }
+}
+#endif

@@ -25,20 +25,9 @@
 layout(constant_id = VKATTN_SPEC_ROPE_HALF_ROT) const uint HALF_ROT = 64;
 layout(constant_id = VKATTN_SPEC_ROPE_UNIT) const uint UNIT = 0;          // ROPE_UNIT_*: what one invocation owns
 layout(constant_id = VKATTN_SPEC_ROPE_INTERLEAVED) const bool INTERLEAVED = false;
-#define ROPE_UNIT_VEC4 0u
-#define ROPE_UNIT_PAIR 1u
-#define ROPE_UNIT_PAIR2 2u
-#define ROPE_UNIT_ROW 3u
+#include "rope_table.glsl"
 
-// Each tensor binding is declared twice, as elements and as 16-byte vectors. f16 comes
-// packed two per uint, which needs no optional device feature; arithmetic is f32.
-#ifdef VKATTN_F16
-#define ELEM uint
-#define ELEM4 uvec4
-#else
-#define ELEM float
-#define ELEM4 vec4
-#endif
+// Each tensor binding is declared twice, as elements and as 16-byte vectors.
 layout(std430, binding = 0) buffer Q { ELEM q[]; };
 layout(std430, binding = 0) buffer Q4 { ELEM4 q4[]; };
 layout(std430, binding = 1) buffer K { ELEM k[]; };
@@ -49,99 +38,24 @@ layout(std430, binding = 3) readonly buffer Turns { uvec2 turns[]; };
 // says why) and written through the storage buffers. Only for UNIT == ROPE_UNIT_VEC4, where
 // each invocation reads and writes whole vectors of its own, so no invocation reads what
 // another writes.
-// ROPE_READ4(v) reads vector v of the tensor ROPE_SRC names (its texel view or its
-// vector storage-buffer view).
+// ROPE_READ4(v) reads vector v of the tensor ROPE_SRC names (ROPE_Q_SRC, ROPE_K_SRC: its
+// texel view or its vector storage-buffer view).
 #ifdef VKATTN_TEXEL
 layout(binding = 4) uniform usamplerBuffer q_texels;
 layout(binding = 5) uniform usamplerBuffer k_texels;
+#define ROPE_Q_SRC q_texels
+#define ROPE_K_SRC k_texels
 #ifdef VKATTN_F16
 #define ROPE_READ4(v) texelFetch(ROPE_SRC, int(v))
 #else
 #define ROPE_READ4(v) uintBitsToFloat(texelFetch(ROPE_SRC, int(v)))
 #endif
 #else
+#define ROPE_Q_SRC q4
+#define ROPE_K_SRC k4
 #define ROPE_READ4(v) ROPE_SRC[v]
 #endif
-
-// cos/sin of the token's pairs, laid out so that a unit reads them as whole vectors:
-// interleaved: (c_i, s_i, c_i+1, s_i+1) per vec4; half: all cos, then all sin.
-const uint TAB_PAD = (HALF_ROT + 3u) / 4u * 4u;
-shared vec4 tab[TAB_PAD / 2u];
-
-void put_cs(uint i, vec2 v) {
-    if (INTERLEAVED) {
-        tab[i / 2u][2u * (i & 1u)] = v.x;
-        tab[i / 2u][2u * (i & 1u) + 1u] = v.y;
-    } else {
-        tab[i / 4u][i & 3u] = v.x;
-        tab[TAB_PAD / 4u + i / 4u][i & 3u] = v.y;
-    }
-}
-
-vec2 cs(uint i) {
-    return INTERLEAVED ? vec2(tab[i / 2u][2u * (i & 1u)], tab[i / 2u][2u * (i & 1u) + 1u])
-                       : vec2(tab[i / 4u][i & 3u], tab[TAB_PAD / 4u + i / 4u][i & 3u]);
-}
-vec4 cos4(uint j) { return tab[j]; }                 // half: cos of pairs 4j..4j+3
-vec4 sin4(uint j) { return tab[TAB_PAD / 4u + j]; }  // half: sin of pairs 4j..4j+3
-vec4 cs4(uint j) { return tab[j]; }                  // interleaved: pairs 2j, 2j+1
-
-// The table entries a ROPE_UNIT_VEC4 unit u uses (rope_unit.glsl); unused otherwise.
-struct Trig {
-    vec4 v[4];
-};
-Trig load_trig(uint u) {
-    Trig t;
-    t.v[0] = t.v[1] = t.v[2] = t.v[3] = vec4(0.0);
-    if (UNIT != ROPE_UNIT_VEC4) {
-        return t;
-    }
-#ifdef VKATTN_F16
-    if (INTERLEAVED) {
-        t.v[0] = cs4(2u * u);
-        t.v[1] = cs4(2u * u + 1u);
-    } else {
-        t.v[0] = cos4(2u * u);
-        t.v[1] = sin4(2u * u);
-        t.v[2] = cos4(2u * u + 1u);
-        t.v[3] = sin4(2u * u + 1u);
-    }
-#else
-    if (INTERLEAVED) {
-        t.v[0] = cs4(u);
-    } else {
-        t.v[0] = cos4(u);
-        t.v[1] = sin4(u);
-    }
-#endif
-    return t;
-}
-
-#define ROPE_BUF q
-#define ROPE_BUF4 q4
-#ifdef VKATTN_TEXEL
-#define ROPE_SRC q_texels
-#else
-#define ROPE_SRC q4
-#endif
-#define ROPE_FN rotate_q
-#define ROPE_LOOP rotate_q_heads
-#include "rope_unit.glsl"
-#undef ROPE_BUF
-#undef ROPE_BUF4
-#undef ROPE_FN
-#undef ROPE_LOOP
-#undef ROPE_SRC
-#define ROPE_BUF k
-#define ROPE_BUF4 k4
-#ifdef VKATTN_TEXEL
-#define ROPE_SRC k_texels
-#else
-#define ROPE_SRC k4
-#endif
-#define ROPE_FN rotate_k
-#define ROPE_LOOP rotate_k_heads
-#include "rope_unit.glsl"
+#include "rope_rotate.glsl"
 
 // Token |token|'s position for pair |i|: its one position, or with M-RoPE the one its
 // section assigns (src/common/rope_math.hpp: mrope_section, the same rule).

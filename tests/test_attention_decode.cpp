@@ -32,6 +32,11 @@ const Variant kVariants[] = {
     {"shared_last", "reduce=shared,merge=last"},
     {"shared_two_pass", "reduce=shared,merge=two_pass"},
     {"contiguous_4_keys", "interleave=0,keys=4"},
+    // The ring of 2 stages a GPU takes by default (a CPU device takes the loop before the
+    // ring, depth 1), with splits as the target count gives them; a ring of 3 stages over
+    // runs of 2 stages per split.
+    {"depth_2", "depth=2,divide=0"},
+    {"depth_3_runs_of_2", "depth=3,run=2"},
     // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
     // lanes per row (32 rows per tile) over stages of 2 keys.
     {"group", "kernel=group"},
@@ -82,7 +87,7 @@ TEST_P(DecodeAtSpecMinimum, Matches) {
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
-const Variant kMinimumVariants[] = {kVariants[2], kVariants[3], kVariants[4]};  // no shuffles there
+const Variant kMinimumVariants[] = {kVariants[2], kVariants[3], kVariants[4], kVariants[6]};  // no shuffles there
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAtSpecMinimum,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kMinimumVariants)),
                          decode_name);
@@ -236,9 +241,31 @@ TEST_F(VulkanVsCpuTest, GroupKernelSplitsForTheCpuLoopLimit) {
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
 
+// Short contexts in one wave: decode of 32 query heads over 8 KV heads (d 128, f16) over
+// 1,000 keys on a 132-unit device is one dispatch (the splits merged by the last
+// workgroup of each tile; two stages a split, which a GPU's ring of two loads at once),
+// and matches the CPU; so is a 256-slot cache's.
+TEST_F(VulkanVsCpuTest, DecodeShortContextIsOneDispatch) {
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  options.cap_limits->compute_units = 132;
+  on_vulkan(options, [&](Backend& gpu) {
+    for (std::size_t keys : {1000u, 256u}) {
+      AttnInputs in = random_inputs(1, 32, 8, keys, 128, 1, 31);
+      in.kv_dtype = DType::f16;
+      in.config.path = AttentionPath::fused;
+      CommandStats stats;
+      EXPECT_TRUE(all_close(run_attention_op(gpu, in, &stats), run_attention(*cpu_, in).out, in.out_shape(), 2e-4, 1e-4))
+          << keys << " keys";
+      EXPECT_EQ(stats.ops, 1u) << keys << " keys: no merge pass";
+    }
+  });
+}
+
 // $VKATTN_DECODE is read when a backend is made; a malformed one is refused by name.
 TEST(DecodeTuning, MalformedKnobsAreRefused) {
-  expect_knobs_refused("VKATTN_DECODE", {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1"});
+  expect_knobs_refused("VKATTN_DECODE", {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1", "depth=4",
+                                         "divide=2", "run=x"});
 }
 
 }  // namespace

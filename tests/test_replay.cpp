@@ -134,7 +134,7 @@ TEST_F(VulkanVsCpuTest, ReplayThroughStagingAndGpuKernels) {
 // device through staging as on a discrete GPU (the last-workgroup merge counts in them).
 TEST_F(VulkanVsCpuTest, ReplayEachDecodeVariant) {
   for (const char* env : {"keys=1,keys_per_split=16,merge=last", "keys=1,keys_per_split=16,merge=two_pass",
-                          "keys=1,keys_per_split=16,reduce=shared"}) {
+                          "keys=1,keys_per_split=16,reduce=shared", "keys=1,keys_per_split=16,depth=3,run=2"}) {
     DeviceOptions options = shape_options(KernelShape::gpu);
     options.force_staging = true;
     ScopedEnv decode("VKATTN_DECODE", env);

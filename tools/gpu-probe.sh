@@ -12,7 +12,8 @@
 # case, and a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a
 # benchmark filter, default the three prefill sizes) does for the prefill and matrix
 # sections; PROBE_ONLY (a list of decode, mla, prefill, matrix, paged, ggml; default all) runs some
-# sections alone. A .ggml/run.sh beside .gpu (ggml's test-backend-ops, built outside the
+# sections alone. The decode section's step rows report each 32-layer step's time per
+# layer, dispatches and barriers after the table's columns. A .ggml/run.sh beside .gpu (ggml's test-backend-ops, built outside the
 # repository) is run last when present. Every case that reports an error is listed at the
 # end with its whole message; one whose results differ from the CPU reference, or a
 # benchmark process that fails, makes the exit status 1.
@@ -83,34 +84,52 @@ run() {
       }
       t = get("real_time"); unit = get("time_unit")
       if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
-      g = get("gflops")
+      g = get("gflops"); lu = get("layer_us")
+      extra = (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : ""
+      if (lu != "-" && lu != "") extra = sprintf("%.2f us a layer, %d dispatches, %d barriers", lu, get("dispatches"), get("barriers"))
       # The counters of vkattn-bench-paged: paged/ring, and the two times or sizes behind it.
-      paged = ""
       if (get("paged_over_ring") != "-") {
-        paged = sprintf("paged/ring %.3f", get("paged_over_ring"))
-        if (get("ring_us") != "-") paged = paged sprintf(" (ring %.1f us, paged %.1f us)", get("ring_us"), get("paged_us"))
-        if (get("ring_MiB") != "-") paged = paged sprintf(" (ring %.1f MiB, paged %.1f MiB)", get("ring_MiB"), get("paged_MiB"))
+        extra = extra sprintf("paged/ring %.3f", get("paged_over_ring"))
+        if (get("ring_us") != "-") extra = extra sprintf(" (ring %.1f us, paged %.1f us)", get("ring_us"), get("paged_us"))
+        if (get("ring_MiB") != "-") extra = extra sprintf(" (ring %.1f MiB, paged %.1f MiB)", get("ring_MiB"), get("paged_MiB"))
       }
-      printf "%-30s %-52s %10.2f %8s %9s %9s %8s %s%s\n", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
-             get("merge_us"), get("occupancy_ratio"), (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : "", paged
+      printf "%-34s %-52s %10.2f %8s %9s %9s %8s %s
+", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
+             get("merge_us"), get("occupancy_ratio"), extra
     }' | tee -a "$table"
 }
 
 want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
 
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
+decode_list="BM_decode/(ops8|cold)/keys:($keys_re)/shape:2/"
 : > "$out/pipeline-stats.txt"
 if want decode; then
-echo "== P0/P1: the decode kernel, kernel and merge dispatch times (pipeline statistics kept)"
-run "decode (last-workgroup merge)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$decode_gpu"
-run "decode, two-pass merge" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
-run "decode, shared-memory reduce" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=reduce=shared -- vkattn-bench-decode "$decode_gpu"
-echo "== P2/P3: loads only, interleaved and contiguous splits"
-run "decode, loads only" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "$decode_gpu"
-run "decode, loads only, contiguous" VKATTN_DECODE=load_only=1,interleave=0 -- vkattn-bench-decode "$decode_gpu"
-run "decode, contiguous splits" VKATTN_DECODE=interleave=0 -- vkattn-bench-decode "$decode_gpu"
-echo "== P5: eight ops in one list; the smallest dispatch"
-run "decode, 8 ops per list" -- vkattn-bench-decode "BM_decode/ops8/keys:($keys_re)/shape:2/"
+# Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
+# the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
+# workgroups an SM, 8 KiB a stage of 16 keys, 'depth' stages each), per op of 8 in one
+# list (ops8: K and V of 1k and 4k keys stay in L2 between ops) and DRAM-cold (cold: K and
+# V of their own per op from a rotating set of 128 MiB or more).
+echo "== D1: loads only, per op of 8 and DRAM-cold; KiB in flight per SM in the label"
+run "loads, depth 1, S targeted (32)" VKATTN_DECODE=load_only=1,depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
+run "loads, depth 2 (32)" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+run "loads, depth 3 (48)" VKATTN_DECODE=load_only=1,depth=3 -- vkattn-bench-decode "$decode_list"
+run "loads, keys=4 (64)" VKATTN_DECODE=load_only=1,keys=4 -- vkattn-bench-decode "$decode_list"
+run "loads, resident=3 (48)" VKATTN_DECODE=load_only=1,resident=3 -- vkattn-bench-decode "$decode_list"
+run "loads, resident=4 (64)" VKATTN_DECODE=load_only=1,resident=4 -- vkattn-bench-decode "$decode_list"
+run "loads, depth 3, resident=3 (72)" VKATTN_DECODE=load_only=1,depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
+run "loads, runs of 4 stages (32)" VKATTN_DECODE=load_only=1,run=4 -- vkattn-bench-decode "$decode_list"
+echo "== D2: the whole kernel on the same grids (pipeline statistics kept: registers <= 168 for 3 an SM)"
+run "decode, depth 1, S targeted" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
+run "decode, depth 2 (default)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+run "decode, depth 3" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=3 -- vkattn-bench-decode "$decode_list"
+run "decode, keys=4" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$decode_list"
+run "decode, resident=3" VKATTN_DECODE=resident=3 -- vkattn-bench-decode "$decode_list"
+run "decode, depth 3, resident=3" VKATTN_DECODE=depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
+run "decode, two-pass merge" VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
+echo "== D3: a 32-layer decode step (256 and 4k slots, full), rope and kv_append fused and apart; the smallest dispatch"
+run "step, fused" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:1"
+run "step, ops apart" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:0"
 run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
@@ -191,7 +210,7 @@ if [ -s "$out/pipeline-stats.txt" ]; then sort -u "$out/pipeline-stats.txt"; els
   echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
 echo
 echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"
-printf "%-30s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
+printf "%-34s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
 cat "$table"
 if [ -s "$out/smi.csv" ]; then
   echo

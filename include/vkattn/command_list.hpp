@@ -98,7 +98,8 @@ struct AttentionRun {
 
 struct CommandStats {
   std::size_t ops = 0;                    // dispatches recorded (on Vulkan a weighted sum that splits its
-                                          // keys records two; on the CPU backend, ops)
+                                          // keys records two, rope(q, k) followed by kv_append of that k
+                                          // one: docs/design.md; on the CPU backend, ops)
   std::size_t barriers = 0;               // pipeline barriers between ops (Vulkan); 0 on the CPU backend
   std::size_t submits = 0;                // completed submissions
   std::size_t texel_reads = 0;            // inputs bound as uniform texel buffers (Vulkan; see
@@ -252,8 +253,9 @@ class VKATTN_API CommandList {
   Submitted submit(const SubmitSemaphores& semaphores);
 
   // Per-dispatch times of the last submission, in recording order, named by their op (a
-  // split weighted sum's two dispatches both say "attn_weighted_sum"); empty unless the
-  // list was created with CommandListOptions::timestamps.
+  // split weighted sum's two dispatches both say "attn_weighted_sum"; rope and kv_append
+  // recorded as one dispatch, "rope+kv_append"); empty unless the list was created with
+  // CommandListOptions::timestamps.
   std::vector<OpTiming> timings() const;
   CommandStats stats() const;
 

@@ -207,7 +207,27 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint page;            // a paged cache: log2(block_size) + 1 (0: a ring; capacity is then
                           // the slot-table words per sequence)
     uint table;           // page: the block table's word offset in a sequence's entries
+#ifdef VKATTN_KV_ROPE
+    // kv_append.comp's rotating variant: RoPE on q and k first (RopeParams' meaning)
+    uint n_heads_q;
+    uint rotary_dim;
+    uint rotary_offset;
+    uint units_per_row;
+    float attention_factor;
+#endif
 } VKATTN_PC_INSTANCE;
+#endif
+#ifdef __cplusplus
+// The push constants of kv_append.comp's VKATTN_KV_ROPE variant: KvAppendParams, then the
+// fields that variant adds to it.
+struct KvRopeAppendParams {
+    KvAppendParams append;
+    uint n_heads_q;
+    uint rotary_dim;
+    uint rotary_offset;
+    uint units_per_row;
+    float attention_factor;
+};
 #endif
 
 #if defined(__cplusplus) || defined(VKATTN_WANT_KV_BLOCKS)
@@ -298,6 +318,10 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 // attn_decode_group.comp also takes ROWS, LANES, Q_F16, K_TYPE, V_TYPE, K_ALIGNED, V_ALIGNED,
 // KEYS, MULTI_SEQ and Q_ALIGNED, K_PIECES and V_PIECES as its query and sum vec4s per lane, and
 #define VKATTN_SPEC_DECODE_V_FROM_K 22
+// attn_decode.comp's ring of stages in flight and its splits' runs (24 is left free: a
+// constant every attention kernel may come to share)
+#define VKATTN_SPEC_DECODE_DEPTH 23
+#define VKATTN_SPEC_DECODE_RUN 25
 // attn_tiled.comp
 #define VKATTN_SPEC_TILED_ROWS 1
 #define VKATTN_SPEC_TILED_KEYS 2
@@ -340,5 +364,8 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 // kv_append.comp
 #define VKATTN_SPEC_KV_APPEND_SRC_F16 1
 #define VKATTN_SPEC_KV_APPEND_DST_TYPE 2
+#define VKATTN_SPEC_KV_ROPE_HALF_ROT 3  // the VKATTN_KV_ROPE variant: rope.comp's constants
+#define VKATTN_SPEC_KV_ROPE_UNIT 4
+#define VKATTN_SPEC_KV_ROPE_INTERLEAVED 5
 
 #endif

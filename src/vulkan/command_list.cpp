@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -43,6 +44,15 @@ bool replay_patches() {
   throw InvalidArgument("commands", "VKATTN_REPLAY", env, "patch (the default) or rebuild");
 }
 
+// Whether rope(q, k) followed by kv_append of that k records one dispatch: $VKATTN_FUSE
+// unset, empty or "on"; "off" records each op's own (tests and benchmarks compare the two).
+bool fusion_on() {
+  const char* env = std::getenv("VKATTN_FUSE");
+  if (!env || !*env || std::string_view(env) == "on") return true;
+  if (std::string_view(env) == "off") return false;
+  throw InvalidArgument("commands", "VKATTN_FUSE", env, "on (the default) or off");
+}
+
 class VulkanCommandList final : public CommandListImpl {
  public:
   VulkanCommandList(std::shared_ptr<Context> ctx, const CommandListOptions& options)
@@ -71,15 +81,42 @@ class VulkanCommandList final : public CommandListImpl {
     marks_.reserve(marks_.size() + 1);  // nothing can fail once the op is added
     const ScratchFn scratch = scratch_fn();
     const TempFn temp = temp_fn();
+    // A rope op's dispatch is held back until the next op is known: a kv_append of its k
+    // takes it in (fuse_rope_append), anything else comes after it.
+    const bool after_rope = held_rope_ && std::holds_alternative<AppendCall>(call);
+    if (!after_rope) flush_rope();
+    const bool hold = fuse_ && std::holds_alternative<RopeCall>(call);
     with_params([&](ParamArena& arena) {
       OpEnv env{*ctx_, arena, scratch, temp};
-      return std::visit([&](const auto& c) { return build(env, c); }, call);
+      Dispatches ds = std::visit([&](const auto& c) { return build(env, c); }, call);
+      if (after_rope && !fuse_rope_append(*held_rope_, ds, arena.data())) {
+        Dispatches both = one(*held_rope_);
+        for (Dispatch& d : ds) both.push_back(std::move(d));
+        return both;
+      }
+      if (hold && ds.size() == 1 && rope_fusable(ds[0], ctx_->limits)) {
+        finish_dispatch(ds[0], ctx_->limits);
+        ctx_->device->check_alive();
+        held_rope_ = std::move(ds[0]);
+        return Dispatches{};
+      }
+      return ds;
     });
+    if (after_rope) held_rope_.reset();
     marks_.push_back(params_.take_marks());
+  }
+
+  // The held rope dispatch recorded on its own: before anything but a kv_append, and
+  // before a list is submitted, encoded, replayed or counted.
+  void flush_rope() {
+    if (!held_rope_) return;
+    add(one(*held_rope_));
+    held_rope_.reset();
   }
 
   void submit_and_wait() override {
     OpScope scope("submit");
+    flush_rope();
     if (ops_.empty()) {
       ++submits_;
       return;
@@ -92,6 +129,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync) override {
     OpScope scope("submit");
+    flush_rope();
     if (sync && !ctx_->external) {
       throw InvalidArgument("submit", "semaphores", "given to a list of a backend that made its own device",
                             "none, or a list of a backend on the caller's device (make_backend(ExternalVulkan))");
@@ -121,6 +159,10 @@ class VulkanCommandList final : public CommandListImpl {
       for (const Binding& b : d.bindings) s.texel_reads += b.texel ? 1 : 0;
       if (d.attention) s.attention.push_back(*d.attention);
     }
+    if (held_rope_) {  // counted as the op it will be
+      ++s.ops;
+      for (const Binding& b : held_rope_->bindings) s.texel_reads += b.texel ? 1 : 0;
+    }
     return s;
   }
 
@@ -131,6 +173,7 @@ class VulkanCommandList final : public CommandListImpl {
   // rebuilding: each op's dispatches are built and compared with the recorded ones as it
   // goes (add); while they match, the rebuilt ones are dropped and the recorded ones stay.
   void begin_replay(bool patch) override {
+    flush_rope();
     replay_ = std::make_unique<Replay>();
     if (patch && patch_replay_) {
       replay_->patching = true;
@@ -154,6 +197,7 @@ class VulkanCommandList final : public CommandListImpl {
   // callers' command buffers, which would go on running the old dispatches: refused.
   bool end_replay() override {
     Replay& r = *replay_;
+    if (!r.patching) flush_rope();
     if (r.patching) {
       if (r.failed || r.op != marks_.size()) {
         abort_replay();
@@ -195,6 +239,7 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   void abort_replay() noexcept override {
+    held_rope_.reset();       // held by this replay (begin_replay records any held before it)
     if (replay_->patching) {  // the patched words back, and to the device if written there
       std::size_t end = undo_.size();
       for (auto it = patched_.rbegin(); it != patched_.rend(); ++it) {
@@ -308,6 +353,7 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   void add(Dispatches ds) {
+    if (ds.empty()) return;       // a rope op held back (record)
     ctx_->device->check_alive();  // fail at once, not at submit
     for (Dispatch& d : ds) finish_dispatch(d, ctx_->limits);
     if (replay_ && !replay_->diverged) {
@@ -342,6 +388,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void record_into(void* command_buffer, const RecordOptions& options) override {
     OpScope scope("record");
+    flush_rope();
     if (!ctx_->external) {
       throw InvalidArgument("record", "this", "a list of a backend that made its own device",
                             "a list of a backend on the caller's device (make_backend(ExternalVulkan))");
@@ -375,6 +422,8 @@ class VulkanCommandList final : public CommandListImpl {
   std::vector<std::uint8_t> undo_;
   // $VKATTN_REPLAY=rebuild: replays rebuild every op (the path patching falls back to).
   bool patch_replay_ = replay_patches();
+  bool fuse_ = fusion_on();                                 // $VKATTN_FUSE
+  std::optional<Dispatch> held_rope_;                       // see record()
   std::shared_ptr<TensorImpl> scratch_;                     // see scratch_fn()
   std::map<TempShape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::vector<std::shared_ptr<TensorImpl>> scratch_log_;    // the scratch each op was given

@@ -36,8 +36,11 @@ struct DecodeTuning {
   std::uint32_t lanes = 0;           // invocations per key row
   std::uint32_t workgroup = 0;       // invocations per workgroup
   std::uint32_t keys_per_split = 0;  // sets the split count
-  bool interleave = true;            // splits take every S-th stage (false: contiguous)
+  bool interleave = true;            // splits take every S-th run of stages (false: contiguous)
   bool load_only = false;            // K/V loads only, no results (probe)
+  std::uint32_t depth = 0;           // attn_decode's stages in flight (1: the loop before the ring)
+  std::uint32_t run = 0;             // consecutive stages per run of an interleaved split
+  bool divide = true;                // splits of equal stage counts (false: the target count as it is)
 };
 // Parses $VKATTN_DECODE; InvalidArgument naming it and the valid keys when malformed.
 DecodeTuning decode_tuning_from_env();

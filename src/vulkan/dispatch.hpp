@@ -128,6 +128,16 @@ bool patch_tokens(std::uint8_t* arena, const TokenMarks& marks, const OpCall& ca
 bool patch_attn_meta(std::uint8_t* bytes, const TokenWords& w, const ScoresParams& p, const std::vector<float>& sinks);
 bool patch_rope_table(std::uint8_t* bytes, const TokenWords& w, const RopeCall& call);
 
+// rope(q, k) and kv_append of that k in one dispatch (kv_append.comp's VKATTN_KV_ROPE
+// variant), which the command list makes of the two ops recorded back to back:
+// rope_fusable says whether a rope op's dispatch may be held back for it (q and k rotated
+// by one position per token, on a device that allows a kernel 8 storage buffers);
+// fuse_rope_append turns kv_append's dispatches |append| into the fused one where they are
+// one dispatch appending rope's k at rope's positions (|arena|: the list's parameter bytes)
+// and reading neither q nor k as v; false, leaving them as they are, otherwise.
+bool rope_fusable(const Dispatch& rope, const DeviceLimits& limits);
+bool fuse_rope_append(const Dispatch& rope, Dispatches& append, const std::uint8_t* arena);
+
 // Completes |d| as the command list records it: at least one workgroup, a grid within
 // maxComputeWorkGroupCount, the pipeline's layout (binding count, texel bindings,
 // push-constant size) from the bindings and push constants; Error(unsupported) naming maxPerStageDescriptorStorageBuffers when it

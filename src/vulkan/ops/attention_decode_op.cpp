@@ -17,7 +17,13 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kKeys = 2;            // keys per key group per stage
+constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
+// Stages whose loads are in flight in a ring (attn_decode.comp): two, so that a stage is
+// waited for while the next is loading, with no register copied while its load is in flight
+// (docs/kernel-shapes.md). Bytes in flight per workgroup: kDepth x stage keys x K and V rows.
+// A CPU device (lavapipe) takes one: its loads are cached reads with nothing to hide, and
+// the ring ran at half the loop's speed there (docs/benchmarks.md).
+constexpr std::uint32_t kDepth = 2;
 constexpr std::uint32_t kMaxLiveFloats = 32;  // query (and accumulator) floats per invocation
 // The row tiles alone fill the device from this many workgroups per compute unit on
 // (prefill); fewer (decode) take the decode kernels, which split the keys.
@@ -116,6 +122,8 @@ bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t 
 
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
 
+std::uint32_t default_depth(const Context& ctx) { return ctx.physical.info.type == "cpu" ? 1 : kDepth; }
+
 std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step) {
   if (ctx.physical.info.type != "cpu") return 0;
   return std::max<std::uint64_t>(1, kCpuLoopLimit / std::max<std::uint64_t>(1, per_step));
@@ -133,6 +141,9 @@ std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::
     splits = std::clamp<std::uint64_t>(target / base_groups, 1, std::max<std::uint64_t>(1, n_stages / 2));
   }
   splits = std::min(splits, most_splits(rows));
+  // As many splits as give each the same number of stages: 1024 stages over 33 splits
+  // leave one split a 32nd stage, which the whole op waits for (a one-stage tail); 32 do not.
+  if (tune.divide) splits = ceil_div(n_stages, ceil_div(n_stages, splits));
   return std::max<std::uint64_t>(
       1, std::min<std::uint64_t>(splits, ctx.limits.max_storage_buffer_range / (4 * n_rows * (v4 * 4 + 2))));
 }
@@ -234,7 +245,7 @@ DecodeTuning decode_tuning_from_env() {
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
-      "load_only=0|1";
+      "load_only=0|1, depth=1|2|3, run=N, divide=0|1";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
     if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
@@ -260,6 +271,12 @@ DecodeTuning decode_tuning_from_env() {
       t.interleave = value == "1";
     } else if (key == "load_only" && (value == "0" || value == "1")) {
       t.load_only = value == "1";
+    } else if (key == "depth" && (value == "1" || value == "2" || value == "3")) {
+      t.depth = static_cast<std::uint32_t>(value[0] - '0');
+    } else if (key == "run") {
+      t.run = std::clamp(std::bit_floor(number()), 1u, 64u);
+    } else if (key == "divide" && (value == "0" || value == "1")) {
+      t.divide = value == "1";
     } else {
       return false;
     }
@@ -424,7 +441,9 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
         "maxComputeSharedMemorySize", 0, "attention");
   }
   const std::uint32_t stage = plan.wg / plan.lanes * plan.keys;
-  const std::uint64_t splits = decode_splits(ctx, base_groups, n_keys, stage, plan.rows, n_rows, v4);
+  // Splits take runs of |run| stages: the split count is one of runs.
+  const std::uint32_t run = tune.interleave && tune.run ? tune.run : 1;
+  const std::uint64_t splits = decode_splits(ctx, base_groups, n_keys, stage * run, plan.rows, n_rows, v4);
   const bool last = splits > 1 && last_merge;
   const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
   const AttnMeta meta = attn_meta(params, p, sinks, last ? u32(base_groups) : 0u);
@@ -456,7 +475,9 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                          {VKATTN_SPEC_DECODE_MERGE_ROWS, plan.merge_rows},
                          {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 8 == 0 ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
-                         {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u}})};
+                         {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_DEPTH, tune.depth ? tune.depth : default_depth(ctx)},
+                         {VKATTN_SPEC_DECODE_RUN, run}})};
   d.key.subgroup_size = plan.sg;
   return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
                        {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1 && !last);

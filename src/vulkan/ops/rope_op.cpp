@@ -109,6 +109,54 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
   return one(std::move(d));
 }
 
+bool rope_fusable(const Dispatch& rope, const DeviceLimits& limits) {
+  const KernelId k = rope.key.kernel;
+  if (k != KernelId::rope_f32 && k != KernelId::rope_f16 && k != KernelId::rope_f32_texel && k != KernelId::rope_f16_texel) {
+    return false;
+  }
+  shader::RopeParams pc{};
+  std::memcpy(&pc, rope.push.data(), sizeof pc);
+  // q and k, the cache's K and V, rows, slots and the turns: 8 storage buffers.
+  return pc.n_heads_k > 0 && pc.mrope == 0 && rope.bindings[0].tensor != rope.bindings[1].tensor &&
+         limits.max_storage_buffers >= 8;
+}
+
+bool fuse_rope_append(const Dispatch& rope, Dispatches& append, const std::uint8_t* arena) {
+  if (append.size() != 1 || append[0].key.kernel != KernelId::kv_append || append[0].bindings.size() != 6) return false;
+  Dispatch& d = append[0];
+  const std::shared_ptr<TensorImpl>&q = rope.bindings[0].tensor, &k = rope.bindings[1].tensor;
+  // k appended is rope's k; v (read while q and k are written) neither of them.
+  if (d.bindings[0].tensor != k || d.bindings[1].tensor == q || d.bindings[1].tensor == k) return false;
+  shader::RopeParams r{};
+  std::memcpy(&r, rope.push.data(), sizeof r);
+  shader::KvRopeAppendParams pc{};
+  std::memcpy(&pc.append, d.push.data(), sizeof pc.append);
+  if (pc.append.n_kv_heads != r.n_heads_k || pc.append.n_tokens != r.n_tokens) return false;
+  // The same positions: the kernel rotates by kv_append's (after its rows in binding 4).
+  const std::size_t bytes = 4 * std::size_t{r.n_tokens};
+  if (std::memcmp(arena + rope.bindings[2].param_offset, arena + d.bindings[4].param_offset + bytes, bytes) != 0) return false;
+  pc.n_heads_q = r.n_heads_q;
+  pc.rotary_dim = r.rotary_dim;
+  pc.rotary_offset = r.rotary_offset;
+  pc.units_per_row = r.units_per_row;
+  pc.attention_factor = r.attention_factor;
+  const bool f16 = rope.key.kernel == KernelId::rope_f16 || rope.key.kernel == KernelId::rope_f16_texel;
+  d.op = "rope+kv_append";
+  d.key.kernel = f16 ? KernelId::kv_append_rope_f16 : KernelId::kv_append_rope_f32;
+  SpecConstants spec_values = d.key.spec;
+  spec_values.resize(VKATTN_SPEC_KV_ROPE_INTERLEAVED + 1);
+  spec_values[VKATTN_SPEC_KV_ROPE_HALF_ROT] = rope.key.spec[VKATTN_SPEC_ROPE_HALF_ROT];
+  spec_values[VKATTN_SPEC_KV_ROPE_UNIT] = rope.key.spec[VKATTN_SPEC_ROPE_UNIT];
+  spec_values[VKATTN_SPEC_KV_ROPE_INTERLEAVED] = rope.key.spec[VKATTN_SPEC_ROPE_INTERLEAVED];
+  d.key.spec = spec_values;
+  d.bindings[0].write = true;  // rotated in place
+  d.bindings.push_back({q, 0, 0, true});
+  d.bindings.push_back(rope.bindings[3]);  // the turns: rope's own words, which its replay patches
+  d.set_push(pc);
+  d.groups = std::uint64_t{pc.append.n_tokens} * pc.append.n_kv_heads;
+  return true;
+}
+
 bool patch_rope_table(std::uint8_t* bytes, const TokenWords& w, const RopeCall& call) {
   const RopeTurns& table = turns_for(call.config, call.positions);
   // The attention factor is a push constant, encoded in the command buffer.
