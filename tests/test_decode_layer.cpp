@@ -32,6 +32,7 @@ struct LayerCase {
   std::optional<std::uint32_t> window{};
   bool sinks = false;
   std::size_t n_sinks = 0;  // the cache's
+  bool paged = false;       // a paged cache of blocks of 8
 };
 
 std::vector<LayerCase> layer_cases() {
@@ -56,6 +57,7 @@ std::vector<LayerCase> layer_cases() {
       {.name = "f16_gqa_4_head_dim_128", .heads = 16, .kv_heads = 4, .head_dim = 128, .dtype = DType::f16},
       // f16 half layout over 19 pairs: a unit of a whole row (rope_unit.glsl: ROPE_UNIT_ROW).
       {.name = "f16_odd_pairs_rotary_38_of_80", .head_dim = 80, .dtype = DType::f16, .rope = {.rotary_dim = 38}},
+      {.name = "paged_f16_cache_two_sequences", .tokens = 2, .seqs = {1, 0}, .paged = true},
   };
 }
 
@@ -74,7 +76,10 @@ KvCacheConfig cache_config(const LayerCase& c) {
           .head_dim = c.head_dim,
           .capacity = kCapacity,
           .dtype = c.cache,
-          .n_sinks = c.n_sinks};
+          .n_sinks = c.n_sinks,
+          .paged = c.paged,
+          .block_size = 8,
+          .n_blocks = c.paged ? 12u : 0u};
 }
 
 std::vector<std::int32_t> seqs_of(const LayerCase& c) { return c.seqs.empty() ? std::vector<std::int32_t>(c.tokens, 0) : c.seqs; }
