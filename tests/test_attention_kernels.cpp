@@ -4,6 +4,7 @@
 // APIs (tests/c_api/test_c_api.c, python/tests/test_api.py).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,20 @@ std::shared_ptr<Backend> gpu_shape(const char* decode = "", const char* prefill 
   ScopedEnv p("VKATTN_PREFILL", prefill);
   std::string why;
   return try_backend(BackendKind::vulkan, options, why);
+}
+
+// The CPU shape forced, whatever $VKATTN_KERNELS says (CI runs these tests under gpu too).
+std::shared_ptr<Backend> cpu_shape() {
+  DeviceOptions options = shape_options(KernelShape::cpu);
+  options.cap_limits = uncapped();
+  std::string why;
+  return try_backend(BackendKind::vulkan, options, why);
+}
+
+// VKATTN_CAP_LIMITS caps every backend a test makes, the limits these tests name included.
+bool limits_capped_by_environment() {
+  const char* env = std::getenv("VKATTN_CAP_LIMITS");
+  return env && *env;
 }
 
 TEST(AttentionKernels, Names) {
@@ -72,14 +87,17 @@ struct Expected {
 // Each family as the knobs and the automatic choice pick it, one op a list, and two ops in
 // one list reported in order.
 TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
+  if (limits_capped_by_environment()) GTEST_SKIP() << "VKATTN_CAP_LIMITS replaces the limits these choices are made for";
+  const std::shared_ptr<Backend> cpu = cpu_shape();
+  ASSERT_TRUE(cpu);
   AttnInputs three = prefill_inputs();
   three.config.path = AttentionPath::three_stages;
   AttnInputs fused = prefill_inputs();
   fused.config.path = AttentionPath::fused;
   std::vector<Expected> cases;
-  cases.push_back({"automatic on a CPU device", gpu_, prefill_inputs(), AttentionKernel::three_stages, {}});
+  cases.push_back({"automatic on a CPU device", cpu, prefill_inputs(), AttentionKernel::three_stages, {}});
   cases.push_back({"three stages, decode (the weighted sum splits)",
-                   gpu_,
+                   cpu,
                    [] {
                      AttnInputs in = decode_inputs();
                      in.config.path = AttentionPath::three_stages;
@@ -87,7 +105,7 @@ TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
                    }(),
                    AttentionKernel::three_stages,
                    {}});
-  cases.push_back({"fused on the CPU shape", gpu_, fused, AttentionKernel::lane_per_key, {}});
+  cases.push_back({"fused on the CPU shape", cpu, fused, AttentionKernel::lane_per_key, {}});
   cases.push_back({"decode on the GPU shape", gpu_shape(), decode_inputs(), AttentionKernel::decode, true});
   cases.push_back({"decode, 16 keys", gpu_shape("", "", false), short_decode_inputs(), AttentionKernel::decode, false});
   cases.push_back({"group", gpu_shape("kernel=group"), decode_inputs(), AttentionKernel::group, true});
@@ -112,9 +130,9 @@ TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
 
   // Two ops in one list, then a replay: in recording order, as rebuilt.
   const AttnInputs in = decode_inputs();
-  const AttnInputTensors t = upload_inputs(*gpu_, in);
-  Tensor out = gpu_->tensor(in.out_shape(), DType::f32);
-  CommandList cmd = gpu_->commands();
+  const AttnInputTensors t = upload_inputs(*cpu, in);
+  Tensor out = cpu->tensor(in.out_shape(), DType::f32);
+  CommandList cmd = cpu->commands();
   AttentionConfig three_config = in.config, fused_config = in.config;
   three_config.path = AttentionPath::three_stages;
   fused_config.path = AttentionPath::fused;
@@ -133,11 +151,14 @@ TEST_F(VulkanVsCpuTest, EachAttentionOpNamesItsKernel) {
 // f16 products where no matrix path runs (lavapipe has no matrix units): the exact
 // kernels, and the stats say f32; with the matrix units' stand-in, the matrix kernel at f16 products.
 TEST_F(VulkanVsCpuTest, F16ProductsSayWhatRan) {
+  if (limits_capped_by_environment()) GTEST_SKIP() << "VKATTN_CAP_LIMITS replaces the limits these choices are made for";
+  const std::shared_ptr<Backend> cpu = cpu_shape();
+  ASSERT_TRUE(cpu);
   AttnInputs in = prefill_inputs();
   in.config.precision = AttentionPrecision::f16_products;
   in.config.path = AttentionPath::fused;
-  ASSERT_FALSE(gpu_->limits().matrix_units);
-  std::vector<AttentionRun> runs = runs_of(*gpu_, in);
+  ASSERT_FALSE(cpu->limits().matrix_units);
+  std::vector<AttentionRun> runs = runs_of(*cpu, in);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].kernel, AttentionKernel::lane_per_key);
   EXPECT_EQ(runs[0].precision, AttentionPrecision::f32) << "f16 products fell back to the exact kernels";
