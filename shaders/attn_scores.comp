@@ -162,10 +162,8 @@ void main() {
             acc[i] = 0.0;
         }
         uint k_row[KEYS];
-        for (uint i = 0u; i < KEYS; ++i) {
-            const uint j = key0 + i;
-            k_row[i] = key_row(seq0, kv_head, j < pc.n_keys ? j : 0u);
-        }
+        const uint first = key0 < pc.n_keys ? key0 : 0u, last = min(first + KEYS - 1u, pc.n_keys - 1u);
+        KV_ROW_RUN(k_row, KEYS, seq0, kv_head, first, last, pc.k_seq_stride, pc.k_head_stride, pc.k_key_stride)
         if (ROPE_ON_READ) {
             // Each key pair is rotated by the key's in-cache position as it is read.
             uint cpos[KEYS];

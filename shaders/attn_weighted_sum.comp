@@ -157,9 +157,11 @@ void main() {
                 continue;  // the same for the whole key group
             }
             vec4 lo[8], hi[8];
+            uint v_rows[8];  // past the end: unused
+            const uint last = min(j + 7u, j_end - 1u);
+            KV_ROW_RUN(v_rows, 8u, seq0, kv_head, j, last, pc.v_seq_stride, pc.v_head_stride, pc.v_key_stride)
             for (uint i = 0u; i < 8u; ++i) {
-                const uint v_row = kv_row(seq0, kv_head, min(j + i, j_end - 1u), pc.v_seq_stride, pc.v_head_stride,
-                                          pc.v_key_stride);  // past the end: unused
+                const uint v_row = v_rows[i];
                 hi[i] = vec4(0.0);
                 if (EIGHT) {
                     load_v_8(v_row + 8u * lane, v_row + pc.head_dim, lo[i], hi[i]);

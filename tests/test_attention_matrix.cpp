@@ -17,6 +17,7 @@
 
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
+#include "support/chunked_prefill.hpp"
 #include "support/compare.hpp"
 #include "support/f16_match.hpp"
 #include "support/fused_match.hpp"
@@ -243,47 +244,15 @@ TEST_F(CoopmatVsCpu, CachesRotatedOnReadAndQuantized) {
   DeviceOptions options = test_options();
   built.attach(options);
   auto gpu = make_backend(BackendKind::vulkan, options);
-  constexpr std::size_t kHeads = 8, kKv = 2, kDim = 64;
   // Two of the four combinations (CI time: each is a pipeline llvmpipe compiles).
   for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f16}, std::pair{KvRope::on_read, DType::q8_0}}) {
-    {
-      const KvCacheConfig config{.n_kv_heads = kKv,
-                                 .head_dim = kDim,
-                                 .capacity = 40,
-                                 .dtype = dtype,
-                                 .n_sinks = 2,
-                                 .rope = rope,
-                                 .rope_config = {.rotary_dim = kDim}};
-      KvCache gc = gpu->kv_cache(config), cc = cpu_->kv_cache(config);
-      std::int32_t at = 0;
-      for (std::size_t chunk : {21u, 23u, 17u}) {
-        const std::uint32_t seed = 60 + static_cast<std::uint32_t>(chunk);
-        const auto q = normal(chunk * kHeads * kDim, seed), k = normal(chunk * kKv * kDim, seed + 1),
-                   val = normal(chunk * kKv * kDim, seed + 2);
-        std::vector<std::int32_t> pos(chunk);
-        for (std::size_t i = 0; i < chunk; ++i) pos[i] = at + static_cast<std::int32_t>(i);
-        auto attend = [&](Backend& b, KvCache& cache, AttentionPrecision precision) {
-          Tensor tq = b.tensor({chunk, kHeads, kDim}, DType::f32), tk = b.tensor({chunk, kKv, kDim}, DType::f32),
-                 tv = b.tensor({chunk, kKv, kDim}, DType::f32), out = b.tensor({chunk, kHeads, kDim}, DType::f32);
-          b.upload(tq, q);
-          b.upload(tk, k);
-          b.upload(tv, val);
-          CommandList cmd = b.commands();
-          cmd.kv_append(cache, tk, tv, pos);
-          cmd.attention(tq, cache, out, {.q_positions = pos},
-                        {.window = 16u, .path = AttentionPath::fused, .precision = precision});
-          cmd.submit_and_wait();
-          return b.download(out);
-        };
-        // The CPU cache takes the chunk once; its f16 oracle rounds what it holds.
-        const std::vector<float> got = attend(*gpu, gc, AttentionPrecision::f16_products);
-        const std::vector<float> want = attend(*cpu_, cc, AttentionPrecision::f16_products);
-        const double tol = 2e-4 + 2 * kHalfUlp * max_abs(val) + 1e-3;
-        EXPECT_TRUE(all_close(got, want, {chunk, kHeads, kDim}, tol, 1e-3))
-            << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype) << ": chunk at " << at;
-        at += static_cast<std::int32_t>(chunk);
-      }
-    }
+    // The CPU cache takes each chunk once; its f16 oracle rounds what it holds.
+    const std::string what = std::string(rope == KvRope::on_read ? "on_read, " : "stored, ") + to_string(dtype);
+    prefill_in_chunks_over_a_wrapping_ring(
+        *gpu, *cpu_, rope, dtype, AttentionPrecision::f16_products, 60, [&](const PrefillChunk& c) {
+          const double tol = 2e-4 + 2 * kHalfUlp * max_abs(c.v) + 1e-3;
+          EXPECT_TRUE(all_close(c.got, c.want, c.out_shape(), tol, 1e-3)) << what << ": chunk at " << c.at;
+        });
   }
   EXPECT_TRUE(built.matrix());
   EXPECT_TRUE(gpu->validation_messages().empty());

@@ -21,6 +21,7 @@
 
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
+#include "support/chunked_prefill.hpp"
 #include "support/compare.hpp"
 #include "support/f16_match.hpp"
 #include "support/fused_match.hpp"
@@ -244,51 +245,22 @@ TEST_P(PackedF16Caches, EveryDtype) {
   std::string why;
   auto gpu = try_own_backend(BackendKind::vulkan, packed_options(false, 1, built), why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
-  constexpr std::size_t kHeads = 8, kKv = 2, kDim = 64;
   for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f32}, std::pair{KvRope::on_read, DType::f16},
                                     std::pair{KvRope::on_read, DType::q8_0}, std::pair{KvRope::stored, DType::q4_0}}) {
-    const KvCacheConfig config{.n_kv_heads = kKv,
-                               .head_dim = kDim,
-                               .capacity = 40,
-                               .dtype = dtype,
-                               .n_sinks = 2,
-                               .rope = rope,
-                               .rope_config = {.rotary_dim = kDim}};
-    KvCache gc = gpu->kv_cache(config), cc = cpu_->kv_cache(config);
-    std::int32_t at = 0;
     double k_norm = 0, v_max = 0;  // over the chunks so far: the window reaches back into them
-    for (std::size_t chunk : {21u, 23u, 17u}) {
-      const std::uint32_t seed = 60 + static_cast<std::uint32_t>(chunk);
-      const auto q = normal(chunk * kHeads * kDim, seed), k = normal(chunk * kKv * kDim, seed + 1),
-                 val = normal(chunk * kKv * kDim, seed + 2);
-      std::vector<std::int32_t> pos(chunk);
-      for (std::size_t i = 0; i < chunk; ++i) pos[i] = at + static_cast<std::int32_t>(i);
-      auto attend = [&](Backend& b, KvCache& cache) {
-        Tensor tq = b.tensor({chunk, kHeads, kDim}, DType::f32), tk = b.tensor({chunk, kKv, kDim}, DType::f32),
-               tv = b.tensor({chunk, kKv, kDim}, DType::f32), out = b.tensor({chunk, kHeads, kDim}, DType::f32);
-        b.upload(tq, q);
-        b.upload(tk, k);
-        b.upload(tv, val);
-        CommandList cmd = b.commands();
-        cmd.kv_append(cache, tk, tv, pos);
-        cmd.attention(tq, cache, out, {.q_positions = pos},
-                      {.window = 16u, .path = AttentionPath::fused, .precision = AttentionPrecision::f16_products});
-        cmd.submit_and_wait();
-        return b.download(out);
-      };
-      const std::vector<float> got = attend(*gpu, gc), want = attend(*cpu_, cc);
-      // sum_d |q_d k_d| <= |q| |k| (Cauchy-Schwarz; rotation keeps the norms; q4_0's
-      // dequantized rows are within a quarter of the originals' norms), then f16_bounds'
-      // rounded-inputs bound with the chains.
-      k_norm = std::max(k_norm, 1.25 * max_row_norm(k, kDim));
-      v_max = std::max(v_max, 1.25 * max_abs(val));
-      const double score_mag = max_row_norm(q, kDim) * k_norm / std::sqrt(double{kDim});
-      const F16Bounds b = f16_bounds(score_mag, v_max, rms(val), false, true, kPackedChain);
-      EXPECT_TRUE(all_close(got, want, {chunk, kHeads, kDim}, b.near + 1e-3, 1e-3))
-          << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype) << ": chunk at " << at;
-      EXPECT_LE(rms_difference(got, want), b.rms) << to_string(dtype) << ": RMS, chunk at " << at;
-      at += static_cast<std::int32_t>(chunk);
-    }
+    const std::string what = std::string(rope == KvRope::on_read ? "on_read, " : "stored, ") + to_string(dtype);
+    prefill_in_chunks_over_a_wrapping_ring(
+        *gpu, *cpu_, rope, dtype, AttentionPrecision::f16_products, 60, [&](const PrefillChunk& c) {
+          // sum_d |q_d k_d| <= |q| |k| (Cauchy-Schwarz; rotation keeps the norms; q4_0's
+          // dequantized rows are within a quarter of the originals' norms), then f16_bounds'
+          // rounded-inputs bound with the chains.
+          k_norm = std::max(k_norm, 1.25 * max_row_norm(c.k, kPrefillDim));
+          v_max = std::max(v_max, 1.25 * max_abs(c.v));
+          const double score_mag = max_row_norm(c.q, kPrefillDim) * k_norm / std::sqrt(double{kPrefillDim});
+          const F16Bounds b = f16_bounds(score_mag, v_max, rms(c.v), false, true, kPackedChain);
+          EXPECT_TRUE(all_close(c.got, c.want, c.out_shape(), b.near + 1e-3, 1e-3)) << what << ": chunk at " << c.at;
+          EXPECT_LE(rms_difference(c.got, c.want), b.rms) << what << ": RMS, chunk at " << c.at;
+        });
   }
   EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
   EXPECT_FALSE(ran_exact(built) || ran(built, "attn_decode_group"));

@@ -15,6 +15,7 @@
 
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
+#include "support/chunked_prefill.hpp"
 #include "support/compare.hpp"
 #include "support/fused_match.hpp"
 #include "support/random.hpp"
@@ -121,44 +122,16 @@ TEST_F(VulkanVsCpuTest, TiledOddShapes) {
 // (the chunk's own keys appended first) and rotated on read; f16 and q8_0; against the CPU
 // backend's cache.
 TEST_F(VulkanVsCpuTest, TiledPrefillOverAWrappedRing) {
-  constexpr std::size_t kHeads = 8, kKv = 2, kDim = 64;
   for (const Variant& v : {kVariants[1], kVariants[4]}) {
     BuiltPipelines built;
     auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
     for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
       for (DType dtype : {DType::f16, DType::q8_0}) {
-        const KvCacheConfig config{.n_kv_heads = kKv,
-                                   .head_dim = kDim,
-                                   .capacity = 40,
-                                   .dtype = dtype,
-                                   .n_sinks = 2,
-                                   .rope = rope,
-                                   .rope_config = {.rotary_dim = kDim}};
-        KvCache gc = gpu->kv_cache(config), cc = cpu_->kv_cache(config);
-        std::int32_t at = 0;
-        for (std::size_t chunk : {21u, 23u, 17u}) {
-          const std::uint32_t seed = 40 + static_cast<std::uint32_t>(chunk);
-          const auto q = normal(chunk * kHeads * kDim, seed), k = normal(chunk * kKv * kDim, seed + 1),
-                     val = normal(chunk * kKv * kDim, seed + 2);
-          std::vector<std::int32_t> pos(chunk);
-          for (std::size_t i = 0; i < chunk; ++i) pos[i] = at + static_cast<std::int32_t>(i);
-          auto attend = [&](Backend& b, KvCache& cache) {
-            Tensor tq = b.tensor({chunk, kHeads, kDim}, DType::f32), tk = b.tensor({chunk, kKv, kDim}, DType::f32),
-                   tv = b.tensor({chunk, kKv, kDim}, DType::f32), out = b.tensor({chunk, kHeads, kDim}, DType::f32);
-            b.upload(tq, q);
-            b.upload(tk, k);
-            b.upload(tv, val);
-            CommandList cmd = b.commands();
-            cmd.kv_append(cache, tk, tv, pos);
-            cmd.attention(tq, cache, out, {.q_positions = pos}, {.window = 16u, .path = AttentionPath::fused});
-            cmd.submit_and_wait();
-            return b.download(out);
-          };
-          EXPECT_TRUE(all_close(attend(*gpu, gc), attend(*cpu_, cc), {chunk, kHeads, kDim}, 2e-4, 1e-4))
+        prefill_in_chunks_over_a_wrapping_ring(*gpu, *cpu_, rope, dtype, AttentionPrecision::f32, 40, [&](const PrefillChunk& c) {
+          EXPECT_TRUE(all_close(c.got, c.want, c.out_shape(), 2e-4, 1e-4))
               << v.name << ", " << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype) << ": chunk at "
-              << at;
-          at += static_cast<std::int32_t>(chunk);
-        }
+              << c.at;
+        });
       }
     }
     EXPECT_TRUE(ran_tiled(built));

@@ -42,6 +42,29 @@ std::vector<float> reference(Backend& cpu, KvCache& cache, const std::vector<flo
   return cpu.download(out);
 }
 
+// The same chunk on |gpu|, recorded into the engine's command buffer: the output, and k
+// as rotated (what the cache holds).
+struct Chunk {
+  std::vector<float> out, roped_k;
+};
+Chunk engine_chunk(Engine& e, Backend& gpu, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k,
+                   const std::vector<float>& v, const std::vector<std::int32_t>& positions) {
+  const std::size_t n = positions.size();
+  Tensor tq = gpu.tensor({n, kHeads, kHeadDim}, DType::f32), tk = gpu.tensor({n, kKvHeads, kHeadDim}, DType::f32);
+  Tensor tv = gpu.tensor({n, kKvHeads, kHeadDim}, DType::f32), out = gpu.tensor({n, kHeads, kHeadDim}, DType::f32);
+  gpu.upload(tq, q);
+  gpu.upload(tk, k);
+  gpu.upload(tv, v);
+  CommandList cmd = gpu.commands();
+  cmd.rope(tq, tk, positions);
+  cmd.kv_append(cache, tk, tv, positions);
+  cmd.attention(tq, cache, out, {.q_positions = positions});
+  VkCommandBuffer cb = e.begin();
+  cmd.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
+  e.submit_and_wait(cb);
+  return {gpu.download(out), gpu.download(tk)};
+}
+
 // A prefill chunk recorded into the engine's command buffer between its copies, the same
 // list recorded again, and a decode step; |force_staging|: vkattn's own tensors and op
 // parameters behind staging copies (the parameters then reach the device by a copy
@@ -169,24 +192,12 @@ TEST_F(Interop, KvCacheInTheEnginesBuffers) {
 
   const std::vector<std::int32_t> positions = {0, 1, 2};
   const auto q = normal(kTokens * kHeads * kHeadDim, 11), k = normal(k_rows.size(), 12), v = normal(k_rows.size(), 13);
-  Tensor tq = gpu->tensor({kTokens, kHeads, kHeadDim}, DType::f32), tk = gpu->tensor({kTokens, kKvHeads, kHeadDim}, DType::f32);
-  Tensor tv = gpu->tensor({kTokens, kKvHeads, kHeadDim}, DType::f32), out = gpu->tensor({kTokens, kHeads, kHeadDim}, DType::f32);
-  gpu->upload(tq, q);
-  gpu->upload(tk, k);
-  gpu->upload(tv, v);
-  CommandList cmd = gpu->commands();
-  cmd.rope(tq, tk, positions);
-  cmd.kv_append(cache, tk, tv, positions);
-  cmd.attention(tq, cache, out, {.q_positions = positions});
-  VkCommandBuffer cb = e.begin();
-  cmd.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
-  e.submit_and_wait(cb);
-  EXPECT_TRUE(
-      all_close(gpu->download(out), reference(*cpu, ref_cache, q, k, v, positions), {kTokens, kHeads, kHeadDim}, 1e-5, 1e-4));
+  const Chunk got = engine_chunk(e, *gpu, cache, q, k, v, positions);
+  EXPECT_TRUE(all_close(got.out, reference(*cpu, ref_cache, q, k, v, positions), {kTokens, kHeads, kHeadDim}, 1e-5, 1e-4));
   // The engine reads the appended keys (rotated) in slots 0..2 and zeros after them.
   std::vector<float> stored(kCapacity * kKvHeads * kHeadDim);
   std::memcpy(stored.data(), kv.mapped, bytes);
-  const std::vector<float> roped = gpu->download(tk);
+  const std::vector<float>& roped = got.roped_k;
   EXPECT_TRUE(
       all_close(std::vector<float>(stored.begin(), stored.begin() + roped.size()), roped, {kTokens, kKvHeads, kHeadDim}, 0, 0));
   for (std::size_t i = roped.size(); i < stored.size(); ++i) ASSERT_EQ(stored[i], 0.0f) << i;
@@ -205,6 +216,50 @@ TEST_F(Interop, KvCacheInTheEnginesBuffers) {
   latent.v_head_dim = kHeadDim / 2;
   expect_invalid([&] { wrap_kv_cache(*gpu, latent, ck, cv); }, {"wrap_kv_cache", "v", "a latent cache stores V inside K"});
   EXPECT_EQ(wrap_kv_cache(*gpu, latent, ck, Tensor{}).bytes(), bytes);
+}
+
+// A paged cache's pool in the engine's buffer: [n_blocks, block_size, ...], rows reached
+// through the block table, the engine reading the keys in the block the table names.
+TEST_F(Interop, PagedKvCacheInTheEnginesBuffers) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  auto cpu = make_backend(BackendKind::cpu);
+  constexpr std::size_t kBlock = 2, kBlocks = 3;  // 3 tokens take 2 blocks, one free
+  KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity, .dtype = DType::f32};
+  const KvCacheConfig ring = config;
+  config.paged = true;
+  config.block_size = kBlock;
+  config.n_blocks = kBlocks;
+  const std::size_t row = kKvHeads * kHeadDim;
+  const VkDeviceSize bytes = kBlocks * kBlock * row * 4;
+  EngineBuffer kb = e.buffer(bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+  EngineBuffer vb = e.buffer(bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, false);
+  std::memset(kb.mapped, 0x7f, bytes);
+  const Shape pool = {kBlocks, kBlock, kKvHeads, kHeadDim};
+  Tensor ck = wrap(*gpu, kb.buffer, 0, bytes, pool, DType::f32), cv = wrap(*gpu, vb.buffer, 0, bytes, pool, DType::f32);
+  // The ring's shape is not the pool's: refused, naming the pool's.
+  Tensor rk = wrap(*gpu, kb.buffer, 0, bytes, {1, kBlocks * kBlock, kKvHeads, kHeadDim}, DType::f32);
+  expect_invalid([&] { wrap_kv_cache(*gpu, config, rk, cv); }, {"wrap_kv_cache", "k", "[3, 2, 2, 16]", "n_blocks, block_size"});
+  KvCache cache = wrap_kv_cache(*gpu, config, ck, cv), ref_cache = cpu->kv_cache(ring);
+  EXPECT_EQ(cache.free_blocks(), kBlocks);
+
+  const std::vector<std::int32_t> positions = {0, 1, 2};
+  const auto q = normal(kTokens * kHeads * kHeadDim, 21), k = normal(kTokens * row, 22), v = normal(kTokens * row, 23);
+  const Chunk got = engine_chunk(e, *gpu, cache, q, k, v, positions);
+  EXPECT_EQ(cache.free_blocks(), kBlocks - 2);
+  EXPECT_TRUE(all_close(got.out, reference(*cpu, ref_cache, q, k, v, positions), {kTokens, kHeads, kHeadDim}, 1e-5, 1e-4));
+  // Token t sits in block table[t / 2], row t % 2, of the engine's buffer.
+  const std::vector<std::int32_t> table = cache.block_table(0);
+  const std::vector<float>& roped = got.roped_k;
+  const auto* stored = static_cast<const float*>(kb.mapped);
+  for (std::size_t t = 0; t < kTokens; ++t) {
+    ASSERT_GE(table[t / kBlock], 0) << t;
+    const std::size_t at = (static_cast<std::size_t>(table[t / kBlock]) * kBlock + t % kBlock) * row;
+    EXPECT_TRUE(all_close(std::vector<float>(stored + at, stored + at + row),
+                          std::vector<float>(roped.begin() + t * row, roped.begin() + (t + 1) * row), {1, kKvHeads, kHeadDim}, 0,
+                          0))
+        << "token " << t;
+  }
 }
 
 // A decode step recorded once into the engine's command buffer, replayed with set_tokens

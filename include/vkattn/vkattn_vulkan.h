@@ -53,7 +53,8 @@ VKATTN_API vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer bu
 
 /* A KV cache whose K and V are the tensors |k| and |v| (wrap_kv_cache in vulkan.hpp): made
  * by vkattn_tensor_wrap on this backend, each of the cache's shape [n_seqs, capacity,
- * n_kv_heads, head_dim] and dtype; zero-filled through the queue (TRANSFER_DST usage).
+ * n_kv_heads, head_dim] (a paged cache's pool: [n_blocks, block_size, n_kv_heads,
+ * head_dim]) and dtype; zero-filled through the queue (TRANSFER_DST usage).
  * |v| is NULL for a latent cache (config->latent), and only then. */
 VKATTN_API vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cache_config* config,
                                               const vkattn_tensor* k, const vkattn_tensor* v, vkattn_kv_cache** cache);

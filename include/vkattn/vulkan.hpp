@@ -101,7 +101,8 @@ VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, V
 
 // A KV cache whose K and V live in the caller's buffers: |k| and |v|, distinct tensors of
 // this backend (wrap() them), each of the cache's shape [n_seqs, capacity, n_kv_heads,
-// head_dim] and config.dtype (docs/kv-cache.md has the layout of each dtype). vkattn fills
+// head_dim] (a paged cache's pool: [n_blocks, block_size, n_kv_heads, head_dim]) and
+// config.dtype (docs/kv-cache.md has the layout of each dtype). vkattn fills
 // both with zeros now, through the queue (their buffers need TRANSFER_DST), and the cache
 // starts empty, as Backend::kv_cache's. The caller may read the buffers (after the work
 // that wrote them); writing them behind vkattn's bookkeeping is undefined. A latent cache

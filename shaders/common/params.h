@@ -195,6 +195,15 @@ VKATTN_PUSH_CONSTANTS(AttnFusedCombineParams) {
 } VKATTN_PC_INSTANCE;
 #endif
 
+// kv_append.comp's rotating variant adds these to KvAppendParams: RoPE on q and k first
+// (RopeParams' meaning). One list for the shader's block and the host's struct below.
+#define VKATTN_KV_ROPE_FIELDS \
+    uint n_heads_q;           \
+    uint rotary_dim;          \
+    uint rotary_offset;       \
+    uint units_per_row;       \
+    float attention_factor;
+
 #if defined(__cplusplus) || defined(VKATTN_WANT_KV_APPEND)
 VKATTN_PUSH_CONSTANTS(KvAppendParams) {
     uint n_tokens;
@@ -208,12 +217,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
                           // the slot-table words per sequence)
     uint table;           // page: the block table's word offset in a sequence's entries
 #ifdef VKATTN_KV_ROPE
-    // kv_append.comp's rotating variant: RoPE on q and k first (RopeParams' meaning)
-    uint n_heads_q;
-    uint rotary_dim;
-    uint rotary_offset;
-    uint units_per_row;
-    float attention_factor;
+    VKATTN_KV_ROPE_FIELDS
 #endif
 } VKATTN_PC_INSTANCE;
 #endif
@@ -222,11 +226,7 @@ VKATTN_PUSH_CONSTANTS(KvAppendParams) {
 // fields that variant adds to it.
 struct KvRopeAppendParams {
     KvAppendParams append;
-    uint n_heads_q;
-    uint rotary_dim;
-    uint rotary_offset;
-    uint units_per_row;
-    float attention_factor;
+    VKATTN_KV_ROPE_FIELDS
 };
 #endif
 
@@ -244,6 +244,7 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 #endif
 #undef VKATTN_PUSH_CONSTANTS
 #undef VKATTN_PC_INSTANCE
+#undef VKATTN_KV_ROPE_FIELDS
 // Specialization constants by kernel: constant_id values, named once for the shaders
 // (layout(constant_id = ...)) and the host (spec() in src/vulkan/dispatch.hpp). Id 0 is
 // every kernel's workgroup size (layout.glsl); id 24 every attention kernel's paging

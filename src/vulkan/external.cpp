@@ -286,8 +286,8 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
     if (!t) continue;  // a latent cache's V
     if (t->shape != *shape || t->dtype != config.dtype) {
       throw InvalidArgument(op, name, std::string(to_string(t->dtype)) + " " + shape_string(t->shape),
-                            std::string(to_string(config.dtype)) + " " + shape_string(*shape) +
-                                " (config.dtype [n_seqs, capacity, n_kv_heads, " + dims + "])");
+                            std::string(to_string(config.dtype)) + " " + shape_string(*shape) + " (config.dtype [" +
+                                (config.paged ? "n_blocks, block_size" : "n_seqs, capacity") + ", n_kv_heads, " + dims + "])");
     }
   }
   if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
