@@ -176,6 +176,25 @@ inline void report_flops(benchmark::State& state, double flops_per_iteration, do
   state.counters["gflops"] = flops_per_iteration * static_cast<double>(state.iterations()) / seconds * 1e-9;
 }
 
+// Two cases timed alternately, so that both see the same machine (a shared VM's speed
+// swings from minute to minute): |run_a| and |run_b| return one run's seconds, the
+// iteration's time is b's, and the counters are "<a>_us", "<b>_us" and |ratio| = b / a.
+template <class RunA, class RunB>
+void time_pair(benchmark::State& state, const std::string& a, RunA run_a, const std::string& b, RunB run_b,
+               const std::string& ratio) {
+  double t_a = 0, t_b = 0;
+  for (auto _ : state) {
+    t_a += run_a();
+    const double s = run_b();
+    t_b += s;
+    state.SetIterationTime(s);
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters[a + "_us"] = t_a / n * 1e6;
+  state.counters[b + "_us"] = t_b / n * 1e6;
+  state.counters[ratio] = t_a > 0 ? t_b / t_a : 0;
+}
+
 // Everything the benchmarks keep for the whole run, released before main returns: Vulkan
 // objects destroyed by static destructors at exit may outlive the driver (NVIDIA's crashed
 // there).

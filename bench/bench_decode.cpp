@@ -193,17 +193,8 @@ void BM_decode_cache(benchmark::State& state) {
     for (std::size_t i = 0; i < a.size(); ++i) {
       if (!(std::fabs(a[i] - c[i]) <= 1e-4f)) return state.SkipWithError("the two caches' results differ");
     }
-    double t_big = 0, t_small = 0;
-    for (auto _ : state) {
-      const double s = small.run(), l = big.run();
-      t_small += s;
-      t_big += l;
-      state.SetIterationTime(l);
-    }
-    const double n = static_cast<double>(state.iterations());
-    state.counters["big_us"] = t_big / n * 1e6;
-    state.counters["small_us"] = t_small / n * 1e6;
-    state.counters["occupancy_ratio"] = t_small > 0 ? t_big / t_small : 0;
+    time_pair(
+        state, "small", [&] { return small.run(); }, "big", [&] { return big.run(); }, "occupancy_ratio");
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

@@ -174,17 +174,8 @@ void BM_paged_decode(benchmark::State& state) {
     Decode ring(b, c.ring, keys), paged(b, c.paged, keys);
     const std::string diff = same(b.download(paged.out), b.download(ring.out));
     if (!diff.empty()) return state.SkipWithError(("paged against ring: " + diff).c_str());
-    double t_ring = 0, t_paged = 0;
-    for (auto _ : state) {
-      const double r = ring.run(), p = paged.run();
-      t_ring += r;
-      t_paged += p;
-      state.SetIterationTime(p);
-    }
-    const double n = static_cast<double>(state.iterations());
-    state.counters["ring_us"] = t_ring / n * 1e6;
-    state.counters["paged_us"] = t_paged / n * 1e6;
-    state.counters["paged_over_ring"] = t_ring > 0 ? t_paged / t_ring : 0;
+    time_pair(
+        state, "ring", [&] { return ring.run(); }, "paged", [&] { return paged.run(); }, "paged_over_ring");
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -231,20 +222,12 @@ void BM_paged_fork(benchmark::State& state) {
     if (paged.free_blocks() != 0) {
       return state.SkipWithError("the paged fork took more than one block");
     }
-    double t_ring = 0, t_paged = 0;
-    for (auto _ : state) {
-      forks[0].submit_and_wait();
-      const double r = op_seconds(forks[0]);
-      forks[1].submit_and_wait();
-      const double p = op_seconds(forks[1]);
-      t_ring += r;
-      t_paged += p;
-      state.SetIterationTime(p);
-    }
-    const double n = static_cast<double>(state.iterations());
-    state.counters["ring_us"] = t_ring / n * 1e6;
-    state.counters["paged_us"] = t_paged / n * 1e6;
-    state.counters["paged_over_ring"] = t_ring > 0 ? t_paged / t_ring : 0;
+    auto fork = [&](CommandList& cmd) {
+      cmd.submit_and_wait();
+      return op_seconds(cmd);
+    };
+    time_pair(
+        state, "ring", [&] { return fork(forks[0]); }, "paged", [&] { return fork(forks[1]); }, "paged_over_ring");
     // Written: a sequence's K and V rows and its slot entries and bound; the paged fork its
     // slot entries, block table and bound, one table word and one block of K and V.
     state.counters["ring_bytes"] = static_cast<double>(2 * kCapacity * row * 2 + 4 * (kCapacity + 1));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -25,44 +26,41 @@ namespace {
 
 constexpr std::size_t kTokens = 3, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kCapacity = 8;
 
-// The CPU backend's results for one chunk: rope on q and k, append, attention.
-std::vector<float> reference(Backend& cpu, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k,
-                             const std::vector<float>& v, const std::vector<std::int32_t>& positions) {
-  const std::size_t n = positions.size();
-  Tensor tq = cpu.tensor({n, kHeads, kHeadDim}, DType::f32), tk = cpu.tensor({n, kKvHeads, kHeadDim}, DType::f32);
-  Tensor tv = cpu.tensor({n, kKvHeads, kHeadDim}, DType::f32), out = cpu.tensor({n, kHeads, kHeadDim}, DType::f32);
-  cpu.upload(tq, q);
-  cpu.upload(tk, k);
-  cpu.upload(tv, v);
-  CommandList cmd = cpu.commands();
-  cmd.rope(tq, tk, positions);
-  cmd.kv_append(cache, tk, tv, positions);
-  cmd.attention(tq, cache, out, {.q_positions = positions});
-  cmd.submit_and_wait();
-  return cpu.download(out);
-}
-
-// The same chunk on |gpu|, recorded into the engine's command buffer: the output, and k
+// One chunk on |b|: rope on q and k, append, attention, run by |submit|. The output, and k
 // as rotated (what the cache holds).
 struct Chunk {
   std::vector<float> out, roped_k;
 };
-Chunk engine_chunk(Engine& e, Backend& gpu, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k,
-                   const std::vector<float>& v, const std::vector<std::int32_t>& positions) {
+Chunk run_chunk(Backend& b, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                const std::vector<std::int32_t>& positions, const std::function<void(CommandList&)>& submit) {
   const std::size_t n = positions.size();
-  Tensor tq = gpu.tensor({n, kHeads, kHeadDim}, DType::f32), tk = gpu.tensor({n, kKvHeads, kHeadDim}, DType::f32);
-  Tensor tv = gpu.tensor({n, kKvHeads, kHeadDim}, DType::f32), out = gpu.tensor({n, kHeads, kHeadDim}, DType::f32);
-  gpu.upload(tq, q);
-  gpu.upload(tk, k);
-  gpu.upload(tv, v);
-  CommandList cmd = gpu.commands();
+  Tensor tq = b.tensor({n, kHeads, kHeadDim}, DType::f32), tk = b.tensor({n, kKvHeads, kHeadDim}, DType::f32);
+  Tensor tv = b.tensor({n, kKvHeads, kHeadDim}, DType::f32), out = b.tensor({n, kHeads, kHeadDim}, DType::f32);
+  b.upload(tq, q);
+  b.upload(tk, k);
+  b.upload(tv, v);
+  CommandList cmd = b.commands();
   cmd.rope(tq, tk, positions);
   cmd.kv_append(cache, tk, tv, positions);
   cmd.attention(tq, cache, out, {.q_positions = positions});
-  VkCommandBuffer cb = e.begin();
-  cmd.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
-  e.submit_and_wait(cb);
-  return {gpu.download(out), gpu.download(tk)};
+  submit(cmd);
+  return {b.download(out), b.download(tk)};
+}
+
+// The CPU backend's output for one chunk.
+std::vector<float> reference(Backend& cpu, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k,
+                             const std::vector<float>& v, const std::vector<std::int32_t>& positions) {
+  return run_chunk(cpu, cache, q, k, v, positions, [](CommandList& cmd) { cmd.submit_and_wait(); }).out;
+}
+
+// The same chunk on |gpu|, recorded into the engine's command buffer.
+Chunk engine_chunk(Engine& e, Backend& gpu, KvCache& cache, const std::vector<float>& q, const std::vector<float>& k,
+                   const std::vector<float>& v, const std::vector<std::int32_t>& positions) {
+  return run_chunk(gpu, cache, q, k, v, positions, [&](CommandList& cmd) {
+    VkCommandBuffer cb = e.begin();
+    cmd.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
+    e.submit_and_wait(cb);
+  });
 }
 
 // A prefill chunk recorded into the engine's command buffer between its copies, the same

@@ -50,7 +50,8 @@ inline void prefill_in_chunks_over_a_wrapping_ring(Backend& gpu, Backend& cpu, K
     std::vector<std::int32_t> pos(n);
     for (std::size_t i = 0; i < n; ++i) pos[i] = at + static_cast<std::int32_t>(i);
     auto attend = [&](Backend& b, KvCache& cache) {
-      Tensor tq = b.tensor({n, kPrefillHeads, kPrefillDim}, DType::f32), tk = b.tensor({n, kPrefillKvHeads, kPrefillDim}, DType::f32),
+      Tensor tq = b.tensor({n, kPrefillHeads, kPrefillDim}, DType::f32),
+             tk = b.tensor({n, kPrefillKvHeads, kPrefillDim}, DType::f32),
              tv = b.tensor({n, kPrefillKvHeads, kPrefillDim}, DType::f32),
              out = b.tensor({n, kPrefillHeads, kPrefillDim}, DType::f32);
       b.upload(tq, c.q);
@@ -58,8 +59,7 @@ inline void prefill_in_chunks_over_a_wrapping_ring(Backend& gpu, Backend& cpu, K
       b.upload(tv, c.v);
       CommandList cmd = b.commands();
       cmd.kv_append(cache, tk, tv, pos);
-      cmd.attention(tq, cache, out, {.q_positions = pos},
-                    {.window = 16u, .path = AttentionPath::fused, .precision = precision});
+      cmd.attention(tq, cache, out, {.q_positions = pos}, {.window = 16u, .path = AttentionPath::fused, .precision = precision});
       cmd.submit_and_wait();
       return b.download(out);
     };
