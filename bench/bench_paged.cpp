@@ -175,7 +175,8 @@ void BM_paged_decode(benchmark::State& state) {
     const std::string diff = same(b.download(paged.out), b.download(ring.out));
     if (!diff.empty()) return state.SkipWithError(("paged against ring: " + diff).c_str());
     time_pair(
-        state, "ring", [&] { return ring.run(); }, "paged", [&] { return paged.run(); }, "paged_over_ring");
+        state, "paged decode " + std::to_string(keys) + "/" + std::to_string(state.range(1)), "ring", [&] { return ring.run(); },
+        "paged", [&] { return paged.run(); }, "paged_over_ring");
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -227,7 +228,7 @@ void BM_paged_fork(benchmark::State& state) {
       return op_seconds(cmd);
     };
     time_pair(
-        state, "ring", [&] { return fork(forks[0]); }, "paged", [&] { return fork(forks[1]); }, "paged_over_ring");
+        state, "paged fork", "ring", [&] { return fork(forks[0]); }, "paged", [&] { return fork(forks[1]); }, "paged_over_ring");
     // Written: a sequence's K and V rows and its slot entries and bound; the paged fork its
     // slot entries, block table and bound, one table word and one block of K and V.
     state.counters["ring_bytes"] = static_cast<double>(2 * kCapacity * row * 2 + 4 * (kCapacity + 1));

@@ -7,9 +7,10 @@
 # $VKATTN_DECODE / $VKATTN_PREFILL / $VKATTN_MATRIX, and one table comes out: case, time
 # per op, K and V bytes over the same run's copy bandwidth, and the kernel's and merge's
 # dispatch times. PROBE_KEYS (default "1024 4096 16384") and PROBE_MIN_TIME (seconds per
-# case, default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s, runs each
-# case untimed first: an idle H200 drops its SM clock to 345 MHz while the CPU checks a
-# case, and a 4kx4k prefill timed from there measured 3.8x slow), as PROBE_PREFILL (a
+# case, default 0.1) make it shorter on slow devices (PROBE_WARMUP, default 0.3 s of
+# wall-clock time, runs each case untimed first: an idle H200 drops its SM clock to 345 MHz
+# while the CPU checks a case, and a 4kx4k prefill timed from there measured 3.8x slow), as
+# PROBE_PREFILL (a
 # benchmark filter, default the three prefill sizes) does for the prefill and matrix
 # sections; PROBE_ONLY (a list of decode, mla, prefill, matrix, paged, ggml; default all) runs some
 # sections alone. The decode section's step rows report each 32-layer step's time per
@@ -38,65 +39,70 @@ if command -v nvidia-smi >/dev/null; then
   smi=$!
 fi
 
-# run LABEL ENV... -- PROGRAM FILTER: one process, its CSV rows printed as they come and
-# appended to the table as "label  name  time_us  kv_copy_ratio  main_us  merge_us
-# occupancy_ratio" (a run cut short by a time limit keeps what it printed). A case that
-# reports an error gets its whole message on a line of its own and in $failures: one that
-# differs from the CPU reference, or a process that exits non-zero, fails the probe.
+# run LABEL ENV... -- PROGRAM FILTER: one process, its rows appended to the table as
+# "label  name  time_us  kv_copy_ratio  main_us  merge_us  occupancy_ratio  extra" (time_us:
+# the op_us counter where a case sets one, a list's ops divided out; else the case's time).
+# Its JSON report is read by rows.py below, which also reads a report cut short by a time
+# limit. A case that reports an error gets its whole message on a line of its own and in
+# $failures: one that differs from the CPU reference, or a process that exits non-zero,
+# fails the probe. Each case is warmed up VKATTN_BENCH_WARMUP seconds of wall-clock time
+# (the benchmarks' own warm-up counts device time, which for short lists is a sliver of
+# each submit's round trip: 0.3 s of it took minutes).
 failures=$(mktemp)
+rows_py=$(mktemp --suffix=.py)
+cat > "$rows_py" <<'PY'
+import json, sys
+label, report, failures = sys.argv[1:4]
+text = open(report).read()
+try:
+    runs = json.loads(text).get("benchmarks", [])
+except ValueError:  # cut short: keep the runs it finished
+    cut = text.rfind("\n    }")
+    try:
+        runs = json.loads(text[:cut + 6] + "\n  ]\n}").get("benchmarks", []) if cut >= 0 else []
+    except ValueError:
+        runs = []
+scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+def num(r, k, fmt):
+    return fmt % r[k] if k in r else "-"
+with open(failures, "a") as fail:
+    for r in runs:
+        name = r.get("name", "?")
+        if r.get("error_occurred"):
+            msg = r.get("error_message", "")
+            line = "%s [%s] %s: %s" % ("FAIL" if "differ" in msg else "ERROR", label, name, msg)
+            print(line)
+            fail.write(line + "\n")
+            continue
+        t = r["op_us"] if "op_us" in r else r.get("real_time", 0) * scale.get(r.get("time_unit", "ns"), 1e-3)
+        extra = "%.3g TFLOP/s" % (r["gflops"] / 1e3) if "gflops" in r else ""
+        if "layer_us" in r:
+            extra = "%.2f us a layer, %d dispatches, %d barriers" % (r["layer_us"], r.get("dispatches", 0), r.get("barriers", 0))
+        if "paged_over_ring" in r:  # vkattn-bench-paged: paged/ring and the two figures behind it
+            extra += "paged/ring %.3f" % r["paged_over_ring"]
+            if "ring_us" in r:
+                extra += " (ring %.1f us, paged %.1f us)" % (r["ring_us"], r["paged_us"])
+            if "ring_MiB" in r:
+                extra += " (ring %.1f MiB, paged %.1f MiB)" % (r["ring_MiB"], r["paged_MiB"])
+        print("%-34s %-52s %10.2f %8s %9s %9s %8s %s" % (label, name, t, num(r, "kv_copy_ratio", "%.3g"),
+              num(r, "main_us", "%.2f"), num(r, "merge_us", "%.2f"), num(r, "occupancy_ratio", "%.3g"), extra))
+PY
 run() {
   local label=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local prog=$1 filter=$2
-  local csv status
-  csv=$(env "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
-        --benchmark_min_warmup_time="${PROBE_WARMUP:-0.3}" --benchmark_format=csv 2>"$out/probe-stderr.txt")
+  local prog=$1 filter=$2 status report
+  report=$(mktemp)
+  env VKATTN_BENCH_WARMUP="${PROBE_WARMUP:-0.3}" "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" \
+      --benchmark_min_time="$min_time" --benchmark_format=json > "$report" 2>"$out/probe-stderr.txt"
   status=$?
   grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$out/pipeline-stats.txt"
   if [ "$status" -ne 0 ]; then
     echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$out/probe-stderr.txt" | tr '\n' ' ')" | tee -a "$failures"
   fi
-  # Fields split by hand: an error message holds commas inside its quotes.
-  echo "$csv" | awk -v label="$label" -v failures="$failures" '
-    function fields(line, f,    n, i, c, q, cur) {
-      n = 0; q = 0; cur = ""
-      for (i = 1; i <= length(line); ++i) {
-        c = substr(line, i, 1)
-        if (q && c == "\"" && substr(line, i + 1, 1) == "\"") { cur = cur c; ++i }
-        else if (c == "\"") q = !q
-        else if (!q && c == ",") { f[++n] = cur; cur = "" }
-        else cur = cur c
-      }
-      f[++n] = cur
-      return n
-    }
-    function get(name) { return (name in col) ? f[col[name]] : "-" }
-    /^name,/ { n = fields($0, h); for (i = 1; i <= n; ++i) col[h[i]] = i; next }
-    /^"/ {
-      split("", f); fields($0, f)
-      if (get("error_occurred") == "true") {
-        kind = index(get("error_message"), "differ") ? "FAIL" : "ERROR"
-        line = sprintf("%s [%s] %s: %s", kind, label, f[1], get("error_message"))
-        print line; print line >> failures
-        next
-      }
-      t = get("real_time"); unit = get("time_unit")
-      if (unit == "ms") t *= 1000; else if (unit == "ns") t /= 1000
-      g = get("gflops"); lu = get("layer_us")
-      extra = (g != "-" && g != "") ? sprintf("%.3g TFLOP/s", g / 1e3) : ""
-      if (lu != "-" && lu != "") extra = sprintf("%.2f us a layer, %d dispatches, %d barriers", lu, get("dispatches"), get("barriers"))
-      # The counters of vkattn-bench-paged: paged/ring, and the two times or sizes behind it.
-      if (get("paged_over_ring") != "-") {
-        extra = extra sprintf("paged/ring %.3f", get("paged_over_ring"))
-        if (get("ring_us") != "-") extra = extra sprintf(" (ring %.1f us, paged %.1f us)", get("ring_us"), get("paged_us"))
-        if (get("ring_MiB") != "-") extra = extra sprintf(" (ring %.1f MiB, paged %.1f MiB)", get("ring_MiB"), get("paged_MiB"))
-      }
-      printf "%-34s %-52s %10.2f %8s %9s %9s %8s %s
-", label, f[1], t, get("kv_copy_ratio"), get("main_us"),
-             get("merge_us"), get("occupancy_ratio"), extra
-    }' | tee -a "$table"
+  python3 "$rows_py" "$label" "$report" "$failures" | tee -a "$table"
+  rm -f "$report"
 }
 
 want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
@@ -232,7 +238,7 @@ if [ -f "$ggml_dir/run.sh" ] && want ggml; then
       2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
   done
 fi
-rm -f "$table"
+rm -f "$table" "$rows_py"
 # Errors (a tile the device refuses, a submit timeout) are listed; wrong results and
 # crashed processes fail the run.
 if [ -s "$failures" ]; then
