@@ -7,7 +7,9 @@
 //   attn_tiled) on SUBGROUPS = ROW_GROUPS x DIM_SLICES subgroups, mapped one of two ways:
 //   - the row split (DIM_SLICES 1): subgroup g owns rows 16 g .. 16 g + 15 and all dims of
 //     each tile, so the scores' trip through shared memory stays inside it (subgroup
-//     barriers only); its queries are read from shared memory as A tiles, chunk by chunk;
+//     barriers only); its queries are read from shared memory as A tiles, chunk by chunk,
+//     or with Q_REGS held as A tiles in registers as the dim split does (16 rows of 128
+//     dims: 17 KiB of shared memory a 64-row tile spends on queries go to wider key tiles);
 //   - the dim split (wide heads: absorbed MLA, 256): the DIM_SLICES subgroups of a row
 //     group each own a slice of the dims, DKS chunks of Q and K and DVS of V and O. A
 //     subgroup holds its slice of the queries as A tiles in registers (staged once through
@@ -66,10 +68,12 @@ layout(constant_id = VKATTN_SPEC_MT_V_FROM_K) const bool V_FROM_K = false;
 layout(constant_id = VKATTN_SPEC_MT_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
 layout(constant_id = VKATTN_SPEC_MT_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = VKATTN_SPEC_MT_RESCALE_ALWAYS) const bool RESCALE_ALWAYS = false;
+layout(constant_id = VKATTN_SPEC_MT_Q_REGS) const bool Q_REGS = false;  // the row split's queries in registers
 
 const uint WG = WG_SIZE;
 const uint ROW_GROUPS = SUBGROUPS / DIM_SLICES;
 const bool DIM_SPLIT = DIM_SLICES > 1u;
+const bool Q_IN_REGS = DIM_SPLIT || Q_REGS;  // queries as A tiles in registers, not in q_sh
 const uint BR = 16u * ROW_GROUPS, BC = 16u * KEY_CHUNKS;
 const uint ROWS = BR;  // attn_rows.glsl's name for it
 const uint DKS = DK_CHUNKS / DIM_SLICES, DVS = DV_CHUNKS / DIM_SLICES;  // a subgroup's chunks
@@ -90,7 +94,7 @@ const float TAU = 5.545177444479562;  // ln 256
 #include "mt.glsl"
 #include "attn_row_tiles.glsl"
 
-shared uint q_sh[DIM_SPLIT ? 4u : BR * QP];  // the dim split holds queries in registers
+shared uint q_sh[Q_IN_REGS ? 4u : BR * QP];
 shared uint k_sh[BC * QP];
 shared uint v_sh[V_FROM_K ? 4u : BC * VP];
 shared uint slab_sh[SUBGROUPS * S_SLAB + ROW_GROUPS * PF_SLAB];
@@ -156,8 +160,8 @@ void stage_tile(uint t, uint lid, uint seq0, uint kv_head) {
 }
 
 // Query rows r0 .. r0 + n - 1 of the tile (rows past n_rows repeat the last), rotated with
-// KvRope::on_read and rounded: into q_sh (row split), or into k_sh's first rows (dim
-// split: from there to the subgroups' registers).
+// KvRope::on_read and rounded: into q_sh, or into k_sh's first rows (Q_IN_REGS: from there
+// to the subgroups' registers).
 void stage_queries(uint lid, uint kv_head, uint row0, uint n_rows, uint r0, uint n) {
     for (uint i = lid; i < n * DK_CHUNKS * 4u; i += WG) {
         const uint r = i / (DK_CHUNKS * 4u), c = i - r * (DK_CHUNKS * 4u);
@@ -170,7 +174,7 @@ void stage_queries(uint lid, uint kv_head, uint row0, uint n_rows, uint r0, uint
                 x = rope_vec4(0u, q_row, c * 4u, uint(meta[off_q_cpos + tok]), x);
             }
         }
-        if (DIM_SPLIT) {
+        if (Q_IN_REGS) {
             STAGE4(k_sh, r * QP + 2u * c, x)
         } else {
             STAGE4(q_sh, r * QP + 2u * c, x)
@@ -204,8 +208,8 @@ void main() {
         qp_sh[r] = meta[off_q_pos + t_r];
     }
     span = query_span(row0 / pc.group, (row0 + n_rows - 1u) / pc.group);
-    MT_A_ARRAY(qa, DIM_SPLIT ? DKS : 1u);  // the dim split's slice of its row group's queries
-    if (DIM_SPLIT) {
+    MT_A_ARRAY(qa, Q_IN_REGS ? DKS : 1u);  // this subgroup's slice of its row group's queries
+    if (Q_IN_REGS) {
         for (uint g = 0u; g < ROW_GROUPS; ++g) {  // a row group at a time through k_sh
             stage_queries(lid, kv_head, row0, n_rows, 16u * g, 16u);
             barrier();
@@ -261,7 +265,7 @@ void main() {
             [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
                 mt_zero(s[j]);
             }
-            if (DIM_SPLIT) {
+            if (Q_IN_REGS) {
                 MT_UNROLL_ACC for (uint c = 0u; c < DKS; ++c) {
                     [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
                         MT_B(kb);

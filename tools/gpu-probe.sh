@@ -185,6 +185,14 @@ run "f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENC
     vkattn-bench-attention "$gpu_prefill"
 run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-attention "$gpu_prefill"
+# The row split's variants (VKATTN_PREFILL's matrix_* knobs): queries held in registers, which
+# lets the planned 64 x 32 tile fit 48 KiB (the 2026-11-27 run's 64 x 16 took 7.7 TFLOP/s at
+# 4kx4k), and 32 x 32 and 16 x 64 tiles (rows x keys).
+for t in "matrix_queries=registers" "matrix_rows=32,matrix_keys=32,matrix_queries=registers" \
+         "matrix_rows=16,matrix_keys=64,matrix_queries=registers"; do
+  run "f16, matrix, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="$t" \
+      VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
+done
 # No matrix path: the tiled kernel's packed f16 variant (f16vec2 FMAs; the f32 kernel where
 # the device lacks shaderFloat16, which the pipeline statistics show).
 run "f16, packed (tiled f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \

@@ -36,9 +36,11 @@ struct Built {
   }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split.
-  std::set<unsigned> dim_slices() const {
+  std::set<unsigned> dim_slices() const { return spec(18, 1); }
+  // The values the stand-in's pipelines took for spec constant |id| (shaders/common/params.h's
+  // VKATTN_SPEC_MT_*; |absent| where a pipeline's list stops before it).
+  std::set<unsigned> spec(std::size_t id, unsigned absent) const {
     constexpr std::string_view kHead = "built pipeline attn_mt_standin (spec ";
-    constexpr std::size_t kDimSlices = 18;
     std::set<unsigned> out;
     for (const std::string& l : *lines) {
       if (l.rfind(kHead, 0) != 0) continue;
@@ -48,7 +50,7 @@ struct Built {
         spec.push_back(static_cast<unsigned>(std::stoul(l.substr(at), &used)));
         at += used + 1;  // past the comma
       }
-      out.insert(spec.size() > kDimSlices ? spec[kDimSlices] : 1u);
+      out.insert(spec.size() > id ? spec[id] : absent);
     }
     return out;
   }

@@ -17,9 +17,11 @@ namespace vkattn::detail {
 namespace {
 
 // A workgroup's mapping: row groups of 16 rows, the subgroups each row group's dims are
-// split over (1: the row split, a subgroup per row group), 16-key chunks per tile.
+// split over (1: the row split, a subgroup per row group), 16-key chunks per tile, and
+// whether the row split holds its queries in registers (the dim split always does).
 struct MtShape {
   std::uint32_t row_groups, dim_slices, key_chunks;
+  bool q_regs = false;
   std::uint32_t subgroups() const { return row_groups * dim_slices; }
 };
 // In order of preference, the first that fits min(maxComputeSharedMemorySize, 48 KiB) and
@@ -50,7 +52,9 @@ constexpr KernelId kAttnMtUnits = KernelId::attn_mt_standin, kSelftestUnits = Ke
 // The shapes to try for rows of |dk_chunks| 16-dim chunks, in order.
 std::vector<MtShape> mt_shapes(std::uint32_t dk_chunks) {
   std::vector<MtShape> out;
-  const auto add = [&](std::span<const MtShape> s) { out.insert(out.end(), s.begin(), s.end()); };
+  const auto add = [&](std::span<const MtShape> s) {
+    for (const MtShape& one : s) out.push_back(one);
+  };
   if (dk_chunks <= kMtRowOnlyChunks) {
     add(kMtRowShapes);
   } else if (dk_chunks <= kMtRowFirstChunks) {
@@ -72,7 +76,8 @@ std::uint64_t mt_bytes(const MtShape& s, std::uint32_t dk_chunks, std::uint32_t 
   const std::uint64_t rows = 16u * s.row_groups, keys = 16u * s.key_chunks;
   const std::uint64_t qp = ((2u * dk_chunks) | 1u) * 4u, vp = ((2u * dv_chunks) | 1u) * 4u;
   const std::uint64_t slabs = s.subgroups() * 16 * (keys + 4) + s.row_groups * (16 * (((keys / 8) | 1u) * 4) + 16);
-  return 4 * ((s.dim_slices > 1 ? 4 : rows * qp) + keys * qp + (v_from_k ? 4 : keys * vp) + slabs + 3 * keys + 2 * rows);
+  return 4 *
+         ((s.dim_slices > 1 || s.q_regs ? 4 : rows * qp) + keys * qp + (v_from_k ? 4 : keys * vp) + slabs + 3 * keys + 2 * rows);
 }
 
 }  // namespace
@@ -106,10 +111,21 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   const std::uint32_t dk_chunks = padded(head_dim), dv_padded = padded(values.head_dim);
   const bool v_from_k = values_in_keys(keys, values) && !p.rope_on_read;  // rotated K rows cannot serve as V
   const bool per_seq = keys.meta_stride != 0;
-  const std::uint64_t budget = std::min<std::uint64_t>(l.max_shared_memory, kMtMaxBytes);
+  // $VKATTN_PREFILL's matrix_* knobs change the row split's shapes, which may then take all
+  // the shared memory the device has.
+  const PrefillTuning& tune = ctx.prefill;
+  const std::uint64_t budget =
+      tune.matrix_tuned() ? l.max_shared_memory : std::min<std::uint64_t>(l.max_shared_memory, kMtMaxBytes);
+  std::vector<MtShape> shapes = mt_shapes(dk_chunks);
+  for (MtShape& s : shapes) {
+    if (s.dim_slices > 1) continue;
+    if (tune.matrix_rows) s.row_groups = tune.matrix_rows / 16;
+    if (tune.matrix_keys) s.key_chunks = tune.matrix_keys / 16;
+    s.q_regs = tune.matrix_queries == PrefillTuning::MatrixQueries::registers && dk_chunks <= kMtSliceQChunks;
+  }
   std::uint32_t rows = 0, dv_chunks = 0;
   MtShape shape{};
-  for (const MtShape& s : mt_shapes(dk_chunks)) {
+  for (const MtShape& s : shapes) {
     // The dim split's slices are whole chunks: V padded to a multiple of them (still within
     // K's chunks when V is K's prefix, which a slice then reads past v_head_dim: discarded).
     const std::uint32_t dv = u32(ceil_div(dv_padded, s.dim_slices) * s.dim_slices);
@@ -149,7 +165,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                 v_each * ceil_div(std::uint64_t{keys_per_tile} * dv_chunks * 4, wg) + dks +
                                 dvs * (1 + shape.key_chunks) + rows_per_lane * keys_per_lane * (3 + 2 * (slices - 1)) / 2;
     const std::uint64_t once = ceil_div(std::uint64_t{16} * shape.row_groups * dk_chunks * 4, wg) +
-                               (slices > 1 ? shape.row_groups * (1 + dks) : 0) + rows + 2 * dvs + n_tokens + 8;
+                               (slices > 1 || shape.q_regs ? shape.row_groups * (1 + dks) : 0) + rows + 2 * dvs + n_tokens + 8;
     const std::uint64_t per_split = (kCpuLoopLimit - std::min(once, kCpuLoopLimit / 2)) / inner;
     const std::uint64_t needed = ceil_div(ceil_div(keys.n_keys, keys_per_tile), std::max<std::uint64_t>(1, per_split));
     if (needed > most_splits(rows)) return std::nullopt;  // the f32 kernels take it
@@ -174,7 +190,8 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                             {VKATTN_SPEC_MT_V_FROM_K, v_from_k ? 1u : 0u},
                                             {VKATTN_SPEC_MT_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                                             {VKATTN_SPEC_MT_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
-                                            {VKATTN_SPEC_MT_RESCALE_ALWAYS, 0u}})};
+                                            {VKATTN_SPEC_MT_RESCALE_ALWAYS, 0u},
+                                            {VKATTN_SPEC_MT_Q_REGS, shape.q_regs ? 1u : 0u}})};
   // The stand-in checks the KHR rules the hardware enforces (MT_CHECK, on in tests); the
   // cooperative-matrix form has nothing to check.
   if (units) d.key.kernel = kAttnMtUnits;
