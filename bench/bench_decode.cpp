@@ -255,7 +255,9 @@ void BM_decode_mla(benchmark::State& state) {
       const std::vector<float> got = b.download(out), want = cpu.download(ref_out);
       std::string diff;
       for (std::size_t i = 0; i < want.size() && diff.empty(); ++i) {
-        if (!(std::fabs(got[i] - want[i]) <= check_tolerance())) diff = "out[" + std::to_string(i) + "]";
+        if (!(std::fabs(got[i] - want[i]) <= check_tolerance())) {
+          diff = "out[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", CPU reference " + std::to_string(want[i]);
+        }
       }
       it = verified.emplace(key, diff).first;
     }

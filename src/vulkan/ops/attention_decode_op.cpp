@@ -306,8 +306,12 @@ struct GroupPlan {
 // unrolled there).
 std::uint64_t group_stage_iterations(const GroupPlan& g, bool packed) {
   const auto staging = [&](std::uint64_t items) { return ceil_div(items, g.wg) + 1; };
-  // The packed variant's chains of 4 query vec4s per key, counted as if not unrolled.
-  const std::uint64_t chains = packed ? ceil_div(g.qp, 4) + 1 : 0;
+  // The packed variant's chains of 4 query vec4s per key (attn_packed_f16.glsl's QK_CHUNK),
+  // counted as lavapipe runs them, neither loop unrolled: the chains and their exit, each
+  // chain's vec4s and its exit (bisected on absorbed MLA's shape, 18 vec4s a lane: counting
+  // the chains alone let 4k keys run in one split, past the limit, with wrong results).
+  const std::uint64_t chunks = ceil_div(g.qp, 4);
+  const std::uint64_t chains = packed ? chunks + 1 + g.qp + chunks : 0;
   return 3 + staging(std::uint64_t{g.keys} * g.qp * g.lanes) +
          (g.v_from_k ? 0 : staging(std::uint64_t{g.keys} * g.vp * g.lanes)) + staging(g.keys) +
          std::uint64_t{g.keys} * (2 + std::countr_zero(g.lanes) + chains);
