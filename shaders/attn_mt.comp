@@ -34,6 +34,10 @@
 //   RESCALE_ALWAYS moves it with every new maximum, as the f32 kernels do.
 // - A tile no row sees is skipped whole, and a row group none of whose rows sees a key of
 //   it skips its products (a bit per row group and key).
+// - PREFETCH: the next tile's K and V are loaded into registers (decoded, rotated) while
+//   this tile computes, and written to shared memory at the next tile's start; its marks
+//   go to the other half of the double-buffered marks. Two workgroup barriers a tile
+//   instead of three.
 // - Splits and their merge, sinks and the end of a row as attn_tiled (attn_row_tiles.glsl).
 // - llvmpipe's loop limit: loops inside the tile loop are counted by the host, which splits
 //   the keys to stay under it; the layer's per-element loops unroll.
@@ -69,6 +73,7 @@ layout(constant_id = VKATTN_SPEC_MT_ROPE_ON_READ) const bool ROPE_ON_READ = fals
 layout(constant_id = VKATTN_SPEC_MT_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = VKATTN_SPEC_MT_RESCALE_ALWAYS) const bool RESCALE_ALWAYS = false;
 layout(constant_id = VKATTN_SPEC_MT_Q_REGS) const bool Q_REGS = false;  // the row split's queries in registers
+layout(constant_id = VKATTN_SPEC_MT_PREFETCH) const bool PREFETCH = false;  // the next tile's K and V in registers
 
 const uint WG = WG_SIZE;
 const uint ROW_GROUPS = SUBGROUPS / DIM_SLICES;
@@ -98,15 +103,18 @@ shared uint q_sh[Q_IN_REGS ? 4u : BR * QP];
 shared uint k_sh[BC * QP];
 shared uint v_sh[V_FROM_K ? 4u : BC * VP];
 shared uint slab_sh[SUBGROUPS * S_SLAB + ROW_GROUPS * PF_SLAB];
-shared int kp_sh[BC];    // the tile's key positions
-shared int ks_sh[BC];    // sequences; -1 where no row of the tile sees the key
-shared uint kb_sh[BC];   // bit g: a row of row group g sees the key
+// The tile's marks (PREFETCH: two tiles', the halves alternating, |mo| the current's).
+const uint MARKS = PREFETCH ? 2u * BC : BC;
+shared int kp_sh[MARKS];   // the tile's key positions
+shared int ks_sh[MARKS];   // sequences; -1 where no row of the tile sees the key
+shared uint kb_sh[MARKS];  // bit g: a row of row group g sees the key
 shared int qp_sh[BR];  // the tile's rows' positions and sequences
 shared int qs_sh[BR];
 ivec4 span;  // attn_visible.glsl's query_span of the tile's rows
 
-// Marks tile t's keys: position, sequence where a row sees it, the row groups that do.
-void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows) {
+// Marks tile t's keys into the marks at |mo|: position, sequence where a row sees it, the
+// row groups that do.
+void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows, uint mo) {
     for (uint b = lid; b < BC; b += WG) {
         int position = -1, seq = -1;  // past the bound: no key
         if (t * BC + b < bound) {
@@ -122,9 +130,9 @@ void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows) {
                 }
             }
         }
-        kp_sh[b] = position;
-        ks_sh[b] = bits != 0u ? seq : -1;
-        kb_sh[b] = bits;
+        kp_sh[mo + b] = position;
+        ks_sh[mo + b] = bits != 0u ? seq : -1;
+        kb_sh[mo + b] = bits;
     }
 }
 
@@ -133,29 +141,73 @@ void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows) {
     arr[w] = pack_half_rne((x).xy);                \
     arr[(w) + 1u] = pack_half_rne((x).zw);
 
-// Tile t's K rows (and V rows) into k_sh (v_sh) as f16; zeros for keys no row sees and
-// for dims past the row's width.
-void stage_tile(uint t, uint lid, uint seq0, uint kv_head) {
-    for (uint i = lid; i < BC * DK_CHUNKS * 4u; i += WG) {
-        const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
-        vec4 x = vec4(0.0);
-        if (ks_sh[b] >= 0 && c * 4u < pc.head_dim) {
-            const uint kr = key_row(seq0, kv_head, t * BC + b);
-            x = load_k_4(kr + c * 4u, kr + pc.head_dim);
-            if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
-                x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[b]), x);
-            }
+// Element i of tile t's K rows (vec4 c of key b), and of its V rows: decoded (and K rotated
+// on read) in f32; zeros for keys no row sees (marks at |mo|) and for dims past the row.
+vec4 fetch_k(uint t, uint i, uint mo, uint seq0, uint kv_head) {
+    const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
+    vec4 x = vec4(0.0);
+    if (ks_sh[mo + b] >= 0 && c * 4u < pc.head_dim) {
+        const uint kr = key_row(seq0, kv_head, t * BC + b);
+        x = load_k_4(kr + c * 4u, kr + pc.head_dim);
+        if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
+            x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[mo + b]), x);
         }
-        STAGE4(k_sh, b * QP + 2u * c, x)
+    }
+    return x;
+}
+vec4 fetch_v(uint t, uint i, uint mo, uint seq0, uint kv_head) {
+    const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
+    vec4 x = vec4(0.0);
+    if (ks_sh[mo + b] >= 0 && c * 4u < pc.v_head_dim) {
+        const uint vr = value_row(seq0, kv_head, t * BC + b);
+        x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
+    }
+    return x;
+}
+// Where element i of K (of V) goes: rows at odd pitches, as f16 pairs.
+uint k_word(uint i) { return (i / (DK_CHUNKS * 4u)) * QP + 2u * (i % (DK_CHUNKS * 4u)); }
+uint v_word(uint i) { return (i / (DV_CHUNKS * 4u)) * VP + 2u * (i % (DV_CHUNKS * 4u)); }
+
+// Tile t's K rows (and V rows) into k_sh (v_sh) as f16.
+void stage_tile(uint t, uint lid, uint mo, uint seq0, uint kv_head) {
+    for (uint i = lid; i < BC * DK_CHUNKS * 4u; i += WG) {
+        STAGE4(k_sh, k_word(i), fetch_k(t, i, mo, seq0, kv_head))
     }
     for (uint i = lid; i < (V_FROM_K ? 0u : BC * DV_CHUNKS * 4u); i += WG) {
-        const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
-        vec4 x = vec4(0.0);
-        if (ks_sh[b] >= 0 && c * 4u < pc.v_head_dim) {
-            const uint vr = value_row(seq0, kv_head, t * BC + b);
-            x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
+        STAGE4(v_sh, v_word(i), fetch_v(t, i, mo, seq0, kv_head))
+    }
+}
+
+// PREFETCH's registers: an invocation's share of a tile's K and V elements.
+const uint NKR = (BC * DK_CHUNKS * 4u + WG - 1u) / WG, NVR = V_FROM_K ? 1u : (BC * DV_CHUNKS * 4u + WG - 1u) / WG;
+vec4 k_pre[PREFETCH ? NKR : 1u];
+vec4 v_pre[PREFETCH ? NVR : 1u];
+
+// Tile t's loads into k_pre / v_pre (their results are waited for only where written).
+void prefetch_tile(uint t, uint lid, uint mo, uint seq0, uint kv_head) {
+    [[unroll]] for (uint n = 0u; n < NKR; ++n) {
+        const uint i = lid + n * WG;
+        k_pre[n] = i < BC * DK_CHUNKS * 4u ? fetch_k(t, i, mo, seq0, kv_head) : vec4(0.0);
+    }
+    [[unroll]] for (uint n = 0u; n < (V_FROM_K ? 0u : NVR); ++n) {
+        const uint i = lid + n * WG;
+        v_pre[n] = i < BC * DV_CHUNKS * 4u ? fetch_v(t, i, mo, seq0, kv_head) : vec4(0.0);
+    }
+}
+
+// The prefetched tile into k_sh (v_sh).
+void store_prefetched(uint lid) {
+    [[unroll]] for (uint n = 0u; n < NKR; ++n) {
+        const uint i = lid + n * WG;
+        if (i < BC * DK_CHUNKS * 4u) {
+            STAGE4(k_sh, k_word(i), k_pre[n])
         }
-        STAGE4(v_sh, b * VP + 2u * c, x)
+    }
+    [[unroll]] for (uint n = 0u; n < (V_FROM_K ? 0u : NVR); ++n) {
+        const uint i = lid + n * WG;
+        if (i < BC * DV_CHUNKS * 4u) {
+            STAGE4(v_sh, v_word(i), v_pre[n])
+        }
     }
 }
 
@@ -245,18 +297,41 @@ void main() {
     const uint n_tiles = (bound + BC - 1u) / BC;
     barrier();  // qp_sh, qs_sh, q_sh
 
-    for (uint t = split; t < n_tiles; t += pc.key_splits) {
-        mark_keys(t, lid, seq0, bound, n_rows);
+    if (PREFETCH && split < n_tiles) {
+        mark_keys(split, lid, seq0, bound, n_rows, 0u);
         barrier();
+        prefetch_tile(split, lid, 0u, seq0, kv_head);
+    }
+    for (uint t = split, it = 0u; t < n_tiles; t += pc.key_splits, ++it) {
+        const uint mo = PREFETCH ? (it & 1u) * BC : 0u;  // this tile's marks
         bool any = false, mine = false;
-        [[unroll]] for (uint b = 0u; b < BC; ++b) {
-            any = any || ks_sh[b] >= 0;
-            mine = mine || (kb_sh[b] & (1u << rg)) != 0u;
+        if (PREFETCH) {
+            // This tile's rows from the registers; the next tile's marks, then its loads,
+            // in flight while this one computes.
+            store_prefetched(lid);
+            const uint next = t + pc.key_splits, mn = BC - mo;
+            if (next < n_tiles) {
+                mark_keys(next, lid, seq0, bound, n_rows, mn);
+            }
+            barrier();
+            if (next < n_tiles) {
+                prefetch_tile(next, lid, mn, seq0, kv_head);
+            }
+            [[unroll]] for (uint b = 0u; b < BC; ++b) {
+                mine = mine || (kb_sh[mo + b] & (1u << rg)) != 0u;
+            }
+        } else {
+            mark_keys(t, lid, seq0, bound, n_rows, 0u);
+            barrier();
+            [[unroll]] for (uint b = 0u; b < BC; ++b) {
+                any = any || ks_sh[b] >= 0;
+                mine = mine || (kb_sh[b] & (1u << rg)) != 0u;
+            }
+            if (any) {  // uniform: every invocation read the same marks
+                stage_tile(t, lid, 0u, seq0, kv_head);
+            }
+            barrier();
         }
-        if (any) {  // uniform: every invocation read the same marks
-            stage_tile(t, lid, seq0, kv_head);
-        }
-        barrier();
         // (mine is uniform in a row group, and tile_sync's barriers are outside it.)
         if (mine) {
             // Scores: S_j = sum over the dim chunks c of Q_c K_(c, j)^T (the dim split: over
@@ -303,8 +378,8 @@ void main() {
                     [[unroll]] for (uint d = 0u; d < DIM_SLICES; ++d) {
                         dot += uintBitsToFloat(slab_sh[(rg * DIM_SLICES + d) * S_SLAB + rr[q] * SP + b]);
                     }
-                    const float x = key_visible(q_pos[q], q_seq[q], kp_sh[b], ks_sh[b])
-                                        ? visible_score(dot, tok[q], q_pos[q], t * BC + b, kp_sh[b], slope[q])
+                    const float x = key_visible(q_pos[q], q_seq[q], kp_sh[mo + b], ks_sh[mo + b])
+                                        ? visible_score(dot, tok[q], q_pos[q], t * BC + b, kp_sh[mo + b], slope[q])
                                         : -1.0 / 0.0;
                     slab_sh[srow + b] = floatBitsToUint(x);
                     mx = max(mx, x);

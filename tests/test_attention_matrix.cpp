@@ -70,16 +70,20 @@ INSTANTIATE_TEST_SUITE_P(Cases, CoopmatStandin,
 
 class CoopmatVsCpu : public VulkanVsCpuTest {};
 
-// The row split's variants a GPU run compares ($VKATTN_PREFILL's matrix_* knobs, gpu.md):
-// queries held as A tiles in registers (the planned shapes, whose 64 x 32 tiles then fit),
-// and one row group over 64-key tiles; each within the f16 tolerances, with the mapping asked.
+// The matrix kernel's variants a GPU run compares ($VKATTN_PREFILL's matrix_* knobs,
+// gpu.md): the row split's queries held as A tiles in registers (the planned shapes, whose
+// 64 x 32 tiles then fit), one row group over 64-key tiles, and the next tile's K and V
+// loaded into registers during a tile (with the dim split too, at head_dim 256); each
+// within the f16 tolerances, with the mapping asked.
 TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
   struct Variant {
     const char* knobs;
     std::set<unsigned> key_chunks;  // at head_dim 64 and 80 (padded to 128) in lavapipe's 32 KiB
+    unsigned prefetch;
   };
-  const Variant variants[] = {{"matrix_queries=registers", {2, 1}},
-                              {"matrix_rows=16,matrix_keys=64,matrix_queries=registers", {4}}};
+  const Variant variants[] = {{"matrix_queries=registers", {2, 1}, 0},
+                              {"matrix_rows=16,matrix_keys=64,matrix_queries=registers", {4}, 0},
+                              {"matrix_queries=registers,matrix_prefetch=1", {2, 1}, 1}};
   ScopedEnv matrix("VKATTN_MATRIX", "standin");
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.knobs);
@@ -89,12 +93,19 @@ TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
     auto gpu = try_backend(BackendKind::vulkan, matrix_options(false, built), why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
     for (const AttnCase& c : attention_cases()) {
-      if (std::string(c.name) != "many_rows_sinks_75_keys" && std::string(c.name) != "all_options") continue;
+      const std::string name = c.name;
+      if (name != "many_rows_sinks_75_keys" && name != "all_options" && !(v.prefetch && name == "head_dim_256")) continue;
       const AttnInputs in = case_inputs(c);
       expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
     }
-    EXPECT_EQ(built.spec(19, 0), std::set<unsigned>{1}) << "queries in registers (VKATTN_SPEC_MT_Q_REGS)";
-    EXPECT_EQ(built.spec(4, 0), v.key_chunks) << "16-key chunks a tile (VKATTN_SPEC_MT_KEY_CHUNKS)";
+    const std::set<unsigned> slices =
+        v.prefetch ? std::set<unsigned>{1, matrix_lanes(*gpu) > 32 ? 2u : 4u} : std::set<unsigned>{1};
+    EXPECT_EQ(built.dim_slices(), slices) << "the mappings";
+    if (!v.prefetch) {
+      EXPECT_EQ(built.spec(19, 0), std::set<unsigned>{1}) << "queries in registers (VKATTN_SPEC_MT_Q_REGS)";
+      EXPECT_EQ(built.spec(4, 0), v.key_chunks) << "16-key chunks a tile (VKATTN_SPEC_MT_KEY_CHUNKS)";
+    }
+    EXPECT_EQ(built.spec(20, 0), std::set<unsigned>{v.prefetch}) << "VKATTN_SPEC_MT_PREFETCH";
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
 }

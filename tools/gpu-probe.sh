@@ -185,11 +185,13 @@ run "f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENC
     vkattn-bench-attention "$gpu_prefill"
 run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-attention "$gpu_prefill"
-# The row split's variants (VKATTN_PREFILL's matrix_* knobs): queries held in registers, which
-# lets the planned 64 x 32 tile fit 48 KiB (the 2026-11-27 run's 64 x 16 took 7.7 TFLOP/s at
-# 4kx4k), and 32 x 32 and 16 x 64 tiles (rows x keys).
+# The matrix kernel's variants (VKATTN_PREFILL's matrix_* knobs): queries held in registers,
+# which lets the planned 64 x 32 tile fit 48 KiB (the 2026-11-27 run's 64 x 16 took 7.7
+# TFLOP/s at 4kx4k), 32 x 32 and 16 x 64 tiles (rows x keys), and the next tile's K and V
+# loaded into registers during a tile (prefetch), alone and with queries in registers.
 for t in "matrix_queries=registers" "matrix_rows=32,matrix_keys=32,matrix_queries=registers" \
-         "matrix_rows=16,matrix_keys=64,matrix_queries=registers"; do
+         "matrix_rows=16,matrix_keys=64,matrix_queries=registers" "matrix_prefetch=1" \
+         "matrix_queries=registers,matrix_prefetch=1"; do
   run "f16, matrix, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="$t" \
       VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
 done
@@ -202,6 +204,8 @@ run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN
     vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, f16, matrix, prefetch" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL=matrix_prefetch=1 \
+    VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, packed (group f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
 fi

@@ -60,11 +60,15 @@ struct PrefillTuning {
   std::uint32_t rows_per_invocation = 0;  // register blocking of scores and output
   std::uint32_t keys_per_invocation = 0;
   bool prefetch = true;  // the next tile's K and V loads issued while a tile computes
-  // The matrix kernel's row split (attn_mt.comp): rows and keys per tile (0: planned) and
-  // where its queries live (automatic: shared memory, as planned).
+  // The matrix kernel's row split (attn_mt.comp): rows and keys per tile (0: planned),
+  // where its queries live (automatic: shared memory, as planned), and whether the next
+  // tile's K and V are loaded into registers while a tile computes (any mapping).
   std::uint32_t matrix_rows = 0, matrix_keys = 0;
   enum class MatrixQueries { automatic, shared, registers } matrix_queries = MatrixQueries::automatic;
-  bool matrix_tuned() const { return matrix_rows || matrix_keys || matrix_queries != MatrixQueries::automatic; }
+  bool matrix_prefetch = false;
+  bool matrix_tuned() const {
+    return matrix_rows || matrix_keys || matrix_queries != MatrixQueries::automatic || matrix_prefetch;
+  }
 };
 PrefillTuning prefill_tuning_from_env();
 

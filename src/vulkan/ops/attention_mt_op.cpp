@@ -17,11 +17,12 @@ namespace vkattn::detail {
 namespace {
 
 // A workgroup's mapping: row groups of 16 rows, the subgroups each row group's dims are
-// split over (1: the row split, a subgroup per row group), 16-key chunks per tile, and
-// whether the row split holds its queries in registers (the dim split always does).
+// split over (1: the row split, a subgroup per row group), 16-key chunks per tile,
+// whether the row split holds its queries in registers (the dim split always does), and
+// whether the next tile's K and V are loaded into registers during a tile (marks doubled).
 struct MtShape {
   std::uint32_t row_groups, dim_slices, key_chunks;
-  bool q_regs = false;
+  bool q_regs = false, prefetch = false;
   std::uint32_t subgroups() const { return row_groups * dim_slices; }
 };
 // In order of preference, the first that fits min(maxComputeSharedMemorySize, 48 KiB) and
@@ -76,8 +77,8 @@ std::uint64_t mt_bytes(const MtShape& s, std::uint32_t dk_chunks, std::uint32_t 
   const std::uint64_t rows = 16u * s.row_groups, keys = 16u * s.key_chunks;
   const std::uint64_t qp = ((2u * dk_chunks) | 1u) * 4u, vp = ((2u * dv_chunks) | 1u) * 4u;
   const std::uint64_t slabs = s.subgroups() * 16 * (keys + 4) + s.row_groups * (16 * (((keys / 8) | 1u) * 4) + 16);
-  return 4 *
-         ((s.dim_slices > 1 || s.q_regs ? 4 : rows * qp) + keys * qp + (v_from_k ? 4 : keys * vp) + slabs + 3 * keys + 2 * rows);
+  return 4 * ((s.dim_slices > 1 || s.q_regs ? 4 : rows * qp) + keys * qp + (v_from_k ? 4 : keys * vp) + slabs +
+              3 * keys * (s.prefetch ? 2 : 1) + 2 * rows);
 }
 
 }  // namespace
@@ -118,6 +119,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
       tune.matrix_tuned() ? l.max_shared_memory : std::min<std::uint64_t>(l.max_shared_memory, kMtMaxBytes);
   std::vector<MtShape> shapes = mt_shapes(dk_chunks);
   for (MtShape& s : shapes) {
+    s.prefetch = tune.matrix_prefetch;
     if (s.dim_slices > 1) continue;
     if (tune.matrix_rows) s.row_groups = tune.matrix_rows / 16;
     if (tune.matrix_keys) s.key_chunks = tune.matrix_keys / 16;
@@ -191,7 +193,8 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                             {VKATTN_SPEC_MT_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                                             {VKATTN_SPEC_MT_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
                                             {VKATTN_SPEC_MT_RESCALE_ALWAYS, 0u},
-                                            {VKATTN_SPEC_MT_Q_REGS, shape.q_regs ? 1u : 0u}})};
+                                            {VKATTN_SPEC_MT_Q_REGS, shape.q_regs ? 1u : 0u},
+                                            {VKATTN_SPEC_MT_PREFETCH, shape.prefetch ? 1u : 0u}})};
   // The stand-in checks the KHR rules the hardware enforces (MT_CHECK, on in tests); the
   // cooperative-matrix form has nothing to check.
   if (units) d.key.kernel = kAttnMtUnits;

@@ -113,7 +113,7 @@ PrefillTuning prefill_tuning_from_env() {
   const char* valid =
       "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
       "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8); the matrix kernel's "
-      "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers";
+      "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers, matrix_prefetch=0|1";
   parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
       const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
@@ -142,6 +142,8 @@ PrefillTuning prefill_tuning_from_env() {
       (key == "matrix_rows" ? t.matrix_rows : t.matrix_keys) = static_cast<std::uint32_t>(std::stoul(value));
     } else if (key == "matrix_queries" && (value == "shared" || value == "registers")) {
       t.matrix_queries = value == "shared" ? PrefillTuning::MatrixQueries::shared : PrefillTuning::MatrixQueries::registers;
+    } else if (key == "matrix_prefetch" && (value == "0" || value == "1")) {
+      t.matrix_prefetch = value == "1";
     } else {
       return false;
     }
