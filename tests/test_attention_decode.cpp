@@ -32,10 +32,11 @@ const Variant kVariants[] = {
     {"shared_last", "reduce=shared,merge=last"},
     {"shared_two_pass", "reduce=shared,merge=two_pass"},
     {"contiguous_4_keys", "interleave=0,keys=4"},
-    // The ring of 2 stages a GPU takes by default (a CPU device takes the loop before the
-    // ring, depth 1), with splits as the target count gives them; a ring of 3 stages over
-    // runs of 2 stages per split.
-    {"depth_2", "depth=2,divide=0"},
+    // The ring of 2 stages of 4 keys per key group a GPU takes by default at head dims to
+    // 128 (a CPU device takes the loop before the ring, depth 1, and 2 keys), with splits
+    // as the target count gives them; a ring of 3 stages of 2 keys over runs of 2 stages
+    // per split.
+    {"depth_2_4_keys", "depth=2,keys=4,divide=0"},
     {"depth_3_runs_of_2", "depth=3,run=2"},
     // attn_decode_group where it can run (not with on-read RoPE): as planned, and with 4
     // lanes per row (32 rows per tile) over stages of 2 keys.
@@ -265,7 +266,7 @@ TEST_F(VulkanVsCpuTest, DecodeShortContextIsOneDispatch) {
 // $VKATTN_DECODE is read when a backend is made; a malformed one is refused by name.
 TEST(DecodeTuning, MalformedKnobsAreRefused) {
   expect_knobs_refused("VKATTN_DECODE", {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1", "depth=4",
-                                         "divide=2", "run=x"});
+                                         "divide=2", "run=x", "packed=2"});
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // caches of every K/V dtype (f32, f16, q8_0, q4_0), stored rotated and rotated on read,
 // over a ring that wraps under a window, through both kernels; NaN in keys no row sees; the
 // exact kernels where shaderFloat16 is capped away, under VKATTN_PACKED_F16=off and under
-// f32; a malformed knob. Every suite's name holds "PackedF16": `ctest -R PackedF16`.
+// f32, and the exact group kernel unless VKATTN_DECODE=packed=1; a malformed knob. Every
+// suite's name holds "PackedF16": `ctest -R PackedF16`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,7 +140,7 @@ class PackedF16Group : public PackedF16Tiled {};
 
 TEST_P(PackedF16Group, Matches) {
   const auto& [c, lim] = GetParam();
-  ScopedEnv decode("VKATTN_DECODE", "kernel=group");
+  ScopedEnv decode("VKATTN_DECODE", "kernel=group,packed=1");
   Built built;
   DeviceOptions options = packed_options(false, lim.units, built);
   if (lim.minimum) {
@@ -199,6 +200,24 @@ TEST_F(PackedF16VsCpu, ExactKernelsWherePackedIsOff) {
   }
 }
 
+// The group kernel takes f16_products exactly (attn_decode_group) unless
+// VKATTN_DECODE=packed=1 asks for its packed variant: the exact one ran absorbed MLA 2.4x
+// faster on an H200. Either way within the mode's bounds.
+TEST_F(PackedF16VsCpu, GroupKernelPackedOnlyWhenAsked) {
+  const AttnInputs in = case_inputs(cases_named({"gqa_8"})[0]);
+  for (const char* env : {"kernel=group", "kernel=group,packed=1"}) {
+    ScopedEnv decode("VKATTN_DECODE", env);
+    Built built;
+    std::string why;
+    auto gpu = try_own_backend(BackendKind::vulkan, packed_options(false, 1, built), why);
+    VKATTN_REQUIRE_BACKEND(gpu, why);
+    expect_f16_matches(*cpu_, in, run_f16(*gpu, in), env, kPackedChain);
+    const bool asked = std::string(env).find("packed=1") != std::string::npos;
+    EXPECT_EQ(ran_packed_group(built), asked) << env;
+    EXPECT_EQ(ran(built, "attn_decode_group"), !asked) << env;
+  }
+}
+
 TEST_F(PackedF16VsCpu, MalformedKnobIsRefused) {
   ScopedEnv knob("VKATTN_PACKED_F16", "on");
   try {
@@ -245,7 +264,7 @@ class PackedF16Caches : public ::testing::TestWithParam<bool> {  // the group ke
 
 TEST_P(PackedF16Caches, EveryDtype) {
   const bool group = GetParam();
-  ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group" : "kernel=tiled");
+  ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group,packed=1" : "kernel=tiled");
   Built built;
   std::string why;
   auto gpu = try_own_backend(BackendKind::vulkan, packed_options(false, 1, built), why);

@@ -97,7 +97,7 @@ run() {
   env VKATTN_BENCH_WARMUP="${PROBE_WARMUP:-0.3}" "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" \
       --benchmark_min_time="$min_time" --benchmark_format=json > "$report" 2>"$out/probe-stderr.txt"
   status=$?
-  grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$out/pipeline-stats.txt"
+  grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$stats"
   if [ "$status" -ne 0 ]; then
     echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$out/probe-stderr.txt" | tr '\n' ' ')" | tee -a "$failures"
   fi
@@ -109,7 +109,9 @@ want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
 
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
 decode_list="BM_decode/(ops8|cold)/keys:($keys_re)/shape:2/"
-: > "$out/pipeline-stats.txt"
+# One file per PROBE_ONLY, so that two probes in one call keep both sets of statistics.
+stats="$out/pipeline-stats${PROBE_ONLY:+-${PROBE_ONLY// /-}}.txt"
+: > "$stats"
 if want decode; then
 # Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
 # the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
@@ -206,7 +208,8 @@ run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VK
     vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, f16, matrix, prefetch" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL=matrix_prefetch=1 \
     VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, f16, packed (group f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \
+run "MLA, f16, packed (group f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_DECODE=packed=1 \
+    VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
 fi
 if want paged; then
@@ -224,7 +227,7 @@ fi
 
 echo
 echo "== pipeline statistics (VKATTN_PIPELINE_STATS=1)"
-if [ -s "$out/pipeline-stats.txt" ]; then sort -u "$out/pipeline-stats.txt"; else
+if [ -s "$stats" ]; then sort -u "$stats"; else
   echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
 echo
 echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"

@@ -41,6 +41,9 @@ struct DecodeTuning {
   std::uint32_t depth = 0;           // attn_decode's stages in flight (1: the loop before the ring)
   std::uint32_t run = 0;             // consecutive stages per run of an interleaved split
   bool divide = true;                // splits of equal stage counts (false: the target count as it is)
+  // attn_decode_group_f16 for f16_products (packed=1); by default the exact group kernel,
+  // which an H200 ran 2.4x faster on absorbed MLA (docs/gpu.md, 2026-11-27 late).
+  bool packed = false;
 };
 // Parses $VKATTN_DECODE; InvalidArgument naming it and the valid keys when malformed.
 DecodeTuning decode_tuning_from_env();

@@ -17,7 +17,12 @@ namespace vkattn::detail {
 
 namespace {
 
-constexpr std::uint32_t kKeys = 2;  // keys per key group per stage
+// Keys per key group per stage: 2, or on a GPU at head dims to 128, 4 (32 keys a stage of
+// 128 invocations at 4 lanes a row: 64 KiB of K and V in flight per SM at depth 2). On an
+// H200 (docs/gpu.md, 2026-11-27 late) 4 took 16k keys in 41 us per op against 49, and the
+// grid's loads alone to 0.88 of the copy rate against 0.72; 1k and 4k keys no slower.
+// Wider heads keep 2 (unmeasured: twice the staged registers).
+constexpr std::uint32_t kKeys = 2, kGpuKeys = 4, kGpuKeysMaxDim = 128;
 // Stages whose loads are in flight in a ring (attn_decode.comp): two, so that a stage is
 // waited for while the next is loading, with no register copied while its load is in flight
 // (docs/kernel-shapes.md). Bytes in flight per workgroup: kDepth x stage keys x K and V rows.
@@ -245,7 +250,7 @@ DecodeTuning decode_tuning_from_env() {
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
-      "load_only=0|1, depth=1|2|3, run=N, divide=0|1";
+      "load_only=0|1, depth=1|2|3, run=N, divide=0|1, packed=0|1";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
     if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
@@ -277,6 +282,8 @@ DecodeTuning decode_tuning_from_env() {
       t.run = std::clamp(std::bit_floor(number()), 1u, 64u);
     } else if (key == "divide" && (value == "0" || value == "1")) {
       t.divide = value == "1";
+    } else if (key == "packed" && (value == "0" || value == "1")) {
+      t.packed = value == "1";
     } else {
       return false;
     }
@@ -392,7 +399,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                        const std::vector<float>& sinks, AttentionPrecision precision) {
   const DecodeTuning& tune = ctx.decode;
-  const bool packed = packed_f16(ctx, precision);
+  const bool packed = tune.packed && packed_f16(ctx, precision);
   if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed);
       g.keys) {
     return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
@@ -417,7 +424,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
       plan_key_groups(head_dim, v_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   plan.rows = kg.rows;
   plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : kg.lanes;
-  plan.keys = tune.keys ? tune.keys : kKeys;
+  const bool gpu_keys = ctx.physical.info.type != "cpu" && std::max(head_dim, v_dim) <= kGpuKeysMaxDim;
+  plan.keys = tune.keys ? tune.keys : gpu_keys ? kGpuKeys : kKeys;
   plan.n = std::bit_ceil(plan.rows * plan.keys);
   plan.c = std::max(1u, plan.n / plan.lanes);
   plan.kp = pieces_for(head_dim, plan.lanes, k_wide);
