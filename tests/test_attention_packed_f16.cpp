@@ -92,17 +92,6 @@ TEST_P(PackedF16Tiled, Matches) {
   for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
 }
 
-// The cases of attention_cases() named in |names|.
-std::vector<AttnCase> cases_named(std::initializer_list<const char*> names) {
-  std::vector<AttnCase> out;
-  for (const AttnCase& c : attention_cases()) {
-    for (const char* want : names) {
-      if (std::string(c.name) == want) out.push_back(c);
-    }
-  }
-  return out;
-}
-
 // Few of attention_cases() (CI time: each is a pipeline or more llvmpipe compiles), chosen
 // for what they reach: many tiles under causal masking, heads whose vec4s are no multiple
 // of a chain (24, 7) and the widest (256), f16 Q and K/V, GQA, two sequences under a

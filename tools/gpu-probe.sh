@@ -113,35 +113,42 @@ decode_list="BM_decode/(ops8|cold)/keys:($keys_re)/shape:2/"
 stats="$out/pipeline-stats${PROBE_ONLY:+-${PROBE_ONLY// /-}}.txt"
 : > "$stats"
 if want decode; then
-# Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
-# the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
-# workgroups an SM, 8 KiB a stage of 16 keys, 'depth' stages each), per op of 8 in one
-# list (ops8: K and V of 1k and 4k keys stay in L2 between ops) and DRAM-cold (cold: K and
-# V of their own per op from a rotating set of 128 MiB or more).
-echo "== D1: loads only, per op of 8 and DRAM-cold; KiB in flight per SM in the label"
-run "loads, depth 1, S targeted (32)" VKATTN_DECODE=load_only=1,depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
-run "loads, depth 2 (32)" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
-run "loads, depth 3 (48)" VKATTN_DECODE=load_only=1,depth=3 -- vkattn-bench-decode "$decode_list"
-run "loads, keys=4 (64)" VKATTN_DECODE=load_only=1,keys=4 -- vkattn-bench-decode "$decode_list"
-run "loads, resident=3 (48)" VKATTN_DECODE=load_only=1,resident=3 -- vkattn-bench-decode "$decode_list"
-run "loads, resident=4 (64)" VKATTN_DECODE=load_only=1,resident=4 -- vkattn-bench-decode "$decode_list"
-run "loads, depth 3, resident=3 (72)" VKATTN_DECODE=load_only=1,depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
-run "loads, runs of 4 stages (32)" VKATTN_DECODE=load_only=1,run=4 -- vkattn-bench-decode "$decode_list"
-echo "== D2: the whole kernel on the same grids (pipeline statistics kept: registers <= 168 for 3 an SM)"
-run "decode, depth 1, S targeted" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
-run "decode, depth 2 (default)" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
-run "decode, depth 3" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=3 -- vkattn-bench-decode "$decode_list"
-run "decode, keys=4" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$decode_list"
-run "decode, resident=3" VKATTN_DECODE=resident=3 -- vkattn-bench-decode "$decode_list"
-run "decode, depth 3, resident=3" VKATTN_DECODE=depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
-run "decode, two-pass merge" VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
-echo "== D3: a 32-layer decode step (256 and 4k slots, full), rope and kv_append fused and apart; the smallest dispatch"
+echo "== D3 (first: the figures the targets name): a 32-layer decode step (256 and 4k slots, full), rope and kv_append fused and apart; the smallest dispatch"
 run "step, fused" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:1"
 run "step, ops apart" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:0"
 run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-decode "$decode_gpu"
+# Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
+# the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
+# workgroups an SM, 16 KiB a stage of 32 keys (4 a key group, the default at head_dim 128;
+# 8 KiB at 2), 'depth' stages each), per op of 8 in one list (ops8: K and V of 1k and 4k
+# keys stay in L2 between ops) and DRAM-cold (cold: K and V of their own per op from a
+# rotating set of 128 MiB or more).
+echo "== D1: loads only, per op of 8 and DRAM-cold; KiB in flight per SM in the label"
+run "loads, depth 1, S targeted (32)" VKATTN_DECODE=load_only=1,depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
+run "loads, default: depth 2, 4 keys (64)" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+run "loads, depth 3 (96)" VKATTN_DECODE=load_only=1,depth=3 -- vkattn-bench-decode "$decode_list"
+run "loads, 2 keys, the default before (32)" VKATTN_DECODE=load_only=1,keys=2 -- vkattn-bench-decode "$decode_list"
+run "loads, resident=3 (96)" VKATTN_DECODE=load_only=1,resident=3 -- vkattn-bench-decode "$decode_list"
+run "loads, resident=4 (128)" VKATTN_DECODE=load_only=1,resident=4 -- vkattn-bench-decode "$decode_list"
+run "loads, depth 3, resident=3 (144)" VKATTN_DECODE=load_only=1,depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
+run "loads, runs of 4 stages (64)" VKATTN_DECODE=load_only=1,run=4 -- vkattn-bench-decode "$decode_list"
+echo "== D2: the whole kernel on the same grids (pipeline statistics kept: registers <= 168 for 3 an SM)"
+run "decode, depth 1, S targeted" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
+run "decode, default: depth 2, 4 keys" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+run "decode, depth 3" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=3 -- vkattn-bench-decode "$decode_list"
+run "decode, 2 keys, the default before" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=keys=2 -- vkattn-bench-decode "$decode_list"
+run "decode, resident=3" VKATTN_DECODE=resident=3 -- vkattn-bench-decode "$decode_list"
+run "decode, depth 3, resident=3" VKATTN_DECODE=depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
+run "decode, two-pass merge" VKATTN_DECODE=merge=two_pass -- vkattn-bench-decode "$decode_gpu"
+# One split a KV head (8 workgroups each streaming every stage, no merge), lone dispatches:
+# the whole kernel's time less its loads', over the stages, is the math's serial cost a
+# stage (1k and 4k keys: 32 and 128 stages of 32 keys).
+one_split="BM_decode/one/keys:(1024|4096)/shape:2/"
+run "decode, one split a head" VKATTN_DECODE=keys_per_split=16384 -- vkattn-bench-decode "$one_split"
+run "loads, one split a head" VKATTN_DECODE=load_only=1,keys_per_split=16384 -- vkattn-bench-decode "$one_split"
 fi
 if want mla; then
 mla="BM_decode_mla/keys:(4096|16384)/shape:2"

@@ -3,6 +3,8 @@
 // user destroys things in.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,6 +65,7 @@ struct PrefillTuning {
   std::uint32_t rows_per_invocation = 0;  // register blocking of scores and output
   std::uint32_t keys_per_invocation = 0;
   bool prefetch = true;  // the next tile's K and V loads issued while a tile computes
+  bool tiled_tuned() const { return rows || keys || rows_per_invocation || keys_per_invocation; }
   // The matrix kernel's row split (attn_mt.comp): rows and keys per tile (0: planned),
   // where its queries live (automatic: shared memory, as planned), and whether the next
   // tile's K and V are loaded into registers while a tile computes (any mapping).
@@ -74,6 +77,12 @@ struct PrefillTuning {
   }
 };
 PrefillTuning prefill_tuning_from_env();
+
+// A tile planner's shared-memory budget: |cap|, what its own plans keep to, or where a
+// tile was asked for ($VKATTN_PREFILL's knobs, |tuned|) all the device has (|device_max|).
+inline std::uint64_t tile_budget(std::uint64_t device_max, bool tuned, std::uint64_t cap) {
+  return tuned ? device_max : std::min(device_max, cap);
+}
 
 // $VKATTN_DECODE and $VKATTN_PREFILL: a comma-separated list of key=value, each handed to
 // |take|, which returns false for one it does not know; InvalidArgument naming |var| and

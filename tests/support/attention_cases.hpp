@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -184,5 +186,24 @@ inline std::vector<AttnCase> attention_cases() {
 }
 
 inline std::string case_name(const ::testing::TestParamInfo<AttnCase>& info) { return info.param.name; }
+
+// The cases of attention_cases() named in |names|, in the table's order. A name the table
+// lacks throws (at a suite's instantiation the test program stops) instead of leaving a
+// suite quietly smaller.
+inline std::vector<AttnCase> cases_named(std::initializer_list<const char*> names) {
+  std::vector<AttnCase> out;
+  const std::vector<AttnCase> all = attention_cases();
+  for (const char* want : names) {
+    if (std::none_of(all.begin(), all.end(), [&](const AttnCase& c) { return std::string(c.name) == want; })) {
+      throw std::invalid_argument(std::string("cases_named: no attention case is named ") + want);
+    }
+  }
+  for (const AttnCase& c : all) {
+    for (const char* want : names) {
+      if (std::string(c.name) == want) out.push_back(c);
+    }
+  }
+  return out;
+}
 
 }  // namespace vkattn::test

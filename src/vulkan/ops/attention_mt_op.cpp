@@ -54,6 +54,8 @@ constexpr KernelId kAttnMtUnits = KernelId::attn_mt_standin, kSelftestUnits = Ke
 std::vector<MtShape> mt_shapes(std::uint32_t dk_chunks) {
   std::vector<MtShape> out;
   const auto add = [&](std::span<const MtShape> s) {
+    // One at a time: GCC 12 warns of a buffer overflow (-Wstringop-overflow, a false
+    // positive that -Werror makes fatal) on out.insert(out.end(), s.begin(), s.end()).
     for (const MtShape& one : s) out.push_back(one);
   };
   if (dk_chunks <= kMtRowOnlyChunks) {
@@ -115,8 +117,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   // $VKATTN_PREFILL's matrix_* knobs change the row split's shapes, which may then take all
   // the shared memory the device has.
   const PrefillTuning& tune = ctx.prefill;
-  const std::uint64_t budget =
-      tune.matrix_tuned() ? l.max_shared_memory : std::min<std::uint64_t>(l.max_shared_memory, kMtMaxBytes);
+  const std::uint64_t budget = tile_budget(l.max_shared_memory, tune.matrix_tuned(), kMtMaxBytes);
   std::vector<MtShape> shapes = mt_shapes(dk_chunks);
   for (MtShape& s : shapes) {
     s.prefetch = tune.matrix_prefetch;

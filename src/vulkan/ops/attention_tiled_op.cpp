@@ -66,9 +66,8 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
   // Forced onto few rows (decode), a tile at most half empty.
   const std::uint32_t most_rows = std::max(4u, std::bit_ceil(tile_rows(64, n_tokens, group, per_seq, p.q_seq)));
   // A tile asked for by $VKATTN_PREFILL may take all the shared memory the device has.
-  const bool tuned = tune.rows || tune.keys || tune.rows_per_invocation || tune.keys_per_invocation;
-  const std::uint64_t budget =
-      tuned ? ctx.limits.max_shared_memory : std::min<std::uint64_t>(ctx.limits.max_shared_memory, kMaxTileBytes);
+  const bool tuned = tune.tiled_tuned();
+  const std::uint64_t budget = tile_budget(ctx.limits.max_shared_memory, tuned, kMaxTileBytes);
   TileShape one = kTunedBase;
   if (tuned) {
     if (tune.rows) one.rows = tune.rows;
