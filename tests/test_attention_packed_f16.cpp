@@ -194,14 +194,14 @@ TEST_F(PackedF16VsCpu, ExactKernelsWherePackedIsOff) {
 // faster on an H200. Either way within the mode's bounds.
 TEST_F(PackedF16VsCpu, GroupKernelPackedOnlyWhenAsked) {
   const AttnInputs in = case_inputs(cases_named({"gqa_8"})[0]);
-  for (const char* env : {"kernel=group", "kernel=group,packed=1"}) {
+  const std::pair<const char*, bool> runs[] = {{"kernel=group", false}, {"kernel=group,packed=1", true}};
+  for (const auto& [env, asked] : runs) {
     ScopedEnv decode("VKATTN_DECODE", env);
     Built built;
     std::string why;
     auto gpu = try_own_backend(BackendKind::vulkan, packed_options(false, 1, built), why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
     expect_f16_matches(*cpu_, in, run_f16(*gpu, in), env, kPackedChain);
-    const bool asked = std::string(env).find("packed=1") != std::string::npos;
     EXPECT_EQ(ran_packed_group(built), asked) << env;
     EXPECT_EQ(ran(built, "attn_decode_group"), !asked) << env;
   }

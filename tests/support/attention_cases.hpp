@@ -191,16 +191,16 @@ inline std::string case_name(const ::testing::TestParamInfo<AttnCase>& info) { r
 // lacks throws (at a suite's instantiation the test program stops) instead of leaving a
 // suite quietly smaller.
 inline std::vector<AttnCase> cases_named(std::initializer_list<const char*> names) {
+  const auto named = [&](const AttnCase& c) {
+    return std::any_of(names.begin(), names.end(), [&](const char* want) { return std::string(c.name) == want; });
+  };
   std::vector<AttnCase> out;
-  const std::vector<AttnCase> all = attention_cases();
-  for (const char* want : names) {
-    if (std::none_of(all.begin(), all.end(), [&](const AttnCase& c) { return std::string(c.name) == want; })) {
-      throw std::invalid_argument(std::string("cases_named: no attention case is named ") + want);
-    }
+  for (const AttnCase& c : attention_cases()) {
+    if (named(c)) out.push_back(c);
   }
-  for (const AttnCase& c : all) {
-    for (const char* want : names) {
-      if (std::string(c.name) == want) out.push_back(c);
+  for (const char* want : names) {
+    if (std::none_of(out.begin(), out.end(), [&](const AttnCase& c) { return std::string(c.name) == want; })) {
+      throw std::invalid_argument(std::string("cases_named: no attention case is named ") + want);
     }
   }
   return out;

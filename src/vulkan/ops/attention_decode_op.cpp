@@ -128,6 +128,9 @@ bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t 
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
 
 std::uint32_t default_depth(const Context& ctx) { return ctx.physical.info.type == "cpu" ? 1 : kDepth; }
+std::uint32_t default_keys(const Context& ctx, std::uint32_t widest_dim) {
+  return ctx.physical.info.type != "cpu" && widest_dim <= kGpuKeysMaxDim ? kGpuKeys : kKeys;
+}
 
 std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step) {
   if (ctx.physical.info.type != "cpu") return 0;
@@ -424,8 +427,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
       plan_key_groups(head_dim, v_dim, k_wide, v_wide, max_lanes, n_tokens, group, keys.meta_stride != 0, p.q_seq);
   plan.rows = kg.rows;
   plan.lanes = tune.lanes ? std::min(std::bit_ceil(tune.lanes), max_lanes) : kg.lanes;
-  const bool gpu_keys = ctx.physical.info.type != "cpu" && std::max(head_dim, v_dim) <= kGpuKeysMaxDim;
-  plan.keys = tune.keys ? tune.keys : gpu_keys ? kGpuKeys : kKeys;
+  plan.keys = tune.keys ? tune.keys : default_keys(ctx, std::max(head_dim, v_dim));
   plan.n = std::bit_ceil(plan.rows * plan.keys);
   plan.c = std::max(1u, plan.n / plan.lanes);
   plan.kp = pieces_for(head_dim, plan.lanes, k_wide);
