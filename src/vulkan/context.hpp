@@ -78,6 +78,10 @@ struct PrefillTuning {
 };
 PrefillTuning prefill_tuning_from_env();
 
+// The iterations a kernel's loop may take on llvmpipe (its limit is 65,535), with room:
+// CPU devices' plans split keys so that no loop runs past it.
+constexpr std::uint64_t kCpuLoopLimit = 60000;
+
 // A tile planner's shared-memory budget: |cap|, what its own plans keep to, or where a
 // tile was asked for ($VKATTN_PREFILL's knobs, |tuned|) all the device has (|device_max|).
 inline std::uint64_t tile_budget(std::uint64_t device_max, bool tuned, std::uint64_t cap) {

@@ -55,9 +55,11 @@ make -s -C "$work/pkg_config" -f "$src/tests/consumers/pkg_config/Makefile" PKG_
 
 step "add_subdirectory"
 # No optimization: this proves the subproject builds and links; the library's code is the
-# one the tests run, optimized, elsewhere.
+# one the tests run, optimized, elsewhere. As a unity build (sources compiled several to a
+# file), which a consumer may ask of its whole tree, and which CI's compile-only builds
+# use: no two of the library's sources may define the same internal name.
 cmake -S "$src/tests/consumers/add_subdirectory" -B "$work/add_subdirectory" -DCMAKE_BUILD_TYPE= \
-  -DVKATTN_SOURCE_DIR="$src" -DBUILD_SHARED_LIBS=$shared > /dev/null
+  -DCMAKE_UNITY_BUILD=ON -DVKATTN_SOURCE_DIR="$src" -DBUILD_SHARED_LIBS=$shared > /dev/null
 cmake --build "$work/add_subdirectory" -j"$jobs" > /dev/null
 [ -z "$(find "$work/add_subdirectory" -name 'vkattn_tests' -o -name '_vkattn*')" ]  # the library alone
 "$work/add_subdirectory/consumer"

@@ -38,8 +38,6 @@ constexpr std::uint32_t kRowTilesPerUnit = 4;
 constexpr std::uint32_t kResident = 2;
 constexpr std::uint32_t kMaxSplits = 64;
 constexpr std::uint32_t kMergePairs = 512;  // attn_merge.glsl: MERGE_MAX_PAIRS (rows x splits)
-// llvmpipe's loop limit (cpu_steps_per_split), with room.
-constexpr std::uint64_t kCpuLoopLimit = 60000;
 
 // How a key row is spread over a group of |lanes| invocations for one tensor: |epl|
 // elements per piece (16 bytes, or 8 of f16 when 4 elements per lane are all that fit),

@@ -40,7 +40,6 @@ constexpr std::uint32_t kMtRowOnlyChunks = 8, kMtRowFirstChunks = 12;
 // the rest), within NVIDIA's 255; no GPU has compiled it yet.
 constexpr std::uint32_t kMtSliceQChunks = 9, kMtSliceOChunks = 8;
 constexpr std::uint64_t kMtMaxBytes = 48 * 1024;
-constexpr std::uint64_t kCpuLoopLimit = 60000;  // llvmpipe's 65,535, with room
 // The cooperative-matrix forms exist only where configure built them; without them
 // DeviceLimits::matrix_units is never set (choose_matrix), so the stand-in ids below are
 // never dispatched in their place.
