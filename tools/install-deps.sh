@@ -4,7 +4,7 @@
 # installed; nothing happens when all are present. It also puts the copy-paste checker
 # (jscpd, from the npm registry) under .tools/, and, where the system's glslang cannot
 # compile the matrix kernels (Debian 12's), builds a newer glslangValidator from Debian's
-# archive into .tools/glslang/ once (tools/glslang.sh: about 2 minutes of 2 cores).
+# archive into .tools/glslang/ once (tools/glslang.sh: about a minute of 2 cores).
 set -euo pipefail
 
 packages=(cmake make gcc g++ pkg-config python3 libvulkan-dev glslang-tools spirv-tools
