@@ -37,10 +37,11 @@ const Variant kVariants[] = {
     {"tile_8x8_2x2", "kernel=tiled,rows=8,keys=8,rows_per_invocation=2,keys_per_invocation=2", 1u << 20},
 };
 
-std::unique_ptr<Backend> tiled_backend(const char* env, DeviceOptions options, const BuiltPipelines& built) {
-  built.attach(options);
+// Shared with the program's other tests of the same knob and options, so that a suite's
+// cases build each specialization once.
+std::shared_ptr<Backend> tiled_backend(const char* env, const DeviceOptions& options) {
   ScopedEnv prefill("VKATTN_PREFILL", env);
-  return make_backend(BackendKind::vulkan, options);
+  return shared_backend(BackendKind::vulkan, options);
 }
 
 DeviceOptions gpu_options(std::uint32_t units, const DeviceLimits& limits = uncapped()) {
@@ -50,16 +51,17 @@ DeviceOptions gpu_options(std::uint32_t units, const DeviceLimits& limits = unca
   return options;
 }
 
-bool ran_tiled(const BuiltPipelines& built) { return built.any("attn_tiled") || built.any("attn_tiled_shared"); }
+// The list's one attention op took the tiled kernel.
+bool ran_tiled(const CommandStats& stats) {
+  return stats.attention.size() == 1 && stats.attention[0].kernel == AttentionKernel::tiled;
+}
 
 class TiledVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<std::tuple<AttnCase, Variant>> {};
 
 TEST_P(TiledVulkanVsCpu, Matches) {
   const auto& [c, v] = GetParam();
-  BuiltPipelines built;
-  auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
-  expect_fused_matches(*gpu, *cpu_, c);
-  EXPECT_TRUE(ran_tiled(built)) << "the tiled kernel ran";
+  auto gpu = tiled_backend(v.env, gpu_options(v.units));
+  EXPECT_TRUE(ran_tiled(expect_fused_matches(*gpu, *cpu_, c))) << "the tiled kernel ran";
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
@@ -74,16 +76,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TiledVulkanVsCpu,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kShapeVariants)),
                          tiled_name);
 
-// The Vulkan 1.1 minimums (no subgroup operations: the shared-memory variant; 16 KiB of
-// shared memory, where heads of 256 take 4 x 4 tiles; 128 invocations).
+// The Vulkan 1.1 minimums (no subgroup operations: the shared-memory variant, which
+// TiledSharedVariantAtSpecMinimum checks is the one built; 16 KiB of shared memory, where
+// heads of 256 take 4 x 4 tiles; 128 invocations).
 class TiledAtSpecMinimum : public TiledVulkanVsCpu {};
 
 TEST_P(TiledAtSpecMinimum, Matches) {
   const auto& [c, v] = GetParam();
-  BuiltPipelines built;
-  auto gpu = tiled_backend(v.env, gpu_options(v.units, test_spec_minimum()), built);
-  expect_fused_matches(*gpu, *cpu_, c);
-  EXPECT_TRUE(built.any("attn_tiled_shared")) << "the shared-memory variant ran";
+  auto gpu = tiled_backend(v.env, gpu_options(v.units, test_spec_minimum()));
+  EXPECT_TRUE(ran_tiled(expect_fused_matches(*gpu, *cpu_, c))) << "the tiled kernel ran";
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
@@ -92,12 +93,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TiledAtSpecMinimum,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kMinimumVariants)),
                          tiled_name);
 
+// Without subgroup operations the tiled kernel reduces through shared memory
+// (attn_tiled_shared), and the subgroup variant is never built: read from the pipelines a
+// backend of its own builds (the spec-minimum suite above checks only that the tiled kernel
+// ran, on a shared backend).
+TEST_F(VulkanVsCpuTest, TiledSharedVariantAtSpecMinimum) {
+  DeviceOptions options = gpu_options(1u << 20, test_spec_minimum());
+  BuiltPipelines built;
+  built.attach(options);
+  ScopedEnv prefill("VKATTN_PREFILL", "kernel=tiled");
+  auto gpu = make_backend(BackendKind::vulkan, options);
+  AttnInputs in = random_inputs(37, 8, 2, 83, 64, 1, 501);
+  in.config.path = AttentionPath::fused;
+  CommandStats stats;
+  EXPECT_TRUE(all_close(run_attention_op(*gpu, in, &stats), run_attention(*cpu_, in).out, in.out_shape(), 2e-4, 1e-4));
+  EXPECT_TRUE(ran_tiled(stats));
+  EXPECT_TRUE(built.any("attn_tiled_shared")) << "the shared-memory variant ran";
+  EXPECT_FALSE(built.any("attn_tiled")) << "the subgroup variant was built";
+  EXPECT_TRUE(gpu->validation_messages().empty());
+}
+
 // Rows and keys no multiple of any tile (37 tokens x 4 heads per KV head, 83 keys), every
 // head_dim a model uses up to 256 and an odd one (72), each K/V type, causal and not.
 TEST_F(VulkanVsCpuTest, TiledOddShapes) {
   for (const Variant& v : {kVariants[0], kVariants[2]}) {
-    BuiltPipelines built;
-    auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
+    auto gpu = tiled_backend(v.env, gpu_options(v.units));
     std::uint32_t seed = 500;
     for (std::size_t d : {64u, 72u, 80u, 96u, 112u, 128u, 256u}) {
       for (DType dtype : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) {
@@ -107,11 +127,12 @@ TEST_F(VulkanVsCpuTest, TiledOddShapes) {
         in.config.path = AttentionPath::fused;
         in.config.causal = seed % 2 == 0;
         const std::vector<float> want = run_attention(*cpu_, in).out;
-        EXPECT_TRUE(all_close(run_attention_op(*gpu, in), want, in.out_shape(), 2e-4, 1e-4))
+        CommandStats stats;
+        EXPECT_TRUE(all_close(run_attention_op(*gpu, in, &stats), want, in.out_shape(), 2e-4, 1e-4))
             << v.name << ": head_dim " << d << ", " << to_string(dtype) << (in.config.causal ? ", causal" : "");
+        EXPECT_TRUE(ran_tiled(stats)) << v.name << ": head_dim " << d << ", " << to_string(dtype);
       }
     }
-    EXPECT_TRUE(ran_tiled(built));
     EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
@@ -123,18 +144,17 @@ TEST_F(VulkanVsCpuTest, TiledOddShapes) {
 // backend's cache.
 TEST_F(VulkanVsCpuTest, TiledPrefillOverAWrappedRing) {
   for (const Variant& v : {kVariants[1], kVariants[4]}) {
-    BuiltPipelines built;
-    auto gpu = tiled_backend(v.env, gpu_options(v.units), built);
+    auto gpu = tiled_backend(v.env, gpu_options(v.units));
     for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
       for (DType dtype : {DType::f16, DType::q8_0}) {
         prefill_in_chunks_over_a_wrapping_ring(*gpu, *cpu_, rope, dtype, AttentionPrecision::f32, 40, [&](const PrefillChunk& c) {
           EXPECT_TRUE(all_close(c.got, c.want, c.out_shape(), 2e-4, 1e-4))
               << v.name << ", " << (rope == KvRope::on_read ? "on_read" : "stored") << ", " << to_string(dtype) << ": chunk at "
               << c.at;
+          EXPECT_TRUE(ran_tiled(c.stats)) << v.name << ": chunk at " << c.at;
         });
       }
     }
-    EXPECT_TRUE(ran_tiled(built));
     EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
@@ -148,16 +168,16 @@ TEST_F(VulkanVsCpuTest, TiledIsChosenForPrefillOnTheGpuShape) {
   AttnInputs decode = random_inputs(1, 8, 2, 600, 64, 1, 95);
   const std::vector<float> want_prefill = run_attention(*cpu_, prefill).out, want_decode = run_attention(*cpu_, decode).out;
   for (const char* env : {"", "kernel=lane_per_key"}) {
-    BuiltPipelines built;
-    auto gpu = tiled_backend(env, gpu_options(30), built);
-    EXPECT_TRUE(all_close(run_attention_op(*gpu, prefill), want_prefill, prefill.out_shape(), 2e-4, 1e-4)) << env;
+    auto gpu = tiled_backend(env, gpu_options(30));
+    CommandStats stats;
+    EXPECT_TRUE(all_close(run_attention_op(*gpu, prefill, &stats), want_prefill, prefill.out_shape(), 2e-4, 1e-4)) << env;
     const bool tiled = env[0] == '\0';
-    EXPECT_EQ(ran_tiled(built), tiled) << (tiled ? "automatic" : env) << ": the tiled kernel ran";
-    // attn_fused or attn_fused_subgroup: the lane-per-key kernel.
-    EXPECT_EQ(built.any("attn_fused") || built.any("attn_fused_subgroup"), !tiled) << env << ": the lane-per-key kernel ran";
-    built.lines->clear();
-    EXPECT_TRUE(all_close(run_attention_op(*gpu, decode), want_decode, decode.out_shape(), 2e-4, 1e-4)) << env;
-    EXPECT_FALSE(ran_tiled(built)) << "decode takes the decode kernel";
+    ASSERT_EQ(stats.attention.size(), 1u);
+    EXPECT_EQ(stats.attention[0].kernel, tiled ? AttentionKernel::tiled : AttentionKernel::lane_per_key)
+        << (tiled ? "automatic" : env) << ": " << to_string(stats.attention[0].kernel) << " ran";
+    EXPECT_TRUE(all_close(run_attention_op(*gpu, decode, &stats), want_decode, decode.out_shape(), 2e-4, 1e-4)) << env;
+    ASSERT_EQ(stats.attention.size(), 1u);
+    EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::decode) << "decode takes the decode kernel";
     EXPECT_TRUE(new_validation_messages(*gpu).empty());
   }
 }
@@ -175,8 +195,7 @@ TEST_F(VulkanVsCpuTest, TiledRefusesATileThatDoesNotFit) {
   AttnInputs prefill = random_inputs(256, 8, 2, 256, 32, 1, 97);
   for (const char* env : {"rows=64,keys=64,rows_per_invocation=1,keys_per_invocation=1",
                           "kernel=tiled,rows=64,keys=64,rows_per_invocation=1,keys_per_invocation=1"}) {
-    BuiltPipelines built;
-    auto gpu = tiled_backend(env, gpu_options(30), built);
+    auto gpu = tiled_backend(env, gpu_options(30));
     try {
       run_attention_op(*gpu, prefill);
       ADD_FAILURE() << env << " was run";

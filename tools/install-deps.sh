@@ -19,6 +19,10 @@ packages+=(python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytes
 # aarch64 Linux (tools/cross-build.sh, which reads what it built with file).
 packages+=(clang g++-mingw-w64-x86-64-posix g++-aarch64-linux-gnu file)
 
+# ccache: CI's builds compile through it (.ci/run), so a machine that ran them before
+# recompiles only what changed.
+packages+=(ccache)
+
 # The copy-paste check (tools/check-duplicates.sh) runs jscpd from the npm registry: Node
 # and npm from Debian unless the machine has them already (from any source).
 command -v npm > /dev/null || packages+=(nodejs npm)

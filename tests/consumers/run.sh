@@ -10,7 +10,9 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
-work=$(mktemp -d)
+# Under the build directory: where CI compiles through ccache, paths under its checkout are
+# hashed relative to the compile's directory, so the next run's builds here hit its cache.
+work=$(mktemp -d "$build/consumers.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 prefix=$work/prefix

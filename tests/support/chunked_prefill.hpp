@@ -23,6 +23,7 @@ struct PrefillChunk {
   std::size_t tokens;
   std::int32_t at;
   std::vector<float> q, k, v, got{}, want{};
+  CommandStats stats{};  // the GPU's list (which kernel ran)
   Shape out_shape() const { return {tokens, kPrefillHeads, kPrefillDim}; }
 };
 
@@ -61,6 +62,7 @@ inline void prefill_in_chunks_over_a_wrapping_ring(Backend& gpu, Backend& cpu, K
       cmd.kv_append(cache, tk, tv, pos);
       cmd.attention(tq, cache, out, {.q_positions = pos}, {.window = 16u, .path = AttentionPath::fused, .precision = precision});
       cmd.submit_and_wait();
+      if (&b == &gpu) c.stats = cmd.stats();
       return b.download(out);
     };
     c.got = attend(gpu, gc);

@@ -1,6 +1,6 @@
 // The fused op (CommandList::attention) on a Vulkan backend against the CPU reference, on
-// one of the attention cases, with the tolerances its f32 scores allow. Shared by the fused
-// and decode kernel tests.
+// one of the attention cases, with the tolerances its f32 scores allow; returns the list's
+// statistics (which kernel ran). Shared by the fused, decode and tiled kernel tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 
 namespace vkattn::test {
 
-inline void expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
+inline CommandStats expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
   AttnInputs in = case_inputs(c);
   in.config.path = AttentionPath::fused;
   const AttnOutputs want = run_attention(cpu, in);
@@ -37,6 +37,7 @@ inline void expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) 
   const bool f16 = c.q_dtype == DType::f16 || c.kv_dtype == DType::f16;
   const double o_atol = (f16 ? 2e-4 : 1e-4) + (std::expm1(2 * s_atol) + 1e-5) * max_abs(in.v);
   EXPECT_TRUE(all_close(got, want.out, in.out_shape(), o_atol, 1e-4)) << "out";
+  return stats;
 }
 
 // Pipelines built, from the info log: which kernels a backend ran.
