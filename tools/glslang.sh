@@ -72,8 +72,8 @@ echo "$sha256  $tarball" | sha256sum --check --quiet ||
 
 # glslangValidator alone: no SPIRV-Tools (ENABLE_OPT=OFF: its optimizer is not wanted),
 # no HLSL, no tests; at -O1, which builds in 60 s against 82 at -O2 here and compiles the
-# few kernels that need it as fast. Debian's patches only touch pkg-config files, so the upstream tarball
-# is built as it is.
+# few kernels that need it as fast. Debian's patches only touch pkg-config files, so the
+# upstream tarball is built as it is.
 tar -xzf "$tarball" -C "$work/src"
 # Where the compiles go through ccache (CI sets it as CMake's launcher), paths under the
 # temporary directory are hashed relative to it, so that the next build hits its entries.
