@@ -75,9 +75,6 @@ echo "$sha256  $tarball" | sha256sum --check --quiet ||
 # few kernels that need it as fast. Debian's patches only touch pkg-config files, so the
 # upstream tarball is built as it is.
 tar -xzf "$tarball" -C "$work/src"
-# Where the compiles go through ccache (CI sets it as CMake's launcher), paths under the
-# temporary directory are hashed relative to it, so that the next build hits its entries.
-export CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
 echo "glslang: building glslangValidator $upstream (about a minute on 2 cores)"
 cmake -S "$work/src/glslang-$upstream" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DENABLE_OPT=OFF -DENABLE_HLSL=OFF \
   -DGLSLANG_TESTS=OFF -DBUILD_EXTERNAL=OFF -DENABLE_SPVREMAPPER=OFF -DGLSLANG_ENABLE_INSTALL=OFF > "$work/build.log" 2>&1 &&
