@@ -9,13 +9,15 @@
 # apart: tests that differ in which selections match them go to different entries. An
 # entry is named by its tests' common prefix and suffix, `Suite.Prefix*Suffix`, and must
 # match exactly the selections its tests match, else its tests get an entry each. ALONE
-# tests (those costing far more than their process) get an entry each. Each entry runs
+# tests (those costing far more than their process) get an entry each. An entry's COST is
+# its count of tests, so ctest -j starts the big ones first; ALONE entries and those holding
+# an EARLY test (few tests that run long) start before them. Each entry runs
 # `--gtest_filter` over its tests with --gtest_brief (only failures and the summary are
 # printed) and writes GoogleTest's XML report under RESULTS.
 #
-# Input (CONFIG, a file of set() calls): EXE, OUT, SELECTIONS, ALONE, MAX_BATCH, TIMEOUT,
-# ENVIRONMENT, WORKING_DIRECTORY, RESULTS, LAUNCHER (a command the tests run under, as
-# `time -f %U` or valgrind: -DVKATTN_TEST_LAUNCHER=...; empty by default).
+# Input (CONFIG, a file of set() calls): EXE, OUT, SELECTIONS, ALONE, EARLY, MAX_BATCH,
+# TIMEOUT, ENVIRONMENT, WORKING_DIRECTORY, RESULTS, LAUNCHER (a command the tests run under,
+# as `time -f %U` or valgrind: -DVKATTN_TEST_LAUNCHER=...; empty by default).
 cmake_minimum_required(VERSION 3.22)
 include(${CONFIG})
 
@@ -134,6 +136,14 @@ function(emit name filter count)
   if(count EQUAL 1 AND alone)
     set(cost 100)
   endif()
+  string(REPLACE ":" ";" tests "${filter}")
+  foreach(t IN LISTS tests)
+    foreach(e IN LISTS EARLY)
+      if(t MATCHES "${e}")
+        set(cost 1000)
+      endif()
+    endforeach()
+  endforeach()
   set(launch "")
   foreach(l IN LISTS LAUNCHER)
     string(APPEND launch "[==[${l}]==] ")
@@ -165,7 +175,9 @@ function(batch_name suite members hits out)
 endfunction()
 
 # Entries for |members| under |name|: several when there are more than MAX_BATCH, so that
-# ctest -j keeps every core busy to the end.
+# ctest -j keeps every core busy to the end. Each part builds the kernels its tests share
+# again (the decode kernel's per-case suite: 54 s in three parts of 96 tests, 45 s in one),
+# so MAX_BATCH (tests/CMakeLists.txt) is above every suite's size today.
 function(emit_batch suite name members)
   list(LENGTH members n)
   math(EXPR parts "(${n} + ${MAX_BATCH} - 1) / ${MAX_BATCH}")

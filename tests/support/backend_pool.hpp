@@ -6,7 +6,8 @@
 // test's time, and the same kernel specializations recur across a suite's cases.
 // What cannot be shared is made afresh: a backend with a log callback (it would see other
 // tests' builds and messages), with a heap cap (other tests' staging buffers would count),
-// or with a pipeline cache directory of its own (the tests of that file).
+// or with a pipeline cache directory of its own (the tests of that file); a test that reads
+// the pipelines built takes shared_backend_with_builds instead of a log of its own.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vkattn/vkattn.hpp"
@@ -32,8 +34,9 @@ namespace pool_detail {
 
 struct Entry {
   std::shared_ptr<Backend> backend;
-  const ::testing::TestInfo* test = nullptr;  // the test that last took it
-  std::size_t baseline = 0;                   // its validation messages before that test
+  std::shared_ptr<std::vector<std::string>> builds;  // shared_backend_with_builds's record
+  const ::testing::TestInfo* test = nullptr;         // the test that last took it
+  std::size_t baseline = 0;                          // its validation messages before that test
 };
 
 struct Pool {
@@ -97,22 +100,49 @@ inline bool shareable(BackendKind kind, const DeviceOptions& o) {
          (!o.pipeline_cache_dir || *o.pipeline_cache_dir == test_cache_dir());
 }
 
+// The pool's entry for |key| (made by |make| where empty), taken by the current test.
+template <class Make>
+Entry& take(const std::string& key, Make make) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  Entry& e = p.entries[key];
+  if (!e.backend) make(e);  // a throw leaves the entry empty
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (e.test != test || !test) {
+    e.test = test;
+    e.baseline = e.backend->validation_messages().size();
+  }
+  return e;
+}
+
 }  // namespace pool_detail
 
 // make_backend(kind, options), shared within the process where the options allow (above).
 // Throws as make_backend does.
 inline std::shared_ptr<Backend> shared_backend(BackendKind kind, const DeviceOptions& options) {
   if (!pool_detail::shareable(kind, options)) return make_backend(kind, options);
-  pool_detail::Pool& p = pool_detail::pool();
-  const std::string key = pool_detail::key(kind, options);
-  std::lock_guard<std::mutex> lock(p.mutex);
-  pool_detail::Entry& e = p.entries[key];
-  if (!e.backend) e.backend = make_backend(kind, options);  // a throw leaves the entry empty
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  if (e.test != test || !test) {
-    e.test = test;
-    e.baseline = e.backend->validation_messages().size();
-  }
+  return pool_detail::take(pool_detail::key(kind, options),
+                           [&](pool_detail::Entry& e) { e.backend = make_backend(kind, options); })
+      .backend;
+}
+
+// The same for a backend that records the pipelines it builds (its "built pipeline" info
+// lines, into |builds|): the builds of every test that took it, so a test reads what its
+// own ops chose by their specialization (a kernel built once serves every later test).
+// |options| must not have a log callback of their own.
+inline std::shared_ptr<Backend> shared_backend_with_builds(BackendKind kind, DeviceOptions options,
+                                                           std::shared_ptr<std::vector<std::string>>& builds) {
+  EXPECT_FALSE(options.log) << "shared_backend_with_builds sets the log callback";
+  pool_detail::Entry& e = pool_detail::take("builds|" + pool_detail::key(kind, options), [&](pool_detail::Entry& n) {
+    auto lines = std::make_shared<std::vector<std::string>>();
+    options.log_level = LogLevel::info;
+    options.log = [lines](LogLevel, std::string_view m) {
+      if (m.find("built pipeline") != std::string_view::npos) lines->emplace_back(m);
+    };
+    n.backend = make_backend(kind, options);
+    n.builds = std::move(lines);
+  });
+  builds = e.builds;
   return e.backend;
 }
 

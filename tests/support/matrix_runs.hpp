@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cstddef>
 #include <memory>
@@ -37,20 +38,37 @@ struct Built {
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split.
   std::set<unsigned> dim_slices() const { return spec(18, 1); }
+  // The same of the pipelines for heads |head_dim| wide (DK_CHUNKS, spec constant 5: the
+  // 16-dim chunks, padded to a power of two up to 8 and a multiple of 4 past that, as the
+  // op pads them): what ops of that width chose, of a backend other tests used too.
+  std::set<unsigned> dim_slices(std::size_t head_dim) const {
+    const auto chunks = static_cast<unsigned>((head_dim + 15) / 16);
+    const unsigned padded = chunks <= 8 ? std::bit_ceil(chunks) : (chunks + 3) / 4 * 4;
+    std::set<unsigned> out;
+    for (const std::vector<unsigned>& s : specs()) {
+      if (s.size() > 5 && s[5] == padded) out.insert(s.size() > 18 ? s[18] : 1);
+    }
+    return out;
+  }
   // The values the stand-in's pipelines took for spec constant |id| (shaders/common/params.h's
   // VKATTN_SPEC_MT_*; |absent| where a pipeline's list stops before it).
   std::set<unsigned> spec(std::size_t id, unsigned absent) const {
-    constexpr std::string_view kHead = "built pipeline attn_mt_standin (spec ";
     std::set<unsigned> out;
+    for (const std::vector<unsigned>& s : specs()) out.insert(s.size() > id ? s[id] : absent);
+    return out;
+  }
+  // Each stand-in pipeline's spec constants.
+  std::vector<std::vector<unsigned>> specs() const {
+    constexpr std::string_view kHead = "built pipeline attn_mt_standin (spec ";
+    std::vector<std::vector<unsigned>> out;
     for (const std::string& l : *lines) {
       if (l.rfind(kHead, 0) != 0) continue;
-      std::vector<unsigned> spec;
+      std::vector<unsigned>& spec = out.emplace_back();
       for (std::size_t at = kHead.size(); at < l.size() && std::isdigit(static_cast<unsigned char>(l[at]));) {
         std::size_t used = 0;
         spec.push_back(static_cast<unsigned>(std::stoul(l.substr(at), &used)));
         at += used + 1;  // past the comma
       }
-      out.insert(spec.size() > id ? spec[id] : absent);
     }
     return out;
   }
@@ -67,7 +85,7 @@ inline unsigned matrix_lanes(const Backend& b) {
 
 // The device's limits, or the spec minimums' shared memory (16 KiB) and invocations (128)
 // with the device's subgroups.
-inline DeviceOptions matrix_options(bool minimum, const Built& built) {
+inline DeviceOptions matrix_options(bool minimum) {
   DeviceOptions options = test_options();
   // llvmpipe compiles a pipeline at its first dispatch, inside the submission: the
   // stand-in's unrolled tiles take tens of seconds where other tests load the machine.
@@ -78,14 +96,33 @@ inline DeviceOptions matrix_options(bool minimum, const Built& built) {
     options.cap_limits->max_workgroup_invocations = 128;
     options.cap_limits->max_workgroup_size = {128, 128, 64};
   }
+  return options;
+}
+
+// The same, the pipelines built going to |built|.
+inline DeviceOptions matrix_options(bool minimum, const Built& built) {
+  DeviceOptions options = matrix_options(minimum);
   built.attach(options);
   return options;
 }
 
-inline std::vector<float> run_f16(Backend& gpu, AttnInputs in) {
+// A backend of matrix_options(minimum) shared with the process's other tests
+// (shared_backend_with_builds): |built| then holds every build since it was made, earlier
+// tests' too. Null, with |why|, where there is no Vulkan device.
+inline std::shared_ptr<Backend> shared_matrix_backend(bool minimum, Built& built, std::string& why) {
+  try {
+    return shared_backend_with_builds(BackendKind::vulkan, matrix_options(minimum), built.lines);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::no_device && e.code() != ErrorCode::unsupported) throw;
+    why = e.what();
+    return nullptr;
+  }
+}
+
+inline std::vector<float> run_f16(Backend& gpu, AttnInputs in, CommandStats* stats = nullptr) {
   in.config.precision = AttentionPrecision::f16_products;
   in.config.path = AttentionPath::fused;
-  return run_attention_op(gpu, in);
+  return run_attention_op(gpu, in, stats);
 }
 
 }  // namespace vkattn::test
