@@ -22,7 +22,9 @@ def cpu():
 @pytest.fixture(scope="session")
 def vulkan():
     try:
-        b = vkattn.Backend("vulkan", validation=True, pipeline_cache_dir=CACHE_DIR)
+        # VKATTN_TEST_VALIDATION=0: without the layer (tests/support/backends.hpp says when).
+        validation = os.environ.get("VKATTN_TEST_VALIDATION") != "0"
+        b = vkattn.Backend("vulkan", validation=validation, pipeline_cache_dir=CACHE_DIR)
     except vkattn.NoDeviceError as e:
         if os.environ.get("VKATTN_REQUIRE_VULKAN") == "1":
             pytest.fail(f"no Vulkan device, and VKATTN_REQUIRE_VULKAN=1: {e}")

@@ -52,13 +52,15 @@ static inline float* download(vkattn_backend* b, const vkattn_tensor* t, size_t 
   return v;
 }
 
-/* Opens the Vulkan backend (validation on) and the CPU one. Returns 0, or the exit status
- * when there is no Vulkan device: 77 (skipped), 1 under VKATTN_REQUIRE_VULKAN=1. */
+/* Opens the Vulkan backend (validation on, unless VKATTN_TEST_VALIDATION=0: see
+ * tests/support/backends.hpp) and the CPU one. Returns 0, or the exit status when there is
+ * no Vulkan device: 77 (skipped), 1 under VKATTN_REQUIRE_VULKAN=1. */
 static inline int open_backends(vkattn_backend** gpu, vkattn_backend** cpu) {
   CHECK(strcmp(vkattn_last_error_message(), "") == 0);
   vkattn_device_options options;
   OK(vkattn_device_options_init(&options, sizeof options));
-  options.validation = 1;
+  const char* validation = getenv("VKATTN_TEST_VALIDATION");
+  options.validation = !(validation && strcmp(validation, "0") == 0);
   const vkattn_status s = vkattn_backend_create(VKATTN_BACKEND_VULKAN, &options, gpu);
   if (s == VKATTN_ERROR_NO_DEVICE || s == VKATTN_ERROR_UNSUPPORTED) {
     const char* required = getenv("VKATTN_REQUIRE_VULKAN");

@@ -126,6 +126,25 @@ inline std::shared_ptr<Backend> shared_backend(BackendKind kind, const DeviceOpt
       .backend;
 }
 
+// Sets |options| to append each pipeline build the backend logs (its "built pipeline ..."
+// info lines) to |lines|.
+inline void record_builds(DeviceOptions& options, std::shared_ptr<std::vector<std::string>> lines) {
+  options.log_level = LogLevel::info;
+  options.log = [lines = std::move(lines)](LogLevel, std::string_view m) {
+    if (m.find("built pipeline") != std::string_view::npos) lines->emplace_back(m);
+  };
+}
+
+// Pipelines built, from the info log: which kernels a backend ran.
+struct BuiltPipelines {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(DeviceOptions& options) const { record_builds(options, lines); }
+  bool any(const std::string& kernel) const {
+    return std::any_of(lines->begin(), lines->end(),
+                       [&](const std::string& l) { return l.find("built pipeline " + kernel + " ") != std::string::npos; });
+  }
+};
+
 // The same for a backend that records the pipelines it builds (its "built pipeline" info
 // lines, into |builds|): the builds of every test that took it, so a test reads what its
 // own ops chose by their specialization (a kernel built once serves every later test).
@@ -134,13 +153,9 @@ inline std::shared_ptr<Backend> shared_backend_with_builds(BackendKind kind, Dev
                                                            std::shared_ptr<std::vector<std::string>>& builds) {
   EXPECT_FALSE(options.log) << "shared_backend_with_builds sets the log callback";
   pool_detail::Entry& e = pool_detail::take("builds|" + pool_detail::key(kind, options), [&](pool_detail::Entry& n) {
-    auto lines = std::make_shared<std::vector<std::string>>();
-    options.log_level = LogLevel::info;
-    options.log = [lines](LogLevel, std::string_view m) {
-      if (m.find("built pipeline") != std::string_view::npos) lines->emplace_back(m);
-    };
+    n.builds = std::make_shared<std::vector<std::string>>();
+    record_builds(options, n.builds);
     n.backend = make_backend(kind, options);
-    n.builds = std::move(lines);
   });
   builds = e.builds;
   return e.backend;

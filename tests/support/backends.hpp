@@ -24,9 +24,18 @@ inline bool vulkan_required() {
 
 inline std::string test_cache_dir() { return (std::filesystem::temp_directory_path() / "vkattn-test-pipeline-cache").string(); }
 
+// Whether the tests' Vulkan backends load the validation layer: yes, unless
+// VKATTN_TEST_VALIDATION=0 (CI's sanitizer step, whose calls the README step's run of the
+// same tests validates: the layer's work, in code AddressSanitizer does not instrument
+// but whose allocations it serves, was most of a test's time there).
+inline bool test_validation() {
+  const char* env = std::getenv("VKATTN_TEST_VALIDATION");
+  return !(env && std::strcmp(env, "0") == 0);
+}
+
 inline DeviceOptions test_options() {
   DeviceOptions options;
-  options.validation = true;
+  options.validation = test_validation();
   options.pipeline_cache_dir = test_cache_dir();
   return options;
 }
@@ -78,11 +87,12 @@ inline DeviceOptions storage_buffer_options() {
   return options;
 }
 
-// The backend (shared_backend: one per set of options in the test program), or null with
-// |why| set when Vulkan is unavailable.
-inline std::shared_ptr<Backend> try_backend(BackendKind kind, const DeviceOptions& options, std::string& why) {
+// |make|'s backend, or null with |why| set where Vulkan is unavailable (no device, or none
+// with what the options ask); other errors propagate.
+template <class Make>
+auto unless_unavailable(std::string& why, Make make) -> decltype(make()) {
   try {
-    return shared_backend(kind, options);
+    return make();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::no_device && e.code() != ErrorCode::unsupported) throw;
     why = e.what();
@@ -90,15 +100,15 @@ inline std::shared_ptr<Backend> try_backend(BackendKind kind, const DeviceOption
   }
 }
 
+// The backend (shared_backend: one per set of options in the test program), or null with
+// |why| set when Vulkan is unavailable.
+inline std::shared_ptr<Backend> try_backend(BackendKind kind, const DeviceOptions& options, std::string& why) {
+  return unless_unavailable(why, [&] { return shared_backend(kind, options); });
+}
+
 // The same, always a backend of its own (tests that break, cap or watch their backend).
 inline std::unique_ptr<Backend> try_own_backend(BackendKind kind, const DeviceOptions& options, std::string& why) {
-  try {
-    return make_backend(kind, options);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::no_device && e.code() != ErrorCode::unsupported) throw;
-    why = e.what();
-    return nullptr;
-  }
+  return unless_unavailable(why, [&] { return make_backend(kind, options); });
 }
 
 // Skips the calling test (or fails it under VKATTN_REQUIRE_VULKAN=1) when null.

@@ -40,23 +40,6 @@ inline CommandStats expect_fused_matches(Backend& gpu, Backend& cpu, const AttnC
   return stats;
 }
 
-// Pipelines built, from the info log: which kernels a backend ran.
-struct BuiltPipelines {
-  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  void attach(DeviceOptions& options) const {
-    options.log_level = LogLevel::info;
-    options.log = [l = lines](LogLevel, std::string_view m) {
-      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
-    };
-  }
-  bool any(const std::string& kernel) const {
-    for (const std::string& l : *lines) {
-      if (l.find("built pipeline " + kernel + " ") != std::string::npos) return true;
-    }
-    return false;
-  }
-};
-
 // Sets an environment variable for the life of the object (the GPU decode kernel's
 // variants are picked by $VKATTN_DECODE when a backend is made); restores it after.
 class ScopedEnv {

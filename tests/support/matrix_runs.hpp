@@ -19,15 +19,8 @@
 
 namespace vkattn::test {
 
-// Pipelines built, from the info log: which kernels a backend ran.
-struct Built {
-  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  void attach(DeviceOptions& options) const {
-    options.log_level = LogLevel::info;
-    options.log = [l = lines](LogLevel, std::string_view m) {
-      if (m.find("built pipeline") != std::string_view::npos) l->emplace_back(m);
-    };
-  }
+// The pipelines built, read for the matrix kernels' choices.
+struct Built : BuiltPipelines {
   bool matrix() const { return !dim_slices().empty(); }
   // The units' attention kernel (attn_mt, the cooperative-matrix form) was built; the
   // self-test's pipeline (mt_selftest) does not count.
@@ -110,13 +103,8 @@ inline DeviceOptions matrix_options(bool minimum, const Built& built) {
 // (shared_backend_with_builds): |built| then holds every build since it was made, earlier
 // tests' too. Null, with |why|, where there is no Vulkan device.
 inline std::shared_ptr<Backend> shared_matrix_backend(bool minimum, Built& built, std::string& why) {
-  try {
-    return shared_backend_with_builds(BackendKind::vulkan, matrix_options(minimum), built.lines);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::no_device && e.code() != ErrorCode::unsupported) throw;
-    why = e.what();
-    return nullptr;
-  }
+  return unless_unavailable(
+      why, [&] { return shared_backend_with_builds(BackendKind::vulkan, matrix_options(minimum), built.lines); });
 }
 
 inline std::vector<float> run_f16(Backend& gpu, AttnInputs in, CommandStats* stats = nullptr) {
