@@ -62,6 +62,7 @@ class DecodeVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInt
 
 TEST_P(DecodeVulkanVsCpu, Matches) {
   const auto& [c, v] = GetParam();
+  VKATTN_SKIP_UNLESS_PAIR_RUNS(c, v, kVariants);
   auto gpu = decode_backend(v.env);
   expect_fused_matches(*gpu, *cpu_, c);
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
@@ -78,8 +79,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeVulkanVsCpu,
 // shared memory; 128 invocations), with 8 storage buffers as the other spec-minimum tests.
 class DecodeAtSpecMinimum : public DecodeVulkanVsCpu {};
 
+const Variant kMinimumVariants[] = {kVariants[2], kVariants[3], kVariants[4], kVariants[6]};  // no shuffles there
+
 TEST_P(DecodeAtSpecMinimum, Matches) {
   const auto& [c, v] = GetParam();
+  VKATTN_SKIP_UNLESS_PAIR_RUNS(c, v, kMinimumVariants);
   DeviceOptions options = decode_options();
   options.cap_limits = test_spec_minimum();
   options.cap_limits->compute_units = 1u << 20;
@@ -88,7 +92,6 @@ TEST_P(DecodeAtSpecMinimum, Matches) {
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
-const Variant kMinimumVariants[] = {kVariants[2], kVariants[3], kVariants[4], kVariants[6]};  // no shuffles there
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAtSpecMinimum,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kMinimumVariants)),
                          decode_name);

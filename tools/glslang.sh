@@ -11,8 +11,8 @@
 # this script checks the tarball's SHA-256 against the pin as well. Where no capable
 # glslang can be had (no apt, no network, the pinned version gone from the archive), it
 # says so and exits 0: the build then goes on without the matrix kernels, and configure
-# says so too. Takes about a minute of 2 cores, once; later runs find the binary and
-# return at once.
+# says so too. Takes about a minute of 2 cores, once; later runs find the binary (in the
+# checkout, or a copy in the user's cache) and return at once.
 #   tools/glslang.sh          make one available if none is
 #   tools/glslang.sh --force  fetch and build even when a capable one exists (checks this script)
 set -euo pipefail
@@ -27,6 +27,9 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 here=$(cd "$(dirname "$0")/.." && pwd)
 probe=$here/cmake/coopmat_probe.comp
 dest=$here/.tools/glslang
+# A copy of what it built, in the user's cache (as Mesa's shader cache and ccache's are):
+# a fresh clone on this machine copies it rather than building it again.
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/vkattn/glslang-$version
 force=0
 [ "${1:-}" = "--force" ] && force=1
 
@@ -48,6 +51,12 @@ if [ $force = 0 ]; then
   system=$(command -v glslangValidator || true)
   [ -n "$system" ] && capable "$system" && exit 0
   [ "$(cat "$dest/VERSION" 2> /dev/null)" = "$version" ] && capable "$dest/bin/glslangValidator" && exit 0
+  # One this script built in another checkout on this machine (below).
+  if [ "$(cat "$cache/VERSION" 2> /dev/null)" = "$version" ] && capable "$cache/bin/glslangValidator"; then
+    rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && cp -a "$cache" "$dest"
+    echo "glslang: $dest/bin/glslangValidator (from $cache)"
+    exit 0
+  fi
 fi
 
 command -v apt-get > /dev/null || give_up "no capable glslangValidator, and no apt-get to fetch Debian's source"
@@ -86,4 +95,5 @@ rm -rf "$dest"
 mkdir -p "$dest/bin"
 cp "$work/build/StandAlone/glslang" "$dest/bin/glslangValidator"
 echo "$version" > "$dest/VERSION"
+rm -rf "$cache" && mkdir -p "$(dirname "$cache")" && cp -a "$dest" "$cache" || true
 echo "glslang: $dest/bin/glslangValidator ($("$dest/bin/glslangValidator" --version | head -n 1))"

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -205,5 +207,28 @@ inline std::vector<AttnCase> cases_named(std::initializer_list<const char*> name
   }
   return out;
 }
+
+// Whether a per-variant suite (every attention case under each of |variants|) runs case
+// |c| under |v|: every pair, unless VKATTN_TEST_VARIANTS=one_per_case, where the case at
+// index i of attention_cases() runs under variants[i % N] alone, so that every case and
+// every variant still runs, at a variant's share of the time (CI's sanitizer step, where a
+// pair costs 4-5 times what it does in the README step's run of every pair).
+template <class Variant, std::size_t N>
+bool variant_pair_runs(const AttnCase& c, const Variant& v, const Variant (&variants)[N]) {
+  const char* env = std::getenv("VKATTN_TEST_VARIANTS");
+  if (!env || std::string(env) != "one_per_case") return true;
+  const std::vector<AttnCase> all = attention_cases();
+  const auto at = std::find_if(all.begin(), all.end(), [&](const AttnCase& a) { return std::string(a.name) == c.name; });
+  const auto pick = static_cast<std::size_t>(at - all.begin()) % N;
+  return std::string(variants[pick].name) == v.name;
+}
+
+// Skips the calling test where variant_pair_runs says the pair does not run.
+#define VKATTN_SKIP_UNLESS_PAIR_RUNS(c, v, variants)                                             \
+  do {                                                                                           \
+    if (!::vkattn::test::variant_pair_runs(c, v, variants)) {                                    \
+      GTEST_SKIP() << "VKATTN_TEST_VARIANTS=one_per_case: this case runs under another variant"; \
+    }                                                                                            \
+  } while (0)
 
 }  // namespace vkattn::test
