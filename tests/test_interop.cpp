@@ -318,6 +318,7 @@ TEST_F(Interop, RequirementsAreListedAndChecked) {
     ADD_FAILURE() << "a Vulkan 1.0 instance was accepted";
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(err.what()).find("ExternalVulkan::api_version = 1.0:"), std::string::npos) << err.what();
     EXPECT_NE(std::string(err.what()).find("Vulkan 1.1"), std::string::npos) << err.what();
     EXPECT_NE(std::string(err.what()).find("apiVersion"), std::string::npos) << err.what();
   }

@@ -32,17 +32,17 @@ int type_rank(const std::string& type) {  // lower is preferred
   return 4;
 }
 
-std::string version_string(std::uint32_t v) {
-  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
-         std::to_string(VK_API_VERSION_PATCH(v));
-}
-
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
 }  // namespace
+
+std::string api_version_string(std::uint32_t v, bool patch) {
+  std::string s = std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v));
+  return patch ? s + "." + std::to_string(VK_API_VERSION_PATCH(v)) : s;
+}
 
 bool pipeline_stats_wanted() {
   const char* env = std::getenv("VKATTN_PIPELINE_STATS");
@@ -68,7 +68,7 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   fn.vkGetPhysicalDeviceProperties(pd, &base);
   info.name = base.deviceName;
   info.type = type_name(base.deviceType);
-  info.api_version = version_string(base.apiVersion);
+  info.api_version = api_version_string(base.apiVersion);
   out.uuid = std::to_array(base.pipelineCacheUUID);
   out.driver_version = base.driverVersion;
   if (base.apiVersion < VK_API_VERSION_1_1) {

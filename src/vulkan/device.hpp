@@ -79,6 +79,9 @@ bool pipeline_stats_wanted();
 // Element-wise minimum of two limit sets (features ANDed).
 DeviceLimits cap(const DeviceLimits& device, const DeviceLimits& cap);
 
+// A Vulkan version as "1.3.239", or "1.3" without |patch|.
+std::string api_version_string(std::uint32_t v, bool patch = true);
+
 class Device {
  public:
   // |local_heap_cap|: each device-local heap counts as at most this many bytes (0: its

@@ -23,10 +23,6 @@ namespace {
 constexpr const char* kSizeControl = "VK_EXT_subgroup_size_control";
 constexpr const char* kMemoryBudget = "VK_EXT_memory_budget";
 
-std::string major_minor(std::uint32_t v) {
-  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v));
-}
-
 // What the caller enabled of what vkattn may use, from the device's create info.
 struct Enabled {
   bool size_control = false;  // the extension and both of its features
@@ -159,7 +155,7 @@ void check_handles(const ExternalVulkan& v) {
   if (v.queue == VK_NULL_HANDLE) throw null("queue", "VkQueue of queue_family_index");
   if (v.api_version < VK_API_VERSION_1_1) {
     throw Error(ErrorCode::unsupported,
-                "ExternalVulkan::api_version = " + major_minor(v.api_version) +
+                "ExternalVulkan::api_version = " + api_version_string(v.api_version, false) +
                     ": vkattn needs an instance created with Vulkan 1.1 or later (VkApplicationInfo::apiVersion)",
                 "VkApplicationInfo::apiVersion", 0, current_op());
   }
