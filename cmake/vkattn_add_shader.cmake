@@ -19,7 +19,12 @@ if(VKATTN_SPIRV_OPT)
     message(FATAL_ERROR "spirv-opt not found: install the Debian package 'spirv-tools' (or -DVKATTN_SPIRV_OPT=OFF)")
   endif()
 endif()
-set(VKATTN_SPV_TO_HEADER ${CMAKE_CURRENT_LIST_DIR}/vkattn_spv_to_header.cmake)
+set(VKATTN_COMPILE_SHADER ${CMAKE_CURRENT_LIST_DIR}/vkattn_compile_shader.cmake)
+# A directory where the kernels' builds keep their results for the next build that has the
+# same inputs (vkattn_compile_shader.cmake says what the key covers); empty: none. CI sets
+# it (VKATTN_SHADER_CACHE_DIR in the environment), as it uses ccache, for its nine builds.
+set(VKATTN_SHADER_CACHE_DIR "$ENV{VKATTN_SHADER_CACHE_DIR}" CACHE PATH
+    "Directory that keeps built kernels for later builds with the same inputs (empty: none)")
 include(${CMAKE_CURRENT_LIST_DIR}/vkattn_coopmat_glslang.cmake)
 
 # vkattn_add_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])
@@ -32,22 +37,12 @@ include(${CMAKE_CURRENT_LIST_DIR}/vkattn_coopmat_glslang.cmake)
 # rebuilt nothing).
 function(vkattn_add_shader)
   cmake_parse_arguments(S "" "NAME;SOURCE" "DEFINES" ${ARGN})
-  set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
-  set(spv ${out_dir}/${S_NAME}.spv)
-  set(unopt ${out_dir}/${S_NAME}.unopt.spv)
-  set(dis_cmd "")
-  if(VKATTN_SPIRV_DIS)
-    set(dis_cmd COMMAND ${VKATTN_SPIRV_DIS} ${spv} -o ${out_dir}/${S_NAME}.spvasm)
-  endif()
+  set(opt "")
   if(VKATTN_SPIRV_OPT)
-    set(opt_cmd COMMAND ${VKATTN_SPIRV_OPT_EXE} -O --target-env=vulkan1.1 ${unopt} -o ${spv})
-  else()
-    set(opt_cmd COMMAND ${CMAKE_COMMAND} -E copy ${unopt} ${spv})
+    set(opt ${VKATTN_SPIRV_OPT_EXE})
   endif()
   vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_GLSLANG} vulkan1.1
-    ${opt_cmd}
-    COMMAND ${VKATTN_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-    ${dis_cmd})
+    -DOPT=${opt} -DVAL=${VKATTN_SPIRV_VAL} -DDIS=${VKATTN_SPIRV_DIS})
 endfunction()
 
 # vkattn_add_coopmat_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])
@@ -66,30 +61,27 @@ function(vkattn_add_coopmat_shader)
   if(NOT VKATTN_HAVE_COOPMAT_SHADERS)
     return()
   endif()
-  set(unopt ${CMAKE_CURRENT_BINARY_DIR}/${S_NAME}.unopt.spv)
-  set(spv ${CMAKE_CURRENT_BINARY_DIR}/${S_NAME}.spv)
-  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_COOPMAT_GLSLANG_EXE} vulkan1.2
-    COMMAND ${CMAKE_COMMAND} -E copy ${unopt} ${spv})
+  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_COOPMAT_GLSLANG_EXE} vulkan1.2)
 endfunction()
 
-# The part both share: <name>.unopt.spv from |glslang| for |env|, then |ARGN| (commands
-# that make <name>.spv of it), then <name>.h, and the kernel's place in the table.
+# The part both share: <name>.unopt.spv from |glslang| for |env|, <name>.spv and <name>.h
+# by vkattn_compile_shader.cmake, with |ARGN| (its tool arguments: -DOPT=, -DVAL=,
+# -DDIS=); and the kernel's place in the table.
 function(vkattn_embed_shader name source defines glslang env)
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
-  set(spv ${out_dir}/${name}.spv)
-  set(hdr ${out_dir}/${name}.h)
-  set(unopt ${out_dir}/${name}.unopt.spv)
-  set(defs "")
   foreach(d IN LISTS defines)
-    list(APPEND defs -D${d})
+    if(d MATCHES ",")
+      message(FATAL_ERROR "kernel ${name}: define '${d}' has a comma, which vkattn_compile_shader.cmake splits on")
+    endif()
   endforeach()
+  list(JOIN defines "," defines_arg)
+  set(hdr ${out_dir}/${name}.h)
   add_custom_command(
-    OUTPUT ${unopt} ${spv} ${hdr}
-    COMMAND ${glslang} --target-env ${env} -I${CMAKE_CURRENT_SOURCE_DIR}/common ${defs} --quiet
-            --depfile ${out_dir}/${name}.d -o ${unopt} ${source}
-    ${ARGN}
-    COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DHDR=${hdr} -DNAME=vkattn_spv_${name} -P ${VKATTN_SPV_TO_HEADER}
-    DEPENDS ${source} ${VKATTN_SPV_TO_HEADER}
+    OUTPUT ${out_dir}/${name}.unopt.spv ${out_dir}/${name}.spv ${hdr}
+    COMMAND ${CMAKE_COMMAND} -DKERNEL=${name} -DSOURCE=${source} -DOUT_DIR=${out_dir} -DGLSLANG=${glslang}
+            -DTARGET_ENV=${env} -DINCLUDE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/common -DDEFINES=${defines_arg}
+            -DCACHE_DIR=${VKATTN_SHADER_CACHE_DIR} ${ARGN} -P ${VKATTN_COMPILE_SHADER}
+    DEPENDS ${source} ${VKATTN_COMPILE_SHADER}
     DEPFILE ${out_dir}/${name}.d
     COMMENT "SPIR-V ${name}"
     VERBATIM)
