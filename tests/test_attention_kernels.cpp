@@ -4,7 +4,6 @@
 // APIs (tests/c_api/test_c_api.c, python/tests/test_api.py).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,10 +45,7 @@ std::shared_ptr<Backend> cpu_shape() {
 }
 
 // VKATTN_CAP_LIMITS caps every backend a test makes, the limits these tests name included.
-bool limits_capped_by_environment() {
-  const char* env = std::getenv("VKATTN_CAP_LIMITS");
-  return env && *env;
-}
+bool limits_capped_by_environment() { return env_set("VKATTN_CAP_LIMITS"); }
 
 TEST(AttentionKernels, Names) {
   EXPECT_STREQ(to_string(AttentionKernel::reference), "reference");

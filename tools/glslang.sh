@@ -27,15 +27,16 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 here=$(cd "$(dirname "$0")/.." && pwd)
 probe=$here/cmake/coopmat_probe.comp
 dest=$here/.tools/glslang
-# A copy of what it built, in the user's cache (as Mesa's shader cache and ccache's are):
-# a fresh clone on this machine copies it rather than building it again.
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/vkattn/glslang-$version
+# A copy of what it built stays in the user's cache (tools/tool-cache.sh): a fresh clone
+# on this machine copies it rather than building it again.
+. "$here/tools/tool-cache.sh"
 force=0
 [ "${1:-}" = "--force" ] && force=1
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 capable() { [ -x "$1" ] && "$1" --quiet --target-env vulkan1.2 -o "$work/probe.spv" "$probe" > /dev/null 2>&1; }
+built() { [ "$(cat "$1/VERSION" 2> /dev/null)" = "$version" ] && capable "$1/bin/glslangValidator"; }
 # The build goes on without the matrix kernels: not a failure of the caller's command.
 give_up() {
   echo "glslang: $*; the matrix kernels will not be built (set VKATTN_COOPMAT_GLSLANG to a glslangValidator of 13.0 or later)" >&2
@@ -50,11 +51,10 @@ if [ $force = 0 ]; then
   fi
   system=$(command -v glslangValidator || true)
   [ -n "$system" ] && capable "$system" && exit 0
-  [ "$(cat "$dest/VERSION" 2> /dev/null)" = "$version" ] && capable "$dest/bin/glslangValidator" && exit 0
+  built "$dest" && exit 0
   # One this script built in another checkout on this machine (below).
-  if [ "$(cat "$cache/VERSION" 2> /dev/null)" = "$version" ] && capable "$cache/bin/glslangValidator"; then
-    rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && cp -a "$cache" "$dest"
-    echo "glslang: $dest/bin/glslangValidator (from $cache)"
+  if tool_from_cache "glslang-$version" "$dest" built; then
+    echo "glslang: $dest/bin/glslangValidator (from $(tool_cache_dir "glslang-$version"))"
     exit 0
   fi
 fi
@@ -95,5 +95,5 @@ rm -rf "$dest"
 mkdir -p "$dest/bin"
 cp "$work/build/StandAlone/glslang" "$dest/bin/glslangValidator"
 echo "$version" > "$dest/VERSION"
-rm -rf "$cache" && mkdir -p "$(dirname "$cache")" && cp -a "$dest" "$cache" || true
+tool_to_cache "glslang-$version" "$dest"
 echo "glslang: $dest/bin/glslangValidator ($("$dest/bin/glslangValidator" --version | head -n 1))"

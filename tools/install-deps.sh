@@ -39,26 +39,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# jscpd, pinned, into the checkout (.tools/ is ignored by git). A copy is kept in the
-# user's cache (as Mesa's shader cache and ccache's are), so that a fresh clone on a
-# machine that had it copies it (a second) rather than installing it from npm (15-20 s).
+# jscpd, pinned, into the checkout (.tools/ is ignored by git), or from the copy in the
+# user's cache (tools/tool-cache.sh) rather than from npm (15-20 s).
 jscpd_version=4.0.5
 here="$(cd "$(dirname "$0")/.." && pwd)"
-jscpd_cache=${XDG_CACHE_HOME:-$HOME/.cache}/vkattn/jscpd-$jscpd_version
+. "$here/tools/tool-cache.sh"
 jscpd_ok() {
   [ -x "$1/node_modules/.bin/jscpd" ] &&
     grep -q "\"version\": \"$jscpd_version\"" "$1/node_modules/jscpd/package.json" 2>/dev/null
 }
-if ! jscpd_ok "$here/.tools/jscpd"; then
+if ! jscpd_ok "$here/.tools/jscpd" && ! tool_from_cache "jscpd-$jscpd_version" "$here/.tools/jscpd" jscpd_ok; then
   rm -rf "$here/.tools/jscpd"
-  mkdir -p "$here/.tools"
-  if jscpd_ok "$jscpd_cache"; then
-    cp -a "$jscpd_cache" "$here/.tools/jscpd"
-  else
-    echo "installing: jscpd $jscpd_version (npm)"
-    npm install --prefix "$here/.tools/jscpd" --no-audit --no-fund --silent "jscpd@$jscpd_version"
-    rm -rf "$jscpd_cache" && mkdir -p "$(dirname "$jscpd_cache")" && cp -a "$here/.tools/jscpd" "$jscpd_cache" || true
-  fi
+  echo "installing: jscpd $jscpd_version (npm)"
+  npm install --prefix "$here/.tools/jscpd" --no-audit --no-fund --silent "jscpd@$jscpd_version"
+  tool_to_cache "jscpd-$jscpd_version" "$here/.tools/jscpd"
 fi
 
 # A glslang that compiles GL_KHR_cooperative_matrix (the matrix kernels), when the system's

@@ -105,10 +105,9 @@ void fuzz_iterations(bool second_half) {
   const std::uint32_t first = env_number("VKATTN_FUZZ_SEED", 1) + begin;
   // The device's own limits, and the Vulkan 1.1 minimums with every input read through
   // storage buffers (no texel views): between them, every kernel variant.
-  DeviceOptions options = test::test_options();
   // The layer even where VKATTN_TEST_VALIDATION=0 leaves it out of the other tests: CI's
   // sanitizer run makes more iterations, calls no other run validates.
-  options.validation = true;
+  DeviceOptions options = test::test_options(/*validation=*/true);
   // A hang is a failure, not a stuck run. lavapipe compiles a kernel when it first runs
   // it, inside the submission: on a loaded 2-core machine under ASan that took over 20 s.
   options.submit_timeout_ms = 120000;

@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "support/attention_io.hpp"
+#include "support/env.hpp"
 #include "support/random.hpp"
 
 namespace vkattn::test {
@@ -215,11 +215,16 @@ inline std::vector<AttnCase> cases_named(std::initializer_list<const char*> name
 // pair costs 4-5 times what it does in the README step's run of every pair).
 template <class Variant, std::size_t N>
 bool variant_pair_runs(const AttnCase& c, const Variant& v, const Variant (&variants)[N]) {
-  const char* env = std::getenv("VKATTN_TEST_VARIANTS");
-  if (!env || std::string(env) != "one_per_case") return true;
-  const std::vector<AttnCase> all = attention_cases();
-  const auto at = std::find_if(all.begin(), all.end(), [&](const AttnCase& a) { return std::string(a.name) == c.name; });
-  const auto pick = static_cast<std::size_t>(at - all.begin()) % N;
+  static const bool one_per_case = env_is("VKATTN_TEST_VARIANTS", "one_per_case");
+  if (!one_per_case) return true;
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const AttnCase& a : attention_cases()) out.emplace_back(a.name);
+    return out;
+  }();
+  const auto at = std::find(names.begin(), names.end(), c.name);
+  if (at == names.end()) throw std::invalid_argument(std::string("variant_pair_runs: no attention case is named ") + c.name);
+  const auto pick = static_cast<std::size_t>(at - names.begin()) % N;
   return std::string(variants[pick].name) == v.name;
 }
 

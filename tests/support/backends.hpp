@@ -6,21 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "support/backend_pool.hpp"
+#include "support/env.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 
-inline bool vulkan_required() {
-  const char* env = std::getenv("VKATTN_REQUIRE_VULKAN");
-  return env && std::strcmp(env, "1") == 0;
-}
+inline bool vulkan_required() { return env_is("VKATTN_REQUIRE_VULKAN", "1"); }
 
 inline std::string test_cache_dir() { return (std::filesystem::temp_directory_path() / "vkattn-test-pipeline-cache").string(); }
 
@@ -28,14 +24,11 @@ inline std::string test_cache_dir() { return (std::filesystem::temp_directory_pa
 // VKATTN_TEST_VALIDATION=0 (CI's sanitizer step, whose calls the README step's run of the
 // same tests validates: the layer's work, in code AddressSanitizer does not instrument
 // but whose allocations it serves, was most of a test's time there).
-inline bool test_validation() {
-  const char* env = std::getenv("VKATTN_TEST_VALIDATION");
-  return !(env && std::strcmp(env, "0") == 0);
-}
+inline bool test_validation() { return !env_is("VKATTN_TEST_VALIDATION", "0"); }
 
-inline DeviceOptions test_options() {
+inline DeviceOptions test_options(bool validation = test_validation()) {
   DeviceOptions options;
-  options.validation = test_validation();
+  options.validation = validation;
   options.pipeline_cache_dir = test_cache_dir();
   return options;
 }
