@@ -8,7 +8,7 @@
 # KERNEL.spvasm for review.
 #
 # With CACHE_DIR, the results are kept there under a key of everything that makes them:
-# this script, the tools (path, size and time of each executable), the arguments, and the
+# this script, the tools (size and time of each executable), the arguments, and the
 # contents of the source and of every file in INCLUDE_DIR. A build that finds its key
 # copies the files instead of running the tools (about 1 s of a core for a large kernel).
 # Why: CI builds the kernels in nine builds of one run (the README build, the sanitizer,
@@ -67,7 +67,7 @@ if(CACHE_DIR)
     if(${tool})
       file(SIZE ${${tool}} size)
       file(TIMESTAMP ${${tool}} time "%s" UTC)
-      string(APPEND id "${tool} ${${tool}} ${size} ${time}\n")
+      string(APPEND id "${tool} ${size} ${time}\n")  # not the path: clones at other paths share
     endif()
   endforeach()
   file(SHA256 ${SOURCE} h)
