@@ -1,7 +1,8 @@
-# Sourced by tools/install-deps.sh and tools/glslang.sh. The tools they put under .tools/
+# Sourced by tools/install-deps.sh and tools/glslang.sh: the tools they put under .tools/
 # (ignored by git) keep a copy in the user's cache, as Mesa's shader cache and ccache's
 # are, so that a fresh clone on a machine that had one copies it (a second) rather than
-# fetching or building it again. Entries are named <tool>-<version>.
+# fetching or building it again. Entries are named <tool>-<version>. .ci/run sources it
+# for tool_cache_dir, to put the kernels' build cache beside them.
 tool_cache_dir() { echo "${XDG_CACHE_HOME:-$HOME/.cache}/vkattn/$1"; }
 
 # tool_from_cache ENTRY DEST CHECK: copies ENTRY to DEST when `CHECK <dir>` accepts it.
