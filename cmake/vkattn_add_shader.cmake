@@ -41,8 +41,32 @@ function(vkattn_add_shader)
   if(VKATTN_SPIRV_OPT)
     set(opt ${VKATTN_SPIRV_OPT_EXE})
   endif()
-  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_GLSLANG} vulkan1.1
-    -DOPT=${opt} -DVAL=${VKATTN_SPIRV_VAL} -DDIS=${VKATTN_SPIRV_DIS})
+  set(tools -DOPT=${opt} -DVAL=${VKATTN_SPIRV_VAL} -DDIS=${VKATTN_SPIRV_DIS})
+  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_GLSLANG} vulkan1.1 ${tools})
+  get_filename_component(file ${S_SOURCE} NAME)
+  get_property(specs GLOBAL PROPERTY VKATTN_FLOAT_KV_${file})
+  if(specs)
+    # Its float-K-and-V twin: not a kernel of its own (the pipeline takes it for float types).
+    set(defines ${S_DEFINES} VKATTN_FLOAT_KV=1)
+    vkattn_embed_shader(${S_NAME}_float_kv ${S_SOURCE} "${defines}" ${VKATTN_GLSLANG} vulkan1.1 ${tools})
+    get_property(names GLOBAL PROPERTY VKATTN_SHADER_NAMES)
+    list(REMOVE_ITEM names ${S_NAME}_float_kv)
+    set_property(GLOBAL PROPERTY VKATTN_SHADER_NAMES ${names})
+    list(JOIN specs ", " specs)
+    set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_FLOAT_KV_LIST "VKATTN_FLOAT_KV(${S_NAME}, ${specs})\n")
+  endif()
+endfunction()
+
+# vkattn_float_kv(SOURCE <file.comp> SPECS <constant id macro> ...): each kernel built from
+# <file.comp> by a later vkattn_add_shader also gets a twin built with VKATTN_FLOAT_KV=1,
+# which leaves the quantized K and V paths out (tensor_load.glsl: TL_QUANT); SPECS name
+# the specialization constants (shaders/common/params.h) that hold its K and V types. A
+# pipeline whose constants there all say f32 or f16 is built from the twin (pipeline.cpp):
+# the same code once specialized, from a module a third to two fifths smaller, which the
+# driver (and the validation layer) work through whole for every pipeline.
+function(vkattn_float_kv)
+  cmake_parse_arguments(S "" "SOURCE" "SPECS" ${ARGN})
+  set_property(GLOBAL PROPERTY VKATTN_FLOAT_KV_${S_SOURCE} ${S_SPECS})
 endfunction()
 
 # vkattn_add_coopmat_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])

@@ -33,6 +33,7 @@ layout(std430, binding = 2) readonly buffer Sinks { float sinks[]; };
 #define TL_WORDS2 partial_words2
 #define TL_WORDS4 partial_words4
 #define TL_TYPE 0u
+#define TL_QUANT 0
 #define TL_SCALES 0u
 #define TL_FN load_partial
 #include "tensor_load.glsl"

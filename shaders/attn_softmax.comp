@@ -50,6 +50,7 @@ layout(std430, binding = 0) readonly buffer S4 { uvec4 s_words4[]; };
 #define TL_WORDS2 s_words2
 #define TL_WORDS4 s_words4
 #define TL_TYPE 0u
+#define TL_QUANT 0
 #define TL_SCALES 0u
 #define TL_FN load_s
 #include "tensor_load.glsl"

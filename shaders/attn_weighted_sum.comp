@@ -78,6 +78,7 @@ layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
 #define TL_WORDS2 p_words2
 #define TL_WORDS4 p_words4
 #define TL_TYPE 0u
+#define TL_QUANT 0
 #define TL_SCALES 0u
 #define TL_FN load_p
 #include "tensor_load.glsl"
@@ -90,6 +91,7 @@ layout(std430, binding = 4) readonly buffer Slots { int slots[]; };
 #define TL_WORDS2 v_words2
 #define TL_WORDS4 v_words4
 #define TL_TYPE V_TYPE
+#define TL_QUANT 1
 #define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"

@@ -8,6 +8,13 @@
 #ifndef VKATTN_ATTN_INPUTS_GLSL
 #define VKATTN_ATTN_INPUTS_GLSL
 
+// k and v may be quantized (q8_0, q4_0) unless the variant is built for float K and V.
+#ifdef VKATTN_FLOAT_KV
+#define ATTN_KV_QUANT 0
+#else
+#define ATTN_KV_QUANT 1
+#endif
+
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer q_texels;
 layout(binding = 1) uniform usamplerBuffer k_texels;
@@ -43,6 +50,7 @@ layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #define TL_WORDS2 q_words2
 #define TL_WORDS4 q_words4
 #define TL_TYPE (Q_F16 ? 1u : 0u)
+#define TL_QUANT 0
 #define TL_SCALES 0u
 #define TL_FN load_q
 #include "tensor_load.glsl"
@@ -55,6 +63,7 @@ layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #define TL_WORDS2 k_words2
 #define TL_WORDS4 k_words4
 #define TL_TYPE K_TYPE
+#define TL_QUANT ATTN_KV_QUANT
 #define TL_SCALES pc.k_scales
 #define TL_FN load_k
 #include "tensor_load.glsl"
@@ -68,6 +77,7 @@ layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #define TL_WORDS2 v_words2
 #define TL_WORDS4 v_words4
 #define TL_TYPE V_TYPE
+#define TL_QUANT ATTN_KV_QUANT
 #define TL_SCALES pc.v_scales
 #define TL_FN load_v
 #include "tensor_load.glsl"

@@ -2,7 +2,9 @@
 // q4_0 codes followed by their f16 scales (src/common/quant.hpp has the layout).
 // Included once per binding with TL_TYPE a uint constant (0 f32, 1 f16, 2 q8_0, 3 q4_0),
 // TL_SCALES the word where a quantized tensor's scales start (an expression; unused
-// otherwise), TL_FN the prefix of the functions it defines (no include guard; it
+// otherwise), TL_QUANT 1 where the binding may hold a quantized tensor (0 leaves the
+// quantized paths out of the module: its size is what a driver, and the validation layer,
+// work through for every pipeline built from it, dead branches included), TL_FN the prefix of the functions it defines (no include guard; it
 // undefines its parameters at the end, ready for the next binding's), and either
 //   TL_TEXELS: the binding as a usamplerBuffer of 16-byte texels (R32G32B32A32_UINT), or
 //   TL_WORDS (uint[]), TL_WORDS2 (uvec2[]) and TL_WORDS4 (uvec4[]): its storage-buffer views.
@@ -22,6 +24,16 @@
 // loop over lanes with a bounds check per element. On GPUs the two cost about the same.
 #define TL_CAT2(a, b) a##b
 #define TL_CAT(a, b) TL_CAT2(a, b)
+#ifndef TL_QUANT
+#error "tensor_load.glsl: define TL_QUANT (0 or 1)"
+#endif
+#if TL_QUANT
+#define TL_Q8 (TL_TYPE == 2u)
+#define TL_Q4 (TL_TYPE == 3u)
+#else
+#define TL_Q8 false
+#define TL_Q4 false
+#endif
 
 #ifdef TL_TEXELS
 uint TL_CAT(TL_FN, _word)(uint w) { return texelFetch(TL_TEXELS, int(w >> 2))[w & 3u]; }
@@ -44,7 +56,7 @@ float TL_CAT(TL_FN, _scale)(uint e) {
 
 // 4 codes of one word: q8_0 bytes (signed), or the q4_0 nibbles from |shift| on, less 8.
 vec4 TL_CAT(TL_FN, _codes4)(uint w, uint shift) {
-    if (TL_TYPE == 2u) {
+    if (TL_Q8) {
         const int s = int(w);
         return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8),
                     bitfieldExtract(s, 24, 8));
@@ -53,10 +65,10 @@ vec4 TL_CAT(TL_FN, _codes4)(uint w, uint shift) {
 }
 
 float TL_CAT(TL_FN, _1)(uint e) {
-    if (TL_TYPE == 2u) {
+    if (TL_Q8) {
         return float(bitfieldExtract(int(TL_CAT(TL_FN, _word)(e >> 2)), int(8u * (e & 3u)), 8)) * TL_CAT(TL_FN, _scale)(e);
     }
-    if (TL_TYPE == 3u) {
+    if (TL_Q4) {
         return float(int((TL_CAT(TL_FN, _word)(e >> 3) >> (4u * (e & 7u))) & 15u) - 8) * TL_CAT(TL_FN, _scale)(e);
     }
     if (TL_TYPE == 1u) {
@@ -66,8 +78,8 @@ float TL_CAT(TL_FN, _1)(uint e) {
 }
 
 vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
-    if (TL_TYPE >= 2u) {
-        const uint w = TL_TYPE == 2u ? TL_CAT(TL_FN, _word)(e >> 2) : TL_CAT(TL_FN, _word)(e >> 3);
+    if ((TL_Q8 || TL_Q4)) {
+        const uint w = TL_Q8 ? TL_CAT(TL_FN, _word)(e >> 2) : TL_CAT(TL_FN, _word)(e >> 3);
         return TL_CAT(TL_FN, _codes4)(w, 4u * (e & 4u)) * TL_CAT(TL_FN, _scale)(e);
     }
     if (TL_ALIGNED) {
@@ -87,9 +99,9 @@ vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
 }
 
 void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
-    if (TL_TYPE >= 2u) {
+    if ((TL_Q8 || TL_Q4)) {
         const float d = TL_CAT(TL_FN, _scale)(e);
-        if (TL_TYPE == 2u) {
+        if (TL_Q8) {
             const uvec2 w = TL_CAT(TL_FN, _word2)(e >> 3);
             lo = TL_CAT(TL_FN, _codes4)(w.x, 0u) * d;
             hi = TL_CAT(TL_FN, _codes4)(w.y, 0u) * d;
@@ -121,10 +133,10 @@ uint TL_CAT(TL_FN, _scale_word)(uint e) { return TL_CAT(TL_FN, _word)((TL_SCALES
 float TL_CAT(TL_FN, _scale_of)(uint word, uint e) { return unpackHalf2x16(word)[(e / 32u) & 1u]; }
 
 uvec4 TL_CAT(TL_FN, _raw8)(uint e, uint limit) {
-    if (TL_TYPE == 2u) {
+    if (TL_Q8) {
         return uvec4(TL_CAT(TL_FN, _word2)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u);
     }
-    if (TL_TYPE == 3u) {
+    if (TL_Q4) {
         return uvec4(TL_CAT(TL_FN, _word)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
     }
     if (TL_ALIGNED && TL_TYPE == 1u) {
@@ -136,10 +148,10 @@ uvec4 TL_CAT(TL_FN, _raw8)(uint e, uint limit) {
 }
 
 void TL_CAT(TL_FN, _unraw8)(uvec4 raw, uint e, out vec4 lo, out vec4 hi) {
-    if (TL_TYPE == 2u || TL_TYPE == 3u) {
-        const float d = TL_CAT(TL_FN, _scale_of)(TL_TYPE == 2u ? raw.z : raw.y, e);
+    if ((TL_Q8 || TL_Q4)) {
+        const float d = TL_CAT(TL_FN, _scale_of)(TL_Q8 ? raw.z : raw.y, e);
         lo = TL_CAT(TL_FN, _codes4)(raw.x, 0u) * d;
-        hi = TL_TYPE == 2u ? TL_CAT(TL_FN, _codes4)(raw.y, 0u) * d : TL_CAT(TL_FN, _codes4)(raw.x, 16u) * d;
+        hi = TL_Q8 ? TL_CAT(TL_FN, _codes4)(raw.y, 0u) * d : TL_CAT(TL_FN, _codes4)(raw.x, 16u) * d;
         return;
     }
     lo = vec4(unpackHalf2x16(raw.x), unpackHalf2x16(raw.y));
@@ -147,10 +159,10 @@ void TL_CAT(TL_FN, _unraw8)(uvec4 raw, uint e, out vec4 lo, out vec4 hi) {
 }
 
 uvec4 TL_CAT(TL_FN, _raw4)(uint e, uint limit) {
-    if (TL_TYPE == 2u) {
+    if (TL_Q8) {
         return uvec4(TL_CAT(TL_FN, _word)(e >> 2), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
     }
-    if (TL_TYPE == 3u) {
+    if (TL_Q4) {
         return uvec4(TL_CAT(TL_FN, _word)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
     }
     if (TL_ALIGNED) {
@@ -161,8 +173,8 @@ uvec4 TL_CAT(TL_FN, _raw4)(uint e, uint limit) {
 }
 
 vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
-    if (TL_TYPE == 2u || TL_TYPE == 3u) {
-        return TL_CAT(TL_FN, _codes4)(raw.x, TL_TYPE == 3u ? 4u * (e & 4u) : 0u) * TL_CAT(TL_FN, _scale_of)(raw.y, e);
+    if ((TL_Q8 || TL_Q4)) {
+        return TL_CAT(TL_FN, _codes4)(raw.x, TL_Q4 ? 4u * (e & 4u) : 0u) * TL_CAT(TL_FN, _scale_of)(raw.y, e);
     }
     if (TL_TYPE == 1u) {
         return vec4(unpackHalf2x16(raw.x), unpackHalf2x16(raw.y));
@@ -176,5 +188,8 @@ vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
 #undef TL_WORDS2
 #undef TL_WORDS4
 #undef TL_TYPE
+#undef TL_QUANT
+#undef TL_Q8
+#undef TL_Q4
 #undef TL_SCALES
 #undef TL_FN

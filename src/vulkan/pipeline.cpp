@@ -10,6 +10,7 @@
 #include <iterator>
 #include <utility>
 
+#include "params.h"
 #include "vulkan/check.hpp"
 #include "vulkan/device.hpp"
 
@@ -38,6 +39,28 @@ constexpr KernelEntry kKernels[] = {
 #include "kernel_list.inc"
 #undef VKATTN_KERNEL
 };
+
+// A kernel's twin built for float K and V (shaders/CMakeLists.txt: vkattn_float_kv), and
+// the specialization constants that hold its K and V types.
+struct FloatKvTwin {
+  KernelId kernel;
+  const std::uint32_t* words;
+  std::size_t count;
+  std::uint32_t type_specs[2];
+  std::size_t n_type_specs;
+};
+
+template <class... Ids>
+constexpr FloatKvTwin twin(KernelId kernel, const std::uint32_t* words, std::size_t count, Ids... ids) {
+  return {kernel, words, count, {static_cast<std::uint32_t>(ids)...}, sizeof...(ids)};
+}
+
+constexpr FloatKvTwin kFloatKvTwins[] = {
+#define VKATTN_FLOAT_KV(name, ...) \
+  twin(KernelId::name, vkattn_spv_##name##_float_kv, std::size(vkattn_spv_##name##_float_kv), __VA_ARGS__),
+#include "kernel_float_kv.inc"
+#undef VKATTN_FLOAT_KV
+};
 }  // namespace
 
 // The specialization constants as "128,4,...", for messages.
@@ -57,6 +80,21 @@ std::span<const std::uint32_t> kernel_spirv(KernelId id) {
   return {e.words, e.count};
 }
 
+std::span<const std::uint32_t> kernel_spirv(KernelId id, const SpecConstants& spec) {
+  for (const FloatKvTwin& t : kFloatKvTwins) {
+    if (t.kernel != id) continue;
+    // Float types (0 f32, 1 f16) given for K and V: the twin. A constant left out takes
+    // the shader's default, which the twin may not share; the full module then.
+    bool floats = true;
+    for (std::size_t i = 0; i < t.n_type_specs; ++i) {
+      floats = floats && t.type_specs[i] < spec.size() && spec[t.type_specs[i]] <= 1u;
+    }
+    if (floats) return {t.words, t.count};
+    break;
+  }
+  return kernel_spirv(id);
+}
+
 Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key, bool capture)
     : fn_(fn), device_(device), key_(key) {
   // Members are released by the destructor, which a throwing constructor does not run:
@@ -68,7 +106,7 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
     }
   } guard{this};
 
-  const auto spirv = kernel_spirv(key.kernel);
+  const auto spirv = kernel_spirv(key.kernel, key.spec);
   auto module = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
   module.codeSize = spirv.size_bytes();
   module.pCode = spirv.data();

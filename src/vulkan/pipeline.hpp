@@ -38,6 +38,9 @@ using SpecConstants = InlineVector<std::uint32_t, kMaxSpecConstants>;
 // Specialization constants by id (shaders/common/params.h: VKATTN_SPEC_*), in any order:
 // element i is constant_id i; ids not given are 0.
 SpecConstants spec(std::initializer_list<std::pair<std::uint32_t, std::uint32_t>> values);
+// The module a pipeline of |id| with constants |spec| is built from: the kernel's twin for
+// float K and V where it has one and |spec| gives f32 or f16 for both, else the kernel.
+std::span<const std::uint32_t> kernel_spirv(KernelId id, const SpecConstants& spec);
 
 // What makes two pipelines different. spec[0] is the workgroup size (constant_id 0);
 // spec[i] is constant_id i.
