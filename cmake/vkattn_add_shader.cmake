@@ -46,14 +46,13 @@ function(vkattn_add_shader)
   get_filename_component(file ${S_SOURCE} NAME)
   get_property(specs GLOBAL PROPERTY VKATTN_FLOAT_KV_${file})
   if(specs)
-    # Its float-K-and-V twin: not a kernel of its own (the pipeline takes it for float types).
+    # Its float-K-and-V twin: not a kernel of its own but part of this kernel's entry.
     set(defines ${S_DEFINES} VKATTN_FLOAT_KV=1)
     vkattn_embed_shader(${S_NAME}_float_kv ${S_SOURCE} "${defines}" ${VKATTN_GLSLANG} vulkan1.1 ${tools})
-    get_property(names GLOBAL PROPERTY VKATTN_SHADER_NAMES)
-    list(REMOVE_ITEM names ${S_NAME}_float_kv)
-    set_property(GLOBAL PROPERTY VKATTN_SHADER_NAMES ${names})
     list(JOIN specs ", " specs)
-    set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_FLOAT_KV_LIST "VKATTN_FLOAT_KV(${S_NAME}, ${specs})\n")
+    set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL_FLOAT_KV(${S_NAME}, ${specs})\n")
+  else()
+    set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL(${S_NAME})\n")
   endif()
 endfunction()
 
@@ -86,11 +85,12 @@ function(vkattn_add_coopmat_shader)
     return()
   endif()
   vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_COOPMAT_GLSLANG_EXE} vulkan1.2)
+  set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL(${S_NAME})\n")
 endfunction()
 
 # The part both share: <name>.unopt.spv from |glslang| for |env|, <name>.spv and <name>.h
 # by vkattn_compile_shader.cmake, with |ARGN| (its tool arguments: -DOPT=, -DVAL=,
-# -DDIS=); and the kernel's place in the table.
+# -DDIS=). The caller gives it its place in the kernel table (VKATTN_KERNEL_LIST).
 function(vkattn_embed_shader name source defines glslang env)
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR})
   foreach(d IN LISTS defines)
@@ -110,7 +110,6 @@ function(vkattn_embed_shader name source defines glslang env)
     COMMENT "SPIR-V ${name}"
     VERBATIM)
   set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_HEADERS ${hdr})
-  set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_NAMES ${name})
   if(NOT defines)
     set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_PLAIN_SOURCES ${source})
   endif()

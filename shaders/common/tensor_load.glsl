@@ -4,8 +4,9 @@
 // TL_SCALES the word where a quantized tensor's scales start (an expression; unused
 // otherwise), TL_QUANT 1 where the binding may hold a quantized tensor (0 leaves the
 // quantized paths out of the module: its size is what a driver, and the validation layer,
-// work through for every pipeline built from it, dead branches included), TL_FN the prefix of the functions it defines (no include guard; it
-// undefines its parameters at the end, ready for the next binding's), and either
+// work through for every pipeline built from it, dead branches included), TL_FN the
+// prefix of the functions it defines (no include guard; it undefines its parameters at
+// the end, ready for the next binding's), and either
 //   TL_TEXELS: the binding as a usamplerBuffer of 16-byte texels (R32G32B32A32_UINT), or
 //   TL_WORDS (uint[]), TL_WORDS2 (uvec2[]) and TL_WORDS4 (uvec4[]): its storage-buffer views.
 // The functions:
@@ -34,6 +35,7 @@
 #define TL_Q8 false
 #define TL_Q4 false
 #endif
+#define TL_QUANTIZED (TL_Q8 || TL_Q4)
 
 #ifdef TL_TEXELS
 uint TL_CAT(TL_FN, _word)(uint w) { return texelFetch(TL_TEXELS, int(w >> 2))[w & 3u]; }
@@ -78,7 +80,7 @@ float TL_CAT(TL_FN, _1)(uint e) {
 }
 
 vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
-    if ((TL_Q8 || TL_Q4)) {
+    if (TL_QUANTIZED) {
         const uint w = TL_Q8 ? TL_CAT(TL_FN, _word)(e >> 2) : TL_CAT(TL_FN, _word)(e >> 3);
         return TL_CAT(TL_FN, _codes4)(w, 4u * (e & 4u)) * TL_CAT(TL_FN, _scale)(e);
     }
@@ -99,7 +101,7 @@ vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
 }
 
 void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
-    if ((TL_Q8 || TL_Q4)) {
+    if (TL_QUANTIZED) {
         const float d = TL_CAT(TL_FN, _scale)(e);
         if (TL_Q8) {
             const uvec2 w = TL_CAT(TL_FN, _word2)(e >> 3);
@@ -148,7 +150,7 @@ uvec4 TL_CAT(TL_FN, _raw8)(uint e, uint limit) {
 }
 
 void TL_CAT(TL_FN, _unraw8)(uvec4 raw, uint e, out vec4 lo, out vec4 hi) {
-    if ((TL_Q8 || TL_Q4)) {
+    if (TL_QUANTIZED) {
         const float d = TL_CAT(TL_FN, _scale_of)(TL_Q8 ? raw.z : raw.y, e);
         lo = TL_CAT(TL_FN, _codes4)(raw.x, 0u) * d;
         hi = TL_Q8 ? TL_CAT(TL_FN, _codes4)(raw.y, 0u) * d : TL_CAT(TL_FN, _codes4)(raw.x, 16u) * d;
@@ -173,7 +175,7 @@ uvec4 TL_CAT(TL_FN, _raw4)(uint e, uint limit) {
 }
 
 vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
-    if ((TL_Q8 || TL_Q4)) {
+    if (TL_QUANTIZED) {
         return TL_CAT(TL_FN, _codes4)(raw.x, TL_Q4 ? 4u * (e & 4u) : 0u) * TL_CAT(TL_FN, _scale_of)(raw.y, e);
     }
     if (TL_TYPE == 1u) {
@@ -191,5 +193,6 @@ vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
 #undef TL_QUANT
 #undef TL_Q8
 #undef TL_Q4
+#undef TL_QUANTIZED
 #undef TL_SCALES
 #undef TL_FN

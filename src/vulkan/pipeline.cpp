@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <utility>
 
 #include "params.h"
@@ -28,38 +27,29 @@ SpecConstants spec(std::initializer_list<std::pair<std::uint32_t, std::uint32_t>
 namespace {
 #include "kernel_spirv.inc"
 
+// A kernel's module and, where it has one, its twin built for float K and V
+// (shaders/CMakeLists.txt: vkattn_float_kv) with the specialization constants that hold its
+// K and V types.
 struct KernelEntry {
   const char* name;
-  const std::uint32_t* words;
-  std::size_t count;
-};
-
-constexpr KernelEntry kKernels[] = {
-#define VKATTN_KERNEL(name) {#name, vkattn_spv_##name, std::size(vkattn_spv_##name)},
-#include "kernel_list.inc"
-#undef VKATTN_KERNEL
-};
-
-// A kernel's twin built for float K and V (shaders/CMakeLists.txt: vkattn_float_kv), and
-// the specialization constants that hold its K and V types.
-struct FloatKvTwin {
-  KernelId kernel;
-  const std::uint32_t* words;
-  std::size_t count;
+  std::span<const std::uint32_t> words;
+  std::span<const std::uint32_t> float_kv;
   std::uint32_t type_specs[2];
   std::size_t n_type_specs;
 };
 
 template <class... Ids>
-constexpr FloatKvTwin twin(KernelId kernel, const std::uint32_t* words, std::size_t count, Ids... ids) {
-  return {kernel, words, count, {static_cast<std::uint32_t>(ids)...}, sizeof...(ids)};
+constexpr KernelEntry with_twin(const char* name, std::span<const std::uint32_t> words, std::span<const std::uint32_t> float_kv,
+                                Ids... ids) {
+  return {name, words, float_kv, {static_cast<std::uint32_t>(ids)...}, sizeof...(ids)};
 }
 
-constexpr FloatKvTwin kFloatKvTwins[] = {
-#define VKATTN_FLOAT_KV(name, ...) \
-  twin(KernelId::name, vkattn_spv_##name##_float_kv, std::size(vkattn_spv_##name##_float_kv), __VA_ARGS__),
-#include "kernel_float_kv.inc"
-#undef VKATTN_FLOAT_KV
+constexpr KernelEntry kKernels[] = {
+#define VKATTN_KERNEL(name) {#name, vkattn_spv_##name, {}, {}, 0},
+#define VKATTN_KERNEL_FLOAT_KV(name, ...) with_twin(#name, vkattn_spv_##name, vkattn_spv_##name##_float_kv, __VA_ARGS__),
+#include "kernel_list.inc"
+#undef VKATTN_KERNEL_FLOAT_KV
+#undef VKATTN_KERNEL
 };
 }  // namespace
 
@@ -75,24 +65,17 @@ static std::string spec_string(const PipelineKey& key) {
 
 const char* kernel_name(KernelId id) { return kKernels[static_cast<std::size_t>(id)].name; }
 
-std::span<const std::uint32_t> kernel_spirv(KernelId id) {
-  const KernelEntry& e = kKernels[static_cast<std::size_t>(id)];
-  return {e.words, e.count};
-}
+std::span<const std::uint32_t> kernel_spirv(KernelId id) { return kKernels[static_cast<std::size_t>(id)].words; }
 
 std::span<const std::uint32_t> kernel_spirv(KernelId id, const SpecConstants& spec) {
-  for (const FloatKvTwin& t : kFloatKvTwins) {
-    if (t.kernel != id) continue;
-    // Float types (0 f32, 1 f16) given for K and V: the twin. A constant left out takes
-    // the shader's default, which the twin may not share; the full module then.
-    bool floats = true;
-    for (std::size_t i = 0; i < t.n_type_specs; ++i) {
-      floats = floats && t.type_specs[i] < spec.size() && spec[t.type_specs[i]] <= 1u;
-    }
-    if (floats) return {t.words, t.count};
-    break;
+  const KernelEntry& e = kKernels[static_cast<std::size_t>(id)];
+  // Float types (0 f32, 1 f16) given for K and V: the twin. A constant left out takes the
+  // shader's default, which the twin may not share; the full module then.
+  bool floats = !e.float_kv.empty();
+  for (std::size_t i = 0; i < e.n_type_specs; ++i) {
+    floats = floats && e.type_specs[i] < spec.size() && spec[e.type_specs[i]] <= 1u;
   }
-  return kernel_spirv(id);
+  return floats ? e.float_kv : e.words;
 }
 
 Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key, bool capture)

@@ -24,7 +24,9 @@ struct PhysicalDevice;
 
 enum class KernelId {
 #define VKATTN_KERNEL(name) name,
+#define VKATTN_KERNEL_FLOAT_KV(name, ...) name,
 #include "kernel_list.inc"
+#undef VKATTN_KERNEL_FLOAT_KV
 #undef VKATTN_KERNEL
 };
 
