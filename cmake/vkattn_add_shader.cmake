@@ -44,28 +44,37 @@ function(vkattn_add_shader)
   set(tools -DOPT=${opt} -DVAL=${VKATTN_SPIRV_VAL} -DDIS=${VKATTN_SPIRV_DIS})
   vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_GLSLANG} vulkan1.1 ${tools})
   get_filename_component(file ${S_SOURCE} NAME)
-  get_property(specs GLOBAL PROPERTY VKATTN_FLOAT_KV_${file})
-  if(specs)
-    # Its float-K-and-V twin: not a kernel of its own but part of this kernel's entry.
-    set(defines ${S_DEFINES} VKATTN_FLOAT_KV=1)
-    vkattn_embed_shader(${S_NAME}_float_kv ${S_SOURCE} "${defines}" ${VKATTN_GLSLANG} vulkan1.1 ${tools})
-    list(JOIN specs ", " specs)
-    set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL_FLOAT_KV(${S_NAME}, ${specs})\n")
+  get_property(rules GLOBAL PROPERTY VKATTN_LEAN_TWIN_${file})
+  if(rules)
+    # Its lean twin: not a kernel of its own but part of this kernel's entry.
+    set(defines ${S_DEFINES} VKATTN_LEAN=1)
+    vkattn_embed_shader(${S_NAME}_lean ${S_SOURCE} "${defines}" ${VKATTN_GLSLANG} vulkan1.1 ${tools})
+    list(JOIN rules ", " rules)
+    set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL_LEAN(${S_NAME}, ${rules})\n")
   else()
     set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL(${S_NAME})\n")
   endif()
 endfunction()
 
-# vkattn_float_kv(SOURCE <file.comp> SPECS <constant id macro> ...): each kernel built from
-# <file.comp> by a later vkattn_add_shader also gets a twin built with VKATTN_FLOAT_KV=1,
-# which leaves the quantized K and V paths out (tensor_load.glsl: TL_QUANT); SPECS name
-# the specialization constants (shaders/common/params.h) that hold its K and V types. A
-# pipeline whose constants there all say f32 or f16 is built from the twin (pipeline.cpp):
-# the same code once specialized, from a module a third to two fifths smaller, which the
-# driver (and the validation layer) work through whole for every pipeline.
-function(vkattn_float_kv)
-  cmake_parse_arguments(S "" "SOURCE" "SPECS" ${ARGN})
-  set_property(GLOBAL PROPERTY VKATTN_FLOAT_KV_${S_SOURCE} ${S_SPECS})
+# vkattn_lean_twin(SOURCE <file.comp> WHEN <constant id macro><=<max> ...): each kernel
+# built from <file.comp> by a later vkattn_add_shader also gets a twin built with
+# VKATTN_LEAN=1, which leaves out the quantized K and V loaders (tensor_load.glsl:
+# TL_QUANT) and fixes the constants the kernel declares with LEAN_FIXED (layout.glsl) at
+# their defaults. A pipeline whose constants (shaders/common/params.h) all meet WHEN is
+# built from the twin (pipeline.cpp): the same code once specialized, from a module up to
+# half the size, which the driver (and the validation layer) work through whole for every
+# pipeline. WHEN must name every type constant of K and V (<=1: f32 or f16) and every
+# LEAN_FIXED constant (<=0: its default, false).
+function(vkattn_lean_twin)
+  cmake_parse_arguments(S "" "SOURCE" "WHEN" ${ARGN})
+  set(rules "")
+  foreach(w IN LISTS S_WHEN)
+    if(NOT w MATCHES "^([A-Z0-9_]+)<=([0-9]+)$")
+      message(FATAL_ERROR "vkattn_lean_twin(${S_SOURCE}): '${w}' is not <constant id macro><=<max>")
+    endif()
+    list(APPEND rules ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+  endforeach()
+  set_property(GLOBAL PROPERTY VKATTN_LEAN_TWIN_${S_SOURCE} ${rules})
 endfunction()
 
 # vkattn_add_coopmat_shader(NAME <kernel> SOURCE <file.comp> [DEFINES A=1 B ...])

@@ -63,7 +63,7 @@ layout(constant_id = VKATTN_SPEC_DECODE_V_PIECES) const uint V_PIECES = 1;
 layout(constant_id = VKATTN_SPEC_DECODE_K_ALIGNED) const bool K_ALIGNED = true;  // head_dim % K_EPL == 0
 layout(constant_id = VKATTN_SPEC_DECODE_V_ALIGNED) const bool V_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_DECODE_KEYS) const uint KEYS = 2;  // keys per key group per stage
-layout(constant_id = VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+LEAN_FIXED(VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;
 layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;  // a cache of several sequences
 layout(constant_id = VKATTN_SPEC_DECODE_N) const uint N = 8;  // ROWS * KEYS
@@ -71,7 +71,7 @@ layout(constant_id = VKATTN_SPEC_DECODE_C) const uint C = 1;  // max(1, N / LANE
 layout(constant_id = VKATTN_SPEC_DECODE_MERGE_ROWS) const uint MERGE_ROWS = 4;  // rows per pass of the end's merge
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;  // head_dim % 8 == 0
 layout(constant_id = VKATTN_SPEC_DECODE_INTERLEAVE) const bool INTERLEAVE = true;  // false: contiguous splits (probe)
-layout(constant_id = VKATTN_SPEC_DECODE_LOAD_ONLY) const bool LOAD_ONLY = false;  // loads only, no results (probe)
+LEAN_FIXED(VKATTN_SPEC_DECODE_LOAD_ONLY) const bool LOAD_ONLY = false;  // loads only, no results (probe)
 layout(constant_id = VKATTN_SPEC_DECODE_DEPTH) const uint DEPTH = 2;  // stages in flight: 1, 2 or 3
 layout(constant_id = VKATTN_SPEC_DECODE_RUN) const uint RUN = 1;  // consecutive stages per run of a split
 

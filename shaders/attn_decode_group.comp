@@ -50,7 +50,7 @@ layout(constant_id = VKATTN_SPEC_DECODE_KEYS) const uint KEYS = 8;  // keys per 
 layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_DECODE_V_FROM_K) const bool V_FROM_K = false;
-layout(constant_id = VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
+LEAN_FIXED(VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
 layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 
 const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory

@@ -66,7 +66,7 @@ layout(constant_id = VKATTN_SPEC_FUSED_K_VEC) const bool K_VEC = true;
 layout(constant_id = VKATTN_SPEC_FUSED_V_VEC) const bool V_VEC = true;
 layout(constant_id = VKATTN_SPEC_FUSED_KEY_GROUPS) const uint KEY_GROUPS = 1;
 layout(constant_id = VKATTN_SPEC_FUSED_KEYS) const uint KEYS = 1;  // keys per invocation in step 1
-layout(constant_id = VKATTN_SPEC_FUSED_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+LEAN_FIXED(VKATTN_SPEC_FUSED_ROPE_ON_READ) const bool ROPE_ON_READ = false;
 layout(constant_id = VKATTN_SPEC_FUSED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 
 const uint EPL = V_WIDE ? 8u : 4u;  // v elements per invocation: 16 bytes of f16

@@ -54,7 +54,7 @@ layout(constant_id = VKATTN_SPEC_SCORES_K_TYPE) const uint K_TYPE = 0u;  // 0 f3
 const bool K_WIDE = K_TYPE != 0u;  // 8 elements per 16 bytes or fewer: loaded 8 at a time
 layout(constant_id = VKATTN_SPEC_SCORES_VEC) const bool VEC = true;
 layout(constant_id = VKATTN_SPEC_SCORES_KEYS) const uint KEYS = 4;  // keys per invocation
-layout(constant_id = VKATTN_SPEC_SCORES_ROPE_ON_READ) const bool ROPE_ON_READ = false;
+LEAN_FIXED(VKATTN_SPEC_SCORES_ROPE_ON_READ) const bool ROPE_ON_READ = false;
 layout(constant_id = VKATTN_SPEC_SCORES_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 layout(constant_id = VKATTN_SPEC_SCORES_S_VEC4) const bool S_VEC4 = false;  // n_keys % 4 == 0 (KEYS is 4 or 8)
 layout(constant_id = VKATTN_SPEC_SCORES_SG) const uint SG = 8;  // VKATTN_SHUFFLE: the (required) subgroup size

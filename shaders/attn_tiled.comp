@@ -66,7 +66,7 @@ layout(constant_id = VKATTN_SPEC_TILED_K_ALIGNED) const bool K_ALIGNED = true;  
 layout(constant_id = VKATTN_SPEC_TILED_V_ALIGNED) const bool V_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_TILED_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_TILED_V_FROM_K) const bool V_FROM_K = false;
-layout(constant_id = VKATTN_SPEC_TILED_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
+LEAN_FIXED(VKATTN_SPEC_TILED_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
 layout(constant_id = VKATTN_SPEC_TILED_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 // The next tile's rows loaded during this one (the host asks for it where NK and NV <= 8).
 layout(constant_id = VKATTN_SPEC_TILED_PREFETCH) const bool PREFETCH = true;

@@ -44,28 +44,41 @@ TEST(VulkanInternals, ValidationMessengerRecords) {
   EXPECT_EQ("validation: " + messages.front().substr(7), logged.front());
 }
 
-// A pipeline whose K and V are f32 or f16 is built from the kernel's twin without the
-// quantized paths (a smaller module), and one whose K or V is quantized, or whose types
-// are not given, from the kernel itself (shaders/CMakeLists.txt: vkattn_float_kv).
-TEST(KernelModules, FloatKvTwinOnlyForFloatTypes) {
+// A pipeline whose K and V are f32 or f16, whose keys are stored rotated and which is no
+// load-only probe is built from the kernel's lean twin (a smaller module); any other, or
+// one whose constants are not all given, from the kernel itself (shaders/CMakeLists.txt:
+// vkattn_lean_twin).
+TEST(KernelModules, LeanTwinOnlyWhereItsConstantsAllow) {
   using detail::KernelId;
+  constexpr std::uint32_t kNone = 0xffffffffu;
   struct Case {
     KernelId kernel;
-    std::uint32_t k_type, v_type;  // their constant ids; v_type == k_type: K only
+    std::uint32_t k_type, v_type, rope_on_read, load_only;  // constant ids; v_type, load_only: kNone where none
   };
   const Case cases[] = {
-      {KernelId::attn_decode, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE},
-      {KernelId::attn_decode_shared_last, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE},
-      {KernelId::attn_decode_group, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE},
-      {KernelId::attn_tiled_shared_f16, VKATTN_SPEC_TILED_K_TYPE, VKATTN_SPEC_TILED_V_TYPE},
-      {KernelId::attn_fused_subgroup_texel, VKATTN_SPEC_FUSED_K_TYPE, VKATTN_SPEC_FUSED_V_TYPE},
-      {KernelId::attn_scores_texel, VKATTN_SPEC_SCORES_K_TYPE, VKATTN_SPEC_SCORES_K_TYPE},
+      {KernelId::attn_decode, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE, VKATTN_SPEC_DECODE_ROPE_ON_READ,
+       VKATTN_SPEC_DECODE_LOAD_ONLY},
+      {KernelId::attn_decode_shared_last, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE, VKATTN_SPEC_DECODE_ROPE_ON_READ,
+       VKATTN_SPEC_DECODE_LOAD_ONLY},
+      {KernelId::attn_decode_group, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE, VKATTN_SPEC_DECODE_ROPE_ON_READ, kNone},
+      {KernelId::attn_tiled_shared_f16, VKATTN_SPEC_TILED_K_TYPE, VKATTN_SPEC_TILED_V_TYPE, VKATTN_SPEC_TILED_ROPE_ON_READ,
+       kNone},
+      {KernelId::attn_fused_subgroup_texel, VKATTN_SPEC_FUSED_K_TYPE, VKATTN_SPEC_FUSED_V_TYPE, VKATTN_SPEC_FUSED_ROPE_ON_READ,
+       kNone},
+      {KernelId::attn_scores_texel, VKATTN_SPEC_SCORES_K_TYPE, kNone, VKATTN_SPEC_SCORES_ROPE_ON_READ, kNone},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(detail::kernel_name(c.kernel));
     const std::span<const std::uint32_t> full = detail::kernel_spirv(c.kernel);
-    auto module = [&](std::uint32_t k, std::uint32_t v) {
-      return detail::kernel_spirv(c.kernel, detail::spec({{VKATTN_SPEC_WG_SIZE, 64}, {c.v_type, v}, {c.k_type, k}}));
+    // Every constant of the rules given, as the host's ops give them.
+    auto module = [&](std::uint32_t k, std::uint32_t v, std::uint32_t rope = 0, std::uint32_t probe = 0) {
+      detail::SpecConstants s = detail::spec({{VKATTN_SPEC_WG_SIZE, 64}, {c.k_type, k}, {c.rope_on_read, rope}});
+      for (auto [id, value] : {std::pair{c.v_type, v}, std::pair{c.load_only, probe}}) {
+        if (id == kNone) continue;
+        if (id >= s.size()) s.resize(id + 1);
+        s[id] = value;
+      }
+      return detail::kernel_spirv(c.kernel, s);
     };
     const std::span<const std::uint32_t> twin = module(1, 1);
     EXPECT_NE(twin.data(), full.data());
@@ -76,12 +89,17 @@ TEST(KernelModules, FloatKvTwinOnlyForFloatTypes) {
     for (std::uint32_t quantized : {2u, 3u}) {
       EXPECT_EQ(module(quantized, 1).data(), full.data());
       EXPECT_EQ(module(quantized, quantized).data(), full.data());
-      if (c.v_type != c.k_type) {
+      if (c.v_type != kNone) {
         EXPECT_EQ(module(1, quantized).data(), full.data());
       }
     }
-    // Types not given (the shader's defaults): the kernel itself.
+    EXPECT_EQ(module(1, 1, 1).data(), full.data()) << "keys rotated on read";
+    if (c.load_only != kNone) {
+      EXPECT_EQ(module(1, 1, 0, 1).data(), full.data()) << "the load-only probe";
+    }
+    // Constants not given (the shader's defaults): the kernel itself.
     EXPECT_EQ(detail::kernel_spirv(c.kernel, detail::spec({{VKATTN_SPEC_WG_SIZE, 64}})).data(), full.data());
+    EXPECT_EQ(detail::kernel_spirv(c.kernel, detail::spec({{VKATTN_SPEC_WG_SIZE, 64}, {c.k_type, 1}})).data(), full.data());
   }
   // A kernel without a twin.
   EXPECT_EQ(detail::kernel_spirv(KernelId::attn_softmax, detail::spec({{VKATTN_SPEC_WG_SIZE, 64}})).data(),

@@ -8,8 +8,8 @@
 #ifndef VKATTN_ATTN_INPUTS_GLSL
 #define VKATTN_ATTN_INPUTS_GLSL
 
-// k and v may be quantized (q8_0, q4_0) unless the variant is built for float K and V.
-#ifdef VKATTN_FLOAT_KV
+// k and v may be quantized (q8_0, q4_0) but in a lean twin, built for float K and V.
+#ifdef VKATTN_LEAN
 #define ATTN_KV_QUANT 0
 #else
 #define ATTN_KV_QUANT 1

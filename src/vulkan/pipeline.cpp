@@ -27,28 +27,38 @@ SpecConstants spec(std::initializer_list<std::pair<std::uint32_t, std::uint32_t>
 namespace {
 #include "kernel_spirv.inc"
 
-// A kernel's module and, where it has one, its twin built for float K and V
-// (shaders/CMakeLists.txt: vkattn_float_kv) with the specialization constants that hold its
-// K and V types.
+// A kernel's module and, where it has one, its lean twin (shaders/CMakeLists.txt:
+// vkattn_lean_twin) with the rules that choose it: constant |id| given and at most |max|.
+struct LeanRule {
+  std::uint32_t id;
+  std::uint32_t max;
+};
+inline constexpr std::size_t kMaxLeanRules = 4;
+
 struct KernelEntry {
   const char* name;
   std::span<const std::uint32_t> words;
-  std::span<const std::uint32_t> float_kv;
-  std::uint32_t type_specs[2];
-  std::size_t n_type_specs;
+  std::span<const std::uint32_t> lean;
+  LeanRule rules[kMaxLeanRules];
+  std::size_t n_rules;
 };
 
-template <class... Ids>
-constexpr KernelEntry with_twin(const char* name, std::span<const std::uint32_t> words, std::span<const std::uint32_t> float_kv,
-                                Ids... ids) {
-  return {name, words, float_kv, {static_cast<std::uint32_t>(ids)...}, sizeof...(ids)};
+// |id_max| as id, max, id, max, ...
+template <class... Values>
+constexpr KernelEntry with_lean(const char* name, std::span<const std::uint32_t> words, std::span<const std::uint32_t> lean,
+                                Values... id_max) {
+  static_assert(sizeof...(id_max) % 2 == 0 && sizeof...(id_max) <= 2 * kMaxLeanRules, "rules are id, max pairs");
+  const std::uint32_t flat[] = {static_cast<std::uint32_t>(id_max)...};
+  KernelEntry e{name, words, lean, {}, sizeof...(id_max) / 2};
+  for (std::size_t i = 0; i < e.n_rules; ++i) e.rules[i] = {flat[2 * i], flat[2 * i + 1]};
+  return e;
 }
 
 constexpr KernelEntry kKernels[] = {
 #define VKATTN_KERNEL(name) {#name, vkattn_spv_##name, {}, {}, 0},
-#define VKATTN_KERNEL_FLOAT_KV(name, ...) with_twin(#name, vkattn_spv_##name, vkattn_spv_##name##_float_kv, __VA_ARGS__),
+#define VKATTN_KERNEL_LEAN(name, ...) with_lean(#name, vkattn_spv_##name, vkattn_spv_##name##_lean, __VA_ARGS__),
 #include "kernel_list.inc"
-#undef VKATTN_KERNEL_FLOAT_KV
+#undef VKATTN_KERNEL_LEAN
 #undef VKATTN_KERNEL
 };
 }  // namespace
@@ -69,13 +79,13 @@ std::span<const std::uint32_t> kernel_spirv(KernelId id) { return kKernels[stati
 
 std::span<const std::uint32_t> kernel_spirv(KernelId id, const SpecConstants& spec) {
   const KernelEntry& e = kKernels[static_cast<std::size_t>(id)];
-  // Float types (0 f32, 1 f16) given for K and V: the twin. A constant left out takes the
-  // shader's default, which the twin may not share; the full module then.
-  bool floats = !e.float_kv.empty();
-  for (std::size_t i = 0; i < e.n_type_specs; ++i) {
-    floats = floats && e.type_specs[i] < spec.size() && spec[e.type_specs[i]] <= 1u;
+  // Every rule met: the twin. A constant left out takes the shader's default, which the
+  // twin may not share; the full module then.
+  bool lean = !e.lean.empty();
+  for (std::size_t i = 0; i < e.n_rules; ++i) {
+    lean = lean && e.rules[i].id < spec.size() && spec[e.rules[i].id] <= e.rules[i].max;
   }
-  return floats ? e.float_kv : e.words;
+  return lean ? e.lean : e.words;
 }
 
 Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache cache, const PipelineKey& key, bool capture)

@@ -24,9 +24,9 @@ struct PhysicalDevice;
 
 enum class KernelId {
 #define VKATTN_KERNEL(name) name,
-#define VKATTN_KERNEL_FLOAT_KV(name, ...) name,
+#define VKATTN_KERNEL_LEAN(name, ...) name,
 #include "kernel_list.inc"
-#undef VKATTN_KERNEL_FLOAT_KV
+#undef VKATTN_KERNEL_LEAN
 #undef VKATTN_KERNEL
 };
 
@@ -40,8 +40,9 @@ using SpecConstants = InlineVector<std::uint32_t, kMaxSpecConstants>;
 // Specialization constants by id (shaders/common/params.h: VKATTN_SPEC_*), in any order:
 // element i is constant_id i; ids not given are 0.
 SpecConstants spec(std::initializer_list<std::pair<std::uint32_t, std::uint32_t>> values);
-// The module a pipeline of |id| with constants |spec| is built from: the kernel's twin for
-// float K and V where it has one and |spec| gives f32 or f16 for both, else the kernel.
+// The module a pipeline of |id| with constants |spec| is built from: the kernel's lean twin
+// where it has one and |spec| meets its rules (f32 or f16 K and V, keys stored rotated, no
+// load-only probe: shaders/CMakeLists.txt), else the kernel.
 std::span<const std::uint32_t> kernel_spirv(KernelId id, const SpecConstants& spec);
 
 // What makes two pipelines different. spec[0] is the workgroup size (constant_id 0);
