@@ -64,7 +64,7 @@ endfunction()
 # built from the twin (pipeline.cpp): the same code once specialized, from a module up to
 # half the size, which the driver (and the validation layer) work through whole for every
 # pipeline. WHEN must name every type constant of K and V (<=1: f32 or f16) and every
-# LEAN_FIXED constant (<=0: its default, false).
+# constant the .comp file declares with LEAN_FIXED (<=0: its default, false; checked).
 function(vkattn_lean_twin)
   cmake_parse_arguments(S "" "SOURCE" "WHEN" ${ARGN})
   set(rules "")
@@ -73,6 +73,17 @@ function(vkattn_lean_twin)
       message(FATAL_ERROR "vkattn_lean_twin(${S_SOURCE}): '${w}' is not <constant id macro><=<max>")
     endif()
     list(APPEND rules ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+    set(max_${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+  endforeach()
+  # A LEAN_FIXED constant without its rule would give pipelines that set it the twin, whose
+  # code ignores it: refused here (the .comp file's own declarations).
+  file(READ ${CMAKE_CURRENT_SOURCE_DIR}/${S_SOURCE} text)
+  string(REGEX MATCHALL "LEAN_FIXED\\(([A-Z0-9_]+)\\)" fixed "${text}")
+  foreach(f IN LISTS fixed)
+    string(REGEX REPLACE "LEAN_FIXED\\(([A-Z0-9_]+)\\)" "\\1" id "${f}")
+    if(NOT DEFINED max_${id} OR NOT max_${id} EQUAL 0)
+      message(FATAL_ERROR "vkattn_lean_twin(${S_SOURCE}): ${S_SOURCE} fixes ${id} with LEAN_FIXED; WHEN needs ${id}<=0")
+    endif()
   endforeach()
   set_property(GLOBAL PROPERTY VKATTN_LEAN_TWIN_${S_SOURCE} ${rules})
 endfunction()
