@@ -89,7 +89,7 @@ TEST_F(KvCacheVulkanVsCpu, Soak20000Tokens) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     auto t = [&](Shape shape, DType d = DType::f32) { return b->tensor(shape, d); };
     sides.push_back({b, b->kv_cache(s.cache()), t({1, 2, 16}), t({1, 1, 16}, DType::f16), t({1, 1, 16}, DType::f16),
-                     t({1, 2, 256}), t({1, 2, 256}), t({1, 2, 16})});
+                     t({1, 2, 256}), t({1, 2, 256}), t({1, 2, 16}), std::nullopt});
   }
   // K and V of 256 slots x 16 f16 dims, exactly, for the whole run.
   const std::size_t bytes = 2 * 1 * 1 * 256 * 16 * 2;
