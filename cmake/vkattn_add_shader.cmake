@@ -60,31 +60,40 @@ endfunction()
 # built from <file.comp> by a later vkattn_add_shader also gets a twin built with
 # VKATTN_LEAN=1, which leaves out the quantized K and V loaders (tensor_load.glsl:
 # TL_QUANT) and fixes the constants the kernel declares with LEAN_FIXED (layout.glsl) at
-# their defaults. A pipeline whose constants (shaders/common/params.h) all meet WHEN is
-# built from the twin (pipeline.cpp): the same code once specialized, from a module up to
-# half the size, which the driver (and the validation layer) work through whole for every
-# pipeline. WHEN must name every type constant of K and V (<=1: f32 or f16) and every
-# constant the .comp file declares with LEAN_FIXED (<=0: its default, false; checked).
+# their defaults. A pipeline whose constants (shaders/common/params.h) all meet the rules
+# is built from the twin (pipeline.cpp): the same code once specialized, from a module up
+# to half the size, which the driver (and the validation layer) work through whole for
+# every pipeline. WHEN names the type constants of K and V (<=1: f32 or f16); each
+# LEAN_FIXED constant of the .comp file adds its own rule (<=0: its default, false), read
+# from the file here, so it is stated once.
 function(vkattn_lean_twin)
   cmake_parse_arguments(S "" "SOURCE" "WHEN" ${ARGN})
+  file(READ ${CMAKE_CURRENT_SOURCE_DIR}/${S_SOURCE} text)
+  string(REGEX MATCHALL "LEAN_FIXED\\(([A-Z0-9_]+)\\)" fixed "${text}")
+  # Only a .comp file's own LEAN_FIXED constants are read: one in a shared include would go
+  # without its rule, so none may be there.
+  file(GLOB includes ${CMAKE_CURRENT_SOURCE_DIR}/common/*.glsl)
+  foreach(inc IN LISTS includes)
+    file(STRINGS ${inc} uses REGEX "LEAN_FIXED\\([A-Z0-9_]+\\)")
+    if(uses)
+      message(FATAL_ERROR "${inc}: LEAN_FIXED belongs in the .comp file that declares the constant")
+    endif()
+  endforeach()
   set(rules "")
   foreach(w IN LISTS S_WHEN)
     if(NOT w MATCHES "^([A-Z0-9_]+)<=([0-9]+)$")
       message(FATAL_ERROR "vkattn_lean_twin(${S_SOURCE}): '${w}' is not <constant id macro><=<max>")
     endif()
-    list(APPEND rules ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
-    set(max_${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+    if("LEAN_FIXED(${CMAKE_MATCH_1})" IN_LIST fixed)
+      message(FATAL_ERROR "vkattn_lean_twin(${S_SOURCE}): ${CMAKE_MATCH_1} is LEAN_FIXED in ${S_SOURCE}, which gives its rule")
+    endif()
+    list(APPEND rules "VKATTN_LEAN_RULE(${CMAKE_MATCH_1}, ${CMAKE_MATCH_2})")
   endforeach()
-  # A LEAN_FIXED constant without its rule would give pipelines that set it the twin, whose
-  # code ignores it: refused here (the .comp file's own declarations).
-  file(READ ${CMAKE_CURRENT_SOURCE_DIR}/${S_SOURCE} text)
-  string(REGEX MATCHALL "LEAN_FIXED\\(([A-Z0-9_]+)\\)" fixed "${text}")
   foreach(f IN LISTS fixed)
     string(REGEX REPLACE "LEAN_FIXED\\(([A-Z0-9_]+)\\)" "\\1" id "${f}")
-    if(NOT DEFINED max_${id} OR NOT max_${id} EQUAL 0)
-      message(FATAL_ERROR "vkattn_lean_twin(${S_SOURCE}): ${S_SOURCE} fixes ${id} with LEAN_FIXED; WHEN needs ${id}<=0")
-    endif()
+    list(APPEND rules "VKATTN_LEAN_RULE(${id}, 0)")
   endforeach()
+  list(REMOVE_DUPLICATES rules)
   set_property(GLOBAL PROPERTY VKATTN_LEAN_TWIN_${S_SOURCE} ${rules})
 endfunction()
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <utility>
 
 #include "params.h"
@@ -43,21 +44,22 @@ struct KernelEntry {
   std::size_t n_rules;
 };
 
-// |id_max| as id, max, id, max, ...
-template <class... Values>
 constexpr KernelEntry with_lean(const char* name, std::span<const std::uint32_t> words, std::span<const std::uint32_t> lean,
-                                Values... id_max) {
-  static_assert(sizeof...(id_max) % 2 == 0 && sizeof...(id_max) <= 2 * kMaxLeanRules, "rules are id, max pairs");
-  const std::uint32_t flat[] = {static_cast<std::uint32_t>(id_max)...};
-  KernelEntry e{name, words, lean, {}, sizeof...(id_max) / 2};
-  for (std::size_t i = 0; i < e.n_rules; ++i) e.rules[i] = {flat[2 * i], flat[2 * i + 1]};
+                                std::initializer_list<LeanRule> rules) {
+  KernelEntry e{name, words, lean, {}, rules.size()};
+  if (rules.size() > kMaxLeanRules) throw "a lean twin has more rules than kMaxLeanRules";  // fails the build
+  std::size_t i = 0;
+  for (const LeanRule& r : rules) e.rules[i++] = r;
   return e;
 }
 
 constexpr KernelEntry kKernels[] = {
 #define VKATTN_KERNEL(name) {#name, vkattn_spv_##name, {}, {}, 0},
-#define VKATTN_KERNEL_LEAN(name, ...) with_lean(#name, vkattn_spv_##name, vkattn_spv_##name##_lean, __VA_ARGS__),
+#define VKATTN_KERNEL_LEAN(name, ...) with_lean(#name, vkattn_spv_##name, vkattn_spv_##name##_lean, {__VA_ARGS__}),
+#define VKATTN_LEAN_RULE(id, max) \
+  LeanRule { id, max }
 #include "kernel_list.inc"
+#undef VKATTN_LEAN_RULE
 #undef VKATTN_KERNEL_LEAN
 #undef VKATTN_KERNEL
 };
