@@ -379,31 +379,31 @@ void main() {
 
     bound = key_bound(seq0);
     t_stop = min(t_stop, (bound + STAGE - 1u) / STAGE);
-    if (DEPTH == 1u) {
-        // The next stage's loads go out first, into registers of their own, copied into the
-        // ring's one slot once the current stage is computed.
-        for (uint i = 0u; stage_of(i, first) < t_stop; ++i) {
-            const uint t = stage_of(i, first), tn = stage_of(i + 1u, first);
-            uvec4 nkr[KEYS][K_PIECES], nvr[KEYS][V_PIECES];
-            int nkp[KEYS], nks[KEYS];
-            LOAD_STAGE(tn, tn < t_stop ? bound : 0u, nkr, nvr, nkp, nks)
-            compute_stage(t, 0u);
-            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-                [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) rk[0][b][p] = nkr[b][p];
-                [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) rv[0][b][p] = nvr[b][p];
-                rp[0][b] = nkp[b];
-                rs[0][b] = nks[b];
-            }
-        }
-    } else {
-        // Each slot is refilled with the stage DEPTH on as soon as its own is computed: no
-        // register whose load is still in flight is copied, so nothing waits for it early.
-        for (uint i = 0u; stage_of(i, first) < t_stop; i += DEPTH) {
-            [[unroll]] for (uint s = 0u; s < DEPTH; ++s) {
-                const uint t = stage_of(i + s, first);
-                if (t < t_stop) {  // uniform
-                    compute_stage(t, s);
-                    const uint tn = stage_of(i + s + DEPTH, first);
+    // One loop for every depth, so that compute_stage is inlined once (a driver translates
+    // the whole module for every pipeline; the branches on DEPTH fold once specialized).
+    // DEPTH 1: the next stage's loads go out first, into registers of their own, copied into
+    // the ring's one slot once the current stage is computed. Deeper: each slot is refilled
+    // with the stage DEPTH on as soon as its own is computed, so no register whose load is
+    // still in flight is copied, and nothing waits for it early.
+    for (uint i = 0u; stage_of(i, first) < t_stop; i += DEPTH) {
+        [[unroll]] for (uint s = 0u; s < DEPTH; ++s) {
+            const uint t = stage_of(i + s, first);
+            if (t < t_stop) {  // uniform
+                const uint tn = stage_of(i + s + DEPTH, first);
+                uvec4 nkr[KEYS][K_PIECES], nvr[KEYS][V_PIECES];
+                int nkp[KEYS], nks[KEYS];
+                if (DEPTH == 1u) {
+                    LOAD_STAGE(tn, tn < t_stop ? bound : 0u, nkr, nvr, nkp, nks)
+                }
+                compute_stage(t, s);
+                if (DEPTH == 1u) {
+                    [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                        [[unroll]] for (uint p = 0u; p < K_PIECES; ++p) rk[0][b][p] = nkr[b][p];
+                        [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) rv[0][b][p] = nvr[b][p];
+                        rp[0][b] = nkp[b];
+                        rs[0][b] = nks[b];
+                    }
+                } else {
                     LOAD_STAGE(tn, tn < t_stop ? bound : 0u, rk[s], rv[s], rp[s], rs[s])
                 }
             }
