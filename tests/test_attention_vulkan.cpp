@@ -19,8 +19,9 @@ namespace {
 class AttentionVulkanVsCpu : public VulkanVsCpuTest, public ::testing::WithParamInterface<AttnCase> {};
 
 void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
-  AttnInputs in = case_inputs(c);
-  const AttnOutputs want = run_attention(cpu, in);
+  const CpuSide& side = cpu_side(cpu, c);  // kept for the case's other tests
+  const AttnInputs& in = side.in;
+  const AttnOutputs& want = side.want;
   const AttnOutputs staged = run_attention(gpu, in, &want);  // each stage on the CPU's inputs
   CommandStats stats;
   const AttnOutputs chained = run_attention(gpu, in, nullptr, &stats);  // the GPU's own stages chained
@@ -32,7 +33,7 @@ void expect_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
   }
 
   // Scores: 1e-4 abs + 1e-5 rel, the abs part growing with the terms' magnitude (1e4 cases).
-  const double s_atol = 1e-4 + 2e-6 * score_magnitude(in);
+  const double s_atol = 1e-4 + 2e-6 * side.score_mag;
   EXPECT_TRUE(all_close(staged.scores, want.scores, in.scores_shape(), s_atol, 1e-5)) << "scores";
   EXPECT_TRUE(all_close(chained.scores, want.scores, in.scores_shape(), s_atol, 1e-5)) << "scores, chained";
   // Softmax and weighted sum on identical inputs: tight.

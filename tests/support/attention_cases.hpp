@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstddef>
 #include <initializer_list>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/attention_io.hpp"
@@ -100,6 +102,46 @@ inline AttnInputs case_inputs(const AttnCase& c) {
     }
   }
   return in;
+}
+
+// A case's inputs (its own config), the CPU backend's stages on them and the scores'
+// magnitude, kept for the later tests of the process on the same case: a suite runs each
+// case under several variants or limits, and drawing the inputs and running the CPU side
+// again took a tenth of the decode suite's time. Up to kCpuSidesKept floats are kept (the
+// 32768-key case alone is 9M).
+struct CpuSide {
+  std::string name;  // the case's, checked on every use: an entry kept under the wrong key
+                     // would go unnoticed, the GPU side running the same wrong inputs
+  AttnInputs in;
+  AttnOutputs want;
+  double score_mag = 0;
+  std::size_t floats() const {
+    return in.q.size() + in.k.size() + in.v.size() + in.mask.size() + want.scores.size() + want.probs.size() + want.out.size();
+  }
+};
+inline constexpr std::size_t kCpuSidesKept = std::size_t{64} << 20;
+inline const CpuSide& cpu_side(Backend& cpu, const AttnCase& c) {
+  thread_local std::map<std::string, CpuSide> kept;
+  thread_local std::size_t kept_floats = 0;
+  std::string key = std::string(c.name);
+  for (std::size_t n : {c.tokens, c.heads, c.kv_heads, c.keys, c.head_dim, c.seqs}) key += "," + std::to_string(n);
+  key += "," + std::to_string(c.offset) + "," + to_string(c.q_dtype) + "," + to_string(c.kv_dtype);
+  if (auto it = kept.find(key); it != kept.end()) {
+    EXPECT_EQ(it->second.name, c.name) << "cpu_side kept another case under this one's key";
+    EXPECT_EQ(it->second.in.keys, c.keys);
+    return it->second;
+  }
+  CpuSide side;
+  side.name = c.name;
+  side.in = case_inputs(c);
+  side.want = run_attention(cpu, side.in);
+  side.score_mag = score_magnitude(side.in);
+  if (kept_floats + side.floats() > kCpuSidesKept) {
+    kept.clear();
+    kept_floats = 0;
+  }
+  kept_floats += side.floats();
+  return kept.emplace(std::move(key), std::move(side)).first->second;
 }
 
 inline const std::vector<float> kSinks8 = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f, -2.0f, 1.0f, 0.25f};

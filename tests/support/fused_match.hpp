@@ -19,35 +19,10 @@
 
 namespace vkattn::test {
 
-// A case's inputs, the CPU backend's result and the scores' tolerance, kept for the next
-// test: the suites run each case's variants one after another (case-major), and drawing
-// the inputs and running the CPU side again took a tenth of the decode suite's time.
-struct CpuSide {
-  std::string key;
-  AttnInputs in;
-  AttnOutputs want;
-  double s_atol = 0;
-};
-inline const CpuSide& cpu_side(Backend& cpu, const AttnCase& c) {
-  thread_local CpuSide last;
-  std::string key = std::string(c.name);
-  for (std::size_t n : {c.tokens, c.heads, c.kv_heads, c.keys, c.head_dim, c.seqs}) key += "," + std::to_string(n);
-  key += "," + std::to_string(c.offset) + "," + to_string(c.q_dtype) + "," + to_string(c.kv_dtype);
-  if (last.key != key) {
-    last.key.clear();  // a throw below leaves nothing stale
-    last.in = case_inputs(c);
-    last.in.config.path = AttentionPath::fused;
-    last.want = run_attention(cpu, last.in);
-    // The scores are f32 like the three stages' (tolerance as for theirs).
-    last.s_atol = 1e-4 + 2e-6 * score_magnitude(last.in) + 1e-5 * max_abs(last.want.scores);
-    last.key = std::move(key);
-  }
-  return last;
-}
-
 inline CommandStats expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
   const CpuSide& side = cpu_side(cpu, c);
-  const AttnInputs& in = side.in;
+  AttnInputs in = side.in;
+  in.config.path = AttentionPath::fused;
   const AttnOutputs& want = side.want;
   CommandStats stats;
   const std::vector<float> got = run_attention_op(gpu, in, &stats);
@@ -57,9 +32,9 @@ inline CommandStats expect_fused_matches(Backend& gpu, Backend& cpu, const AttnC
     // q, k, v, and the merge's read of the splits' partial results.
     EXPECT_EQ(stats.texel_reads, stats.ops == 2 ? 4u : 3u) << "q, k, v (+ partials)";
   }
-  // A score off by at most d moves each probability by at most (e^(2d) - 1) p ~ 2d p,
-  // hence out by 2d max|v|.
-  const double s_atol = side.s_atol;
+  // The scores are f32 like the three stages' (tolerance as for theirs); a score off by at
+  // most d moves each probability by at most (e^(2d) - 1) p ~ 2d p, hence out by 2d max|v|.
+  const double s_atol = 1e-4 + 2e-6 * side.score_mag + 1e-5 * max_abs(want.scores);
   const bool f16 = c.q_dtype == DType::f16 || c.kv_dtype == DType::f16;
   const double o_atol = (f16 ? 2e-4 : 1e-4) + (std::expm1(2 * s_atol) + 1e-5) * max_abs(in.v);
   EXPECT_TRUE(all_close(got, want.out, in.out_shape(), o_atol, 1e-4)) << "out";
