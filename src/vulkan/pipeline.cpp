@@ -1,5 +1,6 @@
 #include "vulkan/pipeline.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -47,9 +48,10 @@ struct KernelEntry {
 constexpr KernelEntry with_lean(const char* name, std::span<const std::uint32_t> words, std::span<const std::uint32_t> lean,
                                 std::initializer_list<LeanRule> rules) {
   KernelEntry e{name, words, lean, {}, rules.size()};
-  if (rules.size() > kMaxLeanRules) throw "a lean twin has more rules than kMaxLeanRules";  // fails the build
   std::size_t i = 0;
-  for (const LeanRule& r : rules) e.rules[i++] = r;
+  for (const LeanRule& r : rules) {
+    if (i < kMaxLeanRules) e.rules[i++] = r;  // more fail the static_assert below
+  }
   return e;
 }
 
@@ -63,6 +65,8 @@ constexpr KernelEntry kKernels[] = {
 #undef VKATTN_KERNEL_LEAN
 #undef VKATTN_KERNEL
 };
+static_assert(std::ranges::all_of(kKernels, [](const KernelEntry& e) { return e.n_rules <= kMaxLeanRules; }),
+              "a lean twin has more rules than kMaxLeanRules");
 }  // namespace
 
 // The specialization constants as "128,4,...", for messages.

@@ -128,7 +128,6 @@ inline const CpuSide& cpu_side(Backend& cpu, const AttnCase& c) {
   key += "," + std::to_string(c.offset) + "," + to_string(c.q_dtype) + "," + to_string(c.kv_dtype);
   if (auto it = kept.find(key); it != kept.end()) {
     EXPECT_EQ(it->second.name, c.name) << "cpu_side kept another case under this one's key";
-    EXPECT_EQ(it->second.in.keys, c.keys);
     return it->second;
   }
   CpuSide side;

@@ -79,16 +79,20 @@ inline AttnOutputs run_attention(Backend& b, const AttnInputs& in, const AttnOut
   return {b.download(scores), b.download(probs), b.download(out)};
 }
 
-// Records CommandList::attention on |in| (with in.config's path) and returns out; |stats|
-// receives the list's statistics.
-inline std::vector<float> run_attention_op(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
+// Records CommandList::attention on |in| with |config| (in.config, or another path on the
+// same inputs without copying them) and returns out; |stats| receives the list's statistics.
+inline std::vector<float> run_attention_op(Backend& b, const AttnInputs& in, const AttentionConfig& config,
+                                           CommandStats* stats = nullptr) {
   const AttnInputTensors t = upload_inputs(b, in);
   Tensor out = b.tensor(in.out_shape(), DType::f32);
   CommandList cmd = b.commands();
-  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, in.config, t.mask_or_null());
+  cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos, in.q_seq, in.k_seq}, config, t.mask_or_null());
   cmd.submit_and_wait();
   if (stats) *stats = cmd.stats();
   return b.download(out);
+}
+inline std::vector<float> run_attention_op(Backend& b, const AttnInputs& in, CommandStats* stats = nullptr) {
+  return run_attention_op(b, in, in.config, stats);
 }
 
 // Random q, k (N(0, qk_scale)) and v (N(0, 1)). Key j is in sequence j % seqs at position

@@ -21,11 +21,12 @@ namespace vkattn::test {
 
 inline CommandStats expect_fused_matches(Backend& gpu, Backend& cpu, const AttnCase& c) {
   const CpuSide& side = cpu_side(cpu, c);
-  AttnInputs in = side.in;
-  in.config.path = AttentionPath::fused;
+  const AttnInputs& in = side.in;
+  AttentionConfig config = in.config;
+  config.path = AttentionPath::fused;
   const AttnOutputs& want = side.want;
   CommandStats stats;
-  const std::vector<float> got = run_attention_op(gpu, in, &stats);
+  const std::vector<float> got = run_attention_op(gpu, in, config, &stats);
   if (gpu.limits().max_texel_buffer_elements == 0) {
     EXPECT_EQ(stats.texel_reads, 0u);
   } else if (gpu.limits().max_texel_buffer_elements >= (1u << 26)) {
