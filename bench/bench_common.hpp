@@ -31,6 +31,17 @@ inline AttentionPrecision bench_precision() {
   return env && std::string(env) == "f16_products" ? AttentionPrecision::f16_products : AttentionPrecision::f32;
 }
 
+// A probe whose kernel computes no valid result, so that nothing is checked against the
+// CPU reference: VKATTN_DECODE=...load_only=1, or VKATTN_PREFILL=...matrix_skip=<parts>.
+inline bool probe_without_result() {
+  const char* decode = std::getenv("VKATTN_DECODE");
+  const char* prefill = std::getenv("VKATTN_PREFILL");
+  const std::string skip = prefill ? prefill : "";
+  const std::size_t at = skip.find("matrix_skip=");
+  return (decode && std::string(decode).find("load_only=1") != std::string::npos) ||
+         (at != std::string::npos && skip.compare(at, 16, "matrix_skip=none") != 0);
+}
+
 inline std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {
   std::vector<float> all;
   for (const Tensor& t : parts) {

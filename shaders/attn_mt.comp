@@ -74,6 +74,10 @@ layout(constant_id = VKATTN_SPEC_MT_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVE
 layout(constant_id = VKATTN_SPEC_MT_RESCALE_ALWAYS) const bool RESCALE_ALWAYS = false;
 layout(constant_id = VKATTN_SPEC_MT_Q_REGS) const bool Q_REGS = false;  // the row split's queries in registers
 layout(constant_id = VKATTN_SPEC_MT_PREFETCH) const bool PREFETCH = false;  // the next tile's K and V in registers
+// A probe's parts left out (VKATTN_PREFILL=matrix_skip; no valid result): bit 0 the K and
+// V loads (zeros staged), 1 the scalar pass, 2 the products, 3 the marks after the first
+// tile's. What the rest costs says where a tile's time goes.
+layout(constant_id = VKATTN_SPEC_MT_SKIP) const uint MT_SKIP = 0u;
 
 const uint WG = WG_SIZE;
 const uint ROW_GROUPS = SUBGROUPS / DIM_SLICES;
@@ -95,6 +99,8 @@ const uint SR = 16u / DIM_SLICES;
 const uint LPR = MT_SG > SR ? MT_SG / SR : 1u, RPL = MT_SG < SR ? SR / MT_SG : 1u;
 const uint KPL = BC / LPR;  // keys per lane of a row, consecutive (P is written in pairs)
 const float TAU = 5.545177444479562;  // ln 256
+const bool SKIP_LOADS = (MT_SKIP & 1u) != 0u, SKIP_SCALAR = (MT_SKIP & 2u) != 0u;
+const bool SKIP_PRODUCTS = (MT_SKIP & 4u) != 0u, SKIP_MARKS = (MT_SKIP & 8u) != 0u;
 
 #include "mt.glsl"
 #include "attn_row_tiles.glsl"
@@ -111,6 +117,7 @@ shared uint kb_sh[MARKS];  // bit g: a row of row group g sees the key
 shared int qp_sh[BR];  // the tile's rows' positions and sequences
 shared int qs_sh[BR];
 ivec4 span;  // attn_visible.glsl's query_span of the tile's rows
+uint key_end;  // key_bound: MT_SKIP's kept marks may name keys past it
 
 // Marks tile t's keys into the marks at |mo|: position, sequence where a row sees it, the
 // row groups that do.
@@ -138,15 +145,31 @@ void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows, uint mo) {
 
 // Element pairs of a staged row: |x| (4 elements) rounded to f16 into two words at |w|.
 #define STAGE4(arr, w, x)                          \
-    arr[w] = pack_half_rne((x).xy);                \
-    arr[(w) + 1u] = pack_half_rne((x).zw);
+    {                                              \
+        const vec4 x4_ = (x);                      \
+        arr[w] = pack_half_rne(x4_.xy);            \
+        arr[(w) + 1u] = pack_half_rne(x4_.zw);     \
+    }
+// Two words of halves as they are.
+#define STAGE2(arr, w, words)                      \
+    {                                              \
+        const uvec2 w2_ = (words);                 \
+        arr[w] = w2_.x;                            \
+        arr[(w) + 1u] = w2_.y;                     \
+    }
+
+// f16 rows in whole vec4s (and K not rotated on read) are staged as they are stored, two
+// halves a word: no trip through f32 and back.
+const bool K_RAW = K_TYPE == 1u && K_ALIGNED && !ROPE_ON_READ;
+const bool V_RAW = V_TYPE == 1u && V_ALIGNED;
 
 // Element i of tile t's K rows (vec4 c of key b), and of its V rows: decoded (and K rotated
 // on read) in f32; zeros for keys no row sees (marks at |mo|) and for dims past the row.
+// MT_SKIP_LOADS (a probe) reads nothing.
 vec4 fetch_k(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
     vec4 x = vec4(0.0);
-    if (ks_sh[mo + b] >= 0 && c * 4u < pc.head_dim) {
+    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.head_dim) {
         const uint kr = key_row(seq0, kv_head, t * BC + b);
         x = load_k_4(kr + c * 4u, kr + pc.head_dim);
         if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
@@ -158,11 +181,28 @@ vec4 fetch_k(uint t, uint i, uint mo, uint seq0, uint kv_head) {
 vec4 fetch_v(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
     vec4 x = vec4(0.0);
-    if (ks_sh[mo + b] >= 0 && c * 4u < pc.v_head_dim) {
+    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.v_head_dim) {
         const uint vr = value_row(seq0, kv_head, t * BC + b);
         x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
     }
     return x;
+}
+// The same as K_RAW / V_RAW words (rows start at multiples of 4 elements when aligned).
+uvec2 fetch_k_raw(uint t, uint i, uint mo, uint seq0, uint kv_head) {
+    const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
+    uvec2 w = uvec2(0u);
+    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.head_dim) {
+        w = load_k_word2((key_row(seq0, kv_head, t * BC + b) + c * 4u) >> 2);
+    }
+    return w;
+}
+uvec2 fetch_v_raw(uint t, uint i, uint mo, uint seq0, uint kv_head) {
+    const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
+    uvec2 w = uvec2(0u);
+    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.v_head_dim) {
+        w = load_v_word2((value_row(seq0, kv_head, t * BC + b) + c * 4u) >> 2);
+    }
+    return w;
 }
 // Where element i of K (of V) goes: rows at odd pitches, as f16 pairs.
 uint k_word(uint i) { return (i / (DK_CHUNKS * 4u)) * QP + 2u * (i % (DK_CHUNKS * 4u)); }
@@ -171,27 +211,46 @@ uint v_word(uint i) { return (i / (DV_CHUNKS * 4u)) * VP + 2u * (i % (DV_CHUNKS 
 // Tile t's K rows (and V rows) into k_sh (v_sh) as f16.
 void stage_tile(uint t, uint lid, uint mo, uint seq0, uint kv_head) {
     for (uint i = lid; i < BC * DK_CHUNKS * 4u; i += WG) {
-        STAGE4(k_sh, k_word(i), fetch_k(t, i, mo, seq0, kv_head))
+        if (K_RAW) {
+            STAGE2(k_sh, k_word(i), fetch_k_raw(t, i, mo, seq0, kv_head))
+        } else {
+            STAGE4(k_sh, k_word(i), fetch_k(t, i, mo, seq0, kv_head))
+        }
     }
     for (uint i = lid; i < (V_FROM_K ? 0u : BC * DV_CHUNKS * 4u); i += WG) {
-        STAGE4(v_sh, v_word(i), fetch_v(t, i, mo, seq0, kv_head))
+        if (V_RAW) {
+            STAGE2(v_sh, v_word(i), fetch_v_raw(t, i, mo, seq0, kv_head))
+        } else {
+            STAGE4(v_sh, v_word(i), fetch_v(t, i, mo, seq0, kv_head))
+        }
     }
 }
 
-// PREFETCH's registers: an invocation's share of a tile's K and V elements.
+// PREFETCH's registers: an invocation's share of a tile's K and V elements, as words where
+// the rows are staged raw (half the registers), else decoded.
 const uint NKR = (BC * DK_CHUNKS * 4u + WG - 1u) / WG, NVR = V_FROM_K ? 1u : (BC * DV_CHUNKS * 4u + WG - 1u) / WG;
-vec4 k_pre[PREFETCH ? NKR : 1u];
-vec4 v_pre[PREFETCH ? NVR : 1u];
+vec4 k_pre[PREFETCH && !K_RAW ? NKR : 1u];
+vec4 v_pre[PREFETCH && !V_RAW ? NVR : 1u];
+uvec2 k_pre_raw[PREFETCH && K_RAW ? NKR : 1u];
+uvec2 v_pre_raw[PREFETCH && V_RAW ? NVR : 1u];
 
-// Tile t's loads into k_pre / v_pre (their results are waited for only where written).
+// Tile t's loads into the registers (their results are waited for only where written).
 void prefetch_tile(uint t, uint lid, uint mo, uint seq0, uint kv_head) {
     [[unroll]] for (uint n = 0u; n < NKR; ++n) {
         const uint i = lid + n * WG;
-        k_pre[n] = i < BC * DK_CHUNKS * 4u ? fetch_k(t, i, mo, seq0, kv_head) : vec4(0.0);
+        if (K_RAW) {
+            k_pre_raw[n] = i < BC * DK_CHUNKS * 4u ? fetch_k_raw(t, i, mo, seq0, kv_head) : uvec2(0u);
+        } else {
+            k_pre[n] = i < BC * DK_CHUNKS * 4u ? fetch_k(t, i, mo, seq0, kv_head) : vec4(0.0);
+        }
     }
     [[unroll]] for (uint n = 0u; n < (V_FROM_K ? 0u : NVR); ++n) {
         const uint i = lid + n * WG;
-        v_pre[n] = i < BC * DV_CHUNKS * 4u ? fetch_v(t, i, mo, seq0, kv_head) : vec4(0.0);
+        if (V_RAW) {
+            v_pre_raw[n] = i < BC * DV_CHUNKS * 4u ? fetch_v_raw(t, i, mo, seq0, kv_head) : uvec2(0u);
+        } else {
+            v_pre[n] = i < BC * DV_CHUNKS * 4u ? fetch_v(t, i, mo, seq0, kv_head) : vec4(0.0);
+        }
     }
 }
 
@@ -200,13 +259,21 @@ void store_prefetched(uint lid) {
     [[unroll]] for (uint n = 0u; n < NKR; ++n) {
         const uint i = lid + n * WG;
         if (i < BC * DK_CHUNKS * 4u) {
-            STAGE4(k_sh, k_word(i), k_pre[n])
+            if (K_RAW) {
+                STAGE2(k_sh, k_word(i), k_pre_raw[n])
+            } else {
+                STAGE4(k_sh, k_word(i), k_pre[n])
+            }
         }
     }
     [[unroll]] for (uint n = 0u; n < (V_FROM_K ? 0u : NVR); ++n) {
         const uint i = lid + n * WG;
         if (i < BC * DV_CHUNKS * 4u) {
-            STAGE4(v_sh, v_word(i), v_pre[n])
+            if (V_RAW) {
+                STAGE2(v_sh, v_word(i), v_pre_raw[n])
+            } else {
+                STAGE4(v_sh, v_word(i), v_pre[n])
+            }
         }
     }
 }
@@ -294,11 +361,15 @@ void main() {
     }
     const uint s_at = sg * S_SLAB, p_at = PF_AT + rg * PF_SLAB, f_at = p_at + 16u * PP;
     const uint bound = key_bound(seq0);
+    key_end = bound;
     const uint n_tiles = (bound + BC - 1u) / BC;
     barrier();  // qp_sh, qs_sh, q_sh
 
     if (PREFETCH && split < n_tiles) {
         mark_keys(split, lid, seq0, bound, n_rows, 0u);
+        if (SKIP_MARKS) {
+            mark_keys(split, lid, seq0, bound, n_rows, BC);  // both halves, kept
+        }
         barrier();
         prefetch_tile(split, lid, 0u, seq0, kv_head);
     }
@@ -310,7 +381,7 @@ void main() {
             // in flight while this one computes.
             store_prefetched(lid);
             const uint next = t + pc.key_splits, mn = BC - mo;
-            if (next < n_tiles) {
+            if (next < n_tiles && !SKIP_MARKS) {
                 mark_keys(next, lid, seq0, bound, n_rows, mn);
             }
             barrier();
@@ -321,7 +392,9 @@ void main() {
                 mine = mine || (kb_sh[mo + b] & (1u << rg)) != 0u;
             }
         } else {
-            mark_keys(t, lid, seq0, bound, n_rows, 0u);
+            if (!SKIP_MARKS || it == 0u) {
+                mark_keys(t, lid, seq0, bound, n_rows, 0u);
+            }
             barrier();
             [[unroll]] for (uint b = 0u; b < BC; ++b) {
                 any = any || ks_sh[b] >= 0;
@@ -333,7 +406,7 @@ void main() {
             barrier();
         }
         // (mine is uniform in a row group, and tile_sync's barriers are outside it.)
-        if (mine) {
+        if (mine && !SKIP_PRODUCTS) {
             // Scores: S_j = sum over the dim chunks c of Q_c K_(c, j)^T (the dim split: over
             // the slice, a partial S).
             MT_ACC_ARRAY(s, KEY_CHUNKS);
@@ -364,7 +437,7 @@ void main() {
             }
         }
         tile_sync();
-        if (mine) {
+        if (mine && !SKIP_SCALAR) {
             // The scalar pass over this subgroup's rows: each row's scores (its row group's
             // partial sums added in slice order, written back over its own), its maximum
             // over the row's lanes, the reference maximum (lazy), P rounded to f16 as pairs,
@@ -407,7 +480,7 @@ void main() {
         tile_sync();
         if (mine) {
             bool rescale = false;  // uniform: the row group's 16 factors
-            [[unroll]] for (uint r = 0u; r < 16u; ++r) {
+            [[unroll]] for (uint r = 0u; r < (SKIP_SCALAR ? 0u : 16u); ++r) {
                 rescale = rescale || uintBitsToFloat(slab_sh[f_at + r]) != 1.0;
             }
             if (rescale) {
@@ -416,7 +489,7 @@ void main() {
                 }
             }
             // O_i += P_j V_(j, i) over this subgroup's chunks of V.
-            [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
+            [[unroll]] for (uint j = 0u; j < (SKIP_PRODUCTS ? 0u : KEY_CHUNKS); ++j) {
                 MT_A(pa);
                 mt_load_a(pa, slab_sh, p_at + 8u * j, PP);
                 MT_UNROLL_ACC for (uint i = 0u; i < DVS; ++i) {

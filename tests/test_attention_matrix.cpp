@@ -4,7 +4,8 @@
 // the spec minimums' shared memory and invocations (subgroups kept: the stand-in needs
 // them); the f32 kernels where the stand-in declines (no subgroups) and by default; the
 // CPU backend's rounded-inputs oracle; the stage ops' refusal of the mode; NaN in keys no
-// row sees; a replayed decode step; a cache whose keys are rotated on read or quantized.
+// row sees; a replayed decode step; a cache whose keys are rotated on read or quantized;
+// the GPU probe's matrix_skip parts.
 // Every suite's name holds "Coopmat": `ctest -R Coopmat`.
 #include <gtest/gtest.h>
 
@@ -115,6 +116,48 @@ TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
     }
     EXPECT_EQ(built.spec(20, 0), std::set<unsigned>{v.prefetch}) << "VKATTN_SPEC_MT_PREFETCH";
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  }
+}
+
+// The probe's parts left out (VKATTN_PREFILL=matrix_skip, gpu.md): the pipeline built with
+// those MT_SKIP bits, and what each leaves is what it should: no K and V loads, or no
+// products, leave O exactly zero; marks kept from a split's first tile change nothing
+// where every tile's keys are all visible (not causal, 128 keys in tiles of 16 or 32);
+// the scalar pass left out only runs. Bad values are refused when the backend is made.
+TEST_F(CoopmatVsCpu, ProbeSkipsWhatItNames) {
+  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  const AttnCase open{.name = "open_128_keys",
+                      .tokens = 40,
+                      .heads = 8,
+                      .kv_heads = 2,
+                      .keys = 128,
+                      .head_dim = 64,
+                      .config = {.causal = false},
+                      .kv_dtype = DType::f16};
+  const AttnInputs in = case_inputs(open);
+  const struct {
+    const char* skip;
+    unsigned bits;
+  } skips[] = {{"none", 0}, {"loads", 1}, {"products", 4}, {"marks", 8}, {"scalar+loads", 3}};
+  for (const auto& k : skips) {
+    SCOPED_TRACE(k.skip);
+    ScopedEnv prefill("VKATTN_PREFILL", std::string("matrix_skip=") + k.skip);
+    Built built;
+    std::string why;
+    auto gpu = try_backend(BackendKind::vulkan, matrix_options(false, built), why);
+    VKATTN_REQUIRE_BACKEND(gpu, why);
+    const std::vector<float> got = run_f16(*gpu, in);
+    EXPECT_EQ(built.spec(21, 0), std::set<unsigned>{k.bits}) << "VKATTN_SPEC_MT_SKIP";
+    if (k.bits == 1 || k.bits == 4) {
+      EXPECT_EQ(max_abs(got), 0.0) << "O without loads or products";
+    } else if (k.bits == 0 || k.bits == 8) {
+      expect_f16_matches(*cpu_, in, got, open.name);
+    }
+    for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  }
+  for (const char* bad : {"matrix_skip=loads+loads", "matrix_skip=all", "matrix_skip=", "matrix_skip=marks+"}) {
+    ScopedEnv prefill("VKATTN_PREFILL", bad);
+    EXPECT_THROW(make_backend(BackendKind::vulkan, test_options()), InvalidArgument) << bad;
   }
 }
 

@@ -204,6 +204,14 @@ for t in "matrix_queries=registers" "matrix_rows=32,matrix_keys=32,matrix_querie
   run "f16, matrix, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="$t" \
       VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
 done
+# Where the matrix kernel's time goes (VKATTN_PREFILL=matrix_skip, attn_mt.comp's MT_SKIP;
+# no valid result, so not checked): the planned tile less its K and V loads, its scalar
+# pass, its products, its marks after a split's first tile, then less all four (the tile
+# loop's barriers and staging stores alone).
+for s in loads scalar products marks loads+scalar+products+marks; do
+  run "f16, matrix, skip $s" VKATTN_MATRIX=on VKATTN_PREFILL="matrix_skip=$s" \
+      VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
+done
 # No matrix path: the tiled kernel's packed f16 variant (f16vec2 FMAs; the f32 kernel where
 # the device lacks shaderFloat16, which the pipeline statistics show).
 run "f16, packed (tiled f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \

@@ -72,6 +72,9 @@ struct PrefillTuning {
   std::uint32_t matrix_rows = 0, matrix_keys = 0;
   enum class MatrixQueries { automatic, shared, registers } matrix_queries = MatrixQueries::automatic;
   bool matrix_prefetch = false;
+  // A probe's parts of the matrix kernel left out (attn_mt.comp's MT_SKIP bits: loads,
+  // scalar pass, products, marks after the first tile's); its results are not valid.
+  std::uint32_t matrix_skip = 0;
   bool matrix_tuned() const {
     return matrix_rows || matrix_keys || matrix_queries != MatrixQueries::automatic || matrix_prefetch;
   }

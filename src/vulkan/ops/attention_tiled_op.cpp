@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <iterator>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "common/shape_math.hpp"
 #include "vulkan/dispatch.hpp"
@@ -99,6 +102,24 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
   return plan;
 }
 
+// matrix_skip's value: "none", or parts joined by '+' (attn_mt.comp's MT_SKIP bits).
+bool parse_matrix_skip(const std::string& value, std::uint32_t& bits) {
+  static constexpr std::pair<std::string_view, std::uint32_t> kParts[] = {
+      {"loads", 1}, {"scalar", 2}, {"products", 4}, {"marks", 8}};
+  bits = 0;
+  if (value == "none") return true;
+  std::string_view rest = value;
+  while (true) {
+    const std::size_t plus = rest.find('+');
+    const std::string_view part = rest.substr(0, plus);
+    const auto* it = std::find_if(std::begin(kParts), std::end(kParts), [&](const auto& p) { return p.first == part; });
+    if (it == std::end(kParts) || (bits & it->second)) return false;
+    bits |= it->second;
+    if (plus == std::string_view::npos) return true;
+    rest.remove_prefix(plus + 1);
+  }
+}
+
 }  // namespace
 
 bool packed_f16(const Context& ctx, AttentionPrecision precision) {
@@ -112,7 +133,8 @@ PrefillTuning prefill_tuning_from_env() {
   const char* valid =
       "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
       "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8); the matrix kernel's "
-      "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers, matrix_prefetch=0|1";
+      "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers, matrix_prefetch=0|1, and (a probe: "
+      "no valid result) matrix_skip=none or parts of loads+scalar+products+marks";
   parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
       const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
@@ -143,6 +165,8 @@ PrefillTuning prefill_tuning_from_env() {
       t.matrix_queries = value == "shared" ? PrefillTuning::MatrixQueries::shared : PrefillTuning::MatrixQueries::registers;
     } else if (key == "matrix_prefetch" && (value == "0" || value == "1")) {
       t.matrix_prefetch = value == "1";
+    } else if (key == "matrix_skip") {
+      return parse_matrix_skip(value, t.matrix_skip);
     } else {
       return false;
     }
