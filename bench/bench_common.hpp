@@ -32,14 +32,20 @@ inline AttentionPrecision bench_precision() {
 }
 
 // A probe whose kernel computes no valid result, so that nothing is checked against the
-// CPU reference: VKATTN_DECODE=...load_only=1, or VKATTN_PREFILL=...matrix_skip=<parts>.
+// CPU reference: VKATTN_DECODE=...load_only=1 or skip=<parts>, or
+// VKATTN_PREFILL=...matrix_skip=<parts>.
 inline bool probe_without_result() {
+  const auto skips = [](const char* var, const std::string& knob) {
+    const char* env = std::getenv(var);
+    std::string all(",");  // each knob after a comma
+    all.append(env ? env : "");
+    const std::string item = std::string(",").append(knob).append("=");
+    const std::size_t at = all.find(item);
+    return at != std::string::npos && all.compare(at, item.size() + 4, item + "none") != 0;
+  };
   const char* decode = std::getenv("VKATTN_DECODE");
-  const char* prefill = std::getenv("VKATTN_PREFILL");
-  const std::string skip = prefill ? prefill : "";
-  const std::size_t at = skip.find("matrix_skip=");
-  return (decode && std::string(decode).find("load_only=1") != std::string::npos) ||
-         (at != std::string::npos && skip.compare(at, 16, "matrix_skip=none") != 0);
+  return (decode && std::string(decode).find("load_only=1") != std::string::npos) || skips("VKATTN_DECODE", "skip") ||
+         skips("VKATTN_PREFILL", "matrix_skip");
 }
 
 inline std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {

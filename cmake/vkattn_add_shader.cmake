@@ -69,6 +69,8 @@ endfunction()
 function(vkattn_lean_twin)
   cmake_parse_arguments(S "" "SOURCE" "WHEN" ${ARGN})
   file(READ ${CMAKE_CURRENT_SOURCE_DIR}/${S_SOURCE} text)
+  # The rules come from the file: an edit of it configures again.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${S_SOURCE})
   string(REGEX MATCHALL "LEAN_FIXED\\(([A-Z0-9_]+)\\)" fixed "${text}")
   # Only a .comp file's own LEAN_FIXED constants are read: one in a shared include would go
   # without its rule, so none may be there (checked once a configure).

@@ -71,11 +71,17 @@ layout(constant_id = VKATTN_SPEC_DECODE_C) const uint C = 1;  // max(1, N / LANE
 layout(constant_id = VKATTN_SPEC_DECODE_MERGE_ROWS) const uint MERGE_ROWS = 4;  // rows per pass of the end's merge
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;  // head_dim % 8 == 0
 layout(constant_id = VKATTN_SPEC_DECODE_INTERLEAVE) const bool INTERLEAVE = true;  // false: contiguous splits (probe)
-LEAN_FIXED(VKATTN_SPEC_DECODE_LOAD_ONLY) const bool LOAD_ONLY = false;  // loads only, no results (probe)
+// A probe's parts (VKATTN_DECODE; no valid result): bit 0 the K and V loads alone
+// (load_only=1); skip='s 1 the exchanges between a key group's lanes (each lane keeps its
+// own partial sums), 2 the end (the key groups' merge, the writes, the splits' merge),
+// 3 the splits' merge by the last workgroup alone.
+LEAN_FIXED(VKATTN_SPEC_DECODE_PROBE) const uint PROBE = 0u;
 layout(constant_id = VKATTN_SPEC_DECODE_DEPTH) const uint DEPTH = 2;  // stages in flight: 1, 2 or 3
 layout(constant_id = VKATTN_SPEC_DECODE_RUN) const uint RUN = 1;  // consecutive stages per run of a split
 
 const uint KE = K_PIECES * K_EPL, VE4 = V_PIECES * V_EPL / 4u;
+const bool LOAD_ONLY = (PROBE & 1u) != 0u, SKIP_EXCHANGE = (PROBE & 2u) != 0u;
+const bool SKIP_END = (PROBE & 4u) != 0u, SKIP_MERGE = (PROBE & 8u) != 0u;
 
 #ifdef VKATTN_LAST_MERGE
 layout(std430, binding = 5) coherent buffer Counters { uint counters[]; };  // meta's words
@@ -138,7 +144,7 @@ int my_qpos[C], my_qseq[C];
 float my_slope[C];
 float m[ROWS], l[ROWS];
 vec4 acc_lo[ROWS][V_PIECES], acc_hi[ROWS][V_PIECES];
-uvec4 sink;  // LOAD_ONLY: what the loads returned, so they are not dropped
+uvec4 sink;  // LOAD_ONLY, SKIP_END: what was loaded or summed, so that it is not dropped
 // The ring: DEPTH stages' undecoded K and V pieces, positions and (plain keys) sequences.
 uvec4 rk[DEPTH][KEYS][K_PIECES], rv[DEPTH][KEYS][V_PIECES];
 int rp[DEPTH][KEYS], rs[DEPTH][KEYS];
@@ -173,6 +179,15 @@ int rp[DEPTH][KEYS], rs[DEPTH][KEYS];
             }                                                                                \
         }                                                                                    \
     }
+
+// all_gather, or under SKIP_EXCHANGE each lane's own values in every place.
+void gather(uint which) {
+    if (SKIP_EXCHANGE) {
+        [[unroll]] for (uint i = 0u; i < N; ++i) gathered[i] = held[i % C];
+    } else {
+        all_gather(lane, group, which);
+    }
+}
 
 // Stage |t|, whose loads sit in ring slot |s|: its scores folded into the running softmax.
 void compute_stage(uint t, uint s) {
@@ -215,7 +230,11 @@ void compute_stage(uint t, uint s) {
         }
     }
     // 2. Whole dot products, one (row, key) per lane; their scores.
-    reduce_scatter(lane, group);
+    if (SKIP_EXCHANGE) {
+        [[unroll]] for (uint j = 0u; j < C; ++j) held[j] = dots[j];
+    } else {
+        reduce_scatter(lane, group);
+    }
     [[unroll]] for (uint j = 0u; j < C; ++j) {
         int k_pos = rp[s][0], k_seq = rs[s][0];
         [[unroll]] for (uint b = 1u; b < KEYS; ++b) {
@@ -232,7 +251,7 @@ void compute_stage(uint t, uint s) {
         held[j] = seen ? visible_score(held[j], my_tok[j], my_qpos[j], key, k_pos, my_slope[j]) : -1.0 / 0.0;
     }
     // 3. Every row's new maximum from all the scores; this lane's probabilities.
-    all_gather(lane, group, 0u);
+    gather(0u);
     float m_new[ROWS];
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         m_new[r] = m[r];
@@ -249,7 +268,7 @@ void compute_stage(uint t, uint s) {
         }
         held[j] = exp(held[j] - mx);
     }
-    all_gather(lane, group, 1u);
+    gather(1u);
     // 4. Rows whose maximum moved are rescaled; then p * v. A key no row weighs is
     //    not added in, whatever its V holds (NaN in a stale slot).
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
@@ -409,9 +428,13 @@ void main() {
             }
         }
     }
-    if (LOAD_ONLY) {
+    if (LOAD_ONLY || SKIP_END) {
+        [[unroll]] for (uint r = 0u; r < (SKIP_END ? ROWS : 0u); ++r) {
+            sink.x ^= floatBitsToUint(m[r]) ^ floatBitsToUint(l[r]);
+            [[unroll]] for (uint p = 0u; p < V_PIECES; ++p) sink ^= floatBitsToUint(acc_lo[r][p] + acc_hi[r][p]);
+        }
         if (sink == uvec4(0x9e3779b9u)) {
-            out_[0] = 0.0;  // never in practice; the loads must not be dropped
+            out_[0] = 0.0;  // never in practice; the loads and sums must not be dropped
         }
         return;
     }
@@ -484,7 +507,7 @@ void main() {
         }
     }
 #ifdef VKATTN_LAST_MERGE
-    if (pc.key_splits > 1u) {
+    if (pc.key_splits > 1u && !SKIP_MERGE) {
         // The last workgroup of the tile to get here merges the splits: each workgroup's
         // sums are made visible (coherent, memoryBarrierBuffer) before it counts itself.
         const uint counter = pc.counter_offset + kv_head * pc.row_tiles + row_tile;

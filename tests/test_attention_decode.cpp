@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "support/attention_io.hpp"
+
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
@@ -266,10 +268,45 @@ TEST_F(VulkanVsCpuTest, DecodeShortContextIsOneDispatch) {
   });
 }
 
+// The GPU probe's parts of attn_decode left out ($VKATTN_DECODE=skip=..., gpu.md; no valid
+// result; the splits merged by the last workgroup, where a second pass would write from
+// what was skipped), each leaving what it should: without the end nothing is written (the output
+// keeps what it held); without the splits' merge neither, where the keys are split and the
+// last workgroup merges; without the exchanges between a key group's lanes each lane's
+// partial sums stand for the scores, so the result is written and wrong; "none" matches.
+TEST_F(VulkanVsCpuTest, DecodeProbeSkipsWhatItNames) {
+  AttnInputs in = random_inputs(1, 8, 2, 3000, 64, 1, 41);
+  in.config.path = AttentionPath::fused;
+  const std::vector<float> want = run_attention(*cpu_, in).out;
+  for (const char* env : {"skip=none,merge=last", "skip=end,merge=last", "skip=merge,merge=last",
+                          "skip=exchange+merge,merge=last", "skip=exchange"}) {
+    SCOPED_TRACE(env);
+    auto gpu = decode_backend(env);
+    const AttnInputTensors t = upload_inputs(*gpu, in);
+    Tensor out = gpu->tensor(in.out_shape(), DType::f32);
+    const std::vector<float> held(want.size(), 7.0f);
+    gpu->upload(out, held);
+    CommandList cmd = gpu->commands();
+    cmd.attention(t.q, t.k, t.v, out, {in.q_pos, in.k_pos}, in.config);
+    cmd.submit_and_wait();
+    const std::vector<float> got = gpu->download(out);
+    const std::string skip = std::string(env).substr(5, std::string(env).find(',') - 5);
+    if (skip == "none") {
+      EXPECT_TRUE(all_close(got, want, in.out_shape(), 1e-4, 1e-4));
+    } else if (skip == "exchange") {
+      EXPECT_NE(got, held) << "written";
+      EXPECT_FALSE(all_close(got, want, in.out_shape(), 1e-2, 1e-2)) << "from each lane's partial sums";
+    } else {
+      EXPECT_EQ(got, held) << "nothing written";
+    }
+    EXPECT_TRUE(new_validation_messages(*gpu).empty());
+  }
+}
+
 // $VKATTN_DECODE is read when a backend is made; a malformed one is refused by name.
 TEST(DecodeTuning, MalformedKnobsAreRefused) {
   expect_knobs_refused("VKATTN_DECODE", {"keys", "kernel=fast", "merge=later", "keys=x", "load_only=2", "unknown=1", "depth=4",
-                                         "divide=2", "run=x", "packed=2"});
+                                         "divide=2", "run=x", "packed=2", "skip=all", "skip=end+end", "skip=", "skip=merge+"});
 }
 
 }  // namespace

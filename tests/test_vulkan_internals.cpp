@@ -45,7 +45,7 @@ TEST(VulkanInternals, ValidationMessengerRecords) {
 }
 
 // A pipeline whose K and V are f32 or f16, whose keys are stored rotated and which is no
-// load-only probe is built from the kernel's lean twin (a smaller module); any other, or
+// probe (load_only, skip) is built from the kernel's lean twin (a smaller module); any other, or
 // one whose constants are not all given, from the kernel itself (shaders/CMakeLists.txt:
 // vkattn_lean_twin).
 TEST(KernelModules, LeanTwinOnlyWhereItsConstantsAllow) {
@@ -53,13 +53,13 @@ TEST(KernelModules, LeanTwinOnlyWhereItsConstantsAllow) {
   constexpr std::uint32_t kNone = 0xffffffffu;
   struct Case {
     KernelId kernel;
-    std::uint32_t k_type, v_type, rope_on_read, load_only;  // constant ids; v_type, load_only: kNone where none
+    std::uint32_t k_type, v_type, rope_on_read, probe;  // constant ids; v_type, probe: kNone where none
   };
   const Case cases[] = {
       {KernelId::attn_decode, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE, VKATTN_SPEC_DECODE_ROPE_ON_READ,
-       VKATTN_SPEC_DECODE_LOAD_ONLY},
+       VKATTN_SPEC_DECODE_PROBE},
       {KernelId::attn_decode_shared_last, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE, VKATTN_SPEC_DECODE_ROPE_ON_READ,
-       VKATTN_SPEC_DECODE_LOAD_ONLY},
+       VKATTN_SPEC_DECODE_PROBE},
       {KernelId::attn_decode_group, VKATTN_SPEC_DECODE_K_TYPE, VKATTN_SPEC_DECODE_V_TYPE, VKATTN_SPEC_DECODE_ROPE_ON_READ, kNone},
       {KernelId::attn_tiled_shared_f16, VKATTN_SPEC_TILED_K_TYPE, VKATTN_SPEC_TILED_V_TYPE, VKATTN_SPEC_TILED_ROPE_ON_READ,
        kNone},
@@ -73,7 +73,7 @@ TEST(KernelModules, LeanTwinOnlyWhereItsConstantsAllow) {
     // Every constant of the rules given, as the host's ops give them.
     auto module = [&](std::uint32_t k, std::uint32_t v, std::uint32_t rope = 0, std::uint32_t probe = 0) {
       detail::SpecConstants s = detail::spec({{VKATTN_SPEC_WG_SIZE, 64}, {c.k_type, k}, {c.rope_on_read, rope}});
-      for (auto [id, value] : {std::pair{c.v_type, v}, std::pair{c.load_only, probe}}) {
+      for (auto [id, value] : {std::pair{c.v_type, v}, std::pair{c.probe, probe}}) {
         if (id == kNone) continue;
         if (id >= s.size()) s.resize(id + 1);
         s[id] = value;
@@ -94,8 +94,10 @@ TEST(KernelModules, LeanTwinOnlyWhereItsConstantsAllow) {
       }
     }
     EXPECT_EQ(module(1, 1, 1).data(), full.data()) << "keys rotated on read";
-    if (c.load_only != kNone) {
-      EXPECT_EQ(module(1, 1, 0, 1).data(), full.data()) << "the load-only probe";
+    if (c.probe != kNone) {
+      for (std::uint32_t probe : {1u, 2u, 4u, 8u, 14u}) {
+        EXPECT_EQ(module(1, 1, 0, probe).data(), full.data()) << "the probe's parts " << probe;
+      }
     }
     // Constants not given (the shader's defaults): the kernel itself.
     EXPECT_EQ(detail::kernel_spirv(c.kernel, detail::spec({{VKATTN_SPEC_WG_SIZE, 64}})).data(), full.data());

@@ -120,24 +120,34 @@ run "copy 16 B" -- vkattn-bench-decode "BM_copy_16B"
 echo "== capacity against occupancy (16k-slot cache holding 1k tokens / 1k-slot cache)"
 run "cache, GPU kernels" -- vkattn-bench-decode "BM_decode_cache/held:1024/shape:2"
 run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-decode "$decode_gpu"
+# Where the whole kernel's time goes past its loads' (the 2026-11-27 late run: 1.9x at 16k,
+# 2.8x at 1k): the planned grid's loads alone, the whole kernel, then the whole kernel
+# less the exchanges between a key group's lanes (the reduce-scatter's and all-gathers'
+# shuffles each stage), less its end (the key groups' merge and the writes, the splits'
+# merge), less only the splits' merge by the last workgroup (its atomics and second read),
+# and less both the exchanges and the end (VKATTN_DECODE=skip: no valid result, not checked).
+echo "== D4: where decode's time goes: loads, the whole kernel, and the kernel less each part"
+run "loads, default: depth 2, 4 keys (64)" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+run "decode, default: depth 2, 4 keys" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+for s in exchange end merge exchange+end; do
+  run "decode, skip $s" VKATTN_DECODE=skip=$s -- vkattn-bench-decode "BM_decode/(one|ops8)/keys:($keys_re)/shape:2/"
+done
 # Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
 # the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
 # workgroups an SM, 16 KiB a stage of 32 keys (4 a key group, the default at head_dim 128;
 # 8 KiB at 2), 'depth' stages each), per op of 8 in one list (ops8: K and V of 1k and 4k
 # keys stay in L2 between ops) and DRAM-cold (cold: K and V of their own per op from a
 # rotating set of 128 MiB or more).
-echo "== D1: loads only, per op of 8 and DRAM-cold; KiB in flight per SM in the label"
+echo "== D1: loads only, per op of 8 and DRAM-cold; KiB in flight per SM in the label (the default's in D4)"
 run "loads, depth 1, S targeted (32)" VKATTN_DECODE=load_only=1,depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
-run "loads, default: depth 2, 4 keys (64)" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
 run "loads, depth 3 (96)" VKATTN_DECODE=load_only=1,depth=3 -- vkattn-bench-decode "$decode_list"
 run "loads, 2 keys, the default before (32)" VKATTN_DECODE=load_only=1,keys=2 -- vkattn-bench-decode "$decode_list"
 run "loads, resident=3 (96)" VKATTN_DECODE=load_only=1,resident=3 -- vkattn-bench-decode "$decode_list"
 run "loads, resident=4 (128)" VKATTN_DECODE=load_only=1,resident=4 -- vkattn-bench-decode "$decode_list"
 run "loads, depth 3, resident=3 (144)" VKATTN_DECODE=load_only=1,depth=3,resident=3 -- vkattn-bench-decode "$decode_list"
 run "loads, runs of 4 stages (64)" VKATTN_DECODE=load_only=1,run=4 -- vkattn-bench-decode "$decode_list"
-echo "== D2: the whole kernel on the same grids (pipeline statistics kept: registers <= 168 for 3 an SM)"
+echo "== D2: the whole kernel on the same grids (pipeline statistics kept: registers <= 168 for 3 an SM; the default's in D4)"
 run "decode, depth 1, S targeted" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=1,divide=0 -- vkattn-bench-decode "$decode_list"
-run "decode, default: depth 2, 4 keys" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
 run "decode, depth 3" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=depth=3 -- vkattn-bench-decode "$decode_list"
 run "decode, 2 keys, the default before" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=keys=2 -- vkattn-bench-decode "$decode_list"
 run "decode, resident=3" VKATTN_DECODE=resident=3 -- vkattn-bench-decode "$decode_list"

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/command_list_impl.hpp"
 #include "common/log.hpp"
@@ -21,7 +23,7 @@ namespace vkattn::detail {
 
 // A developer's knobs for the GPU-shaped decode kernels, from $VKATTN_DECODE (a list of
 // key=value, docs/gpu.md): which kernel, and overrides of what the host plans (0: planned).
-// The probes (load_only, interleave=0) compute no valid result.
+// The probes (load_only, skip, interleave=0) compute no valid result.
 // How the kernels that can hand values between lanes either way do it: left to the plan,
 // or forced (subgroup shuffles, or shared memory). $VKATTN_DECODE's and $VKATTN_PREFILL's
 // reduce=auto|subgroup|shared.
@@ -40,6 +42,7 @@ struct DecodeTuning {
   std::uint32_t keys_per_split = 0;  // sets the split count
   bool interleave = true;            // splits take every S-th run of stages (false: contiguous)
   bool load_only = false;            // K/V loads only, no results (probe)
+  std::uint32_t skip = 0;            // attn_decode's parts left out (probe): PROBE's bits 1-3
   std::uint32_t depth = 0;           // attn_decode's stages in flight (1: the loop before the ring)
   std::uint32_t run = 0;             // consecutive stages per run of an interleaved split
   bool divide = true;                // splits of equal stage counts (false: the target count as it is)
@@ -98,6 +101,9 @@ void parse_knobs(const char* var, const std::string& all, const char* valid,
                  const std::function<bool(const std::string& key, const std::string& value)>& take);
 // reduce=auto|subgroup|shared's |value| into |out|; false for another value.
 bool parse_reduce(const std::string& value, ReduceKnob& out);
+// A probe's parts: "none", or some of |names| joined by '+', each once, into |bits| (bit i
+// for names[i]); false for anything else.
+bool parse_parts(const std::string& value, std::initializer_list<std::string_view> names, std::uint32_t& bits);
 // |value| as a number up to 2^20, else InvalidArgument naming |var| and |key|.
 std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value);
 

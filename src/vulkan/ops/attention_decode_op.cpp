@@ -7,7 +7,9 @@
 #include <bit>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
@@ -235,6 +237,20 @@ bool parse_reduce(const std::string& value, ReduceKnob& out) {
   return true;
 }
 
+bool parse_parts(const std::string& value, std::initializer_list<std::string_view> names, std::uint32_t& bits) {
+  bits = 0;
+  if (value == "none") return true;
+  std::string_view rest = value;
+  while (true) {
+    const std::size_t plus = rest.find('+');
+    const auto it = std::find(names.begin(), names.end(), rest.substr(0, plus));
+    if (it == names.end() || (bits >> (it - names.begin()) & 1u)) return false;
+    bits |= 1u << (it - names.begin());
+    if (plus == std::string_view::npos) return true;
+    rest.remove_prefix(plus + 1);
+  }
+}
+
 std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value) {
   char* end = nullptr;
   const unsigned long v = std::strtoul(value.c_str(), &end, 10);
@@ -251,7 +267,7 @@ DecodeTuning decode_tuning_from_env() {
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
-      "load_only=0|1, depth=1|2|3, run=N, divide=0|1, packed=0|1";
+      "load_only=0|1, skip=none or parts of exchange+end+merge, depth=1|2|3, run=N, divide=0|1, packed=0|1";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
     if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
@@ -277,6 +293,8 @@ DecodeTuning decode_tuning_from_env() {
       t.interleave = value == "1";
     } else if (key == "load_only" && (value == "0" || value == "1")) {
       t.load_only = value == "1";
+    } else if (key == "skip") {
+      return parse_parts(value, {"exchange", "end", "merge"}, t.skip);
     } else if (key == "depth" && (value == "1" || value == "2" || value == "3")) {
       t.depth = static_cast<std::uint32_t>(value[0] - '0');
     } else if (key == "run") {
@@ -487,7 +505,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                          {VKATTN_SPEC_DECODE_MERGE_ROWS, plan.merge_rows},
                          {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 8 == 0 ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
-                         {VKATTN_SPEC_DECODE_LOAD_ONLY, tune.load_only ? 1u : 0u},
+                         {VKATTN_SPEC_DECODE_PROBE, (tune.load_only ? 1u : 0u) | tune.skip << 1},
                          {VKATTN_SPEC_DECODE_DEPTH, tune.depth ? tune.depth : default_depth(ctx)},
                          {VKATTN_SPEC_DECODE_RUN, run}})};
   d.key.subgroup_size = plan.sg;

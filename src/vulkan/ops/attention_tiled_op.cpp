@@ -5,10 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
-#include <iterator>
 #include <string>
-#include <string_view>
-#include <utility>
 
 #include "common/shape_math.hpp"
 #include "vulkan/dispatch.hpp"
@@ -102,24 +99,6 @@ TiledPlan plan_tiled(const Context& ctx, const KeySource& keys, const KeySource&
   return plan;
 }
 
-// matrix_skip's value: "none", or parts joined by '+' (attn_mt.comp's MT_SKIP bits).
-bool parse_matrix_skip(const std::string& value, std::uint32_t& bits) {
-  static constexpr std::pair<std::string_view, std::uint32_t> kParts[] = {
-      {"loads", 1}, {"scalar", 2}, {"products", 4}, {"marks", 8}};
-  bits = 0;
-  if (value == "none") return true;
-  std::string_view rest = value;
-  while (true) {
-    const std::size_t plus = rest.find('+');
-    const std::string_view part = rest.substr(0, plus);
-    const auto* it = std::find_if(std::begin(kParts), std::end(kParts), [&](const auto& p) { return p.first == part; });
-    if (it == std::end(kParts) || (bits & it->second)) return false;
-    bits |= it->second;
-    if (plus == std::string_view::npos) return true;
-    rest.remove_prefix(plus + 1);
-  }
-}
-
 }  // namespace
 
 bool packed_f16(const Context& ctx, AttentionPrecision precision) {
@@ -166,7 +145,7 @@ PrefillTuning prefill_tuning_from_env() {
     } else if (key == "matrix_prefetch" && (value == "0" || value == "1")) {
       t.matrix_prefetch = value == "1";
     } else if (key == "matrix_skip") {
-      return parse_matrix_skip(value, t.matrix_skip);
+      return parse_parts(value, {"loads", "scalar", "products", "marks"}, t.matrix_skip);
     } else {
       return false;
     }
