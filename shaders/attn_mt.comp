@@ -78,6 +78,9 @@ layout(constant_id = VKATTN_SPEC_MT_PREFETCH) const bool PREFETCH = false;  // t
 // V loads (zeros staged), 1 the scalar pass, 2 the products, 3 the marks after the first
 // tile's. What the rest costs says where a tile's time goes.
 layout(constant_id = VKATTN_SPEC_MT_SKIP) const uint MT_SKIP = 0u;
+// Without PREFETCH: a tile's K and V loads all issued into registers before any is
+// converted and stored (the prefetch's code, used at once), rather than load by load.
+layout(constant_id = VKATTN_SPEC_MT_STAGE_BATCH) const bool STAGE_BATCH = false;
 
 const uint WG = WG_SIZE;
 const uint ROW_GROUPS = SUBGROUPS / DIM_SLICES;
@@ -229,10 +232,11 @@ void stage_tile(uint t, uint lid, uint mo, uint seq0, uint kv_head) {
 // PREFETCH's registers: an invocation's share of a tile's K and V elements, as words where
 // the rows are staged raw (half the registers), else decoded.
 const uint NKR = (BC * DK_CHUNKS * 4u + WG - 1u) / WG, NVR = V_FROM_K ? 1u : (BC * DV_CHUNKS * 4u + WG - 1u) / WG;
-vec4 k_pre[PREFETCH && !K_RAW ? NKR : 1u];
-vec4 v_pre[PREFETCH && !V_RAW ? NVR : 1u];
-uvec2 k_pre_raw[PREFETCH && K_RAW ? NKR : 1u];
-uvec2 v_pre_raw[PREFETCH && V_RAW ? NVR : 1u];
+const bool PRE = PREFETCH || STAGE_BATCH;
+vec4 k_pre[PRE && !K_RAW ? NKR : 1u];
+vec4 v_pre[PRE && !V_RAW ? NVR : 1u];
+uvec2 k_pre_raw[PRE && K_RAW ? NKR : 1u];
+uvec2 v_pre_raw[PRE && V_RAW ? NVR : 1u];
 
 // Tile t's loads into the registers (their results are waited for only where written).
 void prefetch_tile(uint t, uint lid, uint mo, uint seq0, uint kv_head) {
@@ -400,7 +404,10 @@ void main() {
                 any = any || ks_sh[b] >= 0;
                 mine = mine || (kb_sh[b] & (1u << rg)) != 0u;
             }
-            if (any) {  // uniform: every invocation read the same marks
+            if (any && STAGE_BATCH) {  // uniform: every invocation read the same marks
+                prefetch_tile(t, lid, 0u, seq0, kv_head);
+                store_prefetched(lid);
+            } else if (any) {
                 stage_tile(t, lid, 0u, seq0, kv_head);
             }
             barrier();

@@ -82,17 +82,20 @@ class CoopmatVsCpu : public VulkanVsCpuTest {};
 // The matrix kernel's variants a GPU run compares ($VKATTN_PREFILL's matrix_* knobs,
 // gpu.md): the row split's queries held as A tiles in registers (the planned shapes, whose
 // 64 x 32 tiles then fit), one row group over 64-key tiles, and the next tile's K and V
-// loaded into registers during a tile (with the dim split too, at head_dim 256); each
-// within the f16 tolerances, with the mapping asked.
+// loaded into registers during a tile (with the dim split too, at head_dim 256), and a
+// tile's loads all issued before any is stored; each within the f16 tolerances, with the
+// mapping asked.
 TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
   struct Variant {
     const char* knobs;
     std::set<unsigned> key_chunks;  // at head_dim 64 and 80 (padded to 128) in lavapipe's 32 KiB
     unsigned prefetch;
+    unsigned batch = 0;
   };
   const Variant variants[] = {{"matrix_queries=registers", {2, 1}, 0},
                               {"matrix_rows=16,matrix_keys=64,matrix_queries=registers", {4}, 0},
-                              {"matrix_queries=registers,matrix_prefetch=1", {2, 1}, 1}};
+                              {"matrix_queries=registers,matrix_prefetch=1", {2, 1}, 1},
+                              {"matrix_queries=registers,matrix_stage=batch", {2, 1}, 0, 1}};
   ScopedEnv matrix("VKATTN_MATRIX", "standin");
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.knobs);
@@ -115,6 +118,7 @@ TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
       EXPECT_EQ(built.spec(4, 0), v.key_chunks) << "16-key chunks a tile (VKATTN_SPEC_MT_KEY_CHUNKS)";
     }
     EXPECT_EQ(built.spec(20, 0), std::set<unsigned>{v.prefetch}) << "VKATTN_SPEC_MT_PREFETCH";
+    EXPECT_EQ(built.spec(22, 0), std::set<unsigned>{v.batch}) << "VKATTN_SPEC_MT_STAGE_BATCH";
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
 }

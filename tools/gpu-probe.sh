@@ -207,10 +207,13 @@ run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_
 # The matrix kernel's variants (VKATTN_PREFILL's matrix_* knobs): queries held in registers,
 # which lets the planned 64 x 32 tile fit 48 KiB (the 2026-11-27 run's 64 x 16 took 7.7
 # TFLOP/s at 4kx4k), 32 x 32 and 16 x 64 tiles (rows x keys), and the next tile's K and V
-# loaded into registers during a tile (prefetch), alone and with queries in registers.
+# loaded into registers during a tile (prefetch), alone and with queries in registers;
+# a tile's loads all issued before any is stored (stage=batch), alone and with queries in
+# registers.
 for t in "matrix_queries=registers" "matrix_rows=32,matrix_keys=32,matrix_queries=registers" \
          "matrix_rows=16,matrix_keys=64,matrix_queries=registers" "matrix_prefetch=1" \
-         "matrix_queries=registers,matrix_prefetch=1"; do
+         "matrix_queries=registers,matrix_prefetch=1" "matrix_stage=batch" \
+         "matrix_queries=registers,matrix_stage=batch"; do
   run "f16, matrix, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="$t" \
       VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
 done

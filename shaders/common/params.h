@@ -363,6 +363,7 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 #define VKATTN_SPEC_MT_Q_REGS 19
 #define VKATTN_SPEC_MT_PREFETCH 20
 #define VKATTN_SPEC_MT_SKIP 21
+#define VKATTN_SPEC_MT_STAGE_BATCH 22
 // attn_decode_merge.comp
 #define VKATTN_SPEC_MERGE_ROWS 1
 // kv_append.comp

@@ -75,6 +75,7 @@ struct PrefillTuning {
   std::uint32_t matrix_rows = 0, matrix_keys = 0;
   enum class MatrixQueries { automatic, shared, registers } matrix_queries = MatrixQueries::automatic;
   bool matrix_prefetch = false;
+  bool matrix_batch = false;  // without the prefetch: a tile's loads all issued, then stored (same tiles)
   // A probe's parts of the matrix kernel left out (attn_mt.comp's MT_SKIP bits: loads,
   // scalar pass, products, marks after the first tile's); its results are not valid.
   std::uint32_t matrix_skip = 0;

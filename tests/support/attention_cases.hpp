@@ -104,17 +104,17 @@ inline AttnInputs case_inputs(const AttnCase& c) {
   return in;
 }
 
-// A case's inputs (its own config), the CPU backend's stages on them and the scores'
-// magnitude, kept for the later tests of the process on the same case: a suite runs each
-// case under several variants or limits, and drawing the inputs and running the CPU side
-// again took a tenth of the decode suite's time. Up to kCpuSidesKept floats are kept (the
-// 32768-key case alone is 9M).
+// A case's inputs (its own config), the CPU backend's stages on them and the magnitudes
+// the tolerances take (of the scores, the stage's scores and V), kept for the later tests of the process on the same case: a
+// suite runs each case under several variants or limits, and drawing the inputs and running the CPU side again took a tenth of
+// the decode suite's time. Up to kCpuSidesKept floats are kept (the 32768-key case alone is 9M).
 struct CpuSide {
   std::string name;  // the case's, checked on every use: an entry kept under the wrong key
                      // would go unnoticed, the GPU side running the same wrong inputs
   AttnInputs in;
   AttnOutputs want;
   double score_mag = 0;
+  double scores_max = 0, v_max = 0;  // max_abs(want.scores), max_abs(in.v)
   std::size_t floats() const {
     return in.q.size() + in.k.size() + in.v.size() + in.mask.size() + want.scores.size() + want.probs.size() + want.out.size();
   }
@@ -135,6 +135,8 @@ inline const CpuSide& cpu_side(Backend& cpu, const AttnCase& c) {
   side.in = case_inputs(c);
   side.want = run_attention(cpu, side.in);
   side.score_mag = score_magnitude(side.in);
+  side.scores_max = max_abs(side.want.scores);
+  side.v_max = max_abs(side.in.v);
   if (kept_floats + side.floats() > kCpuSidesKept) {
     kept.clear();
     kept_floats = 0;

@@ -195,7 +195,8 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                             {VKATTN_SPEC_MT_RESCALE_ALWAYS, 0u},
                                             {VKATTN_SPEC_MT_Q_REGS, shape.q_regs ? 1u : 0u},
                                             {VKATTN_SPEC_MT_PREFETCH, shape.prefetch ? 1u : 0u},
-                                            {VKATTN_SPEC_MT_SKIP, tune.matrix_skip}})};
+                                            {VKATTN_SPEC_MT_SKIP, tune.matrix_skip},
+                                            {VKATTN_SPEC_MT_STAGE_BATCH, tune.matrix_batch ? 1u : 0u}})};
   // The stand-in checks the KHR rules the hardware enforces (MT_CHECK, on in tests); the
   // cooperative-matrix form has nothing to check.
   if (units) d.key.kernel = kAttnMtUnits;
