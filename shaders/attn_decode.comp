@@ -16,6 +16,10 @@
 //   sequence's occupancy bound (attn_meta.glsl: key_bound), whatever the cache's capacity;
 // - the partial dot products are reduce-scattered over the key group
 //   (attn_decode_xchg.glsl), so each score's visibility, bias and exp run once;
+// - LAZY_MAX (subgroup shuffles only): a row's reference maximum moves only when a score
+//   passes it by more than ln 2^16 (p <= 65536, nothing in f32), found by an OR over the key
+//   group's lanes; only then are the scores gathered for the new maximum, so most stages
+//   skip that all-gather and keep the probabilities' one;
 // - the key groups meet in shared memory at the end, with no register array indexed at run
 //   time; with S > 1 splits, each workgroup leaves its rows' partial sums and (max, sum)
 //   pairs, and the splits are merged (attn_merge.glsl) by the last workgroup of the tile
@@ -78,6 +82,8 @@ layout(constant_id = VKATTN_SPEC_DECODE_INTERLEAVE) const bool INTERLEAVE = true
 LEAN_FIXED(VKATTN_SPEC_DECODE_PROBE) const uint PROBE = 0u;
 layout(constant_id = VKATTN_SPEC_DECODE_DEPTH) const uint DEPTH = 2;  // stages in flight: 1, 2 or 3
 layout(constant_id = VKATTN_SPEC_DECODE_RUN) const uint RUN = 1;  // consecutive stages per run of a split
+layout(constant_id = VKATTN_SPEC_DECODE_LAZY_MAX) const bool LAZY_MAX = false;  // shuffle variant only
+const float LAZY_TAU = 11.090354888959125;  // ln 2^16
 
 const uint KE = K_PIECES * K_EPL, VE4 = V_PIECES * V_EPL / 4u;
 const bool LOAD_ONLY = (PROBE & 1u) != 0u, SKIP_EXCHANGE = (PROBE & 2u) != 0u;
@@ -180,6 +186,38 @@ int rp[DEPTH][KEYS], rs[DEPTH][KEYS];
         }                                                                                    \
     }
 
+// Whether one of this lane's scores passes its row's reference maximum by more than
+// LAZY_TAU (NEG_MAX + LAZY_TAU is NEG_MAX: a row's first visible score always does).
+bool held_passes() {
+    bool passes = false;
+    [[unroll]] for (uint j = 0u; j < C; ++j) {
+        float mr = m[0];
+        [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
+            if (r == my_r[j]) {
+                mr = m[r];
+            }
+        }
+        passes = passes || held[j] > mr + LAZY_TAU;
+    }
+    return passes;
+}
+
+// |x| in any lane of the key group (shuffles within it: LANES divides the subgroup).
+bool key_group_any(bool x) {
+#ifdef VKATTN_SHARED_REDUCE
+    return true;  // LAZY_MAX is off there: its gathers have workgroup barriers
+#else
+    if (SKIP_EXCHANGE) {
+        return x;
+    }
+    uint v = x ? 1u : 0u;
+    [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
+        v |= subgroupShuffleXor(v, o);
+    }
+    return v != 0u;
+#endif
+}
+
 // all_gather, or under SKIP_EXCHANGE each lane's own values in every place.
 void gather(uint which) {
     if (SKIP_EXCHANGE) {
@@ -250,13 +288,18 @@ void compute_stage(uint t, uint s) {
         const bool seen = key < bound && key_visible(my_qpos[j], my_qseq[j], k_pos, k_seq);
         held[j] = seen ? visible_score(held[j], my_tok[j], my_qpos[j], key, k_pos, my_slope[j]) : -1.0 / 0.0;
     }
-    // 3. Every row's new maximum from all the scores; this lane's probabilities.
-    gather(0u);
+    // 3. Every row's new maximum from all the scores (LAZY_MAX: only where a score passed
+    //    its row's by more than LAZY_TAU); this lane's probabilities.
     float m_new[ROWS];
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         m_new[r] = m[r];
-        [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-            m_new[r] = max(m_new[r], gathered[r * KEYS + b]);
+    }
+    if (!LAZY_MAX || key_group_any(held_passes())) {  // uniform in the key group
+        gather(0u);
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+            [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
+                m_new[r] = max(m_new[r], gathered[r * KEYS + b]);
+            }
         }
     }
     [[unroll]] for (uint j = 0u; j < C; ++j) {

@@ -44,6 +44,8 @@ const Variant kVariants[] = {
     // lanes per row (32 rows per tile) over stages of 2 keys.
     {"group", "kernel=group"},
     {"group_4_lanes_2_keys", "kernel=group,lanes=4,keys=2"},
+    // A row's maximum moved lazily (the shuffle variant's candidate for a GPU run).
+    {"shuffles_lazy_max", "reduce=subgroup,max=lazy"},
 };
 
 // The GPU shape planned for a device of very many compute units: every case has few rows

@@ -132,6 +132,9 @@ run "decode, default: depth 2, 4 keys" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-d
 for s in exchange end merge exchange+end; do
   run "decode, skip $s" VKATTN_DECODE=skip=$s -- vkattn-bench-decode "BM_decode/(one|ops8)/keys:($keys_re)/shape:2/"
 done
+# A candidate against the exchanges: a row's maximum moved only when a score passes it by
+# ln 2^16, so most stages skip the scores' all-gather (valid results, checked).
+run "decode, max=lazy" VKATTN_DECODE=max=lazy -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
 # Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
 # the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
 # workgroups an SM, 16 KiB a stage of 32 keys (4 a key group, the default at head_dim 128;

@@ -323,6 +323,7 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 // constant every attention kernel may come to share)
 #define VKATTN_SPEC_DECODE_DEPTH 23
 #define VKATTN_SPEC_DECODE_RUN 25
+#define VKATTN_SPEC_DECODE_LAZY_MAX 26
 // attn_tiled.comp
 #define VKATTN_SPEC_TILED_ROWS 1
 #define VKATTN_SPEC_TILED_KEYS 2

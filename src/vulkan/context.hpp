@@ -49,6 +49,10 @@ struct DecodeTuning {
   // attn_decode_group_f16 for f16_products (packed=1); by default the exact group kernel,
   // which an H200 ran 2.4x faster on absorbed MLA (docs/gpu.md, 2026-11-27 late).
   bool packed = false;
+  // attn_decode's shuffle variant moves a row's reference maximum only when a score passes
+  // it by ln 2^16 (lazy), skipping most stages' gather of the scores; exact (the default
+  // until a GPU run compares them; no faster on lavapipe): every stage.
+  bool lazy_max = false;
 };
 // Parses $VKATTN_DECODE; InvalidArgument naming it and the valid keys when malformed.
 DecodeTuning decode_tuning_from_env();

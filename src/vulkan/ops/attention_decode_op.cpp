@@ -267,7 +267,8 @@ DecodeTuning decode_tuning_from_env() {
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
-      "load_only=0|1, skip=none or parts of exchange+end+merge, depth=1|2|3, run=N, divide=0|1, packed=0|1";
+      "load_only=0|1, skip=none or parts of exchange+end+merge, depth=1|2|3, run=N, divide=0|1, packed=0|1, "
+      "max=lazy|exact";
   parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
     if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
@@ -295,6 +296,8 @@ DecodeTuning decode_tuning_from_env() {
       t.load_only = value == "1";
     } else if (key == "skip") {
       return parse_parts(value, {"exchange", "end", "merge"}, t.skip);
+    } else if (key == "max" && (value == "lazy" || value == "exact")) {
+      t.lazy_max = value == "lazy";
     } else if (key == "depth" && (value == "1" || value == "2" || value == "3")) {
       t.depth = static_cast<std::uint32_t>(value[0] - '0');
     } else if (key == "run") {
@@ -507,7 +510,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
                          {VKATTN_SPEC_DECODE_INTERLEAVE, tune.interleave ? 1u : 0u},
                          {VKATTN_SPEC_DECODE_PROBE, (tune.load_only ? 1u : 0u) | tune.skip << 1},
                          {VKATTN_SPEC_DECODE_DEPTH, tune.depth ? tune.depth : default_depth(ctx)},
-                         {VKATTN_SPEC_DECODE_RUN, run}})};
+                         {VKATTN_SPEC_DECODE_RUN, run},
+                         {VKATTN_SPEC_DECODE_LAZY_MAX, plan.subgroup && tune.lazy_max ? 1u : 0u}})};
   d.key.subgroup_size = plan.sg;
   return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
                        {plan.rows, row_tiles, u32(splits), 0u, ml_offset, meta.extra_offset}, base_groups, splits > 1 && !last);
