@@ -21,6 +21,7 @@
 //   head_dim are zeros, so any head_dim works, padded to 16).
 // - A key tile is BC = 16 KEY_CHUNKS keys: the workgroup stages its K and V rows as f16
 //   (decoded from f32, f16, q8_0 or q4_0 and rotated with KvRope::on_read in f32 first;
+//   f16 rows in whole vec4s not rotated are copied as their halves, K_RAW / V_RAW;
 //   with a latent cache the K rows serve as V: each latent row is staged once a tile and
 //   read as both). Keys no row of the tile sees are zeros, never loaded: a stale slot may
 //   hold NaN, and 0 x NaN is NaN inside a product.
@@ -168,7 +169,7 @@ const bool V_RAW = V_TYPE == 1u && V_ALIGNED;
 
 // Element i of tile t's K rows (vec4 c of key b), and of its V rows: decoded (and K rotated
 // on read) in f32; zeros for keys no row sees (marks at |mo|) and for dims past the row.
-// MT_SKIP_LOADS (a probe) reads nothing.
+// SKIP_LOADS (a probe) reads nothing.
 vec4 fetch_k(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
     vec4 x = vec4(0.0);
