@@ -167,13 +167,18 @@ void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows, uint mo) {
 const bool K_RAW = K_TYPE == 1u && K_ALIGNED && !ROPE_ON_READ;
 const bool V_RAW = V_TYPE == 1u && V_ALIGNED;
 
+// Whether key b of tile t is read (marks at |mo|): some row sees it; never under
+// SKIP_LOADS, nor past the bound under SKIP_MARKS (a probe's kept marks may name it).
+bool staged(uint t, uint b, uint mo) {
+    return !SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end);
+}
+
 // Element i of tile t's K rows (vec4 c of key b), and of its V rows: decoded (and K rotated
-// on read) in f32; zeros for keys no row sees (marks at |mo|) and for dims past the row.
-// SKIP_LOADS (a probe) reads nothing.
+// on read) in f32; zeros for keys not staged and for dims past the row.
 vec4 fetch_k(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
     vec4 x = vec4(0.0);
-    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.head_dim) {
+    if (staged(t, b, mo) && c * 4u < pc.head_dim) {
         const uint kr = key_row(seq0, kv_head, t * BC + b);
         x = load_k_4(kr + c * 4u, kr + pc.head_dim);
         if (ROPE_ON_READ && c * 4u < pc.rotary_dim) {
@@ -185,7 +190,7 @@ vec4 fetch_k(uint t, uint i, uint mo, uint seq0, uint kv_head) {
 vec4 fetch_v(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
     vec4 x = vec4(0.0);
-    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.v_head_dim) {
+    if (staged(t, b, mo) && c * 4u < pc.v_head_dim) {
         const uint vr = value_row(seq0, kv_head, t * BC + b);
         x = load_v_4(vr + c * 4u, vr + pc.v_head_dim);
     }
@@ -195,7 +200,7 @@ vec4 fetch_v(uint t, uint i, uint mo, uint seq0, uint kv_head) {
 uvec2 fetch_k_raw(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DK_CHUNKS * 4u), c = i - b * (DK_CHUNKS * 4u);
     uvec2 w = uvec2(0u);
-    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.head_dim) {
+    if (staged(t, b, mo) && c * 4u < pc.head_dim) {
         w = load_k_word2((key_row(seq0, kv_head, t * BC + b) + c * 4u) >> 2);
     }
     return w;
@@ -203,7 +208,7 @@ uvec2 fetch_k_raw(uint t, uint i, uint mo, uint seq0, uint kv_head) {
 uvec2 fetch_v_raw(uint t, uint i, uint mo, uint seq0, uint kv_head) {
     const uint b = i / (DV_CHUNKS * 4u), c = i - b * (DV_CHUNKS * 4u);
     uvec2 w = uvec2(0u);
-    if (!SKIP_LOADS && ks_sh[mo + b] >= 0 && (!SKIP_MARKS || t * BC + b < key_end) && c * 4u < pc.v_head_dim) {
+    if (staged(t, b, mo) && c * 4u < pc.v_head_dim) {
         w = load_v_word2((value_row(seq0, kv_head, t * BC + b) + c * 4u) >> 2);
     }
     return w;
