@@ -22,7 +22,6 @@
 
 namespace vkattn::bench {
 
-// The contents of |parts| one after another (tensors holding blocks of rows).
 // $VKATTN_BENCH_PRECISION=f16_products: attention() timed under
 // AttentionPrecision::f16_products (the matrix kernel where it runs: the probe's matrix
 // rows); anything else, f32. Checked against the f32 CPU reference at the same tolerance.
@@ -35,19 +34,24 @@ inline AttentionPrecision bench_precision() {
 // CPU reference: VKATTN_DECODE=...load_only=1 or skip=<parts>, or
 // VKATTN_PREFILL=...matrix_skip=<parts>.
 inline bool probe_without_result() {
-  const auto skips = [](const char* var, const std::string& knob) {
+  // The value of |knob| in the comma-separated list $|var| ("" where it is not set).
+  const auto value = [](const char* var, const std::string& knob) {
     const char* env = std::getenv(var);
-    std::string all(",");  // each knob after a comma
-    all.append(env ? env : "");
-    const std::string item = std::string(",").append(knob).append("=");
-    const std::size_t at = all.find(item);
-    return at != std::string::npos && all.compare(at, item.size() + 4, item + "none") != 0;
+    const std::string all = env ? env : "";
+    for (std::size_t at = 0; at <= all.size();) {
+      const std::size_t end = std::min(all.find(',', at), all.size());
+      const std::string item = all.substr(at, end - at);
+      if (item.compare(0, knob.size() + 1, knob + "=") == 0) return item.substr(knob.size() + 1);
+      at = end + 1;
+    }
+    return std::string();
   };
-  const char* decode = std::getenv("VKATTN_DECODE");
-  return (decode && std::string(decode).find("load_only=1") != std::string::npos) || skips("VKATTN_DECODE", "skip") ||
-         skips("VKATTN_PREFILL", "matrix_skip");
+  const std::string skip = value("VKATTN_DECODE", "skip"), matrix_skip = value("VKATTN_PREFILL", "matrix_skip");
+  return value("VKATTN_DECODE", "load_only") == "1" || (!skip.empty() && skip != "none") ||
+         (!matrix_skip.empty() && matrix_skip != "none");
 }
 
+// The contents of |parts| one after another (tensors holding blocks of rows).
 inline std::vector<float> concat(Backend& b, const std::vector<Tensor>& parts) {
   std::vector<float> all;
   for (const Tensor& t : parts) {

@@ -186,18 +186,23 @@ int rp[DEPTH][KEYS], rs[DEPTH][KEYS];
         }                                                                                    \
     }
 
+// a[r] (r < ROWS) with no register array indexed at run time.
+float row_value(float a[ROWS], uint r) {
+    float x = a[0];
+    [[unroll]] for (uint i = 1u; i < ROWS; ++i) {
+        if (i == r) {
+            x = a[i];
+        }
+    }
+    return x;
+}
+
 // Whether one of this lane's scores passes its row's reference maximum by more than
 // LAZY_TAU (NEG_MAX + LAZY_TAU is NEG_MAX: a row's first visible score always does).
 bool held_passes() {
     bool passes = false;
     [[unroll]] for (uint j = 0u; j < C; ++j) {
-        float mr = m[0];
-        [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
-            if (r == my_r[j]) {
-                mr = m[r];
-            }
-        }
-        passes = passes || held[j] > mr + LAZY_TAU;
+        passes = passes || held[j] > row_value(m, my_r[j]) + LAZY_TAU;
     }
     return passes;
 }
@@ -303,13 +308,7 @@ void compute_stage(uint t, uint s) {
         }
     }
     [[unroll]] for (uint j = 0u; j < C; ++j) {
-        float mx = m_new[0];
-        [[unroll]] for (uint r = 1u; r < ROWS; ++r) {
-            if (r == my_r[j]) {
-                mx = m_new[r];
-            }
-        }
-        held[j] = exp(held[j] - mx);
+        held[j] = exp(held[j] - row_value(m_new, my_r[j]));
     }
     gather(1u);
     // 4. Rows whose maximum moved are rescaled; then p * v. A key no row weighs is
