@@ -39,7 +39,7 @@ cmake --build "$dir" -j"$(nproc)" > "$dir/build.log"
 
 suffix=$([ "$kind" = static ] && echo a || ([ "$target" = windows ] && echo dll || echo so))
 lib=$dir/src/libvkattn.$suffix
-programs=("$dir"/tests/c_api/vkattn_c_api_test* "$dir"/tests/c_api/vkattn_c_api_errors_test*)
+programs=("$dir"/tests/c_api/vkattn_c_api_test* "$dir"/tests/c_api/vkattn_c_api_cache_test* "$dir"/tests/c_api/vkattn_c_api_errors_test*)
 [ -e "$lib" ] || { echo "$lib was not built" >&2; exit 1; }
 if [ "$kind" = shared ] && [ "$target" = windows ] &&
    x86_64-w64-mingw32-objdump -p "$lib" | grep -qi "DLL Name: vulkan"; then
