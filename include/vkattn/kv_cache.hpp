@@ -57,7 +57,7 @@ struct KvCacheConfig {
   std::size_t n_kv_heads = 0;  // required: the model's KV heads; >= 1
   std::size_t head_dim = 0;    // required: [1, kMaxAttentionHeadDim]; even for f16
   std::size_t capacity = 0;    // required: slots per sequence; in (n_sinks, 2^30]
-  DType dtype = DType::f16;    // f32 or f16; default f16
+  DType dtype = DType::f16;    // f32, f16 (default), q8_0 or q4_0 (widths a multiple of 32)
   std::size_t n_sinks = 0;     // first positions kept for ever (StreamingLLM: 4); < capacity
   KvRope rope = KvRope::stored;
   RopeConfig rope_config{};  // on_read: the rotation attention applies (attention factor 1)

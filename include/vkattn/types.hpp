@@ -283,8 +283,9 @@ VKATTN_API const char* to_string(KernelShape shape);
 // VK_KHR_cooperative_matrix (DeviceOptions::matrix_units; docs/devices.md).
 enum class MatrixUnits {
   automatic,  // where the device lists the 16x16x16 f16 x f16 -> f32 subgroup shape with
-              // what the kernels need, and is on the allowlist (NVIDIA Ampere and later, AMD
-              // RDNA3 and later): some drivers list the extension on GPUs without the units
+              // what the kernels need, and is on the allowlist (AMD RDNA3 and later; NVIDIA
+              // is off while the one measured ran them slower, docs/devices.md): some
+              // drivers list the extension on GPUs without the units
   off,        // never
   on,         // wherever the device lists the shape and what the kernels need, any vendor
   standin,    // the matrix kernels in plain GLSL on any device, units or not (tests: this

@@ -31,9 +31,9 @@
  *   not know are zero. Output structs take their size as an argument and are filled up to
  *   it. No struct has bool, enum-typed or platform-dependent integer fields, or #if.
  * - Functions are only ever added. vkattn_version_number() gives the library's version,
- *   VKATTN_VERSION_NUMBER the header's. Later additions (asynchronous submission,
- *   vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes) append
- *   values and functions without changing these.
+ *   VKATTN_VERSION_NUMBER the header's. The additions since 0.1 (asynchronous submission,
+ *   vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes, replay,
+ *   paged caches) appended values, fields and functions without changing these.
  */
 #ifndef VKATTN_VKATTN_H
 #define VKATTN_VKATTN_H
@@ -330,7 +330,7 @@ typedef struct vkattn_attention_tokens {
 
 typedef struct vkattn_kv_cache_config {
   uint32_t struct_size;
-  int32_t dtype;                         /* VKATTN_DTYPE_F16 (default) or _F32 */
+  int32_t dtype;                         /* VKATTN_DTYPE_F16 (default), _F32, _Q8_0 or _Q4_0 */
   uint64_t n_seqs;                       /* sequences held at once; default 1 */
   uint64_t n_kv_heads;                   /* required (0 is rejected) */
   uint64_t head_dim;                     /* required: [1, 576]; even for f16 */

@@ -72,8 +72,8 @@ std::string vendor_gap(const CoopmatFacts& f) {
   switch (f.vendor_id) {
     case kVendorNvidia:
       if (f.nv_warps_per_sm == 0) {
-        return "an NVIDIA GPU whose architecture the driver does not tell (VK_NV_shader_sm_builtins); Ampere and later are "
-               "on the allowlist";
+        return "an NVIDIA GPU whose architecture the driver does not tell (VK_NV_shader_sm_builtins); MatrixUnits::on "
+               "takes it";
       }
       if (f.nv_warps_per_sm == 32) {
         return "NVIDIA Turing (32 warps per SM): its shader compiler has miscompiled cooperative-matrix attention (llama.cpp "
@@ -95,7 +95,7 @@ std::string vendor_gap(const CoopmatFacts& f) {
     case kVendorArm: return "Arm is not on the allowlist";
     case kVendorQualcomm: return "Qualcomm is not on the allowlist";
     case kVendorApple: return "Apple is not on the allowlist";
-    default: return "vendor " + hex(f.vendor_id) + " is not on the allowlist (NVIDIA Ampere and later, AMD RDNA3 and later)";
+    default: return "vendor " + hex(f.vendor_id) + " is not on the allowlist (AMD RDNA3 and later)";
   }
 }
 
