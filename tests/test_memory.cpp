@@ -29,6 +29,10 @@ std::string expect_out_of_memory(F&& f, std::initializer_list<const char*> parts
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
     for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    // A failed host allocation is VK_ERROR_OUT_OF_HOST_MEMORY (C: VKATTN_ERROR_OUT_OF_HOST_MEMORY).
+    if (std::string(e.what()).find("std::bad_alloc") != std::string::npos) {
+      EXPECT_EQ(e.vk_result(), -1) << e.what();
+    }
     return e.what();
   }
   return {};

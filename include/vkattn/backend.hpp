@@ -37,11 +37,12 @@ class VKATTN_API Backend {
   // Limits ops plan with (after DeviceOptions::cap_limits); nominal values on the CPU.
   virtual const DeviceLimits& limits() const = 0;
 
-  // A new tensor, zero-filled. Every dimension >= 1; size <= maxStorageBufferRange.
+  // A new tensor, zero-filled. Every dimension >= 1, at most 2^40 elements; on Vulkan its
+  // bytes <= maxStorageBufferRange (the CPU backend counts only its heap).
   Tensor tensor(const Shape& shape, DType dtype);
   virtual CommandList commands(const CommandListOptions& options = {}) = 0;
   // A KV cache, zero-filled and empty. Throws Error(out_of_memory) naming the limit when K
-  // or V would exceed maxStorageBufferRange or the device heap.
+  // or V would exceed the heap or, on Vulkan, maxStorageBufferRange.
   KvCache kv_cache(const KvCacheConfig& config);
   // A cache's whole state as bytes (its configuration, which position each slot holds, and
   // K and V exactly as stored, any dtype), and back into a cache of the same configuration

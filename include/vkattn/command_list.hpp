@@ -132,8 +132,9 @@ class VKATTN_API CommandList {
 
   // Attention, in three stages that can be recorded separately (docs/attention.md).
   // Positions and sequence ids (AttentionTokens) are copied when an op is recorded.
-  // q [n_tokens, n_heads, head_dim] f32 or f16; k, v [n_keys, n_kv_heads, head_dim] f32
-  // or f16; n_heads a multiple of n_kv_heads; head_dim <= kMaxAttentionHeadDim.
+  // q [n_tokens, n_heads, head_dim] f32 or f16; k, v [n_keys, n_kv_heads, head_dim] f32,
+  // f16, q8_0 or q4_0 (v may be another width, v_head_dim, and dtype); n_heads a multiple
+  // of n_kv_heads; head_dim <= kMaxAttentionHeadDim.
   // scores and probs are f32 [n_tokens, n_heads, n_keys], key order as in k; a key the
   // token cannot see scores -inf and gets probability exactly 0.
   // |mask|, if given, is f32 [n_tokens, n_keys], added to every head's scores.

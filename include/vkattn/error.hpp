@@ -30,7 +30,8 @@ VKATTN_API const char* to_string(ErrorCode code);
 
 class VKATTN_API Error : public std::runtime_error {
  public:
-  // |call| is the failing call or check, |vk_result| the VkResult (0 when none), |op| the
+  // |call| is the failing call or check, |vk_result| the VkResult (0 when none; a failed
+  // host allocation, std::bad_alloc, gives VK_ERROR_OUT_OF_HOST_MEMORY's -1), |op| the
   // vkattn operation that was running ("rope", "upload", "create backend", ...).
   Error(ErrorCode code, std::string message, std::string call = {}, int vk_result = 0, std::string op = {});
   ErrorCode code() const noexcept { return code_; }

@@ -60,7 +60,7 @@ struct KvCacheConfig {
   DType dtype = DType::f16;    // f32, f16 (default), q8_0 or q4_0 (widths a multiple of 32)
   std::size_t n_sinks = 0;     // first positions kept for ever (StreamingLLM: 4); < capacity
   KvRope rope = KvRope::stored;
-  RopeConfig rope_config{};  // on_read: the rotation attention applies (attention factor 1)
+  RopeConfig rope_config{};  // on_read: the rotation attention applies (attention factor 1, no rotary_offset, no M-RoPE)
   // V's head dim where it differs from K's (DeepSeek without absorption: K 192, V 128);
   // 0 = head_dim. [1, kMaxAttentionHeadDim], even for f16, a multiple of 32 for q8_0/q4_0.
   // Attention's output is [n_tokens, n_heads, v_head_dim].
@@ -78,7 +78,7 @@ struct KvCacheConfig {
   // Default false: every sequence owns capacity slots from the start.
   bool paged = false;
   std::size_t block_size = 16;  // paged: slots per block; a power of two in [1, 2^16]; default 16
-  std::size_t n_blocks = 0;     // paged: required, the pool's blocks; >= 1
+  std::size_t n_blocks = 0;     // paged: required, the pool's blocks; in [1, 2^31 / block_size]
 };
 
 class VKATTN_API KvCache {

@@ -29,7 +29,7 @@ class VKATTN_API Tensor {
   const Shape& shape() const;
   DType dtype() const;
   std::size_t numel() const;  // product of the shape
-  std::size_t bytes() const;  // storage bytes: 4 * numel, or 4 * ceil(numel / 2) for f16
+  std::size_t bytes() const;  // storage bytes: 4 * numel; f16 4 * ceil(numel / 2); q8_0 / q4_0 codes, then f16 scales
 
   const std::shared_ptr<detail::TensorImpl>& impl() const noexcept { return impl_; }
 

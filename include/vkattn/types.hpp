@@ -268,7 +268,7 @@ struct DeviceLimits {
 // The Vulkan 1.1 minimums for every limit above (features off).
 VKATTN_API DeviceLimits spec_minimum_limits();
 
-// Which family of kernels a Vulkan backend records (README: Kernel shapes). The two
+// Which family of kernels a Vulkan backend records (docs/kernel-shapes.md). The two
 // compute the same results; they differ in how work maps onto the device.
 enum class KernelShape {
   automatic,  // cpu on CPU devices (llvmpipe), gpu elsewhere
@@ -325,12 +325,12 @@ struct DeviceOptions {
   // best device by type (discrete > integrated > virtual > CPU).
   std::optional<std::string> device{};
   // Khronos validation layer plus a debug messenger recording every warning and error;
-  // default: $VKATTN_VALIDATION == "1".
+  // default: $VKATTN_VALIDATION == "1" for a backend, off for list_devices().
   std::optional<bool> validation{};
   // Lowers the limits the library plans with (element-wise minimum, features ANDed).
   // $VKATTN_CAP_LIMITS=spec_minimum lowers them further to spec_minimum_limits() on every
   // Vulkan backend, to try an application on the weakest device Vulkan allows (except
-  // max_storage_buffers, 8 there rather than 4: docs/kernel-shapes.md says why).
+  // max_storage_buffers, 8 there rather than 4: docs/devices.md says why).
   std::optional<DeviceLimits> cap_limits{};
   // Keep tensors in device-local memory behind staging copies even on unified-memory
   // devices, so the staging path can be exercised anywhere. Default false.
@@ -339,7 +339,7 @@ struct DeviceOptions {
   // Default: $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn. "" disables the cache.
   std::optional<std::string> pipeline_cache_dir{};
   std::uint32_t submit_timeout_ms = 60000;  // fence wait before ErrorCode::timeout
-  // Kernel family; default: $VKATTN_KERNELS ("cpu" or "gpu") if set, else automatic.
+  // Kernel family; default: $VKATTN_KERNELS ("cpu", "gpu" or "automatic") if set, else automatic.
   std::optional<KernelShape> kernels{};
   // Where messages go; default (empty): stderr, one line each ("vkattn: warning: ...").
   LogCallback log{};

@@ -172,7 +172,8 @@ typedef struct vkattn_device_list vkattn_device_list;
 
 typedef struct vkattn_device_options {
   uint32_t struct_size;           /* set by vkattn_device_options_init */
-  int32_t validation;             /* Khronos validation layer: -1 = $VKATTN_VALIDATION == "1" (default), 0 off, 1 on */
+  int32_t validation;             /* Khronos validation layer: -1 = $VKATTN_VALIDATION == "1" (default; off when
+                                     listing devices), 0 off, 1 on */
   const char* device;             /* a device index or case-insensitive name substring; NULL (default): $VKATTN_DEVICE,
                                      else the best device (discrete > integrated > virtual > CPU); copied */
   const char* pipeline_cache_dir; /* NULL (default): $XDG_CACHE_HOME/vkattn or ~/.cache/vkattn; "": no cache; copied */
@@ -334,7 +335,7 @@ typedef struct vkattn_kv_cache_config {
   uint64_t n_seqs;                       /* sequences held at once; default 1 */
   uint64_t n_kv_heads;                   /* required (0 is rejected) */
   uint64_t head_dim;                     /* required: [1, 576]; even for f16 */
-  uint64_t capacity;                     /* required: slots per sequence, > n_sinks */
+  uint64_t capacity;                     /* required: slots per sequence, in (n_sinks, 2^30] */
   uint64_t n_sinks;                      /* first positions kept for ever (StreamingLLM: 4); default 0 */
   int32_t rope;                          /* VKATTN_KV_ROPE_STORED (default) */
   uint32_t reserved;                     /* 0 */
@@ -350,7 +351,7 @@ typedef struct vkattn_kv_cache_config {
    * that needed them, which changes nothing. */
   uint32_t paged;
   uint32_t block_size; /* paged: a power of two in [1, 65536]; default 16 */
-  uint64_t n_blocks;   /* paged: required, >= 1 */
+  uint64_t n_blocks;   /* paged: required, in [1, 2^31 / block_size] */
 } vkattn_kv_cache_config;
 
 typedef struct vkattn_command_list_options {
@@ -405,7 +406,8 @@ VKATTN_API void vkattn_command_list_destroy(vkattn_command_list* list);
 VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
 
 /* Replay (CommandList::set_tokens): records the list's ops again for new tokens, each op
- * taking |positions| (n_positions = the list's number of tokens) and, where it took
+ * taking |positions| (n_positions = the list's number of tokens, or three times it for
+ * lists of M-RoPE ops: t, h and w per token) and, where it took
  * sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the command buffer is
  * kept and only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
@@ -427,7 +429,7 @@ VKATTN_API vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn
 /* RoPE in place on x [n_tokens, n_heads, head_dim] (f32 or f16); |config| optional. */
 VKATTN_API vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const int32_t* positions,
                                          size_t n_positions, const vkattn_rope_config* config);
-/* The same on Q and K (other head counts) in one dispatch. */
+/* The same on Q and K (other head counts) in one dispatch; |config| optional (NULL: defaults). */
 VKATTN_API vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vkattn_tensor* k,
                                             const int32_t* positions, size_t n_positions, const vkattn_rope_config* config);
 

@@ -28,8 +28,8 @@ struct ExternalVulkan {
   VkDevice device = VK_NULL_HANDLE;
   std::uint32_t queue_family_index = 0;  // a family with VK_QUEUE_COMPUTE_BIT; default 0
   // A queue of that family. vkattn submits to it only inside calls that say so (tensor
-  // and cache creation, upload, download, save/restore_cache, submit_and_wait, and
-  // make_backend where the matrix units are on: their self-test);
+  // and cache creation, upload, download, save/restore_cache, submit, submit_and_wait,
+  // and make_backend where the matrix units are on: their self-test);
   // Vulkan makes a queue externally synchronized: the caller must not use it from another
   // thread during those calls.
   VkQueue queue = VK_NULL_HANDLE;

@@ -64,7 +64,8 @@ constexpr const char* kTokensDoc =
     "empty: keys at 0..n_keys-1, all in sequence 0). mask: an f32 Tensor [n_tokens, n_keys] or\n"
     "None. config: an AttentionConfig, and/or its fields as keywords (scale, causal, window,\n"
     "window_type, chunk, query_temperature, softcap, softcap_order, alibi, alibi_slopes, sinks,\n"
-    "path).";
+    "path, precision). Over a KvCache in k's place, k_positions and k_seq_ids are not taken (the\n"
+    "cache holds them).";
 
 // An attention op's docstring: what it computes, then the keywords every one takes.
 const char* attn_doc(const char* what) {

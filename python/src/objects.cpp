@@ -93,8 +93,9 @@ void bind_backend(py::module_& m) {
             return t;
           },
           py::arg("data"), py::arg("dtype") = py::none(),
-          "A tensor holding data (a numpy array, torch CPU tensor or nested list) as dtype (default:\n"
-          "the array's: float32 -> f32, float16 -> f16, int32 -> i32).")
+          "A tensor holding data (a float32, float16 or int32 numpy array or torch CPU tensor; float64\n"
+          "and Python lists are refused: cast first) as dtype (default: the array's: float32 -> f32,\n"
+          "float16 -> f16, int32 -> i32).")
       .def(
           "zeros",
           [](const BackendPtr& r, const Shape& shape, py::handle dtype) {

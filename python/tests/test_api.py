@@ -204,7 +204,7 @@ def test_help_text():
                  "sequence_length", "yarn", "llama3", "freq_factors", "attention_factor", "mrope", "[n_tokens, 3]"):
         assert name in rope_doc, name
     for name in ("scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
-                 "softcap_order", "alibi", "alibi_slopes", "sinks", "path"):
+                 "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision"):
         assert name in vkattn.CommandList.attention.__doc__, name
         assert name in vkattn.CommandList.__doc__, name
     assert "kv_append(cache, k, positions" in vkattn.CommandList.kv_append.__doc__

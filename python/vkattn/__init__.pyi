@@ -100,7 +100,7 @@ class DeviceTimeoutError(Error): ...
 class UnsupportedError(Error): ...
 
 DTypeLike = Union[DType, str, np.dtype, type]
-ArrayLike = Union[npt.ArrayLike, Any]  # numpy arrays, torch CPU tensors, nested lists
+ArrayLike = Union[npt.ArrayLike, Any]  # float32 / float16 (int32) numpy arrays, torch CPU tensors
 Ints = Union[Sequence[int], npt.NDArray[np.integer], Any, None]  # positions, sequence ids
 
 class YarnParams:
@@ -270,8 +270,10 @@ class CommandList:
                   *, keep_last: bool = ...) -> None: ...
     def kv_copy_sequence(self, cache: KvCache, src: int, dst: int) -> None: ...
     # The attention ops take k (and v) Tensors, or a KvCache in their place; keywords:
-    # q_positions, k_positions, q_seq_ids, k_seq_ids (Ints), mask (Tensor), config, and
-    # AttentionConfig's fields. Outputs are made when not given, and returned.
+    # q_positions, k_positions, q_seq_ids, k_seq_ids (Ints; over a KvCache no k_ ones),
+    # mask (Tensor), config, and AttentionConfig's fields; attn_weighted_sum takes none
+    # over Tensors, q_positions and q_seq_ids over a KvCache. Outputs are made when not
+    # given, and returned.
     def attn_scores(self, q: Tensor, k: Union[Tensor, KvCache], scores: Optional[Tensor] = ...,
                     **kw: Any) -> Tensor: ...
     def attn_softmax(self, scores: Tensor, probs: Optional[Tensor] = ..., *,

@@ -97,6 +97,10 @@ template <>  // 0.2's: before chunk, window_type and the query temperature
 inline constexpr std::size_t kFirstSize<vkattn_attention_config> = offsetof(vkattn_attention_config, chunk);
 template <>  // 0.4's: before V of its own width
 inline constexpr std::size_t kFirstSize<vkattn_kv_cache_config> = offsetof(vkattn_kv_cache_config, v_head_dim);
+template <>  // 0.1's: before the kernel family and the matrix units
+inline constexpr std::size_t kFirstSize<vkattn_device_options> = offsetof(vkattn_device_options, kernels);
+template <>  // 0.1's: before the matrix units
+inline constexpr std::size_t kFirstSize<vkattn_device_info> = offsetof(vkattn_device_info, matrix_units);
 
 // An input struct as this library knows it: the caller's fields over our defaults (so a
 // struct from an older header gets the defaults of the fields it lacks), after checking

@@ -312,7 +312,7 @@ vkattn_status vkattn_kv_cache_block_refs(const vkattn_kv_cache* cache, int32_t* 
 vkattn_status vkattn_alibi_slopes(size_t n_heads, float* slopes, size_t count) {
   const char* fn = "vkattn_alibi_slopes";
   return guarded([&] {
-    need(fn, "slopes", slopes);
+    if (count != 0) need(fn, "slopes", slopes);  // (NULL, 0): an empty array
     if (count != n_heads) throw InvalidArgument(fn, "count", std::to_string(count), "n_heads = " + std::to_string(n_heads));
     const std::vector<float> s = vkattn::alibi_slopes(n_heads);
     std::copy(s.begin(), s.end(), slopes);

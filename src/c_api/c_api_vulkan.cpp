@@ -6,6 +6,11 @@
 #include "vkattn/vkattn_vulkan.h"
 #include "vkattn/vulkan.hpp"
 
+namespace vkattn::c_api {
+template <>  // 0.1's: before the allocator and the application's vkGetInstanceProcAddr
+inline constexpr std::size_t kFirstSize<vkattn_external_vulkan> = offsetof(vkattn_external_vulkan, allocator);
+}  // namespace vkattn::c_api
+
 using namespace vkattn::c_api;
 using vkattn::InvalidArgument;
 

@@ -460,6 +460,8 @@ std::vector<OpTiming> CommandList::timings() const try {
   detail::host_out_of_memory("timings");
 }
 
-CommandStats CommandList::stats() const { return live(impl_, "stats").stats(); }
+CommandStats CommandList::stats() const try { return live(impl_, "stats").stats(); } catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("stats");
+}
 
 }  // namespace vkattn

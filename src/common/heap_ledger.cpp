@@ -59,8 +59,10 @@ HeapReservation& HeapReservation::operator=(HeapReservation&& other) noexcept {
   return *this;
 }
 
+// VK_ERROR_OUT_OF_HOST_MEMORY's value, as a driver reports the same failure (the C API's
+// VKATTN_ERROR_OUT_OF_HOST_MEMORY).
 void host_out_of_memory(const char* op) {
-  throw Error(ErrorCode::out_of_memory, "a host allocation failed (std::bad_alloc)", "operator new", 0, op);
+  throw Error(ErrorCode::out_of_memory, "a host allocation failed (std::bad_alloc)", "operator new", -1, op);
 }
 
 }  // namespace vkattn::detail

@@ -190,12 +190,14 @@ void CommandListImpl::record_into(void*, const RecordOptions&) {
 
 }  // namespace detail
 
-VulkanRequirements vulkan_requirements() {
+VulkanRequirements vulkan_requirements() try {
   VulkanRequirements r;
   r.optional_extensions = {detail::kSizeControl, detail::kMemoryBudget, detail::kCoopmatExtension};
   r.optional_features = {"subgroupSizeControl", "computeFullSubgroups", "cooperativeMatrix", "shaderFloat16",
                          "vulkanMemoryModel"};
   return r;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("vulkan_requirements");
 }
 
 std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const DeviceOptions& options) try {

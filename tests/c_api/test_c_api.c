@@ -241,6 +241,17 @@ static void test_queries(vkattn_backend* gpu) {
   CHECK(chosen == 1);
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "index", vkattn_device_list_get(devices, count, NULL, 0));
   vkattn_device_list_destroy(devices);
+  /* 0.1's structs, before the fields appended since: accepted, and filled as far as they go. */
+  vkattn_device_options old_options;
+  OK(vkattn_device_options_init(&old_options, offsetof(vkattn_device_options, kernels)));
+  CHECK(old_options.struct_size == offsetof(vkattn_device_options, kernels) && old_options.validation == -1);
+  OK(vkattn_list_devices(&old_options, &devices));
+  vkattn_device_info old_info;
+  memset(&old_info, 0xAB, sizeof old_info);
+  OK(vkattn_device_list_get(devices, 0, &old_info, offsetof(vkattn_device_info, matrix_units)));
+  CHECK(old_info.struct_size == offsetof(vkattn_device_info, matrix_units) && old_info.name != NULL);
+  CHECK(old_info.matrix_units == 0xABABABABu); /* past the old size: not written */
+  vkattn_device_list_destroy(devices);
   /* The options' matrix units decide what each device reports: the stand-in anywhere, and
    * off with the note saying it was asked. */
   vkattn_device_options mopt;
@@ -291,6 +302,8 @@ static void test_queries(vkattn_backend* gpu) {
   float slopes[8];
   OK(vkattn_alibi_slopes(8, slopes, 8));
   CHECK(slopes[0] == 0.5f && slopes[7] == 1.0f / 256.0f);
+  OK(vkattn_alibi_slopes(0, NULL, 0)); /* (NULL, 0): an empty array */
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "slopes", vkattn_alibi_slopes(8, NULL, 8));
   double theta[4], factor = 0.0;
   OK(vkattn_rope_frequencies(NULL, 8, 0, theta, 4, &factor));
   CHECK(theta[0] == 1.0 && fabs(theta[1] - 0.1) < 1e-15 && factor == 1.0);

@@ -252,6 +252,13 @@ int main(void) {
   OK(vkattn_device_options_init(&options, sizeof options));
   options.pipeline_cache_dir = "";
   vkattn_backend* gpu = NULL;
+  /* 0.1's struct, before the allocator and vkGetInstanceProcAddr: accepted (Vulkan from
+   * the loader vkattn opens). */
+  vkattn_external_vulkan old = ext;
+  old.struct_size = (uint32_t)offsetof(vkattn_external_vulkan, allocator);
+  OK(vkattn_backend_create_external(&old, &options, &gpu));
+  vkattn_backend_destroy(gpu);
+  gpu = NULL;
   OK(vkattn_backend_create_external(&ext, &options, &gpu));
 
   /* Q, K, V device-local, from the application's staging buffer; the output read back. */
