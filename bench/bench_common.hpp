@@ -34,17 +34,19 @@ inline AttentionPrecision bench_precision() {
 // CPU reference: VKATTN_DECODE=...load_only=1 or skip=<parts>, or
 // VKATTN_PREFILL=...matrix_skip=<parts>.
 inline bool probe_without_result() {
-  // The value of |knob| in the comma-separated list $|var| ("" where it is not set).
+  // The value of |knob| in the comma-separated list $|var| ("" where it is not set); the
+  // last where it is set twice, as the library reads it.
   const auto value = [](const char* var, const std::string& knob) {
     const char* env = std::getenv(var);
     const std::string all = env ? env : "";
+    std::string found;
     for (std::size_t at = 0; at <= all.size();) {
       const std::size_t end = std::min(all.find(',', at), all.size());
       const std::string item = all.substr(at, end - at);
-      if (item.compare(0, knob.size() + 1, knob + "=") == 0) return item.substr(knob.size() + 1);
+      if (item.compare(0, knob.size() + 1, knob + "=") == 0) found = item.substr(knob.size() + 1);
       at = end + 1;
     }
-    return std::string();
+    return found;
   };
   const std::string skip = value("VKATTN_DECODE", "skip"), matrix_skip = value("VKATTN_PREFILL", "matrix_skip");
   return value("VKATTN_DECODE", "load_only") == "1" || (!skip.empty() && skip != "none") ||

@@ -22,7 +22,7 @@ set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
 keys=${PROBE_KEYS:-1024 4096 16384}
 min_time=${PROBE_MIN_TIME:-0.1}
-out=${OUT:-/tmp}
+out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 table=$(mktemp)
 keys_re=$(echo "$keys" | tr ' ' '|')

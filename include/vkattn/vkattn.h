@@ -515,7 +515,7 @@ VKATTN_API const char* vkattn_attention_kernel_name(uint32_t kernel);
 
 /* ---- Helpers ---- */
 
-/* The standard ALiBi slopes for |n_heads| heads into |slopes| (|count| = n_heads). */
+/* The standard ALiBi slopes for |n_heads| heads into |slopes| (|count| = n_heads; NULL, 0 for none). */
 VKATTN_API vkattn_status vkattn_alibi_slopes(size_t n_heads, float* slopes, size_t count);
 /* The rotary_dim / 2 frequencies (radians per position) and the attention factor that
  * |config| resolves to for |head_dim| and a largest position |max_position|. */

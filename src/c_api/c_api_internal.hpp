@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -86,7 +87,8 @@ void new_tensor(const char* fn, vkattn_backend* backend, const std::size_t* shap
 }
 
 // The size of each struct's first version: callers built against it stay supported. When
-// a field is appended to a struct, pin its entry here to the old sizeof.
+// a field is appended to a struct, pin its entry here to the old sizeof (the interop
+// header's vkattn_external_vulkan: in c_api_vulkan.cpp, the one file that sees Vulkan types).
 template <class T>
 inline constexpr std::size_t kFirstSize = sizeof(T);
 template <>
@@ -97,7 +99,7 @@ template <>  // 0.2's: before chunk, window_type and the query temperature
 inline constexpr std::size_t kFirstSize<vkattn_attention_config> = offsetof(vkattn_attention_config, chunk);
 template <>  // 0.4's: before V of its own width
 inline constexpr std::size_t kFirstSize<vkattn_kv_cache_config> = offsetof(vkattn_kv_cache_config, v_head_dim);
-template <>  // 0.1's: before the kernel family and the matrix units
+template <>  // the first header's, before the kernel family (0.1 to 0.5 end at reserved)
 inline constexpr std::size_t kFirstSize<vkattn_device_options> = offsetof(vkattn_device_options, kernels);
 template <>  // 0.1's: before the matrix units
 inline constexpr std::size_t kFirstSize<vkattn_device_info> = offsetof(vkattn_device_info, matrix_units);

@@ -241,10 +241,14 @@ static void test_queries(vkattn_backend* gpu) {
   CHECK(chosen == 1);
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "index", vkattn_device_list_get(devices, count, NULL, 0));
   vkattn_device_list_destroy(devices);
-  /* 0.1's structs, before the fields appended since: accepted, and filled as far as they go. */
+  /* Older headers' structs, before the fields appended since: accepted, and filled as far
+   * as they go (device options: the first header's, and 0.1 to 0.5's, which end at reserved). */
   vkattn_device_options old_options;
   OK(vkattn_device_options_init(&old_options, offsetof(vkattn_device_options, kernels)));
   CHECK(old_options.struct_size == offsetof(vkattn_device_options, kernels) && old_options.validation == -1);
+  OK(vkattn_list_devices(&old_options, &devices));
+  vkattn_device_list_destroy(devices);
+  OK(vkattn_device_options_init(&old_options, offsetof(vkattn_device_options, matrix_units)));
   OK(vkattn_list_devices(&old_options, &devices));
   vkattn_device_info old_info;
   memset(&old_info, 0xAB, sizeof old_info);

@@ -14,6 +14,14 @@
 
 static int g_messages = 0;
 
+/* A vkGetInstanceProcAddr that counts its calls: a struct too old to have the field must
+ * not be read past its size. */
+static int g_gipa_calls = 0;
+static PFN_vkVoidFunction VKAPI_PTR counting_gipa(VkInstance instance, const char* name) {
+  ++g_gipa_calls;
+  return vkGetInstanceProcAddr(instance, name);
+}
+
 #define VK(call)                                                                        \
   do {                                                                                  \
     VkResult vk_result_ = (call);                                                       \
@@ -252,11 +260,13 @@ int main(void) {
   OK(vkattn_device_options_init(&options, sizeof options));
   options.pipeline_cache_dir = "";
   vkattn_backend* gpu = NULL;
-  /* 0.1's struct, before the allocator and vkGetInstanceProcAddr: accepted (Vulkan from
-   * the loader vkattn opens). */
+  /* 0.1's struct, before the allocator and vkGetInstanceProcAddr: accepted, Vulkan from the
+   * loader vkattn opens, and nothing read past its size. */
   vkattn_external_vulkan old = ext;
   old.struct_size = (uint32_t)offsetof(vkattn_external_vulkan, allocator);
+  old.get_instance_proc_addr = counting_gipa;
   OK(vkattn_backend_create_external(&old, &options, &gpu));
+  CHECK(g_gipa_calls == 0);
   vkattn_backend_destroy(gpu);
   gpu = NULL;
   OK(vkattn_backend_create_external(&ext, &options, &gpu));
