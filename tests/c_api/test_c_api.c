@@ -1,7 +1,8 @@
 /* The C API from C11 (built with -std=c11 -Wall -Wextra -Wpedantic -Werror): RoPE and
  * attention on the Vulkan backend against the CPU backend, and the queries;
- * test_c_api_cache.c has the caches, test_c_api_errors.c every status that C can provoke. Exit status 0: passed; 1:
- * failed; 77: no Vulkan device (skipped, unless VKATTN_REQUIRE_VULKAN=1, where it fails). */
+ * test_c_api_cache.c has the caches, test_c_api_errors.c every status that C can provoke.
+ * Exit status 0: passed; 1: failed; 77: no Vulkan device (skipped, unless
+ * VKATTN_REQUIRE_VULKAN=1, where it fails). */
 #include "c_helpers.h"
 
 /* ---- RoPE: every layout and scaling variant, f32 and f16, Vulkan against the CPU ---- */
