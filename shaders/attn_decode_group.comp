@@ -21,6 +21,10 @@
 //   each lane's share of a dot product in f16vec2 FMA chains of at most 8, the weighted V
 //   rows in chains of at most 8 keys (ended early where the row's maximum moves), each
 //   chain then added into f32, as attn_tiled's.
+// - MASK_KEYS (AttentionConfig::mask_keys; DeepSeek V3.2's top-k): attn_mask_keys.comp has
+//   listed each token's keys that the mask leaves, after the partials in binding 7; a tile
+//   (the host keeps it within one token) stages only those, in the order a full scan meets
+//   them, so that the sums are the same. A token whose list overflowed reads every key.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
 //   push: AttnFusedParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
@@ -51,6 +55,7 @@ layout(constant_id = VKATTN_SPEC_DECODE_MULTI_SEQ) const bool MULTI_SEQ = false;
 layout(constant_id = VKATTN_SPEC_DECODE_Q_ALIGNED) const bool Q_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_DECODE_V_FROM_K) const bool V_FROM_K = false;
 LEAN_FIXED(VKATTN_SPEC_DECODE_ROPE_ON_READ) const bool ROPE_ON_READ = false;  // never with V_FROM_K
+layout(constant_id = VKATTN_SPEC_DECODE_MASK_KEYS) const uint MASK_KEYS = 0u;  // 0: every key
 layout(constant_id = VKATTN_SPEC_DECODE_ROPE_INTERLEAVED) const bool ROPE_INTERLEAVED = false;
 
 const uint DK4 = QP * LANES, DV4 = VP * LANES;  // vec4s of a K and a V row in shared memory
@@ -62,6 +67,16 @@ shared SH_VEC4 k_sh[KEYS * DK4];
 shared SH_VEC4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
 shared int kp_sh[KEYS];
 shared int ks_sh[KEYS];
+shared uint kj_sh[KEYS];  // each staged key's index (MASK_KEYS: from the list)
+
+layout(std430, binding = 7) readonly buffer PartWords { uint part_words[]; };
+uint n_listed = 0u, list0 = 0u;  // MASK_KEYS: the tile's token's list and its length
+bool listed = false;
+
+// Key |i| of the scan: itself, or the list's i-th (past its end: |bound|, an empty key).
+uint scan_key(uint i, uint bound) {
+    return !listed ? i : i < n_listed ? part_words[list0 + i] : bound;
+}
 
 // Element e of V row |b| of the stage, as a vec4 index into shared memory.
 SH_VEC4 v_at(uint b, uint c) {
@@ -118,13 +133,19 @@ void main() {
 #endif
 
     const uint bound = key_bound(seq0);
-    const uint n_stages = (bound + KEYS - 1u) / KEYS;
+    if (MASK_KEYS != 0u) {
+        list0 = pc.ml_offset + 2u * pc.key_splits * pc.n_tokens * pc.n_heads + (row0 / pc.group) * (MASK_KEYS + 1u);
+        n_listed = part_words[list0];
+        listed = n_listed <= MASK_KEYS;
+        list0 += 1u;
+    }
+    const uint n_stages = ((listed ? n_listed : bound) + KEYS - 1u) / KEYS;
     for (uint t = split; t < n_stages; t += pc.key_splits) {
         barrier();  // the last stage's rows are read by every row
         // The stage's rows as floats; keys past the bound and empty slots as zeros (a stale
         // slot's V may hold NaN, which no weight of zero may let in).
         for (uint i = lid; i < KEYS * DK4; i += WG) {
-            const uint b = i / DK4, e = (i - b * DK4) * 4u, j = t * KEYS + b;
+            const uint b = i / DK4, e = (i - b * DK4) * 4u, j = scan_key(t * KEYS + b, bound);
             vec4 x = vec4(0.0);
             const int position = j < bound ? key_position(seq0, j) : -1;
             if (position >= 0 && e < pc.head_dim) {
@@ -138,7 +159,7 @@ void main() {
         }
         if (!V_FROM_K) {
             for (uint i = lid; i < KEYS * DV4; i += WG) {
-                const uint b = i / DV4, e = (i - b * DV4) * 4u, j = t * KEYS + b;
+                const uint b = i / DV4, e = (i - b * DV4) * 4u, j = scan_key(t * KEYS + b, bound);
                 vec4 x = vec4(0.0);
                 if (j < bound && e < pc.v_head_dim && key_position(seq0, j) >= 0) {
                     const uint vr = value_row(seq0, kv_head, j);
@@ -148,8 +169,9 @@ void main() {
             }
         }
         for (uint b = lid; b < KEYS; b += WG) {  // a workgroup of one row has 8 invocations
-            const uint j = t * KEYS + b;
+            const uint j = scan_key(t * KEYS + b, bound);
             const int position = j < bound ? key_position(seq0, j) : -1;
+            kj_sh[b] = j;
             kp_sh[b] = position;
             ks_sh[b] = j < bound ? key_sequence(seq0, j, position) : -1;
         }
@@ -184,7 +206,7 @@ void main() {
                 d += subgroupShuffleXor(d, o);
             }
             d /= q_prescale();  // a power of two (1 without VKATTN_PACKED_F16): exact
-            const float s = visible_score(d, tok, q_pos, t * KEYS + b, k_pos, slope);
+            const float s = visible_score(d, tok, q_pos, kj_sh[b], k_pos, slope);
             // Online softmax one key at a time: the sums are rescaled only when the row's
             // maximum moves.
             if (s > m) {

@@ -94,6 +94,9 @@ struct AttentionRun {
   // The precision the kernels computed at: f32 where f16_products was asked and no kernel
   // of that precision could take the op (the exact kernels ran instead).
   AttentionPrecision precision = AttentionPrecision::f32;
+  // Whether the kernels read only the keys each token's mask leaves (AttentionConfig::
+  // mask_keys; a token whose mask leaves more was read whole), rather than every key.
+  bool sparse = false;
 };
 
 struct CommandStats {

@@ -196,6 +196,13 @@ struct AttentionConfig {
   AttentionPath path = AttentionPath::automatic;              // CommandList::attention only
   AttentionPrecision precision = AttentionPrecision::f32;     // CommandList::attention only; the
                                                               // three-stage ops refuse f16_products
+  // CommandList::attention only (0.7): a promise that each query token's mask row leaves at
+  // most this many keys (values other than -inf), as DeepSeek V3.2's and GLM-5's top-k
+  // selection does (2048), so that kernels may read only those keys: the group decode
+  // kernel does (AttentionRun::sparse says when). A row that leaves more is read whole, as
+  // without the promise: nothing is cut. 0 (default): no promise. With a mask only; at most
+  // n_keys. docs/attention.md: Sparse masks.
+  std::uint32_t mask_keys = 0;
 };
 
 // Positions and sequence ids of the query tokens and of the keys, each in [0, 2^31).

@@ -309,10 +309,15 @@ typedef struct vkattn_attention_config {
   uint32_t temperature_floor_scale;
   uint32_t temperature_offset; /* < 2^31 (Llama 4: 1; Ministral 3: 0) */
   double temperature_scale;    /* finite */
-  /* 0.5: how precisely vkattn_cmd_attention computes its products (the stage ops take
+  /* 0.6: how precisely vkattn_cmd_attention computes its products (the stage ops take
    * only f32): VKATTN_ATTENTION_PRECISION_F32 (default) or _F16_PRODUCTS. */
   int32_t precision;
-  uint32_t reserved; /* 0 */
+  /* 0.7 (0.6 calls it reserved, 0): vkattn_cmd_attention only (the stage ops take
+   * only 0), a promise that each token's mask row leaves at most this many keys (values
+   * other than -inf; DeepSeek V3.2's top-k, 2048), so that kernels may read only those (the
+   * GPU group decode kernel does: vkattn_attention_run.sparse); a row that leaves more is
+   * read whole. 0 (default): no promise. With a mask only; at most n_keys. */
+  uint32_t mask_keys;
 } vkattn_attention_config;
 
 /* Positions and sequence ids of the query tokens and the keys (int32 in [0, 2^31)). */
@@ -504,6 +509,9 @@ typedef struct vkattn_attention_run {
   uint32_t splits;      /* key ranges merged afterwards; 1: none */
   uint32_t precision;   /* VKATTN_ATTENTION_PRECISION_* computed at: F32 where F16_PRODUCTS was
                            asked and the exact kernels took the op */
+  /* 0.7: */
+  uint32_t sparse;   /* 1: the kernels read only the keys each token's mask leaves (mask_keys) */
+  uint32_t reserved; /* 0 */
 } vkattn_attention_run;
 /* The attention ops recorded in |list| (after a set_tokens, as rebuilt), and the |index|-th
  * of them in recording order. */

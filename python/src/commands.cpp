@@ -64,8 +64,8 @@ constexpr const char* kTokensDoc =
     "empty: keys at 0..n_keys-1, all in sequence 0). mask: an f32 Tensor [n_tokens, n_keys] or\n"
     "None. config: an AttentionConfig, and/or its fields as keywords (scale, causal, window,\n"
     "window_type, chunk, query_temperature, softcap, softcap_order, alibi, alibi_slopes, sinks,\n"
-    "path, precision). Over a KvCache in k's place, k_positions and k_seq_ids are not taken (the\n"
-    "cache holds them).";
+    "path, precision, mask_keys). Over a KvCache in k's place, k_positions and k_seq_ids are not\n"
+    "taken (the cache holds them).";
 
 // An attention op's docstring: what it computes, then the keywords every one takes.
 const char* attn_doc(const char* what) {
@@ -276,15 +276,17 @@ void bind_commands(py::module_& m) {
               run["kernel"] = to_string(r.kernel);
               run["splits"] = r.splits;
               run["precision"] = r.precision == AttentionPrecision::f32 ? "f32" : "f16_products";
+              run["sparse"] = r.sparse;
               runs.append(run);
             }
             d["attention"] = runs;
             return d;
           },
           "{'ops', 'barriers', 'submits', 'texel_reads', 'encodings'}: counts (vkattn::CommandStats);\n"
-          "'attention': each attention op's {'kernel', 'splits', 'precision'}, in recording order\n"
-          "(kernel: 'reference', 'three_stages', 'lane_per_key', 'decode', 'group', 'tiled', 'matrix'\n"
-          "or 'matrix_standin'; precision: what it computed at, 'f32' where f16_products fell back).")
+          "'attention': each attention op's {'kernel', 'splits', 'precision', 'sparse'}, in recording\n"
+          "order (kernel: 'reference', 'three_stages', 'lane_per_key', 'decode', 'group', 'tiled',\n"
+          "'matrix' or 'matrix_standin'; precision: what it computed at, 'f32' where f16_products fell\n"
+          "back; sparse: whether only the keys each mask row leaves were read, mask_keys).")
       .def("__enter__", [](py::handle self) { return py::reinterpret_borrow<py::object>(self); })
       .def("__exit__", [](PyCommandList& cmd, py::handle type, py::handle, py::handle) {
         if (type.is_none()) record(cmd, [](CommandList& l) { l.submit_and_wait(); });

@@ -116,7 +116,7 @@ void bind_attention(py::module_& m) {
       m, "AttentionConfig", "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
   config_basics<AttentionConfig>(attn, "AttentionConfig",
                                  {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
-                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision"});
+                                  "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision", "mask_keys"});
   attn.def_readwrite("scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)")
       .def_readwrite("causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True")
       .def_readwrite("window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
@@ -136,6 +136,10 @@ void bind_attention(py::module_& m) {
                 "AttentionPath or its name (CommandList.attention only); default 'automatic'");
   enum_property(attn, "AttentionConfig", "precision", &AttentionConfig::precision,
                 "AttentionPrecision or its name (CommandList.attention only): 'f32' (default) or 'f16_products'");
+  attn.def_readwrite("mask_keys", &AttentionConfig::mask_keys,
+                     "CommandList.attention only: at most this many keys per token's mask row are not -inf\n"
+                     "(DeepSeek V3.2's top-k), so kernels may read only those (stats: 'sparse'); a row with more\n"
+                     "is read whole; default 0 (no promise); with a mask only, <= n_keys");
 }
 
 void bind_cache_config(py::module_& m) {

@@ -102,6 +102,7 @@ def test_stats_name_each_attention_ops_kernels(backend):
         # lavapipe has no matrix units: the exact fused kernel, and the stats say f32
         assert runs[1]["kernel"] == "lane_per_key" and runs[1]["precision"] == "f32"
     assert all(r["splits"] >= 1 for r in runs)
+    assert all(r["sparse"] is False for r in runs)
 
 
 def test_timings(backend):
@@ -204,7 +205,7 @@ def test_help_text():
                  "sequence_length", "yarn", "llama3", "freq_factors", "attention_factor", "mrope", "[n_tokens, 3]"):
         assert name in rope_doc, name
     for name in ("scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
-                 "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision"):
+                 "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision", "mask_keys"):
         assert name in vkattn.CommandList.attention.__doc__, name
         assert name in vkattn.CommandList.__doc__, name
     assert "kv_append(cache, k, positions" in vkattn.CommandList.kv_append.__doc__

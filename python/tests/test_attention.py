@@ -142,6 +142,24 @@ def test_f16_products(cpu):
             cmd.attn_scores(q, k, q_positions=Q_POS, precision=vkattn.AttentionPrecision.f16_products)
 
 
+def test_mask_keys(backend):
+    """mask_keys, a promise that each mask row leaves few keys (DeepSeek V3.2's top-k): the
+    result is the masked attention's, whichever kernel reads it; without a mask, refused."""
+    pick = np.random.default_rng(5)
+    mask = np.full((T, N), -np.inf, np.float32)
+    for t in range(T):
+        mask[t, pick.choice(N, 3, replace=False)] = pick.uniform(-1, 1, 3)
+    q, k, v, m = backend.tensor(Q), backend.tensor(K), backend.tensor(V), backend.tensor(mask)
+    with backend.commands() as cmd:
+        got = cmd.attention(q, k, v, q_positions=Q_POS, mask=m, mask_keys=3)
+        want = cmd.attention(q, k, v, q_positions=Q_POS, mask=m)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert cmd.stats()["attention"][0]["sparse"] is False  # the kernels here read every key
+    with pytest.raises(ValueError, match="config.mask_keys"):
+        with backend.commands() as cmd:
+            cmd.attention(q, k, v, q_positions=Q_POS, mask_keys=3)
+
+
 def test_mla_value_width_differs(backend):
     """V rows of 16 under K rows of 32 (DeepSeek's 192 and 128, scaled down): plain tensors
     on both paths and a cache with v_head_dim; out is [T, H, 16]."""

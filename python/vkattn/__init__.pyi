@@ -165,13 +165,14 @@ class AttentionConfig:
     sinks: list[float]  # default []; per head sink logits
     path: Union[AttentionPath, str]  # default "automatic"
     precision: Union[AttentionPrecision, str]  # default "f32"; "f16_products": matrix units' rounding
+    mask_keys: int  # default 0; a promise: each mask row leaves at most this many keys (not -inf)
     def __init__(self, *, scale: Optional[float] = ..., causal: bool = ..., window: Optional[int] = ...,
                  window_type: Union[WindowType, str] = ..., chunk: Optional[int] = ...,
                  query_temperature: Optional[QueryTemperature] = ...,
                  softcap: Optional[float] = ..., softcap_order: Union[SoftcapOrder, str] = ...,
                  alibi: bool = ..., alibi_slopes: Sequence[float] = ..., sinks: Sequence[float] = ...,
                  path: Union[AttentionPath, str] = ...,
-                 precision: Union[AttentionPrecision, str] = ...) -> None: ...
+                 precision: Union[AttentionPrecision, str] = ..., mask_keys: int = ...) -> None: ...
 
 class KvCacheConfig:
     n_seqs: int  # default 1
@@ -286,7 +287,7 @@ class CommandList:
     def set_tokens(self, positions: Ints, seq_ids: Ints | None = None) -> None: ...
     def timings(self) -> list[tuple[str, float]]: ...
     # ops, barriers, submits, texel_reads, encodings: int; attention: a list of
-    # {"kernel": str, "splits": int, "precision": str}, one per attention op
+    # {"kernel": str, "splits": int, "precision": str, "sparse": bool}, one per attention op
     def stats(self) -> dict[str, Any]: ...
 
 class Backend:

@@ -184,6 +184,15 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
 } VKATTN_PC_INSTANCE;
 #endif
 
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_MASK_KEYS)
+VKATTN_PUSH_CONSTANTS(AttnMaskKeysParams) {
+    uint n_tokens;
+    uint n_keys;       // the mask's row length
+    uint max_keys;     // AttentionConfig::mask_keys: the list's room per token
+    uint list_offset;  // word offset of token 0's count, then its list, in binding 1
+} VKATTN_PC_INSTANCE;
+#endif
+
 #if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_FUSED_COMBINE)
 VKATTN_PUSH_CONSTANTS(AttnFusedCombineParams) {
     uint n_rows;          // n_tokens * n_heads
@@ -324,6 +333,8 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 #define VKATTN_SPEC_DECODE_DEPTH 23
 #define VKATTN_SPEC_DECODE_RUN 25
 #define VKATTN_SPEC_DECODE_LAZY_MAX 26
+// attn_decode_group.comp: AttentionConfig::mask_keys (0: off)
+#define VKATTN_SPEC_DECODE_MASK_KEYS 27
 // attn_tiled.comp
 #define VKATTN_SPEC_TILED_ROWS 1
 #define VKATTN_SPEC_TILED_KEYS 2

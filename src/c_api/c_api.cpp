@@ -55,12 +55,12 @@ static_assert(VKATTN_ATTENTION_KERNEL_REFERENCE == int(vkattn::AttentionKernel::
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved2);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, matrix_note);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, reserved);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, mask_keys);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_tokens, n_k_seq_ids);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, n_blocks);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_run, precision);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_run, reserved);
 
 namespace vkattn::c_api {
 
@@ -257,7 +257,7 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
                           ">= 1 when temperature_scale or temperature_offset is set (0: no query temperature)");
   }
   a.precision = static_cast<AttentionPrecision>(c.precision);
-  check_reserved(function, "config->reserved", c.reserved);
+  a.mask_keys = c.mask_keys;
   return a;
 }
 

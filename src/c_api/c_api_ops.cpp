@@ -214,7 +214,9 @@ vkattn_status vkattn_command_list_attention_run(const vkattn_command_list* list,
                  vkattn_attention_run{.struct_size = 0,
                                       .kernel = static_cast<std::uint32_t>(r.kernel),
                                       .splits = r.splits,
-                                      .precision = static_cast<std::uint32_t>(r.precision)});
+                                      .precision = static_cast<std::uint32_t>(r.precision),
+                                      .sparse = r.sparse ? 1u : 0u,
+                                      .reserved = 0});
   });
 }
 

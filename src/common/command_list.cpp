@@ -352,7 +352,7 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                 detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
               else
                 a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
-              i.record(detail::AttentionCall{tq, {tk, tv, nullptr}, to, tm, a.scores, a.sinks, a.path, a.precision});
+              i.record(detail::AttentionCall{tq, {tk, tv, nullptr}, to, tm, a.scores, a.sinks, a.path, a.precision, a.mask_keys});
             });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
@@ -372,7 +372,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
       detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
     else
       a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
-    i.record(detail::AttentionCall{tq, {nullptr, nullptr, c}, to, tm, a.scores, a.sinks, a.path, a.precision});
+    i.record(detail::AttentionCall{tq, {nullptr, nullptr, c}, to, tm, a.scores, a.sinks, a.path, a.precision, a.mask_keys});
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");

@@ -86,6 +86,7 @@ struct AttentionCall {
   const std::vector<float>& sinks;  // n_heads values, or empty
   AttentionPath path;
   AttentionPrecision precision = AttentionPrecision::f32;
+  std::uint32_t mask_keys = 0;  // AttentionConfig::mask_keys, checked
 };
 
 // Each op's checks (validate.cpp, validate_attention.cpp; shared helpers in validate.hpp),
@@ -135,6 +136,7 @@ struct AttentionArgs {
   std::vector<float> sinks;
   AttentionPath path = AttentionPath::automatic;
   AttentionPrecision precision = AttentionPrecision::f32;
+  std::uint32_t mask_keys = 0;
 };
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config);

@@ -204,6 +204,9 @@ void check_stage_precision(const AttentionConfig& config, const char* op) {
     throw InvalidArgument(op, "config.precision", std::to_string(static_cast<int>(config.precision)),
                           "f32 (f16_products is attention()'s only)");
   }
+  if (config.mask_keys != 0 && std::strcmp(op, "attention") != 0) {
+    throw InvalidArgument(op, "config.mask_keys", std::to_string(config.mask_keys), "0 (a promise attention() alone reads)");
+  }
 }
 }  // namespace
 
@@ -456,6 +459,14 @@ AttentionPrecision check_precision(AttentionPrecision precision) {
   }
   return precision;
 }
+// A promise about the mask's rows: with no mask there is nothing to keep it about.
+std::uint32_t check_mask_keys(std::uint32_t mask_keys, const TensorImpl* mask, std::size_t n_keys) {
+  if (mask_keys != 0 && (mask == nullptr || mask_keys > n_keys)) {
+    throw InvalidArgument("attention", "config.mask_keys", std::to_string(mask_keys),
+                          mask == nullptr ? "0 without a mask" : "[0, n_keys = " + std::to_string(n_keys) + "]");
+  }
+  return mask_keys;
+}
 }  // namespace
 
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
@@ -485,6 +496,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   check_distinct(op, "out", out, {{"q", &q}, {"k", &k}, {"v", &v}, {"mask", mask}});
   a.path = check_path(config.path);
   a.precision = check_precision(config.precision);
+  a.mask_keys = check_mask_keys(config.mask_keys, mask, k.shape[0]);
   return a;
 }
 
@@ -501,6 +513,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}});
   a.path = check_path(config.path);
   a.precision = check_precision(config.precision);
+  a.mask_keys = check_mask_keys(config.mask_keys, mask, cache.config.capacity);
   return a;
 }
 

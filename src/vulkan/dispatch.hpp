@@ -302,7 +302,8 @@ bool decode_attention_usable(const Context& ctx);
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                       const std::vector<float>& sinks, AttentionPrecision precision = AttentionPrecision::f32);
+                                       const std::vector<float>& sinks, AttentionPrecision precision = AttentionPrecision::f32,
+                                       std::uint32_t mask_keys = 0);
 // Shared by the decode and tiled kernels (attention_decode_op.cpp):
 // Subgroup shuffles with size control, at a power-of-two size within the workgroup limit.
 bool subgroups_fit(const DeviceLimits& l);
@@ -345,11 +346,13 @@ struct RowTiles {
 RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& keys, const KeySource& values, std::uint32_t rows,
                    std::uint32_t stage);
 // Such a kernel's dispatch |d| (its key set) finished by finish_decode, with its meta,
-// outputs and, with splits, the merge.
+// outputs and, with splits, the merge. |mask_keys| (attn_decode_group only; 0: none):
+// attn_mask_keys first lists each token's keys that the mask leaves, mask_keys at most, in
+// the scratch after the partials (binding 7), where the kernel reads them.
 Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                             std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                            const std::vector<float>& sinks, const RowTiles& rt);
+                            const std::vector<float>& sinks, const RowTiles& rt, std::uint32_t mask_keys = 0);
 // The tiled kernel (attn_tiled.comp, attention_tiled_op.cpp) for fused attention with
 // many rows per KV head: its dispatches, or none where $VKATTN_PREFILL and the shape leave
 // it out (automatic: the GPU shape, whole tiles of 16 rows or more, within the device's

@@ -2,6 +2,8 @@
  * paged cache, a latent cache and a replayed decode step, the Vulkan backend against the
  * CPU backend. Exit status 0: passed; 1: failed; 77: no Vulkan device (skipped, unless
  * VKATTN_REQUIRE_VULKAN=1, where it fails). */
+#include <stddef.h>
+
 #include "c_helpers.h"
 
 /* ---- A KV-cache decode loop: two sequences taking turns through a wrapping ring ---- */
@@ -290,6 +292,11 @@ static void test_replay(vkattn_backend* gpu) {
   vkattn_attention_run run;
   OK(vkattn_command_list_attention_run(step_list, 0, &run, sizeof run));
   CHECK(run.struct_size == sizeof run && run.splits >= 1 && run.precision == VKATTN_ATTENTION_PRECISION_F32);
+  CHECK(run.sparse == 0 && run.reserved == 0); /* no mask_keys */
+  /* 0.5's struct ended before sparse: what lies past it is left as it was. */
+  run.sparse = 7;
+  OK(vkattn_command_list_attention_run(step_list, 0, &run, offsetof(vkattn_attention_run, sparse)));
+  CHECK(run.struct_size == offsetof(vkattn_attention_run, sparse) && run.sparse == 7);
   CHECK(strcmp(vkattn_attention_kernel_name(run.kernel), "unknown") != 0);
   CHECK(strcmp(vkattn_attention_kernel_name(VKATTN_ATTENTION_KERNEL_TILED), "tiled") == 0);
   CHECK(strcmp(vkattn_attention_kernel_name(99), "unknown") == 0);

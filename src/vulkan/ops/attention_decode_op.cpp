@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -209,13 +210,38 @@ RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& key
 Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                             std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                            const std::vector<float>& sinks, const RowTiles& rt) {
+                            const std::vector<float>& sinks, const RowTiles& rt, std::uint32_t mask_keys) {
   const std::uint64_t n_rows = q->shape[0] * q->shape[1], ml_offset = rt.splits * n_rows * ((values.head_dim + 3) / 4) * 4;
   const AttnMeta meta = attn_meta(params, p, sinks);
-  const DecodeOutputs o = decode_outputs(params, scratch, out, rt.splits, ml_offset, n_rows, rt.splits > 1);
+  DecodeOutputs o;
+  std::optional<Dispatch> lists;
+  if (mask_keys != 0) {
+    // One scratch for the partials and the lists (attn_decode_group.comp finds them after
+    // the partials' (max, sum) pairs), also with one split.
+    static_assert(sizeof(shader::AttnMaskKeysParams) == 16);
+    const std::uint32_t n_tokens = u32(q->shape[0]);
+    const std::uint64_t list_offset = ml_offset + 2 * rt.splits * n_rows;
+    std::shared_ptr<TensorImpl> buffer = scratch(list_offset + std::uint64_t{n_tokens} * (mask_keys + 1));
+    o = {tensor_binding(buffer, true), rt.splits > 1 ? params.add_zero() : tensor_binding(out, true)};
+    Dispatch c;
+    c.op = "attention";  // its first pass: timings add up under the op's name
+    c.key = {KernelId::attn_mask_keys, spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}})};
+    c.bindings = {tensor_binding(mask, false), tensor_binding(std::move(buffer), true)};
+    c.set_push(shader::AttnMaskKeysParams{n_tokens, keys.n_keys, mask_keys, u32(list_offset)});
+    c.groups = n_tokens;
+    lists = std::move(c);
+  } else {
+    o = decode_outputs(params, scratch, out, rt.splits, ml_offset, n_rows, rt.splits > 1);
+  }
   d.op = "attention";
-  return finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
-                       {rt.rows, rt.tiles, u32(rt.splits), 0u, ml_offset, meta.extra_offset}, rt.base_groups, rt.splits > 1);
+  Dispatches ds =
+      finish_decode(ctx, params, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p, sinks, meta, o,
+                    {rt.rows, rt.tiles, u32(rt.splits), 0u, ml_offset, meta.extra_offset}, rt.base_groups, rt.splits > 1);
+  if (!lists) return ds;
+  Dispatches all;
+  all.push_back(std::move(*lists));
+  for (Dispatch& x : ds) all.push_back(std::move(x));
+  return all;
 }
 
 void parse_knobs(const char* var, const std::string& all, const char* valid,
@@ -384,13 +410,28 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
   return g;
 }
 
+// AttentionConfig::mask_keys on the group kernel: where a tile stays within one token (it
+// reads one token's list), the partials and lists fit one buffer range, and on a CPU device
+// attn_mask_keys's scan of a row stays within the loop limit; 0 where it reads every key.
+std::uint32_t listed_keys(const Context& ctx, const GroupPlan& g, const RowTiles& rt, std::uint32_t mask_keys, bool has_mask,
+                          const TensorImpl& q, const KeySource& keys, const KeySource& values) {
+  const std::uint64_t n_tokens = q.shape[0], n_rows = n_tokens * q.shape[1], group = q.shape[1] / keys.n_kv_heads;
+  if (mask_keys == 0 || !has_mask || (n_tokens > 1 && group % g.rows != 0)) return 0;
+  const std::uint64_t words = rt.splits * n_rows * ((values.head_dim + 3) / 4 * 4 + 2) + n_tokens * (mask_keys + 1);
+  if (words * 4 > ctx.limits.max_storage_buffer_range) return 0;
+  const std::uint64_t wg = workgroup_size(ctx, 128);
+  if (ctx.physical.info.type == "cpu" && 2 * ceil_div(keys.n_keys, wg) + wg + 8 > kCpuLoopLimit) return 0;
+  return mask_keys;
+}
+
 Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch, const GroupPlan& g,
                                    std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                   const std::vector<float>& sinks, bool packed) {
+                                   const std::vector<float>& sinks, bool packed, std::uint32_t mask_keys) {
   const std::uint32_t head_dim = u32(q->shape[2]);
   RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
   rt.splits = std::max(rt.splits, g.min_splits);
+  const std::uint32_t listed = listed_keys(ctx, g, rt, mask_keys, mask != nullptr, *q, keys, values);
   Dispatch d;
   d.key = {packed ? KernelId::attn_decode_group_f16 : KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},
@@ -408,10 +449,11 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                  {VKATTN_SPEC_DECODE_Q_ALIGNED, head_dim % 4 == 0 ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u}})};
+                 {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
+                 {VKATTN_SPEC_DECODE_MASK_KEYS, listed}})};
   d.key.subgroup_size = g.sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
-                          sinks, rt);
+                          sinks, rt, listed);
 }
 
 }  // namespace
@@ -419,13 +461,13 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                       const std::vector<float>& sinks, AttentionPrecision precision) {
+                                       const std::vector<float>& sinks, AttentionPrecision precision, std::uint32_t mask_keys) {
   const DecodeTuning& tune = ctx.decode;
   const bool packed = tune.packed && packed_f16(ctx, precision);
   if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed);
       g.keys) {
     return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
-                                   packed);
+                                   packed, mask_keys);
   }
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;

@@ -59,7 +59,11 @@ T push_of(const Dispatch& d) {
 // with its main kernel, whose push constants hold the key splits.
 AttentionRun describe(const Dispatches& ds) {
   AttentionRun run;
-  switch (ds[0].key.kernel) {
+  // attn_mask_keys's lists come first where the kernel reads them.
+  const bool lists = ds[0].key.kernel == KernelId::attn_mask_keys;
+  const Dispatch& first = ds[lists ? 1 : 0];
+  run.sparse = lists;
+  switch (first.key.kernel) {
     case KernelId::attn_scores:
     case KernelId::attn_scores_texel:
     case KernelId::attn_scores_texel_shuffle:
@@ -100,7 +104,7 @@ AttentionRun describe(const Dispatches& ds) {
 #endif
     default: assert(!"an attention path whose first kernel describe() does not know"); break;
   }
-  run.splits = push_of<shader::AttnFusedParams>(ds[0]).key_splits;
+  run.splits = push_of<shader::AttnFusedParams>(first).key_splits;
   return run;
 }
 
@@ -158,7 +162,7 @@ Dispatches choose(OpEnv& env, const AttentionCall& call) {
   }
   if (decode) {
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
-                                       std::move(mask), p, sinks, call.precision);
+                                       std::move(mask), p, sinks, call.precision, call.mask_keys);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);
