@@ -23,6 +23,10 @@
 //   kv_copy_ratio (the cache's K bytes over the copy rate) and gflops (2 x 128 x (576 +
 //   512) FLOPs per key) with flops_copy_ratio, the FLOP rate over the copy rate in floats
 //   (FLOPs per 4 bytes copied): the group makes each byte serve 128 rows.
+// - BM_decode_dsa: the same layer as DeepSeek V3.2 runs it, f16, 16k or 64k tokens, a mask
+//   leaving 2048 of them (the top-k), with AttentionConfig::mask_keys = 2048 (promise:1: the
+//   group kernel reads only those keys) or without (promise:0: it reads every key). FLOPs
+//   and bytes count the 2048 keys in both, so that the rates compare; counter sparse.
 // - BM_decode_step: a 32-layer decode step as an engine records it (per layer rope(q, k),
 //   kv_append into the layer's f16 cache, attention over it), over caches of 256 and 4096
 //   slots holding that many tokens once the step has appended its own, with rope and
@@ -36,6 +40,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -208,20 +213,34 @@ void BM_decode_cache(benchmark::State& state) {
   }
 }
 
-// Absorbed MLA decode over a latent cache holding |keys| tokens, the token at the last.
-void BM_decode_mla(benchmark::State& state) {
+// Absorbed MLA decode over a latent cache holding |keys| tokens, the token at the last;
+// with |top_k|, a mask that leaves it that many keys (the last among them), at random as
+// DeepSeek V3.2's indexer might pick them, and |promise|: AttentionConfig::mask_keys.
+void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType dtype, std::size_t top_k, bool promise) {
   constexpr std::size_t kMlaHeads = 128, kLatentDim = 576, kValueDim = 512;
   try {
-    Backend& b = backend(BackendKind::vulkan, shape_of(state));
-    const auto keys = static_cast<std::size_t>(state.range(0));
-    const auto dtype = static_cast<DType>(state.range(2));
+    Backend& b = backend(BackendKind::vulkan, shape);
     const KvCacheConfig config{
         .n_kv_heads = 1, .head_dim = kLatentDim, .capacity = keys, .dtype = dtype, .v_head_dim = kValueDim, .latent = true};
-    auto fill = [&](Backend& on, KvCache& cache, Tensor& q) {
+    std::vector<float> mask_values;
+    if (top_k) {
+      mask_values.assign(keys, -INFINITY);
+      mask_values[keys - 1] = 0.0f;
+      std::mt19937 g(3);
+      for (std::size_t left = top_k - 1; left > 0;) {
+        float& m = mask_values[std::uniform_int_distribution<std::size_t>(0, keys - 2)(g)];
+        if (m != 0.0f) m = 0.0f, --left;
+      }
+    }
+    auto fill = [&](Backend& on, KvCache& cache, Tensor& q, Tensor& mask) {
       q = on.tensor({1, kMlaHeads, kLatentDim}, DType::f32);
       on.upload(q, normal_values(kMlaHeads * kLatentDim, 1));
       Tensor k = on.tensor({keys, 1, kLatentDim}, DType::f32);
       on.upload(k, normal_values(keys * kLatentDim, 2));
+      if (top_k) {
+        mask = on.tensor({1, keys}, DType::f32);
+        on.upload(mask, mask_values);
+      }
       std::vector<std::int32_t> pos(keys);
       for (std::size_t j = 0; j < keys; ++j) pos[j] = static_cast<std::int32_t>(j);
       CommandList cmd = on.commands();
@@ -229,23 +248,26 @@ void BM_decode_mla(benchmark::State& state) {
       cmd.submit_and_wait();
     };
     const std::vector<std::int32_t> last{static_cast<std::int32_t>(keys - 1)};
+    const AttentionConfig attn{.precision = bench_precision(), .mask_keys = promise ? static_cast<std::uint32_t>(top_k) : 0u};
     KvCache cache = b.kv_cache(config);
-    Tensor q, out = b.tensor({1, kMlaHeads, kValueDim}, DType::f32);
-    fill(b, cache, q);
+    Tensor q, mask, out = b.tensor({1, kMlaHeads, kValueDim}, DType::f32);
+    fill(b, cache, q, mask);
     CommandList cmd = b.commands({.timestamps = true});
-    cmd.attention(q, cache, out, {.q_positions = last}, {.precision = bench_precision()});
+    cmd.attention(q, cache, out, {.q_positions = last}, attn, top_k ? &mask : nullptr);
     cmd.submit_and_wait();
-    static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::string> verified;
-    const auto key = std::make_tuple(state.range(0), state.range(1), state.range(2));
-    auto it = verified.find(key);
-    if (it == verified.end() && probe_without_result()) it = verified.emplace(key, "").first;
+    const std::string name = std::to_string(keys) + "/" + std::to_string(static_cast<int>(shape)) + "/" +
+                             std::to_string(static_cast<int>(dtype)) + "/" + std::to_string(top_k) + "/" +
+                             std::to_string(promise);
+    static std::map<std::string, std::string> verified;
+    auto it = verified.find(name);
+    if (it == verified.end() && probe_without_result()) it = verified.emplace(name, "").first;
     if (it == verified.end()) {
       Backend& cpu = backend(BackendKind::cpu);
       KvCache ref_cache = cpu.kv_cache(config);
-      Tensor ref_q, ref_out = cpu.tensor({1, kMlaHeads, kValueDim}, DType::f32);
-      fill(cpu, ref_cache, ref_q);
+      Tensor ref_q, ref_mask, ref_out = cpu.tensor({1, kMlaHeads, kValueDim}, DType::f32);
+      fill(cpu, ref_cache, ref_q, ref_mask);
       CommandList ref = cpu.commands();
-      ref.attention(ref_q, ref_cache, ref_out, {.q_positions = last});
+      ref.attention(ref_q, ref_cache, ref_out, {.q_positions = last}, {}, top_k ? &ref_mask : nullptr);
       ref.submit_and_wait();
       const std::vector<float> got = b.download(out), want = cpu.download(ref_out);
       std::string diff;
@@ -254,11 +276,10 @@ void BM_decode_mla(benchmark::State& state) {
           diff = "out[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", CPU reference " + std::to_string(want[i]);
         }
       }
-      it = verified.emplace(key, diff).first;
+      it = verified.emplace(name, diff).first;
     }
     if (!it->second.empty()) return state.SkipWithError(("differs from the CPU reference at " + it->second).c_str());
-    warm_up("mla " + std::to_string(keys) + "/" + std::to_string(state.range(1)) + "/" + std::to_string(state.range(2)),
-            [&] { cmd.submit_and_wait(); });
+    warm_up("mla " + name, [&] { cmd.submit_and_wait(); });
     Baseline baseline(BackendKind::vulkan);
     double total = 0;
     for (auto _ : state) {
@@ -268,14 +289,28 @@ void BM_decode_mla(benchmark::State& state) {
       total += s;
       baseline.keep_up(total);
     }
-    const double flops = 2.0 * static_cast<double>(kMlaHeads * (kLatentDim + kValueDim) * keys);
-    state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, static_cast<double>(cache.bytes()), total);
+    // The keys the token sees: all, or the mask's top_k (with or without the promise, so
+    // that the rates compare).
+    const double seen = static_cast<double>(top_k ? top_k : keys);
+    const double flops = 2.0 * static_cast<double>(kMlaHeads * (kLatentDim + kValueDim)) * seen;
+    state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, static_cast<double>(cache.bytes()) * seen / keys, total);
     report_flops(state, flops, total);
     state.counters["flops_copy_ratio"] =
         flops * static_cast<double>(state.iterations()) / total / (baseline.bytes_per_second() / 4);
+    if (top_k) state.counters["sparse"] = cmd.stats().attention.at(0).sparse ? 1 : 0;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
+}
+
+void BM_decode_mla(benchmark::State& state) {
+  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), static_cast<DType>(state.range(2)), 0, false);
+}
+
+// DeepSeek V3.2's sparse attention on the same layer: a mask leaving 2048 keys, read with
+// the promise (the group kernel reads only those) or without it (every key is read).
+void BM_decode_dsa(benchmark::State& state) {
+  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), DType::f16, 2048, state.range(2) != 0);
 }
 
 // Sets $VKATTN_FUSE for the life of the object (read when a list is made).
@@ -398,6 +433,11 @@ BENCHMARK(BM_decode_mla)
     ->ArgsProduct({{4096, 16384},
                    {static_cast<std::int64_t>(KernelShape::automatic), static_cast<std::int64_t>(KernelShape::gpu)},
                    {static_cast<std::int64_t>(DType::f16), static_cast<std::int64_t>(DType::q8_0)}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_dsa)
+    ->ArgNames({"keys", "shape", "promise"})
+    ->ArgsProduct({{16384, 65536}, {static_cast<std::int64_t>(KernelShape::gpu)}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_copy_16B)->ArgNames({"shape"})->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond);
