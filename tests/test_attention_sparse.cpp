@@ -66,7 +66,8 @@ struct OpResult {
 
 // One attention op over plain keys: q [T, 16, 192], k [N, 1, 192], v [N, 1, 128], the
 // tokens at the last positions, causal, with |mask|.
-OpResult run_plain(Backend& b, const std::vector<float>& mask, std::size_t n_tokens, std::size_t n_keys, std::uint32_t mask_keys) {
+OpResult run_plain(Backend& b, const std::vector<float>& mask, std::size_t n_tokens, std::size_t n_keys,
+                   std::uint32_t mask_keys) {
   const std::vector<float> q = normals(n_tokens * kHeads * kDk, 1), k = normals(n_keys * kDk, 2), v = normals(n_keys * kDv, 3);
   Tensor tq = b.tensor({n_tokens, kHeads, kDk}, DType::f32), tk = b.tensor({n_keys, 1, kDk}, DType::f16);
   Tensor tv = b.tensor({n_keys, 1, kDv}, DType::f16), tm = b.tensor({n_tokens, n_keys}, DType::f32);

@@ -233,6 +233,13 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
 
 namespace {
 
+// An attention op's call over |kv| with its checked arguments (which it refers to: record
+// it at once).
+detail::AttentionCall attention_call(const detail::TensorPtr& q, detail::KvSource kv, const detail::TensorPtr& out,
+                                     const detail::TensorPtr& mask, const detail::AttentionArgs& a) {
+  return {q, std::move(kv), out, mask, a.scores, a.sinks, a.path, a.precision, a.mask_keys};
+}
+
 // kv_append with |v|, or without it (null) for a latent cache.
 void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, const Tensor* v,
                       std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
@@ -352,7 +359,7 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                 detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
               else
                 a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
-              i.record(detail::AttentionCall{tq, {tk, tv, nullptr}, to, tm, a.scores, a.sinks, a.path, a.precision, a.mask_keys});
+              i.record(attention_call(tq, {tk, tv, nullptr}, to, tm, a));
             });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
@@ -372,7 +379,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
       detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
     else
       a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
-    i.record(detail::AttentionCall{tq, {nullptr, nullptr, c}, to, tm, a.scores, a.sinks, a.path, a.precision, a.mask_keys});
+    i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
