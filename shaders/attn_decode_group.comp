@@ -24,7 +24,8 @@
 // - MASK_KEYS (AttentionConfig::mask_keys; DeepSeek V3.2's top-k): attn_mask_keys.comp has
 //   listed each token's keys that the mask leaves, after the partials in binding 7; a tile
 //   (the host keeps it within one token) stages only those, in the order a full scan meets
-//   them, so that the sums are the same. A token whose list overflowed reads every key.
+//   them: with one split the sums are the same (a dropped key adds 0 x v). A token whose
+//   list overflowed reads every key.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
 //   push: AttnFusedParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded

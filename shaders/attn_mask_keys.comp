@@ -3,7 +3,7 @@
 // the kernels that then read only those (attn_decode_group.comp). For token t it writes, at
 // list_offset + t * (max_keys + 1), how many of its mask row's values are not -inf, then the
 // first max_keys of those keys in ascending order: the order a full scan meets them in, so
-// that a kernel reading the list adds the same terms in the same order. A row with more
+// that a kernel reading the list adds the same nonzero terms in the same order. A row with more
 // than max_keys keeps its full count, which tells the kernel to read every key instead:
 // nothing is dropped when the promise is broken. NaN and +inf count as kept (a full scan
 // would meet them too).

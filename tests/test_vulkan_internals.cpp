@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,21 @@ TEST(VulkanInternals, ValidationMessengerRecords) {
 // probe (load_only, skip) is built from the kernel's lean twin (a smaller module); any other, or
 // one whose constants are not all given, from the kernel itself (shaders/CMakeLists.txt:
 // vkattn_lean_twin).
+// Every constant id the kernels declare fits the pipeline key's list (params.h's highest,
+// the group kernel's MASK_KEYS, was once one past it and written past the list's storage);
+// an id past it throws rather than writing there.
+TEST(KernelModules, SpecConstantIdsFitTheirList) {
+  const detail::SpecConstants s = detail::spec({{VKATTN_SPEC_DECODE_MASK_KEYS, 7}, {VKATTN_SPEC_DECODE_LAZY_MAX, 1}});
+  ASSERT_EQ(s.size(), std::size_t{VKATTN_SPEC_DECODE_MASK_KEYS} + 1);
+  EXPECT_EQ(s[VKATTN_SPEC_DECODE_MASK_KEYS], 7u);
+  EXPECT_EQ(s[0], 0u);
+  EXPECT_THROW(detail::spec({{static_cast<std::uint32_t>(detail::kMaxSpecConstants), 1}}), std::length_error);
+  detail::InlineVector<std::uint32_t, 4> v;
+  v.push_back(1);
+  EXPECT_THROW(v.resize(5), std::length_error);
+  EXPECT_EQ(v.size(), 1u);
+}
+
 TEST(KernelModules, LeanTwinOnlyWhereItsConstantsAllow) {
   using detail::KernelId;
   constexpr std::uint32_t kNone = 0xffffffffu;

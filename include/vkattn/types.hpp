@@ -200,7 +200,8 @@ struct AttentionConfig {
   // most this many keys (values other than -inf), as DeepSeek V3.2's and GLM-5's top-k
   // selection does (2048), so that kernels may read only those keys: the group decode
   // kernel does (AttentionRun::sparse says when). A row that leaves more is read whole, as
-  // without the promise: nothing is cut. 0 (default): no promise. With a mask only; at most
+  // without the promise: nothing is cut. The result changes only by rounding (and the
+  // dropped keys' K and V are not read). 0 (default): no promise. With a mask only; at most
   // n_keys. docs/attention.md: Sparse masks.
   std::uint32_t mask_keys = 0;
 };

@@ -103,7 +103,7 @@ template <>  // the first header's, before the kernel family (0.1 to 0.5 end at 
 inline constexpr std::size_t kFirstSize<vkattn_device_options> = offsetof(vkattn_device_options, kernels);
 template <>  // 0.1's: before the matrix units
 inline constexpr std::size_t kFirstSize<vkattn_device_info> = offsetof(vkattn_device_info, matrix_units);
-template <>  // 0.5's: before sparse
+template <>  // 0.6's: before sparse
 inline constexpr std::size_t kFirstSize<vkattn_attention_run> = offsetof(vkattn_attention_run, sparse);
 
 // An input struct as this library knows it: the caller's fields over our defaults (so a

@@ -62,7 +62,9 @@ class InlineVector {
   // New elements are value-initialized (zero for the byte and word lists).
   void resize(std::size_t n) {
     if constexpr (std::is_trivially_copyable_v<T>) {
-      if (n > N) emplace_back();  // throws
+      if (n > N) {
+        throw std::length_error("internal: " + std::to_string(n) + " elements in an InlineVector of " + std::to_string(N));
+      }
       if (n > size_) std::memset(slot(size_), 0, (n - size_) * sizeof(T));
       size_ = n;
     } else {

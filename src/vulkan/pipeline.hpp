@@ -33,9 +33,9 @@ enum class KernelId {
 const char* kernel_name(KernelId id);
 std::span<const std::uint32_t> kernel_spirv(KernelId id);
 
-// Specialization constants a kernel may take (the GPU decode kernel has 25, ids up to 26;
-// 24 is VKATTN_SPEC_KV_PAGE).
-inline constexpr std::size_t kMaxSpecConstants = 27;
+// Specialization constants a kernel may take: ids up to 27 (the group decode kernel's
+// VKATTN_SPEC_DECODE_MASK_KEYS; 24 is VKATTN_SPEC_KV_PAGE). spec() throws past it.
+inline constexpr std::size_t kMaxSpecConstants = 28;
 using SpecConstants = InlineVector<std::uint32_t, kMaxSpecConstants>;
 // Specialization constants by id (shaders/common/params.h: VKATTN_SPEC_*), in any order:
 // element i is constant_id i; ids not given are 0.

@@ -293,7 +293,7 @@ static void test_replay(vkattn_backend* gpu) {
   OK(vkattn_command_list_attention_run(step_list, 0, &run, sizeof run));
   CHECK(run.struct_size == sizeof run && run.splits >= 1 && run.precision == VKATTN_ATTENTION_PRECISION_F32);
   CHECK(run.sparse == 0 && run.reserved == 0); /* no mask_keys */
-  /* 0.5's struct ended before sparse: what lies past it is left as it was. */
+  /* 0.6's struct ended before sparse: what lies past it is left as it was. */
   run.sparse = 7;
   OK(vkattn_command_list_attention_run(step_list, 0, &run, offsetof(vkattn_attention_run, sparse)));
   CHECK(run.struct_size == offsetof(vkattn_attention_run, sparse) && run.sparse == 7);

@@ -97,7 +97,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.precision = 2;
   EXPECT_STATUS(E, "config.precision = 2; valid: f32 or f16_products", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
-  ac.precision = VKATTN_ATTENTION_PRECISION_F32, ac.mask_keys = 4; /* 0.5's reserved */
+  ac.precision = VKATTN_ATTENTION_PRECISION_F32, ac.mask_keys = 4; /* 0.6's reserved */
   EXPECT_STATUS(E, "config.mask_keys = 4; valid: 0 without a mask", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   ac.mask_keys = 0;
   vkattn_kv_cache_config cc;
