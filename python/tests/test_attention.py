@@ -4,6 +4,7 @@ symmetric window, the query temperature; f32 and f16
 K/V; both backends and both paths of CommandList.attention; the three stages' scores and
 probabilities. One shape throughout, so that lavapipe builds few pipelines."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -158,6 +159,32 @@ def test_mask_keys(backend):
     with pytest.raises(ValueError, match="config.mask_keys"):
         with backend.commands() as cmd:
             cmd.attention(q, k, v, q_positions=Q_POS, mask_keys=3)
+
+
+def test_mask_keys_group_kernel(vulkan, cpu, monkeypatch):
+    """The group decode kernel (forced on the GPU shape) reads only the kept keys, says so in
+    the stats, and agrees with the CPU backend."""
+    from conftest import CACHE_DIR
+    monkeypatch.setenv("VKATTN_DECODE", "kernel=group")
+    validation = os.environ.get("VKATTN_TEST_VALIDATION") != "0"
+    heads, dk, dv, n = 16, 192, 128, 300
+    pick = np.random.default_rng(6)
+    q = pick.standard_normal((1, heads, dk)).astype(np.float32)
+    k = pick.standard_normal((n, 1, dk)).astype(np.float32)
+    v = pick.standard_normal((n, 1, dv)).astype(np.float32)
+    mask = np.full((1, n), -np.inf, np.float32)
+    mask[0, pick.choice(n, 20, replace=False)] = 0.0
+    outs = []
+    with vkattn.Backend("vulkan", validation=validation, pipeline_cache_dir=CACHE_DIR, kernels="gpu") as gpu:
+        for b in (gpu, cpu):
+            with b.commands() as cmd:
+                out = cmd.attention(b.tensor(q), b.tensor(k), b.tensor(v), q_positions=[n - 1], mask=b.tensor(mask),
+                                    mask_keys=20, path="fused")
+            outs.append(out.numpy())
+            runs = cmd.stats()["attention"]
+            assert runs[0]["sparse"] is (b is gpu) and runs[0]["kernel"] == ("group" if b is gpu else "reference")
+        assert gpu.validation_messages() == []
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=2e-4)
 
 
 def test_mla_value_width_differs(backend):

@@ -1,7 +1,7 @@
 /* The C API's caches from C11 (built as test_c_api.c is): a ring cache's decode loop, a
- * paged cache, a latent cache and a replayed decode step, the Vulkan backend against the
- * CPU backend. Exit status 0: passed; 1: failed; 77: no Vulkan device (skipped, unless
- * VKATTN_REQUIRE_VULKAN=1, where it fails). */
+ * paged cache, a latent cache, a sparse mask and a replayed decode step, the Vulkan backend
+ * against the CPU backend. Exit status 0: passed; 1: failed; 77: no Vulkan device (skipped,
+ * unless VKATTN_REQUIRE_VULKAN=1, where it fails). */
 #include <stddef.h>
 
 #include "c_helpers.h"
@@ -240,6 +240,65 @@ static void test_latent_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
   vkattn_kv_cache_destroy(caches[0]), vkattn_kv_cache_destroy(caches[1]);
 }
 
+/* A sparse mask (mask_keys, DeepSeek V3.2's top-k) on a Vulkan backend of the GPU shape:
+ * 16 query heads over one KV head wider than 256 take the group kernel, which reads only
+ * the 8 keys the mask leaves and says so (sparse = 1); against the CPU backend. */
+static void test_sparse_mask(vkattn_backend* cpu) {
+  enum { H = 16, DK = 320, DV = 256, N = 64, KEPT = 8 };
+  vkattn_device_options options;
+  OK(vkattn_device_options_init(&options, sizeof options));
+  const char* validation = getenv("VKATTN_TEST_VALIDATION");
+  options.validation = !(validation && strcmp(validation, "0") == 0);
+  options.kernels = VKATTN_KERNELS_GPU;
+  vkattn_backend* gpu = NULL;
+  OK(vkattn_backend_create(VKATTN_BACKEND_VULKAN, &options, &gpu));
+  float* q = random_values(H * DK, 700u);
+  float* k = random_values(N * DK, 701u);
+  float* v = random_values(N * DV, 702u);
+  float mask[N];
+  for (int j = 0; j < N; ++j) mask[j] = j % (N / KEPT) == 3 ? 0.5f : -INFINITY;
+  const int32_t pos = N - 1;
+  vkattn_attention_tokens tokens;
+  OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
+  tokens.q_positions = &pos, tokens.n_q_positions = 1;
+  vkattn_attention_config config;
+  OK(vkattn_attention_config_init(&config, sizeof config));
+  config.mask_keys = KEPT;
+  vkattn_backend* backends[2] = {gpu, cpu};
+  float* outs[2];
+  for (int i = 0; i < 2; ++i) {
+    vkattn_tensor *tq = filled(backends[i], 1, H, DK, VKATTN_DTYPE_F32, q), *tk = filled(backends[i], N, 1, DK, VKATTN_DTYPE_F32, k),
+                  *tv = filled(backends[i], N, 1, DV, VKATTN_DTYPE_F32, v), *out = tensor(backends[i], 1, H, DV, VKATTN_DTYPE_F32);
+    const size_t mask_shape[2] = {1, N};
+    vkattn_tensor* tm = NULL;
+    OK(vkattn_tensor_create(backends[i], mask_shape, 2, VKATTN_DTYPE_F32, &tm));
+    OK(vkattn_upload_f32(backends[i], tm, mask, N));
+    vkattn_command_list* list = NULL;
+    OK(vkattn_command_list_create(backends[i], NULL, &list));
+    OK(vkattn_cmd_attention(list, tq, tk, tv, out, &tokens, &config, tm));
+    OK(vkattn_submit_and_wait(list));
+    vkattn_attention_run run;
+    OK(vkattn_command_list_attention_run(list, 0, &run, sizeof run));
+    CHECK(run.sparse == (i == 0 ? 1u : 0u) && run.reserved == 0);
+    CHECK(run.kernel == (i == 0 ? VKATTN_ATTENTION_KERNEL_GROUP : VKATTN_ATTENTION_KERNEL_REFERENCE));
+    outs[i] = download(backends[i], out, H * DV);
+    vkattn_command_list_destroy(list);
+    vkattn_tensor_destroy(tq), vkattn_tensor_destroy(tk), vkattn_tensor_destroy(tv);
+    vkattn_tensor_destroy(out), vkattn_tensor_destroy(tm);
+  }
+  const double d = max_diff(outs[0], outs[1], H * DV);
+  if (d > 1e-4) {
+    fprintf(stderr, "sparse mask: max |diff| %g > 1e-4\n", d);
+    ++g_failures;
+  }
+  const char* const* messages = NULL;
+  size_t n_messages = 0;
+  OK(vkattn_backend_validation_messages(gpu, &messages, &n_messages));
+  CHECK(n_messages == 0);
+  free(outs[0]), free(outs[1]), free(q), free(k), free(v);
+  vkattn_backend_destroy(gpu);
+}
+
 /* A decode step recorded once and replayed (vkattn_command_list_set_tokens) gives what a
  * list recorded afresh gives, bit for bit, through a wrapping ring; the command buffer is
  * recorded once; a wrong token count is refused. */
@@ -319,6 +378,7 @@ int main(void) {
 
   test_kv_cache_decode(gpu, cpu);
   test_latent_cache(gpu, cpu);
+  test_sparse_mask(cpu);
   test_paged_cache(gpu, cpu);
   test_replay(gpu);
   return close_backends(gpu, cpu, "C API caches");
