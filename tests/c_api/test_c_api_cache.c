@@ -267,8 +267,10 @@ static void test_sparse_mask(vkattn_backend* cpu) {
   vkattn_backend* backends[2] = {gpu, cpu};
   float* outs[2];
   for (int i = 0; i < 2; ++i) {
-    vkattn_tensor *tq = filled(backends[i], 1, H, DK, VKATTN_DTYPE_F32, q), *tk = filled(backends[i], N, 1, DK, VKATTN_DTYPE_F32, k),
-                  *tv = filled(backends[i], N, 1, DV, VKATTN_DTYPE_F32, v), *out = tensor(backends[i], 1, H, DV, VKATTN_DTYPE_F32);
+    vkattn_tensor *tq = filled(backends[i], 1, H, DK, VKATTN_DTYPE_F32, q),
+                  *tk = filled(backends[i], N, 1, DK, VKATTN_DTYPE_F32, k),
+                  *tv = filled(backends[i], N, 1, DV, VKATTN_DTYPE_F32, v),
+                  *out = tensor(backends[i], 1, H, DV, VKATTN_DTYPE_F32);
     const size_t mask_shape[2] = {1, N};
     vkattn_tensor* tm = NULL;
     OK(vkattn_tensor_create(backends[i], mask_shape, 2, VKATTN_DTYPE_F32, &tm));
