@@ -8,13 +8,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
+#include "support/random.hpp"
 #include "support/wide_heads.hpp"
 #include "vkattn/vkattn.hpp"
 
@@ -22,14 +22,6 @@ namespace vkattn::test {
 namespace {
 
 constexpr std::size_t kDk = 192, kDv = 128, kHeads = 16;
-
-std::vector<float> normals(std::size_t n, std::uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(g);
-  return v;
-}
 
 // |x| as a cache of |dtype| stores it: through a CPU tensor of that dtype (upload rounds
 // or quantizes blocks of 32 exactly as kv_append does; download widens).
@@ -96,7 +88,7 @@ void decode_latent(DType dtype, std::size_t dk, std::size_t dv) {
   for (std::size_t i = 0; i < steps; ++i) {
     const auto pos = static_cast<std::int32_t>(i);
     const std::vector<std::int32_t> positions{pos, pos}, seq_ids{0, 1};
-    const std::vector<float> k = normals(seqs * kv * dk, 100 + i), q = normals(seqs * kHeads * dk, 300 + i);
+    const std::vector<float> k = normal(seqs * kv * dk, 100 + i), q = normal(seqs * kHeads * dk, 300 + i);
     for (CacheSide& s : sides) {
       Backend& b = *s.b;
       Tensor tq = b.tensor({seqs, kHeads, dk}, DType::f32), tk = b.tensor({seqs, kv, dk}, DType::f32);
@@ -176,7 +168,7 @@ TEST(MlaLatent, ReplayAndSaveRestore) {
   step.attention(gq, replayed, gout, {.q_positions = first}, {.causal = true});
   for (std::size_t i = 0; i < steps; ++i) {
     const std::vector<std::int32_t> pos{static_cast<std::int32_t>(i)};
-    const std::vector<float> q = normals(kHeads * kDk, 400 + i), k = normals(kv * kDk, 500 + i);
+    const std::vector<float> q = normal(kHeads * kDk, 400 + i), k = normal(kv * kDk, 500 + i);
     gpu->upload(gq, q);
     gpu->upload(gk, k);
     if (i > 0) step.set_tokens(pos);
@@ -194,7 +186,7 @@ TEST(MlaLatent, ReplayAndSaveRestore) {
   cpu->restore_cache(restored, saved);
   EXPECT_EQ(cpu->save_cache(restored), saved);
   const std::vector<std::int32_t> next{static_cast<std::int32_t>(steps)};
-  const std::vector<float> q = normals(kHeads * kDk, 700), k = normals(kv * kDk, 701);
+  const std::vector<float> q = normal(kHeads * kDk, 700), k = normal(kv * kDk, 701);
   EXPECT_TRUE(all_close(step_on(*cpu, restored, q, k, next), step_on(*gpu, replayed, q, k, next), {1, kHeads, kDv}, 2e-4, 1e-3))
       << "after restoring";
   // A cache that is not latent refuses a latent save by name, and a latent cache a plain one.
@@ -222,7 +214,7 @@ TEST(MlaLatent, CopySequenceAndStages) {
   auto gpu = try_backend(BackendKind::vulkan, test_options(), why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
-  const std::vector<float> k = normals(n * kv * kDk, 800), q1 = normals(kHeads * kDk, 801);
+  const std::vector<float> k = normal(n * kv * kDk, 800), q1 = normal(kHeads * kDk, 801);
   std::vector<float> q = q1;
   q.insert(q.end(), q1.begin(), q1.end());  // the same query in both sequences
   const std::vector<std::int32_t> positions{0, 1, 2, 3, 4}, seq0(n, 0);

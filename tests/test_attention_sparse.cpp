@@ -20,20 +20,13 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
+#include "support/random.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 namespace {
 
 constexpr std::size_t kDk = 192, kDv = 128, kHeads = 16;
-
-std::vector<float> normals(std::size_t n, std::uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(g);
-  return v;
-}
 
 // A mask [n_tokens, n_keys] of -inf but for kept[t] keys of row t, chosen at random among
 // the first |pick_from| (0: all), each with a finite bias in [-1, 1].
@@ -81,9 +74,9 @@ OpResult run_plain(Backend& b, const std::vector<float>& mask, const Plain& c, s
   Tensor tq = b.tensor({n_tokens, c.heads, kDk}, DType::f32), tk = b.tensor({n_keys, 1, kDk}, DType::f16);
   Tensor tv = b.tensor({n_keys, 1, kDv}, DType::f16), tm = b.tensor({n_tokens, n_keys}, DType::f32);
   Tensor out = b.tensor({n_tokens, c.heads, kDv}, DType::f32);
-  b.upload(tq, normals(n_tokens * c.heads * kDk, 1));
-  b.upload(tk, normals(n_keys * kDk, 2));
-  b.upload(tv, normals(n_keys * kDv, 3));
+  b.upload(tq, normal(n_tokens * c.heads * kDk, 1));
+  b.upload(tk, normal(n_keys * kDk, 2));
+  b.upload(tv, normal(n_keys * kDv, 3));
   b.upload(tm, mask);
   std::vector<std::int32_t> q_pos(n_tokens);
   std::iota(q_pos.begin(), q_pos.end(), static_cast<std::int32_t>(n_keys - n_tokens));
@@ -170,9 +163,9 @@ TEST(SparseMask, ReplayedListReadsItsLists) {
   Tensor q = gpu->tensor({1, kHeads, kDk}, DType::f32), k = gpu->tensor({n_keys, 1, kDk}, DType::f16);
   Tensor v = gpu->tensor({n_keys, 1, kDv}, DType::f16), tm = gpu->tensor({1, n_keys}, DType::f32);
   Tensor out = gpu->tensor({1, kHeads, kDv}, DType::f32), fresh_out = gpu->tensor({1, kHeads, kDv}, DType::f32);
-  gpu->upload(q, normals(kHeads * kDk, 1));
-  gpu->upload(k, normals(n_keys * kDk, 2));
-  gpu->upload(v, normals(n_keys * kDv, 3));
+  gpu->upload(q, normal(kHeads * kDk, 1));
+  gpu->upload(k, normal(n_keys * kDk, 2));
+  gpu->upload(v, normal(n_keys * kDv, 3));
   gpu->upload(tm, mask);
   const AttentionConfig config{.path = AttentionPath::fused, .mask_keys = 32};
   const std::vector<std::int32_t> first{static_cast<std::int32_t>(n_keys - 1)}, later{200};
@@ -199,7 +192,7 @@ TEST(SparseMask, DroppedKeysAreNotRead) {
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t n_keys = 300;
   const std::vector<float> mask = top_k_mask({24}, n_keys, 9);
-  std::vector<float> k = normals(n_keys * kDk, 2), v = normals(n_keys * kDv, 3);
+  std::vector<float> k = normal(n_keys * kDk, 2), v = normal(n_keys * kDv, 3);
   std::vector<float> v_inf = v;
   for (std::size_t j = 0; j < n_keys; ++j) {
     if (!std::isinf(mask[j])) continue;
@@ -211,7 +204,7 @@ TEST(SparseMask, DroppedKeysAreNotRead) {
     Tensor tq = b.tensor({1, kHeads, kDk}, DType::f32), tk = b.tensor({n_keys, 1, kDk}, DType::f16);
     Tensor tv = b.tensor({n_keys, 1, kDv}, DType::f16), tm = b.tensor({1, n_keys}, DType::f32);
     Tensor out = b.tensor({1, kHeads, kDv}, DType::f32);
-    b.upload(tq, normals(kHeads * kDk, 1));
+    b.upload(tq, normal(kHeads * kDk, 1));
     b.upload(tk, kv_k);
     b.upload(tv, kv_v);
     b.upload(tm, mask);
@@ -274,12 +267,12 @@ TEST_P(SparseMaskCache, LatentCacheOfTwoSequences) {
     std::iota(pos.begin(), pos.end(), 0);
     CommandList fill = b.commands();
     for (std::int32_t s = 0; s < 2; ++s) {
-      b.upload(k, normals(filled * kDk, 10 + s));
+      b.upload(k, normal(filled * kDk, 10 + s));
       fill.kv_append(cache, k, pos, std::vector<std::int32_t>(filled, s));
       fill.submit_and_wait();
       fill = b.commands();
     }
-    b.upload(q, normals(2 * kHeads * kDk, 12));
+    b.upload(q, normal(2 * kHeads * kDk, 12));
     b.upload(tm, mask);
     const std::vector<std::int32_t> q_pos{static_cast<std::int32_t>(filled - 1), static_cast<std::int32_t>(filled - 1)};
     const std::vector<std::int32_t> q_seq{0, 1};

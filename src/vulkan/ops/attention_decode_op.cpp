@@ -207,11 +207,28 @@ RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& key
   return rt;
 }
 
+namespace {
+// Where a row-tile kernel's results go in the scratch (in words): each split's sums, from
+// ml_offset the splits' (max, sum) pairs, from lists attn_mask_keys's lists (mask_keys + 1
+// words a token), words in all.
+struct ScratchLayout {
+  std::uint64_t ml_offset, lists, words;
+};
+ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeySource& values, std::uint32_t mask_keys) {
+  const std::uint64_t n_rows = q.shape[0] * q.shape[1];
+  const std::uint64_t ml_offset = rt.splits * n_rows * ((values.head_dim + 3) / 4) * 4,
+                      lists = ml_offset + 2 * rt.splits * n_rows;
+  return {ml_offset, lists, lists + q.shape[0] * (std::uint64_t{mask_keys} + 1)};
+}
+}  // namespace
+
 Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                             std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                             const std::vector<float>& sinks, const RowTiles& rt, std::uint32_t mask_keys) {
-  const std::uint64_t n_rows = q->shape[0] * q->shape[1], ml_offset = rt.splits * n_rows * ((values.head_dim + 3) / 4) * 4;
+  const std::uint64_t n_rows = q->shape[0] * q->shape[1];
+  const ScratchLayout layout = scratch_layout(rt, *q, values, mask_keys);
+  const std::uint64_t ml_offset = layout.ml_offset;
   const AttnMeta meta = attn_meta(params, p, sinks);
   DecodeOutputs o;
   std::optional<Dispatch> lists;
@@ -220,14 +237,13 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
     // the partials' (max, sum) pairs), also with one split.
     static_assert(sizeof(shader::AttnMaskKeysParams) == 16);
     const std::uint32_t n_tokens = u32(q->shape[0]);
-    const std::uint64_t list_offset = ml_offset + 2 * rt.splits * n_rows;
-    std::shared_ptr<TensorImpl> buffer = scratch(list_offset + std::uint64_t{n_tokens} * (mask_keys + 1));
+    std::shared_ptr<TensorImpl> buffer = scratch(layout.words);
     o = {tensor_binding(buffer, true), rt.splits > 1 ? params.add_zero() : tensor_binding(out, true)};
     Dispatch c;
     c.op = "attention";  // its first pass: timings add up under the op's name
     c.key = {KernelId::attn_mask_keys, spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}})};
     c.bindings = {tensor_binding(mask, false), tensor_binding(std::move(buffer), true)};
-    c.set_push(shader::AttnMaskKeysParams{n_tokens, keys.n_keys, mask_keys, u32(list_offset)});
+    c.set_push(shader::AttnMaskKeysParams{n_tokens, keys.n_keys, mask_keys, u32(layout.lists)});
     c.groups = n_tokens;
     lists = std::move(c);
   } else {
@@ -415,10 +431,9 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
 // attn_mask_keys's scan of a row stays within the loop limit; 0 where it reads every key.
 std::uint32_t listed_keys(const Context& ctx, const GroupPlan& g, const RowTiles& rt, std::uint32_t mask_keys, bool has_mask,
                           const TensorImpl& q, const KeySource& keys, const KeySource& values) {
-  const std::uint64_t n_tokens = q.shape[0], n_rows = n_tokens * q.shape[1], group = q.shape[1] / keys.n_kv_heads;
+  const std::uint64_t n_tokens = q.shape[0], group = q.shape[1] / keys.n_kv_heads;
   if (mask_keys == 0 || !has_mask || (n_tokens > 1 && group % g.rows != 0)) return 0;
-  const std::uint64_t words = rt.splits * n_rows * ((values.head_dim + 3) / 4 * 4 + 2) + n_tokens * (mask_keys + 1);
-  if (words * 4 > ctx.limits.max_storage_buffer_range) return 0;
+  if (scratch_layout(rt, q, values, mask_keys).words * 4 > ctx.limits.max_storage_buffer_range) return 0;
   const std::uint64_t wg = workgroup_size(ctx, 128);
   if (ctx.physical.info.type == "cpu" && 2 * ceil_div(keys.n_keys, wg) + wg + 8 > kCpuLoopLimit) return 0;
   return mask_keys;
