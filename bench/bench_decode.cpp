@@ -23,10 +23,12 @@
 //   kv_copy_ratio (the cache's K bytes over the copy rate) and gflops (2 x 128 x (576 +
 //   512) FLOPs per key) with flops_copy_ratio, the FLOP rate over the copy rate in floats
 //   (FLOPs per 4 bytes copied): the group makes each byte serve 128 rows.
-// - BM_decode_dsa: the same layer as DeepSeek V3.2 runs it, f16, 16k or 64k tokens, a mask
-//   leaving 2048 of them (the top-k), with AttentionConfig::mask_keys = 2048 (promise:1: the
-//   group kernel reads only those keys) or without (promise:0: it reads every key). FLOPs
-//   and bytes count the 2048 keys in both, so that the rates compare; counter sparse.
+// - BM_decode_dsa: the same layer as DeepSeek V3.2 runs it, f16, 16k or 64k tokens, 2048
+//   of them (the top-k) left to the token, as an f32 mask (mask:0: every key is read), the
+//   same with AttentionConfig::mask_keys = 2048 (mask:1) or a key list (mask:2: an i32
+//   mask [1, 2048]); the group kernel reads only the listed keys. FLOPs and bytes count
+//   the 2048 keys in all three, so that the rates compare; counter sparse. BM_prefill_dsa:
+//   the same for 8 tokens at once (prefill), each with its own 2048 keys.
 // - BM_decode_step: a 32-layer decode step as an engine records it (per layer rope(q, k),
 //   kv_append into the layer's f16 cache, attention over it), over caches of 256 and 4096
 //   slots holding that many tokens once the step has appended its own, with rope and
@@ -213,32 +215,48 @@ void BM_decode_cache(benchmark::State& state) {
   }
 }
 
-// Absorbed MLA decode over a latent cache holding |keys| tokens, the token at the last;
-// with |top_k|, a mask that leaves it that many keys (the last among them), at random as
-// DeepSeek V3.2's indexer might pick them, and |promise|: AttentionConfig::mask_keys.
-void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType dtype, std::size_t top_k, bool promise) {
+// How a benchmark's sparse mask is given: an f32 mask alone (every key read), with
+// AttentionConfig::mask_keys (the promise), or as a key list (an i32 mask).
+enum class SparseForm { mask, promise, key_list };
+
+// Absorbed MLA attention over a latent cache holding |keys| tokens, |n_tokens| queries at
+// the last positions (1: decode); with |top_k|, a mask that leaves each that many keys (its
+// own among them), at random as DeepSeek V3.2's indexer might pick them, given as |form|.
+void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType dtype, std::size_t top_k, SparseForm form,
+             std::size_t n_tokens = 1) {
   constexpr std::size_t kMlaHeads = 128, kLatentDim = 576, kValueDim = 512;
   try {
     Backend& b = backend(BackendKind::vulkan, shape);
     const KvCacheConfig config{
         .n_kv_heads = 1, .head_dim = kLatentDim, .capacity = keys, .dtype = dtype, .v_head_dim = kValueDim, .latent = true};
     std::vector<float> mask_values;
+    std::vector<std::int32_t> key_list;
     if (top_k) {
-      mask_values.assign(keys, -INFINITY);
-      mask_values[keys - 1] = 0.0f;
+      mask_values.assign(n_tokens * keys, -INFINITY);
       std::mt19937 g(3);
-      for (std::size_t left = top_k - 1; left > 0;) {
-        float& m = mask_values[std::uniform_int_distribution<std::size_t>(0, keys - 2)(g)];
-        if (m != 0.0f) m = 0.0f, --left;
+      for (std::size_t t = 0; t < n_tokens; ++t) {
+        const std::size_t own = keys - n_tokens + t;  // the token's own key, then top_k - 1 before it
+        float* row = mask_values.data() + t * keys;
+        row[own] = 0.0f;
+        for (std::size_t left = top_k - 1; left > 0;) {
+          float& m = row[std::uniform_int_distribution<std::size_t>(0, own - 1)(g)];
+          if (m != 0.0f) m = 0.0f, --left;
+        }
+        for (std::size_t j = 0; j < keys; ++j) {
+          if (row[j] == 0.0f) key_list.push_back(static_cast<std::int32_t>(j));
+        }
       }
     }
     auto fill = [&](Backend& on, KvCache& cache, Tensor& q, Tensor& mask) {
-      q = on.tensor({1, kMlaHeads, kLatentDim}, DType::f32);
-      on.upload(q, normal_values(kMlaHeads * kLatentDim, 1));
+      q = on.tensor({n_tokens, kMlaHeads, kLatentDim}, DType::f32);
+      on.upload(q, normal_values(n_tokens * kMlaHeads * kLatentDim, 1));
       Tensor k = on.tensor({keys, 1, kLatentDim}, DType::f32);
       on.upload(k, normal_values(keys * kLatentDim, 2));
-      if (top_k) {
-        mask = on.tensor({1, keys}, DType::f32);
+      if (top_k && form == SparseForm::key_list) {
+        mask = on.tensor({n_tokens, top_k}, DType::i32);
+        on.upload(mask, key_list);
+      } else if (top_k) {
+        mask = on.tensor({n_tokens, keys}, DType::f32);
         on.upload(mask, mask_values);
       }
       std::vector<std::int32_t> pos(keys);
@@ -247,24 +265,26 @@ void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType
       cmd.kv_append(cache, k, pos);
       cmd.submit_and_wait();
     };
-    const std::vector<std::int32_t> last{static_cast<std::int32_t>(keys - 1)};
+    std::vector<std::int32_t> last(n_tokens);
+    for (std::size_t t = 0; t < n_tokens; ++t) last[t] = static_cast<std::int32_t>(keys - n_tokens + t);
+    const bool promise = form == SparseForm::promise;
     const AttentionConfig attn{.precision = bench_precision(), .mask_keys = promise ? static_cast<std::uint32_t>(top_k) : 0u};
     KvCache cache = b.kv_cache(config);
-    Tensor q, mask, out = b.tensor({1, kMlaHeads, kValueDim}, DType::f32);
+    Tensor q, mask, out = b.tensor({n_tokens, kMlaHeads, kValueDim}, DType::f32);
     fill(b, cache, q, mask);
     CommandList cmd = b.commands({.timestamps = true});
     cmd.attention(q, cache, out, {.q_positions = last}, attn, top_k ? &mask : nullptr);
     cmd.submit_and_wait();
     const std::string name = std::to_string(keys) + "/" + std::to_string(static_cast<int>(shape)) + "/" +
                              std::to_string(static_cast<int>(dtype)) + "/" + std::to_string(top_k) + "/" +
-                             std::to_string(promise);
+                             std::to_string(static_cast<int>(form)) + "/" + std::to_string(n_tokens);
     static std::map<std::string, std::string> verified;
     auto it = verified.find(name);
     if (it == verified.end() && probe_without_result()) it = verified.emplace(name, "").first;
     if (it == verified.end()) {
       Backend& cpu = backend(BackendKind::cpu);
       KvCache ref_cache = cpu.kv_cache(config);
-      Tensor ref_q, ref_mask, ref_out = cpu.tensor({1, kMlaHeads, kValueDim}, DType::f32);
+      Tensor ref_q, ref_mask, ref_out = cpu.tensor({n_tokens, kMlaHeads, kValueDim}, DType::f32);
       fill(cpu, ref_cache, ref_q, ref_mask);
       CommandList ref = cpu.commands();
       ref.attention(ref_q, ref_cache, ref_out, {.q_positions = last}, {}, top_k ? &ref_mask : nullptr);
@@ -289,9 +309,9 @@ void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType
       total += s;
       baseline.keep_up(total);
     }
-    // The keys the token sees: all, or the mask's top_k (with or without the promise, so
-    // that the rates compare).
-    const double seen = static_cast<double>(top_k ? top_k : keys);
+    // The keys each token sees: all, or the mask's top_k (however it is given, so that the
+    // rates compare).
+    const double seen = static_cast<double>(top_k ? top_k : keys) * static_cast<double>(n_tokens);
     const double flops = 2.0 * static_cast<double>(kMlaHeads * (kLatentDim + kValueDim)) * seen;
     state.counters["kv_copy_ratio"] = copy_ratio(state, baseline, static_cast<double>(cache.bytes()) * seen / keys, total);
     report_flops(state, flops, total);
@@ -304,13 +324,20 @@ void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType
 }
 
 void BM_decode_mla(benchmark::State& state) {
-  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), static_cast<DType>(state.range(2)), 0, false);
+  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), static_cast<DType>(state.range(2)), 0,
+          SparseForm::mask);
 }
 
-// DeepSeek V3.2's sparse attention on the same layer: a mask leaving 2048 keys, read with
-// the promise (the group kernel reads only those) or without it (every key is read).
+// DeepSeek V3.2's sparse attention on the same layer: 2048 keys a token, as an f32 mask
+// alone (every key is read), with the promise, or as a key list (the group kernel reads
+// only those); decode, and prefill of 8 tokens.
 void BM_decode_dsa(benchmark::State& state) {
-  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), DType::f16, 2048, state.range(2) != 0);
+  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), DType::f16, 2048,
+          static_cast<SparseForm>(state.range(2)));
+}
+void BM_prefill_dsa(benchmark::State& state) {
+  run_mla(state, static_cast<std::size_t>(state.range(0)), shape_of(state), DType::f16, 2048,
+          static_cast<SparseForm>(state.range(2)), static_cast<std::size_t>(state.range(3)));
 }
 
 // Sets $VKATTN_FUSE for the life of the object (read when a list is made).
@@ -436,8 +463,13 @@ BENCHMARK(BM_decode_mla)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_dsa)
-    ->ArgNames({"keys", "shape", "promise"})
-    ->ArgsProduct({{16384, 65536}, {static_cast<std::int64_t>(KernelShape::gpu)}, {0, 1}})
+    ->ArgNames({"keys", "shape", "mask"})
+    ->ArgsProduct({{16384, 65536}, {static_cast<std::int64_t>(KernelShape::gpu)}, {0, 1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_prefill_dsa)
+    ->ArgNames({"keys", "shape", "mask", "tokens"})
+    ->ArgsProduct({{16384}, {static_cast<std::int64_t>(KernelShape::gpu)}, {0, 1, 2}, {8}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_copy_16B)->ArgNames({"shape"})->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond);

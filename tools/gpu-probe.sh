@@ -172,9 +172,10 @@ run "MLA, one row per tile, f16" VKATTN_DECODE=kernel=decode -- vkattn-bench-dec
 run "MLA, group, 16 lanes x 8 rows" VKATTN_PIPELINE_STATS=1 VKATTN_DECODE=lanes=16 -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 4 keys a stage" VKATTN_DECODE=keys=4 -- vkattn-bench-decode "$mla/dtype:1/"
 run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$mla/dtype:1/"
-# DeepSeek V3.2's sparse decode: a mask leaving 2048 of 16k or 64k keys, read with
-# AttentionConfig::mask_keys (promise:1, the listed keys only) and without (every key).
-run "DSA, 2048 keys of 16k/64k, with and without the promise" -- vkattn-bench-decode "BM_decode_dsa/"
+# DeepSeek V3.2's sparse attention: 2048 of 16k or 64k keys a token, as an f32 mask
+# (mask:0, every key read), with AttentionConfig::mask_keys (mask:1) or as a key list
+# (mask:2; both the listed keys only); decode, and prefill of 8 tokens.
+run "DSA, 2048 keys of 16k/64k: mask, promise, key list" -- vkattn-bench-decode "BM_(decode|prefill)_dsa/"
 fi
 if want prefill; then
 echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s): the tiled kernel and its tiles, the lane-per-key kernel, three stages"

@@ -95,7 +95,8 @@ struct AttentionRun {
   // of that precision could take the op (the exact kernels ran instead).
   AttentionPrecision precision = AttentionPrecision::f32;
   // Whether the kernels read only the keys each token's mask leaves (AttentionConfig::
-  // mask_keys; a token whose mask leaves more was read whole), rather than every key.
+  // mask_keys; a token whose mask leaves more was read whole) or its key list names,
+  // rather than every key.
   bool sparse = false;
 };
 
@@ -196,6 +197,12 @@ class VKATTN_API CommandList {
   // fused flash-attention kernel, or the three stages on a temporary (by default on CPU
   // devices, where they are faster); docs/attention.md: Fused attention. Every dispatch is
   // timed as "attention".
+  // |mask| may also be a key list (0.8), i32 [n_tokens, width], width <= kMaxKeyList: the
+  // keys each token may see (indices into k, or a cache's slots), as an f32 mask of 0 at
+  // them and -inf elsewhere would say, without the n_tokens x n_keys floats (DeepSeek
+  // V3.2's and GLM-5's top-k indices). Entries outside [0, n_keys) (-1: none) name no key;
+  // a key named twice counts once. Kernels that read lists read only the listed keys
+  // (AttentionRun::sparse); the others read a mask built from the list on the device.
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // The same over a cache's keys and values, as attn_scores and attn_weighted_sum on a

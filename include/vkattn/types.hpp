@@ -227,6 +227,10 @@ VKATTN_API std::vector<float> alibi_slopes(std::size_t n_heads);
 inline constexpr std::size_t kMaxHeadDim = 2048;
 // Largest head_dim attention accepts (a query tile and a key tile share 16 KiB).
 inline constexpr std::size_t kMaxAttentionHeadDim = 576;
+// Widest key list CommandList::attention takes as its mask (0.8: an i32 mask
+// [n_tokens, width] names the keys each token may see): a list is sorted in 16 KiB of
+// shared memory, the least a device has.
+inline constexpr std::size_t kMaxKeyList = 4096;
 
 // The device limits vkattn depends on, read once per device. Options may lower them (see
 // DeviceOptions::cap_limits) so that tests can run at the Vulkan spec minimums.

@@ -448,7 +448,9 @@ VKATTN_API vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, cons
                                                  const vkattn_attention_config* config);
 VKATTN_API vkattn_status vkattn_cmd_attn_weighted_sum(vkattn_command_list* list, const vkattn_tensor* probs,
                                                       const vkattn_tensor* v, vkattn_tensor* out);
-/* Attention in one op (fused, or the three stages as config->path says). */
+/* Attention in one op (fused, or the three stages as config->path says). |mask| may also
+ * be a key list (0.8): i32 [n_tokens, width], width at most 4096, the keys each token may
+ * see (-1 and other entries outside [0, n_keys) name none), as attention() in C++. */
 VKATTN_API vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tensor* q, const vkattn_tensor* k,
                                               const vkattn_tensor* v, vkattn_tensor* out, const vkattn_attention_tokens* tokens,
                                               const vkattn_attention_config* config, const vkattn_tensor* mask);
@@ -510,7 +512,7 @@ typedef struct vkattn_attention_run {
   uint32_t precision;   /* VKATTN_ATTENTION_PRECISION_* computed at: F32 where F16_PRODUCTS was
                            asked and the exact kernels took the op */
   /* 0.7: */
-  uint32_t sparse;   /* 1: the kernels read only the keys each token's mask leaves (mask_keys) */
+  uint32_t sparse;   /* 1: the kernels read only the keys each token's mask leaves (mask_keys) or lists */
   uint32_t reserved; /* 0 */
 } vkattn_attention_run;
 /* The attention ops recorded in |list| (after a set_tokens, as rebuilt), and the |index|-th

@@ -141,7 +141,8 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           arg("q"), arg("k"), arg("v"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
           arg("q_seq_ids") = none, arg("k_seq_ids") = none, arg("mask") = none, arg("config") = none,
           attn_doc("out [n_tokens, n_heads, v_head_dim] f32 = softmax(scores) x v in one op (config.path\n"
-                   "picks the kernels); made when not given, returned."))
+                   "picks the kernels); made when not given, returned. Its mask may also be a key list, an\n"
+                   "i32 Tensor [n_tokens, width <= 4096]: the keys each token may see (-1: none)."))
       .def(
           "attention",
           [](PyCommandList& cmd, const PyTensor& q, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs,

@@ -161,9 +161,30 @@ def test_mask_keys(backend):
             cmd.attention(q, k, v, q_positions=Q_POS, mask_keys=3)
 
 
+def test_key_list(backend):
+    """A key list (an int32 mask [n_tokens, width]: the keys each token may see, -1 none, a
+    repeat once) gives the attention of the f32 mask it stands for; as attention()'s alone."""
+    pick = np.random.default_rng(7)
+    mask = np.full((T, N), -np.inf, np.float32)
+    keys = np.full((T, 5), -1, np.int32)
+    for t in range(T):
+        keys[t, :3] = pick.choice(N, 3, replace=False)
+        keys[t, 3] = keys[t, 0]
+        mask[t, keys[t, :3]] = 0.0
+    q, k, v = backend.tensor(Q), backend.tensor(K), backend.tensor(V)
+    with backend.commands() as cmd:
+        got = cmd.attention(q, k, v, q_positions=Q_POS, mask=backend.tensor(keys))
+        want = cmd.attention(q, k, v, q_positions=Q_POS, mask=backend.tensor(mask))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="mask.dtype"):
+        with backend.commands() as cmd:
+            cmd.attn_scores(q, k, q_positions=Q_POS, mask=backend.tensor(keys))
+
+
 def test_mask_keys_group_kernel(vulkan, cpu, monkeypatch):
-    """The group decode kernel (forced on the GPU shape) reads only the kept keys, says so in
-    the stats, and agrees with the CPU backend."""
+    """The group decode kernel (forced on the GPU shape) reads only the kept keys, given as an
+    f32 mask with mask_keys or as a key list, says so in the stats, and agrees with the CPU
+    backend."""
     from conftest import CACHE_DIR
     monkeypatch.setenv("VKATTN_DECODE", "kernel=group")
     validation = os.environ.get("VKATTN_TEST_VALIDATION") != "0"
@@ -172,19 +193,23 @@ def test_mask_keys_group_kernel(vulkan, cpu, monkeypatch):
     q = pick.standard_normal((1, heads, dk)).astype(np.float32)
     k = pick.standard_normal((n, 1, dk)).astype(np.float32)
     v = pick.standard_normal((n, 1, dv)).astype(np.float32)
+    keys = pick.choice(n, 20, replace=False).astype(np.int32).reshape(1, 20)
     mask = np.full((1, n), -np.inf, np.float32)
-    mask[0, pick.choice(n, 20, replace=False)] = 0.0
+    mask[0, keys[0]] = 0.0
     outs = []
     with vkattn.Backend("vulkan", validation=validation, pipeline_cache_dir=CACHE_DIR, kernels="gpu") as gpu:
         for b in (gpu, cpu):
-            with b.commands() as cmd:
-                out = cmd.attention(b.tensor(q), b.tensor(k), b.tensor(v), q_positions=[n - 1], mask=b.tensor(mask),
-                                    mask_keys=20, path="fused")
-            outs.append(out.numpy())
-            runs = cmd.stats()["attention"]
-            assert runs[0]["sparse"] is (b is gpu) and runs[0]["kernel"] == ("group" if b is gpu else "reference")
+            for form in ({"mask": mask, "mask_keys": 20}, {"mask": keys}):
+                with b.commands() as cmd:
+                    out = cmd.attention(b.tensor(q), b.tensor(k), b.tensor(v), q_positions=[n - 1], path="fused",
+                                        mask=b.tensor(form["mask"]), mask_keys=form.get("mask_keys", 0))
+                outs.append(out.numpy())
+                runs = cmd.stats()["attention"]
+                assert runs[0]["sparse"] is (b is gpu) and runs[0]["kernel"] == ("group" if b is gpu else "reference")
         assert gpu.validation_messages() == []
-    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=2e-4)
+    for got in outs[:2]:
+        np.testing.assert_allclose(got, outs[2], rtol=1e-4, atol=2e-4)
+    np.testing.assert_array_equal(outs[3], outs[2])
 
 
 def test_mla_value_width_differs(backend):

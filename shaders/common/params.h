@@ -188,7 +188,7 @@ VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
 VKATTN_PUSH_CONSTANTS(AttnMaskKeysParams) {
     uint n_tokens;
     uint n_keys;       // the mask's row length
-    uint max_keys;     // AttentionConfig::mask_keys: the list's room per token
+    uint max_keys;     // the list's room per token: mask_keys, or a key list's width
     uint list_offset;  // word offset of token 0's count, then its list, in binding 1
 } VKATTN_PC_INSTANCE;
 #endif
@@ -335,6 +335,10 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 #define VKATTN_SPEC_DECODE_LAZY_MAX 26
 // attn_decode_group.comp: AttentionConfig::mask_keys (0: off)
 #define VKATTN_SPEC_DECODE_MASK_KEYS 27
+// attn_mask_keys.comp: what it reads and writes (0 mask rows to lists, 1 key lists to
+// sorted lists, 2 key lists to mask rows) and its shared words (mode 1: the sort's)
+#define VKATTN_SPEC_MASK_KEYS_MODE 1
+#define VKATTN_SPEC_MASK_KEYS_WORDS 2
 // attn_tiled.comp
 #define VKATTN_SPEC_TILED_ROWS 1
 #define VKATTN_SPEC_TILED_KEYS 2

@@ -237,7 +237,7 @@ namespace {
 // it at once).
 detail::AttentionCall attention_call(const detail::TensorPtr& q, detail::KvSource kv, const detail::TensorPtr& out,
                                      const detail::TensorPtr& mask, const detail::AttentionArgs& a) {
-  return {q, std::move(kv), out, mask, a.scores, a.sinks, a.path, a.precision, a.mask_keys};
+  return {q, std::move(kv), out, mask, a.scores, a.sinks, a.path, a.precision, a.mask_keys, a.key_list};
 }
 
 // kv_append with |v|, or without it (null) for a latent cache.

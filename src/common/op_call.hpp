@@ -87,6 +87,7 @@ struct AttentionCall {
   AttentionPath path;
   AttentionPrecision precision = AttentionPrecision::f32;
   std::uint32_t mask_keys = 0;  // AttentionConfig::mask_keys, checked
+  bool key_list = false;        // |mask| is a key list, i32 [n_tokens, width] (checked)
 };
 
 // Each op's checks (validate.cpp, validate_attention.cpp; shared helpers in validate.hpp),
@@ -137,6 +138,7 @@ struct AttentionArgs {
   AttentionPath path = AttentionPath::automatic;
   AttentionPrecision precision = AttentionPrecision::f32;
   std::uint32_t mask_keys = 0;
+  bool key_list = false;  // the mask is a key list
 };
 AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& out,
                               const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config);

@@ -460,13 +460,31 @@ AttentionPrecision check_precision(AttentionPrecision precision) {
   }
   return precision;
 }
-// A promise about the mask's rows: with no mask there is nothing to keep it about.
+// A promise about the mask's rows: with no mask there is nothing to keep it about, and a
+// key list is its own promise.
 std::uint32_t check_mask_keys(std::uint32_t mask_keys, const TensorImpl* mask, std::size_t n_keys) {
+  if (mask_keys != 0 && mask != nullptr && mask->dtype == DType::i32) {
+    throw InvalidArgument("attention", "config.mask_keys", std::to_string(mask_keys),
+                          "0 with a key list (an i32 mask): its width is the promise");
+  }
   if (mask_keys != 0 && (mask == nullptr || mask_keys > n_keys)) {
     throw InvalidArgument("attention", "config.mask_keys", std::to_string(mask_keys),
                           mask == nullptr ? "0 without a mask" : "[0, n_keys = " + std::to_string(n_keys) + "]");
   }
   return mask_keys;
+}
+
+// attention()'s mask given as a key list, i32 [n_tokens, width]: checked here, and the
+// scores' checks then see no mask (null); an f32 mask goes on to them as it is.
+const TensorImpl* scores_mask(const TensorImpl& q, const TensorImpl* mask) {
+  if (mask == nullptr || mask->dtype != DType::i32) return mask;
+  const char* op = "attention";
+  const std::string want =
+      "[n_tokens = " + std::to_string(q.shape[0]) + ", width], width in [1, " + std::to_string(kMaxKeyList) + "] (a key list)";
+  if (mask->shape.size() != 2 || mask->shape[0] != q.shape[0] || mask->shape[1] == 0 || mask->shape[1] > kMaxKeyList) {
+    throw InvalidArgument(op, "mask.shape", shape_string(mask->shape), want);
+  }
+  return nullptr;
 }
 }  // namespace
 
@@ -477,7 +495,8 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   check_rank3(op, "k", k, "[n_keys, n_kv_heads, head_dim]");
   // The stages' checks, against stand-ins for the scores and probabilities.
   const ShapeOnly scores({q.shape[0], q.shape[1], k.shape[0]}, DType::f32);
-  AttentionArgs a{check_attn_scores(q, k, scores, mask, tokens, config, op), check_attn_softmax(scores, scores, config, op)};
+  AttentionArgs a{check_attn_scores(q, k, scores, scores_mask(q, mask), tokens, config, op),
+                  check_attn_softmax(scores, scores, config, op)};
   check_rank3(op, "v", v, "[n_keys, n_kv_heads, v_head_dim]");
   // V's rows may be narrower or wider than K's (DeepSeek without absorption: 192 and 128).
   for (std::size_t i = 0; i < 2; ++i) {
@@ -498,6 +517,7 @@ AttentionArgs check_attention(const TensorImpl& q, const TensorImpl& k, const Te
   a.path = check_path(config.path);
   a.precision = check_precision(config.precision);
   a.mask_keys = check_mask_keys(config.mask_keys, mask, k.shape[0]);
+  a.key_list = mask != nullptr && mask->dtype == DType::i32;
   return a;
 }
 
@@ -506,7 +526,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   const char* op = "attention";
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   const ShapeOnly scores({q.shape[0], q.shape[1], cache.config.capacity}, DType::f32);
-  AttentionArgs a{check_attn_scores_cache(q, cache, scores, mask, tokens, config, op),
+  AttentionArgs a{check_attn_scores_cache(q, cache, scores, scores_mask(q, mask), tokens, config, op),
                   check_attn_softmax(scores, scores, config, op)};
   check_rank3(op, "out", out, "[n_tokens, n_heads, v_head_dim]");
   check_shape(op, "out", out, {q.shape[0], q.shape[1], value_head_dim(cache.config)});
@@ -515,6 +535,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   a.path = check_path(config.path);
   a.precision = check_precision(config.precision);
   a.mask_keys = check_mask_keys(config.mask_keys, mask, cache.config.capacity);
+  a.key_list = mask != nullptr && mask->dtype == DType::i32;
   return a;
 }
 

@@ -28,6 +28,16 @@ std::vector<float> to_floats(const CpuTensor& t) {
   return f;
 }
 
+// attention()'s mask as f32 [n_tokens, n_keys] (a key list expanded), or empty.
+std::vector<float> mask_floats(const std::shared_ptr<TensorImpl>& mask, std::size_t n_keys) {
+  if (!mask) return {};
+  const CpuTensor& t = cpu(mask);
+  if (t.dtype != DType::i32) return to_floats(t);
+  std::vector<std::int32_t> list(t.numel);
+  for (std::size_t i = 0; i < t.numel; ++i) list[i] = std::bit_cast<std::int32_t>(t.data[i]);
+  return ref::key_list_mask(list, t.shape[0], t.shape[1], n_keys);
+}
+
 void from_floats(CpuTensor& t, const std::vector<float>& f) {
   for (std::size_t i = 0; i < t.numel; ++i) {
     if (t.dtype == DType::f16) {
@@ -54,7 +64,7 @@ std::vector<float> rounded(std::vector<float> x, bool round) {
 std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
                                 const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params, bool round = false) {
   std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
-  const std::vector<float> m = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+  const std::vector<float> m = mask_floats(mask, k->shape[0]);
   ref::attn_scores(rounded(to_floats(cpu(q)), round), rounded(to_floats(cpu(k)), round), out, m, q->shape[0], q->shape[1],
                    k->shape[1], k->shape[0], q->shape[2], params);
   return out;
@@ -130,7 +140,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
   const auto& c = cache.config;
   const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
   const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
-  const std::vector<float> mf = mask ? to_floats(cpu(mask)) : std::vector<float>{};
+  const std::vector<float> mf = mask_floats(mask, n);
   std::vector<float> out(q->shape[0] * n_heads * n);
   for (std::size_t t = 0; t < q->shape[0]; ++t) {
     const auto seq = static_cast<std::size_t>(params.q_seq[t]);

@@ -47,6 +47,18 @@ bool visible(const detail::ScoresParams& p, std::size_t t, std::size_t j) {
 }
 }  // namespace
 
+std::vector<float> key_list_mask(std::span<const std::int32_t> list, std::size_t n_tokens, std::size_t width,
+                                 std::size_t n_keys) {
+  std::vector<float> mask(n_tokens * n_keys, -std::numeric_limits<float>::infinity());
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    for (std::size_t i = 0; i < width; ++i) {
+      const std::int32_t j = list[t * width + i];
+      if (j >= 0 && static_cast<std::size_t>(j) < n_keys) mask[t * n_keys + static_cast<std::size_t>(j)] = 0.0f;
+    }
+  }
+  return mask;
+}
+
 void attn_scores(std::span<const float> q, std::span<const float> k, std::span<float> scores, std::span<const float> mask,
                  std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys, std::size_t head_dim,
                  const detail::ScoresParams& p) {

@@ -28,6 +28,10 @@ void attn_scores(std::span<const float> q, std::span<const float> k, std::span<f
                  std::size_t n_tokens, std::size_t n_heads, std::size_t n_kv_heads, std::size_t n_keys, std::size_t head_dim,
                  const detail::ScoresParams& params);
 
+// A key list (attention's i32 mask [T, width]) as the f32 mask [T, N] it stands for: 0 at
+// each listed key in [0, N), -inf elsewhere (other entries name no key; a repeat is one).
+std::vector<float> key_list_mask(std::span<const std::int32_t> list, std::size_t n_tokens, std::size_t width, std::size_t n_keys);
+
 // Stage 2, per row of n_keys: p_j = exp(s_j - m) / (sum_j exp(s_j - m) + exp(sink - m)),
 // m = max(max_j s_j, sink); sink only when |sinks| is given (per head). A row where no
 // key is visible (all -inf) gives zeros.

@@ -261,7 +261,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
                                         const std::vector<std::int32_t>& q_seq, const StopAtBound* stop = nullptr);
 // An f32 tensor of |shape| for an op's intermediate results, which later ops of the same
 // list may be given again (the hazard tracking orders them).
-using TempShape = std::array<std::size_t, 3>;
+using TempShape = std::vector<std::size_t>;  // rank 2 or 3
 using TempFn = std::function<std::shared_ptr<TensorImpl>(const TempShape& shape)>;
 
 // What an op's build has at hand: the device, the list's parameter arena, its scratch and
@@ -345,14 +345,29 @@ struct RowTiles {
 };
 RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& keys, const KeySource& values, std::uint32_t rows,
                    std::uint32_t stage);
+// A sparse mask's lists for the group kernel (attn_mask_keys.comp): room for |keys| keys a
+// token (0: no lists), from an f32 mask's rows (AttentionConfig::mask_keys) or from a key
+// list (an i32 mask, |from_list|).
+struct KeyListing {
+  std::uint32_t keys = 0;
+  bool from_list = false;
+};
 // Such a kernel's dispatch |d| (its key set) finished by finish_decode, with its meta,
-// outputs and, with splits, the merge. |mask_keys| (attn_decode_group only; 0: none):
-// attn_mask_keys first lists each token's keys that the mask leaves, mask_keys at most, in
-// the scratch after the partials (binding 7), where the kernel reads them.
+// outputs and, with splits, the merge. |listing| (attn_decode_group only): attn_mask_keys
+// first lists each token's keys, in the scratch after the partials (binding 7), where the
+// kernel reads them; from a key list, the kernel then reads no mask.
 Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                             std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                            const std::vector<float>& sinks, const RowTiles& rt, std::uint32_t mask_keys = 0);
+                            const std::vector<float>& sinks, const RowTiles& rt, KeyListing listing = {});
+// The group kernel over a sparse mask's lists at any number of rows (prefill too: a tile
+// reads only its token's keys), on the GPU shape or under VKATTN_DECODE=kernel=group; none
+// where the kernel or the lists do not fit the call.
+std::optional<Dispatches> listed_group_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                  std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
+                                                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                                  const ScoresParams& p, const std::vector<float>& sinks,
+                                                  AttentionPrecision precision, KeyListing listing);
 // The tiled kernel (attn_tiled.comp, attention_tiled_op.cpp) for fused attention with
 // many rows per KV head: its dispatches, or none where $VKATTN_PREFILL and the shape leave
 // it out (automatic: the GPU shape, whole tiles of 16 rows or more, within the device's

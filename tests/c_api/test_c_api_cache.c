@@ -240,11 +240,13 @@ static void test_latent_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
   vkattn_kv_cache_destroy(caches[0]), vkattn_kv_cache_destroy(caches[1]);
 }
 
-/* A sparse mask (mask_keys, DeepSeek V3.2's top-k) on a Vulkan backend of the GPU shape:
- * 16 query heads over one KV head wider than 256 take the group kernel, which reads only
- * the 8 keys the mask leaves and says so (sparse = 1); against the CPU backend. */
+/* A sparse mask (DeepSeek V3.2's top-k) on a Vulkan backend of the GPU shape, in its two
+ * forms: an f32 mask with mask_keys, and a key list (an i32 mask of the kept keys, -1
+ * padding). Two tokens (prefill) of 16 query heads over one KV head wider than 256 take
+ * the group kernel, which reads only the 8 keys each token keeps and says so (sparse = 1);
+ * against the CPU backend. */
 static void test_sparse_mask(vkattn_backend* cpu) {
-  enum { H = 16, DK = 320, DV = 256, N = 64, KEPT = 8 };
+  enum { T = 2, H = 16, DK = 320, DV = 256, N = 64, KEPT = 8, WIDTH = KEPT + 3 };
   vkattn_device_options options;
   OK(vkattn_device_options_init(&options, sizeof options));
   const char* validation = getenv("VKATTN_TEST_VALIDATION");
@@ -252,52 +254,67 @@ static void test_sparse_mask(vkattn_backend* cpu) {
   options.kernels = VKATTN_KERNELS_GPU;
   vkattn_backend* gpu = NULL;
   OK(vkattn_backend_create(VKATTN_BACKEND_VULKAN, &options, &gpu));
-  float* q = random_values(H * DK, 700u);
+  float* q = random_values(T * H * DK, 700u);
   float* k = random_values(N * DK, 701u);
   float* v = random_values(N * DV, 702u);
-  float mask[N];
-  for (int j = 0; j < N; ++j) mask[j] = j % (N / KEPT) == 3 ? 0.5f : -INFINITY;
-  const int32_t pos = N - 1;
+  float mask[T * N];
+  int32_t keys[T * WIDTH];
+  for (int t = 0; t < T; ++t) {
+    int kept = 0;
+    for (int j = 0; j < N; ++j) {
+      const int keep = j % (N / KEPT) == 3 + t;
+      mask[t * N + j] = keep ? 0.0f : -INFINITY;
+      if (keep) keys[t * WIDTH + kept++] = j;
+    }
+    while (kept < WIDTH) keys[t * WIDTH + kept++] = -1;
+  }
+  const int32_t pos[T] = {N - 2, N - 1};
   vkattn_attention_tokens tokens;
   OK(vkattn_attention_tokens_init(&tokens, sizeof tokens));
-  tokens.q_positions = &pos, tokens.n_q_positions = 1;
-  vkattn_attention_config config;
-  OK(vkattn_attention_config_init(&config, sizeof config));
-  config.mask_keys = KEPT;
+  tokens.q_positions = pos, tokens.n_q_positions = T;
   vkattn_backend* backends[2] = {gpu, cpu};
-  float* outs[2];
-  for (int i = 0; i < 2; ++i) {
-    vkattn_tensor *tq = filled(backends[i], 1, H, DK, VKATTN_DTYPE_F32, q),
-                  *tk = filled(backends[i], N, 1, DK, VKATTN_DTYPE_F32, k),
-                  *tv = filled(backends[i], N, 1, DV, VKATTN_DTYPE_F32, v),
-                  *out = tensor(backends[i], 1, H, DV, VKATTN_DTYPE_F32);
-    const size_t mask_shape[2] = {1, N};
-    vkattn_tensor* tm = NULL;
-    OK(vkattn_tensor_create(backends[i], mask_shape, 2, VKATTN_DTYPE_F32, &tm));
-    OK(vkattn_upload_f32(backends[i], tm, mask, N));
-    vkattn_command_list* list = NULL;
-    OK(vkattn_command_list_create(backends[i], NULL, &list));
-    OK(vkattn_cmd_attention(list, tq, tk, tv, out, &tokens, &config, tm));
-    OK(vkattn_submit_and_wait(list));
-    vkattn_attention_run run;
-    OK(vkattn_command_list_attention_run(list, 0, &run, sizeof run));
-    CHECK(run.sparse == (i == 0 ? 1u : 0u) && run.reserved == 0);
-    CHECK(run.kernel == (i == 0 ? VKATTN_ATTENTION_KERNEL_GROUP : VKATTN_ATTENTION_KERNEL_REFERENCE));
-    outs[i] = download(backends[i], out, H * DV);
-    vkattn_command_list_destroy(list);
-    vkattn_tensor_destroy(tq), vkattn_tensor_destroy(tk), vkattn_tensor_destroy(tv);
-    vkattn_tensor_destroy(out), vkattn_tensor_destroy(tm);
-  }
-  const double d = max_diff(outs[0], outs[1], H * DV);
-  if (d > 1e-4) {
-    fprintf(stderr, "sparse mask: max |diff| %g > 1e-4\n", d);
-    ++g_failures;
+  for (int form = 0; form < 2; ++form) { /* the f32 mask with mask_keys, the key list */
+    vkattn_attention_config config;
+    OK(vkattn_attention_config_init(&config, sizeof config));
+    config.mask_keys = form == 0 ? KEPT : 0;
+    float* outs[2];
+    for (int i = 0; i < 2; ++i) {
+      vkattn_tensor *tq = filled(backends[i], T, H, DK, VKATTN_DTYPE_F32, q),
+                    *tk = filled(backends[i], N, 1, DK, VKATTN_DTYPE_F32, k),
+                    *tv = filled(backends[i], N, 1, DV, VKATTN_DTYPE_F32, v),
+                    *out = tensor(backends[i], T, H, DV, VKATTN_DTYPE_F32);
+      const size_t mask_shape[2] = {T, form == 0 ? N : WIDTH};
+      vkattn_tensor* tm = NULL;
+      OK(vkattn_tensor_create(backends[i], mask_shape, 2, form == 0 ? VKATTN_DTYPE_F32 : VKATTN_DTYPE_I32, &tm));
+      if (form == 0)
+        OK(vkattn_upload_f32(backends[i], tm, mask, T * N));
+      else
+        OK(vkattn_upload_i32(backends[i], tm, keys, T * WIDTH));
+      vkattn_command_list* list = NULL;
+      OK(vkattn_command_list_create(backends[i], NULL, &list));
+      OK(vkattn_cmd_attention(list, tq, tk, tv, out, &tokens, &config, tm));
+      OK(vkattn_submit_and_wait(list));
+      vkattn_attention_run run;
+      OK(vkattn_command_list_attention_run(list, 0, &run, sizeof run));
+      CHECK(run.sparse == (i == 0 ? 1u : 0u) && run.reserved == 0);
+      CHECK(run.kernel == (i == 0 ? VKATTN_ATTENTION_KERNEL_GROUP : VKATTN_ATTENTION_KERNEL_REFERENCE));
+      outs[i] = download(backends[i], out, T * H * DV);
+      vkattn_command_list_destroy(list);
+      vkattn_tensor_destroy(tq), vkattn_tensor_destroy(tk), vkattn_tensor_destroy(tv);
+      vkattn_tensor_destroy(out), vkattn_tensor_destroy(tm);
+    }
+    const double d = max_diff(outs[0], outs[1], T * H * DV);
+    if (d > 1e-4) {
+      fprintf(stderr, "sparse mask (%s): max |diff| %g > 1e-4\n", form == 0 ? "mask_keys" : "key list", d);
+      ++g_failures;
+    }
+    free(outs[0]), free(outs[1]);
   }
   const char* const* messages = NULL;
   size_t n_messages = 0;
   OK(vkattn_backend_validation_messages(gpu, &messages, &n_messages));
   CHECK(n_messages == 0);
-  free(outs[0]), free(outs[1]), free(q), free(k), free(v);
+  free(q), free(k), free(v);
   vkattn_backend_destroy(gpu);
 }
 

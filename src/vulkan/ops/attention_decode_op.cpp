@@ -209,7 +209,7 @@ RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& key
 
 namespace {
 // Where a row-tile kernel's results go in the scratch (in words): each split's sums, from
-// ml_offset the splits' (max, sum) pairs, from lists attn_mask_keys's lists (mask_keys + 1
+// ml_offset the splits' (max, sum) pairs, from lists attn_mask_keys's lists (room + 1
 // words a token), words in all.
 struct ScratchLayout {
   std::uint64_t ml_offset, lists, words;
@@ -225,8 +225,9 @@ ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeyS
 Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                             std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                            const std::vector<float>& sinks, const RowTiles& rt, std::uint32_t mask_keys) {
+                            const std::vector<float>& sinks, const RowTiles& rt, KeyListing listing) {
   const std::uint64_t n_rows = q->shape[0] * q->shape[1];
+  const std::uint32_t mask_keys = listing.keys;
   const ScratchLayout layout = scratch_layout(rt, *q, values, mask_keys);
   const std::uint64_t ml_offset = layout.ml_offset;
   const AttnMeta meta = attn_meta(params, p, sinks);
@@ -241,8 +242,14 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
     o = {tensor_binding(buffer, true), rt.splits > 1 ? params.add_zero() : tensor_binding(out, true)};
     Dispatch c;
     c.op = "attention";  // its first pass: timings add up under the op's name
-    c.key = {KernelId::attn_mask_keys, spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}})};
+    // A key list is sorted in shared memory: a power of two of words, at least a workgroup.
+    const std::uint32_t wg = workgroup_size(ctx, 128);
+    c.key = {KernelId::attn_mask_keys,
+             spec({{VKATTN_SPEC_WG_SIZE, wg},
+                   {VKATTN_SPEC_MASK_KEYS_MODE, listing.from_list ? 1u : 0u},
+                   {VKATTN_SPEC_MASK_KEYS_WORDS, listing.from_list ? std::max(std::bit_ceil(mask_keys), wg) : wg}})};
     c.bindings = {tensor_binding(mask, false), tensor_binding(std::move(buffer), true)};
+    if (listing.from_list) mask.reset();  // the kernel reads the lists alone
     c.set_push(shader::AttnMaskKeysParams{n_tokens, keys.n_keys, mask_keys, u32(layout.lists)});
     c.groups = n_tokens;
     lists = std::move(c);
@@ -388,8 +395,9 @@ std::uint64_t group_stage_iterations(const GroupPlan& g, bool packed) {
          std::uint64_t{g.keys} * (2 + std::countr_zero(g.lanes) + chains);
 }
 
+// |scanned|: the most keys a tile's stages go through (0: every key).
 GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource& values, std::uint32_t n_tokens,
-                     std::uint32_t group, const ScoresParams& p, bool packed) {
+                     std::uint32_t group, const ScoresParams& p, bool packed, std::uint32_t scanned = 0) {
   GroupPlan g;
   const DecodeTuning::Kernel kernel = ctx.decode.kernel;
   const std::uint32_t k_dim = keys.head_dim, v_dim = values.head_dim;
@@ -420,33 +428,42 @@ GroupPlan plan_group(const Context& ctx, const KeySource& keys, const KeySource&
     if (group_tile_bytes(k, g.qp * g.lanes, g.vp * g.lanes, g.v_from_k) <= budget) g.keys = k;
   }
   if (const std::uint64_t steps = g.keys ? cpu_steps_per_split(ctx, group_stage_iterations(g, packed)) : 0) {
-    g.min_splits = ceil_div(ceil_div(keys.n_keys, g.keys), steps);
+    g.min_splits = ceil_div(ceil_div(scanned ? scanned : keys.n_keys, g.keys), steps);
     if (g.min_splits > most_splits(g.rows)) g.keys = 0;  // more keys than splits can hold: attn_decode
   }
   return g;
 }
 
-// AttentionConfig::mask_keys on the group kernel: where a tile stays within one token (it
+// A sparse mask's lists on the group kernel: where a tile stays within one token (it
 // reads one token's list), the partials and lists fit one buffer range, and on a CPU device
-// attn_mask_keys's scan of a row stays within the loop limit; 0 where it reads every key.
-std::uint32_t listed_keys(const Context& ctx, const GroupPlan& g, const RowTiles& rt, std::uint32_t mask_keys, bool has_mask,
+// attn_mask_keys's scan of a mask row stays within the loop limit (a key list's sort of at
+// most kMaxKeyList words does); 0 where it reads every key.
+std::uint32_t listed_keys(const Context& ctx, const GroupPlan& g, const RowTiles& rt, KeyListing listing, bool has_mask,
                           const TensorImpl& q, const KeySource& keys, const KeySource& values) {
   const std::uint64_t n_tokens = q.shape[0], group = q.shape[1] / keys.n_kv_heads;
-  if (mask_keys == 0 || !has_mask || (n_tokens > 1 && group % g.rows != 0)) return 0;
-  if (scratch_layout(rt, q, values, mask_keys).words * 4 > ctx.limits.max_storage_buffer_range) return 0;
+  if (listing.keys == 0 || !has_mask || (n_tokens > 1 && group % g.rows != 0)) return 0;
+  if (scratch_layout(rt, q, values, listing.keys).words * 4 > ctx.limits.max_storage_buffer_range) return 0;
   const std::uint64_t wg = workgroup_size(ctx, 128);
-  if (ctx.physical.info.type == "cpu" && 2 * ceil_div(keys.n_keys, wg) + wg + 8 > kCpuLoopLimit) return 0;
-  return mask_keys;
+  if (!listing.from_list && ctx.physical.info.type == "cpu" && 2 * ceil_div(keys.n_keys, wg) + wg + 8 > kCpuLoopLimit) return 0;
+  return listing.keys;
+}
+
+// The group kernel's row tiles: its splits at least the fewest the CPU loop limit allows.
+RowTiles group_row_tiles(const Context& ctx, const GroupPlan& g, const TensorImpl& q, const KeySource& keys,
+                         const KeySource& values) {
+  RowTiles rt = row_tiles(ctx, q, keys, values, g.rows, g.keys);
+  rt.splits = std::max(rt.splits, g.min_splits);
+  return rt;
 }
 
 Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch, const GroupPlan& g,
                                    std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                                    std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                   const std::vector<float>& sinks, bool packed, std::uint32_t mask_keys) {
+                                   const std::vector<float>& sinks, bool packed, KeyListing listing) {
   const std::uint32_t head_dim = u32(q->shape[2]);
-  RowTiles rt = row_tiles(ctx, *q, keys, values, g.rows, g.keys);
-  rt.splits = std::max(rt.splits, g.min_splits);
-  const std::uint32_t listed = listed_keys(ctx, g, rt, mask_keys, mask != nullptr, *q, keys, values);
+  const RowTiles rt = group_row_tiles(ctx, g, *q, keys, values);
+  listing.keys = listed_keys(ctx, g, rt, listing, mask != nullptr, *q, keys, values);
+  const std::uint32_t listed = listing.keys;
   Dispatch d;
   d.key = {packed ? KernelId::attn_decode_group_f16 : KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},
@@ -468,10 +485,29 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                  {VKATTN_SPEC_DECODE_MASK_KEYS, listed}})};
   d.key.subgroup_size = g.sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
-                          sinks, rt, listed);
+                          sinks, rt, listing);
 }
 
 }  // namespace
+
+std::optional<Dispatches> listed_group_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
+                                                  std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
+                                                  std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                                  const ScoresParams& p, const std::vector<float>& sinks,
+                                                  AttentionPrecision precision, KeyListing listing) {
+  if (!(ctx.shape == KernelShape::gpu || ctx.decode.kernel == DecodeTuning::Kernel::group) || !decode_attention_usable(ctx)) {
+    return std::nullopt;
+  }
+  const bool packed = ctx.decode.packed && packed_f16(ctx, precision);
+  // A key list never overflows: the kernel's scan is at most its width.
+  const std::uint32_t scanned = listing.from_list ? std::min(listing.keys, keys.n_keys) : keys.n_keys;
+  const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed, scanned);
+  if (!g.keys || !listed_keys(ctx, g, group_row_tiles(ctx, g, *q, keys, values), listing, mask != nullptr, *q, keys, values)) {
+    return std::nullopt;
+  }
+  return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
+                                 packed, listing);
+}
 
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
@@ -482,7 +518,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed);
       g.keys) {
     return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
-                                   packed, mask_keys);
+                                   packed, {mask_keys, false});
   }
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;

@@ -59,10 +59,11 @@ T push_of(const Dispatch& d) {
 // with its main kernel, whose push constants hold the key splits.
 AttentionRun describe(const Dispatches& ds) {
   AttentionRun run;
-  // attn_mask_keys's lists come first where the kernel reads them.
+  // attn_mask_keys comes first where the kernel reads lists (its modes 0 and 1), or mask
+  // rows it makes of a key list (mode 2).
   const bool lists = ds[0].key.kernel == KernelId::attn_mask_keys;
   const Dispatch& first = ds[lists ? 1 : 0];
-  run.sparse = lists;
+  run.sparse = lists && ds[0].key.spec[VKATTN_SPEC_MASK_KEYS_MODE] != 2;
   switch (first.key.kernel) {
     case KernelId::attn_scores:
     case KernelId::attn_scores_texel:
@@ -108,11 +109,12 @@ AttentionRun describe(const Dispatches& ds) {
   return run;
 }
 
-Dispatches choose(OpEnv& env, const AttentionCall& call) {
+// The kernels for |call| over |mask| (the call's, or the mask rows of its key list).
+Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorImpl> mask) {
   const Context& ctx = env.ctx;
   ParamArena& params = env.params;
   const ScratchFn& scratch = env.scratch;
-  std::shared_ptr<TensorImpl> q = call.q, out = call.out, mask = call.mask;
+  std::shared_ptr<TensorImpl> q = call.q, out = call.out;
   KeySource keys = key_source(call.kv, false), values = key_source(call.kv, true);
   const ScoresParams& p = call.params;
   const std::vector<float>& sinks = call.sinks;
@@ -162,7 +164,7 @@ Dispatches choose(OpEnv& env, const AttentionCall& call) {
   }
   if (decode) {
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
-                                       std::move(mask), p, sinks, call.precision, call.mask_keys);
+                                       std::move(mask), p, sinks, call.precision, call.key_list ? 0u : call.mask_keys);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);
@@ -216,10 +218,53 @@ Dispatches choose(OpEnv& env, const AttentionCall& call) {
                       sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset}, base_groups);
 }
 
+// A key list's mask rows [n_tokens, n_keys] (attn_mask_keys.comp, mode 2), for the kernels
+// that read every key, into the list's temporary |rows|.
+Dispatch key_list_rows(const Context& ctx, const std::shared_ptr<TensorImpl>& list, const std::shared_ptr<TensorImpl>& rows) {
+  const std::uint32_t n_tokens = u32(rows->shape[0]), n_keys = u32(rows->shape[1]), wg = workgroup_size(ctx, 128);
+  Dispatch d;
+  d.op = "attention";  // timings add up under the op's name
+  d.key = {KernelId::attn_mask_keys, spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_MASK_KEYS_MODE, 2u}})};
+  d.bindings = {tensor_binding(list, false), tensor_binding(rows, true)};
+  d.set_push(shader::AttnMaskKeysParams{n_tokens, n_keys, u32(list->shape[1]), 0u});
+  d.groups = std::uint64_t{n_tokens} * ceil_div(n_keys, std::uint64_t{wg} * 32);  // the shader's CHUNK
+  return d;
+}
+
+// A sparse mask (a key list, or mask_keys's promise): the group kernel reading only the
+// listed keys where it takes the call, at any number of rows. Else a key list becomes mask
+// rows first, and the kernels read every key.
+Dispatches choose_sparse(OpEnv& env, const AttentionCall& call) {
+  const Context& ctx = env.ctx;
+  const std::uint32_t room = call.key_list ? u32(call.mask->shape[1]) : call.mask_keys;
+  if (room != 0 && call.path != AttentionPath::three_stages) {
+    if (std::optional<Dispatches> ds =
+            listed_group_dispatches(ctx, env.params, env.scratch, call.q, key_source(call.kv, false), key_source(call.kv, true),
+                                    call.out, call.mask, call.params, call.sinks, call.precision, {room, call.key_list})) {
+      return std::move(*ds);
+    }
+  }
+  if (!call.key_list) return choose(env, call, call.mask);
+  const std::uint64_t n_tokens = call.q->shape[0], n_keys = key_source(call.kv, false).n_keys;
+  if (n_tokens * n_keys * 4 > ctx.limits.max_storage_buffer_range) {
+    throw Error(ErrorCode::unsupported,
+                "attention: a key list over " + std::to_string(n_keys) + " keys for " + std::to_string(n_tokens) +
+                    " tokens takes mask rows of " + std::to_string(n_tokens * n_keys * 4) +
+                    " bytes on kernels that read every key, past maxStorageBufferRange = " +
+                    std::to_string(ctx.limits.max_storage_buffer_range) + ": attend in smaller chunks",
+                "maxStorageBufferRange", 0, "attention");
+  }
+  std::shared_ptr<TensorImpl> rows = env.temp(TempShape{n_tokens, n_keys});
+  Dispatches ds;
+  ds.push_back(key_list_rows(ctx, call.mask, rows));
+  for (Dispatch& d : choose(env, call, rows)) ds.push_back(std::move(d));
+  return ds;
+}
+
 }  // namespace
 
 Dispatches build(OpEnv& env, const AttentionCall& call) {
-  Dispatches ds = choose(env, call);
+  Dispatches ds = choose_sparse(env, call);
   ds[0].attention = describe(ds);
   return ds;
 }
