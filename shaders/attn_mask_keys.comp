@@ -12,8 +12,9 @@
 //   contiguous run of the row, so that its place in the list follows from the counts
 //   before it.
 // - MODE 1, a key list i32 [n_tokens, max_keys] (a mask given as keys): the row sorted in
-//   shared memory (bitonic, WORDS a power of two >= max_keys), entries outside [0, n_keys)
-//   dropped and a key named twice kept once (its repeats become entries past n_keys).
+//   shared memory (bitonic, WORDS a power of two >= max_keys); entries outside [0, n_keys)
+//   sort last, past the count, and a key named twice is listed once (its repeats keep
+//   their places as entries past n_keys, which the kernel reads as empty keys).
 // - MODE 2, a key list to mask rows [n_tokens, n_keys]: -inf, and 0 at the listed keys.
 //   Workgroup w fills keys [c * CHUNK, (c + 1) * CHUNK) of token w / chunks, then zeroes
 //   the listed ones among them: no two workgroups write one word.
@@ -27,10 +28,12 @@
 #include "params.h"
 
 layout(constant_id = VKATTN_SPEC_MASK_KEYS_MODE) const uint MODE = 0u;
-layout(constant_id = VKATTN_SPEC_MASK_KEYS_WORDS) const uint WORDS = 128u;  // >= WG_SIZE (the host sets both)
+layout(constant_id = VKATTN_SPEC_MASK_KEYS_WORDS) const uint WORDS = 128u;  // >= WG_SIZE (set for modes 0, 1)
 
 layout(std430, binding = 0) readonly buffer Source { uint source[]; };
-layout(std430, binding = 1) writeonly buffer Lists { uint list[]; };
+// coherent: mode 2 writes a word twice from two invocations (-inf, then 0), ordered by a
+// barrier; the second must land last.
+layout(std430, binding = 1) coherent writeonly buffer Lists { uint list[]; };
 
 const uint NEG_INF_BITS = 0xff800000u;  // compared as bits: no fast-math may bend it
 const uint NO_KEY = 0xffffffffu;        // past every n_keys: sorts last

@@ -121,8 +121,7 @@ TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
   auto gpu = shaped(KernelShape::gpu, "kernel=group");
   std::string why;
   VKATTN_REQUIRE_BACKEND(gpu, why);
-  for (const auto& [what, c, kept, width] :
-       std::vector<std::tuple<const char*, Plain, std::vector<std::size_t>, std::size_t>>{
+  for (const auto& [what, c, kept, width] : std::vector<std::tuple<const char*, Plain, std::vector<std::size_t>, std::size_t>>{
            {"one token, 40 of 600 keys in 64", {1, 600}, {40}, 64},
            {"a list filled to its width", {1, 600}, {48}, 48},
            {"two tokens, one naming no key", {2, 600}, {40, 0}, 48},
@@ -170,8 +169,9 @@ TEST(SparseMaskKeyList, OtherKernelsReadMaskRows) {
   int at = 0;
   for (Backend* b : {cpu_shape.get(), gpu_shape.get(), at_minimum.get()}) {
     const char* name = names[at++];
+    // 5000 keys: mask rows of two chunks (a workgroup fills 32 x its size keys of a row).
     for (const Plain& c : {Plain{1, 500, kHeads, AttentionPath::automatic}, Plain{1, 500, kHeads, AttentionPath::fused},
-                           Plain{4, 500, 4, AttentionPath::fused}}) {
+                           Plain{4, 500, 4, AttentionPath::fused}, Plain{2, 5000, 4, AttentionPath::automatic}}) {
       const std::vector<std::size_t> k(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(c.n_tokens));
       const AttentionRun run = expect_list_agrees(name, *b, c, k, 48);
       EXPECT_FALSE(run.sparse) << to_string(run.kernel);
@@ -213,7 +213,8 @@ TEST_P(SparseMaskKeyListCache, LatentCacheAndReplay) {
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200, width = 40;
-  const Lists first = top_k_lists({32, 24}, width, capacity, 5, filled), later = top_k_lists({17, 40}, width, capacity, 6, filled);
+  const Lists first = top_k_lists({32, 24}, width, capacity, 5, filled),
+              later = top_k_lists({17, 40}, width, capacity, 6, filled);
   auto run = [&](Backend& b, bool replay) {
     KvCache cache = b.kv_cache({.n_seqs = 2,
                                 .n_kv_heads = 1,
@@ -279,6 +280,9 @@ TEST(SparseMaskKeyList, Refusals) {
   expect_invalid([&] { cmd.attention(q, k, k, out, tok, {.mask_keys = 4}, &list); },
                  {"config.mask_keys", "4", "0 with a key list"});
   expect_invalid([&] { cmd.attn_scores(q, k, scores, tok, {}, &list); }, {"attn_scores", "mask.dtype", "i32", "f32"});
+  Tensor halves = cpu->tensor({2, 10}, DType::f16);
+  expect_invalid([&] { cmd.attention(q, k, k, out, tok, {}, &halves); },
+                 {"attention", "mask.dtype", "f16", "f32, or i32 (a key list)"});
   KvCache cache = cpu->kv_cache({.n_kv_heads = 1, .head_dim = 8, .capacity = 6});
   expect_invalid([&] { cmd.attention(q, cache, out, tok, {}, &one_row); }, {"mask.shape", "[1, 4]"});
   EXPECT_EQ(cmd.stats().attention.size(), 0u);  // nothing recorded

@@ -201,8 +201,9 @@ class VKATTN_API CommandList {
   // keys each token may see (indices into k, or a cache's slots), as an f32 mask of 0 at
   // them and -inf elsewhere would say, without the n_tokens x n_keys floats (DeepSeek
   // V3.2's and GLM-5's top-k indices). Entries outside [0, n_keys) (-1: none) name no key;
-  // a key named twice counts once. Kernels that read lists read only the listed keys
-  // (AttentionRun::sparse); the others read a mask built from the list on the device.
+  // a key named twice counts once. An i32 mask is always such a list, never 0/1 flags.
+  // Kernels that read lists read only the listed keys (AttentionRun::sparse); the others
+  // read mask rows built from the list on the device.
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
                  const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // The same over a cache's keys and values, as attn_scores and attn_weighted_sum on a

@@ -477,8 +477,11 @@ std::uint32_t check_mask_keys(std::uint32_t mask_keys, const TensorImpl* mask, s
 // attention()'s mask given as a key list, i32 [n_tokens, width]: checked here, and the
 // scores' checks then see no mask (null); an f32 mask goes on to them as it is.
 const TensorImpl* scores_mask(const TensorImpl& q, const TensorImpl* mask) {
-  if (mask == nullptr || mask->dtype != DType::i32) return mask;
   const char* op = "attention";
+  if (mask != nullptr && mask->dtype != DType::f32 && mask->dtype != DType::i32) {
+    throw InvalidArgument(op, "mask.dtype", to_string(mask->dtype), "f32, or i32 (a key list)");
+  }
+  if (mask == nullptr || mask->dtype != DType::i32) return mask;
   const std::string want =
       "[n_tokens = " + std::to_string(q.shape[0]) + ", width], width in [1, " + std::to_string(kMaxKeyList) + "] (a key list)";
   if (mask->shape.size() != 2 || mask->shape[0] != q.shape[0] || mask->shape[1] == 0 || mask->shape[1] > kMaxKeyList) {

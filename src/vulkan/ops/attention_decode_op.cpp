@@ -499,8 +499,9 @@ std::optional<Dispatches> listed_group_dispatches(const Context& ctx, ParamArena
     return std::nullopt;
   }
   const bool packed = ctx.decode.packed && packed_f16(ctx, precision);
-  // A key list never overflows: the kernel's scan is at most its width.
-  const std::uint32_t scanned = listing.from_list ? std::min(listing.keys, keys.n_keys) : keys.n_keys;
+  // A key list never overflows: the kernel's scan is at most its width (repeats keep their
+  // places as empty keys, so a list wider than n_keys may scan past n_keys).
+  const std::uint32_t scanned = listing.from_list ? listing.keys : keys.n_keys;
   const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed, scanned);
   if (!g.keys || !listed_keys(ctx, g, group_row_tiles(ctx, g, *q, keys, values), listing, mask != nullptr, *q, keys, values)) {
     return std::nullopt;
