@@ -302,8 +302,7 @@ bool decode_attention_usable(const Context& ctx);
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                       const std::vector<float>& sinks, AttentionPrecision precision = AttentionPrecision::f32,
-                                       std::uint32_t mask_keys = 0);
+                                       const std::vector<float>& sinks, AttentionPrecision precision = AttentionPrecision::f32);
 // Shared by the decode and tiled kernels (attention_decode_op.cpp):
 // Subgroup shuffles with size control, at a power-of-two size within the workgroup limit.
 bool subgroups_fit(const DeviceLimits& l);

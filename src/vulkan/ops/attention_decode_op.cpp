@@ -5,12 +5,10 @@
 // attn_decode_merge.comp). docs/kernel-shapes.md describes the kernel.
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
@@ -267,102 +265,6 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
   return all;
 }
 
-void parse_knobs(const char* var, const std::string& all, const char* valid,
-                 const std::function<bool(const std::string& key, const std::string& value)>& take) {
-  std::size_t at = 0;
-  while (at <= all.size()) {
-    const std::size_t comma = std::min(all.find(',', at), all.size());
-    const std::string item = all.substr(at, comma - at);
-    at = comma + 1;
-    const std::size_t eq = item.find('=');
-    if (eq == std::string::npos) throw InvalidArgument("create backend", var, all, valid);
-    if (!take(item.substr(0, eq), item.substr(eq + 1))) throw InvalidArgument("create backend", var, item, valid);
-  }
-}
-
-bool parse_reduce(const std::string& value, ReduceKnob& out) {
-  if (value != "auto" && value != "subgroup" && value != "shared") return false;
-  out = value == "auto" ? ReduceKnob::automatic : value == "subgroup" ? ReduceKnob::subgroup : ReduceKnob::shared;
-  return true;
-}
-
-bool parse_parts(const std::string& value, std::initializer_list<std::string_view> names, std::uint32_t& bits) {
-  bits = 0;
-  if (value == "none") return true;
-  std::string_view rest = value;
-  while (true) {
-    const std::size_t plus = rest.find('+');
-    const auto it = std::find(names.begin(), names.end(), rest.substr(0, plus));
-    if (it == names.end() || (bits >> (it - names.begin()) & 1u)) return false;
-    bits |= 1u << (it - names.begin());
-    if (plus == std::string_view::npos) return true;
-    rest.remove_prefix(plus + 1);
-  }
-}
-
-std::uint32_t knob_number(const char* var, const std::string& key, const std::string& value) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v > 1u << 20) {
-    throw InvalidArgument("create backend", var, key + "=" + value, key + "=<a number up to 2^20>");
-  }
-  return static_cast<std::uint32_t>(v);
-}
-
-DecodeTuning decode_tuning_from_env() {
-  DecodeTuning t;
-  const char* env = std::getenv("VKATTN_DECODE");
-  if (!env || !*env) return t;
-  const char* valid =
-      "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
-      "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
-      "load_only=0|1, skip=none or parts of exchange+end+merge, depth=1|2|3, run=N, divide=0|1, packed=0|1, "
-      "max=lazy|exact";
-  parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
-    const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
-    if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
-      t.kernel = value == "auto"     ? DecodeTuning::Kernel::automatic
-                 : value == "decode" ? DecodeTuning::Kernel::decode
-                                     : DecodeTuning::Kernel::group;
-    } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
-    } else if (key == "merge" && (value == "auto" || value == "last" || value == "two_pass")) {
-      t.merge = value == "auto"   ? DecodeTuning::Merge::automatic
-                : value == "last" ? DecodeTuning::Merge::last
-                                  : DecodeTuning::Merge::two_pass;
-    } else if (key == "keys") {
-      t.keys = std::min(number(), 8u);
-    } else if (key == "resident") {
-      t.resident = number();
-    } else if (key == "lanes") {
-      t.lanes = number();
-    } else if (key == "workgroup") {
-      t.workgroup = number();
-    } else if (key == "keys_per_split") {
-      t.keys_per_split = number();
-    } else if (key == "interleave" && (value == "0" || value == "1")) {
-      t.interleave = value == "1";
-    } else if (key == "load_only" && (value == "0" || value == "1")) {
-      t.load_only = value == "1";
-    } else if (key == "skip") {
-      return parse_parts(value, {"exchange", "end", "merge"}, t.skip);
-    } else if (key == "max" && (value == "lazy" || value == "exact")) {
-      t.lazy_max = value == "lazy";
-    } else if (key == "depth" && (value == "1" || value == "2" || value == "3")) {
-      t.depth = static_cast<std::uint32_t>(value[0] - '0');
-    } else if (key == "run") {
-      t.run = std::clamp(std::bit_floor(number()), 1u, 64u);
-    } else if (key == "divide" && (value == "0" || value == "1")) {
-      t.divide = value == "1";
-    } else if (key == "packed" && (value == "0" || value == "1")) {
-      t.packed = value == "1";
-    } else {
-      return false;
-    }
-    return true;
-  });
-  return t;
-}
-
 bool decode_attention_usable(const Context& ctx) {
   return ctx.limits.max_storage_buffers >= 8 && ctx.limits.max_workgroup_invocations >= 32;
 }
@@ -456,14 +358,12 @@ RowTiles group_row_tiles(const Context& ctx, const GroupPlan& g, const TensorImp
   return rt;
 }
 
+// |listing|: lists listed_keys has taken, or none.
 Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch, const GroupPlan& g,
-                                   std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
-                                   std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                   const std::vector<float>& sinks, bool packed, KeyListing listing) {
+                                   const RowTiles& rt, std::shared_ptr<TensorImpl> q, const KeySource& keys,
+                                   const KeySource& values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                   const ScoresParams& p, const std::vector<float>& sinks, bool packed, KeyListing listing) {
   const std::uint32_t head_dim = u32(q->shape[2]);
-  const RowTiles rt = group_row_tiles(ctx, g, *q, keys, values);
-  listing.keys = listed_keys(ctx, g, rt, listing, mask != nullptr, *q, keys, values);
-  const std::uint32_t listed = listing.keys;
   Dispatch d;
   d.key = {packed ? KernelId::attn_decode_group_f16 : KernelId::attn_decode_group,
            spec({{VKATTN_SPEC_WG_SIZE, g.wg},
@@ -482,7 +382,7 @@ Dispatches group_decode_dispatches(const Context& ctx, ParamArena& params, const
                  {VKATTN_SPEC_DECODE_V_FROM_K, g.v_from_k ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_ROPE_ON_READ, p.rope_on_read ? 1u : 0u},
                  {VKATTN_SPEC_DECODE_ROPE_INTERLEAVED, p.rope.layout == RopeLayout::interleaved ? 1u : 0u},
-                 {VKATTN_SPEC_DECODE_MASK_KEYS, listed}})};
+                 {VKATTN_SPEC_DECODE_MASK_KEYS, listing.keys}})};
   d.key.subgroup_size = g.sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt, listing);
@@ -503,23 +403,24 @@ std::optional<Dispatches> listed_group_dispatches(const Context& ctx, ParamArena
   // places as empty keys, so a list wider than n_keys may scan past n_keys).
   const std::uint32_t scanned = listing.from_list ? listing.keys : keys.n_keys;
   const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed, scanned);
-  if (!g.keys || !listed_keys(ctx, g, group_row_tiles(ctx, g, *q, keys, values), listing, mask != nullptr, *q, keys, values)) {
-    return std::nullopt;
-  }
-  return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
-                                 packed, listing);
+  if (!g.keys) return std::nullopt;
+  const RowTiles rt = group_row_tiles(ctx, g, *q, keys, values);
+  if (!listed_keys(ctx, g, rt, listing, mask != nullptr, *q, keys, values)) return std::nullopt;
+  return group_decode_dispatches(ctx, params, scratch, g, rt, std::move(q), keys, values, std::move(out), std::move(mask), p,
+                                 sinks, packed, listing);
 }
 
 Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, const ScratchFn& scratch,
                                        std::shared_ptr<TensorImpl> q, KeySource keys, KeySource values,
                                        std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
-                                       const std::vector<float>& sinks, AttentionPrecision precision, std::uint32_t mask_keys) {
+                                       const std::vector<float>& sinks, AttentionPrecision precision) {
   const DecodeTuning& tune = ctx.decode;
   const bool packed = tune.packed && packed_f16(ctx, precision);
   if (const GroupPlan g = plan_group(ctx, keys, values, u32(q->shape[0]), u32(q->shape[1]) / keys.n_kv_heads, p, packed);
       g.keys) {
-    return group_decode_dispatches(ctx, params, scratch, g, std::move(q), keys, values, std::move(out), std::move(mask), p, sinks,
-                                   packed, {mask_keys, false});
+    const RowTiles rt = group_row_tiles(ctx, g, *q, keys, values);  // before q is moved
+    return group_decode_dispatches(ctx, params, scratch, g, rt, std::move(q), keys, values, std::move(out), std::move(mask), p,
+                                   sinks, packed, {});
   }
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]), head_dim = u32(q->shape[2]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads, group = n_heads / n_kv_heads;

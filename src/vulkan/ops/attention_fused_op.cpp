@@ -164,7 +164,7 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
   }
   if (decode) {
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
-                                       std::move(mask), p, sinks, call.precision, call.key_list ? 0u : call.mask_keys);
+                                       std::move(mask), p, sinks, call.precision);
   }
   static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);
