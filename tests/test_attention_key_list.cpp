@@ -21,12 +21,14 @@
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
 #include "support/random.hpp"
+#include "support/sparse_cases.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 namespace {
 
-constexpr std::size_t kDk = 192, kDv = 128, kHeads = 16;
+constexpr std::size_t kDk = kSparseDk, kDv = kSparseDv, kHeads = kSparseHeads;
+using OpResult = SparseResult;
 
 // Token t's list names kept[t] distinct keys among the first |pick_from| (0: all), in a
 // random order, then fills its |width| with what names nothing new: -1, an entry past
@@ -53,19 +55,6 @@ Lists top_k_lists(const std::vector<std::size_t>& kept, std::size_t width, std::
   }
   return l;
 }
-
-std::shared_ptr<Backend> shaped(KernelShape shape, const char* decode = nullptr) {
-  DeviceOptions options = shape_options(shape);
-  options.cap_limits = uncapped();
-  ScopedEnv env("VKATTN_DECODE", decode ? decode : "");
-  std::string why;
-  return try_backend(BackendKind::vulkan, options, why);
-}
-
-struct OpResult {
-  std::vector<float> out;
-  AttentionRun run;
-};
 
 // One attention op over plain keys: q [T, heads, 192], k [N, 1, 192], v [N, 1, 128] (f16),
 // the tokens at the last positions, causal; |list| (i32) or |mask| (f32, with mask_keys).
@@ -118,7 +107,7 @@ AttentionRun expect_list_agrees(const char* what, Backend& gpu, const Plain& c, 
 }
 
 TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
-  auto gpu = shaped(KernelShape::gpu, "kernel=group");
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   std::string why;
   VKATTN_REQUIRE_BACKEND(gpu, why);
   for (const auto& [what, c, kept, width] : std::vector<std::tuple<const char*, Plain, std::vector<std::size_t>, std::size_t>>{
@@ -142,7 +131,7 @@ TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
 // the first 128 entries: a shared array sized by a constant the host could not set), the
 // widest list (16 KiB of shared memory), widths that are no power of two.
 TEST(SparseMaskKeyList, WidestList) {
-  auto gpu = shaped(KernelShape::gpu, "kernel=group");
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   std::string why;
   VKATTN_REQUIRE_BACKEND(gpu, why);
   for (std::size_t w : {128, 129, 256, 300, 512}) {
@@ -157,7 +146,7 @@ TEST(SparseMaskKeyList, WidestList) {
 // itself), at the spec minimums too.
 TEST(SparseMaskKeyList, OtherKernelsReadMaskRows) {
   std::string why;
-  auto cpu_shape = shaped(KernelShape::cpu), gpu_shape = shaped(KernelShape::gpu);
+  auto cpu_shape = sparse_backend(KernelShape::cpu, ""), gpu_shape = sparse_backend(KernelShape::gpu, "");
   VKATTN_REQUIRE_BACKEND(cpu_shape, why);
   VKATTN_REQUIRE_BACKEND(gpu_shape, why);
   DeviceOptions minimum = shape_options(KernelShape::gpu);
@@ -182,7 +171,7 @@ TEST(SparseMaskKeyList, OtherKernelsReadMaskRows) {
 // The keys a list leaves out are not read: V rows of infinity there leave the result that
 // of rows of zeros (a weight of 0 times infinity is NaN wherever such a row is read).
 TEST(SparseMaskKeyList, UnlistedKeysAreNotRead) {
-  auto gpu = shaped(KernelShape::gpu, "kernel=group");
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   std::string why;
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
@@ -209,32 +198,16 @@ class SparseMaskKeyListCache : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SparseMaskKeyListCache, LatentCacheAndReplay) {
   std::string why;
-  auto gpu = shaped(KernelShape::gpu, "kernel=group");
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200, width = 40;
   const Lists first = top_k_lists({32, 24}, width, capacity, 5, filled),
               later = top_k_lists({17, 40}, width, capacity, 6, filled);
   auto run = [&](Backend& b, bool replay) {
-    KvCache cache = b.kv_cache({.n_seqs = 2,
-                                .n_kv_heads = 1,
-                                .head_dim = kDk,
-                                .capacity = capacity,
-                                .v_head_dim = kDv,
-                                .latent = true,
-                                .paged = GetParam(),
-                                .block_size = 16,
-                                .n_blocks = GetParam() ? 2 * capacity / 16 : 0});
-    Tensor k = b.tensor({filled, 1, kDk}, DType::f32), q = b.tensor({2, kHeads, kDk}, DType::f32);
+    KvCache cache = two_sequence_latent_cache(b, GetParam(), capacity, filled);
+    Tensor q = b.tensor({2, kHeads, kDk}, DType::f32);
     Tensor list = b.tensor({2, width}, DType::i32), out = b.tensor({2, kHeads, kDv}, DType::f32);
-    std::vector<std::int32_t> pos(filled);
-    std::iota(pos.begin(), pos.end(), 0);
-    for (std::int32_t s = 0; s < 2; ++s) {
-      b.upload(k, normal(filled * kDk, 10 + s));
-      CommandList fill = b.commands();
-      fill.kv_append(cache, k, pos, std::vector<std::int32_t>(filled, s));
-      fill.submit_and_wait();
-    }
     b.upload(q, normal(2 * kHeads * kDk, 12));
     b.upload(list, replay ? first.list : later.list);
     const std::vector<std::int32_t> q_seq{0, 1}, end(2, static_cast<std::int32_t>(filled - 1)), mid(2, 150);

@@ -21,12 +21,14 @@
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
 #include "support/random.hpp"
+#include "support/sparse_cases.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 namespace {
 
-constexpr std::size_t kDk = 192, kDv = 128, kHeads = 16;
+constexpr std::size_t kDk = kSparseDk, kDv = kSparseDv, kHeads = kSparseHeads;
+using OpResult = SparseResult;
 
 // A mask [n_tokens, n_keys] of -inf but for kept[t] keys of row t, chosen at random among
 // the first |pick_from| (0: all), each with a finite bias in [-1, 1].
@@ -45,17 +47,8 @@ std::vector<float> top_k_mask(const std::vector<std::size_t>& kept, std::size_t 
 }
 
 std::shared_ptr<Backend> group_kernel(const char* more = "") {
-  DeviceOptions options = shape_options(KernelShape::gpu);
-  options.cap_limits = uncapped();
-  ScopedEnv decode("VKATTN_DECODE", std::string("kernel=group") + more);
-  std::string why;
-  return try_backend(BackendKind::vulkan, options, why);
+  return sparse_backend(KernelShape::gpu, std::string("kernel=group") + more);
 }
-
-struct OpResult {
-  std::vector<float> out;
-  AttentionRun run;
-};
 
 // A plain-keys case: each token's kept keys of n_keys, the promise, the query heads over
 // one KV head, the precision.
@@ -252,26 +245,9 @@ TEST_P(SparseMaskCache, LatentCacheOfTwoSequences) {
   const std::size_t capacity = 256, filled = 200;
   const std::vector<float> mask = top_k_mask({32, 24}, capacity, 5, filled);  // slots that hold keys
   auto run = [&](Backend& b, std::uint32_t mask_keys) {
-    KvCache cache = b.kv_cache({.n_seqs = 2,
-                                .n_kv_heads = 1,
-                                .head_dim = kDk,
-                                .capacity = capacity,
-                                .v_head_dim = kDv,
-                                .latent = true,
-                                .paged = GetParam(),
-                                .block_size = 16,
-                                .n_blocks = GetParam() ? 2 * capacity / 16 : 0});
-    Tensor k = b.tensor({filled, 1, kDk}, DType::f32), q = b.tensor({2, kHeads, kDk}, DType::f32);
+    KvCache cache = two_sequence_latent_cache(b, GetParam(), capacity, filled);
+    Tensor q = b.tensor({2, kHeads, kDk}, DType::f32);
     Tensor tm = b.tensor({2, capacity}, DType::f32), out = b.tensor({2, kHeads, kDv}, DType::f32);
-    std::vector<std::int32_t> pos(filled);
-    std::iota(pos.begin(), pos.end(), 0);
-    CommandList fill = b.commands();
-    for (std::int32_t s = 0; s < 2; ++s) {
-      b.upload(k, normal(filled * kDk, 10 + s));
-      fill.kv_append(cache, k, pos, std::vector<std::int32_t>(filled, s));
-      fill.submit_and_wait();
-      fill = b.commands();
-    }
     b.upload(q, normal(2 * kHeads * kDk, 12));
     b.upload(tm, mask);
     const std::vector<std::int32_t> q_pos{static_cast<std::int32_t>(filled - 1), static_cast<std::int32_t>(filled - 1)};
