@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "support/backends.hpp"
-#include "support/random.hpp"
 #include "support/fused_match.hpp"
+#include "support/random.hpp"
 #include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
