@@ -267,34 +267,41 @@ TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
   auto cpu = make_backend(BackendKind::cpu);
-  const KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity, .n_sinks = 1};
-  KvCache cache = gpu->kv_cache(config), ref_cache = cpu->kv_cache(config);
-  Tensor q = gpu->tensor({1, kHeads, kHeadDim}, DType::f32), k = gpu->tensor({1, kKvHeads, kHeadDim}, DType::f32);
-  Tensor v = gpu->tensor({1, kKvHeads, kHeadDim}, DType::f32), out = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
-  CommandList step = gpu->commands();
-  VkCommandBuffer cb = VK_NULL_HANDLE;
-  for (std::int32_t t = 0; t < 2 * static_cast<std::int32_t>(kCapacity) + 3; ++t) {
-    const auto q1 = normal(kHeads * kHeadDim, 20 + t), k1 = normal(kKvHeads * kHeadDim, 40 + t),
-               v1 = normal(kKvHeads * kHeadDim, 60 + t);
-    gpu->upload(q, q1);
-    gpu->upload(k, k1);
-    gpu->upload(v, v1);
-    const std::vector<std::int32_t> pos = {t};
-    if (t == 0) {
-      step.rope(q, k, pos);
-      step.kv_append(cache, k, v, pos);
-      step.attention(q, cache, out, {.q_positions = pos});
-      cb = e.begin();
-      step.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
-      e.submit_and_wait(cb);
-    } else {
-      step.set_tokens(pos);
-      e.resubmit_and_wait(cb);
+  // |extend|: an op recorded into the list after its command buffer was, which gives the
+  // list a new encoding; the command buffer's, retired, must follow the replays too (it
+  // once kept the first token's parameters: every later token wrong).
+  for (const bool extend : {false, true}) {
+    const KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity, .n_sinks = 1};
+    KvCache cache = gpu->kv_cache(config), ref_cache = cpu->kv_cache(config);
+    Tensor q = gpu->tensor({1, kHeads, kHeadDim}, DType::f32), k = gpu->tensor({1, kKvHeads, kHeadDim}, DType::f32);
+    Tensor v = gpu->tensor({1, kKvHeads, kHeadDim}, DType::f32), out = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
+    Tensor spare = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
+    CommandList step = gpu->commands();
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    for (std::int32_t t = 0; t < 2 * static_cast<std::int32_t>(kCapacity) + 3; ++t) {
+      const auto q1 = normal(kHeads * kHeadDim, 20 + t), k1 = normal(kKvHeads * kHeadDim, 40 + t),
+                 v1 = normal(kKvHeads * kHeadDim, 60 + t);
+      gpu->upload(q, q1);
+      gpu->upload(k, k1);
+      gpu->upload(v, v1);
+      const std::vector<std::int32_t> pos = {t};
+      if (t == 0) {
+        step.rope(q, k, pos);
+        step.kv_append(cache, k, v, pos);
+        step.attention(q, cache, out, {.q_positions = pos});
+        cb = e.begin();
+        step.record(cb, {.dst_stage_mask = VK_PIPELINE_STAGE_HOST_BIT, .dst_access_mask = VK_ACCESS_HOST_READ_BIT});
+        e.submit_and_wait(cb);
+        if (extend) step.copy(out, spare);
+      } else {
+        step.set_tokens(pos);
+        e.resubmit_and_wait(cb);
+      }
+      ASSERT_TRUE(all_close(gpu->download(out), reference(*cpu, ref_cache, q1, k1, v1, pos), {1, kHeads, kHeadDim}, 1e-5, 1e-4))
+          << "token " << t << (extend ? ", an op recorded after the command buffer" : "");
     }
-    ASSERT_TRUE(all_close(gpu->download(out), reference(*cpu, ref_cache, q1, k1, v1, pos), {1, kHeads, kHeadDim}, 1e-5, 1e-4))
-        << "token " << t;
+    EXPECT_EQ(cache.slot_positions(0), ref_cache.slot_positions(0));
   }
-  EXPECT_EQ(cache.slot_positions(0), ref_cache.slot_positions(0));
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 

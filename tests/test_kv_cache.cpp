@@ -433,6 +433,50 @@ TEST_P(KvCacheTest, StaleSlotsAndEmptySequences) {
   EXPECT_TRUE(all_close(got.out, std::vector<float>(16, 0.0f), {1, 2, 8}, 0, 0));
 }
 
+// A list's appends and forks are planned when recorded (rows, a paged cache's blocks,
+// slot-table words); a reset, truncate or restore_cache of a sequence they write leaves them
+// stale, and submitting the list is refused, naming the sequence, until it is replayed
+// (set_tokens) or recorded again. A change to another sequence leaves it valid. (A stale
+// append into a paged cache once wrote a block another sequence had taken since.)
+TEST_P(KvCacheTest, ListsPlannedBeforeAChangeAreRefused) {
+  const Layout s{.seqs = 2, .heads = 2, .kv_heads = 1, .head_dim = 8, .capacity = 8};
+  KvCache cache = backend().kv_cache(s.cache());
+  Tensor k = backend().tensor({1, 1, 8}, DType::f32), v = backend().tensor({1, 1, 8}, DType::f32);
+  backend().upload(k, std::vector<float>(8, 1.0f));
+  backend().upload(v, std::vector<float>(8, 2.0f));
+  const auto stale = {"sequence 1", "recorded before that sequence's reset, truncate or restore_cache"};
+  CommandList cmd = backend().commands();
+  cmd.kv_append(cache, k, v, Ids{0}, Ids{1});
+  cmd.submit_and_wait();
+  cache.reset(0);  // another sequence
+  cmd.submit_and_wait();
+  cache.reset(1);
+  expect_invalid([&] { cmd.submit_and_wait(); }, {"submit_and_wait", "sequence 1"});
+  expect_invalid([&] { cmd.submit(); }, stale);
+  EXPECT_EQ(cache.next_position(1), 0);
+  cmd.set_tokens(Ids{0}, Ids{1});  // planned again
+  cmd.submit_and_wait();
+  EXPECT_EQ(cache.slot_positions(1)[0], 0);
+  cache.truncate(1, 0);
+  expect_invalid([&] { cmd.submit_and_wait(); }, stale);
+  cmd.set_tokens(Ids{0}, Ids{1});
+  cmd.submit_and_wait();
+  // A fork reads its source as planned: stale after the source's reset too.
+  CommandList fork = backend().commands();
+  fork.kv_copy_sequence(cache, 1, 0);
+  cache.reset(1);
+  expect_invalid([&] { fork.submit_and_wait(); }, stale);
+  // restore_cache changes every sequence; a list recorded after it is valid.
+  const std::vector<std::uint8_t> bytes = backend().save_cache(cache);
+  CommandList append = backend().commands();
+  append.kv_append(cache, k, v, Ids{cache.next_position(0)}, Ids{0});
+  backend().restore_cache(cache, bytes);
+  expect_invalid([&] { append.submit_and_wait(); }, {"sequence 0"});
+  CommandList after = backend().commands();
+  after.kv_append(cache, k, v, Ids{cache.next_position(0)}, Ids{0});
+  after.submit_and_wait();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, KvCacheTest,
                          ::testing::Values(CacheKind{BackendKind::cpu, 0}, CacheKind{BackendKind::vulkan, 0}), cache_kind_name);
 INSTANTIATE_TEST_SUITE_P(Paged, KvCacheTest, ::testing::Values(CacheKind{BackendKind::cpu, 4}, CacheKind{BackendKind::vulkan, 4}),

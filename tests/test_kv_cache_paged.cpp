@@ -313,8 +313,9 @@ TEST_P(PagedKvCacheTest, OutOfBlocks) {
   EXPECT_EQ(cache.free_blocks(), 0u);
   expect_out_of_blocks([&] { cmd.kv_copy_sequence(cache, 0, 1); }, "kv_copy_sequence");
   EXPECT_EQ(pool_state(cache), recorded);
-  cache.reset(2);  // the list's append to sequence 2 is dropped with it
+  cache.reset(2);  // the list's append to sequence 2 is stale now: never submitted
   EXPECT_EQ(cache.free_blocks(), 1u);
+  expect_invalid([&] { cmd.submit_and_wait(); }, {"sequence 2", "reset"});
   run(backend(), cache, s, nullptr, nullptr, {}, [&](CommandList& c) { c.kv_copy_sequence(cache, 0, 1); });
   m.copy(0, 1);
   expect_pool_consistent(cache, "fork");
@@ -488,6 +489,76 @@ TEST_F(PagedKvCacheVulkan, ReplayThroughGrowingTables) {
       side->cache.truncate(2, 3);
     }
   });
+}
+
+// A list that appends to sequence 0 and forks it into 1, replayed (set_tokens) across
+// block boundaries: each replay plans the fork again (which blocks 1 shares, which it
+// copies, what the pool takes back), so the fork is built again, never patched (a patched
+// fork once wrote the first recording's table entry and block copy: 0.56 off at the third
+// token). Vulkan against the CPU backend, both sequences, then appends to 1 alone.
+TEST_F(PagedKvCacheVulkan, ReplayedFork) {
+  const KvCacheConfig config{.n_seqs = 2,
+                             .n_kv_heads = 1,
+                             .head_dim = 8,
+                             .capacity = 16,
+                             .dtype = DType::f32,
+                             .paged = true,
+                             .block_size = 4,
+                             .n_blocks = 8};
+  struct Side {
+    Backend& b;
+    KvCache cache;
+    Tensor k, v;
+    CommandList cmd;
+    Side(Backend& be, const KvCacheConfig& c)
+        : b(be), cache(be.kv_cache(c)), k(be.tensor({1, 1, 8}, DType::f32)), v(be.tensor({1, 1, 8}, DType::f32)),
+          cmd(be.commands()) {}
+    std::vector<float> attend(std::size_t seq, const std::vector<float>& q) {
+      Tensor tq = b.tensor({1, 1, 8}, DType::f32), out = b.tensor({1, 1, 8}, DType::f32);
+      b.upload(tq, q);
+      const Ids pos{cache.next_position(seq) - 1}, seqs{static_cast<std::int32_t>(seq)};
+      CommandList c = b.commands();
+      c.attention(tq, cache, out, {.q_positions = pos, .q_seq_ids = seqs});
+      c.submit_and_wait();
+      return b.download(out);
+    }
+  };
+  Side g(*gpu_, config), h(*cpu_, config);
+  Rng rng(17, false);
+  auto compare = [&](const std::string& what) {
+    for (std::size_t seq : {0u, 1u}) {
+      const std::vector<float> q = rng.draw(8);
+      EXPECT_TRUE(all_close(g.attend(seq, q), h.attend(seq, q), {1, 1, 8}, 1e-5, 1e-5)) << what << ", sequence " << seq;
+    }
+    EXPECT_EQ(pool_state(g.cache), pool_state(h.cache)) << what;
+    expect_pool_consistent(g.cache, what);
+  };
+  for (std::int32_t p = 0; p < 10; ++p) {
+    const std::vector<float> k = rng.draw(8), v = rng.draw(8);
+    for (Side* side : {&g, &h}) {
+      side->b.upload(side->k, k);
+      side->b.upload(side->v, v);
+      if (p == 0) {
+        side->cmd.kv_append(side->cache, side->k, side->v, Ids{0}, Ids{0});
+        side->cmd.kv_copy_sequence(side->cache, 0, 1);
+      } else {
+        side->cmd.set_tokens(Ids{p}, Ids{0});
+      }
+      side->cmd.submit_and_wait();
+    }
+    compare("token " + std::to_string(p));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<float> k = rng.draw(8), v = rng.draw(8);
+    for (Side* side : {&g, &h}) {
+      side->b.upload(side->k, k);
+      side->b.upload(side->v, v);
+      CommandList c = side->b.commands();
+      c.kv_append(side->cache, side->k, side->v, Ids{side->cache.next_position(1)}, Ids{1});
+      c.submit_and_wait();
+    }
+    compare("sequence 1's append " + std::to_string(i));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PagedKvCacheTest, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);

@@ -2,9 +2,9 @@
 // appends, forks, truncates and resets: a paged cache keeps the ring's rules and differs
 // only in where rows live, so attention over the two must agree (the ring is tested
 // against the model of its history in test_kv_cache.cpp). On every kernel family, every
-// dtype, GQA, MLA's own V width and latent caches, KvRope::on_read, sinks and windows, at
-// the spec minimums, and through replays (set_tokens) whose block tables grow, fork and
-// run out of blocks.
+// dtype, GQA, MLA's own V width and latent caches, KvRope::on_read, sinks and windows, and
+// at the spec minimums. Replays (set_tokens) through growing tables, forks and running out
+// of blocks: test_kv_cache_paged.cpp.
 #include <gtest/gtest.h>
 
 #include <random>

@@ -1,10 +1,13 @@
 // Asynchronous submission (CommandList::submit): handles that can be polled and waited on,
-// downloads that wait for the submission writing the tensor, what a submission uses kept
+// downloads that wait for the submission writing the tensor, uploads for the one reading
+// it, what a submission uses kept
 // alive until it finishes, and chains with the caller's semaphores (timeline and binary)
 // on an engine's device, with no wait on the host between the links.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "support/backends.hpp"
@@ -179,6 +182,34 @@ TEST_F(Interop, SemaphoresAreCheckedAndNeedTheCallersDevice) {
   EXPECT_EQ(cpu_list.stats().submits, 0u);
   EXPECT_EQ(own_list.stats().submits, 0u);
   expect_no_validation_messages(*own);
+}
+
+// An upload over a tensor that a pending submission reads waits for it (the next token's
+// inputs uploaded while a step reading this token's runs): the copy below waits for the
+// host's timeline signal, given 50 ms later from another thread; an upload that did not
+// wait would be what the copy copies.
+TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  const std::size_t n = kHeads * kHeadDim;
+  Tensor src = gpu->tensor({1, kHeads, kHeadDim}, DType::f32), dst = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
+  gpu->upload(src, std::vector<float>(n, 1.0f));
+  CommandList copy = gpu->commands();
+  copy.copy(src, dst);
+  VkSemaphore timeline = e.semaphore(true);
+  Submitted copied = copy.submit({.wait = {{timeline, 1}}});
+  std::thread host([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+    signal.semaphore = timeline;
+    signal.value = 1;
+    vkSignalSemaphore(e.device(), &signal);
+  });
+  gpu->upload(src, std::vector<float>(n, 2.0f));
+  host.join();
+  EXPECT_TRUE(copied.ready());
+  EXPECT_EQ(gpu->download(dst), std::vector<float>(n, 1.0f));
+  EXPECT_EQ(gpu->download(src), std::vector<float>(n, 2.0f));
 }
 
 }  // namespace

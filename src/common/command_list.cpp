@@ -15,6 +15,22 @@ namespace vkattn {
 
 namespace detail {
 CommandListImpl::~CommandListImpl() = default;
+
+void CommandListImpl::note_planned(const KvCacheImpl& cache, std::size_t seq) {
+  if (!planned.empty() && planned.back().cache == &cache && planned.back().seq == seq) return;  // a run of tokens
+  planned.push_back({&cache, seq, cache.changes});
+}
+
+void CommandListImpl::check_planned(const char* op) const {
+  for (const Planned& p : planned) {
+    if (p.cache->changed_at[p.seq] > p.at) {
+      throw InvalidArgument(op, "this",
+                            "a list whose kv_append or kv_copy_sequence into sequence " + std::to_string(p.seq) +
+                                " was recorded before that sequence's reset, truncate or restore_cache",
+                            "a list recorded again, or replayed with set_tokens, after the change");
+    }
+  }
+}
 }  // namespace detail
 
 CommandList::CommandList(std::unique_ptr<detail::CommandListImpl> impl) : impl_(std::move(impl)) {}
@@ -264,6 +280,7 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
     else
       detail::check_kv_append(*c, *tk, tv.get(), p, s);
     c->plan_append(p, s, options, plan);
+    for (std::size_t t = 0; t < p.size(); ++t) i.note_planned(*c, s.empty() ? 0 : static_cast<std::size_t>(s[t]));
     i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p, plan.meta_rows, plan.copies});
     c->apply_append(p, s, plan);
   };
@@ -298,6 +315,8 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   if (src == dst) return;
   record_op(impl, {0, c}, [c, src, dst](auto& i, auto) {
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
+    i.note_planned(*c, src);
+    i.note_planned(*c, dst);
     i.record(detail::CopySequenceCall{c, src, dst, fork});
     c->copy_sequence(src, dst, fork);
   });
@@ -440,8 +459,10 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   for (const auto& c : impl.caches) prefetch(c.get(), sizeof(detail::KvCacheImpl));
   bool patch = true;
   impl.begin_replay(patch);
+  impl.spare_planned.swap(impl.planned);  // planned again by the recipes
   try {
     for (;;) {
+      impl.planned.clear();
       for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
       if (impl.end_replay()) break;
       restore_caches();
@@ -451,13 +472,18 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   } catch (...) {
     impl.abort_replay();
     restore_caches();
+    impl.planned.swap(impl.spare_planned);
     throw;
   }
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("set_tokens");
 }
 
-void CommandList::submit_and_wait() try { live(impl_, "submit_and_wait").submit_and_wait(); } catch (const std::bad_alloc&) {
+void CommandList::submit_and_wait() try {
+  auto& impl = live(impl_, "submit_and_wait");
+  impl.check_planned("submit_and_wait");
+  impl.submit_and_wait();
+} catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit_and_wait");
 }
 

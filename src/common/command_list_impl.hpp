@@ -59,6 +59,21 @@ class CommandListImpl {
   // (KvCacheImpl::journal; its memory kept from one replay to the next).
   std::vector<std::pair<std::int32_t*, std::int32_t>> journal;
   std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
+  // The sequences the list's appends and forks write, each with its cache's change count
+  // when the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe);
+  // a replay plans them again (the spare: what the recording held, put back when it is
+  // refused).
+  struct Planned {
+    const KvCacheImpl* cache;
+    std::size_t seq;
+    std::uint64_t at;
+  };
+  std::vector<Planned> planned, spare_planned;
+  void note_planned(const KvCacheImpl& cache, std::size_t seq);
+  // Throws InvalidArgument, naming |op|, when a sequence the list writes was reset,
+  // truncated or restored after the list planned its ops: they would write rows (a paged
+  // cache: blocks) and slot-table words the cache no longer has for them.
+  void check_planned(const char* op) const;
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them
   // again; end_replay() keeps the new ones (on Vulkan reusing the encoded command buffer

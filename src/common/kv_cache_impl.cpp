@@ -95,8 +95,9 @@ std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position)
 
 KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::shared_ptr<TensorImpl> k_,
                          std::shared_ptr<TensorImpl> v_)
-    : owner(owner_), config(config_), k(std::move(k_)), v(std::move(v_)), slot_pos(config_.n_seqs * config_.capacity, -1),
-      next(config_.n_seqs, 0), oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
+    : owner(owner_), config(config_), k(std::move(k_)), v(std::move(v_)), changed_at(config_.n_seqs, 0),
+      slot_pos(config_.n_seqs * config_.capacity, -1), next(config_.n_seqs, 0),
+      oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
   if (!config.paged) return;
   block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
   entries = config.capacity >> block_shift;
@@ -292,6 +293,7 @@ void KvCache::reset(std::size_t seq) {
   c.next[seq] = 0;
   c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
   c.release_empty_blocks(seq);
+  c.changed(seq);
   c.publish();
 }
 
@@ -317,6 +319,7 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) {
   c.next[seq] = position;
   if (position <= static_cast<std::int32_t>(c.config.n_sinks)) c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
   c.release_empty_blocks(seq);
+  c.changed(seq);
   c.publish();
 }
 

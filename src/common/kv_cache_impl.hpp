@@ -3,6 +3,7 @@
 // changes, so a bad argument leaves the cache exactly as it was.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -56,6 +57,18 @@ class KvCacheImpl {
 
   std::size_t ring() const { return config.capacity - config.n_sinks; }
   std::size_t slot(std::int32_t position) const;
+
+  // Changes made outside command lists (reset, truncate, restore_cache): how many so far,
+  // and per sequence the count at its last one. A list's appends and forks planned before
+  // a later change of a sequence they write are stale: submitting them is refused
+  // (CommandListImpl::check_planned).
+  std::uint64_t changes = 0;
+  std::vector<std::uint64_t> changed_at;
+  void changed(std::size_t seq) { changed_at[seq] = ++changes; }
+  void changed_all() {
+    ++changes;
+    std::fill(changed_at.begin(), changed_at.end(), changes);
+  }
 
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append

@@ -272,6 +272,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
       if (refs[b] == 0) c->free_list[static_cast<std::size_t>(c->free_count++)] = static_cast<std::int32_t>(b);
     }
   }
+  c->changed_all();
   c->publish();
 }
 

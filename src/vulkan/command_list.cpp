@@ -143,10 +143,14 @@ class VulkanCommandList final : public CommandListImpl {
     const std::uint64_t number = encoded_->submission.submit(ctx_->options.submit_timeout_ms, sync);
     ++submits_;
     auto handle = std::make_shared<VulkanSubmitted>(encoded_, number);
-    // Downloads and uploads of what it writes wait for it (vulkan_backend.cpp: settle).
+    // Downloads of what it writes wait for it, uploads over anything it reads or writes
+    // (vulkan_backend.cpp: settle).
     for (const Dispatch& d : ops_) {
       for (const Binding& b : d.bindings) {
-        if (b.tensor && b.write) static_cast<VulkanTensor&>(*b.tensor).writer = handle;
+        if (!b.tensor) continue;
+        auto& t = static_cast<VulkanTensor&>(*b.tensor);
+        t.user = handle;
+        if (b.write) t.writer = handle;
       }
     }
     return handle;
@@ -205,14 +209,13 @@ class VulkanCommandList final : public CommandListImpl {
       }
       if (encoded_) encoded_->submission.finish(ctx_->options.submit_timeout_ms);
       r.params_written = true;
-      for (Encoded* e : {encoded_.get(), external_.get()}) {
-        if (e) write_patched(*e);
-      }
+      if (encoded_) write_patched(*encoded_);
+      each_external(external_, [&](Encoded& e) { write_patched(e); });
       replay_.reset();
       return true;
     }
     const bool same = !r.diverged && r.matched == ops_.size() && r.params.bytes().size() == params_.bytes().size();
-    if (!same && r.external) {
+    if (!same && (r.external || !retired_.empty())) {
       throw InvalidArgument("set_tokens", "positions / seq_ids",
                             "tokens that change the list's dispatches (tiles follow the sequences' pattern)",
                             "tokens with the pattern recorded, for a list recorded into a command buffer "
@@ -223,9 +226,8 @@ class VulkanCommandList final : public CommandListImpl {
       // timeout). Callers' command buffers are the caller's to have finished (vulkan.hpp).
       if (r.encoded) r.encoded->submission.finish(ctx_->options.submit_timeout_ms);
       r.params_written = true;
-      for (Encoded* e : {r.encoded.get(), r.external.get()}) {
-        if (e) write_params(*e);
-      }
+      if (r.encoded) write_params(*r.encoded);
+      each_external(r.external, [&](Encoded& e) { write_params(e); });
       encoded_ = std::move(r.encoded);
       external_ = std::move(r.external);
     } else if (!r.diverged) {
@@ -240,6 +242,7 @@ class VulkanCommandList final : public CommandListImpl {
 
   void abort_replay() noexcept override {
     held_rope_.reset();       // held by this replay (begin_replay records any held before it)
+    if (!replay_) return;     // begin_replay failed before it set anything aside
     if (replay_->patching) {  // the patched words back, and to the device if written there
       std::size_t end = undo_.size();
       for (auto it = patched_.rbegin(); it != patched_.rend(); ++it) {
@@ -247,9 +250,8 @@ class VulkanCommandList final : public CommandListImpl {
         std::memcpy(params_.data() + it->first, undo_.data() + end, it->second);
       }
       if (replay_->params_written) {
-        for (Encoded* e : {encoded_.get(), external_.get()}) {
-          if (e) try_write_params(*e, true);
-        }
+        if (encoded_) try_write_params(*encoded_, true);
+        each_external(external_, [&](Encoded& e) { try_write_params(e, true); });
       }
       replay_.reset();
       return;
@@ -260,9 +262,8 @@ class VulkanCommandList final : public CommandListImpl {
     encoded_ = std::move(replay_->encoded);
     external_ = std::move(replay_->external);
     if (replay_->params_written) {  // they hold the new parameters: back to the old ones
-      for (Encoded* e : {encoded_.get(), external_.get()}) {
-        if (e) try_write_params(*e);
-      }
+      if (encoded_) try_write_params(*encoded_);
+      each_external(external_, [&](Encoded& e) { try_write_params(e); });
     }
     replay_.reset();
   }
@@ -295,9 +296,30 @@ class VulkanCommandList final : public CommandListImpl {
     }
   }
 
-  // Host writes before vkQueueSubmit are visible to the submission without a barrier.
-  void write_params(Encoded& enc) { enc.param_target().write(params_.bytes()); }
-  void write_patched(Encoded& enc) { enc.param_target().write_ranges(params_.data(), patched_); }
+  // Host writes before vkQueueSubmit are visible to the submission without a barrier. A
+  // retired encoding holds the parameters of the ops recorded before it: a prefix.
+  void write_params(Encoded& enc) {
+    const std::span<const std::uint8_t> bytes = params_.bytes();
+    enc.param_target().write(bytes.first(std::min<std::size_t>(bytes.size(), enc.param_bytes)));
+  }
+  void write_patched(Encoded& enc) {
+    if (enc.param_bytes >= params_.bytes().size()) {
+      enc.param_target().write_ranges(params_.data(), patched_);
+      return;
+    }
+    std::vector<std::pair<VkDeviceSize, VkDeviceSize>> inside;
+    for (const auto& [offset, size] : patched_) {
+      if (offset < enc.param_bytes) inside.emplace_back(offset, std::min(size, enc.param_bytes - offset));
+    }
+    enc.param_target().write_ranges(params_.data(), inside);
+  }
+  // |f| on each encoding recorded into callers' command buffers: |current| and those
+  // retired when ops were added after it (vulkan.hpp: they stay valid through replays).
+  template <class F>
+  void each_external(const std::shared_ptr<Encoded>& current, F f) {
+    if (current) f(*current);
+    for (const auto& e : retired_) f(*e);
+  }
 
   // What a patch overwrites, kept until the replay ends (abort_replay puts it back).
   void keep_for_undo(const TokenWords& w) {

@@ -155,6 +155,8 @@ class VulkanTensor final : public TensorImpl {
   // The last asynchronous submission that writes it (CommandList::submit), which host
   // copies of it wait for; expired once that submission's encoding is gone (it waited).
   std::weak_ptr<SubmittedImpl> writer;
+  // The last one that reads or writes it, which host writes over it wait for.
+  std::weak_ptr<SubmittedImpl> user;
 
   void store(std::span<const std::uint32_t> words) override;
 };

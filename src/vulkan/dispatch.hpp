@@ -73,7 +73,7 @@ struct TokenWords {
     append_rows,     // kv_append's rows, then its positions (|words| tokens); |extra|: 1 for a
                      // paged cache, whose tokens' slot-table words follow
     q_seq,           // the queries' sequences: the dispatches follow them, a replay keeps them
-    block_copies,    // a paged cache's copies before kv_append: a replay builds the op again
+    block_copies,    // a paged cache's copies before kv_append, or its fork: a replay builds the op again
   } kind;
   std::uint64_t offset = 0;  // bytes into the arena
   std::uint32_t words = 0;

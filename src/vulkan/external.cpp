@@ -325,6 +325,7 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
     sync.signal.push_back(g.semaphore);
     sync.signal_values.push_back(g.value);
   }
+  impl_->check_planned("submit");
   return Submitted(impl_->submit(&sync));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
@@ -335,6 +336,7 @@ void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions&
   if (!command_buffer) {
     throw InvalidArgument("record", "command_buffer", "VK_NULL_HANDLE", "a VkCommandBuffer in the recording state");
   }
+  impl_->check_planned("record");
   impl_->record_into(command_buffer, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("record");

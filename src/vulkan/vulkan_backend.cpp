@@ -51,16 +51,16 @@ void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSiz
   });
 }
 
-// Waits for the last asynchronous submission that writes |t|, before the host copies it
-// (or over it).
-void settle(const Context& ctx, const VulkanTensor& t) {
-  const auto writer = t.writer.lock();
-  if (!writer) return;
+// Waits for the last asynchronous submission that writes |t| before the host copies it,
+// and (|over|) for the last that reads or writes it before the host copies over it.
+void settle(const Context& ctx, const VulkanTensor& t, bool over = false) {
+  const auto pending = over ? t.user.lock() : t.writer.lock();
+  if (!pending) return;
   const std::uint32_t ms = ctx.options.submit_timeout_ms;
-  if (!writer->wait(std::uint64_t{ms} * 1000000u)) {
+  if (!pending->wait(std::uint64_t{ms} * 1000000u)) {
     throw Error(ErrorCode::timeout,
-                "the submission writing this tensor did not finish within " + std::to_string(ms) +
-                    " ms (DeviceOptions::submit_timeout_ms); it keeps running",
+                std::string("the submission ") + (over ? "using" : "writing") + " this tensor did not finish within " +
+                    std::to_string(ms) + " ms (DeviceOptions::submit_timeout_ms); it keeps running",
                 "vkWaitForFences", VK_TIMEOUT, current_op());
   }
 }
@@ -176,7 +176,7 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
 }
 
 void VulkanTensor::store(std::span<const std::uint32_t> words) {
-  settle(*context, *this);
+  settle(*context, *this, true);
   context->write(*buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()});
 }
 

@@ -126,6 +126,9 @@ Dispatches build(OpEnv& env, const CopySequenceCall& call) {
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, src * stride, dst * stride, stride));
   ds.push_back(copy_dispatch(ctx, cache.slots, cache.slots, bounds + src, bounds + dst, 1));
   if (c.paged) {
+    // Which block the fork copies, and into which, is planned anew at each replay (the
+    // pool has moved on): the op is built again, never patched.
+    env.params.mark({TokenWords::block_copies, 0, 0});
     const KvCacheImpl::ForkPlan& f = call.fork;
     if (f.entry < 0) return ds;
     const std::int32_t to = f.to;
