@@ -56,9 +56,10 @@ TEST_P(Errors, Rope) {
   expect_invalid([&] { rope(x, {0, -5, 2}, {}); }, {"positions[1]", "-5", "2^31"});
   expect_invalid([&] { rope(x, pos, {.rotary_dim = 3}); }, {"rotary_dim", "3", "even"});
   expect_invalid([&] { rope(x, pos, {.rotary_dim = 10}); }, {"rotary_dim", "10", "head_dim = 8"});
-  for (double base : {0.0, -2.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
-    expect_invalid([&] { rope(x, pos, {.base = base}); }, {"config.base", "finite and > 0"});
+  for (double base : {0.0, -2.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e-300, 1e300}) {
+    expect_invalid([&] { rope(x, pos, {.base = base}); }, {"config.base", "finite and > 0 as a float"});
   }
+  expect_invalid([&] { rope(x, pos, {.attention_factor = 1e300}); }, {"config.attention_factor", "[1.2e-38, 3.4e38]"});
   expect_invalid([&] { rope(x, pos, {.layout = static_cast<RopeLayout>(5)}); }, {"config.layout", "5"});
   Tensor empty;
   expect_invalid([&] { rope(empty, pos, {}); }, {"x", "empty"});
@@ -170,13 +171,20 @@ TEST_P(AttentionErrors, BadArguments) {
   Tensor q_rank2 = t({2, 16});
   expect_invalid([&] { sc(q_rank2, k, scores, tok, {}); }, {"q.shape", "[2, 16]", "rank 3"});
   // Config.
-  expect_invalid([&] { sc(q, k, scores, tok, {.window = 0u}); }, {"config.window", "0", ">= 1"});
-  for (double s : {std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
-    expect_invalid([&] { sc(q, k, scores, tok, {.scale = s}); }, {"config.scale", "finite"});
+  expect_invalid([&] { sc(q, k, scores, tok, {.window = 0u}); }, {"config.window", "0", "[1, 2^31 - 1]"});
+  // The kernels compare positions as ints: a window of 2^31 once hid every key on Vulkan.
+  expect_invalid([&] { sc(q, k, scores, tok, {.window = 1u << 31}); }, {"config.window = 2147483648", "[1, 2^31 - 1]"});
+  // Doubles past float's range (or, for the positive ones, below its normal range) would
+  // be inf or 0 in the kernels.
+  for (double s : {std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 1e39}) {
+    expect_invalid([&] { sc(q, k, scores, tok, {.scale = s}); }, {"config.scale", "finite as a float"});
   }
-  for (double cap : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
-    expect_invalid([&] { sc(q, k, scores, tok, {.softcap = cap}); }, {"config.softcap", "finite and > 0"});
+  for (double cap : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e39, 1e-50}) {
+    expect_invalid([&] { sc(q, k, scores, tok, {.softcap = cap}); }, {"config.softcap", "finite and > 0 as a float"});
   }
+  expect_invalid(
+      [&] { sc(q, k, scores, tok, {.scale = 1e-30, .softcap = 1e-20, .softcap_order = SoftcapOrder::cap_then_scale}); },
+      {"config.softcap x |config.scale|", "1e-50"});
   expect_invalid([&] { sc(q, k, scores, tok, {.softcap = 1.0, .softcap_order = static_cast<SoftcapOrder>(2)}); },
                  {"config.softcap_order", "2", "scale_then_cap or SoftcapOrder::cap_then_scale"});
   expect_invalid([&] { sc(q, k, scores, tok, {.alibi_slopes = {0.5f}}); },
@@ -284,6 +292,12 @@ TEST_P(KvCacheErrors, BadArguments) {
   };
   // Config.
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = 0; })); }, {"kv_cache: config.n_seqs = 0", ">= 1"});
+  // Slots are counted in 32-bit ints: a sequence past 2^31 slots once lost its tokens.
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = 9, c.capacity = std::size_t{1} << 28; })); },
+                 {"config.n_seqs = 9", "[1, (2^31 - 1) / capacity = 7]"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = std::size_t{1} << 61; })); },
+                 {"config.n_seqs = 2305843009213693952"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.dtype = static_cast<DType>(99); })); }, {"config.dtype = DType(99)"});
   // The shape fields have no defaults: a config that leaves them unset is rejected.
   expect_invalid([&] { b.kv_cache({}); }, {"config.n_kv_heads = 0", "required, no default"});
   expect_invalid([&] { b.kv_cache({.n_kv_heads = 2}); }, {"config.head_dim = 0", "required, no default"});

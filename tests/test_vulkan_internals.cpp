@@ -52,6 +52,22 @@ TEST(VulkanInternals, ValidationMessengerRecords) {
 // Every constant id the kernels declare fits the pipeline key's list (params.h's highest,
 // the group kernel's MASK_KEYS, was once one past it and written past the list's storage);
 // an id past it throws rather than writing there.
+// 2^32 q4_0 elements are 2.25 GiB, inside a 4 GiB maxStorageBufferRange (lavapipe's is
+// 128 MiB, so no tensor here reaches it): refused, since the kernels index elements in 32
+// bits; a tensor past the range is left to the range's own error.
+TEST(VulkanInternals, TensorsPast32BitElementIndicesAreRefused) {
+  const std::uint64_t range = UINT32_MAX, q4_bytes = (std::uint64_t{1} << 32) / 32 * 18;
+  try {
+    detail::check_element_indices({std::size_t{1} << 27, 32}, std::size_t{1} << 32, q4_bytes, range);
+    ADD_FAILURE() << "2^32 elements accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("tensor of 4294967296 elements ([134217728, 32])"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(detail::check_element_indices({UINT32_MAX}, UINT32_MAX, q4_bytes, range));
+  EXPECT_NO_THROW(detail::check_element_indices({std::size_t{1} << 32}, std::size_t{1} << 32, q4_bytes, q4_bytes - 1));
+}
+
 TEST(KernelModules, SpecConstantIdsFitTheirList) {
   const detail::SpecConstants s = detail::spec({{VKATTN_SPEC_DECODE_MASK_KEYS, 7}, {VKATTN_SPEC_DECODE_LAZY_MAX, 1}});
   ASSERT_EQ(s.size(), std::size_t{VKATTN_SPEC_DECODE_MASK_KEYS} + 1);

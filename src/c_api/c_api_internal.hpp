@@ -106,6 +106,10 @@ inline constexpr std::size_t kFirstSize<vkattn_device_info> = offsetof(vkattn_de
 template <>  // 0.6's: before sparse
 inline constexpr std::size_t kFirstSize<vkattn_attention_run> = offsetof(vkattn_attention_run, sparse);
 
+// The most bytes a caller's struct may say it has: room for any later header's fields, and
+// a bound on what a garbage struct_size (a struct never _init-ed) makes us read or zero.
+inline constexpr std::size_t kMaxStructSize = 4096;
+
 // An input struct as this library knows it: the caller's fields over our defaults (so a
 // struct from an older header gets the defaults of the fields it lacks), after checking
 // that fields of a newer header that we do not know are zero (their old behaviour).
@@ -119,9 +123,10 @@ T read_struct(const char* function, const char* param, const T* p, void (*defaul
     return out;
   }
   const std::string field = std::string(param) + "->struct_size";
-  if (p->struct_size < kFirstSize<T>) {
+  if (p->struct_size < kFirstSize<T> || p->struct_size > kMaxStructSize) {
     throw InvalidArgument(function, field, std::to_string(p->struct_size),
-                          ">= " + std::to_string(kFirstSize<T>) + " (fill the struct with its vkattn_*_init(&s, sizeof s))");
+                          "[" + std::to_string(kFirstSize<T>) + ", " + std::to_string(kMaxStructSize) +
+                              "] (fill the struct with its vkattn_*_init(&s, sizeof s))");
   }
   const auto* bytes = reinterpret_cast<const unsigned char*>(p);
   for (std::size_t i = sizeof(T); i < p->struct_size; ++i) {
@@ -142,9 +147,10 @@ T read_struct(const char* function, const char* param, const T* p, void (*defaul
 template <class T>
 void write_struct(const char* function, const char* param, T* p, std::size_t size, T value) {
   need(function, param, p);
-  if (size < kFirstSize<T> || size > UINT32_MAX) {
-    throw InvalidArgument(function, std::string(param) + " size", std::to_string(size),
-                          ">= " + std::to_string(kFirstSize<T>) + " (pass sizeof the struct)");
+  if (size < kFirstSize<T> || size > kMaxStructSize) {
+    throw InvalidArgument(
+        function, std::string(param) + " size", std::to_string(size),
+        "[" + std::to_string(kFirstSize<T>) + ", " + std::to_string(kMaxStructSize) + "] (pass sizeof the struct)");
   }
   value.struct_size = static_cast<std::uint32_t>(size);
   auto* bytes = reinterpret_cast<unsigned char*>(p);

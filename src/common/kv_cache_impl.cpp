@@ -35,7 +35,10 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
                           "[1, " + std::to_string(kMaxAttentionHeadDim) + "]" + (c.head_dim == 0 ? required : ""));
   }
   if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::q8_0 && c.dtype != DType::q4_0) {
-    throw InvalidArgument(op, "config.dtype", to_string(c.dtype), "f32, f16, q8_0 or q4_0");
+    const std::string name = to_string(c.dtype);
+    throw InvalidArgument(op, "config.dtype",
+                          name != "unknown" ? name : "DType(" + std::to_string(static_cast<int>(c.dtype)) + ")",
+                          "f32, f16, q8_0 or q4_0");
   }
   check_head_dim(op, c, "config.head_dim", c.head_dim, "");
   if (c.v_head_dim != 0) check_head_dim(op, c, "config.v_head_dim", c.v_head_dim, " (0 = head_dim)");
@@ -47,6 +50,12 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
   if (c.capacity == 0 || c.capacity > (std::size_t{1} << 30)) {
     throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity),
                           std::string("[1, 2^30]") + (c.capacity == 0 ? required : ""));
+  }
+  // Slots are counted in 32-bit ints (rows, slot-table words) across the sequences.
+  if (c.n_seqs > std::size_t{INT32_MAX} / c.capacity) {
+    throw InvalidArgument(op, "config.n_seqs", std::to_string(c.n_seqs),
+                          "[1, (2^31 - 1) / capacity = " + std::to_string(std::size_t{INT32_MAX} / c.capacity) +
+                              "]: n_seqs x capacity slots are counted in 32-bit ints");
   }
   if (c.n_sinks >= c.capacity) {
     throw InvalidArgument(op, "config.n_sinks", std::to_string(c.n_sinks), "< capacity = " + std::to_string(c.capacity));

@@ -230,10 +230,11 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   // twice, and every block saved is held.
   std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
   for (std::size_t s = 0; s < n_seqs; ++s) {
-    bool ok = next[s] >= 0 && oldest[s] >= static_cast<std::int32_t>(cf.n_sinks);
+    const auto sinks = static_cast<std::int32_t>(cf.n_sinks);
+    bool ok = next[s] >= 0 && oldest[s] >= sinks && oldest[s] <= std::max(next[s], sinks);
     for (std::size_t i = 0; ok && i < cf.capacity; ++i) {
       const std::int32_t pos = slot_pos[s * cf.capacity + i];
-      ok = pos >= -1 && pos < next[s] && (pos < 0 || c->slot(pos) == i);
+      ok = pos >= -1 && pos < next[s] && (pos < 0 || c->slot(pos) == i) && (pos < sinks || pos >= oldest[s]);
     }
     for (std::size_t e = 0; ok && e < c->entries; ++e) {
       const std::int32_t b = table[s * c->entries + e];

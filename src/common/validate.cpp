@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <utility>
@@ -66,9 +67,15 @@ void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
   }
 }
 
+// The kernels compute in float: a double past float's range becomes inf there, and one
+// below its normal range 0 (a soft-cap of 0 is none; a RoPE base of 0 rotates nothing).
 void check_positive(const char* op, const std::string& param, double v) {
-  if (!std::isfinite(v) || v <= 0.0) throw InvalidArgument(op, param, num(v), "finite and > 0");
+  if (!(v >= std::numeric_limits<float>::min() && v <= std::numeric_limits<float>::max())) {
+    throw InvalidArgument(op, param, num(v), "finite and > 0 as a float: [1.2e-38, 3.4e38]");
+  }
 }
+
+bool finite_float(double v) { return std::abs(v) <= std::numeric_limits<float>::max(); }
 
 namespace {
 

@@ -38,6 +38,7 @@ std::string num(double v);
 void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
                     std::initializer_list<std::pair<const char*, const TensorImpl*>> inputs);
 void check_positive(const char* op, const std::string& param, double v);
+bool finite_float(double v);  // finite in float too (|v| <= 3.4e38; false for NaN)
 
 // A shape and dtype a tensor may have (Backend::tensor, wrap).
 void check_new_tensor(const char* op, const Shape& shape, DType dtype);

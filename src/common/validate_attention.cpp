@@ -121,10 +121,12 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
   if (!cache) check_attn_tokens(op, p, tokens, n_tokens, n_keys);
 
   p.scale = config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(q.shape[2]));
-  if (!std::isfinite(p.scale)) throw InvalidArgument(op, "config.scale", num(p.scale), "finite");
+  if (!finite_float(p.scale)) throw InvalidArgument(op, "config.scale", num(p.scale), "finite as a float: |x| <= 3.4e38");
   p.causal = config.causal;
   if (config.window) {
-    if (*config.window == 0) throw InvalidArgument(op, "config.window", "0", ">= 1, or unset for no window");
+    if (*config.window == 0 || *config.window > std::uint32_t{INT32_MAX}) {
+      throw InvalidArgument(op, "config.window", std::to_string(*config.window), "[1, 2^31 - 1], or unset for no window");
+    }
     p.window = *config.window;
   }
   if (config.window_type != WindowType::trailing && config.window_type != WindowType::symmetric) {
@@ -165,7 +167,10 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     p.softcap = *config.softcap;
     // scale * c * tanh(qk / c) is c' tanh(scale * qk / c') with c' = |scale| c (tanh is
     // odd), so the other order needs only another cap; scale 0 gives 0 either way.
-    if (config.softcap_order == SoftcapOrder::cap_then_scale) p.softcap *= std::abs(p.scale);
+    if (config.softcap_order == SoftcapOrder::cap_then_scale) {
+      p.softcap *= std::abs(p.scale);
+      if (p.softcap != 0.0) check_positive(op, "config.softcap x |config.scale| (SoftcapOrder::cap_then_scale)", p.softcap);
+    }
   }
   if (config.softcap_order != SoftcapOrder::scale_then_cap && config.softcap_order != SoftcapOrder::cap_then_scale) {
     throw InvalidArgument(op, "config.softcap_order", std::to_string(static_cast<int>(config.softcap_order)),

@@ -161,4 +161,9 @@ class VulkanTensor final : public TensorImpl {
   void store(std::span<const std::uint32_t> words) override;
 };
 
+// Error(out_of_memory) for a tensor of more than 2^32 - 1 elements within |max_range|
+// bytes (maxStorageBufferRange): the kernels index elements in 32 bits, and elements past
+// 2^32 would alias the first ones.
+void check_element_indices(const Shape& shape, std::size_t numel, std::uint64_t bytes, std::uint64_t max_range);
+
 }  // namespace vkattn::detail

@@ -259,6 +259,9 @@ Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize
     throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes),
                           "<= maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
   }
+  if (numel(shape) > std::size_t{UINT32_MAX}) {
+    throw InvalidArgument(op, "shape", shape_string(shape), "at most 2^32 - 1 elements (the kernels index them in 32 bits)");
+  }
   return Tensor(std::make_shared<VulkanTensor>(ctx, shape, dtype, Buffer::borrow(buffer, offset, size_bytes)));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("wrap");

@@ -167,10 +167,23 @@ void Context::zero(Buffer& buffer) {
 
 bool has_texel_view(const TensorImpl& t) { return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE; }
 
+void check_element_indices(const Shape& shape, std::size_t numel, std::uint64_t bytes, std::uint64_t max_range) {
+  // Only q4_0 (half a byte an element) can pass 2^32 elements inside a range of 4 GiB;
+  // past the range, device_buffer names it.
+  if (numel > std::size_t{UINT32_MAX} && bytes <= max_range) {
+    throw Error(ErrorCode::out_of_memory,
+                "tensor of " + std::to_string(numel) + " elements (" + shape_string(shape) +
+                    "): the kernels index elements in 32 bits, at most 2^32 - 1",
+                "", 0, current_op());
+  }
+}
+
 VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_, bool zero)
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)) {
   // Padding to 16 bytes lets the copy kernel move whole vec4s.
-  buffer = context->device_buffer(ceil_div(words * 4, 16) * 16, "tensor");
+  const std::uint64_t bytes = ceil_div(words * 4, 16) * 16;
+  check_element_indices(shape, numel, bytes, context->limits.max_storage_buffer_range);
+  buffer = context->device_buffer(bytes, "tensor");
   // Zero-filled so that no tensor ever exposes another allocation's old contents.
   if (zero) context->zero(*buffer);
 }

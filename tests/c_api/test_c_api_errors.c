@@ -162,6 +162,11 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   ac.struct_size = 0;
   EXPECT_STATUS(E, "config->struct_size = 0", vkattn_cmd_attn_softmax(list, o, o, &ac));
   EXPECT_STATUS(E, "size = 4", vkattn_attention_config_init(&ac, 4));
+  /* A garbage size (a struct never _init-ed) is refused, not read or zeroed that far. */
+  ac.struct_size = 1u << 30;
+  EXPECT_STATUS(E, "config->struct_size = 1073741824", vkattn_cmd_attn_softmax(list, o, o, &ac));
+  EXPECT_STATUS(E, "size = 4097; valid: [", vkattn_attention_config_init(&ac, 4097));
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
 
   /* Nothing was recorded by the failed calls; the list still runs. */
   vkattn_command_stats stats;
