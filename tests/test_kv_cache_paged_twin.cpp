@@ -280,5 +280,34 @@ TEST(PagedKvCacheTwin, DtypesAndShapes) {
   for (Backend* b : {gpu.get(), at_minimum.get()}) expect_no_validation_messages(*b);
 }
 
+// Appends long enough that the plan looks its runs and copies up in tables rather than
+// its lists (more than 32 of each): three sequences sharing a prefill of 100 tokens in
+// blocks of 2, then one append of 64 tokens to each, interleaved (each run met again after
+// the other sequences' tokens), whose rings wrap onto 18 shared blocks (36 copies, the
+// last writer keeping each). CPU backend, paged against the ring.
+TEST(PagedKvCacheTwin, LongAppendsPlanThroughTables) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{.n_seqs = 3, .n_kv_heads = 1, .head_dim = 8, .capacity = 128, .dtype = DType::f32};
+  Twin t(*cpu, *cpu, true, config, 2, 2, 3 * 64);
+  t.append_run(0, 100);
+  t.fork(0, 1);
+  t.fork(0, 2);
+  Ids batch;
+  for (int i = 0; i < 64; ++i) batch.insert(batch.end(), {0, 1, 2});
+  t.append(batch);
+  const KvCache& p = t.paged.cache;
+  EXPECT_EQ(p.free_blocks(), 3 * 64 - 50 - 3 * 14 - 2 * 18) << "the prefill, 3 x 14 new runs, 2 x 18 copies";
+  for (std::size_t s = 0; s < 3; ++s) {
+    for (std::size_t e = 0; e < 18; ++e) {
+      EXPECT_EQ(p.block_refs()[static_cast<std::size_t>(p.block_table(s)[e])], 1) << "sequence " << s << ", run " << e;
+    }
+  }
+  // The prefill took blocks 0, 1, ... for its runs; sequence 2, the last writer of each
+  // shared one, keeps it rather than copying it too.
+  for (std::size_t e = 0; e < 18; ++e) EXPECT_EQ(p.block_table(2)[e], static_cast<std::int32_t>(e)) << "run " << e;
+  t.expect_same({0, 1, 2}, {163, 163, 163}, {}, 0, "decode after the long append");
+  t.expect_same({1, 1, 1, 1}, {160, 161, 162, 163}, {.window = 64u}, 0, "prefill rows after the long append");
+}
+
 }  // namespace
 }  // namespace vkattn::test

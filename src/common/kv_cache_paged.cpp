@@ -56,13 +56,27 @@ std::size_t KvCacheImpl::plan_blocks(AppendPlan& plan, bool check) const {
   plan.changes.clear();
   // Each run of slots the tokens write gets its block once, in the order first written:
   // its own, a new one where it has none, or a copy where other sequences share it (as
-  // many copies of a shared block as writers beyond the last, who keeps it).
+  // many copies of a shared block as writers beyond the last, who keeps it). The runs
+  // given a block and the copies of each block are looked up in the plan's lists while
+  // they are short, in tables once they are long (a prefill of 32k tokens in runs of one
+  // took 0.7 s scanning the lists per token); a token of the run before takes its block.
+  constexpr std::size_t kScan = 32;
+  std::vector<std::int32_t> given, copied;  // by table index, by block; empty while short
+  auto given_block = [&](std::int32_t index) {
+    if (!given.empty()) return given[static_cast<std::size_t>(index)];
+    for (std::size_t i = 0; i < plan.changes.size(); i += 2) {
+      if (plan.changes[i] == index) return plan.changes[i + 1];
+    }
+    return -2;
+  };
   auto copies_of = [&](std::int32_t b) {
+    if (!copied.empty()) return copied[static_cast<std::size_t>(b)];
     std::int32_t n = 0;
     for (std::size_t i = 0; i < plan.copies.size(); i += 2) n += plan.copies[i] == b ? 1 : 0;
     return n;
   };
   std::size_t taken = 0;
+  std::int32_t last_index = -1, last_block = -2;
   for (std::size_t t = 0; t < plan.dst_rows.size(); ++t) {
     if (plan.dst_rows[t] < 0) {
       plan.meta_rows[t] = -1;
@@ -74,21 +88,35 @@ std::size_t KvCacheImpl::plan_blocks(AppendPlan& plan, bool check) const {
     plan.meta_rows[t] = static_cast<std::int32_t>(s * stride + slot);
     // A run this call has already given a block keeps it; another is decided now (the
     // same way for each of its tokens: a block stops being shared only by copies).
-    std::int32_t block = -2;
-    for (std::size_t i = 0; i < plan.changes.size(); i += 2) {
-      if (plan.changes[i] == index) block = plan.changes[i + 1];
-    }
+    std::int32_t block = index == last_index ? last_block : given_block(index);
     if (block == -2) {
       block = table[static_cast<std::size_t>(index)];
       if (block < 0 || refs[static_cast<std::size_t>(block)] - copies_of(block) > 1) {
         const std::int32_t fresh =
             taken < static_cast<std::size_t>(free_count) ? free_list[static_cast<std::size_t>(free_count) - 1 - taken] : -1;
         ++taken;
-        if (block >= 0) plan.copies.insert(plan.copies.end(), {block, fresh});
+        if (block >= 0) {
+          plan.copies.insert(plan.copies.end(), {block, fresh});
+          if (copied.empty() && plan.copies.size() / 2 > kScan) {
+            copied.assign(config.n_blocks, 0);
+            for (std::size_t i = 0; i < plan.copies.size(); i += 2) ++copied[static_cast<std::size_t>(plan.copies[i])];
+          } else if (!copied.empty()) {
+            ++copied[static_cast<std::size_t>(block)];
+          }
+        }
         plan.changes.insert(plan.changes.end(), {index, fresh});
+        if (given.empty() && plan.changes.size() / 2 > kScan) {
+          given.assign(table.size(), -2);
+          for (std::size_t i = 0; i < plan.changes.size(); i += 2)
+            given[static_cast<std::size_t>(plan.changes[i])] = plan.changes[i + 1];
+        } else if (!given.empty()) {
+          given[static_cast<std::size_t>(index)] = fresh;
+        }
         block = fresh;
       }
     }
+    last_index = index;
+    last_block = block;
     plan.dst_rows[t] =
         static_cast<std::int32_t>((static_cast<std::size_t>(std::max(block, 0)) << block_shift) + (slot & (bs - 1)));
   }
@@ -236,11 +264,14 @@ std::size_t KvCache::blocks_to_append(std::size_t seq, std::size_t n_tokens) con
   }
   const std::int64_t last = next + static_cast<std::int64_t>(n_tokens) - 1;
   detail::KvCacheImpl::AppendPlan plan;
-  for (std::int64_t p = next; p <= last; ++p) {
-    const bool dropped = p >= static_cast<std::int64_t>(c.config.n_sinks) && last - p >= static_cast<std::int64_t>(c.ring());
-    if (dropped) continue;
+  // Kept: positions of sinks, and the last ring()'s (a loop over only those: n_tokens may
+  // be near 2^31).
+  const auto sinks = static_cast<std::int64_t>(c.config.n_sinks), ring = static_cast<std::int64_t>(c.ring());
+  auto keep = [&](std::int64_t p) {
     plan.dst_rows.push_back(static_cast<std::int32_t>(seq * c.config.capacity + c.slot(static_cast<std::int32_t>(p))));
-  }
+  };
+  for (std::int64_t p = next; p <= std::min(last, sinks - 1); ++p) keep(p);
+  for (std::int64_t p = std::max({next, sinks, last - ring + 1}); p <= last; ++p) keep(p);
   return c.plan_blocks(plan, false);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("blocks_to_append");
