@@ -298,6 +298,15 @@ TEST_P(KvCacheErrors, BadArguments) {
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = std::size_t{1} << 61; })); },
                  {"config.n_seqs = 2305843009213693952"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.dtype = static_cast<DType>(99); })); }, {"config.dtype = DType(99)"});
+  // On read, dynamic NTK needs one length for queries and keys (rotated in different
+  // passes, each would take its own base; the device once applied none).
+  const RopeConfig ntk{.scaling = RopeScaling::dynamic_ntk, .factor = 4.0, .original_context = 8};
+  expect_invalid([&] { b.kv_cache(config([&](auto& c) { c.rope = KvRope::on_read, c.rope_config = ntk; })); },
+                 {"config.rope_config.sequence_length = 0", ">= 1 with KvRope::on_read"});
+  EXPECT_NO_THROW(b.kv_cache(config([&](auto& c) {
+    c.rope = KvRope::on_read, c.rope_config = ntk;
+    c.rope_config.sequence_length = 64;
+  })));
   // The shape fields have no defaults: a config that leaves them unset is rejected.
   expect_invalid([&] { b.kv_cache({}); }, {"config.n_kv_heads = 0", "required, no default"});
   expect_invalid([&] { b.kv_cache({.n_kv_heads = 2}); }, {"config.head_dim = 0", "required, no default"});

@@ -189,6 +189,41 @@ TEST_F(Faults, TransfersAfterFaultsThroughStaging) {
   EXPECT_EQ(b->download(big), std::vector<float>(large, 0.0f));
 }
 
+// A reset or truncate whose slot table cannot reach the device (its staging submit out of
+// memory) changes nothing on the host either: the sequence, and a paged cache's pool, are
+// as they were, and the next try works.
+TEST_F(Faults, ResetAndTruncateThatFailChangeNothing) {
+  VKATTN_BACKEND_OR_SKIP(b, true);
+  for (const bool paged : {false, true}) {
+    KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 1, .head_dim = D, .capacity = 8, .dtype = DType::f32};
+    if (paged) config.paged = true, config.block_size = 2, config.n_blocks = 8;
+    KvCache cache = b->kv_cache(config);
+    const Tensor k = b->tensor({6, 1, D}, DType::f32), v = b->tensor({6, 1, D}, DType::f32);
+    CommandList cmd = b->commands();
+    cmd.kv_append(cache, k, v, std::vector<std::int32_t>{0, 1, 2, 3, 4, 5}, std::vector<std::int32_t>(6, 0));
+    cmd.submit_and_wait();
+    const std::vector<std::int32_t> slots = cache.slot_positions(0);
+    const std::size_t free = paged ? cache.free_blocks() : 0;
+    const std::string what = paged ? "paged" : "ring";
+    for (const bool truncate : {false, true}) {
+      detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+      expect_error([&] { truncate ? cache.truncate(0, 1) : cache.reset(0); }, ErrorCode::out_of_memory,
+                   VK_ERROR_OUT_OF_DEVICE_MEMORY);
+      EXPECT_EQ(cache.slot_positions(0), slots) << what;
+      EXPECT_EQ(cache.next_position(0), 6) << what;
+      if (paged) {
+        EXPECT_EQ(cache.free_blocks(), free) << what;
+      }
+    }
+    cmd.submit_and_wait();  // not stale: nothing changed
+    cache.truncate(0, 1);
+    EXPECT_EQ(cache.next_position(0), 1) << what;
+    if (paged) {
+      EXPECT_EQ(cache.free_blocks(), 7u) << what;
+    }
+  }
+}
+
 // After a lost device every call on that backend fails with device_lost before touching
 // the device; objects made before still destroy cleanly; a new backend works.
 void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, CommandList& cmd) {

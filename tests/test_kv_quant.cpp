@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -78,6 +79,35 @@ TEST_F(VulkanVsCpuTest, QuantizedAppendMatchesCpuByteForByte) {
         EXPECT_EQ(gpu_->save_cache(g), cpu_->save_cache(c)) << what;  // bookkeeping, K and V bytes
       }
     }
+  }
+}
+
+// Outside the contract (values must be finite), the backends still agree byte for byte:
+// a block holding an infinity keeps an infinite scale (as ggml's; the CPU once stored 0, its
+// block reading back zeros), and a NaN's code is 0 without touching its neighbours (q4_0's
+// int of a NaN once set the top bit of element 7's code).
+TEST_F(VulkanVsCpuTest, QuantizedAppendOfNonFiniteValues) {
+  constexpr float kInf = std::numeric_limits<float>::infinity(), kNan = std::numeric_limits<float>::quiet_NaN();
+  for (DType dtype : kQuantTypes) {
+    const KvCacheConfig config{.n_kv_heads = 1, .head_dim = 64, .capacity = 2, .dtype = dtype};
+    std::vector<float> x(2 * 64, 0.5f);
+    x[0] = kNan;       // block 0: a NaN where element 7 shares its word
+    x[64 + 3] = kInf;  // block 2: an infinity
+    x[96 + 5] = -kInf;
+    KvCache g = gpu_->kv_cache(config), c = cpu_->kv_cache(config);
+    for (auto [b, cache] : {std::pair{gpu_.get(), &g}, std::pair{cpu_.get(), &c}}) {
+      Tensor k = b->tensor({2, 1, 64}, DType::f32);
+      b->upload(k, x);
+      CommandList cmd = b->commands();
+      cmd.kv_append(*cache, k, k, std::vector<std::int32_t>{0, 1});
+      cmd.submit_and_wait();
+    }
+    EXPECT_EQ(gpu_->save_cache(g), cpu_->save_cache(c)) << to_string(dtype);
+    Tensor t = cpu_->tensor({2, 1, 64}, dtype);  // the same quantizer, read back
+    cpu_->upload(t, x);
+    const std::vector<float> back = cpu_->download(t);
+    EXPECT_EQ(back[7], back[8]) << to_string(dtype) << ": the NaN's neighbour, another 0.5 of its block";
+    EXPECT_TRUE(std::isnan(back[64])) << to_string(dtype) << ": the infinity's block reads back NaN (0 x inf)";
   }
 }
 

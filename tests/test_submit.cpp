@@ -212,5 +212,31 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
   EXPECT_EQ(gpu->download(src), std::vector<float>(n, 2.0f));
 }
 
+// A download waits for the submission writing its tensor when the caller dropped the
+// Submitted handle (the work runs on; its encoding is the list's): the copy waits for a
+// timeline signal given 50 ms later from another thread, and the download must see its
+// result (it once read the tensor before the copy ran).
+TEST_F(TimelineInterop, DownloadWaitsWithTheHandleDropped) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  const std::size_t n = kHeads * kHeadDim;
+  Tensor src = gpu->tensor({1, kHeads, kHeadDim}, DType::f32), dst = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
+  gpu->upload(src, std::vector<float>(n, 3.0f));
+  CommandList copy = gpu->commands();
+  copy.copy(src, dst);
+  VkSemaphore timeline = e.semaphore(true);
+  (void)copy.submit({.wait = {{timeline, 1}}});  // the handle dropped at once
+  std::thread host([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+    signal.semaphore = timeline;
+    signal.value = 1;
+    vkSignalSemaphore(e.device(), &signal);
+  });
+  const std::vector<float> got = gpu->download(dst);
+  host.join();
+  EXPECT_EQ(got, std::vector<float>(n, 3.0f));
+}
+
 }  // namespace
 }  // namespace vkattn::test

@@ -259,7 +259,8 @@ class VKATTN_API CommandList {
   // write what it reads or read what it writes, except Backend::download, download_i32,
   // download_raw and save_cache, which wait for the last submission that wrote the tensor
   // or cache, and upload, upload_raw and a cache's reset, truncate and restore_cache, which
-  // wait for the last that read or wrote it. timings() are not read for these submissions.
+  // wait for those that read or write it (kept handle or not). timings() are not read for
+  // these submissions.
   Submitted submit();
   // The same, waiting on and signalling the caller's semaphores (vkattn/vulkan.hpp), on a
   // backend made on the caller's device.

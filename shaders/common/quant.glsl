@@ -87,10 +87,11 @@ uint quantize_block(bool Q4, float x[32], out uint words[8]) {
         precise const float scaled = x[i] * id;
         if (Q4) {
             precise const float shifted = scaled + 8.5;
-            const uint q = uint(min(15, int(shifted)));
+            // 4 bits only: a NaN's int (outside the contract) must not reach a neighbour.
+            const uint q = isnan(shifted) ? 0u : uint(min(15, int(shifted))) & 15u;
             words[i / 8u] |= q << (4u * (i % 8u));
         } else {
-            const int q = int(round_half_away(scaled));
+            const int q = isnan(scaled) ? 0 : int(round_half_away(scaled));
             words[i / 4u] |= (uint(q) & 0xffu) << (8u * (i % 4u));
         }
     }

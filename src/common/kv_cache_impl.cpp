@@ -81,6 +81,13 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.attention_factor", std::to_string(*r.attention_factor),
                             "1 (unset) with KvRope::on_read");
     }
+    // Dynamic NTK's base follows the largest position of a call; on read, queries and keys
+    // are rotated at in-cache positions in different passes, which would each take their
+    // own base (the relative positions lost): one length for both, or none.
+    if (r.scaling == RopeScaling::dynamic_ntk && r.sequence_length == 0) {
+      throw InvalidArgument(op, "config.rope_config.sequence_length", "0 (1 + largest position of a call) with dynamic_ntk",
+                            ">= 1 with KvRope::on_read (one length for the queries and the keys: the capacity, say)");
+    }
     if (rope_frequencies(r, c.head_dim).attention_factor != 1.0) {
       throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
     }
@@ -295,15 +302,38 @@ std::size_t KvCache::slot(std::int32_t position) const {
   return live(impl_).slot(position);
 }
 
+namespace {
+
+// Changes |seq|'s bookkeeping outside a command list (|change|, writing through set()) and
+// writes it to the device; when either fails (out of memory, a lost device), the words
+// changed are put back: a failed reset or truncate leaves the cache as it was.
+template <class Change>
+void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) {
+  std::vector<std::pair<std::int32_t*, std::int32_t>> log;
+  c.journal = &log;
+  try {
+    change();
+    c.journal = nullptr;
+    c.publish();
+  } catch (...) {
+    c.journal = nullptr;
+    for (auto it = log.rbegin(); it != log.rend(); ++it) *it->first = it->second;
+    throw;
+  }
+  c.changed(seq);
+}
+
+}  // namespace
+
 void KvCache::reset(std::size_t seq) {
   auto& c = live(impl_);
   check_seq("reset", c, seq);
-  std::fill_n(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity), c.config.capacity, -1);
-  c.next[seq] = 0;
-  c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
-  c.release_empty_blocks(seq);
-  c.changed(seq);
-  c.publish();
+  change_and_publish(c, seq, [&] {
+    for (std::size_t s = 0; s < c.config.capacity; ++s) c.set(c.slot_pos[seq * c.config.capacity + s], -1);
+    c.set(c.next[seq], 0);
+    c.set(c.oldest[seq], static_cast<std::int32_t>(c.config.n_sinks));
+    c.release_empty_blocks(seq);
+  });
 }
 
 void KvCache::truncate(std::size_t seq, std::int32_t position) {
@@ -321,15 +351,16 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) {
                           "a position whose earlier keys are still held: positions " + std::to_string(held_then) + " to " +
                               std::to_string(c.oldest[seq] - 1) + " have been overwritten");
   }
-  for (std::size_t s = 0; s < c.config.capacity; ++s) {
-    std::int32_t& p = c.slot_pos[seq * c.config.capacity + s];
-    if (p >= position) p = -1;
-  }
-  c.next[seq] = position;
-  if (position <= static_cast<std::int32_t>(c.config.n_sinks)) c.oldest[seq] = static_cast<std::int32_t>(c.config.n_sinks);
-  c.release_empty_blocks(seq);
-  c.changed(seq);
-  c.publish();
+  change_and_publish(c, seq, [&] {
+    for (std::size_t s = 0; s < c.config.capacity; ++s) {
+      std::int32_t& p = c.slot_pos[seq * c.config.capacity + s];
+      if (p >= position) c.set(p, -1);
+    }
+    c.set(c.next[seq], position);
+    if (position <= static_cast<std::int32_t>(c.config.n_sinks))
+      c.set(c.oldest[seq], static_cast<std::int32_t>(c.config.n_sinks));
+    c.release_empty_blocks(seq);
+  });
 }
 
 }  // namespace vkattn

@@ -73,8 +73,9 @@ class KvCacheImpl {
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append
   std::vector<std::int32_t> oldest;    // per sequence: oldest ring position (>= n_sinks) held
-  // While a replay runs (CommandList::set_tokens), where each write to the bookkeeping
-  // (slot_pos, next, oldest) logs the word and its old value, so that a refused replay can
+  // While a replay runs (CommandList::set_tokens), or a reset or truncate, where each write
+  // to the bookkeeping (slot_pos, next, oldest, a paged cache's pool) logs the word and its
+  // old value, so that a refused replay, or a reset that could not reach the device, can
   // put back what it changed, and only that; null otherwise.
   std::vector<std::pair<std::int32_t*, std::int32_t>>* journal = nullptr;
   void set(std::int32_t& word, std::int32_t value) {

@@ -34,12 +34,14 @@ inline std::size_t quant_words(std::size_t n, DType d) { return codes_words(n, d
 
 // Largest |x| (q8_0) or the signed value of largest |x|, the first one on ties (q4_0), of
 // 32 values; the scale d ggml derives from it, or 0 when d would be subnormal (q4_0: 0 with
-// d's sign, so that a block of zeros stores -0.0 = 0 / -8, byte for byte as ggml does).
+// d's sign, so that a block of zeros stores -0.0 = 0 / -8, byte for byte as ggml does). An
+// infinite value gives an infinite scale, as in ggml and on the device (outside the
+// contract: values must be finite; the block then reads back NaN, not zeros).
 inline float q8_0_scale(std::span<const float, kQuantBlock> x) {
   float amax = 0.0f;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float d = amax / 127.0f;
-  return std::fpclassify(d) == FP_NORMAL ? d : 0.0f;
+  return std::fpclassify(d) == FP_SUBNORMAL ? 0.0f : d;
 }
 inline float q4_0_scale(std::span<const float, kQuantBlock> x) {
   float amax = 0.0f, max = 0.0f;
@@ -50,26 +52,28 @@ inline float q4_0_scale(std::span<const float, kQuantBlock> x) {
     }
   }
   const float d = max / -8.0f;
-  return std::fpclassify(d) == FP_NORMAL ? d : std::copysign(0.0f, d);
+  return std::fpclassify(d) == FP_SUBNORMAL || d == 0.0f ? std::copysign(0.0f, d) : d;
 }
 
 // Quantizes one block into |codes| (8 words for q8_0, 4 for q4_0) and returns the f16 bits
 // of its scale. Codes round as ggml does: q8_0 half away from zero (roundf), q4_0 by
-// truncating x / d + 8.5.
+// truncating x / d + 8.5. A NaN (outside the contract) gets code 0 and leaves its
+// neighbours' codes alone, as on the device.
 inline std::uint16_t quantize_block(DType dtype, std::span<const float, kQuantBlock> x, std::uint32_t* codes) {
   const float d = dtype == DType::q8_0 ? q8_0_scale(x) : q4_0_scale(x);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   if (dtype == DType::q8_0) {
     for (std::size_t w = 0; w < 8; ++w) codes[w] = 0;
     for (std::size_t i = 0; i < kQuantBlock; ++i) {
-      const auto q = static_cast<std::int32_t>(std::round(x[i] * id));
+      const float r = std::round(x[i] * id);
+      const auto q = std::isnan(r) ? 0 : static_cast<std::int32_t>(r);
       codes[i / 4] |= (static_cast<std::uint32_t>(q) & 0xffu) << (8 * (i % 4));
     }
   } else {
     for (std::size_t w = 0; w < 4; ++w) codes[w] = 0;
     for (std::size_t i = 0; i < kQuantBlock; ++i) {
       const float shifted = x[i] * id + 8.5f;
-      const auto q = static_cast<std::uint32_t>(std::min(15, static_cast<int>(shifted)));
+      const auto q = std::isnan(shifted) ? 0u : static_cast<std::uint32_t>(std::min(15, static_cast<int>(shifted)));
       codes[i / 8] |= q << (4 * (i % 8));
     }
   }

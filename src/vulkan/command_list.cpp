@@ -122,7 +122,13 @@ class VulkanCommandList final : public CommandListImpl {
       return;
     }
     if (!encoded_) encode();
-    encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
+    try {
+      encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
+    } catch (const Error& e) {
+      // Left running: host copies of what it uses wait for it.
+      if (e.code() == ErrorCode::timeout) note_uses(encoded_->submission.submitted());
+      throw;
+    }
     ++submits_;
     if (options_.timestamps) timings_ = read_timestamps(*encoded_, ops_);
   }
@@ -142,18 +148,18 @@ class VulkanCommandList final : public CommandListImpl {
     if (!encoded_) encode();
     const std::uint64_t number = encoded_->submission.submit(ctx_->options.submit_timeout_ms, sync);
     ++submits_;
-    auto handle = std::make_shared<VulkanSubmitted>(encoded_, number);
-    // Downloads of what it writes wait for it, uploads over anything it reads or writes
-    // (vulkan_backend.cpp: settle).
+    note_uses(number);
+    return std::make_shared<VulkanSubmitted>(encoded_, number);
+  }
+
+  // Downloads of what submission |number| writes wait for it, uploads over anything it
+  // reads or writes (vulkan_backend.cpp: settle), whether or not its handle is kept.
+  void note_uses(std::uint64_t number) {
     for (const Dispatch& d : ops_) {
       for (const Binding& b : d.bindings) {
-        if (!b.tensor) continue;
-        auto& t = static_cast<VulkanTensor&>(*b.tensor);
-        t.user = handle;
-        if (b.write) t.writer = handle;
+        if (b.tensor) static_cast<VulkanTensor&>(*b.tensor).note_use(encoded_, number, b.write);
       }
     }
-    return handle;
   }
 
   std::vector<OpTiming> timings() const override { return timings_; }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,8 @@ namespace vkattn::detail {
 // or forced (subgroup shuffles, or shared memory). $VKATTN_DECODE's and $VKATTN_PREFILL's
 // reduce=auto|subgroup|shared.
 enum class ReduceKnob { automatic, subgroup, shared };
+
+struct Encoded;  // encoding.hpp
 
 struct DecodeTuning {
   // automatic: attn_decode_group for big groups of wide heads, else attn_decode.
@@ -152,11 +155,21 @@ class VulkanTensor final : public TensorImpl {
   VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape, DType dtype, std::unique_ptr<Buffer> borrowed);
   std::shared_ptr<Context> context;
   std::unique_ptr<Buffer> buffer;  // words * 4 bytes, padded to 16
-  // The last asynchronous submission that writes it (CommandList::submit), which host
-  // copies of it wait for; expired once that submission's encoding is gone (it waited).
-  std::weak_ptr<SubmittedImpl> writer;
-  // The last one that reads or writes it, which host writes over it wait for.
-  std::weak_ptr<SubmittedImpl> user;
+  // The submissions that may still read or write it: asynchronous ones (CommandList::
+  // submit) and those a timeout left running. Host copies of it wait for those that write
+  // it, host writes over it for all. Each names its encoding, which its list and its
+  // Submitted handles own (the caller may drop the handle: the work runs on) and whose
+  // end waits for the work, so an expired one has finished; a list's newer submission
+  // replaces its older, which finished first. Threads submitting lists that read one
+  // tensor meet here: under |uses_lock|.
+  struct Use {
+    std::weak_ptr<Encoded> enc;
+    std::uint64_t number;
+    bool writes;
+  };
+  mutable std::mutex uses_lock;
+  std::vector<Use> uses;
+  void note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number, bool writes);
 
   void store(std::span<const std::uint32_t> words) override;
 };

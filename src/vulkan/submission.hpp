@@ -7,6 +7,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace vkattn::detail {
@@ -40,8 +41,10 @@ class Submission {
   // (1, 2, ...). Error(timeout) when the earlier one does not finish: nothing submitted.
   std::uint64_t submit(std::uint32_t timeout_ms, const SemaphoreSync* sync);
   // Whether submission |number| has finished; waits up to |timeout_ns| for it.
+  // Any thread may ask (a download waiting for the submission writing its tensor).
   bool finished(std::uint64_t number);
   bool wait(std::uint64_t number, std::uint64_t timeout_ns);
+  std::uint64_t submitted() const { return submitted_; }  // the last submission's number
   // Waits up to |timeout_ms| for the last submission (none running: at once), so that
   // what it reads may be rewritten; Error(timeout) when it does not finish.
   void finish(std::uint32_t timeout_ms);
@@ -53,8 +56,10 @@ class Submission {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  bool pending_ = false;         // submitted, not yet seen finished
-  std::uint64_t submitted_ = 0;  // submissions made
+  // Submitted, not yet seen finished; submissions made. Written by the list's thread (and
+  // pending_ by any waiter that sees the work finish).
+  std::atomic<bool> pending_ = false;
+  std::atomic<std::uint64_t> submitted_ = 0;
 };
 
 }  // namespace vkattn::detail

@@ -9,6 +9,7 @@
 #include "vulkan/command_list.hpp"
 #include "vulkan/context.hpp"
 #include "vulkan/dispatch.hpp"
+#include "vulkan/encoding.hpp"
 #include "vulkan/submission.hpp"
 
 namespace vkattn::detail {
@@ -51,13 +52,20 @@ void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSiz
   });
 }
 
-// Waits for the last asynchronous submission that writes |t| before the host copies it,
-// and (|over|) for the last that reads or writes it before the host copies over it.
+// Waits for the submissions that may still write |t| before the host copies it, and
+// (|over|) for those that may read or write it before the host copies over it.
 void settle(const Context& ctx, const VulkanTensor& t, bool over = false) {
-  const auto pending = over ? t.user.lock() : t.writer.lock();
-  if (!pending) return;
+  std::vector<std::pair<std::shared_ptr<Encoded>, std::uint64_t>> pending;
+  {
+    std::lock_guard lock(t.uses_lock);
+    for (const VulkanTensor::Use& u : t.uses) {
+      if (!over && !u.writes) continue;
+      if (auto enc = u.enc.lock()) pending.emplace_back(std::move(enc), u.number);
+    }
+  }
   const std::uint32_t ms = ctx.options.submit_timeout_ms;
-  if (!pending->wait(std::uint64_t{ms} * 1000000u)) {
+  for (const auto& [enc, number] : pending) {
+    if (enc->submission.wait(number, std::uint64_t{ms} * 1000000u)) continue;
     throw Error(ErrorCode::timeout,
                 std::string("the submission ") + (over ? "using" : "writing") + " this tensor did not finish within " +
                     std::to_string(ms) + " ms (DeviceOptions::submit_timeout_ms); it keeps running",
@@ -166,6 +174,18 @@ void Context::zero(Buffer& buffer) {
 }
 
 bool has_texel_view(const TensorImpl& t) { return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE; }
+
+void VulkanTensor::note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number, bool writes) {
+  std::lock_guard lock(uses_lock);
+  // Gone: finished. The same encoding: its earlier submission finished before this one was
+  // made, or this one binds the tensor twice (a write among them makes it a writer).
+  std::erase_if(uses, [&](const Use& u) {
+    const std::shared_ptr<Encoded> e = u.enc.lock();
+    if (e == enc && u.number == number) writes = writes || u.writes;
+    return !e || e == enc;
+  });
+  uses.push_back({enc, number, writes});
+}
 
 void check_element_indices(const Shape& shape, std::size_t numel, std::uint64_t bytes, std::uint64_t max_range) {
   // Only q4_0 (half a byte an element) can pass 2^32 elements inside a range of 4 GiB;

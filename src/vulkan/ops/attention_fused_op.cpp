@@ -189,7 +189,18 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
   // Each split's partial results: its sums and its (max, sum) pairs.
   std::uint64_t splits = key_splits(base_groups, n_keys, n_rows * (v_dim + 2), ctx.limits);
   const std::uint32_t block = wg * keys_per_invocation;
-  const std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), block) * block);  // whole blocks
+  std::uint32_t keys_per_split = u32(ceil_div(ceil_div(n_keys, splits), block) * block);  // whole blocks
+  // A split's blocks stay under llvmpipe's loop limit: the passes of a block, counted
+  // generously (its dims, with rope on read each key's rotary pairs; each row and key's
+  // visibility, score and probability; the block maxima over the lanes; a key group's V
+  // sums, 4 keys a pass), bound the blocks of a split. (With 256 row workgroups and no
+  // split, 300k keys once came back as zeros.)
+  const std::uint64_t block_passes = 16 + head_dim + (p.rope_on_read ? std::uint64_t{head_dim} * keys_per_invocation : 0) +
+                                     3 * std::uint64_t{rows} * keys_per_invocation + std::uint64_t{rows} * wg +
+                                     ceil_div(block, 4 * std::max(key_groups, 1u)) * (4 + ceil_div(rows, 4u));
+  if (const std::uint64_t steps = cpu_steps_per_split(ctx, block_passes)) {
+    keys_per_split = u32(std::min<std::uint64_t>(keys_per_split, steps * block));
+  }
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
   const std::uint64_t ml_offset = splits * n_rows * v_dim;
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;

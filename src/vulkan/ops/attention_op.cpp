@@ -209,8 +209,16 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   const std::uint32_t keys_per_lane = rows <= 4 ? 8 : 4;
   const std::uint32_t key_tiles = u32(ceil_div(n_keys, wg * keys_per_lane));
   const bool skip_past_bound = stop && keys.meta_stride != 0;
-  const std::uint32_t launched =
-      skip_past_bound ? device_sized(ctx, std::uint64_t{n_kv_heads} * row_tiles, key_tiles) : key_tiles;
+  std::uint32_t launched = skip_past_bound ? device_sized(ctx, std::uint64_t{n_kv_heads} * row_tiles, key_tiles) : key_tiles;
+  // A workgroup striding over key tiles stays under llvmpipe's loop limit: the passes of a
+  // tile, counted generously (its dims, and with rope on read each key's rotary pairs;
+  // each row and key's visibility and score), bound the tiles a workgroup may walk. (At
+  // 131k keys a few workgroups per row tile once walked them all: wrong scores.)
+  const std::uint64_t tile_passes =
+      16 + head_dim + (p.rope_on_read ? std::uint64_t{head_dim} * keys_per_lane : 0) + 3 * std::uint64_t{rows} * keys_per_lane;
+  if (const std::uint64_t steps = cpu_steps_per_split(ctx, tile_passes)) {
+    launched = u32(std::clamp<std::uint64_t>(ceil_div(key_tiles, steps), launched, std::max(key_tiles, 1u)));
+  }
 
   const AttnMeta meta = attn_meta(params, p);
 
