@@ -36,6 +36,10 @@ ValidCall cache_call(Rng& r) {
   if (r.chance(0.3)) {
     c.rope = KvRope::on_read;
     c.rope_config = random_rope_config(r, c.head_dim, true);
+    // On read, dynamic NTK takes one length for queries and keys (fuzz_invalid: without).
+    if (c.rope_config.scaling == RopeScaling::dynamic_ntk && c.rope_config.sequence_length == 0) {
+      c.rope_config.sequence_length = r.range(1, 20000);
+    }
   }
   const std::size_t ring = c.capacity - c.n_sinks, row = c.n_kv_heads * c.head_dim;
   const std::size_t heads = c.n_kv_heads * r.pick<std::size_t>({1, 4});

@@ -214,6 +214,7 @@ InvalidCall bad_cache_config(Rng& r) {
       c.rope = KvRope::on_read;
       c.rope_config = {.scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 64};
       if (r.chance(0.5)) c.rope_config = {.attention_factor = 0.5};
+      if (r.chance(0.3)) c.rope_config = {.scaling = RopeScaling::dynamic_ntk, .factor = 4.0, .original_context = 8};
       break;
   }
   return {"kv_cache", "kv_cache config", [=](Backend& b, Backend&, CommandList&) { b.kv_cache(c); }};
