@@ -86,6 +86,35 @@ TEST_F(VulkanVsCpuTest, WhatASubmissionUsesOutlivesItsHandles) {
   EXPECT_TRUE(copy.ready());
 }
 
+// The host signals |value| on the timeline |semaphore|: at once, or from a thread |after|
+// that much time (the caller joins it).
+VkResult signal_timeline(Engine& e, VkSemaphore semaphore, std::uint64_t value) {
+  auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+  signal.semaphore = semaphore;
+  signal.value = value;
+  return vkSignalSemaphore(e.device(), &signal);
+}
+std::thread signal_timeline_after(Engine& e, VkSemaphore semaphore, std::uint64_t value, std::chrono::milliseconds after) {
+  return std::thread([&e, semaphore, value, after] {
+    std::this_thread::sleep_for(after);
+    signal_timeline(e, semaphore, value);
+  });
+}
+
+// A copy of |src| into |dst| on |gpu| that waits for the host's signal of 1 on |timeline|.
+struct GatedCopy {
+  Tensor src, dst;
+  CommandList copy;
+  VkSemaphore timeline;
+  GatedCopy(Backend& gpu, Engine& e, float value)
+      : src(gpu.tensor({1, kHeads, kHeadDim}, DType::f32)), dst(gpu.tensor({1, kHeads, kHeadDim}, DType::f32)),
+        copy(gpu.commands()), timeline(e.semaphore(true)) {
+    gpu.upload(src, std::vector<float>(kHeads * kHeadDim, value));
+    copy.copy(src, dst);
+  }
+  Submitted submit() { return copy.submit({.wait = {{timeline, 1}}}); }
+};
+
 // An engine with timeline semaphores (Vulkan 1.2).
 class TimelineInterop : public Interop {
  protected:
@@ -119,10 +148,7 @@ TEST_F(TimelineInterop, ChainsWithTheEnginesSemaphores) {
   EXPECT_FALSE(copied.wait(1000000));  // 1 ms: it is waiting for the host's signal
   // (Signalled before the engine submits: lavapipe's vkQueueSubmit blocks on a binary
   // semaphore whose signal is still waiting for a timeline value nobody has signalled.)
-  auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
-  signal.semaphore = timeline;
-  signal.value = 1;
-  ASSERT_EQ(vkSignalSemaphore(e.device(), &signal), VK_SUCCESS);
+  ASSERT_EQ(signal_timeline(e, timeline, 1), VK_SUCCESS);
 
   VkCommandBuffer cb = e.begin();
   Engine::copy(cb, y_buf, 0, readback, 0, bytes);
@@ -192,24 +218,14 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
   const std::size_t n = kHeads * kHeadDim;
-  Tensor src = gpu->tensor({1, kHeads, kHeadDim}, DType::f32), dst = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
-  gpu->upload(src, std::vector<float>(n, 1.0f));
-  CommandList copy = gpu->commands();
-  copy.copy(src, dst);
-  VkSemaphore timeline = e.semaphore(true);
-  Submitted copied = copy.submit({.wait = {{timeline, 1}}});
-  std::thread host([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
-    signal.semaphore = timeline;
-    signal.value = 1;
-    vkSignalSemaphore(e.device(), &signal);
-  });
-  gpu->upload(src, std::vector<float>(n, 2.0f));
+  GatedCopy g(*gpu, e, 1.0f);
+  Submitted copied = g.submit();
+  std::thread host = signal_timeline_after(e, g.timeline, 1, std::chrono::milliseconds(50));
+  gpu->upload(g.src, std::vector<float>(n, 2.0f));
   host.join();
   EXPECT_TRUE(copied.ready());
-  EXPECT_EQ(gpu->download(dst), std::vector<float>(n, 1.0f));
-  EXPECT_EQ(gpu->download(src), std::vector<float>(n, 2.0f));
+  EXPECT_EQ(gpu->download(g.dst), std::vector<float>(n, 1.0f));
+  EXPECT_EQ(gpu->download(g.src), std::vector<float>(n, 2.0f));
 }
 
 // A download waits for the submission writing its tensor when the caller dropped the
@@ -219,23 +235,12 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
 TEST_F(TimelineInterop, DownloadWaitsWithTheHandleDropped) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
-  const std::size_t n = kHeads * kHeadDim;
-  Tensor src = gpu->tensor({1, kHeads, kHeadDim}, DType::f32), dst = gpu->tensor({1, kHeads, kHeadDim}, DType::f32);
-  gpu->upload(src, std::vector<float>(n, 3.0f));
-  CommandList copy = gpu->commands();
-  copy.copy(src, dst);
-  VkSemaphore timeline = e.semaphore(true);
-  (void)copy.submit({.wait = {{timeline, 1}}});  // the handle dropped at once
-  std::thread host([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
-    signal.semaphore = timeline;
-    signal.value = 1;
-    vkSignalSemaphore(e.device(), &signal);
-  });
-  const std::vector<float> got = gpu->download(dst);
+  GatedCopy g(*gpu, e, 3.0f);
+  (void)g.submit();  // the handle dropped at once
+  std::thread host = signal_timeline_after(e, g.timeline, 1, std::chrono::milliseconds(50));
+  const std::vector<float> got = gpu->download(g.dst);
   host.join();
-  EXPECT_EQ(got, std::vector<float>(n, 3.0f));
+  EXPECT_EQ(got, std::vector<float>(kHeads * kHeadDim, 3.0f));
 }
 
 }  // namespace

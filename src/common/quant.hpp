@@ -52,7 +52,7 @@ inline float q4_0_scale(std::span<const float, kQuantBlock> x) {
     }
   }
   const float d = max / -8.0f;
-  return std::fpclassify(d) == FP_SUBNORMAL || d == 0.0f ? std::copysign(0.0f, d) : d;
+  return std::fpclassify(d) == FP_SUBNORMAL ? std::copysign(0.0f, d) : d;
 }
 
 // Quantizes one block into |codes| (8 words for q8_0, 4 for q4_0) and returns the f16 bits
