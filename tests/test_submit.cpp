@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -86,33 +87,59 @@ TEST_F(VulkanVsCpuTest, WhatASubmissionUsesOutlivesItsHandles) {
   EXPECT_TRUE(copy.ready());
 }
 
-// The host signals |value| on the timeline |semaphore|: at once, or from a thread |after|
-// that much time (the caller joins it).
+// The host signals |value| on the timeline |semaphore|.
 VkResult signal_timeline(Engine& e, VkSemaphore semaphore, std::uint64_t value) {
   auto signal = vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
   signal.semaphore = semaphore;
   signal.value = value;
   return vkSignalSemaphore(e.device(), &signal);
 }
-std::thread signal_timeline_after(Engine& e, VkSemaphore semaphore, std::uint64_t value, std::chrono::milliseconds after) {
-  return std::thread([&e, semaphore, value, after] {
-    std::this_thread::sleep_for(after);
-    signal_timeline(e, semaphore, value);
-  });
-}
 
-// A copy of |src| into |dst| on |gpu| that waits for the host's signal of 1 on |timeline|.
+// A copy of |src| into |dst| on |gpu| that cannot run before the host sets an event: the
+// engine submits a command buffer that waits for the event and signals 1 on |timeline|,
+// which the copy waits for. (Not a host signal of the timeline: vkSignalSemaphore from one
+// thread while another waits on the host deadlocks Debian 12's validation layer for its
+// 10 s timeout, one run in a few hundred: the signal waits for a lock the waiting thread
+// holds while it waits for that signal's record; Vulkan-ValidationLayers issue 4649. An
+// event's record is nothing a wait depends on.)
 struct GatedCopy {
+  Engine& e;
   Tensor src, dst;
   CommandList copy;
   VkSemaphore timeline;
-  GatedCopy(Backend& gpu, Engine& e, float value)
-      : src(gpu.tensor({1, kHeads, kHeadDim}, DType::f32)), dst(gpu.tensor({1, kHeads, kHeadDim}, DType::f32)),
-        copy(gpu.commands()), timeline(e.semaphore(true)) {
+  VkEvent event;
+  VkCommandBuffer gate;
+  GatedCopy(Backend& gpu, Engine& engine, float value)
+      : e(engine), src(gpu.tensor({1, kHeads, kHeadDim}, DType::f32)), dst(gpu.tensor({1, kHeads, kHeadDim}, DType::f32)),
+        copy(gpu.commands()), timeline(e.semaphore(true)), event(e.event()), gate(e.begin()) {
     gpu.upload(src, std::vector<float>(kHeads * kHeadDim, value));
     copy.copy(src, dst);
+    vkCmdWaitEvents(gate, 1, &event, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, nullptr, 0, nullptr, 0,
+                    nullptr);
+    if (vkEndCommandBuffer(gate) != VK_SUCCESS) throw std::runtime_error("vkEndCommandBuffer");
   }
-  Submitted submit() { return copy.submit({.wait = {{timeline, 1}}}); }
+  // Submits the gate and the copy.
+  Submitted submit() {
+    const std::uint64_t signal_value = 1;
+    auto values = vk_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
+    values.signalSemaphoreValueCount = 1;
+    values.pSignalSemaphoreValues = &signal_value;
+    auto info = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+    info.pNext = &values;
+    info.commandBufferCount = 1;
+    info.pCommandBuffers = &gate;
+    info.signalSemaphoreCount = 1;
+    info.pSignalSemaphores = &timeline;
+    if (vkQueueSubmit(e.queue(), 1, &info, VK_NULL_HANDLE) != VK_SUCCESS) throw std::runtime_error("vkQueueSubmit");
+    return copy.submit({.wait = {{timeline, 1}}});
+  }
+  // A thread that sets the event |after| that much time (the caller joins it).
+  std::thread open_after(std::chrono::milliseconds after) {
+    return std::thread([this, after] {
+      std::this_thread::sleep_for(after);
+      vkSetEvent(e.device(), event);
+    });
+  }
 };
 
 // An engine with timeline semaphores (Vulkan 1.2).
@@ -212,7 +239,7 @@ TEST_F(Interop, SemaphoresAreCheckedAndNeedTheCallersDevice) {
 
 // An upload over a tensor that a pending submission reads waits for it (the next token's
 // inputs uploaded while a step reading this token's runs): the copy below waits for the
-// host's timeline signal, given 50 ms later from another thread; an upload that did not
+// host's event, set 50 ms later from another thread; an upload that did not
 // wait would be what the copy copies.
 TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
   Engine& e = engine();
@@ -220,7 +247,7 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
   const std::size_t n = kHeads * kHeadDim;
   GatedCopy g(*gpu, e, 1.0f);
   Submitted copied = g.submit();
-  std::thread host = signal_timeline_after(e, g.timeline, 1, std::chrono::milliseconds(50));
+  std::thread host = g.open_after(std::chrono::milliseconds(50));
   gpu->upload(g.src, std::vector<float>(n, 2.0f));
   host.join();
   EXPECT_TRUE(copied.ready());
@@ -229,15 +256,15 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
 }
 
 // A download waits for the submission writing its tensor when the caller dropped the
-// Submitted handle (the work runs on; its encoding is the list's): the copy waits for a
-// timeline signal given 50 ms later from another thread, and the download must see its
+// Submitted handle (the work runs on; its encoding is the list's): the copy waits for the
+// host's event, set 50 ms later from another thread, and the download must see its
 // result (it once read the tensor before the copy ran).
 TEST_F(TimelineInterop, DownloadWaitsWithTheHandleDropped) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
   GatedCopy g(*gpu, e, 3.0f);
   (void)g.submit();  // the handle dropped at once
-  std::thread host = signal_timeline_after(e, g.timeline, 1, std::chrono::milliseconds(50));
+  std::thread host = g.open_after(std::chrono::milliseconds(50));
   const std::vector<float> got = gpu->download(g.dst);
   host.join();
   EXPECT_EQ(got, std::vector<float>(kHeads * kHeadDim, 3.0f));

@@ -51,6 +51,7 @@ class Engine {
   }
   ~Engine() {
     for (VkSemaphore s : semaphores_) vkDestroySemaphore(device_, s, nullptr);
+    for (VkEvent v : events_) vkDestroyEvent(device_, v, nullptr);
     for (auto& b : buffers_) {
       vkDestroyBuffer(device_, b.buffer, nullptr);
       vkFreeMemory(device_, b.memory, nullptr);
@@ -126,6 +127,15 @@ class Engine {
     return s;
   }
   VkFence fence() const { return fence_; }
+
+  // An event, unset.
+  VkEvent event() {
+    auto info = vk_struct<VkEventCreateInfo>(VK_STRUCTURE_TYPE_EVENT_CREATE_INFO);
+    VkEvent v;
+    ENGINE_CHECK(vkCreateEvent(device_, &info, nullptr, &v));
+    events_.push_back(v);
+    return v;
+  }
 
   VkCommandBuffer begin() {
     auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
@@ -277,6 +287,7 @@ class Engine {
   VkFence fence_ = VK_NULL_HANDLE;
   std::vector<EngineBuffer> buffers_;
   std::vector<VkSemaphore> semaphores_;
+  std::vector<VkEvent> events_;
   // Kept for ExternalVulkan::device_create_info, which vkattn reads while it is made.
   float priority_ = 1.0f;
   std::vector<const char*> extensions_;
