@@ -12,19 +12,36 @@
 # while the CPU checks a case, and a 4kx4k prefill timed from there measured 3.8x slow), as
 # PROBE_PREFILL (a
 # benchmark filter, default the three prefill sizes) does for the prefill and matrix
-# sections; PROBE_ONLY (a list of decode, mla, prefill, matrix, paged, ggml; default all) runs some
-# sections alone. The decode section's step rows report each 32-layer step's time per
+# sections; PROBE_ONLY (a list of decode, grids, mla, prefill, matrix, paged, ggml; default
+# all) runs some sections alone (decode: D3 and D4; grids: D1, D2 and one split a head). The decode section's step rows report each 32-layer step's time per
 # layer, dispatches and barriers after the table's columns. A .ggml/run.sh beside .gpu (ggml's test-backend-ops, built outside the
 # repository) is run last when present. Every case that reports an error is listed at the
 # end with its whole message; one whose results differ from the CPU reference, or a
 # benchmark process that fails, makes the exit status 1.
+# PROBE_DEADLINE (seconds from the start; default none) ends the probe in time for a boxed
+# call: each benchmark process may run only until the deadline (and PROBE_CASE_TIMEOUT
+# seconds, default 150, at most), the cases after it are listed as skipped, and the
+# summary still prints. The table, the failures and each process's stderr stay in $OUT.
 set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
 keys=${PROBE_KEYS:-1024 4096 16384}
 min_time=${PROBE_MIN_TIME:-0.1}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-table=$(mktemp)
+[ -n "${OUT:-}" ] || echo "probe output in $out"
+start=$SECONDS
+deadline=${PROBE_DEADLINE:-}
+case_timeout=${PROBE_CASE_TIMEOUT:-150}
+# One set of files per PROBE_ONLY, so that two probes in one call keep both.
+suffix=${PROBE_ONLY:+-${PROBE_ONLY// /-}}
+table="$out/probe-table$suffix.txt"
+failures="$out/probe-failures$suffix.txt"
+errors="$out/probe-stderr$suffix.txt"
+stats="$out/pipeline-stats$suffix.txt"
+: > "$table"; : > "$failures"; : > "$errors"; : > "$stats"
+skipped=0
+line_buffered=()
+command -v stdbuf > /dev/null && line_buffered=(stdbuf -oL)
 keys_re=$(echo "$keys" | tr ' ' '|')
 
 echo "== device"
@@ -35,7 +52,7 @@ fi
 smi=""
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
-  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 100 > "$out/smi.csv" 2>/dev/null &
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 100 > "$out/smi$suffix.csv" 2>/dev/null &
   smi=$!
 fi
 
@@ -48,7 +65,6 @@ fi
 # fails the probe. Each case is warmed up VKATTN_BENCH_WARMUP seconds of wall-clock time
 # (the benchmarks' own warm-up counts device time, which for short lists is a sliver of
 # each submit's round trip: 0.3 s of it took minutes).
-failures=$(mktemp)
 rows_py=$(mktemp --suffix=.py)
 cat > "$rows_py" <<'PY'
 import json, sys
@@ -92,26 +108,66 @@ run() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local prog=$1 filter=$2 status report
+  local prog=$1 filter=$2 status report err limit=$case_timeout
+  if [ -n "$deadline" ]; then
+    local left=$((deadline - (SECONDS - start)))
+    if [ "$left" -lt 5 ]; then
+      echo "SKIPPED [$label] (PROBE_DEADLINE=$deadline s reached)" | tee -a "$failures"
+      skipped=$((skipped + 1))
+      return
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
   report=$(mktemp)
-  env VKATTN_BENCH_WARMUP="${PROBE_WARMUP:-0.3}" "${envs[@]}" "$bin/bench/$prog" --benchmark_filter="$filter" \
-      --benchmark_min_time="$min_time" --benchmark_format=json > "$report" 2>"$out/probe-stderr.txt"
+  err=$(mktemp)
+  # Line-buffered, so that a process stopped by its time limit leaves the cases it finished.
+  timeout -k 5 "$limit" ${line_buffered[@]+"${line_buffered[@]}"} env VKATTN_BENCH_WARMUP="${PROBE_WARMUP:-0.3}" ${envs[@]+"${envs[@]}"} "$bin/bench/$prog" \
+      --benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_format=json > "$report" 2> "$err"
   status=$?
-  grep -h "pipeline stats" "$out/probe-stderr.txt" | sed "s/^/[$label] /" >> "$stats"
-  if [ "$status" -ne 0 ]; then
-    echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$out/probe-stderr.txt" | tr '\n' ' ')" | tee -a "$failures"
+  grep -h "pipeline stats" "$err" | awk -v l="$label" '{ print "[" l "] " $0 }' >> "$stats"
+  { echo "== [$label] $prog (status $status)"; cat "$err"; } >> "$errors"
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "CUT [$label] $prog stopped after $limit s (PROBE_DEADLINE or PROBE_CASE_TIMEOUT); the cases it finished are kept" |
+      tee -a "$failures"
+  elif [ "$status" -ne 0 ]; then
+    echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$err" | tr '\n' ' ')" | tee -a "$failures"
   fi
   python3 "$rows_py" "$label" "$report" "$failures" | tee -a "$table"
-  rm -f "$report"
+  rm -f "$report" "$err"
 }
 
 want() { [ -z "${PROBE_ONLY:-}" ] || [[ " $PROBE_ONLY " == *" $1 "* ]]; }
 
+# The summary: printed at the end, or when the probe is stopped (SIGTERM, SIGINT).
+summarize() {
+  [ -n "$smi" ] && kill "$smi" 2>/dev/null
+  echo
+  echo "== pipeline statistics (VKATTN_PIPELINE_STATS=1)"
+  if [ -s "$stats" ]; then sort -u "$stats"; else
+    echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
+  echo
+  echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"
+  printf "%-34s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
+  cat "$table"
+  if [ -s "$out/smi$suffix.csv" ]; then
+    echo
+    echo "== SM clock during the run (MHz: min, max; nvidia-smi every 100 ms)"
+    awk -F', ' 'NR > 1 { v = $2 + 0; if (min == "" || v < min) min = v; if (v > max) max = v } END { print min, max }' \
+      "$out/smi$suffix.csv"
+  fi
+  # Errors (a tile the device refuses, a submit timeout) and cases cut or skipped by the
+  # deadline are listed; wrong results and crashed processes fail the run.
+  if [ -s "$failures" ]; then
+    echo
+    echo "== errors, failures, cases cut or skipped (each case's whole message)"
+    cat "$failures"
+  fi
+  echo "gpu-probe: $((SECONDS - start)) s; files in $out"
+}
+trap 'echo "gpu-probe: stopped"; summarize; rm -f "$rows_py"; exit 124' TERM INT
+
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
 decode_list="BM_decode/(ops8|cold)/keys:($keys_re)/shape:2/"
-# One file per PROBE_ONLY, so that two probes in one call keep both sets of statistics.
-stats="$out/pipeline-stats${PROBE_ONLY:+-${PROBE_ONLY// /-}}.txt"
-: > "$stats"
 if want decode; then
 echo "== D3 (first: the figures the targets name): a 32-layer decode step (256 and 4k slots, full), rope and kv_append fused and apart; the smallest dispatch"
 run "step, fused" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:1"
@@ -129,12 +185,17 @@ run "group kernel on GQA 4, d128" VKATTN_DECODE=kernel=group -- vkattn-bench-dec
 echo "== D4: where decode's time goes: loads, the whole kernel, and the kernel less each part"
 run "loads, default: depth 2, 4 keys (64)" VKATTN_DECODE=load_only=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
 run "decode, default: depth 2, 4 keys" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+# The same with the baseline copy run once before the timed loop, not between iterations
+# (bench_common.hpp, Baseline: its 32 MiB of writes left in L2 may slow the op after it).
+run "decode, baseline copy before the loop" VKATTN_BENCH_BASELINE=blocks -- vkattn-bench-decode "BM_decode/(one|ops8)/keys:($keys_re)/shape:2/"
 for s in exchange end merge exchange+end; do
   run "decode, skip $s" VKATTN_DECODE=skip=$s -- vkattn-bench-decode "BM_decode/(one|ops8)/keys:($keys_re)/shape:2/"
 done
 # A candidate against the exchanges: a row's maximum moved only when a score passes it by
 # ln 2^16, so most stages skip the scores' all-gather (valid results, checked).
 run "decode, max=lazy" VKATTN_DECODE=max=lazy -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
+fi
+if want grids; then
 # Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
 # the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
 # workgroups an SM, 16 KiB a stage of 32 keys (4 a key group, the default at head_dim 128;
@@ -258,46 +319,38 @@ run "paged decode, GPU kernels" -- vkattn-bench-paged "BM_paged_decode/keys:($ke
 run "paged fork of 4k tokens" -- vkattn-bench-paged "BM_paged_fork"
 run "paged memory, 64 sequences" -- vkattn-bench-paged "BM_paged_memory"
 fi
-[ -n "$smi" ] && kill "$smi" 2>/dev/null
-
-echo
-echo "== pipeline statistics (VKATTN_PIPELINE_STATS=1)"
-if [ -s "$stats" ]; then sort -u "$stats"; else
-  echo "none: the driver lacks VK_KHR_pipeline_executable_properties"; fi
-echo
-echo "== decode probes: time per op (us), K+V bytes / same-run copy rate, kernel and merge dispatch (us)"
-printf "%-34s %-52s %10s %8s %9s %9s %8s\n" case benchmark time_us kv/copy main_us merge_us big/small
-cat "$table"
-if [ -s "$out/smi.csv" ]; then
-  echo
-  echo "== SM clock during the run (MHz: min, max; nvidia-smi every 100 ms)"
-  awk -F', ' 'NR > 1 { v = $2 + 0; if (min == "" || v < min) min = v; if (v > max) max = v } END { print min, max }' "$out/smi.csv"
-fi
 ggml_dir="$(dirname "$bin")/../.ggml"
 if [ -f "$ggml_dir/run.sh" ] && want ggml; then
-  echo
-  echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf): decode"
-  bash "$ggml_dir/run.sh" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20
-  # Its cooperative-matrix paths as they are (cm2 on NVIDIA), without cm2 (cm1), and without
-  # either (scalar): the rows the matrix kernel is measured against.
-  for ggml_env in "" "GGML_VK_DISABLE_COOPMAT2=1" "GGML_VK_DISABLE_COOPMAT=1 GGML_VK_DISABLE_COOPMAT2=1"; do
-    echo "== ggml-vulkan FLASH_ATTN_EXT: prefill, ${ggml_env:-default paths} (its mask is not causal: every key is computed)"
-    env $ggml_env LD_LIBRARY_PATH="$(dirname "$bin")/lib:$ggml_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      "$ggml_dir/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b Vulkan0 \
-      -p '^hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096),nb=(512|4096),mask=1,sinks=0,.*type_K=f16,type_V=f16,permute=\[0,1,2,3\],' \
-      2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
-  done
+  ggml_limit=$case_timeout
+  if [ -n "$deadline" ]; then ggml_limit=$((deadline - (SECONDS - start))); fi
+  if [ "$ggml_limit" -lt 5 ]; then
+    echo "SKIPPED [ggml] (PROBE_DEADLINE=$deadline s reached)" | tee -a "$failures"
+    skipped=$((skipped + 1))
+  else
+    echo
+    echo "== ggml-vulkan FLASH_ATTN_EXT on the same device (test-backend-ops perf): decode"
+    timeout -k 5 "$ggml_limit" bash "$ggml_dir/run.sh" 2>&1 | grep -E "RESULT|FLASH_ATTN_EXT|Vulkan0|error" | head -20
+    # Its cooperative-matrix paths as they are (cm2 on NVIDIA), without cm2 (cm1), and
+    # without either (scalar): the rows the matrix kernel is measured against.
+    for ggml_env in "" "GGML_VK_DISABLE_COOPMAT2=1" "GGML_VK_DISABLE_COOPMAT=1 GGML_VK_DISABLE_COOPMAT2=1"; do
+      ggml_limit=$case_timeout
+      if [ -n "$deadline" ]; then ggml_limit=$((deadline - (SECONDS - start))); fi
+      [ "$ggml_limit" -lt 5 ] && break
+      echo "== ggml-vulkan FLASH_ATTN_EXT: prefill, ${ggml_env:-default paths} (its mask is not causal: every key is computed)"
+      timeout -k 5 "$ggml_limit" env $ggml_env \
+        LD_LIBRARY_PATH="$(dirname "$bin")/lib:$ggml_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$ggml_dir/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b Vulkan0 \
+        -p '^hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096),nb=(512|4096),mask=1,sinks=0,.*type_K=f16,type_V=f16,permute=\[0,1,2,3\],' \
+        2>&1 | grep -E "FLASH_ATTN_EXT|error" | head -20
+    done
+  fi
 fi
-rm -f "$table" "$rows_py"
-# Errors (a tile the device refuses, a submit timeout) are listed; wrong results and
-# crashed processes fail the run.
-if [ -s "$failures" ]; then
-  echo
-  echo "== errors and failures (each case's whole message)"
-  cat "$failures"
-fi
+
+summarize
+trap - TERM INT
+rm -f "$rows_py"
 failed=$(grep -c '^FAIL ' "$failures")
-rm -f "$failures"
+[ "$skipped" -eq 0 ] || echo "gpu-probe: $skipped process(es) skipped at the deadline" >&2
 if [ "$failed" -ne 0 ]; then
   echo "gpu-probe: $failed case(s) failed: wrong results or a crashed benchmark (above)" >&2
   exit 1
