@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
     std::cout << "wrote " << out_dir << "/attention.png (layer " << layer << ", " << map.n_tokens << " tokens, " << map.n_heads
               << " heads) and " << out_dir << "/rope_decay.png (head_dim 128, base 10000) on " << backend->device_name() << "\n";
     return 0;
+  } catch (const vkattn::InvalidArgument& e) {  // the library's, not the command line's
+    std::cerr << "vkattn-attention-map: " << e.what() << "\n";
+    return 1;
   } catch (const std::invalid_argument& e) {
     std::cerr << "vkattn-attention-map: " << e.what() << "\n";
     usage();

@@ -127,6 +127,8 @@ Options parse(int argc, char** argv) {
     } else
       throw UsageError("unknown option " + a);
   }
+  if (o.check && o.backend == vkattn::BackendKind::cpu)
+    throw UsageError("--check with --backend cpu; valid: --check alone (Vulkan against the CPU reference)");
   return o;
 }
 
@@ -151,8 +153,7 @@ int run(const Options& o) {
   if (static_cast<long>(prompt.size()) > steps)
     throw UsageError("prompt is " + std::to_string(prompt.size()) + " tokens, more than --steps = " + std::to_string(steps));
 
-  const auto kind = o.check ? vkattn::BackendKind::vulkan : o.backend;
-  auto backend = vkattn::make_backend(kind);
+  auto backend = vkattn::make_backend(o.backend);
   std::unique_ptr<vkattn::Backend> cpu;
   std::optional<llama2c::Model> ref;
   llama2c::Model model(ck, *backend, capacity, o.kv_dtype);

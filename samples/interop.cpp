@@ -57,7 +57,13 @@ struct Engine {
     VkFenceCreateInfo f{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, nullptr, 0};
     vk(vkCreateFence(device, &f, nullptr, &fence), "vkCreateFence");
   }
+  // Last, after vkattn's backend and tensors (made after the engine, so gone before it):
+  // the engine's buffers outlive what wraps them, also when main throws.
   ~Engine() {
+    for (const Buffer& b : buffers) {
+      vkDestroyBuffer(device, b.buffer, nullptr);
+      vkFreeMemory(device, b.memory, nullptr);
+    }
     vkDestroyFence(device, fence, nullptr);
     vkDestroyCommandPool(device, pool, nullptr);
     vkDestroyDevice(device, nullptr);
@@ -71,8 +77,9 @@ struct Engine {
     VkDeviceMemory memory{};
     float* data = nullptr;
   };
+  std::vector<Buffer> buffers;
   Buffer buffer(VkDeviceSize bytes) {
-    Buffer b;
+    Buffer& b = buffers.emplace_back();
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                             nullptr,
                             0,
@@ -88,16 +95,15 @@ struct Engine {
     vkGetPhysicalDeviceMemoryProperties(physical, &mem);
     const auto want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     std::uint32_t type = 0;
-    while (!((req.memoryTypeBits >> type) & 1) || (mem.memoryTypes[type].propertyFlags & want) != want) ++type;
+    while (type < mem.memoryTypeCount &&
+           (!((req.memoryTypeBits >> type) & 1) || (mem.memoryTypes[type].propertyFlags & want) != want))
+      ++type;
+    if (type == mem.memoryTypeCount) throw std::runtime_error("no host-visible, coherent memory type for the buffers");
     VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, nullptr, req.size, type};
     vk(vkAllocateMemory(device, &alloc, nullptr, &b.memory), "vkAllocateMemory");
     vk(vkBindBufferMemory(device, b.buffer, b.memory, 0), "vkBindBufferMemory");
     vk(vkMapMemory(device, b.memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b.data)), "vkMapMemory");
     return b;
-  }
-  void free(Buffer& b) {
-    vkDestroyBuffer(device, b.buffer, nullptr);
-    vkFreeMemory(device, b.memory, nullptr);
   }
 };
 
@@ -177,7 +183,6 @@ int main() try {
   }
   std::printf("%zu decode steps recorded into the engine's command buffers on %s; max |vulkan - cpu| = %.2g\n", kSteps,
               gpu->device_name().c_str(), worst);
-  for (auto* b : {&q, &k, &v, &out}) engine.free(*b);
   return worst <= 1e-4 ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "vkattn-interop: %s\n", e.what());

@@ -97,8 +97,7 @@ TEST(Log, EnvironmentPrintsToStderr) {
 }
 
 TEST(Log, PipelineCacheFileProblemsAreWarnings) {
-  const auto dir = std::filesystem::temp_directory_path() / "vkattn-test-log-cache";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_temp_dir("vkattn-test-log-cache");
   Sink sink;
   DeviceOptions options = test_options();
   options.pipeline_cache_dir = dir.string();

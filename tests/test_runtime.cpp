@@ -298,8 +298,7 @@ TEST_F(VulkanRuntime, SpecMinimumLimits) {
 }
 
 TEST_F(VulkanRuntime, PipelineCacheFileWritten) {
-  const auto dir = std::filesystem::temp_directory_path() / "vkattn-test-cache-write";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_temp_dir("vkattn-test-cache-write");
   DeviceOptions options = test_options();
   options.pipeline_cache_dir = dir.string();
   {
@@ -323,6 +322,7 @@ TEST_F(VulkanRuntime, PipelineCacheFileWritten) {
   CommandList cmd = b2->commands();
   cmd.rope(t, std::vector<std::int32_t>{1}, {});
   cmd.submit_and_wait();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(VulkanRuntime, DeviceSelection) {

@@ -133,9 +133,10 @@ struct GatedCopy {
     if (vkQueueSubmit(e.queue(), 1, &info, VK_NULL_HANDLE) != VK_SUCCESS) throw std::runtime_error("vkQueueSubmit");
     return copy.submit({.wait = {{timeline, 1}}});
   }
-  // A thread that sets the event |after| that much time (the caller joins it).
-  std::thread open_after(std::chrono::milliseconds after) {
-    return std::thread([this, after] {
+  // A thread that sets the event |after| that much time (joined when it goes, also when a
+  // check throws).
+  std::jthread open_after(std::chrono::milliseconds after) {
+    return std::jthread([this, after] {
       std::this_thread::sleep_for(after);
       vkSetEvent(e.device(), event);
     });
@@ -247,7 +248,7 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
   const std::size_t n = kHeads * kHeadDim;
   GatedCopy g(*gpu, e, 1.0f);
   Submitted copied = g.submit();
-  std::thread host = g.open_after(std::chrono::milliseconds(50));
+  std::jthread host = g.open_after(std::chrono::milliseconds(50));
   gpu->upload(g.src, std::vector<float>(n, 2.0f));
   host.join();
   EXPECT_TRUE(copied.ready());
@@ -264,7 +265,7 @@ TEST_F(TimelineInterop, DownloadWaitsWithTheHandleDropped) {
   auto gpu = make_backend(external(e), interop_options());
   GatedCopy g(*gpu, e, 3.0f);
   (void)g.submit();  // the handle dropped at once
-  std::thread host = g.open_after(std::chrono::milliseconds(50));
+  std::jthread host = g.open_after(std::chrono::milliseconds(50));
   const std::vector<float> got = gpu->download(g.dst);
   host.join();
   EXPECT_EQ(got, std::vector<float>(kHeads * kHeadDim, 3.0f));

@@ -105,7 +105,7 @@ struct CommandStats {
                                           // keys records two, rope(q, k) followed by kv_append of that k
                                           // one: docs/design.md; on the CPU backend, ops)
   std::size_t barriers = 0;               // pipeline barriers between ops (Vulkan); 0 on the CPU backend
-  std::size_t submits = 0;                // completed submissions
+  std::size_t submits = 0;                // submissions (submit() counts when it submits)
   std::size_t texel_reads = 0;            // inputs bound as uniform texel buffers (Vulkan; see
                                           // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
   std::size_t encodings = 0;              // times the ops were recorded into a command buffer (Vulkan; a
@@ -260,7 +260,8 @@ class VKATTN_API CommandList {
   // download_raw and save_cache, which wait for the last submission that wrote the tensor
   // or cache, and upload, upload_raw and a cache's reset, truncate and restore_cache, which
   // wait for those that read or write it (kept handle or not). timings() are not read for
-  // these submissions.
+  // these submissions: empty after one on Vulkan (the CPU backend, which runs the list
+  // here, has its times).
   Submitted submit();
   // The same, waiting on and signalling the caller's semaphores (vkattn/vulkan.hpp), on a
   // backend made on the caller's device.

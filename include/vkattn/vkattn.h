@@ -17,7 +17,8 @@
  *   from one thread at a time.
  * - Strings the library returns are owned by it: a handle's strings live as long as the
  *   handle (a command list's timing names until its next submit), the last error message
- *   until the next vkattn call on the same thread.
+ *   until the next vkattn call on the same thread. Memory it returns otherwise
+ *   (vkattn_save_cache) is the caller's, released with vkattn_free.
  * - Positions, sequence ids and other arrays passed to an op are copied when the op is
  *   recorded; they need not outlive the call.
  *
@@ -25,11 +26,12 @@
  * - Enum values are fixed integers, never renumbered; new values are appended.
  * - Structs start with uint32_t struct_size. Fill an input struct with its
  *   vkattn_*_init(&s, sizeof s) function, then change the fields you need. New fields are
- *   only ever appended, whole 8-byte groups at a time, and zero means the old behaviour;
- *   a struct from an older header (smaller struct_size) gets the defaults of the fields it
- *   lacks, and a struct from a newer header is accepted when the fields this library does
- *   not know are zero. Output structs take their size as an argument and are filled up to
- *   it. No struct has bool, enum-typed or platform-dependent integer fields, or #if.
+ *   only ever appended, whole 8-byte groups at a time, and zero means the old behaviour
+ *   (one exception: vkattn_device_options.matrix_units, whose old behaviour is -1,
+ *   VKATTN_MATRIX_UNITS_ENVIRONMENT; a zero-filled struct gets 0, automatic, and ignores
+ *   $VKATTN_MATRIX: use the _init function); a struct from an older header (smaller struct_size) gets the defaults of the fields
+ * it lacks, and a struct from a newer header is accepted when the fields this library does not know are zero. Output structs take
+ * their size as an argument and are filled up to it. No struct has bool, enum-typed or platform-dependent integer fields, or #if.
  * - Functions are only ever added. vkattn_version_number() gives the library's version,
  *   VKATTN_VERSION_NUMBER the header's. The additions since 0.1 (asynchronous submission,
  *   vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes, replay,
@@ -305,10 +307,11 @@ typedef struct vkattn_attention_config {
   int32_t window_type; /* VKATTN_WINDOW_TRAILING (default) or VKATTN_WINDOW_SYMMETRIC */
   /* Query temperature (Llama 4, Ministral 3): scores of query row t times
    * 1 + temperature_scale * ln(1 + floor((pos_q + temperature_offset) / temperature_floor_scale)).
-   * temperature_floor_scale 0 (default) = none. */
+   * temperature_floor_scale 0 (default) = none, and then the other two must be 0. Set, it
+   * needs all three: there are no defaults (C++ and Python default to Llama 4's). */
   uint32_t temperature_floor_scale;
   uint32_t temperature_offset; /* < 2^31 (Llama 4: 1; Ministral 3: 0) */
-  double temperature_scale;    /* finite */
+  double temperature_scale;    /* finite, nonzero (Llama 4: 0.1) */
   /* 0.6: how precisely vkattn_cmd_attention computes its products (the stage ops take
    * only f32): VKATTN_ATTENTION_PRECISION_F32 (default) or _F16_PRODUCTS. */
   int32_t precision;
@@ -390,6 +393,14 @@ VKATTN_API vkattn_status vkattn_kv_cache_slot_positions(const vkattn_kv_cache* c
 VKATTN_API vkattn_status vkattn_kv_cache_slot(const vkattn_kv_cache* cache, int32_t position, size_t* slot);
 /* Device bytes of K and V together, fixed for the cache's lifetime. */
 VKATTN_API vkattn_status vkattn_kv_cache_bytes(const vkattn_kv_cache* cache, size_t* bytes);
+/* 0.9: a cache's whole state (configuration, bookkeeping, K and V as stored; a paged
+ * cache's held blocks only), after the lists that wrote it have run: |*data| receives
+ * |*size| bytes the library allocated, which vkattn_free releases (NULL and 0 on an error).
+ * vkattn_restore_cache puts them back into a cache of the same configuration, on either
+ * backend (docs/kv-cache.md: save and restore). */
+VKATTN_API vkattn_status vkattn_save_cache(vkattn_backend* backend, const vkattn_kv_cache* cache, void** data, size_t* size);
+VKATTN_API vkattn_status vkattn_restore_cache(vkattn_backend* backend, vkattn_kv_cache* cache, const void* data, size_t size);
+VKATTN_API void vkattn_free(void* data);
 /* A paged cache's pool (VKATTN_ERROR_INVALID_ARGUMENT for a cache that is not paged): the
  * blocks no sequence holds; the block of each of |seq|'s |count| = capacity / block_size
  * runs of slots, -1 where it holds none; the blocks an append of |n_tokens| more tokens to
@@ -477,8 +488,9 @@ VKATTN_API vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, c
                                                     const vkattn_attention_tokens* tokens, const vkattn_attention_config* config,
                                                     const vkattn_tensor* mask);
 
-/* Per-dispatch times of the last submission (lists made with timestamps = 1), in recording
- * order. The op names live until the next submit of |list|. */
+/* Per-dispatch times of the last vkattn_submit_and_wait (lists made with timestamps = 1), in
+ * recording order; none after a vkattn_submit. The op names live until the next submit of
+ * |list|. */
 VKATTN_API vkattn_status vkattn_command_list_timing_count(const vkattn_command_list* list, size_t* count);
 VKATTN_API vkattn_status vkattn_command_list_timing(const vkattn_command_list* list, size_t index, const char** op, double* ms);
 
@@ -487,7 +499,7 @@ typedef struct vkattn_command_stats {
   uint32_t reserved;
   uint64_t ops;         /* dispatches recorded */
   uint64_t barriers;    /* pipeline barriers between them (Vulkan) */
-  uint64_t submits;     /* completed submissions */
+  uint64_t submits;     /* submissions (vkattn_submit counts when it submits) */
   uint64_t texel_reads; /* inputs read through texel buffers (Vulkan) */
   uint64_t encodings;   /* times the ops were recorded into a command buffer (Vulkan) */
 } vkattn_command_stats;

@@ -79,6 +79,11 @@ void bind_errors(py::module_& m) {
              {"call", py::str(e.call())},
              {"op", py::str(e.op())},
              {"message", py::str(e.message())}});
+    } catch (const py::cast_error& e) {
+      // An argument vkattn converts itself (out=, a config dict's field, a keyword given
+      // an enum's value) of the wrong type: pybind11 would make it a RuntimeError, which
+      // handlers of device errors (vkattn.Error is one) would catch.
+      PyErr_SetString(PyExc_TypeError, e.what());
     }
   });
 }

@@ -134,7 +134,9 @@ void bind_backend(py::module_& m) {
           "restore_cache",
           [](const BackendRef& r, PyKvCache& c, const py::bytes& data) {
             const std::string s = data;
-            r.get("restore_cache")->restore_cache(c.impl, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
+            const std::shared_ptr<Backend> b = r.get("restore_cache");
+            py::gil_scoped_release nogil;  // it waits for the lists using the cache
+            b->restore_cache(c.impl, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
           },
           py::arg("cache"), py::arg("data"), "Restores save_cache's bytes into a cache of the same configuration.")
       .def(
@@ -155,7 +157,12 @@ void bind_backend(py::module_& m) {
           },
           "Releases the backend now (its tensors, caches and lists stay valid: lists still submit).")
       .def("__enter__", [](const BackendPtr& r) { return r; })
-      .def("__exit__", [](BackendRef& r, py::args) { r.impl.reset(); })
+      .def("__exit__",
+           [](BackendRef& r, py::args) {
+             std::shared_ptr<Backend> b = std::move(r.impl);
+             py::gil_scoped_release nogil;  // as close(): it waits for the device
+             b.reset();
+           })
       .def("__repr__", [](const BackendRef& r) {
         return r.impl ? std::string("vkattn.Backend('") + to_string(r.impl->kind()) + "', device='" + r.impl->device_name() + "')"
                       : std::string("vkattn.Backend(closed)");

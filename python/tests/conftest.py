@@ -24,7 +24,9 @@ def vulkan():
     try:
         # VKATTN_TEST_VALIDATION=0: without the layer (tests/support/backends.hpp says when).
         validation = os.environ.get("VKATTN_TEST_VALIDATION") != "0"
-        b = vkattn.Backend("vulkan", validation=validation, pipeline_cache_dir=CACHE_DIR)
+        # Submissions may take 10 minutes: lavapipe compiles a pipeline inside the first
+        # submission using it (seconds each; more on a busy machine with a cold cache).
+        b = vkattn.Backend("vulkan", validation=validation, pipeline_cache_dir=CACHE_DIR, submit_timeout_ms=600000)
     except vkattn.NoDeviceError as e:
         if os.environ.get("VKATTN_REQUIRE_VULKAN") == "1":
             pytest.fail(f"no Vulkan device, and VKATTN_REQUIRE_VULKAN=1: {e}")

@@ -234,3 +234,13 @@ def test_wrong_python_types_are_type_errors(cpu):
     x = cpu.zeros((1, 1, 8))
     with pytest.raises(TypeError, match=r"attention\(\): mask must be a vkattn.Tensor or None, not ndarray"):
         cpu.commands().attention(x, x, x, mask=np.zeros((1, 1), np.float32))
+    # Arguments vkattn converts itself: TypeErrors too, never a RuntimeError (which an
+    # `except vkattn.Error` handler's base class would share).
+    for call in (
+        lambda: cpu.commands().attention(x, x, x, out=np.zeros((1, 1, 8), np.float32)),
+        lambda: cpu.commands().attn_scores(x, x, scores=np.zeros((1, 1, 1), np.float32)),
+        lambda: vkattn.Backend("cpu", submit_timeout_ms=-1),
+    ):
+        with pytest.raises(TypeError) as e:
+            call()
+        assert not isinstance(e.value, RuntimeError)

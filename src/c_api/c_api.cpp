@@ -247,8 +247,11 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
   if (c.chunk != 0) a.chunk = c.chunk;
   a.window_type = static_cast<WindowType>(c.window_type);
   if (c.temperature_floor_scale != 0) {
-    if (!std::isfinite(c.temperature_scale)) {
-      throw InvalidArgument(function, "config->temperature_scale", std::to_string(c.temperature_scale), "finite");
+    if (!std::isfinite(c.temperature_scale) || c.temperature_scale == 0.0) {
+      // 0 (the _init default) would leave every score as it is: C++ and Python default
+      // to Llama 4's 0.1, which a C struct cannot tell from "not set".
+      throw InvalidArgument(function, "config->temperature_scale", std::to_string(c.temperature_scale),
+                            "finite and nonzero when temperature_floor_scale is set (Llama 4: 0.1)");
     }
     a.query_temperature =
         QueryTemperature{.floor_scale = c.temperature_floor_scale, .scale = c.temperature_scale, .offset = c.temperature_offset};
@@ -543,8 +546,8 @@ vkattn_status vkattn_download_raw(vkattn_backend* backend, const vkattn_tensor* 
     if (size != t.bytes()) {
       throw InvalidArgument(fn, "size", std::to_string(size), "the tensor's bytes = " + std::to_string(t.bytes()));
     }
-    const std::vector<std::uint8_t> bytes = b.download_raw(t);
     if (!data) throw InvalidArgument(fn, "data", "NULL", "a valid pointer");
+    const std::vector<std::uint8_t> bytes = b.download_raw(t);
     std::memcpy(data, bytes.data(), bytes.size());
   });
 }

@@ -2,6 +2,10 @@
 // handles and pointers, arrays, struct sizes) and calls the C++ API, which checks the rest.
 #include "c_api/c_api_internal.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
 using namespace vkattn::c_api;
 using vkattn::InvalidArgument;
 
@@ -278,6 +282,36 @@ vkattn_status vkattn_kv_cache_slot(const vkattn_kv_cache* cache, int32_t positio
 vkattn_status vkattn_kv_cache_bytes(const vkattn_kv_cache* cache, size_t* bytes) {
   const char* fn = "vkattn_kv_cache_bytes";
   return guarded([&] { need(fn, "bytes", bytes) = cache_of(fn, cache).bytes(); });
+}
+
+vkattn_status vkattn_save_cache(vkattn_backend* backend, const vkattn_kv_cache* cache, void** data, size_t* size) {
+  const char* fn = "vkattn_save_cache";
+  return guarded([&] {
+    need(fn, "data", data) = nullptr;
+    need(fn, "size", size) = 0;
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    const std::vector<std::uint8_t> bytes = b.save_cache(cache_of(fn, cache));
+    void* out = std::malloc(bytes.size());  // vkattn_free's: a C caller's free may be another runtime's
+    if (!out) throw std::bad_alloc();
+    std::memcpy(out, bytes.data(), bytes.size());
+    *data = out;
+    *size = bytes.size();
+  });
+}
+
+void vkattn_free(void* data) {
+  clear_last_error();
+  std::free(data);
+}
+
+vkattn_status vkattn_restore_cache(vkattn_backend* backend, vkattn_kv_cache* cache, const void* data, size_t size) {
+  const char* fn = "vkattn_restore_cache";
+  return guarded([&] {
+    vkattn::Backend& b = *need(fn, "backend", backend).impl;
+    vkattn::KvCache& c = need(fn, "cache", cache).impl;
+    need(fn, "data", static_cast<const std::uint8_t*>(data));
+    b.restore_cache(c, std::span(static_cast<const std::uint8_t*>(data), size));
+  });
 }
 
 vkattn_status vkattn_kv_cache_free_blocks(const vkattn_kv_cache* cache, size_t* free_blocks) {

@@ -148,6 +148,7 @@ class VulkanCommandList final : public CommandListImpl {
     if (!encoded_) encode();
     const std::uint64_t number = encoded_->submission.submit(ctx_->options.submit_timeout_ms, sync);
     ++submits_;
+    timings_.clear();  // the last submission's times are this one's, which nothing reads
     note_uses(number);
     return std::make_shared<VulkanSubmitted>(encoded_, number);
   }

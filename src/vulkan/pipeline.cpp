@@ -1,6 +1,7 @@
 #include "vulkan/pipeline.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <random>
 #include <utility>
 
 #include "params.h"
@@ -291,8 +293,15 @@ void PipelineCache::save() const {
   const std::filesystem::path path(file_);
   std::filesystem::create_directories(path.parent_path(), ec);
   if (ec) return fail(ec.message());
-  // Write a temporary and rename, so that a concurrent reader never sees half a file.
-  const std::string tmp = file_ + ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+  // Write a temporary and rename, so that a concurrent reader never sees half a file. Its
+  // name is the process's random tag and a count: an address alone repeats across
+  // processes (ASan's heaps are laid out alike), and two processes saving at once would
+  // then write one temporary.
+  static const std::uint64_t process_tag =
+      (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}() ^
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  static std::atomic<std::uint64_t> saves{0};
+  const std::string tmp = file_ + ".tmp" + std::to_string(process_tag) + "-" + std::to_string(saves.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return fail("cannot create " + tmp);

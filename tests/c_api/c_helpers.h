@@ -61,6 +61,7 @@ static inline int open_backends(vkattn_backend** gpu, vkattn_backend** cpu) {
   OK(vkattn_device_options_init(&options, sizeof options));
   const char* validation = getenv("VKATTN_TEST_VALIDATION");
   options.validation = !(validation && strcmp(validation, "0") == 0);
+  options.submit_timeout_ms = 600000; /* lavapipe compiles pipelines inside submissions */
   const vkattn_status s = vkattn_backend_create(VKATTN_BACKEND_VULKAN, &options, gpu);
   if (s == VKATTN_ERROR_NO_DEVICE || s == VKATTN_ERROR_UNSUPPORTED) {
     const char* required = getenv("VKATTN_REQUIRE_VULKAN");

@@ -102,30 +102,35 @@ static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
 
 /* RoPE on a slice (0.4's rotary_offset): DeepSeek's MLA key, the last 64 of 576 dims;
  * Vulkan against the CPU, the first 512 dims untouched, the slice rotated. An older
- * header's struct (0.2's size: no M-RoPE, no offset) still works with the defaults. */
+ * header's struct (0.2's size: no M-RoPE, no offset) still works with the defaults, and
+ * what lies past its size is not read (here values the library would refuse). */
 static void test_rope_slice(vkattn_backend* gpu, vkattn_backend* cpu) {
   enum { T = 2, H = 1, D = 576, O = 512 };
   const int32_t positions[T] = {3, 40000};
   float* x = random_values(T * H * D, 12);
-  vkattn_rope_config config, old;
+  vkattn_rope_config config, old, plain;
   OK(vkattn_rope_config_init(&config, sizeof config));
   config.rotary_dim = 64;
   config.rotary_offset = O;
+  OK(vkattn_rope_config_init(&plain, sizeof plain));
   OK(vkattn_rope_config_init(&old, sizeof old));
   old.struct_size = (uint32_t)offsetof(vkattn_rope_config, mrope_sections);
-  float* out[3] = {roped(gpu, T, H, D, x, positions, T, &config), roped(cpu, T, H, D, x, positions, T, &config),
-                   roped(cpu, T, H, D, x, positions, T, &old)};
+  old.mrope_sections[0] = 1, old.mrope_sections[1] = 2, old.mrope_sections[2] = 3; /* not rotary_dim / 2 */
+  old.rotary_offset = 3;                                                           /* odd */
+  float* out[4] = {roped(gpu, T, H, D, x, positions, T, &config), roped(cpu, T, H, D, x, positions, T, &config),
+                   roped(cpu, T, H, D, x, positions, T, &old), roped(cpu, T, H, D, x, positions, T, &plain)};
   double kept = 0, rotated = 0;
   for (int t = 0; t < T; ++t) {
     kept = fmax(kept, max_diff(out[1] + t * D, x + t * D, O));
     rotated = fmax(rotated, max_diff(out[1] + t * D + O, x + t * D + O, D - O));
   }
-  if (max_diff(out[0], out[1], T * H * D) > 4e-6 || kept != 0 || rotated < 1e-3 || max_diff(out[2], out[1], T * H * D) < 1e-3) {
-    fprintf(stderr, "rope slice: Vulkan against CPU %g, dims before the slice moved %g, slice moved %g\n",
-            max_diff(out[0], out[1], T * H * D), kept, rotated);
+  if (max_diff(out[0], out[1], T * H * D) > 4e-6 || kept != 0 || rotated < 1e-3 || max_diff(out[2], out[1], T * H * D) < 1e-3 ||
+      max_diff(out[2], out[3], T * H * D) != 0) {
+    fprintf(stderr, "rope slice: Vulkan against CPU %g, dims before the slice moved %g, slice moved %g, old struct %g\n",
+            max_diff(out[0], out[1], T * H * D), kept, rotated, max_diff(out[2], out[3], T * H * D));
     ++g_failures;
   }
-  for (int i = 0; i < 3; ++i) free(out[i]);
+  for (int i = 0; i < 4; ++i) free(out[i]);
   free(x);
 }
 
@@ -217,7 +222,84 @@ static void test_attention(vkattn_backend* gpu, vkattn_backend* cpu) {
     }
     free(want);
   }
-  free(plain_want), free(q), free(k), free(v), free(mask);
+  free(plain_want);
+
+  /* Each field alone changes the CPU's result from the config it modifies: both backends
+   * share the C translation, so their agreement above cannot show a field it drops. */
+  enum { FIELDS = 12 };
+  const char* what[FIELDS] = {"causal", "window", "softcap",           "softcap_order",      "alibi", "alibi_slopes",
+                              "sinks",  "chunk",  "temperature_scale", "temperature_offset", "scale", "window_type"};
+  const float slopes[H] = {0.25f, 0.5f, 1.0f, 2.0f};
+  vkattn_attention_config base[FIELDS], with[FIELDS];
+  for (int i = 0; i < FIELDS; ++i) base[i] = plain;
+  base[3].softcap = 1.0;
+  base[9].temperature_floor_scale = 2, base[9].temperature_offset = 1, base[9].temperature_scale = 0.5;
+  base[8] = base[9];
+  base[11].causal = 0, base[11].window = 3;
+  for (int i = 0; i < FIELDS; ++i) with[i] = base[i];
+  with[0].causal = 0;
+  with[1].window = 3;
+  with[2].softcap = 1.0;
+  with[3].softcap_order = VKATTN_SOFTCAP_CAP_THEN_SCALE;
+  with[4].alibi = 1;
+  with[5].alibi_slopes = slopes, with[5].n_alibi_slopes = H;
+  with[6].sinks = sinks, with[6].n_sinks = H;
+  with[7].chunk = 4;
+  with[8].temperature_scale = 1.0;
+  with[9].temperature_offset = 3;
+  with[10].scale = 0.5;
+  with[11].window_type = VKATTN_WINDOW_SYMMETRIC;
+  for (int i = 0; i < FIELDS; ++i) {
+    float* a = run_attention(cpu, VKATTN_ATTENTION_PATH_FUSED, q, k, v, mask, &tokens, base[i], T, H, HK, N, D);
+    float* b = run_attention(cpu, VKATTN_ATTENTION_PATH_FUSED, q, k, v, mask, &tokens, with[i], T, H, HK, N, D);
+    if (max_diff(a, b, T * H * D) < 1e-4) {
+      fprintf(stderr, "attention config: %s changes nothing\n", what[i]);
+      ++g_failures;
+    }
+    free(a), free(b);
+  }
+  free(q), free(k), free(v), free(mask);
+}
+
+/* ---- Raw bytes: a q8_0 tensor's blocks as ggml lays them out (34 bytes per 32 values),
+ * the same from both backends, and restored on the other one exactly ---- */
+
+static void test_raw(vkattn_backend* gpu, vkattn_backend* cpu) {
+  enum { T = 2, H = 1, D = 64 };
+  float* x = random_values(T * H * D, 13);
+  vkattn_backend* backends[2] = {gpu, cpu};
+  uint8_t* raw[2];
+  size_t bytes = 0;
+  for (int i = 0; i < 2; ++i) {
+    vkattn_tensor* t = filled(backends[i], T, H, D, VKATTN_DTYPE_Q8_0, x);
+    OK(vkattn_tensor_bytes(t, &bytes));
+    raw[i] = malloc(bytes);
+    OK(vkattn_download_raw(backends[i], t, raw[i], bytes));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "size = ", vkattn_download_raw(backends[i], t, raw[i], bytes - 1));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "data = NULL", vkattn_download_raw(backends[i], t, NULL, bytes));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "bytes.size() = ", vkattn_upload_raw(backends[i], t, raw[i], bytes + 1));
+    vkattn_tensor_destroy(t);
+  }
+  if (bytes != T * H * D / 32 * 34 || memcmp(raw[0], raw[1], bytes) != 0) {
+    fprintf(stderr, "raw q8_0: %zu bytes (want %d), Vulkan's and the CPU's %s\n", bytes, T * H * D / 32 * 34,
+            memcmp(raw[0], raw[1], bytes) ? "differ" : "agree");
+    ++g_failures;
+  }
+  for (int i = 0; i < 2; ++i) { /* each backend's bytes restored on the other */
+    vkattn_tensor* t = tensor(backends[1 - i], T, H, D, VKATTN_DTYPE_Q8_0);
+    OK(vkattn_upload_raw(backends[1 - i], t, raw[i], bytes));
+    uint8_t* back = malloc(bytes);
+    OK(vkattn_download_raw(backends[1 - i], t, back, bytes));
+    float* values = download(backends[1 - i], t, T * H * D);
+    if (memcmp(back, raw[i], bytes) != 0 || max_diff(values, x, T * H * D) > 1.0 / 127) {
+      fprintf(stderr, "raw q8_0 restored on backend %d: bytes %s, values off by %g\n", 1 - i,
+              memcmp(back, raw[i], bytes) ? "differ" : "agree", max_diff(values, x, T * H * D));
+      ++g_failures;
+    }
+    free(back), free(values);
+    vkattn_tensor_destroy(t);
+  }
+  free(raw[0]), free(raw[1]), free(x);
 }
 
 /* ---- Timings, statistics, devices, version ---- */
@@ -298,6 +380,14 @@ static void test_queries(vkattn_backend* gpu) {
   vkattn_command_stats stats;
   OK(vkattn_command_list_stats(list, &stats, sizeof stats));
   CHECK(stats.ops == 1 && stats.submits == 1);
+  vkattn_submission* submission = NULL; /* an asynchronous submit's times are not read */
+  OK(vkattn_submit(list, &submission));
+  uint32_t finished = 0;
+  OK(vkattn_submission_wait(submission, UINT64_MAX, &finished));
+  vkattn_submission_destroy(submission);
+  OK(vkattn_command_list_timing_count(list, &n));
+  OK(vkattn_command_list_stats(list, &stats, sizeof stats));
+  CHECK(finished == 1 && n == 0 && stats.submits == 2);
   size_t rank = 0, dims[3] = {0, 0, 0}, numel = 0;
   vkattn_dtype dtype = -1;
   OK(vkattn_tensor_shape(x, &rank, dims, 3));
@@ -326,5 +416,6 @@ int main(void) {
   test_mrope(gpu, cpu);
   test_rope_slice(gpu, cpu);
   test_attention(gpu, cpu);
+  test_raw(gpu, cpu);
   return close_backends(gpu, cpu, "C API");
 }

@@ -70,6 +70,28 @@ static void test_kv_cache_decode(vkattn_backend* gpu, vkattn_backend* cpu) {
     fprintf(stderr, "kv cache decode: max |diff| %g > 1e-4\n", worst);
     ++g_failures;
   }
+  /* Saved on Vulkan and restored into a new cache on the CPU: the same bytes saved again,
+   * the same bookkeeping; a cut or missing buffer refused, the cache untouched. */
+  {
+    void *saved = NULL, *again = NULL;
+    size_t size = 0, size_again = 0;
+    vkattn_kv_cache* restored = NULL;
+    OK(vkattn_save_cache(gpu, sides[0].cache, &saved, &size));
+    OK(vkattn_kv_cache_create(cpu, &cc, &restored));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "restore_cache: bytes", vkattn_restore_cache(cpu, restored, saved, size - 1));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "data = NULL", vkattn_restore_cache(cpu, restored, NULL, size));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "data = NULL", vkattn_save_cache(cpu, restored, NULL, &size_again));
+    size_t length = 1;
+    OK(vkattn_kv_cache_length(restored, 1, &length));
+    CHECK(length == 0);
+    OK(vkattn_restore_cache(cpu, restored, saved, size));
+    OK(vkattn_save_cache(cpu, restored, &again, &size_again));
+    int32_t next = -1;
+    OK(vkattn_kv_cache_next_position(restored, 1, &next));
+    CHECK(size_again == size && memcmp(saved, again, size) == 0 && next == 12);
+    vkattn_free(saved), vkattn_free(again), vkattn_free(NULL);
+    vkattn_kv_cache_destroy(restored);
+  }
   /* The bookkeeping: 12 positions per sequence through 8 slots, one of them a sink. */
   for (int i = 0; i < 2; ++i) {
     struct side* s = &sides[i];

@@ -86,6 +86,9 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
                 vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   ac.temperature_floor_scale = 8192, ac.temperature_scale = 1.0 / 0.0;
   EXPECT_STATUS(E, "config->temperature_scale = inf; valid: finite", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.temperature_scale = 0.0; /* the _init default: a temperature that changes nothing */
+  EXPECT_STATUS(E, "config->temperature_scale = 0.000000; valid: finite and nonzero",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.window = 4, ac.window_type = 2;
   EXPECT_STATUS(E, "config.window_type = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));

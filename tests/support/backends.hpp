@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "support/backend_pool.hpp"
@@ -18,6 +19,12 @@ namespace vkattn::test {
 
 inline bool vulkan_required() { return env_is("VKATTN_REQUIRE_VULKAN", "1"); }
 
+// A directory of the temporary folder no other process names: |name| and a random tag
+// (two test runs on one machine would otherwise clear each other's).
+inline std::filesystem::path fresh_temp_dir(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(std::random_device{}()));
+}
+
 inline std::string test_cache_dir() { return (std::filesystem::temp_directory_path() / "vkattn-test-pipeline-cache").string(); }
 
 // Whether the tests' Vulkan backends load the validation layer: yes, unless
@@ -26,10 +33,16 @@ inline std::string test_cache_dir() { return (std::filesystem::temp_directory_pa
 // but whose allocations it serves, was most of a test's time there).
 inline bool test_validation() { return !env_is("VKATTN_TEST_VALIDATION", "0"); }
 
+// Submissions may take 10 minutes, not the default 60 s: llvmpipe compiles a pipeline
+// inside the submission that first uses it (1-60 s each, more with a cold cache on a busy
+// machine); ctest's per-entry timeouts still stop a hang.
+constexpr std::uint32_t kTestSubmitTimeoutMs = 600000;
+
 inline DeviceOptions test_options(bool validation = test_validation()) {
   DeviceOptions options;
   options.validation = validation;
   options.pipeline_cache_dir = test_cache_dir();
+  options.submit_timeout_ms = kTestSubmitTimeoutMs;
   return options;
 }
 

@@ -27,6 +27,7 @@ inline ExternalVulkan external(const Engine& e) {
 inline DeviceOptions interop_options() {
   DeviceOptions o;
   o.pipeline_cache_dir = test_cache_dir();
+  o.submit_timeout_ms = kTestSubmitTimeoutMs;
   return o;
 }
 
