@@ -121,8 +121,10 @@ TEST(MemoryCpu, UncappedAbsurdCacheIsRefused) {
 TEST_P(Memory, HostAllocationFailureIsAnError) {
   const std::vector<float> x = normal(kFloats, 3);
   Tensor t = b_->tensor({kFloats}, DType::f32);
+  KvCache cache = b_->kv_cache({.n_kv_heads = 8, .head_dim = 128, .capacity = 1024});  // 2 MiB each of K and V
   {
     FailLargeAllocations fail(1u << 20);
+    expect_out_of_memory([&] { (void)b_->save_cache(cache); }, {"vkattn: save_cache:", "std::bad_alloc"});
     if (GetParam() == BackendKind::vulkan) {
       // A Vulkan tensor is zero-filled on the device: no host copy of its size.
       EXPECT_NO_THROW(b_->tensor({kFloats}, DType::f32));

@@ -182,7 +182,7 @@ class VKATTN_API CommandList {
   // hold a position it may see (tokens.q_seq_ids, required when the cache holds several
   // sequences; tokens.k_* must be empty). Throws if a
   // token needs a key its sequence's ring has already overwritten (a chunk longer than
-  // capacity - window + 1: append and attend in smaller chunks).
+  // capacity - n_sinks - window + 1: append and attend in smaller chunks).
   void attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
                    const AttentionConfig& config = {}, const Tensor* mask = nullptr);
   // |tokens|: as given to attn_scores; q_seq_ids says which sequence each query row reads

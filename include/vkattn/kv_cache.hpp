@@ -53,7 +53,7 @@ enum class KvRope {
 // value they start with, is rejected with InvalidArgument). A default capacity would
 // quietly turn attention into a sliding window over that many tokens.
 struct KvCacheConfig {
-  std::size_t n_seqs = 1;      // sequences held at once; >= 1; default 1
+  std::size_t n_seqs = 1;      // sequences held at once; >= 1, n_seqs x capacity <= 2^31 - 1 (paged too); default 1
   std::size_t n_kv_heads = 0;  // required: the model's KV heads; >= 1
   std::size_t head_dim = 0;    // required: [1, kMaxAttentionHeadDim]; even for f16
   std::size_t capacity = 0;    // required: slots per sequence; in (n_sinks, 2^30]

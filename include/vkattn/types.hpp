@@ -131,8 +131,8 @@ VKATTN_API RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_
 // penalised by their distance too.
 // Which kernels CommandList::attention runs (the three-stage ops ignore it).
 enum class AttentionPath {
-  automatic,     // fused, except on CPU devices (llvmpipe), where the three stages are faster,
-                 // when their scores fit one storage buffer range
+  automatic,     // fused, except with the CPU-shaped kernels (lavapipe's, or VKATTN_KERNELS=cpu),
+                 // where the three stages are faster, when their scores fit one storage buffer range
   fused,         // the fused kernel
   three_stages,  // attn_scores, attn_softmax (in place) and attn_weighted_sum on a temporary
 };

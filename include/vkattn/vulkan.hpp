@@ -28,13 +28,13 @@ struct ExternalVulkan {
   VkDevice device = VK_NULL_HANDLE;
   std::uint32_t queue_family_index = 0;  // a family with VK_QUEUE_COMPUTE_BIT; default 0
   // A queue of that family. vkattn submits to it only inside calls that say so (tensor
-  // and cache creation, upload, download, save/restore_cache, submit, submit_and_wait,
-  // and make_backend where the matrix units are on: their self-test);
+  // and cache creation, wrap_kv_cache, upload, download, save/restore_cache, a cache's
+  // reset and truncate (its slot table, where memory is not host-visible), submit,
+  // submit_and_wait, and make_backend where the matrix units are on: their self-test);
   // Vulkan makes a queue externally synchronized: the caller must not use it from another
   // thread during those calls.
   VkQueue queue = VK_NULL_HANDLE;
-  // VkApplicationInfo::apiVersion the instance was created with; at least 1.1 (1.2 lets
-  // vkattn read the driver's name). Default 1.1.
+  // VkApplicationInfo::apiVersion the instance was created with; at least 1.1. Default 1.1.
   std::uint32_t api_version = VK_API_VERSION_1_1;
   // The VkDeviceCreateInfo the device was created with, read during make_backend only:
   // vkattn uses an optional extension or feature (vulkan_requirements()) only if it is

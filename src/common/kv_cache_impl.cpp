@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <new>
 
+#include "common/heap_ledger.hpp"
 #include "common/validate.hpp"
 
 namespace vkattn::detail {
@@ -325,7 +327,7 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
 
 }  // namespace
 
-void KvCache::reset(std::size_t seq) {
+void KvCache::reset(std::size_t seq) try {
   auto& c = live(impl_);
   check_seq("reset", c, seq);
   change_and_publish(c, seq, [&] {
@@ -334,9 +336,11 @@ void KvCache::reset(std::size_t seq) {
     c.set(c.oldest[seq], static_cast<std::int32_t>(c.config.n_sinks));
     c.release_empty_blocks(seq);
   });
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("reset");
 }
 
-void KvCache::truncate(std::size_t seq, std::int32_t position) {
+void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   auto& c = live(impl_);
   check_seq("truncate", c, seq);
   if (position < 0 || position > c.next[seq]) {
@@ -361,6 +365,8 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) {
       c.set(c.oldest[seq], static_cast<std::int32_t>(c.config.n_sinks));
     c.release_empty_blocks(seq);
   });
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("truncate");
 }
 
 }  // namespace vkattn

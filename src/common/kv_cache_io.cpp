@@ -16,7 +16,9 @@
 // paged cache of the same configuration but for n_blocks, which need only be >= n.
 #include <algorithm>
 #include <cstring>
+#include <new>
 
+#include "common/heap_ledger.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
 #include "common/shape_math.hpp"
@@ -146,7 +148,7 @@ void save_blocks(const detail::KvCacheImpl& c, const std::vector<std::vector<std
 
 }  // namespace
 
-std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) {
+std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
   const auto& c = live_cache("save_cache", cache, owner_tag());
   std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
   const Header h = header_of(c->config);
@@ -163,9 +165,11 @@ std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) {
   put(out, read_words(*c->k));
   if (c->v) put(out, read_words(*c->v));
   return out;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("save_cache");
 }
 
-void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) {
+void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) try {
   const char* op = "restore_cache";
   const auto& c = live_cache(op, cache, owner_tag());
   const KvCacheConfig& cf = c->config;
@@ -275,6 +279,8 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   }
   c->changed_all();
   c->publish();
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("restore_cache");
 }
 
 }  // namespace vkattn
