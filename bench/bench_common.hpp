@@ -99,6 +99,15 @@ inline double op_seconds(CommandList& cmd) {
   return ms * 1e-3;
 }
 
+// |memo|'s value for |key|, made by |make| the first time (Google Benchmark calls a case
+// several times; CPU references and checks are worth computing once).
+template <class Map, class Key, class Make>
+const typename Map::mapped_type& memo(Map& m, const Key& key, Make&& make) {
+  auto it = m.find(key);
+  if (it == m.end()) it = m.emplace(key, make()).first;
+  return it->second;
+}
+
 // The bandwidth baseline: the same backend's copy kernel on 32 MiB (read + write), run
 // between the timed iterations of the op it is compared with, whenever its own total time
 // falls behind the op's (so at most once per iteration, and rarely beside tiny ops). The

@@ -99,27 +99,30 @@ std::size_t cold_sets(std::size_t keys) {
   return std::max<std::size_t>(2, static_cast<std::size_t>(std::ceil(kColdBytes / kv)));
 }
 
-// "" when |got| matches the CPU reference for |d|, else what differs. The reference depends
-// on the key count alone: computed once per count (about a second at 16k keys, while the
-// device idles).
-std::string verify(const Decode& d, const std::vector<float>& got) {
-  static std::map<std::size_t, std::vector<float>> refs;
-  auto ref_it = refs.find(d.keys);
-  if (ref_it == refs.end()) {
-    Backend& cpu = backend(BackendKind::cpu);
-    Decode ref(cpu, d.keys, 1);
-    CommandList cmd = cpu.commands();
-    ref.record(cmd, 0);
-    cmd.submit_and_wait();
-    ref_it = refs.emplace(d.keys, cpu.download(ref.out[0])).first;
-  }
-  const std::vector<float>& want = ref_it->second;
+// "" when |got| is within check_tolerance() of |want|, else the first element that is not.
+std::string first_difference(const std::vector<float>& got, const std::vector<float>& want) {
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (!(std::fabs(got[i] - want[i]) <= check_tolerance())) {
       return "out[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", CPU reference " + std::to_string(want[i]);
     }
   }
   return "";
+}
+
+// "" when |got| matches the CPU reference for |d|, else what differs. The reference depends
+// on the key count alone: computed once per count (about a second at 16k keys, while the
+// device idles).
+std::string verify(const Decode& d, const std::vector<float>& got) {
+  static std::map<std::size_t, std::vector<float>> refs;
+  const std::vector<float>& want = memo(refs, d.keys, [&] {
+    Backend& cpu = backend(BackendKind::cpu);
+    Decode ref(cpu, d.keys, 1);
+    CommandList cmd = cpu.commands();
+    ref.record(cmd, 0);
+    cmd.submit_and_wait();
+    return cpu.download(ref.out[0]);
+  });
+  return first_difference(got, want);
 }
 
 KernelShape shape_of(const benchmark::State& state) { return static_cast<KernelShape>(state.range(1)); }
@@ -140,9 +143,8 @@ void BM_decode(benchmark::State& state, std::size_t ops, bool cold = false) {
       static std::map<std::tuple<std::int64_t, std::int64_t, std::size_t, bool>, std::string>
           verified;  // (keys, shape, ops, cold)
       const auto key = std::make_tuple(state.range(0), state.range(1), ops, cold);
-      auto it = verified.find(key);
-      if (it == verified.end()) it = verified.emplace(key, verify(d, b.download(d.out[0]))).first;
-      if (!it->second.empty()) return state.SkipWithError(("differs from the CPU reference: " + it->second).c_str());
+      const std::string& diff = memo(verified, key, [&] { return verify(d, b.download(d.out[0])); });
+      if (!diff.empty()) return state.SkipWithError(("differs from the CPU reference: " + diff).c_str());
     }
     warm_up("decode " + std::to_string(keys) + "/" + std::to_string(state.range(1)) + "/" + std::to_string(ops) +
                 (cold ? "/cold" : ""),
@@ -296,8 +298,7 @@ void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType
       static std::map<std::string, std::vector<float>> refs;
       const std::string ref_name = std::to_string(keys) + "/" + std::to_string(static_cast<int>(dtype)) + "/" +
                                    std::to_string(top_k) + "/" + std::to_string(n_tokens);
-      auto ref_it = refs.find(ref_name);
-      if (ref_it == refs.end()) {
+      const std::vector<float>& want = memo(refs, ref_name, [&] {
         Backend& cpu = backend(BackendKind::cpu);
         KvCache ref_cache = cpu.kv_cache(config);
         Tensor ref_q, ref_mask, ref_out = cpu.tensor({n_tokens, kMlaHeads, kValueDim}, DType::f32);
@@ -305,17 +306,9 @@ void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType
         CommandList ref = cpu.commands();
         ref.attention(ref_q, ref_cache, ref_out, {.q_positions = last}, {}, top_k ? &ref_mask : nullptr);
         ref.submit_and_wait();
-        ref_it = refs.emplace(ref_name, cpu.download(ref_out)).first;
-      }
-      const std::vector<float> got = b.download(out);
-      const std::vector<float>& want = ref_it->second;
-      std::string diff;
-      for (std::size_t i = 0; i < want.size() && diff.empty(); ++i) {
-        if (!(std::fabs(got[i] - want[i]) <= check_tolerance())) {
-          diff = "out[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", CPU reference " + std::to_string(want[i]);
-        }
-      }
-      it = verified.emplace(name, diff).first;
+        return cpu.download(ref_out);
+      });
+      it = verified.emplace(name, first_difference(b.download(out), want)).first;
     }
     if (!it->second.empty()) return state.SkipWithError(("differs from the CPU reference at " + it->second).c_str());
     warm_up("mla " + name, [&] { cmd.submit_and_wait(); });
