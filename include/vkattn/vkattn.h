@@ -35,7 +35,8 @@
  * - Functions are only ever added. vkattn_version_number() gives the library's version,
  *   VKATTN_VERSION_NUMBER the header's. The additions since 0.1 (asynchronous submission,
  *   vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes, replay,
- *   paged caches) appended values, fields and functions without changing these.
+ *   paged caches, cache snapshots, the log callback and limits) appended values, fields and
+ *   functions without changing these.
  */
 #ifndef VKATTN_VKATTN_H
 #define VKATTN_VKATTN_H
@@ -109,6 +110,21 @@ enum {
   VKATTN_MATRIX_UNITS_ON = 2,     /* wherever the device has them (any vendor); the self-test still runs */
   VKATTN_MATRIX_UNITS_STANDIN = 3 /* the matrix kernels in plain GLSL on any device (tests) */
 };
+
+/* log levels (DeviceOptions::log_level, vkattn::LogLevel; 0.10) */
+typedef int32_t vkattn_log_level;
+enum {
+  VKATTN_LOG_ENVIRONMENT = -1, /* as a threshold: $VKATTN_LOG, else warning (default) */
+  VKATTN_LOG_OFF = 0,          /* as a threshold: nothing */
+  VKATTN_LOG_ERROR = 1,        /* validation-layer errors */
+  VKATTN_LOG_WARNING = 2,      /* validation-layer warnings, pipeline cache files unusable, a GPU passed over */
+  VKATTN_LOG_INFO = 3          /* each pipeline build with its time, the device chosen, memory accounting */
+};
+
+/* Receives each message at or above the threshold, on the thread whose call caused it
+ * (with several threads on one backend, several at once: it must be thread-safe). It must
+ * not call vkattn. |message| is one line, NUL-terminated, valid during the call only. */
+typedef void (*vkattn_log_function)(void* user_data, vkattn_log_level level, const char* message);
 
 enum {
   VKATTN_ROPE_LAYOUT_INTERLEAVED = 0, /* pairs (x[2i], x[2i+1]): RoFormer, Meta's Llama, GPT-J */
@@ -185,6 +201,11 @@ typedef struct vkattn_device_options {
   uint32_t reserved;              /* 0 */
   int32_t matrix_units;           /* VKATTN_MATRIX_UNITS_ENVIRONMENT (default), _AUTOMATIC, _OFF, _ON or _STANDIN */
   uint32_t reserved2;             /* 0 */
+  /* 0.10: where messages go; NULL (default): stderr, one line each ("vkattn: warning: ...") */
+  vkattn_log_function log;
+  void* log_user_data; /* passed to log as is */
+  int32_t log_level;   /* the least severe level reported: VKATTN_LOG_ENVIRONMENT (default), _OFF to _INFO */
+  uint32_t reserved3;  /* 0 */
 } vkattn_device_options;
 
 VKATTN_API vkattn_status vkattn_device_options_init(vkattn_device_options* options, size_t struct_size);
@@ -220,6 +241,36 @@ VKATTN_API vkattn_status vkattn_device_list_get(const vkattn_device_list* list, 
                                                 size_t info_size);
 VKATTN_API void vkattn_device_list_destroy(vkattn_device_list* list);
 
+/* The limits a backend plans with (vkattn::DeviceLimits, after $VKATTN_CAP_LIMITS;
+ * nominal values on the CPU backend). Flags are 0 or 1. 0.10. */
+typedef struct vkattn_device_limits {
+  uint32_t struct_size;       /* bytes written */
+  uint32_t subgroup_size;     /* lanes; 0 when the device reports none */
+  uint32_t subgroup_min_size; /* sizes a pipeline may require (size control) */
+  uint32_t subgroup_max_size;
+  uint32_t subgroup_arithmetic;   /* subgroupAdd/Max/... in compute shaders */
+  uint32_t subgroup_shuffle;      /* subgroupShuffle* */
+  uint32_t subgroup_vote;         /* subgroupAny/All */
+  uint32_t subgroup_size_control; /* VK_EXT_subgroup_size_control */
+  uint32_t max_shared_memory;     /* bytes per workgroup */
+  uint32_t max_workgroup_invocations;
+  uint32_t max_workgroup_size[3];
+  uint32_t max_workgroup_count[3];
+  uint32_t max_storage_buffers;       /* storage-buffer bindings per kernel */
+  uint32_t compute_units;             /* SMs, CUs or shader cores when the driver says; else 0 */
+  uint64_t max_storage_buffer_range;  /* bytes */
+  uint64_t storage_offset_alignment;  /* bytes */
+  uint64_t max_texel_buffer_elements; /* 16-byte texels; 0: inputs not read through texel views */
+  uint64_t device_local_bytes;        /* largest device-local heap (CPU backend: physical memory) */
+  uint32_t storage_16bit;             /* storageBuffer16BitAccess */
+  uint32_t shader_float16;            /* fp16 arithmetic */
+  uint32_t timestamps;                /* vkattn can time ops on the device */
+  uint32_t unified_memory;            /* device-local memory is host-visible */
+  double timestamp_period_ns;         /* ns per timestamp tick */
+  uint32_t matrix_units;              /* the matrix kernels run on the device's matrix units */
+  uint32_t matrix_standin;            /* they run as plain GLSL instead */
+} vkattn_device_limits;
+
 /* A backend: VKATTN_BACKEND_VULKAN runs on a GPU, VKATTN_BACKEND_CPU is the reference.
  * |options| is optional (Vulkan only). VKATTN_ERROR_NO_DEVICE lists each device's
  * rejection reason. */
@@ -228,6 +279,8 @@ VKATTN_API vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const v
 VKATTN_API void vkattn_backend_destroy(vkattn_backend* backend);
 VKATTN_API vkattn_status vkattn_backend_get_kind(const vkattn_backend* backend, vkattn_backend_kind* kind);
 VKATTN_API vkattn_status vkattn_backend_device_name(const vkattn_backend* backend, const char** name);
+/* Writes the first |limits_size| bytes of |backend|'s limits (pass sizeof). 0.10. */
+VKATTN_API vkattn_status vkattn_backend_limits(const vkattn_backend* backend, vkattn_device_limits* limits, size_t limits_size);
 /* Validation-layer warnings and errors seen so far (Vulkan with validation on). The
  * strings live until the next call of vkattn_backend_validation_messages on |backend|. */
 VKATTN_API vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages, size_t* count);

@@ -1,5 +1,6 @@
 // The C API's boundary (status codes, the per-thread message), its struct conversions, and
-// the backend, device and tensor functions. The ops are in c_api_ops.cpp.
+// the tensor functions. Devices and backends are in c_api_devices.cpp, the ops in
+// c_api_ops.cpp.
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -19,6 +20,8 @@ static_assert(VKATTN_MATRIX_UNITS_AUTOMATIC == int(vkattn::MatrixUnits::automati
               VKATTN_MATRIX_UNITS_OFF == int(vkattn::MatrixUnits::off) &&
               VKATTN_MATRIX_UNITS_ON == int(vkattn::MatrixUnits::on) &&
               VKATTN_MATRIX_UNITS_STANDIN == int(vkattn::MatrixUnits::standin));
+static_assert(VKATTN_LOG_OFF == int(vkattn::LogLevel::off) && VKATTN_LOG_ERROR == int(vkattn::LogLevel::error) &&
+              VKATTN_LOG_WARNING == int(vkattn::LogLevel::warning) && VKATTN_LOG_INFO == int(vkattn::LogLevel::info));
 static_assert(VKATTN_ROPE_LAYOUT_INTERLEAVED == int(vkattn::RopeLayout::interleaved) &&
               VKATTN_ROPE_LAYOUT_HALF == int(vkattn::RopeLayout::half));
 static_assert(VKATTN_ROPE_SCALING_NONE == int(vkattn::RopeScaling::none) &&
@@ -52,7 +55,8 @@ static_assert(VKATTN_ATTENTION_KERNEL_REFERENCE == int(vkattn::AttentionKernel::
 // Appending a field must not fit in tail padding (sizeof would not change, and struct_size
 // could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
 #define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
-VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved2);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved3);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_limits, matrix_standin);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, matrix_note);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_rope_config, rotary_offset);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_config, mask_keys);
@@ -125,6 +129,7 @@ void device_defaults(vkattn_device_options& o) {
   o.validation = -1;
   o.submit_timeout_ms = DeviceOptions{}.submit_timeout_ms;
   o.matrix_units = VKATTN_MATRIX_UNITS_ENVIRONMENT;
+  o.log_level = VKATTN_LOG_ENVIRONMENT;
 }
 
 void rope_defaults(vkattn_rope_config& c) {
@@ -196,6 +201,20 @@ DeviceOptions device_options(const char* function, const vkattn_device_options* 
                           "VKATTN_MATRIX_UNITS_ENVIRONMENT (-1), _AUTOMATIC, _OFF, _ON or _STANDIN (0 to 3)");
   }
   if (o.matrix_units != VKATTN_MATRIX_UNITS_ENVIRONMENT) d.matrix_units = static_cast<MatrixUnits>(o.matrix_units);
+  if (o.log) {
+    d.log = [log = o.log, user = o.log_user_data](LogLevel level, std::string_view message) {
+      const std::string line(message);  // NUL-terminated, whatever the view's source
+      log(user, static_cast<vkattn_log_level>(level), line.c_str());
+    };
+  } else if (o.log_user_data) {
+    throw InvalidArgument(function, "options->log_user_data", "non-NULL", "NULL when options->log is NULL");
+  }
+  if (o.log_level < VKATTN_LOG_ENVIRONMENT || o.log_level > VKATTN_LOG_INFO) {
+    throw InvalidArgument(function, "options->log_level", std::to_string(o.log_level),
+                          "VKATTN_LOG_ENVIRONMENT (-1), _OFF, _ERROR, _WARNING or _INFO (0 to 3)");
+  }
+  if (o.log_level != VKATTN_LOG_ENVIRONMENT) d.log_level = static_cast<LogLevel>(o.log_level);
+  check_reserved(function, "options->reserved3", o.reserved3);
   return d;
 }
 
@@ -372,95 +391,6 @@ VKATTN_INIT_FUNCTION(vkattn_attention_tokens_init, vkattn_attention_tokens, toke
 VKATTN_INIT_FUNCTION(vkattn_kv_cache_config_init, vkattn_kv_cache_config, kv_cache_defaults)
 VKATTN_INIT_FUNCTION(vkattn_command_list_options_init, vkattn_command_list_options, list_defaults)
 #undef VKATTN_INIT_FUNCTION
-
-vkattn_status vkattn_list_devices(const vkattn_device_options* options, vkattn_device_list** list) {
-  const char* fn = "vkattn_list_devices";
-  return guarded([&] {
-    need(fn, "list", list) = nullptr;
-    auto l = std::make_unique<vkattn_device_list>();
-    l->devices = vkattn::list_devices(device_options(fn, options));
-    *list = l.release();
-  });
-}
-
-vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* count) {
-  const char* fn = "vkattn_device_list_count";
-  return guarded([&] { need(fn, "count", count) = need(fn, "list", list).devices.size(); });
-}
-
-vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index, vkattn_device_info* info, size_t info_size) {
-  const char* fn = "vkattn_device_list_get";
-  return guarded([&] {
-    const auto& devices = need(fn, "list", list).devices;
-    if (index >= devices.size()) {
-      throw InvalidArgument(fn, "index", std::to_string(index), "[0, count = " + std::to_string(devices.size()) + ")");
-    }
-    const vkattn::DeviceInfo& d = devices[index];
-    const vkattn::DeviceLimits& l = d.limits;
-    write_struct(fn, "info", info, info_size,
-                 // Packed (clang-format would put one item per line).
-                 // clang-format off
-                 vkattn_device_info{.struct_size = 0, .index = d.index, .name = d.name.c_str(), .type = d.type.c_str(),
-                                    .api_version = d.api_version.c_str(), .driver = d.driver.c_str(),
-                                    .rejected = d.rejected.c_str(), .chosen = d.chosen ? 1u : 0u,
-                                    .subgroup_size = l.subgroup_size,
-                                    .max_storage_buffer_range = l.max_storage_buffer_range,
-                                    .device_local_bytes = l.device_local_bytes,
-                                    .max_shared_memory = l.max_shared_memory,
-                                    .unified_memory = l.unified_memory ? 1u : 0u,
-                                    .shader_float16 = l.shader_float16 ? 1u : 0u,
-                                    .timestamps = l.timestamps ? 1u : 0u,
-                                    .matrix_units = l.matrix_units ? 1u : 0u,
-                                    .matrix_standin = l.matrix_standin ? 1u : 0u,
-                                    .matrix_note = d.matrix_note.c_str()});
-    // clang-format on
-  });
-}
-
-void vkattn_device_list_destroy(vkattn_device_list* list) {
-  clear_last_error();
-  delete list;
-}
-
-vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_device_options* options, vkattn_backend** backend) {
-  const char* fn = "vkattn_backend_create";
-  return guarded([&] {
-    need(fn, "backend", backend) = nullptr;
-    auto b = std::make_unique<vkattn_backend>();
-    b->impl = vkattn::make_backend(static_cast<vkattn::BackendKind>(kind), device_options(fn, options));
-    b->device_name = b->impl->device_name();
-    *backend = b.release();
-  });
-}
-
-void vkattn_backend_destroy(vkattn_backend* backend) {
-  clear_last_error();
-  delete backend;
-}
-
-vkattn_status vkattn_backend_get_kind(const vkattn_backend* backend, vkattn_backend_kind* kind) {
-  const char* fn = "vkattn_backend_get_kind";
-  return guarded([&] { need(fn, "kind", kind) = static_cast<vkattn_backend_kind>(need(fn, "backend", backend).impl->kind()); });
-}
-
-vkattn_status vkattn_backend_device_name(const vkattn_backend* backend, const char** name) {
-  const char* fn = "vkattn_backend_device_name";
-  return guarded([&] { need(fn, "name", name) = need(fn, "backend", backend).device_name.c_str(); });
-}
-
-vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const char* const** messages, size_t* count) {
-  const char* fn = "vkattn_backend_validation_messages";
-  return guarded([&] {
-    vkattn_backend& b = need(fn, "backend", backend);
-    need(fn, "messages", messages);
-    need(fn, "count", count);
-    b.messages = b.impl->validation_messages();
-    b.message_ptrs.clear();
-    for (const std::string& m : b.messages) b.message_ptrs.push_back(m.c_str());
-    *messages = b.message_ptrs.data();
-    *count = b.message_ptrs.size();
-  });
-}
 
 vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape, size_t rank, vkattn_dtype dtype,
                                    vkattn_tensor** tensor) {

@@ -206,6 +206,18 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   CHECK(none == NULL && no_list == NULL);
   dopt.matrix_units = VKATTN_MATRIX_UNITS_OFF, dopt.reserved2 = 1;
   EXPECT_STATUS(E, "options->reserved2 = 1", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  /* The log (0.10): a level past info or below the environment's -1, user data without a
+   * function (a callback forgotten), and reserved3 are refused by name. */
+  OK(vkattn_device_options_init(&dopt, sizeof dopt));
+  dopt.log_level = VKATTN_LOG_INFO + 1;
+  EXPECT_STATUS(E, "options->log_level = 4", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  dopt.log_level = -2;
+  EXPECT_STATUS(E, "options->log_level = -2", vkattn_list_devices(&dopt, &no_list));
+  dopt.log_level = VKATTN_LOG_OFF, dopt.log_user_data = &dopt;
+  EXPECT_STATUS(E, "options->log_user_data", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  dopt.log_user_data = NULL, dopt.reserved3 = 1;
+  EXPECT_STATUS(E, "options->reserved3 = 1", vkattn_backend_create(VKATTN_BACKEND_VULKAN, &dopt, &none));
+  CHECK(none == NULL && no_list == NULL);
   OK(vkattn_kv_cache_config_init(&cc, sizeof cc));
   cc.n_kv_heads = 64, cc.head_dim = 256, cc.capacity = 1u << 20;
   vkattn_kv_cache* huge = NULL;
