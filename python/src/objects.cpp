@@ -220,10 +220,13 @@ void bind_cache(py::module_& m) {
           "slot", [](const PyKvCache& c, std::int32_t position) { return c.impl.slot(position); }, py::arg("position"),
           "The slot of position.")
       .def(
-          "reset", [](PyKvCache& c, std::size_t seq) { c.impl.reset(seq); }, py::arg("seq") = 0, "Empties seq.")
+          // Both wait for the lists using the cache (and may submit to an engine's queue).
+          "reset", [](PyKvCache& c, std::size_t seq) { c.impl.reset(seq); }, py::arg("seq") = 0,
+          py::call_guard<py::gil_scoped_release>(), "Empties seq.")
       .def(
           "truncate", [](PyKvCache& c, std::int32_t position, std::size_t seq) { c.impl.truncate(seq, position); },
-          py::arg("position"), py::arg("seq") = 0, "Drops positions >= position of seq.")
+          py::arg("position"), py::arg("seq") = 0, py::call_guard<py::gil_scoped_release>(),
+          "Drops positions >= position of seq.")
       .def_property_readonly(
           "free_blocks", [](const PyKvCache& c) { return c.impl.free_blocks(); }, "a paged cache: blocks no sequence holds")
       .def(
