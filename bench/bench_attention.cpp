@@ -188,13 +188,12 @@ void BM_attention(benchmark::State& state, BackendKind kind) {
     if (kind != BackendKind::cpu) {
       cmd.submit_and_wait();                                              // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case
-      auto it = verified.find(c.key());
-      if (it == verified.end()) {
+      const std::string& difference = memo(verified, c.key(), [&] {
         const std::vector<float> probs = concat(b, t.probs);
-        it = verified.emplace(c.key(), verify(c, concat(b, t.out), &probs)).first;
-      }
-      if (!it->second.empty()) {
-        state.SkipWithError(("differs from the CPU reference: " + it->second).c_str());
+        return verify(c, concat(b, t.out), &probs);
+      });
+      if (!difference.empty()) {
+        state.SkipWithError(("differs from the CPU reference: " + difference).c_str());
         return;
       }
     }
@@ -242,11 +241,10 @@ void BM_attention_fused(benchmark::State& state, BackendKind kind, KernelShape s
     if (kind != BackendKind::cpu) {
       cmd.submit_and_wait();                                              // warm-up, and the result to verify
       static std::map<std::array<std::size_t, 6>, std::string> verified;  // once per case
-      auto it = verified.find(c.key());
-      if (it == verified.end() && probe_without_result()) it = verified.emplace(c.key(), "").first;
-      if (it == verified.end()) it = verified.emplace(c.key(), verify(c, b.download(out), nullptr)).first;
-      if (!it->second.empty()) {
-        state.SkipWithError(("differs from the CPU reference: " + it->second).c_str());
+      const std::string& difference =
+          memo(verified, c.key(), [&] { return probe_without_result() ? std::string() : verify(c, b.download(out), nullptr); });
+      if (!difference.empty()) {
+        state.SkipWithError(("differs from the CPU reference: " + difference).c_str());
         return;
       }
     }

@@ -189,10 +189,10 @@ void BM_kv_append(benchmark::State& state, BackendKind kind) {
 
     if (kind != BackendKind::cpu) {
       static std::map<std::array<std::size_t, 2>, std::string> verified;  // once per case
-      auto it = verified.find({layers, tokens});
-      if (it == verified.end()) it = verified.emplace(std::array{layers, tokens}, verify_appends(s.caches, tokens)).first;
-      if (!it->second.empty()) {
-        state.SkipWithError(("differs from the CPU reference: " + it->second).c_str());
+      const std::string& difference =
+          memo(verified, std::array{layers, tokens}, [&] { return verify_appends(s.caches, tokens); });
+      if (!difference.empty()) {
+        state.SkipWithError(("differs from the CPU reference: " + difference).c_str());
         return;
       }
     }
@@ -410,12 +410,10 @@ void BM_ring_vs_plain(benchmark::State& state, BackendKind kind) {
       plain.cmd->submit_and_wait();  // warm-up, and the results to verify
       ring.cmd->submit_and_wait();
       static std::map<std::array<std::size_t, 3>, std::string> verified;  // once per case
-      auto it = verified.find(c.key());
-      if (it == verified.end()) {
-        it = verified.emplace(c.key(), verify_pair(c, concat(b, plain.blocks.out), concat(b, ring.blocks.out))).first;
-      }
-      if (!it->second.empty()) {
-        state.SkipWithError(("differs: " + it->second).c_str());
+      const std::string& difference =
+          memo(verified, c.key(), [&] { return verify_pair(c, concat(b, plain.blocks.out), concat(b, ring.blocks.out)); });
+      if (!difference.empty()) {
+        state.SkipWithError(("differs: " + difference).c_str());
         return;
       }
     }
