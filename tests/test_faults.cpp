@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/backends.hpp"
@@ -73,6 +74,19 @@ class Faults : public ::testing::Test {
     return cpu->download(t);
   }
 
+  // The log so far, emptied (TearDown fails a test on any message left).
+  std::vector<std::string> take_log() {
+    std::lock_guard guard(*lock_);
+    return std::exchange(*log_, {});
+  }
+
+  // A transfer whose copy overran the timeout: one warning naming |op|.
+  void expect_overran(const char* op) {
+    const std::vector<std::string> log = take_log();
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_NE(log[0].find(std::string(op) + ": a copy did not finish within 600000 ms"), std::string::npos) << log[0];
+  }
+
   std::shared_ptr<std::vector<std::string>> log_ = std::make_shared<std::vector<std::string>>();
   std::shared_ptr<std::mutex> lock_ = std::make_shared<std::mutex>();
   std::vector<std::unique_ptr<Backend>> backends_;
@@ -133,7 +147,8 @@ TEST_F(Faults, SubmitOutOfMemory) {
 }
 
 // A fence wait that times out: Error(timeout); the submission still ran, and the list and
-// the backend go on. Through staging, an upload that times out still lands.
+// the backend go on. Through staging, an upload whose copy overruns the timeout waits for
+// it (its staging buffer is in use), warns, and succeeds: the data landed.
 TEST_F(Faults, FenceWaitTimeout) {
   for (bool staging : {false, true}) {
     SCOPED_TRACE(staging ? "staging" : "mapped");
@@ -147,7 +162,8 @@ TEST_F(Faults, FenceWaitTimeout) {
     if (staging) {
       const auto y = normal(T * H * D, 4);
       detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
-      expect_error([&, &t = t] { b->upload(t, y); }, ErrorCode::timeout, VK_TIMEOUT, "upload");
+      b->upload(t, y);
+      expect_overran("upload");
       EXPECT_EQ(b->download(t), y);
     }
   }
@@ -157,9 +173,9 @@ TEST_F(Faults, FenceWaitTimeout) {
 // (src/vulkan/transfers.hpp), and only after they finished cleanly. A small upload on a
 // backend that has made one needs no new memory: it succeeds with an allocation fault
 // armed, which the next tensor then meets. One larger than what is kept (4 MiB) makes its
-// own buffer and gets the fault. After a failed submit and a timed-out wait (whose
-// submission and buffer are freed, not kept) the next transfers work and carry the right
-// data.
+// own buffer and gets the fault. After a failed submit (whose submission and buffer are
+// freed, not kept) and a copy that overran the timeout (waited for) the next transfers
+// work and carry the right data.
 TEST_F(Faults, TransfersAfterFaultsThroughStaging) {
   VKATTN_BACKEND_OR_SKIP(b, true);
   const auto x = normal(T * H * D, 6), y = normal(T * H * D, 7);
@@ -183,7 +199,8 @@ TEST_F(Faults, TransfersAfterFaultsThroughStaging) {
   EXPECT_EQ(b->download(t), x);
 
   detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
-  expect_error([&] { (void)b->download(t); }, ErrorCode::timeout, VK_TIMEOUT, "download");
+  EXPECT_EQ(b->download(t), x);
+  expect_overran("download");
   b->upload(t, y);
   EXPECT_EQ(b->download(t), y);
   EXPECT_EQ(b->download(big), std::vector<float>(large, 0.0f));
@@ -221,6 +238,88 @@ TEST_F(Faults, ResetAndTruncateThatFailChangeNothing) {
     if (paged) {
       EXPECT_EQ(cache.free_blocks(), 7u) << what;
     }
+  }
+}
+
+// Attention of one query at |q_pos| over |cache| (one head), and the same on the CPU
+// reference over a cache given |tokens| K/V rows at positions 0.. (seq 0).
+std::vector<float> attend(Backend& b, KvCache& cache, std::int32_t q_pos) {
+  Tensor q = b.tensor({1, 1, D}, DType::f32), out = b.tensor({1, 1, D}, DType::f32);
+  b.upload(q, normal(D, 99));
+  CommandList cmd = b.commands();
+  const std::vector<std::int32_t> pos{q_pos}, seq{0};
+  cmd.attention(q, cache, out, {.q_positions = pos, .q_seq_ids = seq});
+  cmd.submit_and_wait();
+  return b.download(out);
+}
+
+KvCacheConfig small_cache(bool paged) {
+  KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 1, .head_dim = D, .capacity = 8, .dtype = DType::f32};
+  if (paged) config.paged = true, config.block_size = 2, config.n_blocks = 8;
+  return config;
+}
+
+// Appends |n| rows of keys and values (from |seed|) at positions |first|.. of seq 0.
+void append(Backend& b, KvCache& cache, std::size_t n, std::int32_t first, std::uint32_t seed) {
+  Tensor k = b.tensor({n, 1, D}, DType::f32), v = b.tensor({n, 1, D}, DType::f32);
+  b.upload(k, normal(n * D, seed));
+  b.upload(v, normal(n * D, seed + 1));
+  std::vector<std::int32_t> pos(n);
+  for (std::size_t i = 0; i < n; ++i) pos[i] = first + static_cast<std::int32_t>(i);
+  CommandList cmd = b.commands();
+  cmd.kv_append(cache, k, v, pos, std::vector<std::int32_t>(n, 0));
+  cmd.submit_and_wait();
+}
+
+// A truncate whose slot-table copy overruns the timeout (staging) waits for it and
+// succeeds, and the device's table agrees with the host's: attention sees the 3 keys
+// kept, as the CPU reference does. (It used to report the timeout and put the host's
+// bookkeeping back while the device had the change.)
+TEST_F(Faults, CacheChangeWhoseCopyOverrunsTheTimeoutLands) {
+  VKATTN_BACKEND_OR_SKIP(b, true);
+  auto cpu = make_backend(BackendKind::cpu);
+  for (const bool paged : {false, true}) {
+    SCOPED_TRACE(paged ? "paged" : "ring");
+    KvCache cache = b->kv_cache(small_cache(paged)), want = cpu->kv_cache(small_cache(paged));
+    append(*b, cache, 6, 0, 1);
+    append(*cpu, want, 3, 0, 1);
+    detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
+    cache.truncate(0, 3);
+    expect_overran("truncate");
+    EXPECT_EQ(cache.next_position(0), 3);
+    EXPECT_TRUE(all_close(attend(*b, cache, 5), attend(*cpu, want, 5), {1, 1, D}, 1e-5, 1e-6));
+  }
+}
+
+// restore_cache empties the device's slot table before it rewrites K and V: a failure at
+// that first copy changes nothing; one later (K's copy out of memory) leaves every
+// sequence empty, host and device alike (attention after a new append sees only it); a
+// restore then works.
+TEST_F(Faults, RestoreThatFailsChangesNothingOrEmptiesTheCache) {
+  VKATTN_BACKEND_OR_SKIP(b, true);
+  auto cpu = make_backend(BackendKind::cpu);
+  for (const bool paged : {false, true}) {
+    SCOPED_TRACE(paged ? "paged" : "ring");
+    KvCache cache = b->kv_cache(small_cache(paged)), other = b->kv_cache(small_cache(paged));
+    append(*b, cache, 6, 0, 1);
+    append(*b, other, 4, 0, 3);
+    const std::vector<std::uint8_t> bytes = b->save_cache(other), before = b->save_cache(cache);
+    detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    expect_error([&] { b->restore_cache(cache, bytes); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    EXPECT_EQ(b->save_cache(cache), before);
+    detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY, 1);
+    expect_error([&] { b->restore_cache(cache, bytes); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    EXPECT_EQ(cache.next_position(0), 0);
+    EXPECT_EQ(cache.slot_positions(0), std::vector<std::int32_t>(8, -1));
+    if (paged) {
+      EXPECT_EQ(cache.free_blocks(), 8u);
+    }
+    KvCache want = cpu->kv_cache(small_cache(paged));
+    append(*b, cache, 2, 0, 5);
+    append(*cpu, want, 2, 0, 5);
+    EXPECT_TRUE(all_close(attend(*b, cache, 5), attend(*cpu, want, 5), {1, 1, D}, 1e-5, 1e-6));
+    b->restore_cache(cache, bytes);
+    EXPECT_EQ(b->save_cache(cache), bytes);
   }
 }
 

@@ -49,7 +49,8 @@ class VKATTN_API Backend {
   // K and V exactly as stored, any dtype), and back into a cache of the same configuration
   // on any backend: a conversation saved to disk and resumed. Save after the lists that
   // wrote the cache have run; restore throws InvalidArgument naming the first field that
-  // differs, changing nothing.
+  // differs, changing nothing. A restore that fails on the device (out of memory) after
+  // it began rewriting K and V leaves every sequence empty, never half restored.
   std::vector<std::uint8_t> save_cache(const KvCache& cache);
   void restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes);
 

@@ -196,7 +196,7 @@ typedef struct vkattn_device_options {
                                      else the best device (discrete > integrated > virtual > CPU); copied */
   const char* pipeline_cache_dir; /* NULL (default): $XDG_CACHE_HOME/vkattn or ~/.cache/vkattn; "": no cache; copied */
   uint32_t force_staging;         /* 1: staging copies even on unified memory (tests); default 0 */
-  uint32_t submit_timeout_ms;     /* fence wait before VKATTN_ERROR_TIMEOUT; default 60000 */
+  uint32_t submit_timeout_ms;     /* fence wait before VKATTN_ERROR_TIMEOUT (a transfer's own copy: a warning); default 60000 */
   int32_t kernels;                /* VKATTN_KERNELS_AUTOMATIC (default), _CPU or _GPU */
   uint32_t reserved;              /* 0 */
   int32_t matrix_units;           /* VKATTN_MATRIX_UNITS_ENVIRONMENT (default), _AUTOMATIC, _OFF, _ON or _STANDIN */

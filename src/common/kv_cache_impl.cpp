@@ -5,6 +5,7 @@
 #include <new>
 
 #include "common/heap_ledger.hpp"
+#include "common/op_scope.hpp"
 #include "common/validate.hpp"
 
 namespace vkattn::detail {
@@ -328,6 +329,7 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
 }  // namespace
 
 void KvCache::reset(std::size_t seq) try {
+  detail::OpScope scope("reset");  // names the op in device errors and the log
   auto& c = live(impl_);
   check_seq("reset", c, seq);
   change_and_publish(c, seq, [&] {
@@ -341,6 +343,7 @@ void KvCache::reset(std::size_t seq) try {
 }
 
 void KvCache::truncate(std::size_t seq, std::int32_t position) try {
+  detail::OpScope scope("truncate");  // names the op in device errors and the log
   auto& c = live(impl_);
   check_seq("truncate", c, seq);
   if (position < 0 || position > c.next[seq]) {

@@ -20,6 +20,7 @@
 
 #include "common/heap_ledger.hpp"
 #include "common/kv_cache_impl.hpp"
+#include "common/op_scope.hpp"
 #include "common/quant.hpp"
 #include "common/shape_math.hpp"
 #include "common/tensor_impl.hpp"
@@ -53,6 +54,40 @@ Header header_of(const KvCacheConfig& c) {
   h.v_head_dim = detail::value_head_dim(c) != c.head_dim ? static_cast<std::uint32_t>(detail::value_head_dim(c)) : 0;
   h.n_sinks = c.n_sinks;
   return h;
+}
+
+// A cache's host bookkeeping, whole (a ring cache's table, refs and free list are empty).
+struct Bookkeeping {
+  std::vector<std::int32_t> slot_pos, next, oldest, table, refs, free_list;
+  std::int32_t free_count = 0;
+};
+
+Bookkeeping bookkeeping(const detail::KvCacheImpl& c) {
+  return {c.slot_pos, c.next, c.oldest, c.table, c.refs, c.free_list, c.free_count};
+}
+
+// Every sequence empty, every block free, as a new cache has it.
+Bookkeeping empty_bookkeeping(const detail::KvCacheImpl& c) {
+  Bookkeeping e{.slot_pos = std::vector<std::int32_t>(c.slot_pos.size(), -1),
+                .next = std::vector<std::int32_t>(c.next.size(), 0),
+                .oldest = std::vector<std::int32_t>(c.oldest.size(), static_cast<std::int32_t>(c.config.n_sinks)),
+                .table = std::vector<std::int32_t>(c.table.size(), -1),
+                .refs = std::vector<std::int32_t>(c.refs.size(), 0),
+                .free_list = std::vector<std::int32_t>(c.free_list.size())};
+  for (std::size_t b = e.free_list.size(); b-- > 0;)
+    e.free_list[static_cast<std::size_t>(e.free_count++)] = static_cast<std::int32_t>(b);
+  return e;
+}
+
+// Assigns |b| (copies, so that the caller's stays whole for a later put_back).
+void put_back(detail::KvCacheImpl& c, const Bookkeeping& b) {
+  c.slot_pos = b.slot_pos;
+  c.next = b.next;
+  c.oldest = b.oldest;
+  c.table = b.table;
+  c.refs = b.refs;
+  c.free_list = b.free_list;
+  c.free_count = b.free_count;
 }
 
 const std::shared_ptr<detail::KvCacheImpl>& live_cache(const char* op, const KvCache& cache, const void* owner) {
@@ -149,6 +184,7 @@ void save_blocks(const detail::KvCacheImpl& c, const std::vector<std::vector<std
 }  // namespace
 
 std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
+  detail::OpScope scope("save_cache");
   const auto& c = live_cache("save_cache", cache, owner_tag());
   std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
   const Header h = header_of(c->config);
@@ -170,6 +206,7 @@ std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
 }
 
 void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) try {
+  detail::OpScope scope("restore_cache");
   const char* op = "restore_cache";
   const auto& c = live_cache(op, cache, owner_tag());
   const KvCacheConfig& cf = c->config;
@@ -255,6 +292,31 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   if (std::find(refs.begin(), refs.begin() + ph.n_saved, 0) != refs.begin() + ph.n_saved) {
     throw InvalidArgument(op, "bytes: block tables", "a saved block no sequence holds", "what save_cache wrote");
   }
+  // The restored bookkeeping, built in full before anything changes.
+  Bookkeeping restored = bookkeeping(*c);
+  restored.slot_pos = slot_pos;
+  restored.next = next;
+  restored.oldest = oldest;
+  if (paged) {
+    restored.table = table;
+    restored.refs = refs;
+    restored.free_count = 0;
+    for (std::size_t b = cf.n_blocks; b-- > 0;) {  // taken from the end: the lowest first
+      if (refs[b] == 0) restored.free_list[static_cast<std::size_t>(restored.free_count++)] = static_cast<std::int32_t>(b);
+    }
+  }
+  // K and V take several copies, any of which may fail (out of memory): the device's slot
+  // table is emptied first, so that no failure leaves it naming rows half rewritten. A
+  // failure before that changes nothing; one after it leaves every sequence empty.
+  const Bookkeeping before = bookkeeping(*c), empty = empty_bookkeeping(*c);
+  put_back(*c, empty);
+  try {
+    c->publish();
+  } catch (...) {
+    put_back(*c, before);
+    throw;
+  }
+  c->changed_all();
   if (paged) {
     for (const BlockWords& b : bw) {
       std::vector<std::uint32_t> all(b.t->words, 0);
@@ -266,19 +328,14 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     write_words(*c->k, take(c->k->words));
     if (c->v) write_words(*c->v, take(c->v->words));
   }
-  c->slot_pos = slot_pos;
-  c->next = next;
-  c->oldest = oldest;
-  if (paged) {
-    c->table = table;
-    c->refs = refs;
-    c->free_count = 0;
-    for (std::size_t b = cf.n_blocks; b-- > 0;) {  // taken from the end: the lowest first
-      if (refs[b] == 0) c->free_list[static_cast<std::size_t>(c->free_count++)] = static_cast<std::int32_t>(b);
-    }
+  put_back(*c, restored);
+  try {
+    c->publish();
+  } catch (...) {
+    put_back(*c, empty);  // the device's table is still the empty one
+    throw;
   }
   c->changed_all();
-  c->publish();
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("restore_cache");
 }

@@ -25,6 +25,11 @@ bool validation_wanted(const DeviceOptions& options) {
 // Records |record| into a command buffer of its own, submits it and waits: transfers run
 // on any thread without a lock (see Submission). The submission is kept for the next
 // transfer only when it finished; after an error it is freed (waiting for its work first).
+// Once submitted, the copy is waited for past DeviceOptions::submit_timeout_ms (with a
+// warning): its staging buffer could not be freed under it anyway, and a transfer then has
+// its whole effect or, the device lost, throws. A timeout reported after the copy landed
+// would leave a caller that puts its bookkeeping back on failure (a cache's reset,
+// truncate or restore) out of step with the device.
 template <class Record>
 void one_shot(Context& ctx, Record record) {
   std::unique_ptr<Submission> kept = ctx.transfers.submission(*ctx.device);
@@ -41,7 +46,15 @@ void one_shot(Context& ctx, Record record) {
   barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
   submission.end();
-  submission.submit_and_wait(ctx.options.submit_timeout_ms);
+  const std::uint32_t ms = ctx.options.submit_timeout_ms;
+  const std::uint64_t number = submission.submit(ms, nullptr);
+  if (!submission.wait(number, std::uint64_t{ms} * 1000000u)) {
+    ctx.log->log(LogLevel::warning, std::string(*current_op() ? current_op() : "transfer") + ": a copy did not finish within " +
+                                        std::to_string(ms) + " ms (DeviceOptions::submit_timeout_ms); waiting for it");
+    // A hung device is lost after the driver's watchdog, which throws here.
+    while (!submission.wait(number, UINT64_MAX)) {
+    }
+  }
   ctx.transfers.give(std::move(kept));
 }
 
