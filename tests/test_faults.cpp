@@ -121,6 +121,10 @@ TEST_F(Faults, AllocateMemoryOutOfMemory) {
   detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY);
   expect_error([&] { b->tensor({64}, DType::f32); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY,
                "tensor: tensor needs 256 bytes from heap 0");
+  // A driver past its maxMemoryAllocationCount says so (VK_ERROR_TOO_MANY_OBJECTS): memory too.
+  detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_TOO_MANY_OBJECTS);
+  expect_error([&] { b->tensor({64}, DType::f32); }, ErrorCode::out_of_memory, VK_ERROR_TOO_MANY_OBJECTS,
+               "the driver refused (VK_ERROR_TOO_MANY_OBJECTS)");
   detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_OUT_OF_DEVICE_MEMORY, 1);  // K, then V fails
   expect_error([&] { b->kv_cache({.n_kv_heads = 1, .head_dim = D, .capacity = 8}); }, ErrorCode::out_of_memory,
                VK_ERROR_OUT_OF_DEVICE_MEMORY, "kv_cache: K and V of shape [1, 8, 1, 16]");

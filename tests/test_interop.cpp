@@ -305,6 +305,27 @@ TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
+// DeviceOptions::cap_limits' device_local_bytes holds on the caller's device too: 4 MiB
+// tensors of vkattn's own until the 64 MiB cap refuses one, naming it.
+TEST_F(Interop, MemoryIsCountedAgainstTheCap) {
+  DeviceOptions options = interop_options();
+  options.cap_limits = uncapped();
+  options.cap_limits->device_local_bytes = std::uint64_t{64} << 20;
+  auto gpu = make_backend(external(engine()), options);
+  EXPECT_EQ(gpu->limits().device_local_bytes, std::uint64_t{64} << 20);
+  std::vector<Tensor> held;
+  try {
+    for (;;) {
+      held.push_back(gpu->tensor({std::size_t{1} << 20}, DType::f32));
+      ASSERT_LE(held.size(), 16u) << "more tensors than the capped heap holds";
+    }
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in use of 67108864"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(held.size(), 15u);  // what the capped heap holds, less what vkattn keeps for itself
+}
+
 TEST_F(Interop, RequirementsAreListedAndChecked) {
   const VulkanRequirements r = vulkan_requirements();
   EXPECT_EQ(r.api_version, VK_API_VERSION_1_1);
@@ -368,6 +389,8 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
   expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 255, {4, 16}, DType::f32); }, {"wrap", "size_bytes", "255", ">= 256"});
   // f16 [3, 3]: 9 halves in 20 bytes, which the kernels move as 32.
   expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 20, {3, 3}, DType::f16); }, {"size_bytes", "20", ">= 32"});
+  // Past the tensor's bytes, but not whole words (wrap_kv_cache's fill would be invalid).
+  expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 258, {4, 16}, DType::f32); }, {"size_bytes", "258", "a multiple of 4"});
   expect_invalid(
       [&] {
         wrap(*gpu, buf.buffer, 0, VkDeviceSize{1} << 40, {4, 16}, DType::f32);

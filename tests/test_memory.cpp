@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/heap_ledger.hpp"
 #include "support/attention_io.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
@@ -114,6 +115,22 @@ TEST(MemoryCpu, UncappedAbsurdCacheIsRefused) {
   expect_out_of_memory(
       [&] { cpu->kv_cache({.n_kv_heads = 256, .head_dim = 256, .capacity = std::size_t{1} << 20, .dtype = DType::f32}); },
       {"kv_cache: K and V", "host memory", physical.c_str()});
+}
+
+// Vulkan devices allow maxMemoryAllocationCount allocations at once (4096 on many Windows
+// drivers; lavapipe: no limit) and every buffer is one: the ledger counts them, the one
+// past the limit is Error(out_of_memory) naming it, and a released one makes room.
+TEST(MemoryLedger, AllocationCountIsLimited) {
+  detail::HeapLedger ledger({{"heap 0 (device-local)", std::uint64_t{1} << 20}});
+  ledger.limit_allocations(3);
+  std::vector<detail::HeapReservation> held;
+  for (int i = 0; i < 3; ++i) held.emplace_back(ledger, 0, 16, "tensor");
+  expect_out_of_memory([&] { detail::HeapReservation more(ledger, 0, 16, "tensor"); },
+                       {"tensor needs a memory allocation of its own: this backend holds 3,", "maxMemoryAllocationCount"});
+  EXPECT_EQ(ledger.used(0), 48u);  // the refused one counted nothing
+  held.pop_back();
+  held.emplace_back(ledger, 0, 16, "tensor");
+  EXPECT_EQ(ledger.used(0), 48u);
 }
 
 // Host allocations that fail are Error(out_of_memory) naming the op, and leave the

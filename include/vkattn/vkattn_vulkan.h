@@ -45,7 +45,7 @@ VKATTN_API vkattn_status vkattn_backend_create_external(const vkattn_external_vu
 
 /* A tensor viewing bytes [offset, offset + size_bytes) of |buffer| (wrap in vulkan.hpp):
  * offset a multiple of minStorageBufferOffsetAlignment and 16, size_bytes at least the
- * tensor's bytes rounded up to 16 and at most maxStorageBufferRange. vkattn never frees the
+ * tensor's bytes rounded up to 16, a multiple of 4, at most maxStorageBufferRange. vkattn never frees the
  * buffer. Destroy the tensor with vkattn_tensor_destroy. */
 VKATTN_API vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer buffer, VkDeviceSize offset,
                                             VkDeviceSize size_bytes, const size_t* shape, size_t rank, vkattn_dtype dtype,

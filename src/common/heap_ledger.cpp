@@ -23,12 +23,20 @@ void HeapLedger::reserve(std::uint32_t heap, std::uint64_t bytes, const std::str
   if (bytes > size || used_[heap] > size - bytes) {
     throw full(heap, what, bytes, used_[heap], size, "its size", "heap size");
   }
+  if (max_allocations_ && allocations_ >= max_allocations_) {
+    throw Error(ErrorCode::out_of_memory,
+                what + " needs a memory allocation of its own: this backend holds " + std::to_string(allocations_) +
+                    ", the device's maxMemoryAllocationCount (each tensor, cache and list buffer is one)",
+                "maxMemoryAllocationCount", 0, current_op());
+  }
   used_[heap] += bytes;
+  ++allocations_;
 }
 
 void HeapLedger::release(std::uint32_t heap, std::uint64_t bytes) noexcept {
   std::lock_guard lock(mutex_);
   used_[heap] -= bytes;
+  --allocations_;
 }
 
 std::uint64_t HeapLedger::used(std::uint32_t heap) const {

@@ -22,10 +22,14 @@ class HeapLedger {
   };
   explicit HeapLedger(std::vector<Heap> heaps);
 
-  // Counts |bytes| more in |heap|, or throws Error(out_of_memory) naming |what|, the
-  // heap, the request and what is in use, when they would pass the heap's size.
+  // Counts |bytes| more in |heap|, and one allocation more, or throws Error(out_of_memory)
+  // naming |what|, the heap, the request and what is in use, when they would pass the
+  // heap's size or the allocation limit.
   void reserve(std::uint32_t heap, std::uint64_t bytes, const std::string& what);
   void release(std::uint32_t heap, std::uint64_t bytes) noexcept;
+  // At most |count| reservations held at once (Vulkan's maxMemoryAllocationCount); 0, the
+  // default: no limit.
+  void limit_allocations(std::uint32_t count) { max_allocations_ = count; }
   std::uint64_t used(std::uint32_t heap) const;
   const Heap& heap(std::uint32_t heap) const { return heaps_[heap]; }
 
@@ -38,6 +42,7 @@ class HeapLedger {
   std::vector<Heap> heaps_;
   mutable std::mutex mutex_;
   std::vector<std::uint64_t> used_;
+  std::uint32_t max_allocations_ = 0, allocations_ = 0;
 };
 
 // One reservation, released when it goes (members of tensors and buffers).

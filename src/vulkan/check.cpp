@@ -37,7 +37,10 @@ const char* vk_result_name(VkResult result) {
 void throw_vk_error(VkResult result, const char* call, const char* file, int line) {
   ErrorCode code = ErrorCode::vulkan_call_failed;
   if (result == VK_ERROR_DEVICE_LOST) code = ErrorCode::device_lost;
-  if (result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
+  // Too many objects, a fragmented heap or pool: the driver cannot hold more, as with
+  // memory (docs/reliability.md: out_of_memory leaves the backend usable).
+  if (result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_TOO_MANY_OBJECTS ||
+      result == VK_ERROR_FRAGMENTATION || result == VK_ERROR_FRAGMENTED_POOL || result == VK_ERROR_OUT_OF_POOL_MEMORY) {
     code = ErrorCode::out_of_memory;
   }
   std::string where = file;

@@ -154,11 +154,22 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   // Downloads of what submission |number| writes wait for it, uploads over anything it
-  // reads or writes (vulkan_backend.cpp: settle), whether or not its handle is kept.
-  void note_uses(std::uint64_t number) {
-    for (const Dispatch& d : ops_) {
-      for (const Binding& b : d.bindings) {
-        if (b.tensor) static_cast<VulkanTensor&>(*b.tensor).note_use(encoded_, number, b.write);
+  // reads or writes (vulkan_backend.cpp: settle), whether or not its handle is kept. The
+  // work is running: when a host allocation fails on the way, it is waited for instead,
+  // so that no host copy can race it, and the submit stands.
+  void note_uses(std::uint64_t number) noexcept {
+    try {
+      for (const Dispatch& d : ops_) {
+        for (const Binding& b : d.bindings) {
+          if (b.tensor) static_cast<VulkanTensor&>(*b.tensor).note_use(encoded_, number, b.write);
+        }
+      }
+    } catch (...) {
+      try {
+        while (!encoded_->submission.wait(number, UINT64_MAX)) {
+        }
+      } catch (...) {
+        // A lost device: nothing runs any more, and the next call says so.
       }
     }
   }

@@ -428,6 +428,12 @@ void Device::count_heaps(std::uint64_t local_heap_cap) {
                      local && local_heap_cap ? std::min<std::uint64_t>(h.size, local_heap_cap) : h.size});
   }
   heaps_ = std::make_unique<HeapLedger>(std::move(heaps));
+  // Every buffer is an allocation of its own: counted, so that the one past the driver's
+  // limit is Error(out_of_memory) rather than undefined behaviour. (On a caller's device
+  // its own allocations count too, which vkattn cannot see.)
+  VkPhysicalDeviceProperties props{};
+  fn_.vkGetPhysicalDeviceProperties(physical_, &props);
+  heaps_->limit_allocations(props.limits.maxMemoryAllocationCount);
 }
 
 Device::~Device() {

@@ -89,10 +89,10 @@ class Device {
   static std::unique_ptr<Device> create(const PhysicalDevice& physical, std::uint64_t local_heap_cap = 0);
   // A device and queue the caller created and keeps (vulkan.hpp: ExternalVulkan): never
   // destroyed or waited on here; |physical|.compute_family is the caller's queue family;
-  // |allocator| (may be null) is passed to every create and destroy of vkattn's objects.
-  // Defined in external.cpp.
+  // |allocator| (may be null) is passed to every create and destroy of vkattn's objects;
+  // |local_heap_cap| as create()'s. Defined in external.cpp.
   static std::unique_ptr<Device> adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue,
-                                       const VkAllocationCallbacks* allocator);
+                                       const VkAllocationCallbacks* allocator, std::uint64_t local_heap_cap = 0);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

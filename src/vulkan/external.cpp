@@ -166,7 +166,7 @@ void check_handles(const ExternalVulkan& v) {
 std::string matrix_features_lacking(const VkDeviceCreateInfo* info) { return lacks_for_matrix(parse_enabled(info)); }
 
 std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice device, VkQueue queue,
-                                      const VkAllocationCallbacks* allocator) {
+                                      const VkAllocationCallbacks* allocator, std::uint64_t local_heap_cap) {
   std::unique_ptr<Device> self(new Device());
   self->owned_ = false;
   self->fn_ = physical.functions->with_device(device);
@@ -176,7 +176,7 @@ std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice d
   self->queue_ = queue;
   self->family_ = physical.compute_family;
   self->memory_budget_ = physical.memory_budget;
-  self->count_heaps(0);
+  self->count_heaps(local_heap_cap);
   return self;
 }
 
@@ -212,7 +212,8 @@ std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const Device
   ctx->physical = external_physical(*ctx->instance, vulkan, enabled);
   choose_matrix_path(ctx->physical, matrix_units_wanted(options));
   plan_context(*ctx, options);
-  ctx->device = Device::adopt(ctx->physical, vulkan.device, vulkan.queue, vulkan.allocator);
+  ctx->device = Device::adopt(ctx->physical, vulkan.device, vulkan.queue, vulkan.allocator,
+                              options.cap_limits ? options.cap_limits->device_local_bytes : 0);
   if (vulkan.pipeline_cache != VK_NULL_HANDLE) {
     ctx->pipelines = std::make_unique<PipelineCache>(*ctx->device, vulkan.pipeline_cache, ctx->log);
   } else {
@@ -254,6 +255,9 @@ Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize
     throw InvalidArgument(
         op, "size_bytes", std::to_string(size_bytes),
         ">= " + std::to_string(needed) + " (" + to_string(dtype) + " " + shape_string(shape) + ", rounded up to 16 bytes)");
+  }
+  if (size_bytes % 4 != 0) {  // wrap_kv_cache fills the range, and a fill takes whole words
+    throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes), "a multiple of 4");
   }
   if (size_bytes > lim.max_storage_buffer_range) {
     throw InvalidArgument(op, "size_bytes", std::to_string(size_bytes),

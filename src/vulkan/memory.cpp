@@ -73,7 +73,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   VkResult r = take_fault(FaultSite::allocate_memory);
   if (r == VK_SUCCESS) r = fn.vkAllocateMemory(self->device_, &alloc, fn.allocator, &self->memory_);
   device.note(r, "vkAllocateMemory");
-  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_TOO_MANY_OBJECTS) {
     const auto& h = device.heaps();
     throw Error(ErrorCode::out_of_memory,
                 what + " needs " + std::to_string(req.size) + " bytes from " + h.heap(heap).name + ": the driver refused (" +
