@@ -248,7 +248,10 @@ void compute_stage(uint t, uint s) {
         dots[i] = 0.0;
     }
     [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-        const uint row = key_row(seq0, kv_head, t * STAGE + b * G + group);
+        // Keys past the last (a stage that runs off the capacity) were not loaded, and their
+        // row only picks which half of a scale word is unpacked from zeros: clamped, so that
+        // a paged cache's block-table read stays inside the table.
+        const uint row = key_row(seq0, kv_head, min(t * STAGE + b * G + group, pc.n_keys - 1u));
         [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
             dots[r * KEYS + b] = 0.0;
         }
@@ -324,7 +327,7 @@ void compute_stage(uint t, uint s) {
         }
     }
     [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
-        const uint row = value_row(seq0, kv_head, t * STAGE + b * G + group);
+        const uint row = value_row(seq0, kv_head, min(t * STAGE + b * G + group, pc.n_keys - 1u));  // as key_row's
         bool weighed = false;
         [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
             weighed = weighed || gathered[r * KEYS + b] > 0.0;
