@@ -87,6 +87,32 @@ TEST(RopeScaling, Yarn) {
   EXPECT_EQ(rope_frequencies(overridden, 128).attention_factor, 1.25);
 }
 
+TEST(RopeScaling, YarnUntruncatedGptOss) {
+  // gpt-oss: base 150000, factor 32, original context 4096, head_dim 64, and the ramp's
+  // bounds left as computed (8.09 and 17.40) rather than rounded out to whole dims.
+  RopeConfig c{.base = 150000.0, .scaling = RopeScaling::yarn, .factor = 32.0, .original_context = 4096};
+  c.yarn.truncate = false;
+  const auto f = rope_frequencies(c, 64);
+  expect_table(f.theta, yarn(150000.0, 64, 32.0, 4096, 32, 1, false));
+  EXPECT_NEAR(f.attention_factor, 0.1 * std::log(32.0) + 1.0, 1e-15);
+  // Not the truncated table: pair 17 sits inside the ramp only without rounding.
+  c.yarn.truncate = true;
+  EXPECT_GT(std::abs(f.theta[17] / rope_frequencies(c, 64).theta[17] - 1.0), 0.1);
+}
+
+// gte-v1.5's "ntk" scaling is fixed NTK as vLLM and gte's own code compute it (kexue.fm
+// 9706): theta_i = (base * s)^(-2i/d) / s^(2/d), not RopeScaling::ntk's base change.
+// docs/models.md maps it to linear scaling by s^(2/d) over base * s.
+TEST(RopeScaling, GteNtkIsLinearOverAScaledBase) {
+  const double d = 64, s = 2.0, base = 160000.0;
+  std::vector<double> want(32);
+  for (std::size_t i = 0; i < want.size(); ++i)
+    want[i] = std::pow(base * s, -2.0 * static_cast<double>(i) / d) / std::pow(s, 2 / d);
+  expect_table(rope_frequencies({.base = base * s, .scaling = RopeScaling::linear, .factor = std::pow(s, 2 / d)}, 64).theta,
+               want);
+  EXPECT_GT(rope_frequencies({.base = base, .scaling = RopeScaling::ntk, .factor = s}, 64).theta[0] / want[0], 1.02);
+}
+
 TEST(RopeScaling, Llama3) {
   // Llama 3.1: base 500000, factor 8, low 1, high 4, original context 8192.
   const RopeConfig c{.base = 500000.0, .scaling = RopeScaling::llama3, .factor = 8.0, .original_context = 8192};

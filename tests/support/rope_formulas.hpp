@@ -17,12 +17,15 @@ inline std::vector<double> plain(double base, std::size_t d) {
 }
 
 // YaRN as transformers' _compute_yarn_parameters computes it.
-inline std::vector<double> yarn(double base, double d, double factor, double original, double beta_fast, double beta_slow) {
+inline std::vector<double> yarn(double base, double d, double factor, double original, double beta_fast, double beta_slow,
+                                bool truncate = true) {
   auto correction_dim = [&](double rotations) {
     return d * std::log(original / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
   };
-  double low = std::max(std::floor(correction_dim(beta_fast)), 0.0);
-  double high = std::min(std::ceil(correction_dim(beta_slow)), d - 1);
+  double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+  if (truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, d - 1);
   if (low == high) high += 0.001;
   std::vector<double> t(static_cast<std::size_t>(d) / 2);
   for (std::size_t i = 0; i < t.size(); ++i) {
