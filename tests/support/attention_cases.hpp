@@ -114,7 +114,7 @@ struct CpuSide {
   AttnInputs in;
   AttnOutputs want;
   double score_mag = 0;
-  double scores_max = 0, v_max = 0;  // max_abs(want.scores), max_abs(in.v)
+  double v_max = 0;  // max_abs(in.v)
   std::size_t floats() const {
     return in.q.size() + in.k.size() + in.v.size() + in.mask.size() + want.scores.size() + want.probs.size() + want.out.size();
   }
@@ -135,7 +135,6 @@ inline const CpuSide& cpu_side(Backend& cpu, const AttnCase& c) {
   side.in = case_inputs(c);
   side.want = run_attention(cpu, side.in);
   side.score_mag = score_magnitude(side.in);
-  side.scores_max = max_abs(side.want.scores);
   side.v_max = max_abs(side.in.v);
   if (kept_floats + side.floats() > kCpuSidesKept) {
     kept.clear();
