@@ -10,6 +10,9 @@
 set(VKATTN_COOPMAT_GLSLANG "$ENV{VKATTN_COOPMAT_GLSLANG}"
     CACHE FILEPATH "A glslangValidator that compiles GL_KHR_cooperative_matrix (default: the system's, else .tools/glslang's)")
 option(VKATTN_COOPMAT_SHADERS "Build the matrix kernels when a glslangValidator can compile them" ON)
+# CI's: a build without the matrix kernels (a failed fetch of glslang's source) fails
+# rather than testing less.
+option(VKATTN_REQUIRE_COOPMAT_SHADERS "Fail configure when the matrix kernels cannot be built" OFF)
 
 set(VKATTN_HAVE_COOPMAT_SHADERS OFF)
 set(VKATTN_COOPMAT_GLSLANG_EXE "")
@@ -48,6 +51,10 @@ else()
                         "(${vkattn_coopmat_why}): point it at a glslangValidator of 13.0 or later, or leave it empty")
   endif()
   list(JOIN vkattn_coopmat_why "; " vkattn_coopmat_why)
+endif()
+if(VKATTN_REQUIRE_COOPMAT_SHADERS AND NOT VKATTN_HAVE_COOPMAT_SHADERS)
+  message(FATAL_ERROR "vkattn: matrix kernels: NOT built (${vkattn_coopmat_why}), and VKATTN_REQUIRE_COOPMAT_SHADERS is ON; "
+                      "${vkattn_coopmat_hint}")
 endif()
 if(VKATTN_HAVE_COOPMAT_SHADERS)
   execute_process(COMMAND ${VKATTN_COOPMAT_GLSLANG_EXE} --version OUTPUT_VARIABLE vkattn_glslang_version ERROR_QUIET)

@@ -17,8 +17,15 @@ set(vkattn_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)
 install(EXPORT vkattnTargets NAMESPACE vkattn:: DESTINATION ${vkattn_cmake_dir})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vkattnConfig.cmake.in
   ${PROJECT_BINARY_DIR}/vkattnConfig.cmake INSTALL_DESTINATION ${vkattn_cmake_dir})
+# Before 1.0 a minor release may change the ABI (the SONAME carries the minor version too),
+# so a request is met by the same minor version only; from 1.0 on, by the same major one.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(vkattn_compatibility SameMinorVersion)
+else()
+  set(vkattn_compatibility SameMajorVersion)
+endif()
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/vkattnConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${vkattn_compatibility})
 install(FILES ${PROJECT_BINARY_DIR}/vkattnConfig.cmake ${PROJECT_BINARY_DIR}/vkattnConfigVersion.cmake
         DESTINATION ${vkattn_cmake_dir})
 

@@ -3,19 +3,21 @@
 # The kernels' build cache (cmake/vkattn_compile_shader.cmake): a build that finds its
 # entry writes the same files, byte for byte, as a build without the cache (the depfile
 # too, for the build's own paths); an edit to an included file, or other defines, miss; a
-# kernel that includes a file outside the include directory is not kept; a kernel that
-# does not compile fails the build with its name.
+# kernel that includes a file outside the include directory is not kept; the same source
+# under another kernel's name misses (its header names its array after the kernel); a
+# kernel that does not compile fails the build with its name.
 cmake_minimum_required(VERSION 3.22)
 
 file(REMOVE_RECURSE ${WORK})
 file(COPY ${SHADERS}/copy.comp ${SHADERS}/common DESTINATION ${WORK}/src)
 set(cache ${WORK}/cache)
+set(kernel k)
 
 # build(<out dir> <kernel source> <cache dir or ""> [defines]) -> result in `rc`, messages in `log`
 function(build out source cache_dir)
   file(MAKE_DIRECTORY ${out})
   execute_process(
-    COMMAND ${CMAKE_COMMAND} -DKERNEL=k -DSOURCE=${source} -DOUT_DIR=${out} -DGLSLANG=${GLSLANG}
+    COMMAND ${CMAKE_COMMAND} -DKERNEL=${kernel} -DSOURCE=${source} -DOUT_DIR=${out} -DGLSLANG=${GLSLANG}
             -DTARGET_ENV=vulkan1.1 -DINCLUDE_DIR=${WORK}/src/common -DDEFINES=${ARGN} -DCACHE_DIR=${cache_dir}
             -DOPT=${OPT} -DVAL=${VAL} -DDIS=${DIS} -P ${COMPILE}
     RESULT_VARIABLE r OUTPUT_VARIABLE o ERROR_VARIABLE e)
@@ -88,6 +90,15 @@ build(${WORK}/edited ${copy} ${cache})
 expect_built(edited)
 expect_entries(3 "a build after an included file changed")
 expect_same(${WORK}/edited ${WORK}/plain)  # a comment: the same module
+set(kernel other)
+build(${WORK}/renamed ${copy} ${cache})
+expect_built(renamed)
+expect_entries(4 "the same source under another kernel name")
+file(READ ${WORK}/renamed/other.h text)
+if(NOT text MATCHES "vkattn_spv_other\\[\\]")
+  message(FATAL_ERROR "the header of kernel 'other' does not name its array vkattn_spv_other")
+endif()
+set(kernel k)
 
 # An include found beside the source, outside the include directory: built, not kept.
 file(WRITE ${WORK}/src/beside.glsl "// beside the source\n")
@@ -96,7 +107,7 @@ string(REPLACE "#include \"params.h\"" "#include \"params.h\"\n#include \"beside
 file(WRITE ${WORK}/src/beside.comp "${text}")
 build(${WORK}/beside ${WORK}/src/beside.comp ${cache})
 expect_built(beside)
-expect_entries(3 "a kernel with an include outside the include directory")
+expect_entries(4 "a kernel with an include outside the include directory")
 
 # A kernel that does not compile fails, naming itself, and leaves no entry.
 file(WRITE ${WORK}/src/broken.comp "#version 450\nvoid main() { undeclared = 1; }\n")
@@ -104,6 +115,6 @@ build(${WORK}/broken ${WORK}/src/broken.comp ${cache})
 if(rc EQUAL 0 OR NOT log MATCHES "kernel k: glslang failed")
   message(FATAL_ERROR "a kernel that does not compile: rc ${rc}, ${log}")
 endif()
-expect_entries(3 "a kernel that does not compile")
+expect_entries(4 "a kernel that does not compile")
 message(STATUS "shader cache: hit, misses and refusals as expected")
 file(REMOVE_RECURSE ${WORK})

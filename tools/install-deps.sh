@@ -43,7 +43,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "installing: ${missing[*]}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 # jscpd, pinned, into the checkout (.tools/ is ignored by git), or from the copy in the

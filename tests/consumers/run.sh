@@ -2,7 +2,8 @@
 # Usage: tests/consumers/run.sh BUILD_DIR
 # Installs the vkattn of BUILD_DIR (static or shared, as configured) into a temporary
 # prefix and builds, out of tree, and runs each consumer: find_package against the prefix
-# (and a request for another major version, which must fail at configure time), pkg-config,
+# (and a request for another major version, or before 1.0 another minor one, which must
+# fail at configure time), pkg-config,
 # and add_subdirectory of this source tree (same library kind); then the C API's test
 # compiled as C11 against the installed library through pkg-config. A shared build also
 # gets its exported symbols checked and the Python ctypes test. When the Python module was
@@ -33,20 +34,28 @@ if [ -x "$prefix/bin/vkattn-info" ]; then
   [ "$("$prefix/bin/vkattn-info" --version)" = "vkattn $(pkg-config --modversion vkattn)" ]
 fi
 
+version() { sed -n "s/^#define VKATTN_VERSION_$1 \\([0-9]*\\)$/\\1/p" "$prefix/include/vkattn/version.h"; }
+major=$(version MAJOR) minor=$(version MINOR)
+
 step "find_package"
 cmake -S "$src/tests/consumers/find_package" -B "$work/find_package" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
+  -DCMAKE_PREFIX_PATH="$prefix" -DVKATTN_WANTED_VERSION="$major.$minor" > /dev/null
 cmake --build "$work/find_package" -j"$jobs" > /dev/null
 "$work/find_package/consumer"
 
-step "find_package asking for another major version fails at configure time"
-major=$(sed -n 's/^#define VKATTN_VERSION_MAJOR \([0-9]*\)$/\1/p' "$prefix/include/vkattn/version.h")
-if cmake -S "$src/tests/consumers/find_package" -B "$work/wrong_version" -DCMAKE_PREFIX_PATH="$prefix" \
-     -DVKATTN_WANTED_VERSION=$((major + 1)).0 > "$work/wrong_version.log" 2>&1; then
-  echo "configure succeeded with vkattn $((major + 1)).0 requested" >&2
-  exit 1
-fi
-grep -q "requested version \"$((major + 1)).0\"" "$work/wrong_version.log"
+# Another major version; before 1.0 another minor one too (either may change the ABI).
+wrong=("$((major + 1)).0")
+[ "$major" = 0 ] && wrong+=("0.$((minor + 1))")
+for v in "${wrong[@]}"; do
+  step "find_package asking for vkattn $v fails at configure time"
+  if cmake -S "$src/tests/consumers/find_package" -B "$work/wrong_version" -DCMAKE_PREFIX_PATH="$prefix" \
+       -DVKATTN_WANTED_VERSION="$v" > "$work/wrong_version.log" 2>&1; then
+    echo "configure succeeded with vkattn $v requested" >&2
+    exit 1
+  fi
+  grep -q "requested version \"$v\"" "$work/wrong_version.log"
+  rm -rf "$work/wrong_version"
+done
 
 step "pkg-config"
 static_flag=""
