@@ -69,6 +69,13 @@ shared SH_VEC4 v_sh[V_FROM_K ? 1u : KEYS * DV4];
 shared int kp_sh[KEYS];
 shared int ks_sh[KEYS];
 shared uint kj_sh[KEYS];  // each staged key's index (MASK_KEYS: from the list)
+#ifdef VKATTN_PACKED_F16
+// Set while stage t is staged (in wide_sh[t's parity]) when one of its V values passes
+// kWideV: a chain of 8 weights (each at most 1) times such values could pass f16's 65504,
+// so that stage's chains are one key long. The other parity is cleared meanwhile.
+shared uint wide_sh[2];
+const float kWideV = 8000.0;
+#endif
 
 layout(std430, binding = 7) readonly buffer PartWords { uint part_words[]; };
 uint n_listed = 0u, list0 = 0u;  // MASK_KEYS: the tile's token's list and its length
@@ -127,9 +134,13 @@ void main() {
     }
 #ifdef VKATTN_PACKED_F16
     f16vec4 h[VP];  // the weighted V rows since the last flush into acc: n_h of them
-    uint n_h = 0u;
+    uint n_h = 0u, stage_parity = 0u;
     [[unroll]] for (uint p = 0u; p < VP; ++p) {
         h[p] = f16vec4(0.0hf);
+    }
+    if (lid == 0u) {
+        wide_sh[0] = 0u;
+        wide_sh[1] = 0u;
     }
 #endif
 
@@ -143,6 +154,12 @@ void main() {
     const uint n_stages = ((listed ? n_listed : bound) + KEYS - 1u) / KEYS;
     for (uint t = split; t < n_stages; t += pc.key_splits) {
         barrier();  // the last stage's rows are read by every row
+#ifdef VKATTN_PACKED_F16
+        stage_parity ^= 1u;
+        if (lid == 0u) {
+            wide_sh[stage_parity ^ 1u] = 0u;  // the last stage's flag, read before the barrier
+        }
+#endif
         // The stage's rows as floats; keys past the bound and empty slots as zeros (a stale
         // slot's V may hold NaN, which no weight of zero may let in).
         for (uint i = lid; i < KEYS * DK4; i += WG) {
@@ -156,6 +173,11 @@ void main() {
                     x = rope_vec4(1u, kr, e, key_cache_position(seq0, position), x);
                 }
             }
+#ifdef VKATTN_PACKED_F16
+            if (V_FROM_K && e < pc.v_head_dim && any(greaterThan(abs(x), vec4(kWideV)))) {
+                atomicOr(wide_sh[stage_parity], 1u);
+            }
+#endif
             k_sh[i] = to_sh4(x);
         }
         if (!V_FROM_K) {
@@ -166,6 +188,11 @@ void main() {
                     const uint vr = value_row(seq0, kv_head, j);
                     x = load_v_4(vr + e, vr + pc.v_head_dim);
                 }
+#ifdef VKATTN_PACKED_F16
+                if (any(greaterThan(abs(x), vec4(kWideV)))) {
+                    atomicOr(wide_sh[stage_parity], 1u);
+                }
+#endif
                 v_sh[i] = to_sh4(x);
             }
         }
@@ -177,6 +204,12 @@ void main() {
             ks_sh[b] = j < bound ? key_sequence(seq0, j, position) : -1;
         }
         barrier();
+#ifdef VKATTN_PACKED_F16
+        const uint chain = wide_sh[stage_parity] != 0u ? 1u : PV_CHUNK;
+        if (chain == 1u && n_h != 0u) {
+            flush(acc, h, n_h);  // the last stage's terms, before this one's wide values
+        }
+#endif
 
         // Each key's dot product: this lane's share, then the row's lanes by shuffles.
         [[unroll]] for (uint b = 0u; b < KEYS; ++b) {
@@ -227,7 +260,7 @@ void main() {
             [[unroll]] for (uint p = 0u; p < VP; ++p) {
                 h[p] = fma(f16vec4(w), v_at(b, p * LANES + lane), h[p]);
             }
-            if (++n_h == PV_CHUNK) {
+            if (++n_h >= chain) {
                 flush(acc, h, n_h);
             }
 #else

@@ -426,7 +426,18 @@ void main() {
 #ifdef VKATTN_PACKED_F16
             [[unroll]] for (uint i = 0u; i < RB; ++i) {
                 [[unroll]] for (uint o = 0u; o < OP; ++o) {
-                    acc[i][o] += vec4(po[i][o]);
+                    const uint c = kg + o * KG;
+                    vec4 sum = vec4(po[i][o]);
+                    // Weights are at most 1, but a chain of 8 passes f16's 65504 from |v| of
+                    // about 8192: that chain again in f32 (rare; per invocation, no barrier).
+                    if (c < DV4 && (any(isinf(sum)) || any(isnan(sum)))) {
+                        sum = vec4(0.0);
+                        for (uint b = b0; b < b0 + PV_CHUNK; ++b) {
+                            const SH_VEC4 v = V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c];
+                            sum = fma(vec4(float(p_sh[(rg * RB + i) * PS + b])), vec4(v), sum);
+                        }
+                    }
+                    acc[i][o] += sum;
                 }
             }
 #endif

@@ -240,6 +240,26 @@ TEST_F(PackedF16VsCpu, NaNInKeysNoRowSeesStaysOut) {
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
 
+// Weights are at most 1, so a chain of 8 weighted V rows reaches f16's 65504 from |v| of
+// about 8192: equal scores (q = 0) over V near 9000, through both packed kernels (a chain
+// that overflows is summed again in f32; the group kernel's stages holding such values
+// take chains of one key), against the f32 reference. Both gave inf before.
+TEST_F(PackedF16VsCpu, LargeValuesDoNotOverflowTheChains) {
+  for (const bool group : {false, true}) {
+    SCOPED_TRACE(group ? "group kernel" : "tiled kernel");
+    ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group,packed=1" : "kernel=tiled");
+    Built built;
+    auto gpu = make_backend(BackendKind::vulkan, packed_options(false, 1, built));
+    AttnInputs in = random_inputs(group ? 4 : 20, 8, 2, 48, 64, 1, 83);
+    std::fill(in.q.begin(), in.q.end(), 0.0f);
+    for (float& v : in.v) v = 9000.0f + 100.0f * v;
+    const std::vector<float> got = run_f16(*gpu, in);
+    EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, in), in.out_shape(), 20.0, 2e-3));  // f16 V: 8 an ulp
+    EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
 // Prefill chunks over caches of every K/V dtype with GQA, through the tiled kernel and the
 // group kernel: a ring of 38 slots that wraps
 // under a window of 16 (tiles straddle its end and hold slots no query sees); f32 and q4_0

@@ -102,9 +102,9 @@ constexpr std::uint32_t kGroupMaxKeys = 16;
 // two workgroups and an NVIDIA SM several.
 constexpr std::uint64_t kGroupTileBytes = 32 * 1024;
 
-// attn_decode_group.comp's shared arrays: K (and V) rows, and per key kp_sh, ks_sh, kj_sh.
+// attn_decode_group.comp's shared arrays: K (and V) rows, per key kp_sh, ks_sh, kj_sh, and wide_sh.
 std::uint64_t group_tile_bytes(std::uint32_t keys, std::uint32_t dk4, std::uint32_t dv4, bool v_from_k) {
-  return std::uint64_t{keys} * (dk4 + (v_from_k ? 0 : dv4)) * 16 + std::uint64_t{keys} * 12 + (v_from_k ? 16 : 0);
+  return std::uint64_t{keys} * (dk4 + (v_from_k ? 0 : dv4)) * 16 + std::uint64_t{keys} * 12 + 8 + (v_from_k ? 16 : 0);
 }
 
 }  // namespace
