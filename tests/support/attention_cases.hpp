@@ -45,9 +45,9 @@ inline std::uint32_t seed_of(const char* name) {  // FNV-1a: a fixed seed per ca
   return h;
 }
 
-// What a score is made of, in absolute value: scale * sum_d |q_d k_d| + |ALiBi| + |mask|.
-// The f32 rounding error of a score grows with this, not with the score (which may cancel).
-inline double score_magnitude(const AttnInputs& in) {
+// The largest |scale| * sum_d |q_d k_d| (with the query temperature): what f16 rounding of
+// Q and K scales (the biases are added in f32).
+inline double dot_magnitude(const AttnInputs& in) {
   double scale = in.config.scale.value_or(1 / std::sqrt(double(in.head_dim)));
   if (const auto& temp = in.config.query_temperature) {  // the largest t(pos_t) multiplies it
     double t_max = 0;
@@ -70,6 +70,13 @@ inline double score_magnitude(const AttnInputs& in) {
       }
     }
   }
+  return dots;
+}
+
+// What a score is made of, in absolute value: scale * sum_d |q_d k_d| + |ALiBi| + |mask|.
+// The f32 rounding error of a score grows with this, not with the score (which may cancel).
+inline double score_magnitude(const AttnInputs& in) {
+  const double dots = dot_magnitude(in);
   double bias = 0;
   for (float m : in.mask) bias = std::max(bias, std::isfinite(m) ? std::fabs(double{m}) : 0.0);
   std::vector<float> slopes = in.config.alibi_slopes;

@@ -49,17 +49,21 @@ inline double rms_difference(const std::vector<float>& a, const std::vector<floa
   return a.empty() ? 0.0 : std::sqrt(s / a.size());
 }
 
-// The bounds below from the inputs' facts: the largest score magnitude (|scale| sum_d
-// |q_d k_d| over the rows and keys), max|v| and rms(v), whether Q or K and V reached the
-// kernel as f16 (|f16_input|), and whether K and V reach the products rounded
-// (|kv_rounded|: f32 or quantized; an f16 tensor or cache holds them exactly).
+// The bounds below from the inputs' facts: the largest score magnitude (score_magnitude:
+// |scale| sum_d |q_d k_d| plus the biases, for the f32 terms), the largest dot magnitude
+// (|dot_mag|, dot_magnitude: without the biases, which no f16 rounding touches; negative:
+// score_mag), max|v| and rms(v), whether Q or K and V reached the kernel as f16
+// (|f16_input|), and whether K and V reach the products rounded (|kv_rounded|: f32 or
+// quantized; an f16 tensor or cache holds them exactly).
 struct F16Bounds {
   double near, far, rms;
 };
-inline F16Bounds f16_bounds(double score_mag, double v_max, double v_rms, bool f16_input, bool kv_rounded, int chain = 0) {
-  const double f32_s = 1e-4 + 2e-6 * score_mag + chain * kHalfUlp * score_mag;  // fused_match.hpp's, less its |s| term
+inline F16Bounds f16_bounds(double score_mag, double v_max, double v_rms, bool f16_input, bool kv_rounded, int chain = 0,
+                            double dot_mag = -1) {
+  const double qk = dot_mag < 0 ? score_mag : dot_mag;
+  const double f32_s = 1e-4 + 2e-6 * score_mag + chain * kHalfUlp * qk;  // fused_match.hpp's
   const double base = f16_input ? 2e-4 : 1e-4;
-  const double ds = f32_s + (kv_rounded ? 2 : 1) * kHalfUlp * score_mag;
+  const double ds = f32_s + (kv_rounded ? 2 : 1) * kHalfUlp * qk;
   const double p_term = (2 + chain) * kHalfUlp * v_max;
   return {base + (std::expm1(2 * f32_s) + 1e-5) * v_max + p_term,
           base + (std::expm1(2 * ds) + 1e-5 + (kv_rounded ? kHalfUlp : 0.0)) * v_max + p_term,
@@ -83,8 +87,9 @@ inline void expect_f16_matches(Backend& cpu, const AttnInputs& in, const std::ve
   AttnInputs exact = in, rounded = in;
   exact.config.precision = AttentionPrecision::f32;
   rounded.config.precision = AttentionPrecision::f16_products;
-  const F16Bounds b = f16_bounds(score_magnitude(in), max_abs(in.v), rms(in.v),
-                                 in.kv_dtype == DType::f16 || in.q_dtype == DType::f16, in.kv_dtype != DType::f16, chain);
+  const F16Bounds b =
+      f16_bounds(score_magnitude(in), max_abs(in.v), rms(in.v), in.kv_dtype == DType::f16 || in.q_dtype == DType::f16,
+                 in.kv_dtype != DType::f16, chain, dot_magnitude(in));
   expect_f16_close(got, run_attention_op(cpu, rounded), run_attention_op(cpu, exact), in.out_shape(), b, what);
 }
 
