@@ -3,7 +3,8 @@
 // against the same arithmetic on the host. Drivers list VK_KHR_cooperative_matrix on
 // hardware that miscompiles it (llama.cpp turned it off on Turing), and the layer's
 // pitch-0 and uint-array loads are rare in the wild: a backend runs the test once, when it
-// is made, before the units take any attention, and keeps the f32 kernels if it fails.
+// is made, before the units take any attention, and runs what a device without units would
+// if it fails.
 #include <bit>
 #include <string>
 #include <vector>
@@ -94,7 +95,8 @@ std::string run_matrix_selftest(const std::shared_ptr<Context>& ctx, bool units,
 void matrix_path_failed(Context& ctx, const std::string& failure) {
   ctx.limits.matrix_units = ctx.limits.matrix_standin = false;
   ctx.physical.info.limits.matrix_units = ctx.physical.info.limits.matrix_standin = false;
-  ctx.physical.info.matrix_note = "the matrix units failed vkattn's self-test (" + failure + "); the f32 kernels run instead";
+  ctx.physical.info.matrix_note = "the matrix units failed vkattn's self-test (" + failure +
+                                  "); the kernels of a device without them run instead (matrix_units = off)";
   ctx.log->log(LogLevel::warning, "device " + ctx.physical.info.name + ": " + ctx.physical.info.matrix_note);
 }
 
