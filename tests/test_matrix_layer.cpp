@@ -91,11 +91,23 @@ TEST(CoopmatSelftest, InputIsSmallExactIntegers) {
   std::set<float> seen;
   for (std::uint32_t i = 0; i < 652 * 2; ++i) {
     const float x = detail::half_to_float(static_cast<std::uint16_t>(w[i / 2] >> (16 * (i % 2))));
+    if (i < 16 || (i >= 192 * 2 && i < 192 * 2 + 16)) {  // the precision probe: A's and K's row 0
+      ASSERT_EQ(x, 1.0f + 0x1p-10f) << i;
+      continue;
+    }
     ASSERT_EQ(x, std::round(x)) << i;
     ASSERT_LE(std::abs(x), 4.0f) << i;
     seen.insert(x);
   }
   EXPECT_EQ(seen.size(), 9u);  // every integer of [-4, 4]
+  // The probe: tile 0's (0, 0) needs f32 sums of exact products; sums kept in f16 differ.
+  const std::vector<std::uint32_t> probe_want = detail::matrix_selftest_expected(w);
+  EXPECT_EQ(std::bit_cast<float>(probe_want[0]), 16.0f + 0x1p-5f + 0x1p-16f);
+  float in_f16 = 0;
+  for (int k = 0; k < 16; ++k) {
+    in_f16 = detail::half_to_float(detail::float_to_half(in_f16 + (1.0f + 0x1p-10f) * (1.0f + 0x1p-10f)));
+  }
+  EXPECT_NE(in_f16, std::bit_cast<float>(probe_want[0]));
   for (std::uint32_t r = 0; r < 16; ++r) {
     int e = 0;
     EXPECT_EQ(std::abs(std::frexp(std::bit_cast<float>(w[652 + r]), &e)), 0.5f) << r;

@@ -34,7 +34,7 @@ std::string tile_element(std::size_t i) {
 std::vector<std::uint32_t> matrix_selftest_input() {
   std::vector<std::uint32_t> w(kMatrixSelftestWords);
   // Integers in [-4, 4] from a fixed LCG: any sum of 32 of their products is exact in f16
-  // products and f32 sums, whatever the order.
+  // products and f32 sums, whatever the order (but the probe below).
   std::uint32_t state = 0x2545F491u;
   const auto small = [&] {
     state = state * 1664525u + 1013904223u;
@@ -43,6 +43,16 @@ std::vector<std::uint32_t> matrix_selftest_input() {
   for (std::uint32_t i = 0; i < kFactors; ++i) {
     const std::uint32_t lo = small();
     w[i] = lo | (std::uint32_t{small()} << 16);
+  }
+  // One precision probe: A's row 0 and K's row 0 hold 1 + 2^-10, so tile 0's (0, 0) is
+  // 16 (1 + 2^-9 + 2^-20) = 16 + 2^-5 + 2^-16, exact in f32 sums in any order (every
+  // partial sum is a multiple of 2^-20 below 16, or 2^-16 above), where sums kept in f16
+  // or products rounded to f16 lose the low bits. The rest of row 0 and column 0 stay
+  // multiples of 2^-10 (or 2^-16 for (0, 0) in tiles 1 and 2), exact as well.
+  const std::uint32_t probe = detail::float_to_half(1.0f + 0x1p-10f);
+  for (std::uint32_t k = 0; k < 16; k += 2) {
+    w[kA + k / 2] = probe | (probe << 16);
+    w[kBt + k / 2] = probe | (probe << 16);
   }
   // Powers of two of both signs: the scaled tile stays exact.
   const float factors[] = {0.5f, 2.0f, -1.0f, 4.0f, 0.25f, 1.0f, -2.0f, 8.0f};
