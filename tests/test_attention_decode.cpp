@@ -79,6 +79,19 @@ std::string decode_name(const ::testing::TestParamInfo<std::tuple<AttnCase, Vari
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeVulkanVsCpu,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kVariants)), decode_name);
 
+// The group variants above fall back to the decode kernel where the group kernel cannot
+// run (on-read RoPE): on cases it can run, it is the one that ran.
+TEST_F(VulkanVsCpuTest, GroupVariantsRunTheGroupKernel) {
+  for (const Variant& v : {kVariants[7], kVariants[8]}) {
+    auto gpu = decode_backend(v.env);
+    for (const AttnCase& c : cases_named({"gqa_8", "decode_3_sequences", "sinks", "softcap"})) {
+      const CommandStats stats = expect_fused_matches(*gpu, *cpu_, c);
+      ASSERT_EQ(stats.attention.size(), 1u) << c.name;
+      EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::group) << c.name << ", " << v.name;
+    }
+  }
+}
+
 // The Vulkan 1.1 minimums (no subgroup operations: the shared-memory variant; 16 KiB of
 // shared memory; 128 invocations), with 8 storage buffers as the other spec-minimum tests.
 class DecodeAtSpecMinimum : public DecodeVulkanVsCpu {};

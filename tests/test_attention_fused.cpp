@@ -80,9 +80,11 @@ TEST_F(VulkanVsCpuTest, FusedSplitsKeysOnlyWhenRowsAreFew) {
   });
 }
 
-// Over KV caches: three sequences in mixed prefill/decode calls, and a cache that rotates
-// keys as they are read (KvRope::on_read), on both backends; the CPU backend's attention()
-// equals its three stages exactly.
+// Over KV caches: three sequences in mixed prefill/decode calls (19, 17 and 6 tokens), two
+// of the caches rings with sinks that wrap (8 and 14 slots) under windows that hide keys
+// (6: a query needs no key its own chunk overwrote), one rotating keys as they are read
+// (KvRope::on_read, whose in-cache positions then differ from the tokens'), on both
+// backends; the CPU backend's attention() equals its three stages exactly.
 TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
   std::vector<float> kSinks16 = kSinks8;
   kSinks16.insert(kSinks16.end(), kSinks8.rbegin(), kSinks8.rend());
@@ -91,12 +93,12 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
        .heads = 16,
        .kv_heads = 2,
        .head_dim = 128,
-       .capacity = 40,
+       .capacity = 12,
        .sinks = 4,
        .dtype = DType::f16,
-       .attn = {.softcap = 30.0, .sinks = kSinks16}},
+       .attn = {.window = 6u, .softcap = 30.0, .sinks = kSinks16}},
       {.seqs = 3, .heads = 8, .kv_heads = 2, .head_dim = 80, .capacity = 600, .query = DType::f16, .attn = {.alibi = true}},
-      {.seqs = 2, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 48, .sinks = 2, .attn = {.window = 40u}}};
+      {.seqs = 2, .heads = 8, .kv_heads = 2, .head_dim = 64, .capacity = 16, .sinks = 2, .attn = {.window = 6u}}};
   for (const Layout& s : layouts) {
     KvCacheConfig config = s.cache();
     if (&s == &layouts[2]) config.rope = KvRope::on_read;  // the third rotates keys as they are read

@@ -112,22 +112,24 @@ TEST_F(VulkanVsCpuTest, QuantizedAppendOfNonFiniteValues) {
 }
 
 // Attention over quantized caches: decode and prefill chunks of several sequences through
-// a wrapping ring with sinks, soft-capping and a window, and keys rotated as they are read;
-// every path and both kernel families, against the CPU on the same bytes.
+// a ring with sinks that wraps (both sequences pass its 14 slots), soft-capping that bends
+// the scores (3, on scores of about N(0, 1)) and a window that hides keys (8), and keys
+// rotated as they are read; every path and both kernel families, against the CPU on the
+// same bytes.
 TEST_F(VulkanVsCpuTest, AttentionOverQuantizedCaches) {
   const std::size_t heads = 8, kv_heads = 2, d = 64;
   for (DType dtype : kQuantTypes) {
     for (KvRope rope : {KvRope::stored, KvRope::on_read}) {
       const KvCacheConfig config{
-          .n_seqs = 2, .n_kv_heads = kv_heads, .head_dim = d, .capacity = 40, .dtype = dtype, .n_sinks = 2, .rope = rope};
-      const AttentionConfig attn{.window = 30u, .softcap = 40.0};
+          .n_seqs = 2, .n_kv_heads = kv_heads, .head_dim = d, .capacity = 16, .dtype = dtype, .n_sinks = 2, .rope = rope};
+      const AttentionConfig attn{.window = 8u, .softcap = 3.0};
       for (KernelShape shape : {KernelShape::cpu, KernelShape::gpu}) {
         on_vulkan(shape_options(shape), [&](Backend& gpu) {
           KvCache g = gpu.kv_cache(config), c = cpu_->kv_cache(config);
           std::vector<std::int32_t> next{0, 0};
           for (int call = 0; call < 8; ++call) {
             std::vector<std::int32_t> pos, seq;
-            const int n0 = call == 0 ? 17 : 1 + call % 2, n1 = call == 0 ? 5 : 1;
+            const int n0 = call == 0 ? 12 : 1 + call % 2, n1 = call == 0 ? 10 : 1;  // 22 and 17 tokens in all
             for (int i = 0; i < n0; ++i) pos.push_back(next[0]++), seq.push_back(0);
             for (int i = 0; i < n1; ++i) pos.push_back(next[1]++), seq.push_back(1);
             const std::size_t n = pos.size();

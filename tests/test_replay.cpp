@@ -233,10 +233,17 @@ TEST_F(VulkanVsCpuTest, ReplayRefusedByALaterOpUndoesEarlierAppends) {
     CommandList cmd = b->commands();
     record(cmd, 0);
     cmd.submit_and_wait();
+    // Each step appends its own K and V, so that which slots attention reads shows in out.
+    const auto new_kv = [&](std::uint32_t seed) {
+      b->upload(k, normal(kKvHeads * kDim, seed));
+      b->upload(v, normal(kKvHeads * kDim, seed + 1));
+    };
     for (std::int32_t p = 1; p < 6; ++p) {  // past the 3-slot ring: slots are overwritten
+      new_kv(10 + 2 * static_cast<std::uint32_t>(p));
       cmd.set_tokens({&p, 1});
       cmd.submit_and_wait();
     }
+    const std::vector<float> at_five = b->download(out);
     layers[1].reset(0);  // layer 1 starts again at 0, layer 0 continues at 6
     const std::vector<std::int32_t> before = layers[0].slot_positions(0);
     const std::int32_t six = 6;
@@ -244,12 +251,22 @@ TEST_F(VulkanVsCpuTest, ReplayRefusedByALaterOpUndoesEarlierAppends) {
     EXPECT_EQ(layers[0].slot_positions(0), before) << to_string(b->kind()) << ": layer 0's append was undone";
     EXPECT_EQ(layers[0].next_position(0), 6);
     EXPECT_EQ(layers[1].next_position(0), 0);
-    // Back in step, the list replays, as a list recorded afresh does.
+    // Back in step, the list replays, as a list recorded afresh does: over the one new key,
+    // whose V is then every head's output (not step 5's mix of keys).
     layers[0].reset(0);
+    new_kv(40);
     const std::int32_t zero = 0;
     cmd.set_tokens({&zero, 1});
     cmd.submit_and_wait();
     const std::vector<float> replayed = b->download(out);
+    EXPECT_NE(replayed, at_five) << to_string(b->kind());
+    const std::vector<float> v_now = b->download(v);
+    for (std::size_t h = 0; h < kHeads; ++h) {
+      for (std::size_t e = 0; e < kDim; ++e) {
+        const float want = v_now[(h / (kHeads / kKvHeads)) * kDim + e];  // as the f16 cache holds it
+        EXPECT_NEAR(replayed[h * kDim + e], want, 1e-3 * std::fabs(want) + 1e-6) << to_string(b->kind());
+      }
+    }
     for (KvCache& c : layers) c.reset(0);
     CommandList fresh = b->commands();
     record(fresh, 0);

@@ -158,7 +158,7 @@ CommandStats expect_matches(Backend& gpu, Backend& cpu, const RopeCase& c) {
     positions = uniform_positions(c.tokens, 12);
     positions.back() = INT32_MAX;
   } else {
-    std::iota(positions.begin(), positions.end(), 0);
+    std::iota(positions.begin(), positions.end(), 1);  // from 1: position 0 is the identity
   }
   const RopeConfig config{.layout = c.layout, .rotary_dim = c.rotary_dim};
   CommandStats stats;

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import vkattn
-from reference import assert_close
+from reference import assert_close, f64, rope_rotate_half, thetas
 
 rng = np.random.default_rng(5)
 A = rng.standard_normal((3, 2, 32)).astype(np.float32)
@@ -51,11 +51,12 @@ def test_torch_tensors(backend):
     assert backend.tensor(x.half()).dtype == vkattn.DType.f16
     with pytest.raises(vkattn.InvalidArgument, match="data.dtype = float64"):
         backend.tensor(x.double())
-    # Positions from torch's default int64 tensors.
+    # Positions from torch's default int64 tensors, each read whole (2^31 - 1 needs every bit).
     q = backend.tensor(x)
+    positions = [1, 2**31 - 1, 70000]
     with backend.commands() as cmd:
-        cmd.rope(q, torch.tensor([0, 0, 0]))
-    assert_close(q.numpy(), A, 1e-7, 0)  # position 0 is the identity
+        cmd.rope(q, torch.tensor(positions))
+    assert_close(q.numpy(), rope_rotate_half(f64(A), positions, thetas(32)).numpy(), 2e-5, 0)
 
 
 def test_context_manager_submits_unless_raised(backend):

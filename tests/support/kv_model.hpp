@@ -40,14 +40,18 @@ struct Layout {
   AttentionConfig attn{};
 
   // With paged_layouts() set, a paged cache of the same slots: blocks of the largest power
-  // of two dividing capacity up to it, and a pool every sequence can fill at once.
+  // of two dividing capacity up to it and to half the capacity (a sequence of one block
+  // would map its slots as a ring does, hiding a kernel that ignores the block table), and
+  // a pool every sequence can fill at once.
   KvCacheConfig cache() const {
     KvCacheConfig c{
         .n_seqs = seqs, .n_kv_heads = kv_heads, .head_dim = head_dim, .capacity = capacity, .dtype = dtype, .n_sinks = sinks};
     if (paged_layouts() != 0) {
       c.paged = true;
       c.block_size = 1;
-      while (c.block_size < paged_layouts() && capacity % (2 * c.block_size) == 0) c.block_size *= 2;
+      while (c.block_size < paged_layouts() && 4 * c.block_size <= capacity && capacity % (2 * c.block_size) == 0) {
+        c.block_size *= 2;
+      }
       c.n_blocks = seqs * capacity / c.block_size;
     }
     return c;
