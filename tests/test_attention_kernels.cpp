@@ -44,9 +44,6 @@ std::shared_ptr<Backend> cpu_shape() {
   return try_backend(BackendKind::vulkan, options, why);
 }
 
-// VKATTN_CAP_LIMITS caps every backend a test makes, the limits these tests name included.
-bool limits_capped_by_environment() { return env_set("VKATTN_CAP_LIMITS"); }
-
 TEST(AttentionKernels, Names) {
   EXPECT_STREQ(to_string(AttentionKernel::reference), "reference");
   EXPECT_STREQ(to_string(AttentionKernel::three_stages), "three_stages");

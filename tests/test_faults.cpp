@@ -85,6 +85,7 @@ class Faults : public ::testing::Test {
     const std::vector<std::string> log = take_log();
     ASSERT_EQ(log.size(), 1u);
     EXPECT_NE(log[0].find(std::string(op) + ": a copy did not finish within 600000 ms"), std::string::npos) << log[0];
+    EXPECT_NE(log[0].find("waited for it"), std::string::npos) << log[0];
   }
 
   std::shared_ptr<std::vector<std::string>> log_ = std::make_shared<std::vector<std::string>>();

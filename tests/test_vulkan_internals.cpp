@@ -12,6 +12,7 @@
 #include "vulkan/check.hpp"
 #include "vulkan/context.hpp"
 #include "vulkan/pipeline.hpp"
+#include "vulkan/vulkan_backend.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -66,6 +67,41 @@ TEST(VulkanInternals, TensorsPast32BitElementIndicesAreRefused) {
   }
   EXPECT_NO_THROW(detail::check_element_indices({UINT32_MAX}, UINT32_MAX, q4_bytes, range));
   EXPECT_NO_THROW(detail::check_element_indices({std::size_t{1} << 32}, std::size_t{1} << 32, q4_bytes, q4_bytes - 1));
+}
+
+// A driver that cannot hold more objects, or whose heap or descriptor pool is fragmented or
+// full, is out of memory as far as the caller can tell (it leaves the backend usable); other
+// failures stay vulkan_call_failed, a lost device device_lost.
+TEST(VulkanInternals, ResultCodesMapToErrorCodes) {
+  const auto code_of = [](VkResult r) {
+    try {
+      detail::throw_vk_error(r, "vkSomething", __FILE__, __LINE__);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.vk_result(), static_cast<int>(r));
+      return e.code();
+    }
+    ADD_FAILURE() << "no Error";
+    return ErrorCode::vulkan_call_failed;
+  };
+  for (VkResult r : {VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_TOO_MANY_OBJECTS,
+                     VK_ERROR_FRAGMENTATION, VK_ERROR_FRAGMENTED_POOL, VK_ERROR_OUT_OF_POOL_MEMORY}) {
+    EXPECT_EQ(code_of(r), ErrorCode::out_of_memory) << detail::vk_result_name(r);
+  }
+  EXPECT_EQ(code_of(VK_ERROR_DEVICE_LOST), ErrorCode::device_lost);
+  EXPECT_EQ(code_of(VK_ERROR_INITIALIZATION_FAILED), ErrorCode::vulkan_call_failed);
+}
+
+// A Vulkan backend counts its allocations against the device's maxMemoryAllocationCount
+// (the ledger's refusal itself: MemoryLedger.AllocationCountIsLimited).
+TEST(VulkanInternals, AllocationsAreLimitedToTheDevicesCount) {
+  std::string why;
+  auto backend = try_own_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(backend, why);
+  const auto ctx = detail::context_of(*backend);
+  VkPhysicalDeviceProperties props{};
+  ctx->physical.functions->vkGetPhysicalDeviceProperties(ctx->physical.handle, &props);
+  EXPECT_EQ(ctx->device->heaps().allocation_limit(), props.limits.maxMemoryAllocationCount);
+  EXPECT_NE(ctx->device->heaps().allocation_limit(), 0u);
 }
 
 TEST(KernelModules, SpecConstantIdsFitTheirList) {

@@ -30,6 +30,7 @@ class HeapLedger {
   // At most |count| reservations held at once (Vulkan's maxMemoryAllocationCount); 0, the
   // default: no limit.
   void limit_allocations(std::uint32_t count) { max_allocations_ = count; }
+  std::uint32_t allocation_limit() const { return max_allocations_; }
   std::uint64_t used(std::uint32_t heap) const;
   const Heap& heap(std::uint32_t heap) const { return heaps_[heap]; }
 

@@ -305,6 +305,20 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
       if (refs[b] == 0) restored.free_list[static_cast<std::size_t>(restored.free_count++)] = static_cast<std::int32_t>(b);
     }
   }
+  // K's and V's words, made before anything changes (a host allocation failing here
+  // changes nothing).
+  std::vector<std::pair<detail::TensorImpl*, std::vector<std::uint32_t>>> writes;
+  if (paged) {
+    for (const BlockWords& b : bw) {
+      std::vector<std::uint32_t> all(b.t->words, 0);
+      const std::vector<std::uint32_t> blocks = take(ph.n_saved * b.words());
+      for (std::size_t i = 0; i < ph.n_saved; ++i) b.put(all, i, blocks.data() + i * b.words());
+      writes.emplace_back(b.t.get(), std::move(all));
+    }
+  } else {
+    writes.emplace_back(c->k.get(), take(c->k->words));
+    if (c->v) writes.emplace_back(c->v.get(), take(c->v->words));
+  }
   // K and V take several copies, any of which may fail (out of memory): the device's slot
   // table is emptied first, so that no failure leaves it naming rows half rewritten. A
   // failure before that changes nothing; one after it leaves every sequence empty.
@@ -317,17 +331,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     throw;
   }
   c->changed_all();
-  if (paged) {
-    for (const BlockWords& b : bw) {
-      std::vector<std::uint32_t> all(b.t->words, 0);
-      const std::vector<std::uint32_t> blocks = take(ph.n_saved * b.words());
-      for (std::size_t i = 0; i < ph.n_saved; ++i) b.put(all, i, blocks.data() + i * b.words());
-      write_words(*b.t, all);
-    }
-  } else {
-    write_words(*c->k, take(c->k->words));
-    if (c->v) write_words(*c->v, take(c->v->words));
-  }
+  for (const auto& [t, words] : writes) write_words(*t, words);
   put_back(*c, restored);
   try {
     c->publish();

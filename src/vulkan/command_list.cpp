@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -125,8 +126,17 @@ class VulkanCommandList final : public CommandListImpl {
     try {
       encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
     } catch (const Error& e) {
-      // Left running: host copies of what it uses wait for it.
-      if (e.code() == ErrorCode::timeout) note_uses(encoded_->submission.submitted());
+      // Left running: host copies of what it uses wait for it (or, when noting that cannot
+      // allocate, the call waits for it here: no semaphore of the caller's is involved).
+      if (e.code() == ErrorCode::timeout) {
+        const std::uint64_t number = encoded_->submission.submitted();
+        try {
+          note_uses(number);
+        } catch (const std::bad_alloc&) {
+          while (!encoded_->submission.wait(number, UINT64_MAX)) {
+          }
+        }
+      }
       throw;
     }
     ++submits_;
@@ -146,30 +156,39 @@ class VulkanCommandList final : public CommandListImpl {
       return nullptr;
     }
     if (!encoded_) encode();
-    const std::uint64_t number = encoded_->submission.submit(ctx_->options.submit_timeout_ms, sync);
+    // The uses are noted before the work is submitted, so that nothing can fail once it
+    // runs (a host allocation failing after vkQueueSubmit would leave it unnoted, or the
+    // call waiting for work that may wait on the caller's semaphore). The earlier
+    // submission finishes first: the new uses replace its.
+    Submission& submission = encoded_->submission;
+    submission.finish(ctx_->options.submit_timeout_ms);
+    const std::uint64_t number = submission.submitted() + 1;
+    try {
+      note_uses(number);
+      submission.submit(ctx_->options.submit_timeout_ms, sync);  // number: none runs, and the list is this thread's
+    } catch (...) {
+      forget_uses(number);
+      throw;
+    }
     ++submits_;
     timings_.clear();  // the last submission's times are this one's, which nothing reads
-    note_uses(number);
     return std::make_shared<VulkanSubmitted>(encoded_, number);
   }
 
   // Downloads of what submission |number| writes wait for it, uploads over anything it
-  // reads or writes (vulkan_backend.cpp: settle), whether or not its handle is kept. The
-  // work is running: when a host allocation fails on the way, it is waited for instead,
-  // so that no host copy can race it, and the submit stands.
-  void note_uses(std::uint64_t number) noexcept {
-    try {
-      for (const Dispatch& d : ops_) {
-        for (const Binding& b : d.bindings) {
-          if (b.tensor) static_cast<VulkanTensor&>(*b.tensor).note_use(encoded_, number, b.write);
-        }
+  // reads or writes (vulkan_backend.cpp: settle), whether or not its handle is kept.
+  void note_uses(std::uint64_t number) {
+    for (const Dispatch& d : ops_) {
+      for (const Binding& b : d.bindings) {
+        if (b.tensor) static_cast<VulkanTensor&>(*b.tensor).note_use(encoded_, number, b.write);
       }
-    } catch (...) {
-      try {
-        while (!encoded_->submission.wait(number, UINT64_MAX)) {
-        }
-      } catch (...) {
-        // A lost device: nothing runs any more, and the next call says so.
+    }
+  }
+  // Takes back what note_uses(number) noted, for a submission that did not happen.
+  void forget_uses(std::uint64_t number) noexcept {
+    for (const Dispatch& d : ops_) {
+      for (const Binding& b : d.bindings) {
+        if (b.tensor) static_cast<VulkanTensor&>(*b.tensor).forget_use(encoded_, number);
       }
     }
   }

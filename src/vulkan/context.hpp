@@ -170,6 +170,7 @@ class VulkanTensor final : public TensorImpl {
   mutable std::mutex uses_lock;
   std::vector<Use> uses;
   void note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number, bool writes);
+  void forget_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number) noexcept;
 
   void store(std::span<const std::uint32_t> words) override;
 };

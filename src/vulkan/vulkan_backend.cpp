@@ -49,10 +49,13 @@ void one_shot(Context& ctx, Record record) {
   const std::uint32_t ms = ctx.options.submit_timeout_ms;
   const std::uint64_t number = submission.submit(ms, nullptr);
   if (!submission.wait(number, std::uint64_t{ms} * 1000000u)) {
-    ctx.log->log(LogLevel::warning, std::string(*current_op() ? current_op() : "transfer") + ": a copy did not finish within " +
-                                        std::to_string(ms) + " ms (DeviceOptions::submit_timeout_ms); waiting for it");
     // A hung device is lost after the driver's watchdog, which throws here.
     while (!submission.wait(number, UINT64_MAX)) {
+    }
+    try {  // after the wait: a message that cannot be made must not unwind before it
+      ctx.log->log(LogLevel::warning, std::string(*current_op() ? current_op() : "transfer") + ": a copy did not finish within " +
+                                          std::to_string(ms) + " ms (DeviceOptions::submit_timeout_ms); waited for it");
+    } catch (...) {
     }
   }
   ctx.transfers.give(std::move(kept));
@@ -122,12 +125,13 @@ class VulkanBackend final : public Backend {
     OpScope scope("tensor");
     return std::make_shared<VulkanTensor>(ctx_, shape, dtype);
   }
+  // Named "upload" and "download" unless an op calls them (save_cache, restore_cache).
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
-    OpScope scope("upload");
+    OpScope scope(*current_op() ? current_op() : "upload");
     t.store(words);
   }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
-    OpScope scope("download");
+    OpScope scope(*current_op() ? current_op() : "download");
     const auto& vt = static_cast<const VulkanTensor&>(t);
     settle(*ctx_, vt);
     std::vector<std::uint32_t> words(t.words);
@@ -198,6 +202,11 @@ void VulkanTensor::note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t n
     return !e || e == enc;
   });
   uses.push_back({enc, number, writes});
+}
+
+void VulkanTensor::forget_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number) noexcept {
+  std::lock_guard lock(uses_lock);
+  std::erase_if(uses, [&](const Use& u) { return u.number == number && u.enc.lock() == enc; });
 }
 
 void check_element_indices(const Shape& shape, std::size_t numel, std::uint64_t bytes, std::uint64_t max_range) {

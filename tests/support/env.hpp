@@ -18,4 +18,8 @@ inline bool env_set(const char* name) {
   return v && *v;
 }
 
+// VKATTN_CAP_LIMITS caps every backend a test makes: tests of what the planner picks for
+// given limits skip under it.
+inline bool limits_capped_by_environment() { return env_set("VKATTN_CAP_LIMITS"); }
+
 }  // namespace vkattn::test
