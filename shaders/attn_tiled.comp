@@ -102,6 +102,9 @@ shared int qs_sh[BR];
 #ifdef VKATTN_SHARED_REDUCE
 shared float red_sh[BR * KG];
 #endif
+
+// V vec4 |c| of the tile's key |b| (a latent cache's values are K's first dims).
+SH_VEC4 v_tile(uint b, uint c) { return V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c]; }
 uvec4 kraw[NK], vraw[NV];  // a tile's K and V rows as loaded (tensor_load.glsl's raw pieces)
 // The span of the tile's rows (attn_visible.glsl's query_span): a key outside what any of
 // them could see is marked unseen by one test instead of one per row (past the causal
@@ -416,7 +419,7 @@ void main() {
                 [[unroll]] for (uint o = 0u; o < OP; ++o) {
                     const uint c = kg + o * KG;
                     if (c < DV4) {
-                        const SH_VEC4 v = V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c];
+                        const SH_VEC4 v = v_tile(b, c);
                         [[unroll]] for (uint i = 0u; i < RB; ++i) {
                             PV_SUM[i][o] = fma(SH_VEC4(p[i]), v, PV_SUM[i][o]);
                         }
@@ -433,8 +436,7 @@ void main() {
                     if (c < DV4 && (any(isinf(sum)) || any(isnan(sum)))) {
                         sum = vec4(0.0);
                         for (uint b = b0; b < b0 + PV_CHUNK; ++b) {
-                            const SH_VEC4 v = V_FROM_K ? k_sh[b * KS + c] : v_sh[b * DV4 + c];
-                            sum = fma(vec4(float(p_sh[(rg * RB + i) * PS + b])), vec4(v), sum);
+                            sum = fma(vec4(float(p_sh[(rg * RB + i) * PS + b])), vec4(v_tile(b, c)), sum);
                         }
                     }
                     acc[i][o] += sum;

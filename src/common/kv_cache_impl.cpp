@@ -122,10 +122,15 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
   entries = config.capacity >> block_shift;
   table.assign(config.n_seqs * entries, -1);
   refs.assign(config.n_blocks, 0);
-  // Taken from the end: block 0 first.
-  free_list.resize(config.n_blocks);
-  for (std::size_t b = 0; b < config.n_blocks; ++b) free_list[b] = static_cast<std::int32_t>(config.n_blocks - 1 - b);
+  free_list = every_block_free(config.n_blocks);
   free_count = static_cast<std::int32_t>(config.n_blocks);
+}
+
+std::vector<std::int32_t> KvCacheImpl::every_block_free(std::size_t n_blocks) {
+  // Taken from the end: block 0 first.
+  std::vector<std::int32_t> list(n_blocks);
+  for (std::size_t b = 0; b < n_blocks; ++b) list[b] = static_cast<std::int32_t>(n_blocks - 1 - b);
+  return list;
 }
 
 void KvCacheImpl::publish() const {

@@ -49,6 +49,8 @@ class KvCacheImpl {
   std::uint32_t block_shift = 0;
   std::vector<std::int32_t> table, refs, free_list;
   std::int32_t free_count = 0;
+  // The free list of a pool whose every block is free, as a new cache has it.
+  static std::vector<std::int32_t> every_block_free(std::size_t n_blocks);
   // Each slot's row of K and V, n_seqs * capacity (-1: a paged sequence holds no block
   // there): what the CPU backend reads.
   std::vector<std::int32_t> row_map() const;

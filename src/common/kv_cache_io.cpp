@@ -73,9 +73,8 @@ Bookkeeping empty_bookkeeping(const detail::KvCacheImpl& c) {
                 .oldest = std::vector<std::int32_t>(c.oldest.size(), static_cast<std::int32_t>(c.config.n_sinks)),
                 .table = std::vector<std::int32_t>(c.table.size(), -1),
                 .refs = std::vector<std::int32_t>(c.refs.size(), 0),
-                .free_list = std::vector<std::int32_t>(c.free_list.size())};
-  for (std::size_t b = e.free_list.size(); b-- > 0;)
-    e.free_list[static_cast<std::size_t>(e.free_count++)] = static_cast<std::int32_t>(b);
+                .free_list = detail::KvCacheImpl::every_block_free(c.free_list.size()),
+                .free_count = static_cast<std::int32_t>(c.free_list.size())};
   return e;
 }
 

@@ -133,8 +133,7 @@ class VulkanCommandList final : public CommandListImpl {
         try {
           note_uses(number);
         } catch (const std::bad_alloc&) {
-          while (!encoded_->submission.wait(number, UINT64_MAX)) {
-          }
+          encoded_->submission.wait_out(number);
         }
       }
       throw;

@@ -390,6 +390,27 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                                       const KeySource& values, std::shared_ptr<TensorImpl> out,
                                                       std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                                                       const std::vector<float>& sinks);
+// A workgroup of the matrix kernel: row groups of 16 rows, the subgroups each row group's
+// dims are split over (1: the row split, a subgroup per row group), 16-key chunks per
+// tile, whether the row split holds its queries in registers (the dim split always does),
+// and whether the next tile's K and V are loaded into registers during a tile (marks
+// doubled).
+struct MatrixTileShape {
+  std::uint32_t row_groups, dim_slices, key_chunks;
+  bool q_regs = false, prefetch = false;
+  std::uint32_t subgroups() const { return row_groups * dim_slices; }
+};
+// The shape taken for rows of |dk_chunks| 16-dim chunks (|dv_padded| of V) on subgroups of
+// |sg| lanes, the rows a tile holds (|rows_for| of its row cap: tile_rows), V's chunks as
+// the slices pad them, and its shared memory; none where no shape fits |l|.
+struct MatrixTilePlan {
+  MatrixTileShape shape;
+  std::uint32_t rows, dv_chunks;
+  std::uint64_t shared_bytes;
+};
+std::optional<MatrixTilePlan> plan_matrix_tile(const DeviceLimits& l, const PrefillTuning& tune, std::uint32_t sg,
+                                               std::uint32_t dk_chunks, std::uint32_t dv_padded, bool v_from_k,
+                                               const std::function<std::uint32_t(std::uint32_t cap)>& rows_for);
 // The subgroup size the matrix kernels run on: the device's default where the units run
 // them (the size its cooperative-matrix shapes are listed for, as full subgroups),
 // preferred_subgroup_size for the stand-in; 0 where neither runs.

@@ -44,6 +44,13 @@ class Submission {
   // Any thread may ask (a download waiting for the submission writing its tensor).
   bool finished(std::uint64_t number);
   bool wait(std::uint64_t number, std::uint64_t timeout_ns);
+  // Waits for submission |number| however long it takes: for work whose effect the caller
+  // must not report as failed (a hung device is lost after the driver's watchdog, which
+  // throws Error(device_lost) here).
+  void wait_out(std::uint64_t number) {
+    while (!wait(number, UINT64_MAX)) {
+    }
+  }
   std::uint64_t submitted() const { return submitted_; }  // the last submission's number
   // Waits up to |timeout_ms| for the last submission (none running: at once), so that
   // what it reads may be rewritten; Error(timeout) when it does not finish.

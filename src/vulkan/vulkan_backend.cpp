@@ -49,9 +49,7 @@ void one_shot(Context& ctx, Record record) {
   const std::uint32_t ms = ctx.options.submit_timeout_ms;
   const std::uint64_t number = submission.submit(ms, nullptr);
   if (!submission.wait(number, std::uint64_t{ms} * 1000000u)) {
-    // A hung device is lost after the driver's watchdog, which throws here.
-    while (!submission.wait(number, UINT64_MAX)) {
-    }
+    submission.wait_out(number);
     try {  // after the wait: a message that cannot be made must not unwind before it
       ctx.log->log(LogLevel::warning, std::string(*current_op() ? current_op() : "transfer") + ": a copy did not finish within " +
                                           std::to_string(ms) + " ms (DeviceOptions::submit_timeout_ms); waited for it");

@@ -4,6 +4,7 @@
 // docs/kernel-shapes.md describes the kernel and the layer.
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,15 +17,7 @@ namespace vkattn::detail {
 
 namespace {
 
-// A workgroup's mapping: row groups of 16 rows, the subgroups each row group's dims are
-// split over (1: the row split, a subgroup per row group), 16-key chunks per tile,
-// whether the row split holds its queries in registers (the dim split always does), and
-// whether the next tile's K and V are loaded into registers during a tile (marks doubled).
-struct MtShape {
-  std::uint32_t row_groups, dim_slices, key_chunks;
-  bool q_regs = false, prefetch = false;
-  std::uint32_t subgroups() const { return row_groups * dim_slices; }
-};
+using MtShape = MatrixTileShape;
 // In order of preference, the first that fits min(maxComputeSharedMemorySize, 48 KiB) and
 // the workgroup limit is taken, with no row group of repeated rows. Heads up to 128 wide
 // (8 chunks) take the row split alone; up to 192 (12) the row split first, but the dim
@@ -113,41 +106,13 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   const std::uint32_t dk_chunks = padded(head_dim), dv_padded = padded(values.head_dim);
   const bool v_from_k = values_in_keys(keys, values) && !p.rope_on_read;  // rotated K rows cannot serve as V
   const bool per_seq = keys.meta_stride != 0;
-  // $VKATTN_PREFILL's matrix_* knobs change the row split's shapes, which may then take all
-  // the shared memory the device has.
   const PrefillTuning& tune = ctx.prefill;
-  const std::uint64_t budget = tile_budget(l.max_shared_memory, tune.matrix_tuned(), kMtMaxBytes);
-  std::vector<MtShape> shapes = mt_shapes(dk_chunks);
-  for (MtShape& s : shapes) {
-    s.prefetch = tune.matrix_prefetch;
-    if (s.dim_slices > 1) continue;
-    if (tune.matrix_rows) s.row_groups = tune.matrix_rows / 16;
-    if (tune.matrix_keys) s.key_chunks = tune.matrix_keys / 16;
-    s.q_regs = tune.matrix_queries == PrefillTuning::MatrixQueries::registers && dk_chunks <= kMtSliceQChunks;
-  }
-  std::uint32_t rows = 0, dv_chunks = 0;
-  MtShape shape{};
-  for (const MtShape& s : shapes) {
-    // The dim split's slices are whole chunks: V padded to a multiple of them (still within
-    // K's chunks when V is K's prefix, which a slice then reads past v_head_dim: discarded).
-    const std::uint32_t dv = u32(ceil_div(dv_padded, s.dim_slices) * s.dim_slices);
-    if (s.dim_slices > 1) {
-      if (dk_chunks % s.dim_slices != 0 || dk_chunks / s.dim_slices > kMtSliceQChunks || dv / s.dim_slices > kMtSliceOChunks) {
-        continue;
-      }
-      // The scalar pass gives a row sg / (16 / slices) lanes, each two keys or more.
-      if (sg * s.dim_slices > 128 * s.key_chunks) continue;
-    }
-    const std::uint32_t r = tile_rows(16 * s.row_groups, n_tokens, group, per_seq, p.q_seq);
-    if (ceil_div(r, 16) < s.row_groups) continue;  // a row group of repeated rows
-    if (s.subgroups() * sg > l.max_workgroup_invocations) continue;
-    if (mt_bytes(s, dk_chunks, dv, v_from_k) > budget) continue;
-    shape = s;
-    rows = r;
-    dv_chunks = dv;
-    break;
-  }
-  if (!rows) return std::nullopt;
+  const std::optional<MatrixTilePlan> plan =
+      plan_matrix_tile(l, tune, sg, dk_chunks, dv_padded, v_from_k,
+                       [&](std::uint32_t cap) { return tile_rows(cap, n_tokens, group, per_seq, p.q_seq); });
+  if (!plan) return std::nullopt;
+  const MtShape shape = plan->shape;
+  const std::uint32_t rows = plan->rows, dv_chunks = plan->dv_chunks;
   const std::uint32_t wg = shape.subgroups() * sg, keys_per_tile = 16 * shape.key_chunks;
   RowTiles rt = row_tiles(ctx, *q, keys, values, rows, keys_per_tile);
   if (ctx.physical.info.type == "cpu") {
@@ -203,6 +168,41 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   d.key.subgroup_size = sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
+}
+
+std::optional<MatrixTilePlan> plan_matrix_tile(const DeviceLimits& l, const PrefillTuning& tune, std::uint32_t sg,
+                                               std::uint32_t dk_chunks, std::uint32_t dv_padded, bool v_from_k,
+                                               const std::function<std::uint32_t(std::uint32_t cap)>& rows_for) {
+  // $VKATTN_PREFILL's matrix_* knobs change the row split's shapes, which may then take all
+  // the shared memory the device has.
+  const std::uint64_t budget = tile_budget(l.max_shared_memory, tune.matrix_tuned(), kMtMaxBytes);
+  std::vector<MtShape> shapes = mt_shapes(dk_chunks);
+  for (MtShape& s : shapes) {
+    s.prefetch = tune.matrix_prefetch;
+    if (s.dim_slices > 1) continue;
+    if (tune.matrix_rows) s.row_groups = tune.matrix_rows / 16;
+    if (tune.matrix_keys) s.key_chunks = tune.matrix_keys / 16;
+    s.q_regs = tune.matrix_queries == PrefillTuning::MatrixQueries::registers && dk_chunks <= kMtSliceQChunks;
+  }
+  for (const MtShape& s : shapes) {
+    // The dim split's slices are whole chunks: V padded to a multiple of them (still within
+    // K's chunks when V is K's prefix, which a slice then reads past v_head_dim: discarded).
+    const std::uint32_t dv = u32(ceil_div(dv_padded, s.dim_slices) * s.dim_slices);
+    if (s.dim_slices > 1) {
+      if (dk_chunks % s.dim_slices != 0 || dk_chunks / s.dim_slices > kMtSliceQChunks || dv / s.dim_slices > kMtSliceOChunks) {
+        continue;
+      }
+      // The scalar pass gives a row sg / (16 / slices) lanes, each two keys or more.
+      if (sg * s.dim_slices > 128 * s.key_chunks) continue;
+    }
+    const std::uint32_t r = rows_for(16 * s.row_groups);
+    if (ceil_div(r, 16) < s.row_groups) continue;  // a row group of repeated rows
+    if (s.subgroups() * sg > l.max_workgroup_invocations) continue;
+    const std::uint64_t bytes = mt_bytes(s, dk_chunks, dv, v_from_k);
+    if (bytes > budget) continue;
+    return MatrixTilePlan{s, r, dv, bytes};
+  }
+  return std::nullopt;
 }
 
 std::uint32_t matrix_subgroup_size(const DeviceLimits& l) {
