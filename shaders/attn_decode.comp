@@ -532,14 +532,9 @@ void main() {
                             part[pc.ml_offset + 2u * (split * n_all + row) + 1u] = den;
                         }
                     } else {
-                        float scale = 1.0;
-                        if (pc.has_sinks != 0u) {
-                            const float sink_logit = intBitsToFloat(meta[off_sinks + row % pc.n_heads]);
-                            const float m_fin = max(m_all, sink_logit);
-                            scale = exp(m_all - m_fin);
-                            den = den * scale + exp(sink_logit - m_fin);
-                        }
-                        scale = den > 0.0 ? scale / den : 0.0;  // no visible key: zeros
+                        const bool has_sink = pc.has_sinks != 0u;
+                        const float scale = row_factor(
+                            m_all, den, has_sink, has_sink ? intBitsToFloat(meta[off_sinks + row % pc.n_heads]) : 0.0);
                         [[unroll]] for (uint c = 0u; c < 4u; ++c) {
                             if (e + c < pc.v_head_dim) {
                                 out_[row * pc.v_head_dim + e + c] = scale * sum[c];

@@ -51,6 +51,7 @@
 #include "layout.glsl"
 #include "params.h"
 #include "fma_dot.glsl"
+#include "softmax_row.glsl"
 #include "rope_phase.glsl"
 
 layout(constant_id = VKATTN_SPEC_FUSED_ROWS) const uint ROWS = 8;
@@ -138,7 +139,7 @@ void main() {
     float m[ROWS], l[ROWS];
     vec4 acc_lo[ROWS], acc_hi[ROWS];
     for (uint r = 0u; r < ROWS; ++r) {
-        m[r] = -3.4028234663852886e38;
+        m[r] = NEG_MAX;
         l[r] = 0.0;
         acc_lo[r] = vec4(0.0);
         acc_hi[r] = vec4(0.0);
@@ -334,15 +335,8 @@ void main() {
                 out_[ml + 1u] = l[r];
             }
         } else {
-            // The sink joins the denominator at the common maximum, as in attn_softmax.
-            float m_all = m[r], denom = l[r];
-            if (pc.has_sinks != 0u) {
-                const float sink = intBitsToFloat(meta[off_sinks + head[r]]);
-                m_all = max(m_all, sink);
-                scale = exp(m[r] - m_all);
-                denom = denom * scale + exp(sink - m_all);
-            }
-            scale = denom > 0.0 ? scale / denom : 0.0;  // no visible key: zeros
+            const bool has_sink = pc.has_sinks != 0u;
+            scale = row_factor(m[r], l[r], has_sink, has_sink ? intBitsToFloat(meta[off_sinks + head[r]]) : 0.0);
         }
         for (uint e = 0u; e < EPL; ++e) {
             if (EPL * lane + e < pc.v_head_dim) {

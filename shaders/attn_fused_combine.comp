@@ -16,6 +16,7 @@
 #define VKATTN_WANT_ATTN_FUSED_COMBINE
 #include "layout.glsl"
 #include "params.h"
+#include "softmax_row.glsl"
 
 #ifdef VKATTN_TEXEL
 layout(binding = 0) uniform usamplerBuffer partial_texels;
@@ -44,7 +45,7 @@ void main() {
         return;
     }
     const uint row = i / pc.head_dim;
-    float m_all = -3.4028234663852886e38;  // -FLT_MAX: exp(m_s - m_all) stays finite
+    float m_all = NEG_MAX;  // exp(m_s - m_all) stays finite
     for (uint s = 0u; s < pc.splits; ++s) {
         m_all = max(m_all, load_partial_1(pc.ml_offset + 2u * (s * pc.n_rows + row)));
     }

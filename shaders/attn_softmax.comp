@@ -2,7 +2,7 @@
 // attn_softmax: for each row of scores (one token, one head):
 //   p_j = exp(s_j - m) / (sum_j exp(s_j - m) + exp(sink - m)),  m = max(max_j s_j, sink)
 // in f32; the sink term only when has_sinks. Masked keys (-inf) get exactly 0; a row with
-// no visible key gets zeros: the running max starts at -FLT_MAX, not -inf, so
+// no visible key gets zeros: the running max starts at NEG_MAX, not -inf, so
 // exp(-inf - m) is 0 rather than NaN, and an empty sum gives a zero reciprocal.
 //   binding 0: readonly float scores [n_rows, n_keys]
 //   binding 1: writeonly float probs [n_rows, n_keys] (may be the scores buffer)
@@ -30,6 +30,7 @@
 #define VKATTN_WANT_ATTN_SOFTMAX
 #include "layout.glsl"
 #include "params.h"
+#include "softmax_row.glsl"
 
 layout(constant_id = VKATTN_SPEC_SOFTMAX_ROW_CAP) const uint ROW_CAP = 1024;
 layout(constant_id = VKATTN_SPEC_SOFTMAX_IN_SHARED) const bool IN_SHARED = true;
@@ -81,19 +82,17 @@ shared vec4 row_tile[(ROW_CAP + 3u) / 4u];
 float max4(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
 float sum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 
-const float FLT_MAX = 3.402823466e38;
-
 // Two passes over |row| by |n_lanes| invocations (this one is |lane|): an online max and
 // rescaled sum, reduced by |sub| (subgroup operations) or the workgroup, then the write.
 void two_pass(uint row, uint lane, uint n_lanes, bool sub) {
     const uint base = row * pc.n_keys;
     const bool has_sink = pc.has_sinks != 0u;
-    const float sink = has_sink ? sinks[row % pc.n_heads] : -FLT_MAX;
+    const float sink = has_sink ? sinks[row % pc.n_heads] : NEG_MAX;
     const uint n = VEC4 ? row_keys(row) / 4u : row_keys(row);
     // 1. Online max and sum, rescaled whenever the max grows.
-    float m = -FLT_MAX, sum = 0.0;
+    float m = NEG_MAX, sum = 0.0;
     for (uint i = lane; i < n; i += n_lanes) {
-        const vec4 s = VEC4 ? scores_4(base / 4u + i) : vec4(scores_1(base + i), -FLT_MAX, -FLT_MAX, -FLT_MAX);
+        const vec4 s = VEC4 ? scores_4(base / 4u + i) : vec4(scores_1(base + i), NEG_MAX, NEG_MAX, NEG_MAX);
         const float block_max = max4(s);
         if (block_max > m) {
             sum *= exp(m - block_max);
@@ -139,14 +138,14 @@ void main() {
     const uint n_lanes = gl_WorkGroupSize.x;
     const uint base = row * pc.n_keys;
     const bool has_sink = pc.has_sinks != 0u;
-    const float sink = has_sink ? sinks[row % pc.n_heads] : -FLT_MAX;
+    const float sink = has_sink ? sinks[row % pc.n_heads] : NEG_MAX;
 
     // Rows are walked in vec4s when n_keys % 4 == 0 (a quarter of the memory operations);
     // otherwise element by element. The tile holds the row as vec4s either way.
     const uint n = VEC4 ? row_keys(row) / 4u : row_keys(row);
     if (IN_SHARED) {
         // 1. Load and take the max.
-        float m = -FLT_MAX;
+        float m = NEG_MAX;
         for (uint i = lid; i < n; i += n_lanes) {
             if (VEC4) {
                 const vec4 s = scores_4(base / 4u + i);

@@ -17,6 +17,8 @@
 #ifndef VKATTN_ATTN_MERGE_GLSL
 #define VKATTN_ATTN_MERGE_GLSL
 
+#include "softmax_row.glsl"
+
 // Row |r| of the tile starting at |row0| of KV head |kv_head|: its index into q and out.
 uint merge_row(uint kv_head, uint row0, uint r) {
     const uint row = row0 + r, t = row / pc.group;
@@ -41,7 +43,7 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
     }
     barrier();
     if (lid < n_rows) {
-        float m_all = -3.4028234663852886e38;  // -FLT_MAX: exp(m_s - m_all) stays finite
+        float m_all = NEG_MAX;  // exp(m_s - m_all) stays finite
         for (uint s = 0u; s < S; ++s) {
             if (merge_l[lid * S + s] > 0.0) {
                 m_all = max(m_all, merge_m[lid * S + s]);

@@ -6,7 +6,7 @@
 #ifndef VKATTN_ATTN_ONLINE_GLSL
 #define VKATTN_ATTN_ONLINE_GLSL
 
-const float NEG_MAX = -3.4028234663852886e38;  // -FLT_MAX, not -inf: exp(-inf - m) must be 0
+#include "softmax_row.glsl"
 
 // Every row empty: max NEG_MAX, sums zero.
 #define ONLINE_INIT(m, l, acc_lo, acc_hi)                      \

@@ -49,14 +49,7 @@ float row_finish(uint split, uint out_row, uint head, float m, float l, bool wri
         }
         return 1.0;
     }
-    float scale = 1.0, den = l;
-    if (pc.has_sinks != 0u) {
-        const float sink_logit = intBitsToFloat(meta[off_sinks + head]);
-        const float m_fin = max(m, sink_logit);
-        scale = exp(m - m_fin);
-        den = den * scale + exp(sink_logit - m_fin);
-    }
-    return den > 0.0 ? scale / den : 0.0;
+    return row_factor(m, l, pc.has_sinks != 0u, pc.has_sinks != 0u ? intBitsToFloat(meta[off_sinks + head]) : 0.0);
 }
 
 // Vec4 |c| of output row |out_row|'s sums |x|: with splits its split's partial sums, else
