@@ -15,6 +15,7 @@ install(FILES ${VKATTN_GENERATED_INCLUDE}/vkattn/version.h ${VKATTN_GENERATED_IN
 
 set(vkattn_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)
 install(EXPORT vkattnTargets NAMESPACE vkattn:: DESTINATION ${vkattn_cmake_dir})
+get_target_property(vkattn_library_type vkattn TYPE)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vkattnConfig.cmake.in
   ${PROJECT_BINARY_DIR}/vkattnConfig.cmake INSTALL_DESTINATION ${vkattn_cmake_dir})
 # Before 1.0 a minor release may change the ABI (the SONAME carries the minor version too),

@@ -338,7 +338,12 @@ TEST_P(PagedKvCacheTest, ConfigErrors) {
   expect_invalid([&] { backend().kv_cache(with([](auto& c) { c.capacity = 36; })); },
                  {"config.capacity = 36", "multiple of block_size = 8"});
   expect_invalid([&] { backend().kv_cache(with([](auto& c) { c.n_blocks = 0; })); }, {"config.n_blocks = 0", "required"});
-  KvCache ring = backend().kv_cache(with([](auto& c) { c.paged = false; }));
+  // A pool asked for without paging (the flag forgotten) is refused, not ignored.
+  expect_invalid([&] { backend().kv_cache(with([](auto& c) { c.paged = false; })); }, {"config.n_blocks = 4", "config.paged"});
+  KvCache ring = backend().kv_cache(with([](auto& c) {
+    c.paged = false;
+    c.n_blocks = 0;
+  }));
   expect_invalid([&] { (void)ring.free_blocks(); }, {"free_blocks", "a ring cache", "KvCacheConfig::paged"});
   expect_invalid([&] { (void)ring.block_table(0); }, {"block_table"});
   KvCache paged = backend().kv_cache(ok);

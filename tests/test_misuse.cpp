@@ -143,6 +143,23 @@ TEST_P(Misuse, AlibiHeadCounts) {
       {"attn_scores: config.alibi = true with n_heads = 65537", "per-head config.alibi_slopes"});
 }
 
+// A backend made after another is destroyed (often at the same address) does not take
+// the first one's tensors, caches and lists for its own: they name what made them.
+TEST(MisuseOwners, ObjectsOutliveTheirBackendButNotIntoTheNextOne) {
+  for (int round = 0; round < 8; ++round) {
+    auto first = make_backend(BackendKind::cpu);
+    Tensor old = first->tensor({2, 4}, DType::f32);
+    KvCache cache = first->kv_cache({.n_kv_heads = 1, .head_dim = 4, .capacity = 2, .dtype = DType::f32});
+    CommandList list = first->commands();
+    first.reset();
+    auto second = make_backend(BackendKind::cpu);
+    expect_invalid([&] { (void)second->download(old); }, {"download", "a tensor of another backend"});
+    expect_invalid([&] { (void)second->save_cache(cache); }, {"save_cache", "a cache of another backend"});
+    Tensor mine = second->tensor({2, 4}, DType::f32);
+    expect_invalid([&] { list.copy(mine, old); }, {"copy", "a tensor of another backend"});
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Misuse, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 }  // namespace

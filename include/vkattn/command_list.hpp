@@ -151,7 +151,8 @@ class VKATTN_API CommandList {
   // logits of |config| in the denominator; a row with no visible key is all zeros.
   // probs may be scores itself (in place).
   void attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config = {});
-  // out [n_tokens, n_heads, head_dim] f32 = probs x v, per head's kv head.
+  // out [n_tokens, n_heads, v_head_dim] f32 = probs x v (v [n_keys, n_kv_heads,
+  // v_head_dim]), per head's kv head.
   void attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out);
 
   // Writes each token's key and value (k, v: [n_tokens, n_kv_heads, head_dim], both f32 or
@@ -160,10 +161,13 @@ class VKATTN_API CommandList {
   // have consecutive positions continuing at next_position(seq), in order. On a bad
   // argument nothing changes. The cache's bookkeeping advances when the append is
   // recorded, so that later ops of the same list see it: submit such a list once (a
-  // resubmission rewrites the same slots), and reset or truncate the sequence if the list
-  // is dropped unsubmitted. A paged cache takes the blocks the tokens need from its pool
-  // here (and copies shared blocks they write first): Error(out_of_memory) when it has too
-  // few (KvCache::blocks_to_append says how many), changing nothing.
+  // resubmission rewrites the same slots). A list destroyed before it ran (submitted, or
+  // recorded into a command buffer) puts back what its appends and forks changed, where
+  // no later list's op or reset built on them; otherwise the sequences they wrote are
+  // refused (InvalidArgument) until KvCache::reset. A paged cache takes the blocks the
+  // tokens need from its pool here (and copies shared blocks they write first):
+  // Error(out_of_memory) when it has too few (KvCache::blocks_to_append says how many),
+  // changing nothing.
   void kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                  std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
   // The same for a latent cache (KvCacheConfig::latent), which takes K alone: its values

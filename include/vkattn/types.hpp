@@ -208,8 +208,10 @@ struct AttentionConfig {
 
 // Positions and sequence ids of the query tokens and of the keys, each in [0, 2^31).
 // Ops copy them when they are recorded (as rope() copies its positions), so the arrays
-// need not outlive the call. Over a KV cache the cache knows its keys: k_positions and
-// k_seq_ids stay empty there.
+// need not outlive the call; but they are views, and a view of a temporary vector
+// (AttentionTokens t{.q_positions = std::vector<int32_t>{0}};) dangles once its statement
+// ends: build them inside the call, or over named arrays. Over a KV cache the cache knows
+// its keys: k_positions and k_seq_ids stay empty there.
 struct AttentionTokens {
   std::span<const std::int32_t> q_positions{};  // n_tokens; absolute positions, also with
                                                 // KvRope::on_read (the cache converts them)

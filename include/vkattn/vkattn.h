@@ -13,8 +13,9 @@
  *   (NULL, 0) is an empty array. A create function that fails sets its result to NULL.
  * - Handles (vkattn_backend, vkattn_tensor, vkattn_command_list, vkattn_kv_cache,
  *   vkattn_device_list) are opaque. Tensors, caches and command lists stay valid after the
- *   backend that made them is destroyed. A backend, and everything made from it, is used
- *   from one thread at a time.
+ *   backend that made them is destroyed (to record, submit and destroy; downloads and
+ *   vkattn_save_cache need the backend). A backend handle, and everything made from it,
+ *   is used from one thread at a time.
  * - Strings the library returns are owned by it: a handle's strings live as long as the
  *   handle (a command list's timing names until its next submit), the last error message
  *   until the next vkattn call on the same thread. Memory it returns otherwise
@@ -27,16 +28,13 @@
  * - Structs start with uint32_t struct_size. Fill an input struct with its
  *   vkattn_*_init(&s, sizeof s) function, then change the fields you need. New fields are
  *   only ever appended, whole 8-byte groups at a time, and zero means the old behaviour
- *   (one exception: vkattn_device_options.matrix_units, whose old behaviour is -1,
- *   VKATTN_MATRIX_UNITS_ENVIRONMENT; a zero-filled struct gets 0, automatic, and ignores
- *   $VKATTN_MATRIX: use the _init function); a struct from an older header (smaller struct_size) gets the defaults of the fields
- * it lacks, and a struct from a newer header is accepted when the fields this library does not know are zero. Output structs take
- * their size as an argument and are filled up to it. No struct has bool, enum-typed or platform-dependent integer fields, or #if.
+ *   (except vkattn_device_options.matrix_units: its old behaviour is -1; use the _init
+ *   function). A struct from an older header (smaller struct_size) gets the defaults of
+ *   the fields it lacks; one from a newer header is accepted when the fields this library
+ *   does not know are zero. Output structs take their size as an argument and are filled
+ *   up to it. No struct has bool, enum-typed or platform-dependent fields, or #if.
  * - Functions are only ever added. vkattn_version_number() gives the library's version,
- *   VKATTN_VERSION_NUMBER the header's. The additions since 0.1 (asynchronous submission,
- *   vkattn_vulkan.h for the application's own Vulkan objects, quantized dtypes, replay,
- *   paged caches, cache snapshots, the log callback and limits) appended values, fields and
- *   functions without changing these.
+ *   VKATTN_VERSION_NUMBER the header's; every addition since 0.1 kept these rules.
  */
 #ifndef VKATTN_VKATTN_H
 #define VKATTN_VKATTN_H
@@ -122,7 +120,7 @@ enum {
 };
 
 /* Receives each message at or above the threshold, on the thread whose call caused it
- * (with several threads on one backend, several at once: it must be thread-safe). It must
+ * (several at once where backends on several threads share it: make it thread-safe). It must
  * not call vkattn. |message| is one line, NUL-terminated, valid during the call only. */
 typedef void (*vkattn_log_function)(void* user_data, vkattn_log_level level, const char* message);
 
@@ -502,9 +500,10 @@ VKATTN_API vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tenso
 VKATTN_API vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vkattn_tensor* k,
                                             const int32_t* positions, size_t n_positions, const vkattn_rope_config* config);
 
-/* Attention in three stages (docs/attention.md): q [n_tokens, n_heads, head_dim], k and v
- * [n_keys, n_kv_heads, head_dim], scores and probs f32 [n_tokens, n_heads, n_keys], out f32
- * [n_tokens, n_heads, head_dim]; |config| and |mask| (f32 [n_tokens, n_keys]) optional. */
+/* Attention in three stages (docs/attention.md): q [n_tokens, n_heads, head_dim], k [n_keys,
+ * n_kv_heads, head_dim], v [n_keys, n_kv_heads, v_head_dim], scores and probs f32 [n_tokens,
+ * n_heads, n_keys], out f32 [n_tokens, n_heads, v_head_dim]; |config|, |mask| (f32
+ * [n_tokens, n_keys]) optional. */
 VKATTN_API vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_tensor* q, const vkattn_tensor* k,
                                                 vkattn_tensor* scores, const vkattn_attention_tokens* tokens,
                                                 const vkattn_attention_config* config, const vkattn_tensor* mask);

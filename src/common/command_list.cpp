@@ -13,26 +13,6 @@
 
 namespace vkattn {
 
-namespace detail {
-CommandListImpl::~CommandListImpl() = default;
-
-void CommandListImpl::note_planned(const KvCacheImpl& cache, std::size_t seq) {
-  if (!planned.empty() && planned.back().cache == &cache && planned.back().seq == seq) return;  // a run of tokens
-  planned.push_back({&cache, seq, cache.changes});
-}
-
-void CommandListImpl::check_planned(const char* op) const {
-  for (const Planned& p : planned) {
-    if (p.cache->changed_at[p.seq] > p.at) {
-      throw InvalidArgument(op, "this",
-                            "a list whose kv_append or kv_copy_sequence into sequence " + std::to_string(p.seq) +
-                                " was recorded before that sequence's reset, truncate or restore_cache",
-                            "a list recorded again, or replayed with set_tokens, after the change");
-    }
-  }
-}
-}  // namespace detail
-
 CommandList::CommandList(std::unique_ptr<detail::CommandListImpl> impl) : impl_(std::move(impl)) {}
 CommandList::CommandList(CommandList&&) noexcept = default;
 CommandList& CommandList::operator=(CommandList&&) noexcept = default;
@@ -146,6 +126,7 @@ const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const Kv
   if (cache.impl()->owner != owner) {
     throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by the backend of this command list");
   }
+  cache.impl()->check_written(op);
   return cache.impl();
 }
 
@@ -256,6 +237,31 @@ detail::AttentionCall attention_call(const detail::TensorPtr& q, detail::KvSourc
   return {q, std::move(kv), out, mask, a.scores, a.sinks, a.path, a.precision, a.mask_keys, a.key_list};
 }
 
+// While an append or a fork is recorded, its cache's bookkeeping writes go to the list's
+// log (CommandListImpl::Unrun), room for |most| words made before the op is recorded, so
+// that once it is, logging it cannot fail; a replay's (set_tokens) journal stays as it is.
+class Logged {
+ public:
+  Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most) : impl_(impl), cache_(cache) {
+    if (cache.journal) return;
+    auto& words = impl.unrun_of(cache).words;
+    words.reserve(words.size() + most);
+    cache.journal = &words;
+    owns_ = true;
+  }
+  ~Logged() {
+    if (owns_) cache_.journal = nullptr;
+  }
+  void applied() { cache_.last_writer = impl_.id; }
+  Logged(const Logged&) = delete;
+  Logged& operator=(const Logged&) = delete;
+
+ private:
+  CommandListImpl& impl_;
+  detail::KvCacheImpl& cache_;
+  bool owns_ = false;
+};
+
 // kv_append with |v|, or without it (null) for a latent cache.
 void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, const Tensor* v,
                       std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
@@ -281,8 +287,12 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
       detail::check_kv_append(*c, *tk, tv.get(), p, s);
     c->plan_append(p, s, options, plan);
     for (std::size_t t = 0; t < p.size(); ++t) i.note_planned(*c, s.empty() ? 0 : static_cast<std::size_t>(s[t]));
+    // Per token its slot, next and oldest; per block taken a table entry, its count, and
+    // an old block's count and free-list entry; the free count.
+    Logged logged(i, *c, 3 * p.size() + 5 * plan.changes.size() / 2 + 1);
     i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p, plan.meta_rows, plan.copies});
     c->apply_append(p, s, plan);
+    logged.applied();
   };
   record_op(impl, {positions.size(), c}, std::move(run));
 }
@@ -317,8 +327,12 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
     i.note_planned(*c, src);
     i.note_planned(*c, dst);
+    // Each slot, next and oldest; per block of dst a table entry and a dropped count (with
+    // its free-list entry and the free count); per block of src a table entry and a count.
+    Logged logged(i, *c, c->config.capacity + 2 + 7 * c->entries);
     i.record(detail::CopySequenceCall{c, src, dst, fork});
     c->copy_sequence(src, dst, fork);
+    logged.applied();
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_copy_sequence");
@@ -434,19 +448,29 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
                           "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
   }
-  // The caches' bookkeeping words the replay changes are logged, and put back when an op
-  // refuses the new tokens.
-  impl.journal.clear();
-  for (const auto& c : impl.caches) c->journal = &impl.journal;
+  // The caches' bookkeeping words the replay changes are logged in the list's logs
+  // (CommandListImpl::Unrun), and those past each log's mark put back when an op refuses
+  // the new tokens. Every log exists before any is pointed at.
+  for (const auto& c : impl.caches) impl.unrun_of(*c);
+  auto& marks = impl.replay_marks;
+  marks.clear();
+  for (const auto& c : impl.caches) {
+    auto& words = impl.unrun_of(*c).words;
+    marks.push_back({c.get(), &words, words.size(), c->last_writer});
+    c->journal = &words;
+  }
   struct Unjournal {
     CommandListImpl& impl;
     ~Unjournal() {
       for (const auto& c : impl.caches) c->journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&impl] {
-    for (auto it = impl.journal.rbegin(); it != impl.journal.rend(); ++it) *it->first = it->second;
-    impl.journal.clear();
+  auto restore_caches = [&marks] {
+    for (const auto& m : marks) {
+      for (std::size_t w = m.words->size(); w-- > m.size;) *(*m.words)[w].first = (*m.words)[w].second;
+      m.words->resize(m.size);
+      m.cache->last_writer = m.writer;
+    }
   };
   const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
                         three ? positions : std::span<const std::int32_t>{}};
@@ -482,7 +506,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
 void CommandList::submit_and_wait() try {
   auto& impl = live(impl_, "submit_and_wait");
   impl.check_planned("submit_and_wait");
-  impl.submit_and_wait();
+  impl.submitting([&] { impl.submit_and_wait(); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit_and_wait");
 }

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "common/op_call.hpp"
 #include "vkattn/command_list.hpp"
+#include "vkattn/error.hpp"
 
 namespace vkattn::detail {
 
@@ -50,14 +52,66 @@ struct Recipe {
 // (RopeConfig::rotary_dim filled in).
 class CommandListImpl {
  public:
+  CommandListImpl();
+  // Puts back what the list's ops changed in the caches' bookkeeping since it last ran
+  // (undo_unrun).
   virtual ~CommandListImpl();
+  CommandListImpl(const CommandListImpl&) = delete;
+  CommandListImpl& operator=(const CommandListImpl&) = delete;
   std::vector<Recipe> recipes;  // every op recorded, in order (kept by the frontend)
   // The fewest and most tokens the recipes take (those that take any).
   std::size_t fewest_tokens = SIZE_MAX, most_tokens = 0;
   std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
-  // set_tokens' log of the caches' bookkeeping words a replay changed and what they held
-  // (KvCacheImpl::journal; its memory kept from one replay to the next).
-  std::vector<std::pair<std::int32_t*, std::int32_t>> journal;
+  // A cache's bookkeeping words the list's appends and forks changed since the list last
+  // ran (submitted, or recorded into a caller's command buffer), with what they held
+  // (KvCacheImpl::journal points here while they run), and the sequences they planned.
+  // The host's bookkeeping advances when an op is recorded and the device's when it runs:
+  // a list destroyed before it ran puts the words back where no later change of the cache
+  // builds on them (it wrote last: KvCacheImpl::last_writer, and nothing outside lists
+  // changed it since the first word), and otherwise marks the sequences unwritten, so that
+  // host and device never silently disagree. A refused replay puts back its own words.
+  struct Unrun {
+    KvCacheImpl* cache;
+    std::uint64_t first = 0, since = 0;  // the cache's change count at the first word (since: kStale when changed)
+    std::uint64_t writer = 0;            // the cache's last_writer before the first word
+    std::vector<std::pair<std::int32_t*, std::int32_t>> words;
+    std::vector<std::size_t> seqs;
+  };
+  static constexpr std::uint64_t kStale = UINT64_MAX;
+  const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
+  std::vector<Unrun> unrun;
+  // set_tokens' mark of each cache's log: its size and the cache's last writer before the
+  // replay (memory kept from one replay to the next).
+  struct ReplayMark {
+    KvCacheImpl* cache;
+    std::vector<std::pair<std::int32_t*, std::int32_t>>* words;
+    std::size_t size;
+    std::uint64_t writer;
+  };
+  std::vector<ReplayMark> replay_marks;
+  // |cache|'s log, started (or marked stale) as a word is about to be added.
+  Unrun& unrun_of(KvCacheImpl& cache);
+  // The list ran: what it changed is on the device too.
+  void ran() noexcept;
+  // Runs |submit| (a submission or recording of the whole list) and then ran(); also when
+  // it fails after the work reached the device (a wait that timed out, a lost device).
+  template <class F>
+  auto submitting(F submit) -> decltype(submit()) {
+    try {
+      if constexpr (std::is_void_v<decltype(submit())>) {
+        submit();
+        ran();
+      } else {
+        auto result = submit();
+        ran();
+        return result;
+      }
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::timeout || e.code() == ErrorCode::device_lost) ran();
+      throw;
+    }
+  }
+  void undo_unrun() noexcept;
   std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
   // The sequences the list's appends and forks write, each with its cache's change count
   // when the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe);
@@ -69,7 +123,7 @@ class CommandListImpl {
     std::uint64_t at;
   };
   std::vector<Planned> planned, spare_planned;
-  void note_planned(const KvCacheImpl& cache, std::size_t seq);
+  void note_planned(KvCacheImpl& cache, std::size_t seq);
   // Throws InvalidArgument, naming |op|, when a sequence the list writes was reset,
   // truncated or restored after the list planned its ops: they would write rows (a paged
   // cache: blocks) and slot-table words the cache no longer has for them.

@@ -102,6 +102,9 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
     check_paging(op, c);
     outer = c.n_blocks;
     inner = c.block_size;
+  } else if (c.n_blocks != 0) {  // a paged cache's pool asked for, paged forgotten
+    throw InvalidArgument(op, "config.n_blocks", std::to_string(c.n_blocks),
+                          "0 for a ring cache; with config.paged = true, the pool's blocks");
   }
   if (c.latent) return {{outer, inner, c.n_kv_heads, c.head_dim}, {}};
   return {{outer, inner, c.n_kv_heads, c.head_dim}, {outer, inner, c.n_kv_heads, value_head_dim(c)}};
@@ -115,7 +118,7 @@ std::int32_t KvCacheImpl::cache_position(std::size_t seq, std::int32_t position)
 KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::shared_ptr<TensorImpl> k_,
                          std::shared_ptr<TensorImpl> v_)
     : owner(owner_), config(config_), k(std::move(k_)), v(std::move(v_)), changed_at(config_.n_seqs, 0),
-      slot_pos(config_.n_seqs * config_.capacity, -1), next(config_.n_seqs, 0),
+      unwritten(config_.n_seqs, 0), slot_pos(config_.n_seqs * config_.capacity, -1), next(config_.n_seqs, 0),
       oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
   if (!config.paged) return;
   block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
@@ -124,6 +127,17 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
   refs.assign(config.n_blocks, 0);
   free_list = every_block_free(config.n_blocks);
   free_count = static_cast<std::int32_t>(config.n_blocks);
+}
+
+void KvCacheImpl::check_written(const char* op) const {
+  const auto it = std::find(unwritten.begin(), unwritten.end(), std::uint8_t{1});
+  if (it == unwritten.end()) return;
+  const auto seq = static_cast<std::size_t>(it - unwritten.begin());
+  throw InvalidArgument(
+      op, "cache",
+      "a cache whose sequence " + std::to_string(seq) +
+          " holds positions of a command list destroyed before it ran, which later changes built on",
+      "a cache after KvCache::reset(" + std::to_string(seq) + ") (or restore_cache): the device never wrote those rows");
 }
 
 std::vector<std::int32_t> KvCacheImpl::every_block_free(std::size_t n_blocks) {
@@ -343,6 +357,7 @@ void KvCache::reset(std::size_t seq) try {
     c.set(c.oldest[seq], static_cast<std::int32_t>(c.config.n_sinks));
     c.release_empty_blocks(seq);
   });
+  c.unwritten[seq] = 0;
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("reset");
 }

@@ -66,11 +66,25 @@ class KvCacheImpl {
   // (CommandListImpl::check_planned).
   std::uint64_t changes = 0;
   std::vector<std::uint64_t> changed_at;
-  void changed(std::size_t seq) { changed_at[seq] = ++changes; }
+  void changed(std::size_t seq) {
+    changed_at[seq] = ++changes;
+    last_writer = 0;
+  }
   void changed_all() {
     ++changes;
     std::fill(changed_at.begin(), changed_at.end(), changes);
+    last_writer = 0;
   }
+  // The list whose append or fork last changed the bookkeeping (CommandListImpl::id; 0:
+  // none, or a change outside lists since), so that a list destroyed without running
+  // knows whether it may put back what its ops changed (CommandListImpl::undo_unrun).
+  std::uint64_t last_writer = 0;
+  // Per sequence, 1 where it holds positions a list planned and was destroyed without
+  // running, when later changes built on them: the device never wrote them, so every
+  // op over the cache, and save_cache, is refused (check_written) until the sequence is
+  // reset or the cache restored.
+  std::vector<std::uint8_t> unwritten;
+  void check_written(const char* op) const;
 
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append

@@ -185,6 +185,7 @@ void save_blocks(const detail::KvCacheImpl& c, const std::vector<std::vector<std
 std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
   detail::OpScope scope("save_cache");
   const auto& c = live_cache("save_cache", cache, owner_tag());
+  c->check_written("save_cache");
   std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
   const Header h = header_of(c->config);
   std::memcpy(out.data(), &h, sizeof h);
@@ -330,6 +331,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     throw;
   }
   c->changed_all();
+  std::fill(c->unwritten.begin(), c->unwritten.end(), std::uint8_t{0});
   for (const auto& [t, words] : writes) write_words(*t, words);
   put_back(*c, restored);
   try {

@@ -32,7 +32,7 @@ bool Submitted::wait(std::uint64_t timeout_ns) const { return !impl_ || impl_->w
 Submitted CommandList::submit() try {
   if (!impl_) throw InvalidArgument("submit", "this", "a moved-from CommandList", "a list made by Backend::commands");
   impl_->check_planned("submit");
-  return Submitted(impl_->submit(nullptr));
+  return Submitted(impl_->submitting([&] { return impl_->submit(nullptr); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
 }

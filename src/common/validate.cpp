@@ -44,7 +44,8 @@ void check_new_tensor(const char* op, const Shape& shape, DType dtype) {
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param, const Tensor& t, const void* owner) {
   if (!t.valid()) throw InvalidArgument(op, param, kEmptyTensor, "a tensor made by Backend::tensor");
   if (t.impl()->owner != owner) {
-    throw InvalidArgument(op, param, "a tensor of another backend", "a tensor made by the backend that made this command list");
+    throw InvalidArgument(op, param, "a tensor of another backend",
+                          "a tensor made by the same backend (for an op of a list: the one that made the list)");
   }
   return t.impl();
 }

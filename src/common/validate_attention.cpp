@@ -5,6 +5,8 @@
 #include <cstring>
 #include <initializer_list>
 #include <numeric>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "common/kv_cache_impl.hpp"
@@ -66,8 +68,12 @@ void check_heads(const char* op, const TensorImpl& q, const char* q_name, const 
 void check_ids(const char* op, const char* name, std::span<const std::int32_t> v, std::size_t n, bool may_be_empty) {
   if (v.empty() && may_be_empty) return;
   if (v.size() != n) {
+    const std::string_view s(name);
+    const char* each = s.starts_with("tokens.q")   ? ", one per query token"
+                       : s.starts_with("tokens.k") ? ", one per key"
+                                                   : ", one per token of k";
     throw InvalidArgument(op, std::string(name) + ".size()", std::to_string(v.size()),
-                          std::to_string(n) + (may_be_empty ? " (or 0: all in sequence 0)" : ""));
+                          std::to_string(n) + each + (may_be_empty ? " (or 0: all in sequence 0)" : ""));
   }
   check_nonnegative(op, name, v);
 }

@@ -21,8 +21,10 @@ namespace {
 
 class CpuCommandList final : public CommandListImpl {
  public:
-  CpuCommandList(const void* owner, bool timestamps) : owner_(owner), timestamps_(timestamps) {}
-  const void* owner() const override { return owner_; }
+  // The backend's ledger names it: kept alive here, so that no later backend's can take
+  // its address while the list lives.
+  CpuCommandList(std::shared_ptr<const HeapLedger> owner, bool timestamps) : owner_(std::move(owner)), timestamps_(timestamps) {}
+  const void* owner() const override { return owner_.get(); }
 
   void record(const OpCall& call) override { ops_.push_back(cpu_op(call)); }
 
@@ -57,7 +59,7 @@ class CpuCommandList final : public CommandListImpl {
   void abort_replay() noexcept override { ops_ = std::exchange(saved_, {}); }
 
  private:
-  const void* owner_;
+  std::shared_ptr<const HeapLedger> owner_;
   bool timestamps_;
   std::vector<CpuOp> ops_;
   std::vector<CpuOp> saved_;  // the ops a replay replaces, until it ends
@@ -99,15 +101,18 @@ class CpuBackend final : public Backend {
   std::string device_name() const override { return "cpu reference"; }
   const DeviceLimits& limits() const override { return limits_; }
   CommandList commands(const CommandListOptions& options) override try {
-    return CommandList(std::make_unique<CpuCommandList>(this, options.timestamps));
+    return CommandList(std::make_unique<CpuCommandList>(ledger_, options.timestamps));
   } catch (const std::bad_alloc&) {
     host_out_of_memory("commands");
   }
 
  protected:
+  // The ledger, which every tensor and list of the backend keeps alive: a backend made
+  // after this one is gone cannot be taken for it by an object that outlived it.
+  const void* owner_tag() const override { return ledger_.get(); }
   std::shared_ptr<TensorImpl> make_tensor(const Shape& shape, DType dtype) override {
     OpScope scope("tensor");
-    return std::make_shared<CpuTensor>(this, ledger_, shape, dtype);
+    return std::make_shared<CpuTensor>(owner_tag(), ledger_, shape, dtype);
   }
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override { t.store(words); }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override { return static_cast<const CpuTensor&>(t).data; }

@@ -333,7 +333,7 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
     sync.signal_values.push_back(g.value);
   }
   impl_->check_planned("submit");
-  return Submitted(impl_->submit(&sync));
+  return Submitted(impl_->submitting([&] { return impl_->submit(&sync); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
 }
@@ -344,7 +344,7 @@ void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions&
     throw InvalidArgument("record", "command_buffer", "VK_NULL_HANDLE", "a VkCommandBuffer in the recording state");
   }
   impl_->check_planned("record");
-  impl_->record_into(command_buffer, options);
+  impl_->submitting([&] { impl_->record_into(command_buffer, options); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("record");
 }

@@ -204,8 +204,10 @@ static void test_paged_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
     fprintf(stderr, "paged cache: max |diff| %g > 1e-4\n", diff);
     ++g_failures;
   }
-  cc.paged = 0;
+  cc.paged = 0; /* a pool without paging (the flag forgotten) is refused, not ignored */
   vkattn_kv_cache* ring = NULL;
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "config.n_blocks = 6", vkattn_kv_cache_create(cpu, &cc, &ring));
+  cc.n_blocks = 0;
   OK(vkattn_kv_cache_create(cpu, &cc, &ring));
   size_t free_blocks = 0;
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "a ring cache", vkattn_kv_cache_free_blocks(ring, &free_blocks));

@@ -5,7 +5,8 @@
 # (and a request for another major version, or before 1.0 another minor one, which must
 # fail at configure time), pkg-config,
 # and add_subdirectory of this source tree (same library kind); then the C API's test
-# compiled as C11 against the installed library through pkg-config. A shared build also
+# compiled as C11 against the installed library through pkg-config, and through
+# find_package from a project that enables C alone. A shared build also
 # gets its exported symbols checked and the Python ctypes test. When the Python module was
 # built, it is imported from the prefix and run.
 set -euo pipefail
@@ -81,6 +82,12 @@ for t in test_c_api test_c_api_errors; do
     $(pkg-config --cflags --libs $static_flag vkattn) -lm
   "$work/$t"
 done
+
+step "find_package from a C project (no CXX enabled)"
+cmake -S "$src/tests/consumers/find_package_c" -B "$work/find_package_c" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DVKATTN_WANTED_VERSION="$major.$minor" > /dev/null
+cmake --build "$work/find_package_c" -j"$jobs" > /dev/null
+"$work/find_package_c/c_consumer"
 
 if [ $shared = ON ]; then
   step "exported symbols"

@@ -1,0 +1,188 @@
+// KV cache: a command list destroyed before it ran. A cache's host bookkeeping advances
+// when kv_append or kv_copy_sequence is recorded, the device's when the list runs; an
+// engine whose step fails to record (an op refused) drops the list. Where no later change
+// builds on the dropped ops, the list puts the bookkeeping back (ring and paged caches,
+// forks, replays); where one does, the sequences are refused until reset. Vulkan and the
+// CPU backend give the same attention afterwards (they disagreed silently before).
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "support/backends.hpp"
+#include "support/compare.hpp"
+#include "support/expect_invalid.hpp"
+#include "support/random.hpp"
+
+namespace vkattn::test {
+namespace {
+
+constexpr std::size_t kHeads = 4, kKvHeads = 2, kDim = 16;
+
+KvCacheConfig ring(std::size_t capacity, std::size_t n_seqs = 1) {
+  return {.n_seqs = n_seqs, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f32};
+}
+KvCacheConfig paged(std::size_t capacity, std::size_t n_blocks, std::size_t n_seqs = 1) {
+  KvCacheConfig c = ring(capacity, n_seqs);
+  c.paged = true;
+  c.block_size = 2;
+  c.n_blocks = n_blocks;
+  return c;
+}
+
+// One backend's step: append |n| tokens of sequence |seq| from |first| on and attend.
+struct Step {
+  Backend& b;
+  KvCache& cache;
+  std::int32_t first;
+  std::size_t n, seq = 0;
+  std::uint32_t seed = 1;
+
+  std::vector<std::int32_t> positions() const {
+    std::vector<std::int32_t> p(n);
+    for (std::size_t t = 0; t < n; ++t) p[t] = first + static_cast<std::int32_t>(t);
+    return p;
+  }
+  Tensor input(std::size_t heads, std::uint32_t salt) const {
+    Tensor t = b.tensor({n, heads, kDim}, DType::f32);
+    b.upload(t, normal(n * heads * kDim, seed * 97 + salt + static_cast<std::uint32_t>(first)));
+    return t;
+  }
+  // Records the step into |list|; |bad_out| makes attention refuse after kv_append.
+  void record(CommandList& list, Tensor& out, bool bad_out = false) const {
+    const auto p = positions();
+    const std::vector<std::int32_t> s(n, static_cast<std::int32_t>(seq));
+    Tensor q = input(kHeads, 1), k = input(kKvHeads, 2), v = input(kKvHeads, 3);
+    list.kv_append(cache, k, v, p, s);
+    Tensor wrong = b.tensor({n, kHeads, kDim + 1}, DType::f32);
+    list.attention(q, cache, bad_out ? wrong : out, {.q_positions = p, .q_seq_ids = s});
+  }
+  std::vector<float> run() const {
+    CommandList list = b.commands();
+    Tensor out = b.tensor({n, kHeads, kDim}, DType::f32);
+    record(list, out);
+    list.submit_and_wait();
+    return b.download(out);
+  }
+  void drop_refused() const {
+    CommandList list = b.commands();
+    Tensor out = b.tensor({n, kHeads, kDim}, DType::f32);
+    EXPECT_THROW(record(list, out, true), InvalidArgument);
+  }
+};
+
+std::vector<std::int32_t> slots(const KvCache& c, std::size_t seq = 0) {
+  const auto s = c.slot_positions(seq);
+  return {s.begin(), s.end()};
+}
+
+using KvCacheUnrun = VulkanVsCpuTest;
+
+// A step refused after its kv_append (a wrapping ring: the append had evicted positions
+// the device still holds): the cache is as before it, a truncate that needs those
+// positions works, and the next steps match between the backends.
+TEST_F(KvCacheUnrun, RefusedStepPutsBackItsAppends) {
+  for (const KvCacheConfig& config : {ring(4), paged(4, 3)}) {
+    // |ref| never sees the refused step.
+    KvCache g = gpu_->kv_cache(config), c = cpu_->kv_cache(config), ref = cpu_->kv_cache(config);
+    for (auto [b, cache] : {std::pair{gpu_.get(), &g}, std::pair{cpu_.get(), &c}, std::pair{cpu_.get(), &ref}}) {
+      Step{*b, *cache, 0, 4}.run();
+      const auto before = slots(*cache);
+      if (cache != &ref) Step{*b, *cache, 4, 3}.drop_refused();
+      EXPECT_EQ(cache->next_position(0), 4);
+      EXPECT_EQ(slots(*cache), before);
+      if (config.paged) {
+        EXPECT_EQ(cache->free_blocks(), 1u);
+      }
+      cache->truncate(0, 3);  // refused before: the dropped append had evicted 0 to 2
+    }
+    for (int step = 0; step < 6; ++step) {
+      const std::int32_t p = c.next_position(0);
+      const auto got = Step{*gpu_, g, p, 1}.run(), want = Step{*cpu_, c, p, 1}.run();
+      EXPECT_TRUE(all_close(got, want, {1, kHeads, kDim}, 1e-5, 1e-5)) << "position " << p;
+      EXPECT_EQ(want, (Step{*cpu_, ref, p, 1}.run())) << "position " << p;
+    }
+  }
+}
+
+// A fork recorded and dropped leaves the destination as it was (a paged cache: its blocks
+// and the shared ones' counts).
+TEST_F(KvCacheUnrun, DroppedForkPutsBackTheDestination) {
+  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      Backend& cb = *b;
+      KvCache c = cb.kv_cache(config);
+      Step{cb, c, 0, 5, 0}.run();
+      Step{cb, c, 0, 2, 1}.run();
+      const auto before = slots(c, 1);
+      const std::size_t free = config.paged ? c.free_blocks() : 0;
+      {
+        CommandList list = cb.commands();
+        list.kv_copy_sequence(c, 0, 1);
+        EXPECT_EQ(c.next_position(1), 5);
+      }
+      EXPECT_EQ(slots(c, 1), before);
+      EXPECT_EQ(c.next_position(1), 2);
+      if (config.paged) {
+        EXPECT_EQ(c.free_blocks(), free);
+        EXPECT_EQ(c.block_refs(), (std::vector<std::int32_t>{1, 1, 1, 1, 0, 0, 0, 0}));
+      }
+    }
+  }
+}
+
+// A replayed list destroyed after set_tokens puts back the replay, not what it ran before;
+// a refused replay changes nothing that the destruction then undoes twice.
+TEST_F(KvCacheUnrun, ReplayedListPutsBackOnlyWhatDidNotRun) {
+  Backend& b = *cpu_;
+  KvCache c = b.kv_cache(ring(6));
+  {
+    CommandList list = b.commands();
+    Tensor out = b.tensor({1, kHeads, kDim}, DType::f32);
+    Step{b, c, 0, 1}.record(list, out);
+    list.submit_and_wait();
+    list.set_tokens(std::vector<std::int32_t>{1});
+    list.submit_and_wait();
+    list.set_tokens(std::vector<std::int32_t>{2});
+    EXPECT_EQ(c.next_position(0), 3);
+    EXPECT_THROW(list.set_tokens(std::vector<std::int32_t>{7}), InvalidArgument);  // not next
+    EXPECT_EQ(c.next_position(0), 3);
+  }
+  EXPECT_EQ(c.next_position(0), 2);
+  EXPECT_EQ(slots(c), (std::vector<std::int32_t>{0, 1, -1, -1, -1, -1}));
+}
+
+// A later list's appends build on the dropped ones: the sequence is refused, by name, until
+// reset; one reset before the drop takes it in hand; a list that ran is never undone.
+TEST_F(KvCacheUnrun, LaterChangesMarkTheSequenceUntilReset) {
+  Backend& b = *cpu_;
+  KvCache c = b.kv_cache(ring(8, 2));
+  Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
+  std::optional<CommandList> first(b.commands());
+  Step{b, c, 0, 2, 0}.record(*first, out);
+  CommandList second = b.commands();
+  Step{b, c, 2, 2, 0}.record(second, out);
+  Step{b, c, 0, 2, 1}.record(second, out);
+  first.reset();
+  EXPECT_EQ(c.next_position(0), 4);  // the second list's positions stay
+  expect_invalid([&] { second.submit_and_wait(); }, {"submit_and_wait", "cache", "sequence 0", "reset(0)"});
+  expect_invalid([&] { Step{b, c, 4, 1, 0}.run(); }, {"kv_append", "sequence 0", "reset(0)"});
+  expect_invalid([&] { Step{b, c, 2, 1, 1}.run(); }, {"kv_append", "sequence 0"});  // the whole cache
+  expect_invalid([&] { b.save_cache(c); }, {"save_cache", "sequence 0"});
+  c.reset(0);
+  EXPECT_EQ((Step{b, c, 0, 2, 0}.run().size()), 2 * kHeads * kDim);
+
+  // Reset between the record and the drop: nothing marked, the reset's state kept.
+  std::optional<CommandList> third(b.commands());
+  Step{b, c, 2, 2, 0}.record(*third, out);
+  c.reset(0);
+  third.reset();
+  EXPECT_EQ(c.next_position(0), 0);
+  EXPECT_NO_THROW((Step{b, c, 0, 2, 0}.run()));
+
+  // A list that ran keeps its effect when destroyed.
+  EXPECT_EQ(c.next_position(0), 2);
+  EXPECT_EQ(c.next_position(1), 2);
+}
+
+}  // namespace
+}  // namespace vkattn::test
