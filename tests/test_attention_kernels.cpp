@@ -44,6 +44,21 @@ std::shared_ptr<Backend> cpu_shape() {
   return try_backend(BackendKind::vulkan, options, why);
 }
 
+// $VKATTN_KERNELS, $VKATTN_PACKED_F16 and $VKATTN_MATRIX take automatic and auto alike;
+// anything else is refused by name.
+TEST(AttentionKernels, EnvironmentKnobsTakeAutoAndAutomatic) {
+  for (const char* var : {"VKATTN_KERNELS", "VKATTN_PACKED_F16", "VKATTN_MATRIX"}) {
+    for (const char* value : {"auto", "automatic"}) {
+      ScopedEnv env(var, value);
+      std::string why;
+      auto b = try_backend(BackendKind::vulkan, test_options(), why);
+      VKATTN_REQUIRE_BACKEND(b, why);
+    }
+  }
+  expect_knobs_refused("VKATTN_KERNELS", {"fast", "Auto", "on"});
+  expect_knobs_refused("VKATTN_PACKED_F16", {"on", "Auto"});
+}
+
 TEST(AttentionKernels, Names) {
   EXPECT_STREQ(to_string(AttentionKernel::reference), "reference");
   EXPECT_STREQ(to_string(AttentionKernel::three_stages), "three_stages");

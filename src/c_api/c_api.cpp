@@ -86,9 +86,8 @@ vkattn_status status_of(ErrorCode code, int vk_result) {
   switch (code) {
     case ErrorCode::no_device: return VKATTN_ERROR_NO_DEVICE;
     case ErrorCode::device_lost: return VKATTN_ERROR_DEVICE_LOST;
-    case ErrorCode::out_of_memory:
-      return vk_result == -1 ? VKATTN_ERROR_OUT_OF_HOST_MEMORY
-                             : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;  // VK_ERROR_OUT_OF_HOST_MEMORY
+    case ErrorCode::out_of_memory:  // -1: VK_ERROR_OUT_OF_HOST_MEMORY (a host allocation too)
+      return vk_result == -1 ? VKATTN_ERROR_OUT_OF_HOST_MEMORY : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;
     case ErrorCode::timeout: return VKATTN_ERROR_TIMEOUT;
     case ErrorCode::unsupported: return VKATTN_ERROR_UNSUPPORTED;
     case ErrorCode::vulkan_call_failed: return VKATTN_ERROR_VULKAN;

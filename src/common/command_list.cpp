@@ -146,35 +146,35 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
   detail::host_out_of_memory("copy");
 }
 
-void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
-  auto& impl = live(impl_, "rope");
-  const auto& t = detail::check_tensor("rope", "x", x, impl.owner());
+namespace {
+
+// rope on |x| alone (null |k|) or on q and k in one dispatch.
+void record_rope(CommandListImpl& impl, detail::TensorPtr x, detail::TensorPtr k, std::span<const std::int32_t> positions,
+                 const RopeConfig& config) {
   record_op(impl, {rope_tokens(positions, config)},
-            [t, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](auto& i, auto next) mutable {
+            [x, k, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](auto& i, auto next) mutable {
               const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
               if (next)
-                detail::check_rope_positions(*t, nullptr, p, checked);
+                detail::check_rope_positions(*x, k.get(), p, checked);
               else
-                checked = detail::check_rope(*t, nullptr, p, config);
-              i.record(detail::RopeCall{t, nullptr, p, checked});
+                checked = detail::check_rope(*x, k.get(), p, config);
+              i.record(detail::RopeCall{x, k, p, checked});
             });
+}
+
+}  // namespace
+
+void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
+  auto& impl = live(impl_, "rope");
+  record_rope(impl, detail::check_tensor("rope", "x", x, impl.owner()), nullptr, positions, config);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }
 
 void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config) try {
   auto& impl = live(impl_, "rope");
-  const auto& tq = detail::check_tensor("rope", "q", q, impl.owner());
-  const auto& tk = detail::check_tensor("rope", "k", k, impl.owner());
-  record_op(impl, {rope_tokens(positions, config)},
-            [tq, tk, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](auto& i, auto next) mutable {
-              const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
-              if (next)
-                detail::check_rope_positions(*tq, tk.get(), p, checked);
-              else
-                checked = detail::check_rope(*tq, tk.get(), p, config);
-              i.record(detail::RopeCall{tq, tk, p, checked});
-            });
+  auto tq = detail::check_tensor("rope", "q", q, impl.owner());  // q named first
+  record_rope(impl, std::move(tq), detail::check_tensor("rope", "k", k, impl.owner()), positions, config);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }

@@ -46,12 +46,11 @@ struct ScoresParams {
   std::optional<QueryTemperature> temperature;
   double softcap = 0.0;             // 0: off
   std::vector<float> alibi_slopes;  // n_heads values, or empty
+  // With keys from a KV cache, token t reads sequence q_seq[t]'s slots. The checks leave
+  // k_pos, k_seq and k_cpos empty then (the Vulkan kernels read the cache's slot table on
+  // the device); KvCacheImpl::fill_keys fills them from the host's, n_seqs * capacity
+  // entries in slot order, k_seq -1 for empty slots.
   std::vector<std::int32_t> q_pos, k_pos, q_seq, k_seq;
-  // Keys from a KV cache: token t reads sequence q_seq[t]'s slots. The checks leave k_pos,
-  // k_seq and k_cpos empty (the Vulkan kernels read the cache's slot table on the device);
-  // KvCacheImpl::fill_keys fills them from the host's, n_seqs * capacity entries in slot
-  // order, k_seq -1 for empty slots.
-  bool from_cache = false;
   // KvRope::on_read: rotate q by q_cpos and each key by k_cpos (slot order) with |rope|;
   // |ring| holds n_sinks, then each sequence's oldest ring position (a key's in-cache
   // position follows from its position and these).

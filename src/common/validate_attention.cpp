@@ -401,7 +401,6 @@ void check_attn_cache_tokens(const char* op, ScoresParams& p, const KvCacheImpl&
     }
     cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p);
   }
-  p.from_cache = true;
   // The keys' positions are the cache's (its slot table on the device; fill_keys for the
   // host): nothing here costs anything per slot.
   p.k_pos.clear();

@@ -300,16 +300,16 @@ CpuOp op(const CopySequenceCall& a) {
           }};
 }
 
-// The three stages in a row, on temporaries, whatever the path; with f16_products on
-// inputs rounded to f16 (the probabilities stay exact: the oracle the GPU's rounding of
-// them is measured against).
 // The CPU backend runs the reference for every path, at the precision asked (f16 products:
-// Q, K and V rounded first).
+// Q, K and V rounded first): |op| reported as the reference kernel.
 CpuOp with_run(const AttentionCall& c, CpuOp op) {
   op.attention = AttentionRun{AttentionKernel::reference, 1, c.precision};
   return op;
 }
 
+// The three stages in a row, on temporaries, whatever the path; with f16_products on
+// inputs rounded to f16 (the probabilities stay exact: the oracle the GPU's rounding of
+// them is measured against).
 CpuOp op(const AttentionCall& c) {
   const bool round = c.precision == AttentionPrecision::f16_products;
   if (c.kv.cache) {

@@ -1,5 +1,6 @@
 // The reference: plain loops written from the formulas in docs/rope.md and
-// docs/attention.md, in long double, never from the shaders. Every GPU op is tested
+// docs/attention.md, RoPE's angles in long double and attention's sums in double, never
+// from the shaders. Every GPU op is tested
 // against these.
 #pragma once
 

@@ -51,9 +51,9 @@ bool pipeline_stats_wanted() {
 
 bool packed_f16_wanted() {
   const char* env = std::getenv("VKATTN_PACKED_F16");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return true;
+  if (!env || !*env || std::strcmp(env, "auto") == 0 || std::strcmp(env, "automatic") == 0) return true;
   if (std::strcmp(env, "off") == 0) return false;
-  throw InvalidArgument(current_op(), "VKATTN_PACKED_F16", env, "auto or off");
+  throw InvalidArgument(current_op(), "VKATTN_PACKED_F16", env, "automatic (or auto) or off");
 }
 
 PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api,

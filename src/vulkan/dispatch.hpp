@@ -188,12 +188,12 @@ Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresPar
 // Largest power of two <= |cap| and <= the device's workgroup limit.
 std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap);
 Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = false);
-// Query rows per tile: up to |cap|; with cache keys (|per_seq|) and tokens of several
-// sequences in the call, a tile stays within one token (a divisor of the group), so it
-// reads one sequence's keys.
 // Query rows per attention tile at most: accumulators per invocation in the three stages
 // and the fused kernels, a GQA group of up to 8 in one tile.
 inline constexpr std::uint32_t kMaxRows = 8;
+// Query rows per tile: up to |cap|; with cache keys (|per_seq|) and tokens of several
+// sequences in the call, a tile stays within one token (a divisor of the group), so it
+// reads one sequence's keys.
 std::uint32_t tile_rows(std::uint32_t cap, std::uint32_t n_tokens, std::uint32_t group, bool per_seq,
                         const std::vector<std::int32_t>& q_seq);
 // The scores and fused kernels' meta binding (params.h, VKATTN_META_*): the header of word

@@ -1,5 +1,5 @@
 // The environment's tuning knobs for the GPU-shaped kernels: the comma-separated key=value
-// lists of $VKATTN_DECODE (here) and $VKATTN_PREFILL (attention_tiled_op.cpp), read once
+// lists of $VKATTN_DECODE and $VKATTN_PREFILL (the tiled and matrix kernels'), read once
 // when a backend is made; a bad item is an InvalidArgument naming the variable.
 #include <algorithm>
 #include <bit>
@@ -102,6 +102,58 @@ DecodeTuning decode_tuning_from_env() {
       t.divide = value == "1";
     } else if (key == "packed" && (value == "0" || value == "1")) {
       t.packed = value == "1";
+    } else {
+      return false;
+    }
+    return true;
+  });
+  return t;
+}
+
+PrefillTuning prefill_tuning_from_env() {
+  PrefillTuning t;
+  const char* env = std::getenv("VKATTN_PREFILL");
+  if (!env || !*env) return t;
+  const char* valid =
+      "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
+      "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8); the matrix kernel's "
+      "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers, matrix_prefetch=0|1, "
+      "matrix_stage=loop|batch, and (a probe: "
+      "no valid result) matrix_skip=none or parts of loads+scalar+products+marks";
+  parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
+    const auto power_of_two = [&](std::uint32_t most) {
+      const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
+      if (!std::has_single_bit(n) || n > most) {
+        throw InvalidArgument("create backend", "VKATTN_PREFILL", key + "=" + value,
+                              key + "=<a power of two up to " + std::to_string(most) + ">");
+      }
+      return n;
+    };
+    if (key == "kernel" && (value == "auto" || value == "tiled" || value == "lane_per_key")) {
+      t.kernel = value == "auto"    ? PrefillTuning::Kernel::automatic
+                 : value == "tiled" ? PrefillTuning::Kernel::tiled
+                                    : PrefillTuning::Kernel::lane_per_key;
+    } else if (key == "reduce" && parse_reduce(value, t.reduce)) {  // parsed into t.reduce
+    } else if (key == "prefetch" && (value == "0" || value == "1")) {
+      t.prefetch = value == "1";
+    } else if (key == "rows") {
+      t.rows = power_of_two(64);
+    } else if (key == "keys") {
+      t.keys = power_of_two(64);
+    } else if (key == "rows_per_invocation") {
+      t.rows_per_invocation = power_of_two(8);
+    } else if (key == "keys_per_invocation") {
+      t.keys_per_invocation = power_of_two(8);
+    } else if ((key == "matrix_rows" || key == "matrix_keys") && (value == "16" || value == "32" || value == "64")) {
+      (key == "matrix_rows" ? t.matrix_rows : t.matrix_keys) = static_cast<std::uint32_t>(std::stoul(value));
+    } else if (key == "matrix_queries" && (value == "shared" || value == "registers")) {
+      t.matrix_queries = value == "shared" ? PrefillTuning::MatrixQueries::shared : PrefillTuning::MatrixQueries::registers;
+    } else if (key == "matrix_prefetch" && (value == "0" || value == "1")) {
+      t.matrix_prefetch = value == "1";
+    } else if (key == "matrix_stage" && (value == "loop" || value == "batch")) {
+      t.matrix_batch = value == "batch";
+    } else if (key == "matrix_skip") {
+      return parse_parts(value, {"loads", "scalar", "products", "marks"}, t.matrix_skip);
     } else {
       return false;
     }

@@ -275,8 +275,8 @@ static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevi
         shape = KernelShape::cpu;
       else if (s == "gpu")
         shape = KernelShape::gpu;
-      else if (s != "automatic")
-        throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic");
+      else if (s != "automatic" && s != "auto")  // as $VKATTN_MATRIX and $VKATTN_PACKED_F16
+        throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic (or auto)");
     }
   }
   if (shape == KernelShape::automatic) shape = physical.info.type == "cpu" ? KernelShape::cpu : KernelShape::gpu;

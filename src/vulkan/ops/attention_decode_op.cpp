@@ -455,8 +455,8 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
   const bool last_merge = tune.merge != DecodeTuning::Merge::two_pass;
 
-  // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), a multiple of the subgroup, fewer or
-  // fewer rows merged at once if shared memory is short.
+  // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), a multiple of the subgroup; fewer
+  // rows merged at once if shared memory is short.
   plan.wg = std::max({plan.lanes, plan.sg, workgroup_size(ctx, tune.workgroup ? tune.workgroup : 128)});
   plan.merge_rows = plan.rows;
   while (shared_bytes(plan, last_merge) > ctx.limits.max_shared_memory && plan.merge_rows > 1) --plan.merge_rows;
