@@ -401,6 +401,7 @@ TEST_P(PagedKvCacheTest, SaveRestore) {
   expect_invalid([&] { other->restore_cache(too_small, bytes); }, {"blocks saved", std::to_string(used).c_str()});
   KvCacheConfig ring_config = config;
   ring_config.paged = false;
+  ring_config.n_blocks = 0;
   KvCache ring = other->kv_cache(ring_config);
   expect_invalid([&] { other->restore_cache(ring, bytes); }, {"config.paged = 1", "the cache's 0"});
   expect_invalid([&] { backend().restore_cache(cache, other->save_cache(ring)); }, {"config.paged = 0"});

@@ -317,11 +317,8 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   const char* op = "kv_copy_sequence";
   auto& impl = live(impl_, op);
   const auto& c = check_cache(op, cache, impl.owner());
-  for (auto [name, s] : {std::pair{"src", src}, std::pair{"dst", dst}}) {
-    if (s >= c->config.n_seqs) {
-      throw InvalidArgument(op, name, std::to_string(s), "[0, n_seqs = " + std::to_string(c->config.n_seqs) + ")");
-    }
-  }
+  c->check_seq(op, src, "src");
+  c->check_seq(op, dst, "dst");
   if (src == dst) return;
   record_op(impl, {0, c}, [c, src, dst](auto& i, auto) {
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);

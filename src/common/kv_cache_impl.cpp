@@ -129,6 +129,18 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
   free_count = static_cast<std::int32_t>(config.n_blocks);
 }
 
+std::size_t KvCacheImpl::check_seq(const char* op, std::size_t seq, const std::string& name) const {
+  if (seq >= config.n_seqs) {
+    throw InvalidArgument(op, name, std::to_string(seq), "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
+  }
+  return seq;
+}
+
+std::size_t KvCacheImpl::check_seq(const char* op, std::int32_t seq, const std::string& name) const {
+  if (seq < 0) throw InvalidArgument(op, name, std::to_string(seq), "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
+  return check_seq(op, static_cast<std::size_t>(seq), name);
+}
+
 void KvCacheImpl::check_written(const char* op) const {
   const auto it = std::find(unwritten.begin(), unwritten.end(), std::uint8_t{1});
   if (it == unwritten.end()) return;
@@ -197,11 +209,7 @@ void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span
   plan.last.resize(config.n_seqs);
   for (std::size_t t = 0; t < positions.size(); ++t) {
     const std::int32_t s = seq_ids.empty() ? 0 : seq_ids[t];
-    if (s < 0 || static_cast<std::size_t>(s) >= config.n_seqs) {
-      throw InvalidArgument(op, "seq_ids[" + std::to_string(t) + "]", std::to_string(s),
-                            "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
-    }
-    const auto u = static_cast<std::size_t>(s);
+    const std::size_t u = check_seq(op, s, "seq_ids[" + std::to_string(t) + "]");
     std::int32_t& expect = plan.expect[u];
     if (expect < 0) expect = next[u];
     if (positions[t] != expect) {
@@ -291,12 +299,7 @@ static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& imp
   return *impl;
 }
 
-static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq, const char* name = "seq") {
-  if (seq >= c.config.n_seqs) {
-    throw InvalidArgument(op, name, std::to_string(seq), "[0, n_seqs = " + std::to_string(c.config.n_seqs) + ")");
-  }
-  return seq;
-}
+static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) { return c.check_seq(op, seq); }
 
 const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
 std::size_t KvCache::bytes() const { return (live(impl_).k->words + (impl_->v ? impl_->v->words : 0)) * 4; }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,9 @@ class KvCacheImpl {
   // reset or the cache restored.
   std::vector<std::uint8_t> unwritten;
   void check_written(const char* op) const;
+  // |seq| (a sequence id |name| of |op|) when below n_seqs, else InvalidArgument.
+  std::size_t check_seq(const char* op, std::size_t seq, const std::string& name = "seq") const;
+  std::size_t check_seq(const char* op, std::int32_t seq, const std::string& name) const;  // a token's id
 
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append

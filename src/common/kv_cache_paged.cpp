@@ -228,10 +228,7 @@ const detail::KvCacheImpl& paged_cache(const char* op, const std::shared_ptr<det
 }
 
 std::size_t paged_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) {
-  if (seq >= c.config.n_seqs) {
-    throw InvalidArgument(op, "seq", std::to_string(seq), "[0, n_seqs = " + std::to_string(c.config.n_seqs) + ")");
-  }
-  return seq;
+  return c.check_seq(op, seq);
 }
 
 }  // namespace

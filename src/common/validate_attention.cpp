@@ -73,7 +73,7 @@ void check_ids(const char* op, const char* name, std::span<const std::int32_t> v
                        : s.starts_with("tokens.k") ? ", one per key"
                                                    : ", one per token of k";
     throw InvalidArgument(op, std::string(name) + ".size()", std::to_string(v.size()),
-                          std::to_string(n) + each + (may_be_empty ? " (or 0: all in sequence 0)" : ""));
+                          std::to_string(n) + (may_be_empty ? " (or 0: all in sequence 0)" : "") + each);
   }
   check_nonnegative(op, name, v);
 }
@@ -86,6 +86,20 @@ void check_ids_into(std::vector<std::int32_t>& out, const char* op, const char* 
     out.assign(n, 0);
   else
     out.assign(v.begin(), v.end());
+}
+
+// No ids (all in sequence 0) for a cache of several sequences.
+InvalidArgument several_sequences(const char* op, const char* name, std::size_t n_seqs) {
+  return InvalidArgument(op, name, "empty", "one id per token: the cache holds n_seqs = " + std::to_string(n_seqs) + " sequences");
+}
+
+// The queries' sequence ids over |cache| (|n| tokens; empty: sequence 0, for a cache of
+// one) into |out|.
+void cache_seq_ids(std::vector<std::int32_t>& out, const char* op, const KvCacheImpl& cache, std::span<const std::int32_t> ids,
+                   std::size_t n) {
+  if (ids.empty() && cache.config.n_seqs > 1) throw several_sequences(op, "tokens.q_seq_ids", cache.config.n_seqs);
+  check_ids_into(out, op, "tokens.q_seq_ids", ids, n, true);
+  for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, out[t], "tokens.q_seq_ids[" + std::to_string(t) + "]");
 }
 
 void check_per_head(const char* op, const char* name, const std::vector<float>& v, std::size_t n_heads) {
@@ -355,10 +369,7 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
   const char* op = "kv_append";
   const auto& c = cache.config;
   check_ids(op, "positions", positions, k.shape[0], false);
-  if (seq_ids.empty() && c.n_seqs > 1) {
-    throw InvalidArgument(op, "seq_ids", "empty",
-                          "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
-  }
+  if (seq_ids.empty() && c.n_seqs > 1) throw several_sequences(op, "seq_ids", c.n_seqs);
   if (!seq_ids.empty() && seq_ids.size() != k.shape[0]) {
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()), std::to_string(k.shape[0]));
   }
@@ -389,16 +400,8 @@ void check_attn_cache_tokens(const char* op, ScoresParams& p, const KvCacheImpl&
                              std::size_t n_tokens) {
   const auto& c = cache.config;
   check_ids_into(p.q_pos, op, "tokens.q_positions", tokens.q_positions, n_tokens, false);
-  if (tokens.q_seq_ids.empty() && c.n_seqs > 1) {
-    throw InvalidArgument(op, "tokens.q_seq_ids", "empty",
-                          "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
-  }
-  check_ids_into(p.q_seq, op, "tokens.q_seq_ids", tokens.q_seq_ids, n_tokens, true);
+  cache_seq_ids(p.q_seq, op, cache, tokens.q_seq_ids, n_tokens);
   for (std::size_t t = 0; t < n_tokens; ++t) {
-    if (static_cast<std::size_t>(p.q_seq[t]) >= c.n_seqs) {
-      throw InvalidArgument(op, "tokens.q_seq_ids[" + std::to_string(t) + "]", std::to_string(p.q_seq[t]),
-                            "[0, n_seqs = " + std::to_string(c.n_seqs) + ")");
-    }
     cache.check_readable(op, t, static_cast<std::size_t>(p.q_seq[t]), p.q_pos[t], p);
   }
   // The keys' positions are the cache's (its slot table on the device; fill_keys for the
@@ -443,17 +446,7 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
   }
   std::vector<std::int32_t> seq;
   if (!tokens.q_positions.empty()) check_ids_into(seq, op, "tokens.q_positions", tokens.q_positions, probs.shape[0], false);
-  if (tokens.q_seq_ids.empty() && c.n_seqs > 1) {
-    throw InvalidArgument(op, "tokens.q_seq_ids", "empty",
-                          "one id per token: the cache holds n_seqs = " + std::to_string(c.n_seqs) + " sequences");
-  }
-  check_ids_into(seq, op, "tokens.q_seq_ids", tokens.q_seq_ids, probs.shape[0], true);
-  for (std::size_t t = 0; t < seq.size(); ++t) {
-    if (static_cast<std::size_t>(seq[t]) >= c.n_seqs) {
-      throw InvalidArgument(op, "tokens.q_seq_ids[" + std::to_string(t) + "]", std::to_string(seq[t]),
-                            "[0, n_seqs = " + std::to_string(c.n_seqs) + ")");
-    }
-  }
+  cache_seq_ids(seq, op, cache, tokens.q_seq_ids, probs.shape[0]);
   return seq;
 }
 
