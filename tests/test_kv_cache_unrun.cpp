@@ -184,5 +184,83 @@ TEST_F(KvCacheUnrun, LaterChangesMarkTheSequenceUntilReset) {
   EXPECT_EQ(c.next_position(1), 2);
 }
 
+// Another list's op between two of the dropped list's: nothing is put back (it would free
+// blocks the other holds, or move next below what it wrote); the sequence is marked. The
+// pool's counts stay whole: every block held by a table is counted, no other.
+TEST_F(KvCacheUnrun, AnotherListBetweenItsOpsMarksInsteadOfUndoing) {
+  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
+    Backend& b = *cpu_;
+    KvCache c = b.kv_cache(config);
+    Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
+    std::optional<CommandList> a(b.commands());
+    CommandList other = b.commands();
+    Step{b, c, 0, 2, 0}.record(*a, out);
+    Step{b, c, 0, 2, 1}.record(other, out);
+    Step{b, c, 2, 2, 0}.record(*a, out);
+    other.submit_and_wait();
+    a.reset();
+    expect_invalid([&] { Step{b, c, 4, 1, 0}.run(); }, {"kv_append", "sequence 0", "reset(0)"});
+    c.reset(0);
+    EXPECT_EQ(c.next_position(1), 2);
+    if (config.paged) {
+      std::vector<std::int32_t> held(8, 0);
+      for (std::size_t s = 0; s < 2; ++s) {
+        for (std::int32_t block : c.block_table(s)) {
+          if (block >= 0) ++held[static_cast<std::size_t>(block)];
+        }
+      }
+      EXPECT_EQ(c.block_refs(), held);
+      EXPECT_EQ(c.free_blocks(), 8u - 1u);
+    }
+    EXPECT_NO_THROW((Step{b, c, 0, 2, 0}.run()));
+  }
+}
+
+// A reset before the dropped list's later ops does not clear them, nor does a truncate
+// that keeps some of its positions: the sequence is marked.
+TEST_F(KvCacheUnrun, ChangesBetweenItsOpsDoNotClearTheMark) {
+  Backend& b = *cpu_;
+  KvCache c = b.kv_cache(ring(8));
+  Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
+  {
+    CommandList a = b.commands();
+    Step{b, c, 0, 2}.record(a, out);
+    c.reset(0);
+    Step{b, c, 0, 2}.record(a, out);
+  }
+  expect_invalid([&] { (void)b.save_cache(c); }, {"save_cache", "sequence 0"});
+  c.reset(0);
+  Step{b, c, 0, 2}.run();
+  {
+    CommandList a = b.commands();
+    Tensor wide = b.tensor({4, kHeads, kDim}, DType::f32);
+    Step{b, c, 2, 4}.record(a, wide);
+    c.truncate(0, 4);  // keeps 2 and 3, which never ran
+  }
+  expect_invalid([&] { (void)b.save_cache(c); }, {"save_cache", "sequence 0"});
+}
+
+// A fork built on the dropped list's positions marks its destination too, until it is
+// reset itself.
+TEST_F(KvCacheUnrun, MarksFollowForks) {
+  Backend& b = *cpu_;
+  KvCache c = b.kv_cache(ring(8, 3));
+  Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
+  std::optional<CommandList> a(b.commands());
+  Step{b, c, 0, 2, 0}.record(*a, out);
+  {
+    CommandList fork = b.commands();
+    fork.kv_copy_sequence(c, 0, 1);
+    fork.submit_and_wait();
+  }
+  Step{b, c, 0, 2, 2}.run();  // another sequence, untouched
+  a.reset();
+  c.reset(0);
+  expect_invalid([&] { (void)b.save_cache(c); }, {"save_cache", "sequence 1"});
+  c.reset(1);
+  EXPECT_NO_THROW((void)b.save_cache(c));
+  EXPECT_EQ(c.next_position(2), 2);
+}
+
 }  // namespace
 }  // namespace vkattn::test

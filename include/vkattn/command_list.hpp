@@ -230,7 +230,9 @@ class VKATTN_API CommandList {
   // caches. Each op's
   // checks run again: kv_append advances its cache's bookkeeping as when recorded, so
   // positions must continue each sequence (after reset or truncate, give positions that
-  // continue it). On an error nothing changes: the list and the caches stay as they were.
+  // continue it), after the tokens the list last had: replay a list once it has run, or
+  // those tokens' rows are never written. On an error nothing changes: the list and the
+  // caches stay as they were.
   // A list keeps every tensor and cache it records alive, also after their handles go.
   // set_tokens waits for the list's own pending submission; command buffers the list was
   // recorded into (record) read the rewritten parameters too, so they serve the next

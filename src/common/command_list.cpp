@@ -65,11 +65,10 @@ void record_op(CommandListImpl& impl, Takes takes, F f) {
   auto run = std::make_unique<RunOf<F>>(std::move(f));
   // A recorded op always has its recipe: room for it first (doubling, as push_back would).
   if (impl.recipes.size() == impl.recipes.capacity()) impl.recipes.reserve(std::max<std::size_t>(8, 2 * impl.recipes.size()));
-  if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) {
-    impl.caches.reserve(impl.caches.size() + 1);
-  }
-  (*run)(impl, nullptr);
+  // The cache first: the op notes it (CommandListImpl::planned, unrun) before it can fail,
+  // and what the list notes it keeps alive.
   if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) impl.caches.push_back(cache);
+  (*run)(impl, nullptr);
   impl.recipes.push_back({std::move(run), sizeof(RunOf<F>), n_tokens, std::move(cache)});
   if (n_tokens != 0) {
     impl.fewest_tokens = std::min(impl.fewest_tokens, n_tokens);
@@ -245,14 +244,17 @@ class Logged {
   Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most) : impl_(impl), cache_(cache) {
     if (cache.journal) return;
     auto& words = impl.unrun_of(cache).words;
-    words.reserve(words.size() + most);
+    if (words.capacity() - words.size() < most) words.reserve(std::max(words.size() + most, 2 * words.capacity()));
     cache.journal = &words;
     owns_ = true;
   }
   ~Logged() {
     if (owns_) cache_.journal = nullptr;
   }
-  void applied() { cache_.last_writer = impl_.id; }
+  void applied() {
+    cache_.last_writer = impl_.id;
+    ++cache_.clock;
+  }
   Logged(const Logged&) = delete;
   Logged& operator=(const Logged&) = delete;
 
@@ -330,6 +332,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     i.record(detail::CopySequenceCall{c, src, dst, fork});
     c->copy_sequence(src, dst, fork);
     logged.applied();
+    c->forked_from[dst] = {static_cast<std::int64_t>(src), c->clock};
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_copy_sequence");

@@ -24,10 +24,12 @@ CommandListImpl::CommandListImpl() : id(next_list_id()) {}
 CommandListImpl::~CommandListImpl() { undo_unrun(); }
 
 void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq) {
+  Unrun& u = unrun_of(cache);
+  if (u.latest.size() < cache.config.n_seqs) u.latest.resize(cache.config.n_seqs, 0);
+  if (u.latest[seq] == 0) u.seqs.push_back(seq);
+  u.latest[seq] = cache.clock + 1;                                                              // the op's tick (Logged::applied)
   if (!planned.empty() && planned.back().cache == &cache && planned.back().seq == seq) return;  // a run of tokens
   planned.push_back({&cache, seq, cache.changes});
-  std::vector<std::size_t>& seqs = unrun_of(cache).seqs;
-  if (std::find(seqs.begin(), seqs.end(), seq) == seqs.end()) seqs.push_back(seq);
 }
 
 void CommandListImpl::check_planned(const char* op) const {
@@ -43,26 +45,52 @@ void CommandListImpl::check_planned(const char* op) const {
 }
 
 CommandListImpl::Unrun& CommandListImpl::unrun_of(KvCacheImpl& cache) {
-  auto it = std::find_if(unrun.begin(), unrun.end(), [&](const Unrun& u) { return u.cache == &cache; });
-  if (it == unrun.end()) {
-    unrun.push_back(Unrun{&cache, 0, 0, 0, {}, {}});
-    it = unrun.end() - 1;
+  if (last_unrun >= unrun.size() || unrun[last_unrun].cache != &cache) {
+    const auto it = std::find_if(unrun.begin(), unrun.end(), [&](const Unrun& u) { return u.cache == &cache; });
+    last_unrun = static_cast<std::size_t>(it - unrun.begin());
+    if (last_unrun == unrun.size()) unrun.push_back(Unrun{&cache, false, 0, 0, 0, {}, {}, {}});
   }
-  if (it->words.empty() && it->seqs.empty()) {
-    it->first = it->since = cache.changes;
-    it->writer = cache.last_writer;
-  } else if (it->since != cache.changes) {
-    it->since = kStale;  // a reset, truncate or restore came between the list's ops
+  Unrun& u = unrun[last_unrun];
+  if (!u.started) {
+    u.started = true;
+    u.since = cache.changes;
+    u.writer = cache.last_writer;
+    u.first_clock = cache.clock;
+  } else if (u.since != cache.changes || (!u.words.empty() && cache.last_writer != id)) {
+    u.since = kStale;  // a change outside lists, or another list's op, came after the list's
   }
-  return *it;
+  return u;
 }
 
 void CommandListImpl::ran() noexcept {
   for (Unrun& u : unrun) {
-    u.words.clear();
+    for (std::size_t seq : u.seqs) u.latest[seq] = 0;
     u.seqs.clear();
+    u.words.clear();
+    u.started = false;
   }
 }
+
+namespace {
+
+// |u|'s sequences not reset since the list's last op on them, and those forked from a
+// marked one since the list began and not reset since, marked unwritten (with any marked
+// before: the set only grows).
+void mark_unwritten(KvCacheImpl& c, const CommandListImpl::Unrun& u) noexcept {
+  for (std::size_t seq : u.seqs) {
+    if (c.reset_at[seq] < u.latest[seq]) c.unwritten[seq] = 1;
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (std::size_t d = 0; d < c.config.n_seqs; ++d) {
+      const auto [src, at] = c.forked_from[d];
+      if (c.unwritten[d] || src < 0 || at <= u.first_clock || c.reset_at[d] >= at) continue;
+      if (c.unwritten[static_cast<std::size_t>(src)]) c.unwritten[d] = grew = true;
+    }
+  }
+}
+
+}  // namespace
 
 void CommandListImpl::undo_unrun() noexcept {
   for (Unrun& u : unrun) {
@@ -73,11 +101,7 @@ void CommandListImpl::undo_unrun() noexcept {
       c.last_writer = u.writer;
       continue;
     }
-    // Later changes built on these words: the sequences are marked instead, unless a
-    // reset, truncate or restore since took them in hand.
-    for (std::size_t seq : u.seqs) {
-      if (c.changed_at[seq] <= u.first) c.unwritten[seq] = 1;
-    }
+    mark_unwritten(c, u);
   }
   ran();
 }

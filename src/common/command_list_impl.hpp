@@ -66,20 +66,28 @@ class CommandListImpl {
   // ran (submitted, or recorded into a caller's command buffer), with what they held
   // (KvCacheImpl::journal points here while they run), and the sequences they planned.
   // The host's bookkeeping advances when an op is recorded and the device's when it runs:
-  // a list destroyed before it ran puts the words back where no later change of the cache
-  // builds on them (it wrote last: KvCacheImpl::last_writer, and nothing outside lists
-  // changed it since the first word), and otherwise marks the sequences unwritten, so that
-  // host and device never silently disagree. A refused replay puts back its own words.
+  // a list destroyed before it ran puts the words back where no later change builds on
+  // them (no other list's op or change outside lists since its first word: it is the
+  // cache's last_writer, and was whenever it wrote), and otherwise marks its sequences,
+  // and those forked from them since, unwritten (unless reset since), so that host and
+  // device never silently disagree. A refused replay puts back its own words.
   struct Unrun {
     KvCacheImpl* cache;
-    std::uint64_t first = 0, since = 0;  // the cache's change count at the first word (since: kStale when changed)
-    std::uint64_t writer = 0;            // the cache's last_writer before the first word
+    bool started = false;
+    std::uint64_t since = 0;        // the cache's change count at the start (kStale: not to be put back)
+    std::uint64_t writer = 0;       // the cache's last_writer at the start
+    std::uint64_t first_clock = 0;  // the cache's clock at the start
     std::vector<std::pair<std::int32_t*, std::int32_t>> words;
-    std::vector<std::size_t> seqs;
+    std::vector<std::size_t> seqs;      // the sequences the ops planned
+    std::vector<std::uint64_t> latest;  // per sequence, the clock after the list's latest op on it (0: none)
   };
   static constexpr std::uint64_t kStale = UINT64_MAX;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
   std::vector<Unrun> unrun;
+  std::size_t last_unrun = 0;  // the log unrun_of found last (one cache op after another)
+  // Set by a backend once a submission is on its way (vkQueueSubmit returned; the CPU
+  // backend about to run the ops): a failure after it still counts as having run.
+  bool reached_device = false;
   // set_tokens' mark of each cache's log: its size and the cache's last writer before the
   // replay (memory kept from one replay to the next).
   struct ReplayMark {
@@ -94,9 +102,11 @@ class CommandListImpl {
   // The list ran: what it changed is on the device too.
   void ran() noexcept;
   // Runs |submit| (a submission or recording of the whole list) and then ran(); also when
-  // it fails after the work reached the device (a wait that timed out, a lost device).
+  // it fails after the work reached the device (a wait that timed out, a lost device,
+  // timestamps that could not be read).
   template <class F>
   auto submitting(F submit) -> decltype(submit()) {
+    reached_device = false;
     try {
       if constexpr (std::is_void_v<decltype(submit())>) {
         submit();
@@ -106,8 +116,8 @@ class CommandListImpl {
         ran();
         return result;
       }
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::timeout || e.code() == ErrorCode::device_lost) ran();
+    } catch (...) {
+      if (reached_device) ran();
       throw;
     }
   }

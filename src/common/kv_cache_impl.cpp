@@ -120,6 +120,8 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
     : owner(owner_), config(config_), k(std::move(k_)), v(std::move(v_)), changed_at(config_.n_seqs, 0),
       unwritten(config_.n_seqs, 0), slot_pos(config_.n_seqs * config_.capacity, -1), next(config_.n_seqs, 0),
       oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
+  reset_at.assign(config.n_seqs, 0);
+  forked_from.assign(config.n_seqs, {-1, 0});
   if (!config.paged) return;
   block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
   entries = config.capacity >> block_shift;
@@ -361,6 +363,7 @@ void KvCache::reset(std::size_t seq) try {
     c.release_empty_blocks(seq);
   });
   c.unwritten[seq] = 0;
+  c.reset_at[seq] = c.clock;
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("reset");
 }

@@ -70,12 +70,20 @@ class KvCacheImpl {
   void changed(std::size_t seq) {
     changed_at[seq] = ++changes;
     last_writer = 0;
+    ++clock;
   }
   void changed_all() {
     ++changes;
     std::fill(changed_at.begin(), changed_at.end(), changes);
     last_writer = 0;
+    ++clock;
   }
+  // Ticks with every change of the bookkeeping, in lists or not: when each sequence was
+  // last reset (or restored) and, per sequence, the sequence it was last forked from (-1:
+  // none) and when, so that a list destroyed unrun marks what was built on its ops.
+  std::uint64_t clock = 0;
+  std::vector<std::uint64_t> reset_at;
+  std::vector<std::pair<std::int64_t, std::uint64_t>> forked_from;
   // The list whose append or fork last changed the bookkeeping (CommandListImpl::id; 0:
   // none, or a change outside lists since), so that a list destroyed without running
   // knows whether it may put back what its ops changed (CommandListImpl::undo_unrun).

@@ -227,9 +227,7 @@ const detail::KvCacheImpl& paged_cache(const char* op, const std::shared_ptr<det
   return *impl;
 }
 
-std::size_t paged_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) {
-  return c.check_seq(op, seq);
-}
+std::size_t paged_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) { return c.check_seq(op, seq); }
 
 }  // namespace
 

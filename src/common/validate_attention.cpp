@@ -90,7 +90,8 @@ void check_ids_into(std::vector<std::int32_t>& out, const char* op, const char* 
 
 // No ids (all in sequence 0) for a cache of several sequences.
 InvalidArgument several_sequences(const char* op, const char* name, std::size_t n_seqs) {
-  return InvalidArgument(op, name, "empty", "one id per token: the cache holds n_seqs = " + std::to_string(n_seqs) + " sequences");
+  return InvalidArgument(op, name, "empty",
+                         "one id per token: the cache holds n_seqs = " + std::to_string(n_seqs) + " sequences");
 }
 
 // The queries' sequence ids over |cache| (|n| tokens; empty: sequence 0, for a cache of

@@ -30,6 +30,7 @@ class CpuCommandList final : public CommandListImpl {
 
   void submit_and_wait() override {
     timings_.clear();
+    reached_device = true;  // an op failing part way leaves those before it run
     for (const CpuOp& op : ops_) {
       const auto start = std::chrono::steady_clock::now();
       op.run();

@@ -123,9 +123,12 @@ class VulkanCommandList final : public CommandListImpl {
       return;
     }
     if (!encoded_) encode();
+    const std::uint64_t before = encoded_->submission.submitted();
     try {
       encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
+      reached_device = true;
     } catch (const Error& e) {
+      reached_device = encoded_->submission.submitted() != before;
       // Left running: host copies of what it uses wait for it (or, when noting that cannot
       // allocate, the call waits for it here: no semaphore of the caller's is involved).
       if (e.code() == ErrorCode::timeout) {
@@ -165,6 +168,7 @@ class VulkanCommandList final : public CommandListImpl {
     try {
       note_uses(number);
       submission.submit(ctx_->options.submit_timeout_ms, sync);  // number: none runs, and the list is this thread's
+      reached_device = true;
     } catch (...) {
       forget_uses(number);
       throw;
