@@ -451,13 +451,13 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   // The caches' bookkeeping words the replay changes are logged in the list's logs
   // (CommandListImpl::Unrun), and those past each log's mark put back when an op refuses
   // the new tokens. Every log exists before any is pointed at.
-  for (const auto& c : impl.caches) impl.unrun_of(*c);
+  // (Every cache the list advances has its log: its ops noted it when recorded.)
   auto& marks = impl.replay_marks;
   marks.clear();
-  for (const auto& c : impl.caches) {
-    auto& words = impl.unrun_of(*c).words;
-    marks.push_back({c.get(), &words, words.size(), c->last_writer});
-    c->journal = &words;
+  for (auto& u : impl.unrun) {
+    impl.begin_unrun(u);
+    marks.push_back({u.cache, &u.words, u.words.size(), u.cache->last_writer});
+    u.cache->journal = &u.words;
   }
   struct Unjournal {
     CommandListImpl& impl;

@@ -45,12 +45,17 @@ void CommandListImpl::check_planned(const char* op) const {
 }
 
 CommandListImpl::Unrun& CommandListImpl::unrun_of(KvCacheImpl& cache) {
-  if (last_unrun >= unrun.size() || unrun[last_unrun].cache != &cache) {
+  if (cache.hint_list != id || cache.hint_slot >= unrun.size() || unrun[cache.hint_slot].cache != &cache) {
     const auto it = std::find_if(unrun.begin(), unrun.end(), [&](const Unrun& u) { return u.cache == &cache; });
-    last_unrun = static_cast<std::size_t>(it - unrun.begin());
-    if (last_unrun == unrun.size()) unrun.push_back(Unrun{&cache, false, 0, 0, 0, {}, {}, {}});
+    cache.hint_list = id;
+    cache.hint_slot = static_cast<std::size_t>(it - unrun.begin());
+    if (it == unrun.end()) unrun.push_back(Unrun{&cache, false, 0, 0, 0, {}, {}, {}});
   }
-  Unrun& u = unrun[last_unrun];
+  return begin_unrun(unrun[cache.hint_slot]);
+}
+
+CommandListImpl::Unrun& CommandListImpl::begin_unrun(Unrun& u) {
+  const KvCacheImpl& cache = *u.cache;
   if (!u.started) {
     u.started = true;
     u.since = cache.changes;
@@ -58,6 +63,10 @@ CommandListImpl::Unrun& CommandListImpl::unrun_of(KvCacheImpl& cache) {
     u.first_clock = cache.clock;
   } else if (u.since != cache.changes || (!u.words.empty() && cache.last_writer != id)) {
     u.since = kStale;  // a change outside lists, or another list's op, came after the list's
+  }
+  if (u.words.size() > kMostUnrunWords && !cache.journal) {
+    u.since = kStale;
+    u.words.clear();
   }
   return u;
 }

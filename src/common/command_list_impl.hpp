@@ -84,7 +84,9 @@ class CommandListImpl {
   static constexpr std::uint64_t kStale = UINT64_MAX;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
   std::vector<Unrun> unrun;
-  std::size_t last_unrun = 0;  // the log unrun_of found last (one cache op after another)
+  // A log past this many words (a list replayed again and again without running) is
+  // dropped: its sequences are then marked rather than put back.
+  static constexpr std::size_t kMostUnrunWords = std::size_t{1} << 20;
   // Set by a backend once a submission is on its way (vkQueueSubmit returned; the CPU
   // backend about to run the ops): a failure after it still counts as having run.
   bool reached_device = false;
@@ -99,6 +101,7 @@ class CommandListImpl {
   std::vector<ReplayMark> replay_marks;
   // |cache|'s log, started (or marked stale) as a word is about to be added.
   Unrun& unrun_of(KvCacheImpl& cache);
+  Unrun& begin_unrun(Unrun& u);  // |u| started, or marked stale
   // The list ran: what it changed is on the device too.
   void ran() noexcept;
   // Runs |submit| (a submission or recording of the whole list) and then ran(); also when
