@@ -70,6 +70,13 @@ struct Step {
   }
 };
 
+// A list with |step| recorded and not run (destroyed by resetting the optional).
+std::optional<CommandList> recorded(const Step& step, Tensor& out) {
+  std::optional<CommandList> list(step.b.commands());
+  step.record(*list, out);
+  return list;
+}
+
 std::vector<std::int32_t> slots(const KvCache& c, std::size_t seq = 0) {
   const auto s = c.slot_positions(seq);
   return {s.begin(), s.end()};
@@ -157,8 +164,7 @@ TEST_F(KvCacheUnrun, LaterChangesMarkTheSequenceUntilReset) {
   Backend& b = *cpu_;
   KvCache c = b.kv_cache(ring(8, 2));
   Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
-  std::optional<CommandList> first(b.commands());
-  Step{b, c, 0, 2, 0}.record(*first, out);
+  std::optional<CommandList> first = recorded(Step{b, c, 0, 2, 0}, out);
   CommandList second = b.commands();
   Step{b, c, 2, 2, 0}.record(second, out);
   Step{b, c, 0, 2, 1}.record(second, out);
@@ -172,8 +178,7 @@ TEST_F(KvCacheUnrun, LaterChangesMarkTheSequenceUntilReset) {
   EXPECT_EQ((Step{b, c, 0, 2, 0}.run().size()), 2 * kHeads * kDim);
 
   // Reset between the record and the drop: nothing marked, the reset's state kept.
-  std::optional<CommandList> third(b.commands());
-  Step{b, c, 2, 2, 0}.record(*third, out);
+  std::optional<CommandList> third = recorded(Step{b, c, 2, 2, 0}, out);
   c.reset(0);
   third.reset();
   EXPECT_EQ(c.next_position(0), 0);
@@ -246,8 +251,7 @@ TEST_F(KvCacheUnrun, MarksFollowForks) {
   Backend& b = *cpu_;
   KvCache c = b.kv_cache(ring(8, 3));
   Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
-  std::optional<CommandList> a(b.commands());
-  Step{b, c, 0, 2, 0}.record(*a, out);
+  std::optional<CommandList> a = recorded(Step{b, c, 0, 2, 0}, out);
   {
     CommandList fork = b.commands();
     fork.kv_copy_sequence(c, 0, 1);

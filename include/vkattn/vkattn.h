@@ -20,8 +20,7 @@
  *   handle (a command list's timing names until its next submit), the last error message
  *   until the next vkattn call on the same thread. Memory it returns otherwise
  *   (vkattn_save_cache) is the caller's, released with vkattn_free.
- * - Positions, sequence ids and other arrays passed to an op are copied when the op is
- *   recorded; they need not outlive the call.
+ * - Arrays passed to an op are copied when it is recorded: they need not outlive the call.
  *
  * ABI (binary compatibility across versions)
  * - Enum values are fixed integers, never renumbered; new values are appended.
@@ -145,10 +144,8 @@ enum {
   VKATTN_ATTENTION_PATH_FUSED = 1,
   VKATTN_ATTENTION_PATH_THREE_STAGES = 2
 };
-/* AttentionPrecision: every product and sum in f32 (~1e-5 relative; default), or Q, K, V
- * and the probabilities rounded to f16 with f32 sums, as matrix units compute them
- * (without a matrix path: packed f16 FMAs in short chains on devices with shaderFloat16,
- * else the f32 kernels; docs/attention.md states the tolerances). */
+/* AttentionPrecision: f32 throughout (default), or Q, K, V and the probabilities rounded
+ * to f16 with f32 sums (docs/attention.md: the kernels that run it, the tolerances). */
 enum { VKATTN_ATTENTION_PRECISION_F32 = 0, VKATTN_ATTENTION_PRECISION_F16_PRODUCTS = 1 };
 
 enum {

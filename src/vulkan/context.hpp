@@ -102,10 +102,10 @@ inline std::uint64_t tile_budget(std::uint64_t device_max, bool tuned, std::uint
   return tuned ? device_max : std::min(device_max, cap);
 }
 
-// $VKATTN_DECODE and $VKATTN_PREFILL: a comma-separated list of key=value, each handed to
-// |take|, which returns false for one it does not know; InvalidArgument naming |var| and
-// |valid| for that or a malformed item.
-void parse_knobs(const char* var, const std::string& all, const char* valid,
+// $VKATTN_DECODE and $VKATTN_PREFILL (the variable |var|; unset or empty: nothing): a
+// comma-separated list of key=value, each handed to |take|, which returns false for one it
+// does not know; InvalidArgument naming |var| and |valid| for that or a malformed item.
+void parse_knobs(const char* var, const char* valid,
                  const std::function<bool(const std::string& key, const std::string& value)>& take);
 // reduce=auto|subgroup|shared's |value| into |out|; false for another value.
 bool parse_reduce(const std::string& value, ReduceKnob& out);

@@ -14,8 +14,11 @@
 
 namespace vkattn::detail {
 
-void parse_knobs(const char* var, const std::string& all, const char* valid,
+void parse_knobs(const char* var, const char* valid,
                  const std::function<bool(const std::string& key, const std::string& value)>& take) {
+  const char* env = std::getenv(var);
+  if (!env || !*env) return;
+  const std::string all = env;
   std::size_t at = 0;
   while (at <= all.size()) {
     const std::size_t comma = std::min(all.find(',', at), all.size());
@@ -58,14 +61,12 @@ std::uint32_t knob_number(const char* var, const std::string& key, const std::st
 
 DecodeTuning decode_tuning_from_env() {
   DecodeTuning t;
-  const char* env = std::getenv("VKATTN_DECODE");
-  if (!env || !*env) return t;
   const char* valid =
       "a comma-separated list of kernel=auto|decode|group, reduce=auto|subgroup|shared, "
       "merge=auto|last|two_pass, keys=N, resident=N, lanes=N, workgroup=N, keys_per_split=N, interleave=0|1, "
       "load_only=0|1, skip=none or parts of exchange+end+merge, depth=1|2|3, run=N, divide=0|1, packed=0|1, "
       "max=lazy|exact";
-  parse_knobs("VKATTN_DECODE", env, valid, [&](const std::string& key, const std::string& value) {
+  parse_knobs("VKATTN_DECODE", valid, [&](const std::string& key, const std::string& value) {
     const auto number = [&] { return knob_number("VKATTN_DECODE", key, value); };
     if (key == "kernel" && (value == "auto" || value == "decode" || value == "group")) {
       t.kernel = value == "auto"     ? DecodeTuning::Kernel::automatic
@@ -112,15 +113,13 @@ DecodeTuning decode_tuning_from_env() {
 
 PrefillTuning prefill_tuning_from_env() {
   PrefillTuning t;
-  const char* env = std::getenv("VKATTN_PREFILL");
-  if (!env || !*env) return t;
   const char* valid =
       "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
       "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8); the matrix kernel's "
       "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers, matrix_prefetch=0|1, "
       "matrix_stage=loop|batch, and (a probe: "
       "no valid result) matrix_skip=none or parts of loads+scalar+products+marks";
-  parse_knobs("VKATTN_PREFILL", env, valid, [&](const std::string& key, const std::string& value) {
+  parse_knobs("VKATTN_PREFILL", valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
       const std::uint32_t n = knob_number("VKATTN_PREFILL", key, value);
       if (!std::has_single_bit(n) || n > most) {
