@@ -328,6 +328,29 @@ TEST_F(Faults, RestoreThatFailsChangesNothingOrEmptiesTheCache) {
   }
 }
 
+// A list that appends to a cache and then fails counts as having run only once its work
+// reached the device: failed at vkQueueSubmit, it is dropped unrun and its append is put
+// back; failed at the fence wait (a timeout), the rows were written and the append stays.
+TEST_F(Faults, FailedListCountsAsRunOnceItReachedTheDevice) {
+  VKATTN_BACKEND_OR_SKIP(b);
+  KvCache cache = b->kv_cache({.n_seqs = 1, .n_kv_heads = H, .head_dim = D, .capacity = 8, .dtype = DType::f32});
+  const Tensor k = b->tensor({T, H, D}, DType::f32), v = b->tensor({T, H, D}, DType::f32);
+  const std::vector<std::int32_t> positions{0, 1, 2};
+  for (const auto& [site, fault] :
+       {std::pair{FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY}, std::pair{FaultSite::fence_wait, VK_TIMEOUT}}) {
+    {
+      CommandList cmd = b->commands();
+      cmd.kv_append(cache, k, v, positions);
+      detail::inject_fault(site, fault);
+      expect_error([&] { cmd.submit_and_wait(); }, fault == VK_TIMEOUT ? ErrorCode::timeout : ErrorCode::out_of_memory, fault);
+    }
+    const bool ran = site == FaultSite::fence_wait;
+    EXPECT_EQ(cache.next_position(0), ran ? 3 : 0);
+    EXPECT_EQ(cache.slot_positions(0)[2], ran ? 2 : -1);
+  }
+  EXPECT_NO_THROW((void)b->save_cache(cache));  // nothing marked
+}
+
 // After a lost device every call on that backend fails with device_lost before touching
 // the device; objects made before still destroy cleanly; a new backend works.
 void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, CommandList& cmd) {

@@ -266,5 +266,64 @@ TEST_F(KvCacheUnrun, MarksFollowForks) {
   EXPECT_EQ(c.next_position(2), 2);
 }
 
+// A list replayed again and again without running keeps, per sequence, its latest op (the
+// marks are merged once they pass their bound): a sequence reset between the replays is
+// marked because later replays wrote it again, and one only the early replays wrote is not
+// (the merge crosses both). restore_cache clears the marks.
+TEST_F(KvCacheUnrun, ManyReplaysKeepEachSequencesLatestOp) {
+  Backend& b = *cpu_;
+  KvCache c = b.kv_cache(ring(8, 4));
+  const std::vector<std::uint8_t> empty = b.save_cache(c);
+  {
+    CommandList list = b.commands();
+    Tensor k = b.tensor({2, kKvHeads, kDim}, DType::f32), v = b.tensor({2, kKvHeads, kDim}, DType::f32);
+    list.kv_append(c, k, v, std::vector<std::int32_t>{0, 0}, std::vector<std::int32_t>{0, 3});
+    auto replay = [&](std::int32_t s0, std::int32_t s1, int times) {
+      for (int i = 0; i < times; ++i) {
+        list.set_tokens(std::vector<std::int32_t>{c.next_position(static_cast<std::size_t>(s0)),
+                                                  c.next_position(static_cast<std::size_t>(s1))},
+                        std::vector<std::int32_t>{s0, s1});
+      }
+    };
+    replay(0, 3, 10000);
+    replay(0, 1, 10000);
+    c.reset(1);
+    c.reset(3);
+    replay(0, 1, 10000);
+    replay(0, 2, 5000);  // past 2^16 marks: merged, the reset's both sides in one entry
+  }
+  c.reset(0);
+  c.reset(2);
+  expect_invalid([&] { (void)b.save_cache(c); }, {"save_cache", "sequence 1"});
+  c.reset(3);
+  expect_invalid([&] { (void)b.save_cache(c); }, {"save_cache", "sequence 1"});
+  b.restore_cache(c, empty);  // clears every mark, as a reset of each sequence does
+  EXPECT_NO_THROW((void)b.save_cache(c));
+}
+
+// A list over two caches: each is judged on its own, one put back, the other (another
+// list's op built on it) marked with its words left as they are.
+TEST_F(KvCacheUnrun, EachCacheIsJudgedOnItsOwn) {
+  Backend& b = *cpu_;
+  KvCache x = b.kv_cache(ring(8, 2)), y = b.kv_cache(ring(8, 2));
+  Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
+  {
+    CommandList a = b.commands();
+    Step{b, x, 0, 2, 0}.record(a, out);
+    Step{b, y, 0, 2, 0}.record(a, out);
+    Step{b, y, 2, 2, 0}.run();  // builds on a's append to y
+    Step{b, x, 0, 2, 1}.record(a, out);
+  }
+  EXPECT_EQ(x.next_position(0), 0);
+  EXPECT_EQ(x.next_position(1), 0);
+  EXPECT_EQ(slots(x, 0), std::vector<std::int32_t>(8, -1));
+  EXPECT_NO_THROW((void)b.save_cache(x));
+  EXPECT_EQ(y.next_position(0), 4);
+  EXPECT_EQ(slots(y, 0), (std::vector<std::int32_t>{0, 1, 2, 3, -1, -1, -1, -1}));
+  expect_invalid([&] { (void)b.save_cache(y); }, {"save_cache", "sequence 0"});
+  y.reset(0);
+  EXPECT_NO_THROW((void)b.save_cache(y));  // only a's sequence of y
+}
+
 }  // namespace
 }  // namespace vkattn::test

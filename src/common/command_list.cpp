@@ -237,15 +237,17 @@ detail::AttentionCall attention_call(const detail::TensorPtr& q, detail::KvSourc
 }
 
 // While an append or a fork is recorded, its cache's bookkeeping writes go to the list's
-// log (CommandListImpl::Unrun), room for |most| words made before the op is recorded, so
+// log (CommandListImpl::words), room for |most| words made before the op is recorded, so
 // that once it is, logging it cannot fail; a replay's (set_tokens) journal stays as it is.
 class Logged {
  public:
-  Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most) : impl_(impl), cache_(cache) {
+  Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most)
+      : impl_(impl), cache_(cache), log_(impl.unrun_of(cache)), size_(impl.words.size()) {
     if (cache.journal) return;
-    auto& words = impl.unrun_of(cache).words;
+    auto& words = impl.words;
     if (words.capacity() - words.size() < most) words.reserve(std::max(words.size() + most, 2 * words.capacity()));
     cache.journal = &words;
+    cache.journal_log = log_;
     owns_ = true;
   }
   ~Logged() {
@@ -254,6 +256,7 @@ class Logged {
   void applied() {
     cache_.last_writer = impl_.id;
     ++cache_.clock;
+    if (impl_.words.size() != size_) impl_.logs[log_].wrote = true;
   }
   Logged(const Logged&) = delete;
   Logged& operator=(const Logged&) = delete;
@@ -261,6 +264,8 @@ class Logged {
  private:
   CommandListImpl& impl_;
   detail::KvCacheImpl& cache_;
+  std::uint32_t log_;
+  std::size_t size_;
   bool owns_ = false;
 };
 
@@ -448,16 +453,20 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
                           "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
   }
-  // The caches' bookkeeping words the replay changes are logged in the list's logs
-  // (CommandListImpl::Unrun), and those past each log's mark put back when an op refuses
-  // the new tokens. Every log exists before any is pointed at.
+  // The caches' bookkeeping words the replay changes are logged in the list's log
+  // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
+  // the new tokens. Every cache's log is started (which may drop the words of a list
+  // replayed without running) before the mark is taken.
   // (Every cache the list advances has its log: its ops noted it when recorded.)
-  auto& marks = impl.replay_marks;
-  marks.clear();
-  for (auto& u : impl.unrun) {
-    impl.begin_unrun(u);
-    marks.push_back({u.cache, &u.words, u.words.size(), u.cache->last_writer});
-    u.cache->journal = &u.words;
+  for (auto& l : impl.logs) {
+    impl.begin_unrun(l);
+    l.replay_writer = l.cache->last_writer;
+    l.replay_wrote = l.wrote;
+  }
+  const std::size_t mark = impl.words.size();
+  for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
+    impl.logs[i].cache->journal = &impl.words;
+    impl.logs[i].cache->journal_log = i;
   }
   struct Unjournal {
     CommandListImpl& impl;
@@ -465,11 +474,13 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&marks] {
-    for (const auto& m : marks) {
-      for (std::size_t w = m.words->size(); w-- > m.size;) *(*m.words)[w].first = (*m.words)[w].second;
-      m.words->resize(m.size);
-      m.cache->last_writer = m.writer;
+  auto restore_caches = [&impl, mark] {
+    auto& words = impl.words;
+    for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
+    words.resize(mark);
+    for (auto& l : impl.logs) {
+      l.cache->last_writer = l.replay_writer;
+      l.wrote = l.replay_wrote;
     }
   };
   const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
@@ -481,6 +492,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   // than one op at a time.
   for (const detail::Recipe& r : impl.recipes) prefetch(r.run.get(), r.run_bytes);
   for (const auto& c : impl.caches) prefetch(c.get(), sizeof(detail::KvCacheImpl));
+  prefetch(impl.logs.data(), impl.logs.size() * sizeof(CommandListImpl::CacheLog));
   bool patch = true;
   impl.begin_replay(patch);
   impl.spare_planned.swap(impl.planned);  // planned again by the recipes

@@ -24,18 +24,37 @@ CommandListImpl::CommandListImpl() : id(next_list_id()) {}
 CommandListImpl::~CommandListImpl() { undo_unrun(); }
 
 void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq) {
-  Unrun& u = unrun_of(cache);
-  if (u.latest.size() < cache.config.n_seqs) u.latest.resize(cache.config.n_seqs, 0);
-  if (u.latest[seq] == 0) u.seqs.push_back(seq);
-  u.latest[seq] = cache.clock + 1;                                                              // the op's tick (Logged::applied)
+  const std::uint32_t log = unrun_of(cache);
+  CacheLog& l = logs[log];
+  const std::uint64_t tick = cache.clock + 1;  // the op's (Logged::applied)
+  if (l.last_mark < marks.size() && marks[l.last_mark].seq == seq) {
+    marks[l.last_mark].latest = tick;
+  } else {
+    if (marks.size() >= merge_marks_at) merge_marks();
+    l.last_mark = marks.size();
+    marks.push_back({log, static_cast<std::uint32_t>(seq), tick});
+  }
   if (!planned.empty() && planned.back().cache == &cache && planned.back().seq == seq) return;  // a run of tokens
   planned.push_back({&cache, seq, cache.changes});
 }
 
+void CommandListImpl::merge_marks() {
+  // One entry per sequence of each cache, its latest: mark_unwritten asks only whether a
+  // sequence was reset before the list's last op on it.
+  std::sort(marks.begin(), marks.end(), [](const SeqMark& a, const SeqMark& b) {
+    return a.log != b.log ? a.log < b.log : a.seq != b.seq ? a.seq < b.seq : a.latest > b.latest;
+  });
+  marks.erase(std::unique(marks.begin(), marks.end(),
+                          [](const SeqMark& a, const SeqMark& b) { return a.log == b.log && a.seq == b.seq; }),
+              marks.end());
+  for (CacheLog& l : logs) l.last_mark = SIZE_MAX;
+  merge_marks_at = std::max(merge_marks_at, 2 * marks.size());
+}
+
 void CommandListImpl::check_planned(const char* op) const {
   for (const Planned& p : planned) {
-    if (p.cache->unwritten[p.seq]) p.cache->check_written(op);
-    if (p.cache->changed_at[p.seq] > p.at) {
+    p.cache->check_written(op);
+    if (p.cache->changes != p.at && p.cache->changed_at[p.seq] > p.at) {
       throw InvalidArgument(op, "this",
                             "a list whose kv_append or kv_copy_sequence into sequence " + std::to_string(p.seq) +
                                 " was recorded before that sequence's reset, truncate or restore_cache",
@@ -44,57 +63,62 @@ void CommandListImpl::check_planned(const char* op) const {
   }
 }
 
-CommandListImpl::Unrun& CommandListImpl::unrun_of(KvCacheImpl& cache) {
-  if (cache.hint_list != id || cache.hint_slot >= unrun.size() || unrun[cache.hint_slot].cache != &cache) {
-    const auto it = std::find_if(unrun.begin(), unrun.end(), [&](const Unrun& u) { return u.cache == &cache; });
+std::uint32_t CommandListImpl::unrun_of(KvCacheImpl& cache) {
+  if (cache.hint_list != id || cache.hint_slot >= logs.size() || logs[cache.hint_slot].cache != &cache) {
+    const auto it = std::find_if(logs.begin(), logs.end(), [&](const CacheLog& l) { return l.cache == &cache; });
     cache.hint_list = id;
-    cache.hint_slot = static_cast<std::size_t>(it - unrun.begin());
-    if (it == unrun.end()) unrun.push_back(Unrun{&cache, false, 0, 0, 0, {}, {}, {}});
+    cache.hint_slot = static_cast<std::size_t>(it - logs.begin());
+    if (it == logs.end()) logs.push_back(CacheLog{&cache});
   }
-  return begin_unrun(unrun[cache.hint_slot]);
+  begin_unrun(logs[cache.hint_slot]);
+  return static_cast<std::uint32_t>(cache.hint_slot);
 }
 
-CommandListImpl::Unrun& CommandListImpl::begin_unrun(Unrun& u) {
-  const KvCacheImpl& cache = *u.cache;
-  if (!u.started) {
-    u.started = true;
-    u.since = cache.changes;
-    u.writer = cache.last_writer;
-    u.first_clock = cache.clock;
-  } else if (u.since != cache.changes || (!u.words.empty() && cache.last_writer != id)) {
-    u.since = kStale;  // a change outside lists, or another list's op, came after the list's
+void CommandListImpl::begin_unrun(CacheLog& l) {
+  const KvCacheImpl& cache = *l.cache;
+  if (!l.started) {
+    l.started = true;
+    l.wrote = false;
+    l.since = cache.changes;
+    l.writer = cache.last_writer;
+    l.first_clock = cache.clock;
+  } else if (l.since != cache.changes || (l.wrote && cache.last_writer != id)) {
+    l.since = kStale;  // a change outside lists, or another list's op, came after the list's
   }
-  if (u.words.size() > kMostUnrunWords && !cache.journal) {
-    u.since = kStale;
-    u.words.clear();
+  if (words.size() > kMostUnrunWords && !cache.journal) {
+    for (CacheLog& each : logs) each.since = kStale;
+    words.clear();
   }
-  return u;
 }
 
 void CommandListImpl::ran() noexcept {
-  for (Unrun& u : unrun) {
-    for (std::size_t seq : u.seqs) u.latest[seq] = 0;
-    u.seqs.clear();
-    u.words.clear();
-    u.started = false;
+  for (CacheLog& l : logs) {
+    l.started = false;
+    l.last_mark = SIZE_MAX;
   }
+  words.clear();
+  marks.clear();
 }
 
 namespace {
 
-// |u|'s sequences not reset since the list's last op on them, and those forked from a
-// marked one since the list began and not reset since, marked unwritten (with any marked
-// before: the set only grows).
-void mark_unwritten(KvCacheImpl& c, const CommandListImpl::Unrun& u) noexcept {
-  for (std::size_t seq : u.seqs) {
-    if (c.reset_at[seq] < u.latest[seq]) c.unwritten[seq] = 1;
+// The sequences of |c| a list's marks name (its log |log|) not reset since the list's last
+// op on them, and those forked from a marked one since the list began (|first_clock|) and
+// not reset since, marked unwritten (with any marked before: the set only grows).
+void mark_unwritten(KvCacheImpl& c, std::span<const CommandListImpl::SeqMark> marks, std::uint32_t log,
+                    std::uint64_t first_clock) noexcept {
+  for (const auto& m : marks) {
+    if (m.log == log && c.reset_at[m.seq] < m.latest) c.set_unwritten(m.seq, true);
   }
   for (bool grew = true; grew;) {
     grew = false;
     for (std::size_t d = 0; d < c.config.n_seqs; ++d) {
       const auto [src, at] = c.forked_from[d];
-      if (c.unwritten[d] || src < 0 || at <= u.first_clock || c.reset_at[d] >= at) continue;
-      if (c.unwritten[static_cast<std::size_t>(src)]) c.unwritten[d] = grew = true;
+      if (c.unwritten[d] || src < 0 || at <= first_clock || c.reset_at[d] >= at) continue;
+      if (c.unwritten[static_cast<std::size_t>(src)]) {
+        c.set_unwritten(d, true);
+        grew = true;
+      }
     }
   }
 }
@@ -102,15 +126,23 @@ void mark_unwritten(KvCacheImpl& c, const CommandListImpl::Unrun& u) noexcept {
 }  // namespace
 
 void CommandListImpl::undo_unrun() noexcept {
-  for (Unrun& u : unrun) {
-    KvCacheImpl& c = *u.cache;
-    if (u.words.empty()) continue;
-    if (u.since == c.changes && c.last_writer == id) {
-      for (auto it = u.words.rbegin(); it != u.words.rend(); ++it) *it->first = it->second;
-      c.last_writer = u.writer;
-      continue;
+  bool any = false;
+  for (std::uint32_t i = 0; i < logs.size(); ++i) {
+    CacheLog& l = logs[i];
+    l.undo = false;
+    if (!l.started || !l.wrote) continue;
+    KvCacheImpl& c = *l.cache;
+    if (l.since == c.changes && c.last_writer == id) {
+      l.undo = any = true;
+      c.last_writer = l.writer;
+    } else {
+      mark_unwritten(c, marks, i, l.first_clock);
     }
-    mark_unwritten(c, u);
+  }
+  if (any) {
+    for (auto it = words.rbegin(); it != words.rend(); ++it) {
+      if (logs[it->log].undo) *it->word = it->old;
+    }
   }
   ran();
 }

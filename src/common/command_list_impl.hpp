@@ -62,46 +62,56 @@ class CommandListImpl {
   // The fewest and most tokens the recipes take (those that take any).
   std::size_t fewest_tokens = SIZE_MAX, most_tokens = 0;
   std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
-  // A cache's bookkeeping words the list's appends and forks changed since the list last
-  // ran (submitted, or recorded into a caller's command buffer), with what they held
-  // (KvCacheImpl::journal points here while they run), and the sequences they planned.
-  // The host's bookkeeping advances when an op is recorded and the device's when it runs:
-  // a list destroyed before it ran puts the words back where no later change builds on
-  // them (no other list's op or change outside lists since its first word: it is the
-  // cache's last_writer, and was whenever it wrote), and otherwise marks its sequences,
-  // and those forked from them since, unwritten (unless reset since), so that host and
-  // device never silently disagree. A refused replay puts back its own words.
-  struct Unrun {
+  // What the list's appends and forks changed in the caches' bookkeeping since the list
+  // last ran (submitted, or recorded into a caller's command buffer): the words with what
+  // they held, and the sequences they planned. The host's bookkeeping advances when an op
+  // is recorded and the device's when it runs: a list destroyed before it ran puts a
+  // cache's words back where no later change builds on them (no other list's op or change
+  // outside lists since its first word: it is the cache's last_writer, and was whenever it
+  // wrote), and otherwise marks its sequences, and those forked from them since, unwritten
+  // (unless reset since), so that host and device never silently disagree. A refused
+  // replay puts back its own words.
+  // One log for the whole list, so that a replay touches a few contiguous arrays rather
+  // than a heap array per cache (docs/benchmarks.md: the cost of putting back): per cache
+  // a CacheLog of scalars, and every cache's words and sequences in order in |words| and
+  // |marks|, each naming its CacheLog.
+  struct CacheLog {
     KvCacheImpl* cache;
-    bool started = false;
-    std::uint64_t since = 0;        // the cache's change count at the start (kStale: not to be put back)
-    std::uint64_t writer = 0;       // the cache's last_writer at the start
-    std::uint64_t first_clock = 0;  // the cache's clock at the start
-    std::vector<std::pair<std::int32_t*, std::int32_t>> words;
-    std::vector<std::size_t> seqs;      // the sequences the ops planned
-    std::vector<std::uint64_t> latest;  // per sequence, the clock after the list's latest op on it (0: none)
+    bool started = false;             // since the list last ran
+    bool wrote = false;               // an op of the list changed the cache since it started
+    bool undo = false;                // undo_unrun: its words are put back
+    std::uint64_t since = 0;          // the cache's change count at the start (kStale: not to be put back)
+    std::uint64_t writer = 0;         // the cache's last_writer at the start
+    std::uint64_t first_clock = 0;    // the cache's clock at the start
+    std::uint64_t replay_writer = 0;  // set_tokens: the cache's last_writer and |wrote| before the replay
+    bool replay_wrote = false;
+    std::size_t last_mark = SIZE_MAX;  // its latest entry in |marks|
   };
   static constexpr std::uint64_t kStale = UINT64_MAX;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
-  std::vector<Unrun> unrun;
-  // A log past this many words (a list replayed again and again without running) is
-  // dropped: its sequences are then marked rather than put back.
+  std::vector<CacheLog> logs;
+  std::vector<LoggedWord> words;  // KvCacheImpl::journal points here while the ops run
+  // A sequence an op planned, and the cache's clock after the op (a run of ops on one
+  // sequence of one cache keeps one entry, its latest).
+  struct SeqMark {
+    std::uint32_t log;
+    std::uint32_t seq;
+    std::uint64_t latest;
+  };
+  std::vector<SeqMark> marks;
+  void merge_marks();  // one entry per sequence of each cache
+  // Words past this many (a list replayed again and again without running) are dropped:
+  // every cache's sequences are then marked rather than put back. Marks past the bound are
+  // merged per sequence.
   static constexpr std::size_t kMostUnrunWords = std::size_t{1} << 20;
+  std::size_t merge_marks_at = std::size_t{1} << 16;
   // Set by a backend once a submission is on its way (vkQueueSubmit returned; the CPU
   // backend about to run the ops): a failure after it still counts as having run.
   bool reached_device = false;
-  // set_tokens' mark of each cache's log: its size and the cache's last writer before the
-  // replay (memory kept from one replay to the next).
-  struct ReplayMark {
-    KvCacheImpl* cache;
-    std::vector<std::pair<std::int32_t*, std::int32_t>>* words;
-    std::size_t size;
-    std::uint64_t writer;
-  };
-  std::vector<ReplayMark> replay_marks;
-  // |cache|'s log, started (or marked stale) as a word is about to be added.
-  Unrun& unrun_of(KvCacheImpl& cache);
-  Unrun& begin_unrun(Unrun& u);  // |u| started, or marked stale
+  // |cache|'s log (its index in |logs|), started (or marked stale) as a word is about to be
+  // added.
+  std::uint32_t unrun_of(KvCacheImpl& cache);
+  void begin_unrun(CacheLog& log);  // |log| started, or marked stale
   // The list ran: what it changed is on the device too.
   void ran() noexcept;
   // Runs |submit| (a submission or recording of the whole list) and then ran(); also when

@@ -143,9 +143,8 @@ std::size_t KvCacheImpl::check_seq(const char* op, std::int32_t seq, const std::
   return check_seq(op, static_cast<std::size_t>(seq), name);
 }
 
-void KvCacheImpl::check_written(const char* op) const {
+void KvCacheImpl::refuse_unwritten(const char* op) const {
   const auto it = std::find(unwritten.begin(), unwritten.end(), std::uint8_t{1});
-  if (it == unwritten.end()) return;
   const auto seq = static_cast<std::size_t>(it - unwritten.begin());
   throw InvalidArgument(
       op, "cache",
@@ -336,7 +335,7 @@ namespace {
 // changed are put back: a failed reset or truncate leaves the cache as it was.
 template <class Change>
 void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) {
-  std::vector<std::pair<std::int32_t*, std::int32_t>> log;
+  std::vector<detail::LoggedWord> log;
   c.journal = &log;
   try {
     change();
@@ -344,7 +343,7 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
     c.publish();
   } catch (...) {
     c.journal = nullptr;
-    for (auto it = log.rbegin(); it != log.rend(); ++it) *it->first = it->second;
+    for (auto it = log.rbegin(); it != log.rend(); ++it) *it->word = it->old;
     throw;
   }
   c.changed(seq);
@@ -362,7 +361,7 @@ void KvCache::reset(std::size_t seq) try {
     c.set(c.oldest[seq], static_cast<std::int32_t>(c.config.n_sinks));
     c.release_empty_blocks(seq);
   });
-  c.unwritten[seq] = 0;
+  c.set_unwritten(seq, false);
   c.reset_at[seq] = c.clock;
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("reset");

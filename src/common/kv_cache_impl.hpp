@@ -16,6 +16,14 @@
 
 namespace vkattn::detail {
 
+// A bookkeeping word changed, with what it held, and which log it belongs to (a command
+// list's log of the cache: CommandListImpl::logs).
+struct LoggedWord {
+  std::int32_t* word;
+  std::int32_t old;
+  std::uint32_t log;
+};
+
 class KvCacheImpl {
  public:
   KvCacheImpl(const void* owner, const KvCacheConfig& config, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v);
@@ -96,8 +104,22 @@ class KvCacheImpl {
   // running, when later changes built on them: the device never wrote them, so every
   // op over the cache, and save_cache, is refused (check_written) until the sequence is
   // reset or the cache restored.
+  // |n_unwritten| counts them, so that the check costs nothing while none is.
   std::vector<std::uint8_t> unwritten;
-  void check_written(const char* op) const;
+  std::size_t n_unwritten = 0;
+  void set_unwritten(std::size_t seq, bool on) {
+    if (static_cast<bool>(unwritten[seq]) == on) return;
+    unwritten[seq] = on;
+    n_unwritten = on ? n_unwritten + 1 : n_unwritten - 1;
+  }
+  void clear_unwritten() {
+    std::fill(unwritten.begin(), unwritten.end(), std::uint8_t{0});
+    n_unwritten = 0;
+  }
+  void check_written(const char* op) const {
+    if (n_unwritten) refuse_unwritten(op);
+  }
+  [[noreturn]] void refuse_unwritten(const char* op) const;
   // |seq| (a sequence id |name| of |op|) when below n_seqs, else InvalidArgument.
   std::size_t check_seq(const char* op, std::size_t seq, const std::string& name = "seq") const;
   std::size_t check_seq(const char* op, std::int32_t seq, const std::string& name) const;  // a token's id
@@ -105,13 +127,16 @@ class KvCacheImpl {
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append
   std::vector<std::int32_t> oldest;    // per sequence: oldest ring position (>= n_sinks) held
-  // While a replay runs (CommandList::set_tokens), or a reset or truncate, where each write
-  // to the bookkeeping (slot_pos, next, oldest, a paged cache's pool) logs the word and its
-  // old value, so that a refused replay, or a reset that could not reach the device, can
-  // put back what it changed, and only that; null otherwise.
-  std::vector<std::pair<std::int32_t*, std::int32_t>>* journal = nullptr;
+  // While a list records an append or a fork, a replay runs (CommandList::set_tokens), or a
+  // reset or truncate runs, where each write to the bookkeeping (slot_pos, next, oldest, a
+  // paged cache's pool) logs the word and its old value, so that a list destroyed unrun, a
+  // refused replay, or a reset that could not reach the device, can put back what it
+  // changed, and only that; null otherwise. Each word names |journal_log|: in a list's log,
+  // which cache it is (CommandListImpl::logs).
+  std::vector<LoggedWord>* journal = nullptr;
+  std::uint32_t journal_log = 0;
   void set(std::int32_t& word, std::int32_t value) {
-    if (journal && word != value) journal->emplace_back(&word, word);
+    if (journal && word != value) journal->push_back({&word, word, journal_log});
     word = value;
   }
 

@@ -331,7 +331,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     throw;
   }
   c->changed_all();
-  std::fill(c->unwritten.begin(), c->unwritten.end(), std::uint8_t{0});
+  c->clear_unwritten();
   std::fill(c->reset_at.begin(), c->reset_at.end(), c->clock);
   for (const auto& [t, words] : writes) write_words(*t, words);
   put_back(*c, restored);
