@@ -43,6 +43,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -178,6 +179,18 @@ void BM_decode(benchmark::State& state, std::size_t ops, bool cold = false) {
 }
 
 // A cache of |capacity| slots holding positions 0..held-1, and decode over it at the last.
+// Positions 0 to |held| - 1 of random K and V, the same in every cache.
+void fill_caches(Backend& b, std::span<KvCache> caches, std::size_t held) {
+  Tensor k = b.tensor({held, kKvHeads, kDim}, DType::f32), v = b.tensor({held, kKvHeads, kDim}, DType::f32);
+  b.upload(k, normal_values(held * kKvHeads * kDim, 2));
+  b.upload(v, normal_values(held * kKvHeads * kDim, 3));
+  std::vector<std::int32_t> pos(held);
+  for (std::size_t j = 0; j < held; ++j) pos[j] = static_cast<std::int32_t>(j);
+  CommandList fill = b.commands();
+  for (KvCache& cache : caches) fill.kv_append(cache, k, v, pos);
+  fill.submit_and_wait();
+}
+
 struct CacheDecode {
   KvCache cache;
   Tensor q, out;
@@ -190,14 +203,7 @@ struct CacheDecode {
     q = b.tensor({1, kHeads, kDim}, DType::f32);
     out = b.tensor({1, kHeads, kDim}, DType::f32);
     b.upload(q, normal_values(kHeads * kDim, 1));
-    Tensor k = b.tensor({held, kKvHeads, kDim}, DType::f32), v = b.tensor({held, kKvHeads, kDim}, DType::f32);
-    b.upload(k, normal_values(held * kKvHeads * kDim, 2));
-    b.upload(v, normal_values(held * kKvHeads * kDim, 3));
-    std::vector<std::int32_t> pos(held);
-    for (std::size_t j = 0; j < held; ++j) pos[j] = static_cast<std::int32_t>(j);
-    CommandList fill = b.commands();
-    fill.kv_append(cache, k, v, pos);
-    fill.submit_and_wait();
+    fill_caches(b, {&cache, 1}, held);
     cmd.attention(q, cache, out, {.q_positions = q_pos}, {.path = AttentionPath::automatic});
     cmd.submit_and_wait();
   }
@@ -380,19 +386,10 @@ void BM_decode_step(benchmark::State& state) {
     Backend& b = backend(BackendKind::vulkan, shape_of(state));
     const auto capacity = static_cast<std::size_t>(state.range(0)), held = capacity - 1;
     std::vector<KvCache> caches;
-    {
-      Tensor k = b.tensor({held, kKvHeads, kDim}, DType::f32), v = b.tensor({held, kKvHeads, kDim}, DType::f32);
-      b.upload(k, normal_values(held * kKvHeads * kDim, 2));
-      b.upload(v, normal_values(held * kKvHeads * kDim, 3));
-      std::vector<std::int32_t> pos(held);
-      for (std::size_t j = 0; j < held; ++j) pos[j] = static_cast<std::int32_t>(j);
-      CommandList fill = b.commands();
-      for (std::size_t l = 0; l < kLayers; ++l) {
-        caches.push_back(b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f16}));
-        fill.kv_append(caches.back(), k, v, pos);
-      }
-      fill.submit_and_wait();
+    for (std::size_t l = 0; l < kLayers; ++l) {
+      caches.push_back(b.kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f16}));
     }
+    fill_caches(b, caches, held);
     Tensor q = b.tensor({1, kHeads, kDim}, DType::f32), k = b.tensor({1, kKvHeads, kDim}, DType::f32),
            v = b.tensor({1, kKvHeads, kDim}, DType::f32), out = b.tensor({1, kHeads, kDim}, DType::f32);
     b.upload(q, normal_values(kHeads * kDim, 1));

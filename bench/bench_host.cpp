@@ -42,7 +42,6 @@ struct Model {
   std::size_t tokens;
   std::vector<KvCache> caches;
   Tensor q, k, v, out;
-  std::int32_t next = 0;
 
   Model(Backend& backend, std::size_t n_tokens, std::size_t capacity) : b(backend), tokens(n_tokens) {
     for (std::size_t l = 0; l < kLayers; ++l) {
@@ -59,14 +58,16 @@ struct Model {
 
   // The step's ops for the next |tokens| positions; resets the caches first when the ring
   // would hold more than it can serve a chunk of this size.
+  // The positions come from the cache: a list destroyed before it ran (BM_record without
+  // submitting) puts its appends back.
   std::vector<std::int32_t> next_positions() {
+    std::int32_t next = caches[0].next_position(0);
     if (next + static_cast<std::int32_t>(tokens) > static_cast<std::int32_t>(caches[0].config().capacity)) {
       for (KvCache& c : caches) c.reset(0);
       next = 0;
     }
     std::vector<std::int32_t> pos(tokens);
     std::iota(pos.begin(), pos.end(), next);
-    next += static_cast<std::int32_t>(tokens);
     return pos;
   }
 
@@ -100,37 +101,42 @@ void report(benchmark::State& state, std::size_t dispatches, double device) {
   state.counters["device_us"] = device;
 }
 
-// Args: tokens, path (AttentionPath: 0 automatic, 1 fused, 2 three stages).
-void BM_record(benchmark::State& state, bool submit) {
+// A case's model. Args: tokens, path (AttentionPath: 0 automatic, 1 fused, 2 three stages).
+struct Case {
+  explicit Case(const benchmark::State& state)
+      : tokens(static_cast<std::size_t>(state.range(0))), path(static_cast<AttentionPath>(state.range(1))),
+        capacity(tokens > 1 ? 2 * tokens : kCapacity), m(b, tokens, capacity) {}
+  double device_time() { return device_us(b, tokens, capacity, path); }
+
   Backend& b = backend(BackendKind::vulkan);
-  const auto tokens = static_cast<std::size_t>(state.range(0));
-  const AttentionPath path = static_cast<AttentionPath>(state.range(1));
-  const std::size_t capacity = tokens > 1 ? 2 * tokens : kCapacity;
-  Model m(b, tokens, capacity);
+  const std::size_t tokens;
+  const AttentionPath path;
+  const std::size_t capacity;
+  Model m;
+};
+
+void BM_record(benchmark::State& state, bool submit) {
+  Case c(state);
   std::size_t dispatches = 0;
   for (auto _ : state) {
-    CommandList cmd = b.commands();
-    m.record(cmd, path);
+    CommandList cmd = c.b.commands();
+    c.m.record(cmd, c.path);
     if (submit) cmd.submit_and_wait();
     dispatches = cmd.stats().ops;
     state.PauseTiming();
     { CommandList gone = std::move(cmd); }
     state.ResumeTiming();
   }
-  report(state, dispatches, device_us(b, tokens, capacity, path));
+  report(state, dispatches, c.device_time());
 }
 
 void BM_resubmit(benchmark::State& state) {
-  Backend& b = backend(BackendKind::vulkan);
-  const auto tokens = static_cast<std::size_t>(state.range(0));
-  const AttentionPath path = static_cast<AttentionPath>(state.range(1));
-  const std::size_t capacity = tokens > 1 ? 2 * tokens : kCapacity;
-  Model m(b, tokens, capacity);
-  CommandList cmd = b.commands();
-  m.record(cmd, path);
+  Case c(state);
+  CommandList cmd = c.b.commands();
+  c.m.record(cmd, c.path);
   cmd.submit_and_wait();
   for (auto _ : state) cmd.submit_and_wait();
-  report(state, cmd.stats().ops, device_us(b, tokens, capacity, path));
+  report(state, cmd.stats().ops, c.device_time());
 }
 
 // A decode step recorded once and replayed for the next token (set_tokens), then submitted.

@@ -37,6 +37,51 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The largest device-local heap, and whether memory is unified.
+void probe_memory(const VulkanFunctions& fn, VkPhysicalDevice pd, DeviceLimits& lim) {
+  VkPhysicalDeviceMemoryProperties mem{};
+  fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (std::uint32_t i = 0; i < mem.memoryHeapCount; ++i) {
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      lim.device_local_bytes = std::max<std::uint64_t>(lim.device_local_bytes, mem.memoryHeaps[i].size);
+    }
+  }
+  bool any_local = false, all_local_visible = true;
+  for (std::uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+    const auto f = mem.memoryTypes[i].propertyFlags;
+    if (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) {
+      any_local = true;
+      all_local_visible = all_local_visible && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    }
+  }
+  // Unified memory: every device-local type is also host-visible (integrated GPUs, CPU
+  // devices). A discrete GPU with a resizable BAR also has such a type, but not only such.
+  lim.unified_memory = any_local && all_local_visible;
+}
+
+// The first queue family with compute and its timestamps; a device without one, or below
+// the spec's compute minimums, is rejected.
+void probe_queue(const VulkanFunctions& fn, VkPhysicalDevice pd, const VkPhysicalDeviceLimits& l, PhysicalDevice& out) {
+  DeviceInfo& info = out.info;
+  std::uint32_t n = 0;
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n);
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
+  const auto compute = std::find_if(families.begin(), families.end(),
+                                    [](const VkQueueFamilyProperties& f) { return (f.queueFlags & VK_QUEUE_COMPUTE_BIT) != 0; });
+  if (compute == families.end()) {
+    info.rejected = "has no compute queue";
+    return;
+  }
+  out.compute_family = static_cast<std::uint32_t>(compute - families.begin());
+  info.limits.timestamps = compute->timestampValidBits > 0 && l.timestampPeriod > 0.0f;
+  info.limits.timestamp_period_ns = l.timestampPeriod;
+  if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeSharedMemorySize < 16384 ||
+      l.maxPerStageDescriptorStorageBuffers < 4 || l.maxPushConstantsSize < 128) {
+    info.rejected = "reports compute limits below the Vulkan minimums";
+  }
+}
+
 }  // namespace
 
 std::string api_version_string(std::uint32_t v, bool patch) {
@@ -199,44 +244,8 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   }
   for (const auto& shape : cm.shapes) info.matrix_shapes.push_back(public_shape(shape));
 
-  VkPhysicalDeviceMemoryProperties mem{};
-  fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
-  bool all_local_visible = true;
-  for (std::uint32_t i = 0; i < mem.memoryHeapCount; ++i) {
-    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
-      lim.device_local_bytes = std::max<std::uint64_t>(lim.device_local_bytes, mem.memoryHeaps[i].size);
-    }
-  }
-  bool any_local = false;
-  for (std::uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
-    const auto f = mem.memoryTypes[i].propertyFlags;
-    if (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) {
-      any_local = true;
-      all_local_visible = all_local_visible && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
-    }
-  }
-  // Unified memory: every device-local type is also host-visible (integrated GPUs, CPU
-  // devices). A discrete GPU with a resizable BAR also has such a type, but not only such.
-  lim.unified_memory = any_local && all_local_visible;
-
-  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
-  std::vector<VkQueueFamilyProperties> families(n);
-  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
-  bool found = false;
-  for (std::uint32_t i = 0; i < n && !found; ++i) {
-    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      out.compute_family = i;
-      found = true;
-      lim.timestamps = families[i].timestampValidBits > 0 && l.timestampPeriod > 0.0f;
-      lim.timestamp_period_ns = l.timestampPeriod;
-    }
-  }
-  if (!found) {
-    info.rejected = "has no compute queue";
-  } else if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeSharedMemorySize < 16384 ||
-             l.maxPerStageDescriptorStorageBuffers < 4 || l.maxPushConstantsSize < 128) {
-    info.rejected = "reports compute limits below the Vulkan minimums";
-  }
+  probe_memory(fn, pd, lim);
+  probe_queue(fn, pd, l, out);
   return out;
 }
 

@@ -209,6 +209,26 @@ struct AttnMeta {
   std::uint32_t extra_offset = 0;
 };
 AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {}, std::uint32_t extra = 0);
+// The push-constant fields every kernel that scores keys shares (AttnScoresParams,
+// AttnFusedParams): the keys' strides and scales, the checked options, the cache's bound.
+template <class Params>
+void set_score_fields(Params& pc, const KeySource& keys, const ScoresParams& p, const AttnMeta& meta, bool has_mask) {
+  pc.k_key_stride = keys.key_stride;
+  pc.k_head_stride = keys.head_stride;
+  pc.k_seq_stride = keys.seq_stride;
+  pc.k_meta_stride = keys.meta_stride;
+  pc.scale = static_cast<float>(p.scale);
+  pc.softcap = static_cast<float>(p.softcap);
+  pc.causal = p.causal ? 1u : 0u;
+  pc.window = p.window;
+  pc.has_mask = has_mask ? 1u : 0u;
+  pc.has_alibi = p.alibi_slopes.empty() ? 0u : 1u;
+  pc.rotary_dim = meta.rotary_dim;
+  pc.k_scales = keys.scales;
+  pc.k_bound = keys.meta_stride != 0 ? keys.bound : 0u;
+  pc.chunk = p.chunk;
+  pc.window_symmetric = p.window_symmetric ? 1u : 0u;
+}
 // The fused kernels' push constants (attn_fused, the decode and tiled kernels): q's
 // shape, the keys and values, the checked options, and the kernel's plan.
 struct FusedPlan {

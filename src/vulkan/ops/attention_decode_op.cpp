@@ -249,7 +249,8 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
                    {VKATTN_SPEC_MASK_KEYS_WORDS, listing.from_list ? std::max(std::bit_ceil(mask_keys), wg) : wg}})};
     c.bindings = {tensor_binding(mask, false), tensor_binding(std::move(buffer), true)};
     if (listing.from_list) mask.reset();  // the kernel reads the lists alone
-    c.set_push(shader::AttnMaskKeysParams{n_tokens, keys.n_keys, mask_keys, u32(layout.lists)});
+    c.set_push(shader::AttnMaskKeysParams{
+        .n_tokens = n_tokens, .n_keys = keys.n_keys, .max_keys = mask_keys, .list_offset = u32(layout.lists)});
     c.groups = n_tokens;
     lists = std::move(c);
   } else {

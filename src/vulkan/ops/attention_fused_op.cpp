@@ -237,7 +237,8 @@ Dispatch key_list_rows(const Context& ctx, const std::shared_ptr<TensorImpl>& li
   d.op = "attention";  // timings add up under the op's name
   d.key = {KernelId::attn_mask_keys, spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_MASK_KEYS_MODE, 2u}})};
   d.bindings = {tensor_binding(list, false), tensor_binding(rows, true)};
-  d.set_push(shader::AttnMaskKeysParams{n_tokens, n_keys, u32(list->shape[1]), 0u});
+  d.set_push(
+      shader::AttnMaskKeysParams{.n_tokens = n_tokens, .n_keys = n_keys, .max_keys = u32(list->shape[1]), .list_offset = 0u});
   d.groups = std::uint64_t{n_tokens} * ceil_div(n_keys, std::uint64_t{wg} * 32);  // the shader's CHUNK
   return d;
 }
@@ -307,15 +308,26 @@ Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std:
 shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
                                      const AttnMeta& meta, bool has_mask, bool has_sinks, const FusedPlan& plan) {
   const std::uint32_t n_heads = u32(q_shape[1]);
-  // Packed (clang-format would put one item per line).
-  // clang-format off
-  return {u32(q_shape[0]), n_heads, keys.n_keys, u32(q_shape[2]), n_heads / keys.n_kv_heads, plan.rows, plan.row_tiles,
-          plan.splits, keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
-          static_cast<float>(p.scale), static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window, has_mask ? 1u : 0u,
-          p.alibi_slopes.empty() ? 0u : 1u, plan.keys_per_split, has_sinks ? 1u : 0u, u32(plan.ml_offset),
-          meta.rotary_dim, keys.scales, values.scales, keys.meta_stride != 0 ? keys.bound : 0u, plan.counter_offset,
-          p.chunk, p.window_symmetric ? 1u : 0u, values.head_dim, values.key_stride, values.head_stride, values.seq_stride};
-  // clang-format on
+  shader::AttnFusedParams pc{};
+  pc.n_tokens = u32(q_shape[0]);
+  pc.n_heads = n_heads;
+  pc.n_keys = keys.n_keys;
+  pc.head_dim = u32(q_shape[2]);
+  pc.group = n_heads / keys.n_kv_heads;
+  pc.rows_per_wg = plan.rows;
+  pc.row_tiles = plan.row_tiles;
+  pc.key_splits = plan.splits;
+  pc.keys_per_split = plan.keys_per_split;
+  pc.has_sinks = has_sinks ? 1u : 0u;
+  pc.ml_offset = u32(plan.ml_offset);
+  pc.v_scales = values.scales;
+  pc.counter_offset = plan.counter_offset;
+  pc.v_head_dim = values.head_dim;
+  pc.v_key_stride = values.key_stride;
+  pc.v_head_stride = values.head_stride;
+  pc.v_seq_stride = values.seq_stride;
+  set_score_fields(pc, keys, p, meta, has_mask);
+  return pc;
 }
 
 Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::shared_ptr<TensorImpl> partial,
@@ -331,11 +343,12 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, spec({{VKATTN_SPEC_WG_SIZE, cwg}})};
   c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
                 params.add(std::span<const float>(sinks))};
-  // The push constants in their struct's order, packed.
-  // clang-format off
-  c.set_push(shader::AttnFusedCombineParams{n_rows, n_heads, head_dim, splits, sinks.empty() ? 0u : 1u,
-                                            u32(ml_offset)});
-  // clang-format on
+  c.set_push(shader::AttnFusedCombineParams{.n_rows = n_rows,
+                                            .n_heads = n_heads,
+                                            .head_dim = head_dim,
+                                            .splits = splits,
+                                            .has_sinks = sinks.empty() ? 0u : 1u,
+                                            .ml_offset = u32(ml_offset)});
   c.groups = ceil_div(std::uint64_t{n_rows} * head_dim, cwg);
   return c;
 }

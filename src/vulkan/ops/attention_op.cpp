@@ -256,17 +256,19 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
                 std::move(mask_binding),
                 meta.binding,
                 key_pos};
-  // The push constants in their struct's order, packed.
-  // clang-format off
-  d.set_push(shader::AttnScoresParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, key_tiles,
-                                      keys.key_stride, keys.head_stride, keys.seq_stride, keys.meta_stride,
-                                      static_cast<float>(p.scale),
-                                      static_cast<float>(p.softcap), p.causal ? 1u : 0u, p.window,
-                                      has_mask ? 1u : 0u, p.alibi_slopes.empty() ? 0u : 1u, meta.rotary_dim,
-                                      keys.scales, keys.meta_stride != 0 ? keys.bound : 0u,
-                                      skip_past_bound ? 1u : 0u, p.chunk, p.window_symmetric ? 1u : 0u,
-                                      launched});
-  // clang-format on
+  shader::AttnScoresParams pc{};
+  pc.n_tokens = n_tokens;
+  pc.n_heads = n_heads;
+  pc.n_keys = n_keys;
+  pc.head_dim = head_dim;
+  pc.group = group;
+  pc.rows_per_wg = rows;
+  pc.row_tiles = row_tiles;
+  pc.key_tiles = key_tiles;
+  pc.skip_past_bound = skip_past_bound ? 1u : 0u;
+  pc.key_tile_stride = launched;
+  set_score_fields(pc, keys, p, meta, has_mask);
+  d.set_push(pc);
   d.groups = std::uint64_t{n_kv_heads} * row_tiles * launched;
   return d;
 }
@@ -317,7 +319,11 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
     params.mark({TokenWords::q_seq, d.bindings[d.bindings.size() - 1].param_offset, u32(stop->q_seq->size())});
     d.bindings.push_back(tensor_binding(stop->slots, false));
   }
-  d.set_push(shader::AttnSoftmaxParams{n_rows, n_heads, n_keys, sinks.empty() ? 0u : 1u, stop ? stop->offset : 0u});
+  d.set_push(shader::AttnSoftmaxParams{.n_rows = n_rows,
+                                       .n_heads = n_heads,
+                                       .n_keys = n_keys,
+                                       .has_sinks = sinks.empty() ? 0u : 1u,
+                                       .bound_offset = stop ? stop->offset : 0u});
   d.groups = ceil_div(n_rows, rows_per_wg);
   return d;
 }
@@ -395,12 +401,22 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
                 tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
   params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
   if (stop) d.bindings.push_back(tensor_binding(stop->slots, false));
-  // The push constants in their struct's order, packed.
-  // clang-format off
-  d.set_push(shader::AttnWsumParams{n_tokens, n_heads, n_keys, head_dim, group, rows, row_tiles, values.key_stride,
-                                    values.head_stride, values.seq_stride, 0, splits, keys_per_split,
-                                    splits > 1 ? u32(out_elems) : 0u, values.scales, stop ? stop->offset : 0u});
-  // clang-format on
+  d.set_push(shader::AttnWsumParams{.n_tokens = n_tokens,
+                                    .n_heads = n_heads,
+                                    .n_keys = n_keys,
+                                    .head_dim = head_dim,
+                                    .group = group,
+                                    .rows_per_wg = rows,
+                                    .row_tiles = row_tiles,
+                                    .v_key_stride = values.key_stride,
+                                    .v_head_stride = values.head_stride,
+                                    .v_seq_stride = values.seq_stride,
+                                    .off_q_seq = 0,
+                                    .key_splits = splits,
+                                    .keys_per_split = keys_per_split,
+                                    .out_split_stride = splits > 1 ? u32(out_elems) : 0u,
+                                    .v_scales = values.scales,
+                                    .bound_offset = stop ? stop->offset : 0u});
   d.groups = base_groups * splits;
   Dispatches dispatches;
   dispatches.push_back(std::move(d));
@@ -410,7 +426,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
     const std::uint32_t rwg = workgroup_size(ctx, 64);
     r.key = {KernelId::attn_weighted_sum_reduce, spec({{VKATTN_SPEC_WG_SIZE, rwg}})};
     r.bindings = {tensor_binding(std::move(partial), false), tensor_binding(std::move(out), true)};
-    r.set_push(shader::AttnWsumReduceParams{u32(out_elems), splits});
+    r.set_push(shader::AttnWsumReduceParams{.count = u32(out_elems), .splits = splits});
     r.groups = ceil_div(out_elems, rwg);
     dispatches.push_back(std::move(r));
   }

@@ -18,11 +18,9 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
            spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COPY_VEC4, vec4 ? 1u : 0u}, {VKATTN_SPEC_COPY_HALVES, 0u}})};
   const auto count = static_cast<std::uint32_t>(words / unit);
   d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
-  // The push constants in their struct's order, packed.
-  // clang-format off
-  d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_word / unit),
-                                static_cast<std::uint32_t>(dst_word / unit)});
-  // clang-format on
+  d.set_push(shader::CopyParams{.count = count,
+                                .src_offset = static_cast<std::uint32_t>(src_word / unit),
+                                .dst_offset = static_cast<std::uint32_t>(dst_word / unit)});
   d.groups = ceil_div(count, wg);
   return d;
 }
@@ -37,7 +35,8 @@ Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> sr
            spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COPY_VEC4, 0u}, {VKATTN_SPEC_COPY_HALVES, 1u}})};
   const auto count = static_cast<std::uint32_t>(halves);
   d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
-  d.set_push(shader::CopyParams{count, static_cast<std::uint32_t>(src_half), static_cast<std::uint32_t>(dst_half)});
+  d.set_push(shader::CopyParams{
+      .count = count, .src_offset = static_cast<std::uint32_t>(src_half), .dst_offset = static_cast<std::uint32_t>(dst_half)});
   d.groups = ceil_div(count, wg);
   return d;
 }

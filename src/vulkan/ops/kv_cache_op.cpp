@@ -29,8 +29,10 @@ void copy_blocks(OpEnv& env, const KvCacheImpl& cache, std::span<const std::int3
     x.op = "kv_append";
     x.key = {KernelId::kv_blocks, spec({{VKATTN_SPEC_WG_SIZE, wg}})};
     x.bindings = {tensor_binding(t, true), b};
-    x.set_push(
-        shader::KvBlocksParams{u32(pairs.size() / 2), u32(words), u32(halves), u32(scale_words_offset(t->numel, c.dtype))});
+    x.set_push(shader::KvBlocksParams{.n_pairs = u32(pairs.size() / 2),
+                                      .block_words = u32(words),
+                                      .block_halves = u32(halves),
+                                      .scales = u32(scale_words_offset(t->numel, c.dtype))});
     x.groups = pairs.size() / 2 * ceil_div(words + halves, wg);
   }
 }
@@ -77,15 +79,15 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
                                       {VKATTN_SPEC_KV_APPEND_DST_TYPE, kv_type_code(c.dtype)}})};
   // capacity: the slot-table words per sequence (a paged cache's block table follows its
   // slots).
-  const shader::KvAppendParams pc{n,
-                                  u32(c.n_kv_heads),
-                                  u32(c.head_dim),
-                                  u32(cache.meta_stride()),
-                                  u32(scale_words_offset(cache.k->numel, c.dtype)),
-                                  1u,
-                                  u32(cache.bound_offset()),
-                                  c.paged ? cache.block_shift + 1 : 0u,
-                                  u32(c.capacity)};
+  const shader::KvAppendParams pc{.n_tokens = n,
+                                  .n_kv_heads = u32(c.n_kv_heads),
+                                  .head_dim = u32(c.head_dim),
+                                  .capacity = u32(cache.meta_stride()),
+                                  .dst_scales = u32(scale_words_offset(cache.k->numel, c.dtype)),
+                                  .write_slots = 1u,
+                                  .bound_offset = u32(cache.bound_offset()),
+                                  .page = c.paged ? cache.block_shift + 1 : 0u,
+                                  .table = u32(c.capacity)};
   d.set_push(pc);
   d.groups = ceil_div(invocations(c.head_dim), wg);
   if (ctx.limits.max_storage_buffers >= 6 && value_head_dim(c) == c.head_dim && v) {

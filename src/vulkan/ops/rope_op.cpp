@@ -98,13 +98,20 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
     d.bindings.push_back({q, 0, 0, false, true});
     d.bindings.push_back({k_or_q, 0, 0, false, true});
   }
-  // The push constants in their struct's order, packed.
-  // clang-format off
-  d.set_push(shader::RopeParams{n_tokens, n_heads_q, n_heads_k, static_cast<std::uint32_t>(head_dim),
-                                static_cast<std::uint32_t>(config.rotary_dim), units_per_row, heads_per_wg, wgs_per_token,
-                                factor, mrope, sections[0], sections[1],
-                                sections[2], static_cast<std::uint32_t>(config.rotary_offset)});
-  // clang-format on
+  d.set_push(shader::RopeParams{.n_tokens = n_tokens,
+                                .n_heads_q = n_heads_q,
+                                .n_heads_k = n_heads_k,
+                                .head_dim = static_cast<std::uint32_t>(head_dim),
+                                .rotary_dim = static_cast<std::uint32_t>(config.rotary_dim),
+                                .units_per_row = units_per_row,
+                                .heads_per_wg = heads_per_wg,
+                                .wgs_per_token = wgs_per_token,
+                                .attention_factor = factor,
+                                .mrope = mrope,
+                                .mrope_t = sections[0],
+                                .mrope_h = sections[1],
+                                .mrope_w = sections[2],
+                                .rotary_offset = static_cast<std::uint32_t>(config.rotary_offset)});
   d.groups = std::uint64_t{n_tokens} * wgs_per_token;
   return one(std::move(d));
 }
