@@ -340,7 +340,7 @@ TEST(CoopmatDevice, LavapipeHasNoMatrixUnits) {
   auto devices = detail::enumerate_devices(*instance);
   bool cpu_device = false;
   for (const auto& d : devices) {
-    if (d.info.type != "cpu") continue;
+    if (!d.cpu()) continue;
     cpu_device = true;
     SCOPED_TRACE(d.info.name);
     EXPECT_FALSE(d.coopmat.listed);

@@ -24,12 +24,14 @@ std::string type_name(VkPhysicalDeviceType t) {
   }
 }
 
-int type_rank(const std::string& type) {  // lower is preferred
-  if (type == "discrete") return 0;
-  if (type == "integrated") return 1;
-  if (type == "virtual") return 2;
-  if (type == "cpu") return 3;
-  return 4;
+int type_rank(VkPhysicalDeviceType t) {  // lower is preferred
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
 }
 
 std::string lower(std::string s) {
@@ -112,6 +114,7 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   VkPhysicalDeviceProperties base{};
   fn.vkGetPhysicalDeviceProperties(pd, &base);
   info.name = base.deviceName;
+  out.kind = base.deviceType;
   info.type = type_name(base.deviceType);
   info.api_version = api_version_string(base.apiVersion);
   out.uuid = std::to_array(base.pipelineCacheUUID);
@@ -317,7 +320,7 @@ std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const Devi
   std::size_t best = devices.size();
   for (std::size_t i = 0; i < devices.size(); ++i) {
     if (!devices[i].info.rejected.empty()) continue;
-    if (best == devices.size() || type_rank(devices[i].info.type) < type_rank(devices[best].info.type)) best = i;
+    if (best == devices.size() || type_rank(devices[i].kind) < type_rank(devices[best].kind)) best = i;
   }
   if (best == devices.size()) {
     throw Error(ErrorCode::no_device, "no usable Vulkan device:" + listing, "", 0, current_op());

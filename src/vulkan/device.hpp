@@ -31,8 +31,10 @@ struct SemaphoreSync {
 
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
-  const VulkanFunctions* functions = nullptr;  // its instance's (Instance::fn())
-  DeviceInfo info;                             // limits as the device reports them
+  const VulkanFunctions* functions = nullptr;                 // its instance's (Instance::fn())
+  DeviceInfo info;                                            // limits as the device reports them
+  VkPhysicalDeviceType kind = VK_PHYSICAL_DEVICE_TYPE_OTHER;  // info.type's source
+  bool cpu() const { return kind == VK_PHYSICAL_DEVICE_TYPE_CPU; }
   std::uint32_t compute_family = 0;
   std::array<std::uint8_t, VK_UUID_SIZE> uuid{};
   std::uint32_t driver_version = 0;

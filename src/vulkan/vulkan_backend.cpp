@@ -246,7 +246,8 @@ static bool spec_minimum_wanted(const Logger& log) {
 static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& devices) {
   const DeviceInfo& chosen = ctx.physical.info;
   for (const auto& d : devices) {
-    if (!d.info.rejected.empty() && (d.info.type == "discrete" || d.info.type == "integrated")) {
+    if (!d.info.rejected.empty() &&
+        (d.kind == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU || d.kind == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU)) {
       ctx.log->log(LogLevel::warning, "device " + std::to_string(d.info.index) + ": " + d.info.name + " (" + d.info.type +
                                           ") is rejected: " + d.info.rejected + "; using " + chosen.name + " (" + chosen.type +
                                           ")");
@@ -279,7 +280,7 @@ static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevi
         throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic (or auto)");
     }
   }
-  if (shape == KernelShape::automatic) shape = physical.info.type == "cpu" ? KernelShape::cpu : KernelShape::gpu;
+  if (shape == KernelShape::automatic) shape = physical.cpu() ? KernelShape::cpu : KernelShape::gpu;
   return shape;
 }
 

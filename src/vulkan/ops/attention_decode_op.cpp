@@ -127,13 +127,13 @@ bool decode_preferred(const Context& ctx, std::uint32_t n_tokens, std::uint32_t 
 
 std::uint64_t most_splits(std::uint32_t rows) { return std::min<std::uint64_t>(kMaxSplits, kMergePairs / rows); }
 
-std::uint32_t default_depth(const Context& ctx) { return ctx.physical.info.type == "cpu" ? 1 : kDepth; }
+std::uint32_t default_depth(const Context& ctx) { return ctx.physical.cpu() ? 1 : kDepth; }
 std::uint32_t default_keys(const Context& ctx, std::uint32_t widest_dim) {
-  return ctx.physical.info.type != "cpu" && widest_dim <= kGpuKeysMaxDim ? kGpuKeys : kKeys;
+  return !ctx.physical.cpu() && widest_dim <= kGpuKeysMaxDim ? kGpuKeys : kKeys;
 }
 
 std::uint64_t cpu_steps_per_split(const Context& ctx, std::uint64_t per_step) {
-  if (ctx.physical.info.type != "cpu") return 0;
+  if (!ctx.physical.cpu()) return 0;
   return std::max<std::uint64_t>(1, kCpuLoopLimit / std::max<std::uint64_t>(1, per_step));
 }
 
@@ -348,7 +348,7 @@ std::uint32_t listed_keys(const Context& ctx, const GroupPlan& g, const RowTiles
   if (listing.keys == 0 || !has_mask || (n_tokens > 1 && group % g.rows != 0)) return 0;
   if (scratch_layout(rt, q, values, listing.keys).words * 4 > ctx.limits.max_storage_buffer_range) return 0;
   const std::uint64_t wg = workgroup_size(ctx, 128);
-  if (!listing.from_list && ctx.physical.info.type == "cpu" && 2 * ceil_div(keys.n_keys, wg) + wg + 8 > kCpuLoopLimit) return 0;
+  if (!listing.from_list && ctx.physical.cpu() && 2 * ceil_div(keys.n_keys, wg) + wg + 8 > kCpuLoopLimit) return 0;
   return listing.keys;
 }
 

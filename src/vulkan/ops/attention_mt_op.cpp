@@ -115,7 +115,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   const std::uint32_t rows = plan->rows, dv_chunks = plan->dv_chunks;
   const std::uint32_t wg = shape.subgroups() * sg, keys_per_tile = 16 * shape.key_chunks;
   RowTiles rt = row_tiles(ctx, *q, keys, values, rows, keys_per_tile);
-  if (ctx.physical.info.type == "cpu") {
+  if (ctx.physical.cpu()) {
     // llvmpipe stops loops after 65,535 iterations over the whole run: each split's tiles
     // times the loop iterations of one tile (the tile loop, the marks and their rows,
     // staging, the scores' dim chunks, the scalar pass's two over a lane's keys of each of

@@ -63,8 +63,7 @@ std::uint32_t compute_units(const Context& ctx) {
   if (ctx.limits.compute_units) return ctx.limits.compute_units;
   // Unknown: a mid-sized discrete GPU, a small integrated one. Too high a guess costs a
   // larger merge; too low leaves units idle.
-  const std::string& type = ctx.physical.info.type;
-  return type == "discrete" ? 32 : 8;
+  return ctx.physical.kind == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU ? 32 : 8;
 }
 
 Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel) {
