@@ -58,8 +58,8 @@ const uint WG = WG_SIZE;  // a multiple of the required subgroup size (subgroup 
 layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 4;    // rows per tile, a power of two
 layout(constant_id = VKATTN_SPEC_DECODE_LANES) const uint LANES = 16;  // lanes per key row, a power of two
 layout(constant_id = VKATTN_SPEC_DECODE_Q_F16) const bool Q_F16 = false;
-layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = VKATTN_SPEC_DECODE_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = VKATTN_KV_F16;  // VKATTN_KV_*
+layout(constant_id = VKATTN_SPEC_DECODE_V_TYPE) const uint V_TYPE = VKATTN_KV_F16;
 layout(constant_id = VKATTN_SPEC_DECODE_K_EPL) const uint K_EPL = 8;     // elements per piece: 8 or 4
 layout(constant_id = VKATTN_SPEC_DECODE_K_PIECES) const uint K_PIECES = 1;  // pieces per lane
 layout(constant_id = VKATTN_SPEC_DECODE_V_EPL) const uint V_EPL = 8;

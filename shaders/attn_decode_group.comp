@@ -45,8 +45,8 @@ const uint WG = WG_SIZE;  // ROWS * LANES, a multiple of the required subgroup s
 layout(constant_id = VKATTN_SPEC_DECODE_ROWS) const uint ROWS = 16;  // rows per workgroup
 layout(constant_id = VKATTN_SPEC_DECODE_LANES) const uint LANES = 8;  // a power of two within a subgroup
 layout(constant_id = VKATTN_SPEC_DECODE_Q_F16) const bool Q_F16 = false;
-layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = VKATTN_SPEC_DECODE_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_DECODE_K_TYPE) const uint K_TYPE = VKATTN_KV_F16;  // VKATTN_KV_*
+layout(constant_id = VKATTN_SPEC_DECODE_V_TYPE) const uint V_TYPE = VKATTN_KV_F16;
 layout(constant_id = VKATTN_SPEC_DECODE_K_PIECES) const uint QP = 18;  // query vec4s per lane
 layout(constant_id = VKATTN_SPEC_DECODE_V_PIECES) const uint VP = 16;  // sum vec4s per lane
 layout(constant_id = VKATTN_SPEC_DECODE_K_ALIGNED) const bool K_ALIGNED = true;  // rows of whole vec4s

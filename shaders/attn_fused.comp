@@ -57,12 +57,12 @@
 layout(constant_id = VKATTN_SPEC_FUSED_ROWS) const uint ROWS = 8;
 layout(constant_id = VKATTN_SPEC_FUSED_Q_VEC4) const uint Q_VEC4 = 256;
 layout(constant_id = VKATTN_SPEC_FUSED_Q_F16) const bool Q_F16 = false;
-layout(constant_id = VKATTN_SPEC_FUSED_K_TYPE) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = VKATTN_SPEC_FUSED_V_TYPE) const uint V_TYPE = 0u;
+layout(constant_id = VKATTN_SPEC_FUSED_K_TYPE) const uint K_TYPE = VKATTN_KV_F32;  // VKATTN_KV_*
+layout(constant_id = VKATTN_SPEC_FUSED_V_TYPE) const uint V_TYPE = VKATTN_KV_F32;
 // V rows over 256 floats are loaded 8 floats at a time too (V_EIGHT), so that a row needs
 // at most 72 invocations (576 / 8) and a workgroup fits the spec minimum of 128.
 layout(constant_id = VKATTN_SPEC_FUSED_V_EIGHT) const bool V_EIGHT = false;
-const bool K_WIDE = K_TYPE != 0u, V_WIDE = V_TYPE != 0u || V_EIGHT;  // loaded 8 elements at a time
+const bool K_WIDE = K_TYPE != VKATTN_KV_F32, V_WIDE = V_TYPE != VKATTN_KV_F32 || V_EIGHT;  // loaded 8 elements at a time
 layout(constant_id = VKATTN_SPEC_FUSED_K_VEC) const bool K_VEC = true;
 layout(constant_id = VKATTN_SPEC_FUSED_V_VEC) const bool V_VEC = true;
 layout(constant_id = VKATTN_SPEC_FUSED_KEY_GROUPS) const uint KEY_GROUPS = 1;

@@ -63,8 +63,8 @@ layout(constant_id = VKATTN_SPEC_MT_KEY_CHUNKS) const uint KEY_CHUNKS = 1;
 layout(constant_id = VKATTN_SPEC_MT_DK_CHUNKS) const uint DK_CHUNKS = 8;  // 16-dim chunks of Q and K rows
 layout(constant_id = VKATTN_SPEC_MT_DV_CHUNKS) const uint DV_CHUNKS = 8;  // of V rows (both: multiples of DIM_SLICES)
 layout(constant_id = VKATTN_SPEC_MT_Q_F16) const bool Q_F16 = false;
-layout(constant_id = VKATTN_SPEC_MT_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = VKATTN_SPEC_MT_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_MT_K_TYPE) const uint K_TYPE = VKATTN_KV_F16;  // VKATTN_KV_*
+layout(constant_id = VKATTN_SPEC_MT_V_TYPE) const uint V_TYPE = VKATTN_KV_F16;
 layout(constant_id = VKATTN_SPEC_MT_Q_ALIGNED) const bool Q_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_MT_K_ALIGNED) const bool K_ALIGNED = true;
 layout(constant_id = VKATTN_SPEC_MT_V_ALIGNED) const bool V_ALIGNED = true;
@@ -164,8 +164,8 @@ void mark_keys(uint t, uint lid, uint seq0, uint bound, uint n_rows, uint mo) {
 
 // f16 rows in whole vec4s (and K not rotated on read) are staged as they are stored, two
 // halves a word: no trip through f32 and back.
-const bool K_RAW = K_TYPE == 1u && K_ALIGNED && !ROPE_ON_READ;
-const bool V_RAW = V_TYPE == 1u && V_ALIGNED;
+const bool K_RAW = K_TYPE == VKATTN_KV_F16 && K_ALIGNED && !ROPE_ON_READ;
+const bool V_RAW = V_TYPE == VKATTN_KV_F16 && V_ALIGNED;
 
 // Whether key b of tile t is read (marks at |mo|): some row sees it; never under
 // SKIP_LOADS, nor past the bound under SKIP_MARKS (a probe's kept marks may name it).

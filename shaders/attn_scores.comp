@@ -50,8 +50,8 @@
 layout(constant_id = VKATTN_SPEC_SCORES_ROWS) const uint ROWS = 8;
 layout(constant_id = VKATTN_SPEC_SCORES_Q_VEC4) const uint Q_VEC4 = 256;  // ROWS * ceil(head_dim / 4)
 layout(constant_id = VKATTN_SPEC_SCORES_Q_F16) const bool Q_F16 = false;
-layout(constant_id = VKATTN_SPEC_SCORES_K_TYPE) const uint K_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-const bool K_WIDE = K_TYPE != 0u;  // 8 elements per 16 bytes or fewer: loaded 8 at a time
+layout(constant_id = VKATTN_SPEC_SCORES_K_TYPE) const uint K_TYPE = VKATTN_KV_F32;  // VKATTN_KV_*
+const bool K_WIDE = K_TYPE != VKATTN_KV_F32;  // 8 elements per 16 bytes or fewer: loaded 8 at a time
 layout(constant_id = VKATTN_SPEC_SCORES_VEC) const bool VEC = true;
 layout(constant_id = VKATTN_SPEC_SCORES_KEYS) const uint KEYS = 4;  // keys per invocation
 LEAN_FIXED(VKATTN_SPEC_SCORES_ROPE_ON_READ) const bool ROPE_ON_READ = false;

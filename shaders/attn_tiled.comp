@@ -57,8 +57,8 @@ layout(constant_id = VKATTN_SPEC_TILED_KEYS) const uint BC = 16;                
 layout(constant_id = VKATTN_SPEC_TILED_ROWS_PER_INVOCATION) const uint RB = 2;    // divides BR
 layout(constant_id = VKATTN_SPEC_TILED_KEYS_PER_INVOCATION) const uint KB = 2;    // divides BC
 layout(constant_id = VKATTN_SPEC_TILED_Q_F16) const bool Q_F16 = false;
-layout(constant_id = VKATTN_SPEC_TILED_K_TYPE) const uint K_TYPE = 1u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
-layout(constant_id = VKATTN_SPEC_TILED_V_TYPE) const uint V_TYPE = 1u;
+layout(constant_id = VKATTN_SPEC_TILED_K_TYPE) const uint K_TYPE = VKATTN_KV_F16;  // VKATTN_KV_*
+layout(constant_id = VKATTN_SPEC_TILED_V_TYPE) const uint V_TYPE = VKATTN_KV_F16;
 layout(constant_id = VKATTN_SPEC_TILED_DK4) const uint DK4 = 32;  // vec4s of a query and K row
 layout(constant_id = VKATTN_SPEC_TILED_DV4) const uint DV4 = 32;  // of a V row
 layout(constant_id = VKATTN_SPEC_TILED_Q_ALIGNED) const bool Q_ALIGNED = true;

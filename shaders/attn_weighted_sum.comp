@@ -34,7 +34,7 @@
 #include "params.h"
 
 layout(constant_id = VKATTN_SPEC_WSUM_ROWS) const uint ROWS = 8;
-layout(constant_id = VKATTN_SPEC_WSUM_V_TYPE) const uint V_TYPE = 0u;  // 0 f32, 1 f16, 2 q8_0, 3 q4_0
+layout(constant_id = VKATTN_SPEC_WSUM_V_TYPE) const uint V_TYPE = VKATTN_KV_F32;  // VKATTN_KV_*
 layout(constant_id = VKATTN_SPEC_WSUM_VEC) const bool VEC = true;
 layout(constant_id = VKATTN_SPEC_WSUM_P_VEC4) const bool P_VEC4 = false;  // n_keys % 4 == 0: 4 keys per step
 layout(constant_id = VKATTN_SPEC_WSUM_KEY_GROUPS) const uint KEY_GROUPS = 1;
@@ -42,7 +42,7 @@ layout(constant_id = VKATTN_SPEC_WSUM_KEY_GROUPS) const uint KEY_GROUPS = 1;
 // row (rows over 256 floats: the spec minimum allows 128 invocations per workgroup).
 layout(constant_id = VKATTN_SPEC_WSUM_EIGHT) const bool EIGHT_F32 = false;
 
-const bool EIGHT = V_TYPE != 0u || EIGHT_F32;  // 8 elements per 16 bytes or fewer, or wide rows
+const bool EIGHT = V_TYPE != VKATTN_KV_F32 || EIGHT_F32;  // 8 elements per 16 bytes or fewer, or wide rows
 const uint EPL = EIGHT ? 8u : 4u;  // elements per invocation
 
 #ifdef VKATTN_TEXEL

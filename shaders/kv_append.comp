@@ -42,8 +42,8 @@
 #include "quant.glsl"
 
 layout(constant_id = VKATTN_SPEC_KV_APPEND_SRC_F16) const bool SRC_F16 = false;
-layout(constant_id = VKATTN_SPEC_KV_APPEND_DST_TYPE) const uint DST_TYPE = 1u;
-const bool DST_F16 = DST_TYPE == 1u, DST_QUANT = DST_TYPE >= 2u;
+layout(constant_id = VKATTN_SPEC_KV_APPEND_DST_TYPE) const uint DST_TYPE = VKATTN_KV_F16;  // VKATTN_KV_*
+const bool DST_F16 = DST_TYPE == VKATTN_KV_F16, DST_QUANT = DST_TYPE >= VKATTN_KV_Q8_0;
 
 #ifdef VKATTN_KV_ROPE
 layout(constant_id = VKATTN_SPEC_KV_ROPE_HALF_ROT) const uint HALF_ROT = 64;
@@ -152,14 +152,14 @@ void append_block(uint id) {
     const uint src = (t * pc.n_kv_heads + g) * pc.head_dim + QUANT_BLOCK * u;
     const uint dst = (uint(row) * pc.n_kv_heads + g) * pc.head_dim + QUANT_BLOCK * u;  // element
     const uint block = dst / QUANT_BLOCK;
-    const uint code_words = DST_TYPE == 2u ? 8u : 4u;
+    const uint code_words = DST_TYPE == VKATTN_KV_Q8_0 ? 8u : 4u;
     for (uint which = 0u; which < N_TENSORS; ++which) {
         float x[32];
         for (uint i = 0u; i < QUANT_BLOCK; ++i) {
             x[i] = src_elem(which, src + i);
         }
         uint words[8];
-        const uint scale = quantize_block(DST_TYPE == 3u, x, words);
+        const uint scale = quantize_block(DST_TYPE == VKATTN_KV_Q4_0, x, words);
         for (uint w = 0u; w < code_words; ++w) {
             store(which, block * code_words + w, words[w]);
         }

@@ -23,7 +23,7 @@
 #include "rope_phase.glsl"
 
 layout(constant_id = VKATTN_SPEC_ROPE_HALF_ROT) const uint HALF_ROT = 64;
-layout(constant_id = VKATTN_SPEC_ROPE_UNIT) const uint UNIT = 0;          // ROPE_UNIT_*: what one invocation owns
+layout(constant_id = VKATTN_SPEC_ROPE_UNIT) const uint UNIT = 0;          // VKATTN_ROPE_UNIT_*: what one invocation owns
 layout(constant_id = VKATTN_SPEC_ROPE_INTERLEAVED) const bool INTERLEAVED = false;
 #include "rope_table.glsl"
 
@@ -35,7 +35,7 @@ layout(std430, binding = 1) buffer K4 { ELEM4 k4[]; };
 layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
 layout(std430, binding = 3) readonly buffer Turns { uvec2 turns[]; };
 // VKATTN_TEXEL: 16-byte vectors are read through texel views of q and k (tensor_load.glsl
-// says why) and written through the storage buffers. Only for UNIT == ROPE_UNIT_VEC4, where
+// says why) and written through the storage buffers. Only for VKATTN_ROPE_UNIT_VEC4, where
 // each invocation reads and writes whole vectors of its own, so no invocation reads what
 // another writes.
 // ROPE_READ4(v) reads vector v of the tensor ROPE_SRC names (ROPE_Q_SRC, ROPE_K_SRC: its
@@ -60,11 +60,11 @@ layout(binding = 5) uniform usamplerBuffer k_texels;
 // Token |token|'s position for pair |i|: its one position, or with M-RoPE the one its
 // section assigns (src/common/rope_math.hpp: mrope_section, the same rule).
 uint token_position(uint token, uint i) {
-    if (pc.mrope == 0u) {
+    if (pc.mrope == VKATTN_MROPE_NONE) {
         return uint(pos[token]);
     }
     uint which = 0u;
-    if (pc.mrope == 1u) {
+    if (pc.mrope == VKATTN_MROPE_CONTIGUOUS) {
         which = i < pc.mrope_t ? 0u : (i < pc.mrope_t + pc.mrope_h ? 1u : 2u);
     } else if (i % 3u == 1u && i < 3u * pc.mrope_h) {
         which = 1u;

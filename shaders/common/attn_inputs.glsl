@@ -49,7 +49,7 @@ layout(std430, binding = 6) readonly buffer KeyPos { int kpos[]; };
 #define TL_WORDS q_words
 #define TL_WORDS2 q_words2
 #define TL_WORDS4 q_words4
-#define TL_TYPE (Q_F16 ? 1u : 0u)
+#define TL_TYPE (Q_F16 ? VKATTN_KV_F16 : VKATTN_KV_F32)
 #define TL_QUANT 0
 #define TL_SCALES 0u
 #define TL_FN load_q

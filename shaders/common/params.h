@@ -34,8 +34,8 @@ VKATTN_PUSH_CONSTANTS(RopeParams) {
     uint heads_per_wg;      // of the q heads followed by the k heads of one token
     uint wgs_per_token;     // ceil((n_heads_q + n_heads_k) / heads_per_wg)
     float attention_factor; // multiplies the rotated dims (YaRN mscale); 1 otherwise
-    uint mrope;             // 0: one position per token; M-RoPE (t, h, w per token):
-                            // 1 contiguous sections, 2 interleaved
+    uint mrope;             // VKATTN_MROPE_*: one position per token, or M-RoPE's (t, h, w)
+                            // per token in contiguous or interleaved sections
     uint mrope_t;           // M-RoPE: rotary pairs of each position
     uint mrope_h;
     uint mrope_w;
@@ -254,6 +254,22 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 #undef VKATTN_PUSH_CONSTANTS
 #undef VKATTN_PC_INSTANCE
 #undef VKATTN_KV_ROPE_FIELDS
+// Codes the host passes and the kernels compare, named once (unsigned in both languages).
+// A K/V tensor's dtype (the *_TYPE spec constants; kv_type_code in src/common/shape_math.hpp):
+#define VKATTN_KV_F32 0u
+#define VKATTN_KV_F16 1u
+#define VKATTN_KV_Q8_0 2u
+#define VKATTN_KV_Q4_0 3u
+// What one invocation of rope.comp owns (VKATTN_SPEC_ROPE_UNIT; rope_unit.glsl says which
+// part of a row each is):
+#define VKATTN_ROPE_UNIT_VEC4 0u
+#define VKATTN_ROPE_UNIT_PAIR 1u
+#define VKATTN_ROPE_UNIT_PAIR2 2u
+#define VKATTN_ROPE_UNIT_ROW 3u
+// RopeParams::mrope:
+#define VKATTN_MROPE_NONE 0u
+#define VKATTN_MROPE_CONTIGUOUS 1u
+#define VKATTN_MROPE_INTERLEAVED 2u
 // Specialization constants by kernel: constant_id values, named once for the shaders
 // (layout(constant_id = ...)) and the host (spec() in src/vulkan/dispatch.hpp). Id 0 is
 // every kernel's workgroup size (layout.glsl); id 24 every attention kernel's paging

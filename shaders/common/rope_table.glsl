@@ -1,16 +1,11 @@
 // One token's RoPE cos/sin table in shared memory, as rope.comp and kv_append.comp's
-// rotating variant (VKATTN_KV_ROPE) fill it (put_cs) and rope_unit.glsl reads it, and
-// what a unit is (ROPE_UNIT_*; rope_unit.glsl says what each owns). Needs the spec
-// constants HALF_ROT (the table's pairs), UNIT and INTERLEAVED (pairs (2i, 2i+1), else
+// rotating variant (VKATTN_KV_ROPE) fill it (put_cs) and rope_unit.glsl reads it (a unit
+// is one of VKATTN_ROPE_UNIT_* in params.h; rope_unit.glsl says what each owns). Needs the
+// spec constants HALF_ROT (the table's pairs), UNIT and INTERLEAVED (pairs (2i, 2i+1), else
 // (i, i + d/2)), and VKATTN_F16 for f16 tensors: ELEM and ELEM4 are then words of two
 // halves (packed two per uint, which needs no optional device feature; arithmetic is f32).
 #ifndef VKATTN_ROPE_TABLE_GLSL
 #define VKATTN_ROPE_TABLE_GLSL
-
-#define ROPE_UNIT_VEC4 0u
-#define ROPE_UNIT_PAIR 1u
-#define ROPE_UNIT_PAIR2 2u
-#define ROPE_UNIT_ROW 3u
 
 #ifdef VKATTN_F16
 #define ELEM uint
@@ -43,14 +38,14 @@ vec4 cos4(uint j) { return tab[j]; }                 // half: cos of pairs 4j..4
 vec4 sin4(uint j) { return tab[TAB_PAD / 4u + j]; }  // half: sin of pairs 4j..4j+3
 vec4 cs4(uint j) { return tab[j]; }                  // interleaved: pairs 2j, 2j+1
 
-// The table entries a ROPE_UNIT_VEC4 unit u uses (rope_unit.glsl); unused otherwise.
+// The table entries a VKATTN_ROPE_UNIT_VEC4 unit u uses (rope_unit.glsl); unused otherwise.
 struct Trig {
     vec4 v[4];
 };
 Trig load_trig(uint u) {
     Trig t;
     t.v[0] = t.v[1] = t.v[2] = t.v[3] = vec4(0.0);
-    if (UNIT != ROPE_UNIT_VEC4) {
+    if (UNIT != VKATTN_ROPE_UNIT_VEC4) {
         return t;
     }
 #ifdef VKATTN_F16

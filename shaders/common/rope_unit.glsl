@@ -8,17 +8,17 @@
 //
 // A unit is what one invocation owns, so in-place writes never race (spec constant UNIT;
 // constants rather than push constants, so that each pipeline holds one path only):
-//   ROPE_UNIT_VEC4 (head_dim and pairs aligned, the common case): one 16-byte vector
+//   VKATTN_ROPE_UNIT_VEC4 (head_dim and pairs aligned, the common case): one 16-byte vector
 //     f32 half: pairs 4u..4u+3 (a vector from each half)   f32 interleaved: pairs 2u, 2u+1
 //     f16 half: pairs 8u..8u+7 (a vector from each half)   f16 interleaved: pairs 4u..4u+3
-//   ROPE_UNIT_PAIR: pair u (f16 interleaved: one word)
-//   ROPE_UNIT_PAIR2: f16 half, pairs 2u, 2u+1: one word from each half
-//   ROPE_UNIT_ROW: f16 half with an odd number of pairs (they straddle words): the row
+//   VKATTN_ROPE_UNIT_PAIR: pair u (f16 interleaved: one word)
+//   VKATTN_ROPE_UNIT_PAIR2: f16 half, pairs 2u, 2u+1: one word from each half
+//   VKATTN_ROPE_UNIT_ROW: f16 half with an odd number of pairs (they straddle words): the row
 void ROPE_FN(uint row, uint u, Trig tr) {
     const uint base = row * pc.head_dim + pc.rotary_offset;  // the rotated slice
     const uint half_rot = pc.rotary_dim / 2u;
 #ifndef VKATTN_F16
-    if (UNIT == ROPE_UNIT_VEC4) {
+    if (UNIT == VKATTN_ROPE_UNIT_VEC4) {
         if (INTERLEAVED) {
             const uint v = base / 4u + u;
             const vec4 x = ROPE_READ4(v);
@@ -43,7 +43,7 @@ void ROPE_FN(uint row, uint u, Trig tr) {
         ROPE_BUF[b] = ELEM(xa * c.y + xb * c.x);
     }
 #else
-    if (UNIT == ROPE_UNIT_VEC4) {
+    if (UNIT == VKATTN_ROPE_UNIT_VEC4) {
         if (INTERLEAVED) {
             const uint v = base / 8u + u;
             uvec4 w = ROPE_READ4(v);
@@ -71,12 +71,12 @@ void ROPE_FN(uint row, uint u, Trig tr) {
             ROPE_BUF4[va] = wa;
             ROPE_BUF4[vb] = wb;
         }
-    } else if (UNIT == ROPE_UNIT_PAIR) {  // interleaved: a pair is a word
+    } else if (UNIT == VKATTN_ROPE_UNIT_PAIR) {  // interleaved: a pair is a word
         const uint w = base / 2u + u;
         const vec2 x = unpackHalf2x16(ROPE_BUF[w]);
         const vec2 c = cs(u);
         ROPE_BUF[w] = packHalf2x16(vec2(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x));
-    } else if (UNIT == ROPE_UNIT_PAIR2) {
+    } else if (UNIT == VKATTN_ROPE_UNIT_PAIR2) {
         const uint wa = base / 2u + u;
         const uint wb = wa + half_rot / 2u;
         const vec2 xa = unpackHalf2x16(ROPE_BUF[wa]);  // elements 2u, 2u + 1

@@ -29,8 +29,8 @@
 #error "tensor_load.glsl: define TL_QUANT (0 or 1)"
 #endif
 #if TL_QUANT
-#define TL_Q8 (TL_TYPE == 2u)
-#define TL_Q4 (TL_TYPE == 3u)
+#define TL_Q8 (TL_TYPE == VKATTN_KV_Q8_0)
+#define TL_Q4 (TL_TYPE == VKATTN_KV_Q4_0)
 #else
 #define TL_Q8 false
 #define TL_Q4 false
@@ -73,7 +73,7 @@ float TL_CAT(TL_FN, _1)(uint e) {
     if (TL_Q4) {
         return float(int((TL_CAT(TL_FN, _word)(e >> 3) >> (4u * (e & 7u))) & 15u) - 8) * TL_CAT(TL_FN, _scale)(e);
     }
-    if (TL_TYPE == 1u) {
+    if (TL_TYPE == VKATTN_KV_F16) {
         return unpackHalf2x16(TL_CAT(TL_FN, _word)(e >> 1))[e & 1u];
     }
     return uintBitsToFloat(TL_CAT(TL_FN, _word)(e));
@@ -85,7 +85,7 @@ vec4 TL_CAT(TL_FN, _4)(uint e, uint limit) {
         return TL_CAT(TL_FN, _codes4)(w, 4u * (e & 4u)) * TL_CAT(TL_FN, _scale)(e);
     }
     if (TL_ALIGNED) {
-        if (TL_TYPE == 1u) {
+        if (TL_TYPE == VKATTN_KV_F16) {
             const uvec2 w = TL_CAT(TL_FN, _word2)(e >> 2);
             return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
         }
@@ -114,7 +114,7 @@ void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
         }
         return;
     }
-    if (TL_ALIGNED && TL_TYPE == 1u) {
+    if (TL_ALIGNED && TL_TYPE == VKATTN_KV_F16) {
         const uvec4 w = TL_CAT(TL_FN, _word4)(e >> 3);
         lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
         hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
@@ -141,7 +141,7 @@ uvec4 TL_CAT(TL_FN, _raw8)(uint e, uint limit) {
     if (TL_Q4) {
         return uvec4(TL_CAT(TL_FN, _word)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
     }
-    if (TL_ALIGNED && TL_TYPE == 1u) {
+    if (TL_ALIGNED && TL_TYPE == VKATTN_KV_F16) {
         return TL_CAT(TL_FN, _word4)(e >> 3);
     }
     vec4 lo, hi;
@@ -168,17 +168,17 @@ uvec4 TL_CAT(TL_FN, _raw4)(uint e, uint limit) {
         return uvec4(TL_CAT(TL_FN, _word)(e >> 3), TL_CAT(TL_FN, _scale_word)(e), 0u, 0u);
     }
     if (TL_ALIGNED) {
-        return TL_TYPE == 1u ? uvec4(TL_CAT(TL_FN, _word2)(e >> 2), 0u, 0u) : TL_CAT(TL_FN, _word4)(e >> 2);
+        return TL_TYPE == VKATTN_KV_F16 ? uvec4(TL_CAT(TL_FN, _word2)(e >> 2), 0u, 0u) : TL_CAT(TL_FN, _word4)(e >> 2);
     }
     const vec4 v = TL_CAT(TL_FN, _4)(e, limit);
-    return TL_TYPE == 1u ? uvec4(packHalf2x16(v.xy), packHalf2x16(v.zw), 0u, 0u) : floatBitsToUint(v);
+    return TL_TYPE == VKATTN_KV_F16 ? uvec4(packHalf2x16(v.xy), packHalf2x16(v.zw), 0u, 0u) : floatBitsToUint(v);
 }
 
 vec4 TL_CAT(TL_FN, _unraw4)(uvec4 raw, uint e) {
     if (TL_QUANTIZED) {
         return TL_CAT(TL_FN, _codes4)(raw.x, TL_Q4 ? 4u * (e & 4u) : 0u) * TL_CAT(TL_FN, _scale_of)(raw.y, e);
     }
-    if (TL_TYPE == 1u) {
+    if (TL_TYPE == VKATTN_KV_F16) {
         return vec4(unpackHalf2x16(raw.x), unpackHalf2x16(raw.y));
     }
     return uintBitsToFloat(raw);

@@ -35,14 +35,4 @@ inline std::size_t scale_words_offset(std::size_t numel, DType dtype) {
   return dtype == DType::q8_0 ? numel / 4 : dtype == DType::q4_0 ? numel / 8 : 0;
 }
 
-// The kernels' code for a K or V dtype: 0 f32, 1 f16, 2 q8_0, 3 q4_0.
-inline std::uint32_t kv_type_code(DType dtype) {
-  switch (dtype) {
-    case DType::f16: return 1;
-    case DType::q8_0: return 2;
-    case DType::q4_0: return 3;
-    default: return 0;
-  }
-}
-
 }  // namespace vkattn::detail

@@ -53,6 +53,16 @@ struct Dispatch {
   }
 };
 
+// The kernels' code for a K or V dtype (VKATTN_KV_* in params.h).
+inline std::uint32_t kv_type_code(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return VKATTN_KV_F16;
+    case DType::q8_0: return VKATTN_KV_Q8_0;
+    case DType::q4_0: return VKATTN_KV_Q4_0;
+    default: return VKATTN_KV_F32;
+  }
+}
+
 // An op's dispatches: one, or a few (attention in three stages with split keys: 4; a
 // quantized cache's kv_copy_sequence: 6; a paged cache's kv_append that copies shared
 // blocks first: 4).
@@ -165,7 +175,7 @@ struct KeySource {
   std::shared_ptr<TensorImpl> slots;  // keys of a cache: its slot table on the device
   std::uint32_t n_keys, n_kv_heads, head_dim;
   std::uint32_t key_stride, head_stride, seq_stride, meta_stride;
-  std::uint32_t type;       // kv_type_code: 0 f32, 1 f16, 2 q8_0, 3 q4_0
+  std::uint32_t type;       // kv_type_code
   std::uint32_t scales;     // q8_0/q4_0: word offset of the scales
   std::uint32_t bound = 0;  // keys of a cache: the occupancy bounds' word offset in |slots|
   std::uint32_t n_seqs = 1;

@@ -54,28 +54,30 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
   const std::size_t per_vec = f16 ? 8 : 4;  // elements in 16 bytes
   const bool vec = head_dim % per_vec == 0 && config.rotary_offset % per_vec == 0 &&
                    (inter ? (2 * half_rot) % per_vec == 0 : half_rot % per_vec == 0);
-  std::uint32_t unit = 0, units_per_row = 0;  // ROPE_UNIT_* in the shader
+  std::uint32_t unit = 0, units_per_row = 0;  // VKATTN_ROPE_UNIT_*
   if (vec) {
-    unit = 0;
+    unit = VKATTN_ROPE_UNIT_VEC4;
     units_per_row = static_cast<std::uint32_t>(inter ? 2 * half_rot / per_vec : half_rot / per_vec);
   } else if (!f16 || inter) {
-    unit = 1;
+    unit = VKATTN_ROPE_UNIT_PAIR;
     units_per_row = half_rot;
   } else if (half_rot % 2 == 0) {
-    unit = 2;
+    unit = VKATTN_ROPE_UNIT_PAIR2;
     units_per_row = half_rot / 2;
   } else {
-    unit = 3;
+    unit = VKATTN_ROPE_UNIT_ROW;
     units_per_row = 1;
   }
 
-  const std::uint32_t mrope = !config.mrope ? 0u : config.mrope->layout == MRopeLayout::contiguous ? 1u : 2u;
+  const std::uint32_t mrope = !config.mrope                                     ? VKATTN_MROPE_NONE
+                              : config.mrope->layout == MRopeLayout::contiguous ? VKATTN_MROPE_CONTIGUOUS
+                                                                                : VKATTN_MROPE_INTERLEAVED;
   const std::array<std::uint32_t, 3> sections = config.mrope ? config.mrope->sections : std::array<std::uint32_t, 3>{};
   const RopeTurns& table = turns_for(config, positions);
 
   // 16-byte units read through texel views (written through the storage buffers) when
   // both tensors have them; see rope.comp.
-  const bool texel = unit == 0 && has_texel_view(*q) && (!k || has_texel_view(*k));
+  const bool texel = unit == VKATTN_ROPE_UNIT_VEC4 && has_texel_view(*q) && (!k || has_texel_view(*k));
   Dispatch d;
   d.op = "rope";
   const KernelId kernel =
@@ -124,7 +126,7 @@ bool rope_fusable(const Dispatch& rope, const DeviceLimits& limits) {
   shader::RopeParams pc{};
   std::memcpy(&pc, rope.push.data(), sizeof pc);
   // q and k, the cache's K and V, rows, slots and the turns: 8 storage buffers.
-  return pc.n_heads_k > 0 && pc.mrope == 0 && rope.bindings[0].tensor != rope.bindings[1].tensor &&
+  return pc.n_heads_k > 0 && pc.mrope == VKATTN_MROPE_NONE && rope.bindings[0].tensor != rope.bindings[1].tensor &&
          limits.max_storage_buffers >= 8;
 }
 
