@@ -111,7 +111,10 @@ TEST_P(Errors, Rope) {
       {"config.freq_factors[2]", "inf"});
   expect_invalid([&] { rope(x, pos, {.freq_factors = {1, 2, 3, 4}}); }, {"config.freq_factors.size()", "0 unless"});
   expect_invalid([&] { rope(x, pos, {.attention_factor = 0.0}); }, {"config.attention_factor", "> 0"});
-  expect_invalid([&] { rope_frequencies({}, 7); }, {"config.rotary_dim"});
+  expect_invalid([&] { rope_frequencies({}, 7); }, {"config.rotary_dim = 0 (= head_dim = 7, odd)", "even in [2, 6]"});
+  expect_invalid([&] { rope_frequencies({.rotary_offset = 2}, 9); },
+                 {"(= head_dim - rotary_offset = 7, odd)", "even in [2, 6], or an even head_dim - rotary_offset"});
+  expect_invalid([&] { rope_frequencies({}, std::size_t{1} << 40); }, {"head_dim = 1099511627776", "kMaxHeadDim = 2048"});
   expect_invalid([&] { rope_frequencies({}, 8, -1); }, {"max_position", "-1"});
 
   // Q and K together.
@@ -405,7 +408,7 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { sc(q, scores, {qp, kp}); }, {"tokens.k_positions / k_seq_ids = given", "empty"});
   bad([&] { sc(q, scores, {.q_positions = qp, .k_seq_ids = P{0, 0, 0, 0, 0, 0}}); }, {"tokens.k_positions / k_seq_ids"});
   bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{2}}); }, {"tokens.q_seq_ids[0] = 2", "[0, n_seqs = 2)"});
-  bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{-3}}); }, {"tokens.q_seq_ids[0] = -3"});
+  bad([&] { sc(q, scores, {.q_positions = qp, .q_seq_ids = P{-3}}); }, {"tokens.q_seq_ids[0] = -3", "[0, n_seqs = 2)"});
   bad([&] { sc(q, scores, {.q_positions = P{-1}}); }, {"tokens.q_positions[0] = -1"});
   bad([&] { sc(q, scores, {.q_positions = P{1, 2}}); }, {"tokens.q_positions.size() = 2", "1"});
   bad([&] { sc(q, s5, {qp}); }, {"scores.shape = [1, 2, 5]", "[1, 2, 6]"});

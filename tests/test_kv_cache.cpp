@@ -480,7 +480,9 @@ TEST_P(KvCacheTest, ListsPlannedBeforeAChangeAreRefused) {
 }
 
 // restore_cache refuses bookkeeping the cache could not have written (attention trusts
-// it): a ring whose oldest position is past next, or past a ring position it holds.
+// it): a ring whose oldest position is past next, or past a ring position it holds, or
+// whose next position is past the newest it holds plus one (an append there would leave
+// a gap).
 TEST(KvCacheSave, BookkeepingItCouldNotHaveWritten) {
   auto cpu = make_backend(BackendKind::cpu);
   const KvCacheConfig config{.n_kv_heads = 1, .head_dim = 8, .capacity = 4, .dtype = DType::f32};
@@ -503,6 +505,11 @@ TEST(KvCacheSave, BookkeepingItCouldNotHaveWritten) {
   for (std::int32_t oldest : {7, 3}) {
     std::vector<std::uint8_t> bad = saved;
     std::memcpy(bad.data() + 84, &oldest, 4);
+    expect_invalid([&] { cpu->restore_cache(other, bad); }, {"sequence 0 bookkeeping", "inconsistent"});
+  }
+  for (std::int32_t next : {7, 259}) {
+    std::vector<std::uint8_t> bad = saved;
+    std::memcpy(bad.data() + 80, &next, 4);
     expect_invalid([&] { cpu->restore_cache(other, bad); }, {"sequence 0 bookkeeping", "inconsistent"});
   }
   cpu->restore_cache(other, saved);

@@ -64,11 +64,16 @@ T& need(const char* function, const char* param, T* p) {
   return *p;
 }
 
-// The array (|p|, |n|): empty for (NULL, 0); NULL with n > 0 is an error.
+// The array (|p|, |n|): empty for (NULL, 0); NULL with n > 0 is an error, and so is a
+// count no array can have. The ops check each count before they read the array.
 template <class T>
 std::span<const T> array(const char* function, const char* param, const T* p, std::uint64_t n) {
   if (!p && n != 0) {
     throw InvalidArgument(function, param, "NULL with count " + std::to_string(n), "a pointer to count values, or count 0");
+  }
+  constexpr std::uint64_t most = static_cast<std::uint64_t>(PTRDIFF_MAX) / sizeof(T);
+  if (n > most) {
+    throw InvalidArgument(function, std::string(param) + "'s count", std::to_string(n), "[0, " + std::to_string(most) + "]");
   }
   return p ? std::span<const T>(p, static_cast<std::size_t>(n)) : std::span<const T>();
 }

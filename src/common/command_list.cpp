@@ -68,6 +68,7 @@ void record_op(CommandListImpl& impl, Takes takes, F f) {
   // The cache first: the op notes it (CommandListImpl::planned, unrun) before it can fail,
   // and what the list notes it keeps alive.
   if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) impl.caches.push_back(cache);
+  impl.pending.clear();  // left by an op that failed part way
   (*run)(impl, nullptr);
   impl.recipes.push_back({std::move(run), sizeof(RunOf<F>), n_tokens, std::move(cache)});
   if (n_tokens != 0) {
@@ -150,13 +151,13 @@ namespace {
 // rope on |x| alone (null |k|) or on q and k in one dispatch.
 void record_rope(CommandListImpl& impl, detail::TensorPtr x, detail::TensorPtr k, std::span<const std::int32_t> positions,
                  const RopeConfig& config) {
+  // Checked before the arrays are copied (a count that does not match its array, as a C
+  // caller may pass, is refused before anything reads past it); a replay checks its tokens.
+  RopeConfig checked = detail::check_rope(*x, k.get(), positions, config);
   record_op(impl, {rope_tokens(positions, config)},
-            [x, k, pos = copy_of(positions), config, checked = RopeConfig{}, scratch = Ints{}](auto& i, auto next) mutable {
+            [x, k, pos = copy_of(positions), config, checked, scratch = Ints{}](auto& i, auto next) mutable {
               const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
-              if (next)
-                detail::check_rope_positions(*x, k.get(), p, checked);
-              else
-                checked = detail::check_rope(*x, k.get(), p, config);
+              if (next) detail::check_rope_positions(*x, k.get(), p, checked);
               i.record(detail::RopeCall{x, k, p, checked});
             });
 }
@@ -186,17 +187,13 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), tokens, config);  // before copying
+  detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
-  record_op(impl, {n},
-            [tq, tk, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](auto& i, auto next) mutable {
-              if (next) {
-                detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
-              } else {
-                params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), own.view(next), config);
-                detail::check_no_sinks(config);
-              }
-              i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
-            });
+  record_op(impl, {n}, [tq, tk, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
+    if (next) detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
+    i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
 }
@@ -236,26 +233,40 @@ detail::AttentionCall attention_call(const detail::TensorPtr& q, detail::KvSourc
   return {q, std::move(kv), out, mask, a.scores, a.sinks, a.path, a.precision, a.mask_keys, a.key_list};
 }
 
+// The sequences an op over |c| reads (its queries'; none given: sequence 0), noted for the
+// order the lists run in (CommandListImpl::check_planned).
+void note_reads(CommandListImpl& i, detail::KvCacheImpl& c, std::span<const std::int32_t> q_seq) {
+  if (q_seq.empty()) return i.note_read(c, 0);
+  for (std::size_t t = 0; t < q_seq.size(); ++t) {
+    if (t == 0 || q_seq[t] != q_seq[t - 1]) i.note_read(c, static_cast<std::size_t>(q_seq[t]));
+  }
+}
+
 // While an append or a fork is recorded, its cache's bookkeeping writes go to the list's
-// log (CommandListImpl::words), room for |most| words made before the op is recorded, so
-// that once it is, logging it cannot fail; a replay's (set_tokens) journal stays as it is.
+// log (CommandListImpl::words and touches), room for |most| words made before the op is
+// recorded, so that once it is, logging it cannot fail; a replay's (set_tokens) journal
+// stays as it is.
 class Logged {
  public:
   Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most)
-      : impl_(impl), cache_(cache), log_(impl.unrun_of(cache)), size_(impl.words.size()) {
+      : impl_(impl), cache_(cache), log_(impl.unrun_of(cache)), size_(impl.words.size()), taken_(cache.blocks_taken),
+        freed_(cache.blocks_freed) {
+    impl.make_room();
     if (cache.journal) return;
     auto& words = impl.words;
     if (words.capacity() - words.size() < most) words.reserve(std::max(words.size() + most, 2 * words.capacity()));
     cache.journal = &words;
+    cache.touch_journal = &impl.touches;
     cache.journal_log = log_;
     owns_ = true;
   }
   ~Logged() {
-    if (owns_) cache_.journal = nullptr;
+    if (owns_) cache_.journal = nullptr, cache_.touch_journal = nullptr;
   }
   void applied() {
     cache_.last_writer = impl_.id;
     ++cache_.clock;
+    impl_.touch_pending(cache_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
     if (impl_.words.size() != size_) impl_.logs[log_].wrote = true;
   }
   Logged(const Logged&) = delete;
@@ -266,6 +277,7 @@ class Logged {
   detail::KvCacheImpl& cache_;
   std::uint32_t log_;
   std::size_t size_;
+  std::uint64_t taken_, freed_;
   bool owns_ = false;
 };
 
@@ -285,13 +297,11 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
   }
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto tv = optional_tensor(op, "v", v, impl.owner());
+  detail::check_kv_append(*c, *tk, tv.get(), positions, seq_ids);  // before copying
   auto run = [c, tk, tv, pos = copy_of(positions), seq = copy_of(seq_ids), options, plan = detail::KvCacheImpl::AppendPlan{}](
                  CommandListImpl& i, const NextTokens* next) mutable {
     const auto p = positions_of(next, pos), s = seq_ids_of(next, seq);
-    if (next)
-      detail::check_kv_append_tokens(*c, *tk, p, s);
-    else
-      detail::check_kv_append(*c, *tk, tv.get(), p, s);
+    if (next) detail::check_kv_append_tokens(*c, *tk, p, s);
     c->plan_append(p, s, options, plan);
     for (std::size_t t = 0; t < p.size(); ++t) i.note_planned(*c, s.empty() ? 0 : static_cast<std::size_t>(s[t]));
     // Per token its slot, next and oldest; per block taken a table entry, its count, and
@@ -351,17 +361,14 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);  // before copying
+  detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
-  record_op(impl, {n},
-            [c, tq, ts, tm, own = std::move(own), config, params = detail::ScoresParams{}](auto& i, auto next) mutable {
-              if (next) {
-                detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
-              } else {
-                params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), own.view(next), config);
-                detail::check_no_sinks(config);
-              }
-              i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
-            });
+  record_op(impl, {n}, [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
+    if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
+    note_reads(i, *c, own.view(next).q_seq_ids);
+    i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
 }
@@ -372,9 +379,11 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
+  (void)detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
   auto [own, n] = owned(tokens);
   record_op(impl, {n}, [c, tp, to, own = std::move(own)](auto& i, auto next) {
     const Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
+    note_reads(i, *c, own.view(next).q_seq_ids);
     i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
   });
 } catch (const std::bad_alloc&) {
@@ -390,15 +399,12 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, {n},
-            [tq, tk, tv, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](auto& i, auto next) mutable {
-              if (next)
-                detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
-              else
-                a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), own.view(next), config);
-              i.record(attention_call(tq, {tk, tv, nullptr}, to, tm, a));
-            });
+  record_op(impl, {n}, [tq, tk, tv, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
+    if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
+    i.record(attention_call(tq, {tk, tv, nullptr}, to, tm, a));
+  });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
 }
@@ -411,12 +417,11 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [c, tq, to, tm, own = std::move(own), config, a = detail::AttentionArgs{}](auto& i, auto next) mutable {
-    if (next)
-      detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
-    else
-      a = detail::check_attention_cache(*tq, *c, *to, tm.get(), own.view(next), config);
+  record_op(impl, {n}, [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
+    if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
+    note_reads(i, *c, own.view(next).q_seq_ids);
     i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
   });
 } catch (const std::bad_alloc&) {
@@ -463,21 +468,25 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     l.replay_writer = l.cache->last_writer;
     l.replay_wrote = l.wrote;
   }
-  const std::size_t mark = impl.words.size();
+  const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;
+    impl.logs[i].cache->touch_journal = &impl.touches;
     impl.logs[i].cache->journal_log = i;
   }
   struct Unjournal {
     CommandListImpl& impl;
     ~Unjournal() {
-      for (const auto& c : impl.caches) c->journal = nullptr;
+      for (const auto& c : impl.caches) c->journal = nullptr, c->touch_journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&impl, mark] {
+  auto restore_caches = [&impl, mark, touch_mark] {
     auto& words = impl.words;
     for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
     words.resize(mark);
+    auto& touches = impl.touches;
+    for (std::size_t t = touches.size(); t-- > touch_mark;) *touches[t].touch = touches[t].old;
+    touches.resize(touch_mark);
     for (auto& l : impl.logs) {
       l.cache->last_writer = l.replay_writer;
       l.wrote = l.replay_wrote;
@@ -499,7 +508,10 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   try {
     for (;;) {
       impl.planned.clear();
-      for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
+      for (const detail::Recipe& r : impl.recipes) {
+        impl.pending.clear();
+        (*r.run)(impl, &next);
+      }
       if (impl.end_replay()) break;
       restore_caches();
       patch = false;

@@ -34,8 +34,43 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq) {
     l.last_mark = marks.size();
     marks.push_back({log, static_cast<std::uint32_t>(seq), tick});
   }
-  if (!planned.empty() && planned.back().cache == &cache && planned.back().seq == seq) return;  // a run of tokens
-  planned.push_back({&cache, seq, cache.changes});
+  Planned* p = planned.empty() ? nullptr : &planned.back();
+  if (!p || p->cache != &cache || p->seq != seq || !p->last || p->ran) {  // else a run of tokens
+    p = &planned.emplace_back(Planned{&cache, seq, cache.changes});
+    p->first = tick;
+  }
+  const SeqTouch& t = cache.touched[seq];
+  if (t.by != id) p->need = std::max(p->need, t.at);
+  p->last = tick;
+  if (pending.empty() || pending.back() != seq) pending.push_back(seq);
+}
+
+void CommandListImpl::note_read(KvCacheImpl& cache, std::size_t seq) {
+  const SeqTouch& t = cache.touched[seq];
+  if (t.by == id || t.at <= cache.ran_at[seq]) return;  // its own, or run: nothing to wait for
+  const Planned* p = planned.empty() ? nullptr : &planned.back();
+  if (p && p->cache == &cache && p->seq == seq && p->need == t.at && !p->ran) return;
+  planned.push_back({&cache, seq, cache.changes, t.at});
+}
+
+void CommandListImpl::make_room() {
+  // The free list's entries (a read, a change), the touches and their log.
+  if (planned.capacity() - planned.size() < 2) planned.reserve(2 * planned.size() + 2);
+  const std::size_t most = pending.size() + 1;
+  if (touches.capacity() - touches.size() < most) touches.reserve(std::max(touches.size() + most, 2 * touches.capacity()));
+  pending.reserve(pending.size() + 1);
+}
+
+void CommandListImpl::touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept {
+  const std::size_t pool = cache.config.n_seqs;
+  if (took) note_read(cache, pool);  // never throws: make_room
+  if (freed) {
+    planned.push_back(
+        {&cache, pool, cache.changes, cache.touched[pool].by != id ? cache.touched[pool].at : 0, cache.clock, cache.clock});
+    pending.push_back(pool);
+  }
+  for (const std::size_t seq : pending) cache.touch(seq, id);
+  pending.clear();
 }
 
 void CommandListImpl::merge_marks() {
@@ -53,12 +88,29 @@ void CommandListImpl::merge_marks() {
 
 void CommandListImpl::check_planned(const char* op) const {
   for (const Planned& p : planned) {
-    p.cache->check_written(op);
-    if (p.cache->changes != p.at && p.cache->changed_at[p.seq] > p.at) {
+    const KvCacheImpl& c = *p.cache;
+    c.check_written(op);
+    const bool sequence = p.seq < c.config.n_seqs, writes = p.last != 0;
+    const std::string what = sequence ? "sequence " + std::to_string(p.seq) : std::string("the free list of blocks");
+    if (sequence && writes && c.changes != p.at && c.changed_at[p.seq] > p.at) {
       throw InvalidArgument(op, "this",
-                            "a list whose kv_append or kv_copy_sequence into sequence " + std::to_string(p.seq) +
+                            "a list whose kv_append or kv_copy_sequence into " + what +
                                 " was recorded before that sequence's reset, truncate or restore_cache",
                             "a list recorded again, or replayed with set_tokens, after the change");
+    }
+    if (p.need > c.ran_at[p.seq]) {
+      throw InvalidArgument(op, "this",
+                            std::string("a list whose ops on a cache's ") + what +
+                                " were recorded after another list's kv_append or kv_copy_sequence there, which has "
+                                "not run",
+                            "the lists submitted in the order they were recorded");
+    }
+    if (sequence && writes && p.ran && (c.touched[p.seq].by != id || c.touched[p.seq].since > p.first)) {
+      throw InvalidArgument(op, "this",
+                            "a list that ran, submitted again after another list's kv_append or kv_copy_sequence "
+                            "changed " +
+                                what + ", which its kv_append or kv_copy_sequence writes",
+                            "a list replayed with set_tokens, or recorded again, after the change");
     }
   }
 }
@@ -88,15 +140,25 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
   if (words.size() > kMostUnrunWords && !cache.journal) {
     for (CacheLog& each : logs) each.since = kStale;
     words.clear();
+    touches.clear();
   }
 }
 
 void CommandListImpl::ran() noexcept {
+  for (Planned& p : planned) {
+    if (p.last) p.cache->ran_at[p.seq] = std::max(p.cache->ran_at[p.seq], p.last);
+    p.ran = true;
+  }
+  forget_unrun();
+}
+
+void CommandListImpl::forget_unrun() noexcept {
   for (CacheLog& l : logs) {
     l.started = false;
     l.last_mark = SIZE_MAX;
   }
   words.clear();
+  touches.clear();
   marks.clear();
 }
 
@@ -143,8 +205,11 @@ void CommandListImpl::undo_unrun() noexcept {
     for (auto it = words.rbegin(); it != words.rend(); ++it) {
       if (logs[it->log].undo) *it->word = it->old;
     }
+    for (auto it = touches.rbegin(); it != touches.rend(); ++it) {
+      if (logs[it->log].undo) *it->touch = it->old;
+    }
   }
-  ran();
+  forget_unrun();
 }
 
 }  // namespace vkattn::detail

@@ -90,7 +90,8 @@ class CommandListImpl {
   static constexpr std::uint64_t kStale = UINT64_MAX;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
   std::vector<CacheLog> logs;
-  std::vector<LoggedWord> words;  // KvCacheImpl::journal points here while the ops run
+  std::vector<LoggedWord> words;     // KvCacheImpl::journal points here while the ops run
+  std::vector<LoggedTouch> touches;  // and KvCacheImpl::touch_journal here
   // A sequence an op planned, and the cache's clock after the op (a run of ops on one
   // sequence of one cache keeps one entry, its latest).
   struct SeqMark {
@@ -112,8 +113,9 @@ class CommandListImpl {
   // added.
   std::uint32_t unrun_of(KvCacheImpl& cache);
   void begin_unrun(CacheLog& log);  // |log| started, or marked stale
-  // The list ran: what it changed is on the device too.
+  // The list ran: what it changed is on the device too (KvCacheImpl::ran_at).
   void ran() noexcept;
+  void forget_unrun() noexcept;  // the logs emptied
   // Runs |submit| (a submission or recording of the whole list) and then ran(); also when
   // it fails after the work reached the device (a wait that timed out, a lost device,
   // timestamps that could not be read).
@@ -136,20 +138,36 @@ class CommandListImpl {
   }
   void undo_unrun() noexcept;
   std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
-  // The sequences the list's appends and forks write, each with its cache's change count
-  // when the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe);
-  // a replay plans them again (the spare: what the recording held, put back when it is
-  // refused).
+  // The sequences the list's appends and forks change (and a paged cache's free list,
+  // index n_seqs, where they return blocks to it), each with its cache's change count when
+  // the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe), the
+  // ticks of the list's changes (a run of ops on one sequence keeps one entry), and the
+  // latest change of another list it was planned after (|need|); and the sequences its
+  // attention ops read, and the free list its ops take blocks from, where that change had
+  // not run when planned (|first| = |last| = 0). A replay plans them again (the spare:
+  // what the recording held, put back when it is refused).
   struct Planned {
-    const KvCacheImpl* cache;
+    KvCacheImpl* cache;
     std::size_t seq;
     std::uint64_t at;
+    std::uint64_t need = 0, first = 0, last = 0;
+    bool ran = false;  // the list ran since this entry was planned
   };
   std::vector<Planned> planned, spare_planned;
   void note_planned(KvCacheImpl& cache, std::size_t seq);
-  // Throws InvalidArgument, naming |op|, when a sequence the list writes was reset,
-  // truncated or restored after the list planned its ops: they would write rows (a paged
-  // cache: blocks) and slot-table words the cache no longer has for them.
+  void note_read(KvCacheImpl& cache, std::size_t seq);
+  // The changes an op noted, made as it is applied (Logged::applied): the sequences
+  // note_planned named, and the free list where the op took (|took|) or returned (|freed|)
+  // blocks. Room is made first (make_room), so that it cannot fail.
+  std::vector<std::size_t> pending;
+  void make_room();
+  void touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept;
+  // Throws InvalidArgument, naming |op|, when the list may not run now: a sequence it
+  // writes was reset, truncated or restored after the list planned its ops (they would
+  // write rows, a paged cache's blocks, and slot-table words the cache no longer has for
+  // them); its ops were planned after another list's changes that have not run (lists that
+  // change a cache, or read what another changed, run in the order they were recorded); or
+  // it ran, and another list changed a sequence it writes since (it would write over them).
   void check_planned(const char* op) const;
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them

@@ -122,6 +122,8 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
       oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
   reset_at.assign(config.n_seqs, 0);
   forked_from.assign(config.n_seqs, {-1, 0});
+  touched.assign(config.n_seqs + 1, {});
+  ran_at.assign(config.n_seqs + 1, 0);
   if (!config.paged) return;
   block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
   entries = config.capacity >> block_shift;

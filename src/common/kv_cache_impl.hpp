@@ -24,6 +24,18 @@ struct LoggedWord {
   std::uint32_t log;
 };
 
+// The last change of a sequence's bookkeeping (or of a paged cache's free list): its tick
+// of the cache's clock, the list that made it (CommandListImpl::id; 0: outside lists), and
+// the tick at which that list's unbroken run of changes to it began.
+struct SeqTouch {
+  std::uint64_t at = 0, by = 0, since = 0;
+};
+struct LoggedTouch {
+  SeqTouch* touch;
+  SeqTouch old;
+  std::uint32_t log;
+};
+
 class KvCacheImpl {
  public:
   KvCacheImpl(const void* owner, const KvCacheConfig& config, std::shared_ptr<TensorImpl> k, std::shared_ptr<TensorImpl> v);
@@ -79,12 +91,16 @@ class KvCacheImpl {
     changed_at[seq] = ++changes;
     last_writer = 0;
     ++clock;
+    touched[seq] = {clock, 0, clock};
+    ran_at[seq] = clock;
   }
   void changed_all() {
     ++changes;
     std::fill(changed_at.begin(), changed_at.end(), changes);
     last_writer = 0;
     ++clock;
+    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock});
+    std::fill(ran_at.begin(), ran_at.end(), clock);
   }
   // Ticks with every change of the bookkeeping, in lists or not: when each sequence was
   // last reset (or restored) and, per sequence, the sequence it was last forked from (-1:
@@ -92,6 +108,20 @@ class KvCacheImpl {
   std::uint64_t clock = 0;
   std::vector<std::uint64_t> reset_at;
   std::vector<std::pair<std::int64_t, std::uint64_t>> forked_from;
+  // The order lists run in (CommandListImpl::check_planned): per sequence, and at index
+  // n_seqs a paged cache's free list, its last change (journaled with the words: a list
+  // destroyed unrun, or a refused replay, puts it back) and the latest change known to
+  // have run (changes outside lists run at once; a list's when it is submitted).
+  std::vector<SeqTouch> touched;
+  std::vector<std::uint64_t> ran_at;
+  std::vector<LoggedTouch>* touch_journal = nullptr;
+  void touch(std::size_t i, std::uint64_t list) {
+    SeqTouch& t = touched[i];
+    if (touch_journal) touch_journal->push_back({&t, t, journal_log});
+    t = {clock, list, t.by == list ? t.since : clock};
+  }
+  // Blocks taken from and returned to the free list, counted: whether an op did either.
+  std::uint64_t blocks_taken = 0, blocks_freed = 0;
   // The list whose append or fork last changed the bookkeeping (CommandListImpl::id; 0:
   // none, or a change outside lists since), so that a list destroyed without running
   // knows whether it may put back what its ops changed (CommandListImpl::undo_unrun).

@@ -266,13 +266,15 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   auto ints = [](const std::vector<std::uint32_t>& w) { return std::vector<std::int32_t>(w.begin(), w.end()); };
   const std::vector<std::int32_t> slot_pos = ints(take(slots)), next = ints(take(n_seqs)), oldest = ints(take(n_seqs));
   const std::vector<std::int32_t> table = ints(take(c->table.size()));
-  // Bookkeeping the cache could not have written is refused: attention trusts it. A paged
-  // sequence holds a block for exactly the runs of slots that hold a position, no block
-  // twice, and every block saved is held.
+  // Bookkeeping the cache could not have written is refused: attention trusts it. A
+  // sequence holds positions below its next one and always that one's predecessor (appends
+  // are consecutive and keep the newest); a paged sequence holds a block for exactly the
+  // runs of slots that hold a position, no block twice, and every block saved is held.
   std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
   for (std::size_t s = 0; s < n_seqs; ++s) {
     const auto sinks = static_cast<std::int32_t>(cf.n_sinks);
     bool ok = next[s] >= 0 && oldest[s] >= sinks && oldest[s] <= std::max(next[s], sinks);
+    ok = ok && (next[s] == 0 || slot_pos[s * cf.capacity + c->slot(next[s] - 1)] == next[s] - 1);
     for (std::size_t i = 0; ok && i < cf.capacity; ++i) {
       const std::int32_t pos = slot_pos[s * cf.capacity + i];
       ok = pos >= -1 && pos < next[s] && (pos < 0 || c->slot(pos) == i) && (pos < sinks || pos >= oldest[s]);

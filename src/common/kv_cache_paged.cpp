@@ -45,6 +45,7 @@ void KvCacheImpl::drop_ref(std::int32_t b) {
   const auto u = static_cast<std::size_t>(b);
   set(refs[u], refs[u] - 1);
   if (refs[u] != 0) return;
+  ++blocks_freed;
   set(free_list[static_cast<std::size_t>(free_count)], b);
   set(free_count, free_count + 1);
 }
@@ -128,6 +129,7 @@ void KvCacheImpl::apply_blocks(const AppendPlan& plan) {
   // Taken from the end of the free list in the plan's order; a copied block is held by
   // one sequence fewer (never by none: its last holder writes it in place).
   set(free_count, free_count - static_cast<std::int32_t>(plan.changes.size() / 2));
+  blocks_taken += plan.changes.size() / 2;
   for (std::size_t i = 0; i < plan.changes.size(); i += 2) {
     const auto index = static_cast<std::size_t>(plan.changes[i]);
     const std::int32_t old = table[index];
@@ -176,6 +178,7 @@ void KvCacheImpl::fork_blocks(std::size_t src, std::size_t dst, const ForkPlan& 
     if (b < 0) continue;
     if (static_cast<std::int32_t>(e) == plan.entry) {
       set(free_count, free_count - 1);  // plan.to, the free list's last
+      ++blocks_taken;
       set(refs[static_cast<std::size_t>(plan.to)], 1);
       set(table[dst * entries + e], plan.to);
       continue;

@@ -141,6 +141,11 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, std::size_t head_dim,
   if (max_position < 0) {
     throw InvalidArgument("rope_frequencies", "max_position", std::to_string(max_position), "[0, 2^31 - 1]");
   }
+  // The rope op's bound: a wrong head_dim is named rather than allocated for.
+  if (head_dim > kMaxHeadDim) {
+    throw InvalidArgument("rope_frequencies", "head_dim", std::to_string(head_dim),
+                          "[2, kMaxHeadDim = " + std::to_string(kMaxHeadDim) + "]");
+  }
   const RopeConfig checked = detail::check_rope_config("rope_frequencies", config, head_dim);
   const detail::RopeTable t = detail::rope_table(checked, max_position);
   RopeFrequencies out;

@@ -122,6 +122,11 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
                           "even in [0, head_dim - 2 = " + std::to_string(head_dim - 2) + "]");
   }
   const std::size_t room = head_dim - out.rotary_offset;  // dims from the offset to the row's end, >= 2
+  if (out.rotary_dim == 0 && room % 2 != 0) {             // "rotate all of it" needs whole pairs
+    const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
+    throw InvalidArgument(op, f + "rotary_dim", "0 (= " + upper + " = " + std::to_string(room) + ", odd)",
+                          "even in [2, " + std::to_string(room - 1) + "], or an even " + upper);
+  }
   if (out.rotary_dim == 0) out.rotary_dim = room;
   if (out.rotary_dim % 2 != 0 || out.rotary_dim > room) {
     const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";

@@ -99,6 +99,9 @@ InvalidArgument several_sequences(const char* op, const char* name, std::size_t 
 void cache_seq_ids(std::vector<std::int32_t>& out, const char* op, const KvCacheImpl& cache, std::span<const std::int32_t> ids,
                    std::size_t n) {
   if (ids.empty() && cache.config.n_seqs > 1) throw several_sequences(op, "tokens.q_seq_ids", cache.config.n_seqs);
+  if (ids.size() == n) {  // a negative id is out of the cache's range, [0, n_seqs)
+    for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, ids[t], "tokens.q_seq_ids[" + std::to_string(t) + "]");
+  }
   check_ids_into(out, op, "tokens.q_seq_ids", ids, n, true);
   for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, out[t], "tokens.q_seq_ids[" + std::to_string(t) + "]");
 }

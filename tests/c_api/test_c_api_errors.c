@@ -74,6 +74,20 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   tok.q_positions = pos, tok.n_q_positions = 2;
   vkattn_tensor *k = tensor(cpu, 3, 1, 8, VKATTN_DTYPE_F32), *o = tensor(cpu, 2, 2, 8, VKATTN_DTYPE_F32);
   EXPECT_STATUS(E, "config.path = 3", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  /* Counts that do not match their arrays are refused before the arrays are read (pos
+   * holds 2; 4 would read past it), and counts no array can have before anything. */
+  OK(vkattn_attention_config_init(&ac, sizeof ac));
+  tok.k_positions = pos, tok.n_k_positions = 4;
+  EXPECT_STATUS(E, "tokens.k_positions.size() = 4; valid: 3, one per key",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  tok.n_k_positions = (uint64_t)1 << 62; /* wrapped to an empty array, and accepted, before */
+  EXPECT_STATUS(E, "tokens->k_positions's count = 4611686018427387904; valid: [0, 2305843009213693951]",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  tok.k_positions = NULL, tok.n_k_positions = 0;
+  tok.n_q_positions = 3;
+  EXPECT_STATUS(E, "tokens.q_positions.size() = 3; valid: 2, one per query token",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  tok.n_q_positions = 2;
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.softcap = 1.0, ac.softcap_order = 2;
   EXPECT_STATUS(E, "config.softcap_order = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
@@ -143,6 +157,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   /* Out-of-range positions and sequences. */
   EXPECT_STATUS(E, "positions[1] = -3; valid: [0, 2^31 - 1]", vkattn_cmd_rope(list, x, bad_pos, 2, NULL));
   EXPECT_STATUS(E, "positions[0] = 5", vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){5, 6, 7}, 3, NULL, 0, 0));
+  EXPECT_STATUS(E, "positions.size() = 4; valid: 3", vkattn_cmd_kv_append(list, cache, k, k, pos, 4, NULL, 0, 0));
   OK(vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){0, 1, 2}, 3, NULL, 0, 0));
   OK(vkattn_cmd_kv_append(list, cache, k, k, (const int32_t[]){3, 4, 5}, 3, NULL, 0, 0));
   EXPECT_STATUS(E, "truncate: position = 9", vkattn_kv_cache_truncate(cache, 0, 9));
