@@ -117,6 +117,32 @@ TEST(MemoryCpu, UncappedAbsurdCacheIsRefused) {
       {"kv_cache: K and V", "host memory", physical.c_str()});
 }
 
+// An append that fails part way (its list's log cannot grow) leaves nothing of it in the
+// list's plan: submitting that list must not count the tick its append would have had as
+// run, or a list recorded after the next append (which gets that tick) could run before it.
+TEST(MemoryCpu, FailedAppendLeavesNothingPlanned) {
+  auto b = make_backend(BackendKind::cpu);
+  constexpr std::size_t n = 100000;  // the log's room for it: 4.8 MB
+  KvCache c = b->kv_cache({.n_kv_heads = 1, .head_dim = 8, .capacity = 1u << 17, .dtype = DType::f32});
+  const Tensor big = b->tensor({n, 1, 8}, DType::f32), one = b->tensor({1, 1, 8}, DType::f32);
+  std::vector<std::int32_t> positions(n);
+  for (std::size_t t = 0; t < n; ++t) positions[t] = static_cast<std::int32_t>(t);
+  CommandList failed = b->commands();
+  {
+    FailLargeAllocations fail(1u << 20);
+    expect_out_of_memory([&] { failed.kv_append(c, big, big, positions); }, {"vkattn: kv_append:", "std::bad_alloc"});
+  }
+  EXPECT_EQ(c.next_position(0), 0);
+  failed.submit_and_wait();
+  CommandList first = b->commands(), second = b->commands();
+  first.kv_append(c, one, one, std::vector<std::int32_t>{0});
+  second.kv_append(c, one, one, std::vector<std::int32_t>{1});
+  EXPECT_THROW(second.submit_and_wait(), InvalidArgument);  // first has not run
+  first.submit_and_wait();
+  second.submit_and_wait();
+  EXPECT_EQ(c.next_position(0), 2);
+}
+
 // Vulkan devices allow maxMemoryAllocationCount allocations at once (4096 on many Windows
 // drivers; lavapipe: no limit) and every buffer is one: the ledger counts them, the one
 // past the limit is Error(out_of_memory) naming it, and a released one makes room.

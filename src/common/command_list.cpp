@@ -68,8 +68,20 @@ void record_op(CommandListImpl& impl, Takes takes, F f) {
   // The cache first: the op notes it (CommandListImpl::planned, unrun) before it can fail,
   // and what the list notes it keeps alive.
   if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) impl.caches.push_back(cache);
-  impl.pending.clear();  // left by an op that failed part way
-  (*run)(impl, nullptr);
+  // An op that fails part way (a host allocation) leaves the list's plan as it was: an
+  // entry left for it would name a tick no change of the list has, and its submission
+  // would count that tick as run.
+  impl.pending.clear();
+  const std::size_t n_planned = impl.planned.size();
+  const CommandListImpl::Planned last = n_planned ? impl.planned.back() : CommandListImpl::Planned{};
+  try {
+    (*run)(impl, nullptr);
+  } catch (...) {
+    impl.planned.erase(impl.planned.begin() + static_cast<std::ptrdiff_t>(n_planned), impl.planned.end());
+    if (n_planned) impl.planned.back() = last;
+    impl.pending.clear();
+    throw;
+  }
   impl.recipes.push_back({std::move(run), sizeof(RunOf<F>), n_tokens, std::move(cache)});
   if (n_tokens != 0) {
     impl.fewest_tokens = std::min(impl.fewest_tokens, n_tokens);
