@@ -71,7 +71,7 @@ void record_op(CommandListImpl& impl, Takes takes, F f) {
   // An op that fails part way (a host allocation) leaves the list's plan as it was: an
   // entry left for it would name a tick no change of the list has, and its submission
   // would count that tick as run.
-  impl.pending.clear();
+  impl.pending.clear();  // left by one before it
   const std::size_t n_planned = impl.planned.size();
   const CommandListImpl::Planned last = n_planned ? impl.planned.back() : CommandListImpl::Planned{};
   try {
@@ -79,7 +79,6 @@ void record_op(CommandListImpl& impl, Takes takes, F f) {
   } catch (...) {
     impl.planned.erase(impl.planned.begin() + static_cast<std::ptrdiff_t>(n_planned), impl.planned.end());
     if (n_planned) impl.planned.back() = last;
-    impl.pending.clear();
     throw;
   }
   impl.recipes.push_back({std::move(run), sizeof(RunOf<F>), n_tokens, std::move(cache)});
@@ -391,10 +390,10 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
-  (void)detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
+  Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [c, tp, to, own = std::move(own)](auto& i, auto next) {
-    const Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
+  record_op(impl, {n}, [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
+    if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
     note_reads(i, *c, own.view(next).q_seq_ids);
     i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
   });
@@ -520,10 +519,8 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   try {
     for (;;) {
       impl.planned.clear();
-      for (const detail::Recipe& r : impl.recipes) {
-        impl.pending.clear();
-        (*r.run)(impl, &next);
-      }
+      impl.pending.clear();  // left by an op that failed part way
+      for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
       if (impl.end_replay()) break;
       restore_caches();
       patch = false;
