@@ -196,18 +196,21 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
 }
 
 // A list without token data, or whose ops take different numbers of tokens, has no tokens
-// to replace.
+// to replace; n_tokens() says what set_tokens takes (0 for none, the most where they differ).
 TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     Tensor two = b->tensor({2, kHeads, kDim}, DType::f32), one = b->tensor({1, kHeads, kDim}, DType::f32),
            other = b->tensor({2, kHeads, kDim}, DType::f32);
     CommandList none = b->commands();
     none.copy(two, other);
+    EXPECT_EQ(none.n_tokens(), 0u);
     expect_invalid([&] { none.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "no op that takes"});
     CommandList mixed = b->commands();
+    mixed.rope(one, std::vector<std::int32_t>{5});
+    EXPECT_EQ(mixed.n_tokens(), 1u);
     mixed.rope(two, std::vector<std::int32_t>{0, 1});
     mixed.copy(two, other);
-    mixed.rope(one, std::vector<std::int32_t>{5});
+    EXPECT_EQ(mixed.n_tokens(), 2u);
     expect_invalid([&] { mixed.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "take 1 and 2 tokens"});
   }
 }

@@ -238,6 +238,10 @@ class VKATTN_API CommandList {
   // recorded into (record) read the rewritten parameters too, so they serve the next
   // tokens as they are: call it only when none of them is pending (docs/interop.md).
   void set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids = {});
+  // The number of tokens set_tokens takes: what the list's ops that take positions or
+  // sequence ids were recorded with; 0 when none has. Where they took different numbers,
+  // the largest (set_tokens then refuses the list).
+  std::size_t n_tokens() const;
 
   // Runs everything recorded so far and waits for it. Error(timeout) after
   // DeviceOptions::submit_timeout_ms: the submission keeps running, and the list's next

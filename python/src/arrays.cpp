@@ -22,25 +22,54 @@ std::string shape_string(const py::array& a) {
 
 py::tuple shape_tuple(const Shape& shape) { return py::tuple(py::cast(shape)); }
 
-py::array as_array(py::handle data) {
+py::type_error type_error(const std::string& op, const std::string& param, py::handle value, const std::string& valid) {
+  const std::string type = py::str(py::type::of(value).attr("__name__"));
+  return py::type_error("vkattn: " + op + ": " + param + " = " + py::repr(value).cast<std::string>() + " (" + type +
+                        "); valid: " + valid);
+}
+
+py::array as_array(py::handle data, const char* op, const char* param) {
   if (py::isinstance<py::array>(data)) return py::reinterpret_borrow<py::array>(data);
   // A torch tensor: .numpy() shares a CPU tensor's memory; detach() first so that tensors
   // requiring grad convert too. A CUDA tensor raises torch's own TypeError.
   const py::object type = py::type::of(data);
   if (py::str(type.attr("__module__")).cast<std::string>().starts_with("torch") && py::hasattr(data, "numpy")) {
-    return data.attr("detach")().attr("numpy")();
+    try {
+      return data.attr("detach")().attr("numpy")();
+    } catch (const py::error_already_set& e) {
+      // bfloat16 (models' usual dtype) and the other dtypes numpy has no type for.
+      const std::string dtype = py::str(data.attr("dtype"));
+      if (!e.matches(PyExc_TypeError) || data.attr("device").attr("type").cast<std::string>() != "cpu") throw;
+      throw InvalidArgument(op, std::string(param) + ".dtype", dtype,
+                            "a dtype numpy has: float32, float16 or int32 (cast first, e.g. t.float())");
+    }
   }
   return numpy().attr("asarray")(data);
 }
 
 std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows) {
   if (data.is_none()) return {};
-  const py::array given = as_array(data);
+  const py::array given = as_array(data, op, param);
   const bool triples = given.ndim() == 2 && given.shape(1) == 3;  // M-RoPE's (t, h, w) rows
   const py::array a = rows != Rows::one && triples ? given.attr("reshape")(-1).cast<py::array>() : given;
   if (a.size() == 0) return {};
   const char kind = a.dtype().kind();
-  if (kind != 'i' && kind != 'u') throw InvalidArgument(op, std::string(param) + ".dtype", dtype_name(a), "integers");
+  if (kind != 'i' && kind != 'u') {
+    // A Python sequence holding an integer past int64, which numpy made float64 or object:
+    // name that integer, not the dtype the caller never chose.
+    if (!py::isinstance<py::array>(data) && (kind == 'f' || kind == 'O')) {
+      const py::list items = numpy().attr("asarray")(data, "object").attr("ravel")().attr("tolist")();
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        const py::handle v = items[i];
+        if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) break;
+        if (v < py::int_(std::numeric_limits<std::int32_t>::min()) || v > py::int_(std::numeric_limits<std::int32_t>::max())) {
+          throw InvalidArgument(op, std::string(param) + "[" + std::to_string(i) + "]", py::str(v).cast<std::string>(),
+                                "[0, 2^31 - 1]");
+        }
+      }
+    }
+    throw InvalidArgument(op, std::string(param) + ".dtype", dtype_name(a), "integers");
+  }
   if (a.ndim() != 1 || (rows == Rows::three && !triples)) {
     throw InvalidArgument(op, std::string(param) + ".shape", shape_string(given),
                           rows == Rows::one     ? "1-D"
@@ -63,6 +92,8 @@ std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char
 }
 
 DType dtype_arg(py::handle value, const char* op, const char* param) {
+  // numpy reads None as float64, which the caller never wrote.
+  if (value.is_none()) throw type_error(op, param, value, "f32, f16, i32, q8_0, q4_0 (or numpy float32, float16, int32)");
   if (py::isinstance<py::str>(value)) {
     const std::string s = value.cast<std::string>();
     if (s == "float32") return DType::f32;
@@ -80,7 +111,7 @@ DType dtype_arg(py::handle value, const char* op, const char* param) {
 }
 
 void upload(Backend& backend, Tensor& tensor, py::handle data, const char* op) {
-  py::array a = as_array(data);
+  py::array a = as_array(data, op, "data");
   const Shape& shape = tensor.shape();
   const bool same_shape = static_cast<std::size_t>(a.ndim()) == shape.size() &&
                           std::equal(shape.begin(), shape.end(), a.shape(),

@@ -7,9 +7,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "vkattn/vkattn.hpp"
@@ -41,21 +45,118 @@ struct PyKvCache {
 struct PyCommandList {
   CommandList impl;
   BackendPtr backend;
+  bool discarded = false;  // its with-block raised: the C++ list is gone
+  // The list, or InvalidArgument naming |op| once discarded.
+  CommandList& get(const char* op);
 };
 
+// A TypeError for an argument of the wrong Python type, in InvalidArgument's words:
+// "vkattn: <op>: <param> = <repr> (<type>); valid: <valid>".
+py::type_error type_error(const std::string& op, const std::string& param, py::handle value, const std::string& valid);
+
 // An enum from its Python value or its name ("half" for RopeLayout.half); InvalidArgument
-// naming |op| and |param| (with the valid names) otherwise.
+// naming |op| and |param| (with the valid names) for another name, a TypeError for a value
+// of another type.
 template <class E>
 E enum_arg(py::handle value, const char* op, const char* param) {
-  if (py::isinstance<py::str>(value)) {
-    const py::dict members = py::type::of<E>().attr("__members__");
-    const std::string name = value.cast<std::string>();
-    if (members.contains(name)) return members[name.c_str()].template cast<E>();
+  const py::dict members = py::type::of<E>().attr("__members__");
+  auto names = [&] {
     std::string valid;
     for (auto item : members) valid += (valid.empty() ? "'" : ", '") + item.first.cast<std::string>() + "'";
-    throw InvalidArgument(op, param, "'" + name + "'", valid);
+    return valid;
+  };
+  if (py::isinstance<py::str>(value)) {
+    const std::string name = value.cast<std::string>();
+    if (members.contains(name)) return members[name.c_str()].template cast<E>();
+    throw InvalidArgument(op, param, "'" + name + "'", names());
+  }
+  if (!py::isinstance<E>(value)) {
+    throw type_error(op, param, value, py::str(py::type::of<E>().attr("__name__")).cast<std::string>() + " or one of " + names());
   }
   return value.cast<E>();
+}
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+// "a Tensor", "an AttentionConfig": |T|'s Python class name with its article.
+template <class T>
+std::string a_class() {
+  const std::string name = py::str(py::type::of<T>().attr("__name__"));
+  return (std::string("AEIOU").find(name[0]) == std::string::npos ? "a " : "an ") + name;
+}
+
+template <class T>
+std::string integer_range() {
+  return "[" + std::to_string(std::numeric_limits<T>::min()) + ", " + std::to_string(std::numeric_limits<T>::max()) + "]";
+}
+
+// What a Python value for a C++ |T| may be, for messages: "an integer in [0, 4294967295]".
+template <class T>
+std::string valid_values() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "True or False";
+  } else if constexpr (std::is_integral_v<T>) {
+    return "an integer in " + integer_range<T>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "a number";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return "a str";
+  } else if constexpr (is_optional<T>::value) {
+    return valid_values<typename T::value_type>() + ", or None";
+  } else if constexpr (requires { typename T::value_type; }) {  // vectors, arrays
+    using V = typename T::value_type;
+    std::string count;
+    if constexpr (requires { std::tuple_size<T>::value; }) count = std::to_string(std::tuple_size<T>::value) + " ";
+    return "a sequence of " + count + (std::is_floating_point_v<V> ? "numbers" : std::is_integral_v<V> ? "integers" : "items");
+  } else {
+    return a_class<T>();
+  }
+}
+
+// |value| as a |T| (a config field, a keyword argument): an integer outside T's range is
+// InvalidArgument naming |owner| and |param|; a value of another type (a float or a bool
+// for an integer, a str for a bool) a TypeError naming them.
+template <class T>
+T value_arg(py::handle value, const char* owner, const char* param) {
+  if constexpr (is_optional<T>::value) {
+    if (value.is_none()) return std::nullopt;
+    try {
+      return value_arg<typename T::value_type>(value, owner, param);
+    } catch (const py::type_error&) {
+      throw type_error(owner, param, value, valid_values<T>());  // ", or None" too
+    }
+  } else {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // A bool is no count (pybind11 would take True as 1), a float no integer.
+      if (py::isinstance<py::bool_>(value) || !py::hasattr(value, "__index__")) {
+        throw type_error(owner, param, value, valid_values<T>());
+      }
+      const py::int_ i(py::reinterpret_borrow<py::object>(value).attr("__index__")());
+      if (i < py::int_(std::numeric_limits<T>::min()) || i > py::int_(std::numeric_limits<T>::max())) {
+        throw InvalidArgument(owner, param, py::str(static_cast<py::handle>(i)).cast<std::string>(), integer_range<T>());
+      }
+      return i.cast<T>();
+    }
+    try {
+      return value.cast<T>();
+    } catch (const py::cast_error&) {
+      throw type_error(owner, param, value, valid_values<T>());
+    }
+  }
+}
+
+// A config field as a property whose setter converts with value_arg (names the field in
+// its errors); the getter returns the field itself, as def_readwrite does, so that
+// config.yarn.beta_fast = 64 changes config.
+template <class C, class T, class Class>
+void field(Class& cls, const char* owner, const char* name, T C::*member, const char* doc = "") {
+  const py::cpp_function get([member](const C& c) -> const T& { return c.*member; }, py::is_method(cls));
+  const py::cpp_function set([member, owner, name](C& c, py::handle v) { c.*member = value_arg<T>(v, owner, name); },
+                             py::is_method(cls));
+  cls.def_property(name, get, set, py::return_value_policy::reference_internal, doc);
 }
 
 // A property of a config class |owner| holding an enum, settable from the enum or its name.
@@ -71,6 +172,9 @@ void enum_property(Class& cls, const char* owner, const char* name, E C::*field,
 // argument of a Python function is.
 template <class Config>
 Config config_arg(py::handle config, const py::dict& fields, const char* op) {
+  if (!config.is_none() && !py::isinstance<Config>(config)) {
+    throw type_error(op, "config", config, a_class<Config>() + " or None");
+  }
   py::object c = py::cast(config.is_none() ? Config{} : config.cast<Config>());
   for (auto item : fields) {
     const std::string name = py::str(item.first);
@@ -83,8 +187,9 @@ Config config_arg(py::handle config, const py::dict& fields, const char* op) {
 }
 
 // |data| as a numpy array: arrays as they are, torch tensors through .numpy() (zero-copy
-// for CPU tensors), anything else through numpy.asarray.
-py::array as_array(py::handle data);
+// for CPU tensors; a dtype numpy lacks, such as bfloat16, is InvalidArgument naming |op|
+// and |param|), anything else through numpy.asarray.
+py::array as_array(py::handle data, const char* op, const char* param);
 // The shapes integers may come in: 1-D; [n_tokens, 3] only (M-RoPE's t, h, w per token: a
 // flat array could as well be the three sections one after another, as transformers'
 // position_ids [3, batch, n_tokens] are, so rope refuses it); either (set_tokens, whose
@@ -105,7 +210,10 @@ py::array download(Backend& backend, const Tensor& tensor);
 
 void bind_errors(py::module_& m);
 void bind_configs(py::module_& m);
+// Tensor and KvCache, then CommandList, then Backend, whose methods take and return them:
+// a class bound later would show as its C++ name in Backend's signatures (help()).
 void bind_objects(py::module_& m);
 void bind_commands(py::module_& m);
+void bind_backend(py::module_& m);
 
 }  // namespace vkattn::python

@@ -29,21 +29,24 @@ AttnArgs attn_args(const char* op, py::handle qp, py::handle kp, py::handle qs, 
           mask.is_none() ? nullptr : &mask.cast<PyTensor&>().impl};
 }
 
-// Runs |f| on |cmd| without the GIL.
+// Runs |f| on |cmd|'s list (|op|: the op, for the error once discarded) without the GIL.
 template <class F>
-void record(PyCommandList& cmd, F&& f) {
+void record(PyCommandList& cmd, const char* op, F&& f) {
+  CommandList& list = cmd.get(op);
   py::gil_scoped_release nogil;
-  f(cmd.impl);
+  f(list);
 }
 
-// Records |f|(list, output) with |out|, or a new zero-filled f32 tensor of |shape| made by
-// the list's backend when |out| is None; returns the output.
+// Records |f|(list, output) with |out| (the op's output |param|), or a new zero-filled f32
+// tensor of |shape| made by the list's backend when |out| is None; returns the output.
 template <class F>
-py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const Shape& shape, F&& f) {
+py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const char* param, const Shape& shape, F&& f) {
+  if (!out.is_none() && !py::isinstance<PyTensor>(out)) throw type_error(op, param, out, "a vkattn.Tensor or None");
+  cmd.get(op);
   py::object o = out.is_none() ? py::cast(PyTensor{cmd.backend->get(op)->tensor(shape, DType::f32), cmd.backend})
                                : py::reinterpret_borrow<py::object>(out);
   Tensor& t = o.cast<PyTensor&>().impl;
-  record(cmd, [&](CommandList& l) { f(l, t); });
+  record(cmd, op, [&](CommandList& l) { f(l, t); });
   return o;
 }
 
@@ -82,7 +85,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
          [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, py::handle scores, py::handle qp, py::handle kp,
             py::handle qs, py::handle ks, py::handle mask, py::handle config, const py::kwargs& kw) {
            const AttnArgs a = attn_args("attn_scores", qp, kp, qs, ks, mask, config, kw);
-           return record_into(cmd, scores, "attn_scores", rows_shape(q.impl, dim(k.impl, 0)),
+           return record_into(cmd, scores, "attn_scores", "scores", rows_shape(q.impl, dim(k.impl, 0)),
                               [&](CommandList& l, Tensor& o) { l.attn_scores(q.impl, k.impl, o, a.tokens(), a.config, a.mask); });
          },
          arg("q"), arg("k"), arg("scores") = none, py::kw_only(), arg("q_positions") = none, arg("k_positions") = none,
@@ -95,7 +98,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
              py::handle mask, py::handle config, const py::kwargs& kw) {
             const AttnArgs a = attn_args("attn_scores", qp, py::none(), qs, py::none(), mask, config, kw);
             const Shape shape = rows_shape(q.impl, cache.impl.config().capacity);
-            return record_into(cmd, scores, "attn_scores", shape, [&](CommandList& l, Tensor& o) {
+            return record_into(cmd, scores, "attn_scores", "scores", shape, [&](CommandList& l, Tensor& o) {
               l.attn_scores(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
             });
           },
@@ -105,7 +108,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           "attn_softmax",
           [](PyCommandList& cmd, const PyTensor& scores, py::handle probs, py::handle config, const py::kwargs& kw) {
             const AttentionConfig c = config_arg<AttentionConfig>(config, kw, "attn_softmax");
-            return record_into(cmd, probs, "attn_softmax", scores.impl.shape(),
+            return record_into(cmd, probs, "attn_softmax", "probs", scores.impl.shape(),
                                [&](CommandList& l, Tensor& o) { l.attn_softmax(scores.impl, o, c); });
           },
           arg("scores"), arg("probs") = none, py::kw_only(), arg("config") = none,
@@ -114,7 +117,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
       .def(
           "attn_weighted_sum",
           [](PyCommandList& cmd, const PyTensor& probs, const PyTensor& v, py::handle out) {
-            return record_into(cmd, out, "attn_weighted_sum", rows_shape(probs.impl, dim(v.impl, 2)),
+            return record_into(cmd, out, "attn_weighted_sum", "out", rows_shape(probs.impl, dim(v.impl, 2)),
                                [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, v.impl, o); });
           },
           arg("probs"), arg("v"), arg("out") = none,
@@ -124,7 +127,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           [](PyCommandList& cmd, const PyTensor& probs, const PyKvCache& cache, py::handle out, py::handle qp, py::handle qs) {
             const AttnArgs a = attn_args("attn_weighted_sum", qp, py::none(), qs, py::none(), py::none(), py::none(), {});
             const Shape shape = rows_shape(probs.impl, value_dim(cache.impl.config()));
-            return record_into(cmd, out, "attn_weighted_sum", shape,
+            return record_into(cmd, out, "attn_weighted_sum", "out", shape,
                                [&](CommandList& l, Tensor& o) { l.attn_weighted_sum(probs.impl, cache.impl, o, a.tokens()); });
           },
           arg("probs"), arg("cache"), arg("out") = none, py::kw_only(), arg("q_positions") = none, arg("q_seq_ids") = none,
@@ -134,7 +137,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
           [](PyCommandList& cmd, const PyTensor& q, const PyTensor& k, const PyTensor& v, py::handle out, py::handle qp,
              py::handle kp, py::handle qs, py::handle ks, py::handle mask, py::handle config, const py::kwargs& kw) {
             const AttnArgs a = attn_args("attention", qp, kp, qs, ks, mask, config, kw);
-            return record_into(cmd, out, "attention", rows_shape(q.impl, dim(v.impl, 2)), [&](CommandList& l, Tensor& o) {
+            return record_into(cmd, out, "attention", "out", rows_shape(q.impl, dim(v.impl, 2)), [&](CommandList& l, Tensor& o) {
               l.attention(q.impl, k.impl, v.impl, o, a.tokens(), a.config, a.mask);
             });
           },
@@ -149,7 +152,7 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
              py::handle mask, py::handle config, const py::kwargs& kw) {
             const AttnArgs a = attn_args("attention", qp, py::none(), qs, py::none(), mask, config, kw);
             const Shape shape = rows_shape(q.impl, value_dim(cache.impl.config()));
-            return record_into(cmd, out, "attention", shape, [&](CommandList& l, Tensor& o) {
+            return record_into(cmd, out, "attention", "out", shape, [&](CommandList& l, Tensor& o) {
               l.attention(q.impl, cache.impl, o, a.tokens(), a.config, a.mask);
             });
           },
@@ -158,6 +161,13 @@ void bind_attention_ops(py::class_<PyCommandList>& cls) {
 }
 
 }  // namespace
+
+CommandList& PyCommandList::get(const char* op) {
+  if (discarded) {
+    throw InvalidArgument(op, "this", "a list whose with-block raised (discarded)", "a list from Backend.commands()");
+  }
+  return impl;
+}
 
 void bind_commands(py::module_& m) {
   using py::arg;
@@ -170,7 +180,7 @@ void bind_commands(py::module_& m) {
   cls.def(
          "copy",
          [](PyCommandList& cmd, const PyTensor& src, PyTensor& dst) {
-           record(cmd, [&](CommandList& l) { l.copy(src.impl, dst.impl); });
+           record(cmd, "copy", [&](CommandList& l) { l.copy(src.impl, dst.impl); });
          },
          arg("src"), arg("dst"), "dst = src (same dtype and number of elements).")
       .def(
@@ -178,7 +188,7 @@ void bind_commands(py::module_& m) {
           [](PyCommandList& cmd, PyTensor& x, py::handle positions, py::handle config, const py::kwargs& kw) {
             const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
             const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", c.mrope ? Rows::three : Rows::one);
-            record(cmd, [&](CommandList& l) { l.rope(x.impl, p, c); });
+            record(cmd, "rope", [&](CommandList& l) { l.rope(x.impl, p, c); });
           },
           arg("x"), arg("positions"), py::kw_only(), arg("config") = py::none(),
           "RoPE in place on x [n_tokens, n_heads, head_dim] at positions: n_tokens integers in\n"
@@ -191,7 +201,7 @@ void bind_commands(py::module_& m) {
           [](PyCommandList& cmd, PyTensor& q, PyTensor& k, py::handle positions, py::handle config, const py::kwargs& kw) {
             const RopeConfig c = config_arg<RopeConfig>(config, kw, "rope");
             const std::vector<std::int32_t> p = int32_list(positions, "rope", "positions", c.mrope ? Rows::three : Rows::one);
-            record(cmd, [&](CommandList& l) { l.rope(q.impl, k.impl, p, c); });
+            record(cmd, "rope", [&](CommandList& l) { l.rope(q.impl, k.impl, p, c); });
           },
           arg("q"), arg("k"), arg("positions"), py::kw_only(), arg("config") = py::none(), "The same on Q and K in one dispatch.")
       .def(
@@ -200,7 +210,7 @@ void bind_commands(py::module_& m) {
              bool keep_last) {
             const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
             const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
-            record(cmd, [&](CommandList& l) {
+            record(cmd, "kv_append", [&](CommandList& l) {
               if (v)
                 l.kv_append(cache.impl, k.impl, v->impl, p, s, {.keep_last = keep_last});
               else  // K alone: a latent cache's (the library refuses it for any other)
@@ -222,7 +232,7 @@ void bind_commands(py::module_& m) {
             }
             const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
             const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
-            record(cmd, [&](CommandList& l) { l.kv_append(cache.impl, k.impl, p, s, {.keep_last = keep_last}); });
+            record(cmd, "kv_append", [&](CommandList& l) { l.kv_append(cache.impl, k.impl, p, s, {.keep_last = keep_last}); });
           },
           // positions never None: pybind11 offers v=None to the overloads without conversions
           // first, and this one must then not take kv_append(cache, k, None, positions).
@@ -233,19 +243,29 @@ void bind_commands(py::module_& m) {
       .def(
           "kv_copy_sequence",
           [](PyCommandList& cmd, PyKvCache& cache, std::size_t src, std::size_t dst) {
-            record(cmd, [&](CommandList& l) { l.kv_copy_sequence(cache.impl, src, dst); });
+            record(cmd, "kv_copy_sequence", [&](CommandList& l) { l.kv_copy_sequence(cache.impl, src, dst); });
           },
           arg("cache"), arg("src"), arg("dst"), "Makes sequence dst a copy of src (prefix sharing).");
   bind_attention_ops(cls);
   cls.def(
-         "submit", [](PyCommandList& cmd) { record(cmd, [](CommandList& l) { l.submit_and_wait(); }); },
+         "submit", [](PyCommandList& cmd) { record(cmd, "submit", [](CommandList& l) { l.submit_and_wait(); }); },
          "Runs everything recorded and waits (the C++ submit_and_wait).")
       .def(
           "set_tokens",
           [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
+            // Rows of three are one token each: never n_tokens / 3 tokens' (t, h, w), which the
+            // flattened array the C++ call takes would otherwise read as n_tokens positions.
+            const py::array given = as_array(positions, "set_tokens", "positions");
+            const std::size_t n_tokens = cmd.get("set_tokens").n_tokens();
+            if (given.ndim() == 2 && given.shape(1) == 3 && n_tokens != 0 &&
+                static_cast<std::size_t>(given.shape(0)) != n_tokens) {
+              throw InvalidArgument("set_tokens", "positions.shape", "(" + std::to_string(given.shape(0)) + ", 3)",
+                                    "(" + std::to_string(n_tokens) + ",) or (" + std::to_string(n_tokens) +
+                                        ", 3): the list's n_tokens, or (t, h, w) for each");
+            }
             const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", Rows::either);
             const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
-            record(cmd, [&](CommandList& l) { l.set_tokens(p, s); });
+            record(cmd, "set_tokens", [&](CommandList& l) { l.set_tokens(p, s); });
           },
           arg("positions"), arg("seq_ids") = py::none(),
           "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
@@ -255,16 +275,16 @@ void bind_commands(py::module_& m) {
           "kept and only parameters change. On an error nothing changes.")
       .def(
           "timings",
-          [](const PyCommandList& cmd) {
+          [](PyCommandList& cmd) {
             py::list out;
-            for (const OpTiming& t : cmd.impl.timings()) out.append(py::make_tuple(t.op, t.ms));
+            for (const OpTiming& t : cmd.get("timings").timings()) out.append(py::make_tuple(t.op, t.ms));
             return out;
           },
           "[(op, ms)] of the last submission (Backend.commands(timestamps=True)).")
       .def(
           "stats",
-          [](const PyCommandList& cmd) {
-            const CommandStats s = cmd.impl.stats();
+          [](PyCommandList& cmd) {
+            const CommandStats s = cmd.get("stats").stats();
             py::dict d;
             d["ops"] = s.ops;
             d["barriers"] = s.barriers;
@@ -288,9 +308,22 @@ void bind_commands(py::module_& m) {
           "order (kernel: 'reference', 'three_stages', 'lane_per_key', 'decode', 'group', 'tiled',\n"
           "'matrix' or 'matrix_standin'; precision: what it computed at, 'f32' where f16_products fell\n"
           "back; sparse: whether only the keys each mask row leaves were read, mask_keys).")
+      .def_property_readonly(
+          "n_tokens", [](PyCommandList& cmd) { return cmd.get("n_tokens").n_tokens(); },
+          "The number of tokens set_tokens takes (what the ops were recorded with); 0 when none.")
       .def("__enter__", [](py::handle self) { return py::reinterpret_borrow<py::object>(self); })
       .def("__exit__", [](PyCommandList& cmd, py::handle type, py::handle, py::handle) {
-        if (type.is_none()) record(cmd, [](CommandList& l) { l.submit_and_wait(); });
+        if (type.is_none()) {
+          record(cmd, "submit", [](CommandList& l) { l.submit_and_wait(); });
+        } else if (!cmd.discarded) {
+          // The block raised: the list goes now, as a C++ list goes when an exception leaves
+          // its scope, putting back what it changed in caches' bookkeeping; an exception kept
+          // (its traceback holds the list) must not keep a cache counting rows never written.
+          std::optional<CommandList> gone(std::move(cmd.impl));
+          cmd.discarded = true;
+          py::gil_scoped_release nogil;  // it waits for the list's pending submission
+          gone.reset();
+        }
         return false;
       });
 }

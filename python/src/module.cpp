@@ -160,6 +160,7 @@ PYBIND11_MODULE(_vkattn, m) {
   bind_configs(m);
   bind_objects(m);
   bind_commands(m);
+  bind_backend(m);
   m.attr("__version__") = vkattn::version();
   m.def(
       "alibi_slopes",

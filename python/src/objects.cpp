@@ -15,25 +15,30 @@ namespace {
 
 DeviceOptions device_options(py::handle device, py::handle validation, const py::kwargs& kw) {
   DeviceOptions o;
-  if (!device.is_none()) o.device = py::str(device).cast<std::string>();  // an index or a name
-  if (!validation.is_none()) o.validation = validation.cast<bool>();
+  if (!device.is_none()) {  // an index or a name
+    if (py::isinstance<py::bool_>(device) || !(py::isinstance<py::int_>(device) || py::isinstance<py::str>(device))) {
+      throw type_error("Backend", "device", device, "an index (int), a name substring (str), or None");
+    }
+    o.device = py::str(device).cast<std::string>();
+  }
+  o.validation = value_arg<std::optional<bool>>(validation, "Backend", "validation");
   for (auto item : kw) {
     const std::string name = py::str(item.first);
     const py::handle v = item.second;
     if (name == "kernels") {
       if (!v.is_none()) o.kernels = enum_arg<KernelShape>(v, "Backend", "kernels");
     } else if (name == "force_staging") {
-      o.force_staging = v.cast<bool>();
+      o.force_staging = value_arg<bool>(v, "Backend", "force_staging");
     } else if (name == "pipeline_cache_dir") {
-      if (!v.is_none()) o.pipeline_cache_dir = v.cast<std::string>();
+      o.pipeline_cache_dir = value_arg<std::optional<std::string>>(v, "Backend", "pipeline_cache_dir");
     } else if (name == "submit_timeout_ms") {
-      o.submit_timeout_ms = v.cast<std::uint32_t>();
+      o.submit_timeout_ms = value_arg<std::uint32_t>(v, "Backend", "submit_timeout_ms");
     } else if (name == "log_level") {
       if (!v.is_none()) o.log_level = enum_arg<LogLevel>(v, "Backend", "log_level");
     } else if (name == "matrix_units") {
       if (!v.is_none()) o.matrix_units = enum_arg<MatrixUnits>(v, "Backend", "matrix_units");
     } else if (name == "cap_limits") {
-      if (!v.is_none()) o.cap_limits = v.cast<DeviceLimits>();
+      o.cap_limits = value_arg<std::optional<DeviceLimits>>(v, "Backend", "cap_limits");
     } else {
       throw py::type_error("Backend() got an unexpected keyword argument '" + name + "'");
     }
@@ -41,12 +46,13 @@ DeviceOptions device_options(py::handle device, py::handle validation, const py:
   return o;
 }
 
-PyTensor new_tensor(const BackendPtr& ref, const Shape& shape, DType dtype) {
-  const std::shared_ptr<Backend> b = ref->get("tensor");
+PyTensor new_tensor(const BackendPtr& ref, const Shape& shape, DType dtype, const char* op) {
+  const std::shared_ptr<Backend> b = ref->get(op);
+  py::gil_scoped_release nogil;  // a large tensor takes a while to allocate and clear
   return PyTensor{b->tensor(shape, dtype), ref};
 }
 
-void bind_backend(py::module_& m) {
+void backend_class(py::module_& m) {
   py::class_<BackendRef, BackendPtr>(
       m, "Backend",
       "A device (kind 'vulkan') or the CPU reference (kind 'cpu') that makes tensors, KV caches\n"
@@ -85,10 +91,10 @@ void bind_backend(py::module_& m) {
       .def(
           "tensor",
           [](const BackendPtr& r, py::handle data, py::handle dtype) {
-            const py::array a = as_array(data);
+            const py::array a = as_array(data, "tensor", "data");
             const DType d = dtype.is_none() ? dtype_arg(a.dtype(), "tensor", "data.dtype") : dtype_arg(dtype, "tensor", "dtype");
             if (a.ndim() == 0) throw InvalidArgument("tensor", "data.ndim", "0", ">= 1");
-            PyTensor t = new_tensor(r, Shape(a.shape(), a.shape() + a.ndim()), d);
+            PyTensor t = new_tensor(r, Shape(a.shape(), a.shape() + a.ndim()), d, "tensor");
             upload(*r->get("tensor"), t.impl, a, "tensor");
             return t;
           },
@@ -98,8 +104,8 @@ void bind_backend(py::module_& m) {
           "float16 -> f16, int32 -> i32).")
       .def(
           "zeros",
-          [](const BackendPtr& r, const Shape& shape, py::handle dtype) {
-            return new_tensor(r, shape, dtype_arg(dtype, "zeros", "dtype"));
+          [](const BackendPtr& r, py::handle shape, py::handle dtype) {
+            return new_tensor(r, value_arg<Shape>(shape, "zeros", "shape"), dtype_arg(dtype, "zeros", "dtype"), "zeros");
           },
           py::arg("shape"), py::arg("dtype") = "f32", "A zero-filled tensor of shape and dtype.")
       .def(
@@ -112,7 +118,9 @@ void bind_backend(py::module_& m) {
           "kv_cache",
           [](const BackendPtr& r, py::handle config, const py::kwargs& kw) {
             const KvCacheConfig c = config_arg<KvCacheConfig>(config, kw, "kv_cache");
-            return PyKvCache{r->get("kv_cache")->kv_cache(c), r};
+            const std::shared_ptr<Backend> b = r->get("kv_cache");
+            py::gil_scoped_release nogil;  // allocating and clearing a large cache takes a while
+            return PyKvCache{b->kv_cache(c), r};
           },
           py::kw_only(), py::arg("config") = py::none(),
           "A KV cache: a KvCacheConfig or its fields as keywords (n_kv_heads, head_dim and capacity\n"
@@ -132,8 +140,13 @@ void bind_backend(py::module_& m) {
           py::arg("cache"), "The cache's whole state as bytes (after the lists that wrote it have run).")
       .def(
           "restore_cache",
-          [](const BackendRef& r, PyKvCache& c, const py::bytes& data) {
-            const std::string s = data;
+          [](const BackendRef& r, PyKvCache& c, py::handle data) {
+            if (!PyObject_CheckBuffer(data.ptr()) || py::isinstance<py::str>(data)) {
+              throw type_error("restore_cache", "data", data, "bytes (or a bytearray, a memoryview)");
+            }
+            const auto copied = py::reinterpret_steal<py::bytes>(PyBytes_FromObject(data.ptr()));
+            if (!copied) throw py::error_already_set();
+            const std::string s = copied;
             const std::shared_ptr<Backend> b = r.get("restore_cache");
             py::gil_scoped_release nogil;  // it waits for the lists using the cache
             b->restore_cache(c.impl, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
@@ -182,11 +195,15 @@ void bind_tensor(py::module_& m) {
           "dequantized to float32).")
       .def(
           "__array__",
-          [](const PyTensor& t, py::handle dtype) {
+          [](const PyTensor& t, py::handle dtype, py::handle copy) {
+            // numpy 2's protocol: copy=False asks for no copy, and a download always is one.
+            if (!copy.is_none() && !py::bool_(py::reinterpret_borrow<py::object>(copy))) {
+              throw py::value_error("vkattn.Tensor.__array__: copy=False, but the tensor's data is downloaded (a copy)");
+            }
             py::array a = download(*t.backend->get("numpy"), t.impl);
             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
           },
-          py::arg("dtype") = py::none())
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def(
           "upload", [](PyTensor& t, py::handle data) { upload(*t.backend->get("upload"), t.impl, data, "upload"); },
           py::arg("data"), "Copies data (a float32/float16 or int32 array of this shape) into the tensor.")
@@ -256,9 +273,10 @@ void bind_cache(py::module_& m) {
 }  // namespace
 
 void bind_objects(py::module_& m) {
-  bind_backend(m);
   bind_tensor(m);
   bind_cache(m);
 }
+
+void bind_backend(py::module_& m) { backend_class(m); }
 
 }  // namespace vkattn::python

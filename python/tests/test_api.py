@@ -71,7 +71,9 @@ def test_context_manager_submits_unless_raised(backend):
             cmd.copy(x, z)
             raise RuntimeError("stop")
     assert not z.numpy().any()
-    assert cmd.stats()["submits"] == 0
+    with pytest.raises(vkattn.InvalidArgument, match="with-block raised"):  # dropped, never submitted
+        cmd.submit()
+    assert not z.numpy().any()
 
 
 def test_resubmit_reruns(backend):

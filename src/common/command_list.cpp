@@ -550,6 +550,8 @@ std::vector<OpTiming> CommandList::timings() const try {
   detail::host_out_of_memory("timings");
 }
 
+std::size_t CommandList::n_tokens() const { return live(impl_, "n_tokens").most_tokens; }
+
 CommandStats CommandList::stats() const try { return live(impl_, "stats").stats(); } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("stats");
 }

@@ -1,0 +1,159 @@
+"""The module's own argument handling: wrong types and out-of-range integers name the
+parameter, the value and what is valid; shapes that could be read two ways are refused;
+a with-block that raises drops its list at once; objects numpy and torch hand over in
+forms the simple paths miss (bfloat16, bytearray, numpy 2's copy=)."""
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import vkattn
+
+
+def raises_invalid(match):
+    return pytest.raises(vkattn.InvalidArgument, match=match)
+
+
+def raises_type(match):
+    return pytest.raises(TypeError, match=match)
+
+
+def test_config_fields_name_themselves(cpu):
+    x = cpu.zeros((1, 1, 8))
+    cmd = cpu.commands()
+    with raises_type(r"vkattn: AttentionConfig: window = 2\.5 \(float\); valid: an integer in \[0, \d+\], or None"):
+        cmd.attention(x, x, x, window=2.5)
+    with raises_type(r"AttentionConfig: window = True \(bool\)"):  # never read as 1
+        vkattn.AttentionConfig(window=True)
+    with raises_invalid(r"vkattn: KvCacheConfig: capacity = -1; valid: \[0, \d+\]"):
+        cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=-1)
+    with raises_type(r"AttentionConfig: path = 1 \(int\); valid: AttentionPath or one of 'automatic', 'fused'"):
+        cmd.attention(x, x, x, path=1)
+    with raises_type(r"vkattn: attention: config = \{'causal': False\} \(dict\); valid: an AttentionConfig or None"):
+        cmd.attention(x, x, x, config={"causal": False})
+    with raises_type(r"MRope: sections = \[16, 24\] \(list\); valid: a sequence of 3 integers"):
+        vkattn.MRope(sections=[16, 24])
+    with raises_type(r"KvCacheConfig: dtype = None \(NoneType\); valid: f32, f16"):  # not numpy's float64
+        cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=4, dtype=None)
+    with raises_type(r"zeros: dtype = None"):
+        cpu.zeros((2,), dtype=None)
+    with raises_type(r"attention: out = array\(.*\(ndarray\); valid: a vkattn.Tensor or None"):
+        cmd.attention(x, x, x, out=np.zeros((1, 1, 8), np.float32))
+    assert cmd.stats()["ops"] == 0
+    # The right types still convert: numpy integers, floats for doubles, bools.
+    c = vkattn.AttentionConfig(window=np.int64(4), scale=1, causal=False)
+    assert (c.window, c.scale, c.causal) == (4, 1.0, False)
+
+
+def test_nested_configs_edit_in_place():
+    c = vkattn.RopeConfig(scaling="yarn", factor=4)
+    c.yarn.beta_fast = 64
+    assert c.yarn.beta_fast == 64
+    kv = vkattn.KvCacheConfig(n_kv_heads=1, head_dim=8, capacity=4)
+    kv.rope_config.base = 5e5
+    assert kv.rope_config.base == 5e5
+
+
+def test_backend_keywords_name_themselves():
+    with raises_type(r"vkattn: Backend: force_staging = 'yes' \(str\); valid: True or False"):
+        vkattn.Backend("cpu", force_staging="yes")
+    with raises_invalid(r"vkattn: Backend: submit_timeout_ms = 4294967296; valid: \[0, 4294967295\]"):
+        vkattn.Backend("cpu", submit_timeout_ms=2**32)
+    with raises_type(r"Backend: device = True \(bool\); valid: an index \(int\), a name substring \(str\)"):
+        vkattn.Backend("cpu", device=True)
+    with raises_type(r"Backend: log_level = 2 \(int\); valid: LogLevel or one of"):
+        vkattn.Backend("cpu", log_level=2)
+
+
+def test_integers_past_int64_are_named(cpu):
+    with raises_invalid(r"rope: positions\[1\] = 9223372036854775808; valid: \[0, 2\^31 - 1\]"):
+        cpu.commands().rope(cpu.zeros((2, 1, 8)), [0, 2**63])
+    with raises_invalid(r"rope: positions\.dtype = float64; valid: integers"):
+        cpu.commands().rope(cpu.zeros((2, 1, 8)), [0, 1.5])
+
+
+def test_torch_dtypes_numpy_lacks(cpu):
+    t = torch.zeros((2, 3), dtype=torch.bfloat16)
+    with raises_invalid(r"tensor: data\.dtype = torch\.bfloat16; valid: .*t\.float\(\)"):
+        cpu.tensor(t)
+    x = cpu.zeros((2, 3))
+    with raises_invalid(r"upload: data\.dtype = torch\.bfloat16"):
+        x.upload(t)
+    with raises_invalid(r"rope: positions\.dtype = torch\.bfloat16"):
+        cpu.commands().rope(cpu.zeros((2, 1, 8)), torch.zeros(2, dtype=torch.bfloat16))
+
+
+def test_set_tokens_rows_of_three_are_one_token_each(backend):
+    """[m, 3] is m tokens' (t, h, w): for a 3-token list, [1, 3] would flatten to three
+    positions, so it is refused rather than read as them."""
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((3, 2, 8)).astype(np.float32)
+    mrope = vkattn.MRope(sections=[1, 1, 2])
+    for kw in ({}, {"mrope": mrope}):
+        x = backend.tensor(data)
+        cmd = backend.commands()
+        cmd.rope(x, [[0, 0, 0], [1, 1, 1], [2, 2, 2]] if kw else [0, 1, 2], **kw)
+        assert cmd.n_tokens == 3
+        with raises_invalid(r"set_tokens: positions\.shape = \(1, 3\); valid: \(3,\) or \(3, 3\)"):
+            cmd.set_tokens(np.array([[6, 7, 8]]))
+        rows = np.array([[5, 6, 7], [8, 9, 10], [11, 12, 13]], np.int32)
+        cmd.set_tokens(rows)
+        x.upload(data)
+        cmd.submit()
+        want = backend.tensor(data)
+        with backend.commands() as ref:  # without mrope, every op takes t
+            ref.rope(want, rows if kw else rows[:, 0], **kw)
+        np.testing.assert_array_equal(x.numpy(), want.numpy())
+    assert backend.commands().n_tokens == 0
+
+
+@pytest.mark.parametrize("keep_error", [False, True])
+def test_with_block_that_raises_drops_its_list(backend, keep_error):
+    """A kept exception's traceback holds the list; the cache must not count the append
+    that never ran until it goes."""
+    cache = backend.kv_cache(n_kv_heads=1, head_dim=8, capacity=8, dtype="f32")
+    k = backend.tensor(np.ones((1, 1, 8), np.float32))
+    kept = []
+    try:
+        with backend.commands() as cmd:
+            cmd.kv_append(cache, k, k, [0])
+            assert cache.next_position() == 1
+            raise KeyError("sampler failed")
+    except KeyError as e:
+        if keep_error:
+            kept.append(e)
+    assert cache.next_position() == 0 and list(cache.slot_positions()[:2]) == [-1, -1]
+    with raises_invalid(r"submit: this = a list whose with-block raised \(discarded\)"):
+        cmd.submit()
+    with raises_invalid(r"stats: this = a list whose with-block raised"):
+        cmd.stats()
+    with backend.commands() as again:  # position 0 is free again, and the next list runs
+        again.kv_append(cache, k, k, [0])
+    assert cache.next_position() == 1 and cache.slot_positions()[0] == 0
+    kept.clear()
+    gc.collect()
+
+
+def test_buffers_and_numpy_protocols(backend):
+    cache = backend.kv_cache(n_kv_heads=1, head_dim=8, capacity=4, dtype="f32")
+    with backend.commands() as cmd:
+        k = backend.tensor(np.full((1, 1, 8), 3.0, np.float32))
+        cmd.kv_append(cache, k, k, [0])
+    saved = backend.save_cache(cache)
+    for data in (bytearray(saved), memoryview(saved)):
+        other = backend.kv_cache(n_kv_heads=1, head_dim=8, capacity=4, dtype="f32")
+        backend.restore_cache(other, data)
+        assert other.next_position() == 1
+    with raises_type(r"restore_cache: data = 'x' \(str\); valid: bytes"):
+        backend.restore_cache(cache, "x")
+    t = backend.tensor(np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(t.__array__(copy=True), np.arange(4))
+    with pytest.raises(ValueError, match="copy=False"):
+        t.__array__(copy=False)
+
+
+def test_signatures_name_python_classes():
+    for name in ("tensor", "zeros", "kv_cache", "save_cache", "restore_cache", "commands"):
+        doc = getattr(vkattn.Backend, name).__doc__
+        assert "vkattn::" not in doc, doc
