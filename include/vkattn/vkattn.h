@@ -470,12 +470,14 @@ VKATTN_API void vkattn_command_list_destroy(vkattn_command_list* list);
 VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
 
 /* Replay (CommandList::set_tokens): records the list's ops again for new tokens, each op
- * taking |positions| (n_positions = the list's number of tokens, or three times it for
- * lists of M-RoPE ops: t, h and w per token) and, where it took
- * sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the command buffer is
- * kept and only parameter bytes change. On an error nothing changes. */
+ * taking |positions| (n_positions = the list's number of tokens, vkattn_command_list_n_tokens,
+ * or three times it for lists of M-RoPE ops: t, h and w per token) and, where it took sequence
+ * ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the command buffer is kept and
+ * only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
                                                         const int32_t* seq_ids, size_t n_seq_ids);
+/* *n_tokens = what set_tokens takes (CommandList::n_tokens, 0.11; 0: no op takes tokens). */
+VKATTN_API vkattn_status vkattn_command_list_n_tokens(const vkattn_command_list* list, size_t* n_tokens);
 
 /* Asynchronous submission (CommandList::submit): returns at once with a handle to poll or
  * wait on, which keeps what the work uses alive until it finishes (destroy it whenever).

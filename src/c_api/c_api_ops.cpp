@@ -60,6 +60,11 @@ vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const in
   });
 }
 
+vkattn_status vkattn_command_list_n_tokens(const vkattn_command_list* list, size_t* n_tokens) {
+  const char* fn = "vkattn_command_list_n_tokens";
+  return guarded([&] { need(fn, "n_tokens", n_tokens) = need(fn, "list", list).impl.n_tokens(); });
+}
+
 vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const int32_t* positions, size_t n_positions,
                               const vkattn_rope_config* config) {
   const char* fn = "vkattn_cmd_rope";

@@ -407,6 +407,10 @@ static void test_replay(vkattn_backend* gpu) {
   const int32_t two[2] = {STEPS, STEPS + 1};
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "positions.size() = 2",
                 vkattn_command_list_set_tokens(step_list, two, 2, NULL, 0));
+  size_t n_tokens = 7;
+  OK(vkattn_command_list_n_tokens(step_list, &n_tokens));
+  CHECK(n_tokens == 1);
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "n_tokens = NULL", vkattn_command_list_n_tokens(step_list, NULL));
   vkattn_command_list_destroy(step_list);
   vkattn_tensor* all[4] = {q, k, v, out};
   for (int i = 0; i < 4; ++i) vkattn_tensor_destroy(all[i]);
