@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 #include "support/backends.hpp"
 #include "support/expect_invalid.hpp"
@@ -498,6 +499,19 @@ TEST(VulkanErrors, DeviceLimits) {
     EXPECT_NE(std::string(e.what()).find("1048576"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(b->tensor({1 << 18}, DType::f32));
+  // An intermediate past the range (the three stages' scores, 2 MiB) names the op recording it.
+  Tensor q = b->tensor({64, 8, 8}, DType::f32), k = b->tensor({1024, 8, 8}, DType::f32);
+  Tensor out = b->tensor({64, 8, 8}, DType::f32);
+  std::vector<std::int32_t> pos(64);
+  std::iota(pos.begin(), pos.end(), 960);
+  CommandList list = b->commands();
+  try {
+    list.attention(q, k, k, out, {.q_positions = pos}, {.path = AttentionPath::three_stages});
+    ADD_FAILURE() << "expected Error(out_of_memory)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
+    EXPECT_EQ(e.op(), "attention") << e.what();
+  }
   try {
     b->commands({.timestamps = true});
     ADD_FAILURE() << "expected Error(unsupported)";

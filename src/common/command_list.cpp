@@ -8,6 +8,7 @@
 #include "common/command_list_impl.hpp"
 #include "common/kv_cache_impl.hpp"
 #include "common/op_call.hpp"
+#include "common/op_scope.hpp"
 #include "common/validate.hpp"
 #include "vkattn/command_list.hpp"
 
@@ -57,10 +58,11 @@ struct RunOf final : detail::Recipe::Run {
   F f;
 };
 
-// Records an op now and keeps its recipe. |f| takes the new tokens (null: the ones it was
+// Records |op| now and keeps its recipe. |f| takes the new tokens (null: the ones it was
 // given).
 template <class F>
-void record_op(CommandListImpl& impl, Takes takes, F f) {
+void record_op(CommandListImpl& impl, const char* op, Takes takes, F f) {
+  detail::OpScope scope(op);  // names the op in device errors (an intermediate past a limit)
   auto& [n_tokens, cache] = takes;
   auto run = std::make_unique<RunOf<F>>(std::move(f));
   // A recorded op always has its recipe: room for it first (doubling, as push_back would).
@@ -152,7 +154,7 @@ void CommandList::copy(const Tensor& src, Tensor& dst) try {
   const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
   const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
   detail::check_copy(*s, *d);
-  record_op(impl, {}, [s, d](auto& i, auto) { i.record(detail::CopyCall{s, d}); });
+  record_op(impl, "copy", {}, [s, d](auto& i, auto) { i.record(detail::CopyCall{s, d}); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("copy");
 }
@@ -165,7 +167,7 @@ void record_rope(CommandListImpl& impl, detail::TensorPtr x, detail::TensorPtr k
   // Checked before the arrays are copied (a count that does not match its array, as a C
   // caller may pass, is refused before anything reads past it); a replay checks its tokens.
   RopeConfig checked = detail::check_rope(*x, k.get(), positions, config);
-  record_op(impl, {rope_tokens(positions, config)},
+  record_op(impl, "rope", {rope_tokens(positions, config)},
             [x, k, pos = copy_of(positions), config, checked, scratch = Ints{}](auto& i, auto next) mutable {
               const auto p = config.mrope ? mrope_positions_of(next, pos, scratch) : positions_of(next, pos);
               if (next) detail::check_rope_positions(*x, k.get(), p, checked);
@@ -201,7 +203,7 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), tokens, config);  // before copying
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [tq, tk, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
+  record_op(impl, op, {n}, [tq, tk, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
     if (next) detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
     i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
   });
@@ -213,7 +215,7 @@ void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const Attent
   auto& impl = live(impl_, "attn_softmax");
   const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
   const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
-  record_op(impl, {}, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](auto& i, auto) {
+  record_op(impl, "attn_softmax", {}, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](auto& i, auto) {
     i.record(detail::SoftmaxCall{ts, tp, sinks});
   });
 } catch (const std::bad_alloc&) {
@@ -227,7 +229,7 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   detail::check_attn_weighted_sum(*tp, *tv, *to);
-  record_op(impl, {}, [tp, tv, to](auto& i, auto) {
+  record_op(impl, op, {}, [tp, tv, to](auto& i, auto) {
     static const Ints no_seq;
     i.record(detail::WeightedSumCall{tp, {nullptr, tv, nullptr}, to, no_seq});
   });
@@ -322,7 +324,7 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
     c->apply_append(p, s, plan);
     logged.applied();
   };
-  record_op(impl, {positions.size(), c}, std::move(run));
+  record_op(impl, op, {positions.size(), c}, std::move(run));
 }
 
 }  // namespace
@@ -348,7 +350,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   c->check_seq(op, src, "src");
   c->check_seq(op, dst, "dst");
   if (src == dst) return;
-  record_op(impl, {0, c}, [c, src, dst](auto& i, auto) {
+  record_op(impl, op, {0, c}, [c, src, dst](auto& i, auto) {
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
     i.note_planned(*c, src);
     i.note_planned(*c, dst);
@@ -375,7 +377,7 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);  // before copying
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
+  record_op(impl, op, {n}, [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
     if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
     note_reads(i, *c, own.view(next).q_seq_ids);
     i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
@@ -392,7 +394,7 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
+  record_op(impl, op, {n}, [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
     if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
     note_reads(i, *c, own.view(next).q_seq_ids);
     i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
@@ -412,7 +414,7 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [tq, tk, tv, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
+  record_op(impl, op, {n}, [tq, tk, tv, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
     if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
     i.record(attention_call(tq, {tk, tv, nullptr}, to, tm, a));
   });
@@ -430,7 +432,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, {n}, [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
+  record_op(impl, op, {n}, [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
     if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
     note_reads(i, *c, own.view(next).q_seq_ids);
     i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
@@ -441,6 +443,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
 
 void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) try {
   const char* op = "set_tokens";
+  detail::OpScope scope(op);  // the ops' own scopes name them inside
   auto& impl = live(impl_, op);
   const std::size_t n_tokens = impl.most_tokens;
   if (n_tokens == 0) {
