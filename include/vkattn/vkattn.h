@@ -5,8 +5,7 @@
  * Conventions
  * - Every function returns a vkattn_status (VKATTN_OK = 0), except the destroy functions
  *   (void; destroying NULL does nothing), vkattn_status_string, vkattn_last_error_message
- *   and the two version functions.
- *   vkattn_last_error_message() explains the last failure on the calling thread.
+ *   (the last failure on the calling thread, explained) and the two version functions.
  * - No C++ exception crosses this interface, and no bad argument crashes: a NULL handle or
  *   a NULL pointer is VKATTN_ERROR_INVALID_ARGUMENT, unless the parameter is marked
  *   "optional" (NULL then means: defaults, or none). An array is a pointer and a count;
@@ -470,13 +469,12 @@ VKATTN_API void vkattn_command_list_destroy(vkattn_command_list* list);
 VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
 
 /* Replay (CommandList::set_tokens): records the list's ops again for new tokens, each op
- * taking |positions| (n_positions = the list's number of tokens, vkattn_command_list_n_tokens,
- * or three times it for lists of M-RoPE ops: t, h and w per token) and, where it took sequence
- * ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the command buffer is kept and
- * only parameter bytes change. On an error nothing changes. */
+ * taking |positions| (n_positions = the list's number of tokens, which n_tokens gives (0.11;
+ * 0: no op takes tokens), or three times it for lists of M-RoPE ops: t, h and w per token)
+ * and, where it took sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the
+ * command buffer is kept and only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
                                                         const int32_t* seq_ids, size_t n_seq_ids);
-/* *n_tokens = what set_tokens takes (CommandList::n_tokens, 0.11; 0: no op takes tokens). */
 VKATTN_API vkattn_status vkattn_command_list_n_tokens(const vkattn_command_list* list, size_t* n_tokens);
 
 /* Asynchronous submission (CommandList::submit): returns at once with a handle to poll or

@@ -47,10 +47,17 @@ py::array as_array(py::handle data, const char* op, const char* param) {
   return numpy().attr("asarray")(data);
 }
 
-std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows) {
+std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows, std::size_t n_tokens) {
   if (data.is_none()) return {};
   const py::array given = as_array(data, op, param);
   const bool triples = given.ndim() == 2 && given.shape(1) == 3;  // M-RoPE's (t, h, w) rows
+  // Rows of three are one token each: never n_tokens / 3 tokens' (t, h, w), which the
+  // flattened array would otherwise read as n_tokens positions.
+  if (triples && n_tokens != 0 && static_cast<std::size_t>(given.shape(0)) != n_tokens) {
+    const std::string n = std::to_string(n_tokens);
+    throw InvalidArgument(op, std::string(param) + ".shape", shape_string(given),
+                          "(" + n + ",) or (" + n + ", 3): the list's n_tokens, or (t, h, w) for each");
+  }
   const py::array a = rows != Rows::one && triples ? given.attr("reshape")(-1).cast<py::array>() : given;
   if (a.size() == 0) return {};
   const char kind = a.dtype().kind();

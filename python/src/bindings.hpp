@@ -148,23 +148,25 @@ T value_arg(py::handle value, const char* owner, const char* param) {
   }
 }
 
-// A config field as a property whose setter converts with value_arg (names the field in
-// its errors); the getter returns the field itself, as def_readwrite does, so that
-// config.yarn.beta_fast = 64 changes config.
+// A config field as a property whose setter converts with value_arg (names the class and
+// the field in its errors); the getter returns the field itself, as def_readwrite does, so
+// that config.yarn.beta_fast = 64 changes config.
 template <class C, class T, class Class>
-void field(Class& cls, const char* owner, const char* name, T C::*member, const char* doc = "") {
+void field(Class& cls, const char* name, T C::*member, const char* doc = "") {
+  const auto owner = std::make_shared<std::string>(py::str(cls.attr("__name__")));
   const py::cpp_function get([member](const C& c) -> const T& { return c.*member; }, py::is_method(cls));
-  const py::cpp_function set([member, owner, name](C& c, py::handle v) { c.*member = value_arg<T>(v, owner, name); },
+  const py::cpp_function set([member, owner, name](C& c, py::handle v) { c.*member = value_arg<T>(v, owner->c_str(), name); },
                              py::is_method(cls));
   cls.def_property(name, get, set, py::return_value_policy::reference_internal, doc);
 }
 
-// A property of a config class |owner| holding an enum, settable from the enum or its name.
+// A property of a config class holding an enum, settable from the enum or its name.
 template <class E, class C, class Class>
-void enum_property(Class& cls, const char* owner, const char* name, E C::*field, const char* doc) {
+void enum_property(Class& cls, const char* name, E C::*member, const char* doc) {
+  const auto owner = std::make_shared<std::string>(py::str(cls.attr("__name__")));
   cls.def_property(
-      name, [field](const C& c) { return c.*field; },
-      [field, owner, name](C& c, py::handle v) { c.*field = enum_arg<E>(v, owner, name); }, doc);
+      name, [member](const C& c) { return c.*member; },
+      [member, owner, name](C& c, py::handle v) { c.*member = enum_arg<E>(v, owner->c_str(), name); }, doc);
 }
 
 // A copy of |config| (a Config object or None for the defaults) with each keyword argument
@@ -197,7 +199,9 @@ py::array as_array(py::handle data, const char* op, const char* param);
 enum class Rows { one, three, either };
 // Integers (positions, sequence ids): an integer array or sequence shaped as |rows| says,
 // flattened, each value fitting int32 (the ops check their own ranges); None is empty.
-std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows = Rows::one);
+// |n_tokens| (not 0): how many rows of three there must be.
+std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char* param, Rows rows = Rows::one,
+                                     std::size_t n_tokens = 0);
 // A DType from a DType, a name ("f16", "float16", ...) or a numpy dtype.
 DType dtype_arg(py::handle value, const char* op, const char* param);
 // The Python shape tuple of a tensor.

@@ -42,11 +42,14 @@ void record(PyCommandList& cmd, const char* op, F&& f) {
 template <class F>
 py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const char* param, const Shape& shape, F&& f) {
   if (!out.is_none() && !py::isinstance<PyTensor>(out)) throw type_error(op, param, out, "a vkattn.Tensor or None");
-  cmd.get(op);
+  CommandList& list = cmd.get(op);  // before an output is made for a discarded list
   py::object o = out.is_none() ? py::cast(PyTensor{cmd.backend->get(op)->tensor(shape, DType::f32), cmd.backend})
                                : py::reinterpret_borrow<py::object>(out);
   Tensor& t = o.cast<PyTensor&>().impl;
-  record(cmd, op, [&](CommandList& l) { f(l, t); });
+  {
+    py::gil_scoped_release nogil;
+    f(list, t);
+  }
   return o;
 }
 
@@ -253,17 +256,8 @@ void bind_commands(py::module_& m) {
       .def(
           "set_tokens",
           [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
-            // Rows of three are one token each: never n_tokens / 3 tokens' (t, h, w), which the
-            // flattened array the C++ call takes would otherwise read as n_tokens positions.
-            const py::array given = as_array(positions, "set_tokens", "positions");
-            const std::size_t n_tokens = cmd.get("set_tokens").n_tokens();
-            if (given.ndim() == 2 && given.shape(1) == 3 && n_tokens != 0 &&
-                static_cast<std::size_t>(given.shape(0)) != n_tokens) {
-              throw InvalidArgument("set_tokens", "positions.shape", "(" + std::to_string(given.shape(0)) + ", 3)",
-                                    "(" + std::to_string(n_tokens) + ",) or (" + std::to_string(n_tokens) +
-                                        ", 3): the list's n_tokens, or (t, h, w) for each");
-            }
-            const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", Rows::either);
+            const std::vector<std::int32_t> p =
+                int32_list(positions, "set_tokens", "positions", Rows::either, cmd.get("set_tokens").n_tokens());
             const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
             record(cmd, "set_tokens", [&](CommandList& l) { l.set_tokens(p, s); });
           },

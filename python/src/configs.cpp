@@ -48,46 +48,44 @@ void config_basics(Class& cls, const char* name, std::initializer_list<const cha
 void bind_rope(py::module_& m) {
   py::class_<YarnParams> yarn(m, "YarnParams", "YaRN's parameters (RopeConfig.yarn); keywords as the fields.");
   config_basics<YarnParams>(yarn, "YarnParams", {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"});
-  field(yarn, "YarnParams", "beta_fast", &YarnParams::beta_fast, "rotations bounding the extrapolated end; default 32");
-  field(yarn, "YarnParams", "beta_slow", &YarnParams::beta_slow, "rotations bounding the interpolated end; default 1");
-  field(yarn, "YarnParams", "mscale", &YarnParams::mscale, "DeepSeek-style attention factor term; 0 = unused");
-  field(yarn, "YarnParams", "mscale_all_dim", &YarnParams::mscale_all_dim, "DeepSeek-style; 0 = unused");
-  field(yarn, "YarnParams", "truncate", &YarnParams::truncate, "floor/ceil the ramp bounds; default True");
+  field(yarn, "beta_fast", &YarnParams::beta_fast, "rotations bounding the extrapolated end; default 32");
+  field(yarn, "beta_slow", &YarnParams::beta_slow, "rotations bounding the interpolated end; default 1");
+  field(yarn, "mscale", &YarnParams::mscale, "DeepSeek-style attention factor term; 0 = unused");
+  field(yarn, "mscale_all_dim", &YarnParams::mscale_all_dim, "DeepSeek-style; 0 = unused");
+  field(yarn, "truncate", &YarnParams::truncate, "floor/ceil the ramp bounds; default True");
 
   py::class_<Llama3Params> llama3(m, "Llama3Params", "Llama 3.1's band limits (RopeConfig.llama3).");
   config_basics<Llama3Params>(llama3, "Llama3Params", {"low_freq_factor", "high_freq_factor"});
-  field(llama3, "Llama3Params", "low_freq_factor", &Llama3Params::low_freq_factor, "default 1");
-  field(llama3, "Llama3Params", "high_freq_factor", &Llama3Params::high_freq_factor, "default 4; >= low_freq_factor");
+  field(llama3, "low_freq_factor", &Llama3Params::low_freq_factor, "default 1");
+  field(llama3, "high_freq_factor", &Llama3Params::high_freq_factor, "default 4; >= low_freq_factor");
 
   py::class_<MRope> mrope(m, "MRope",
                           "M-RoPE (RopeConfig.mrope): rotary pairs per position (t, h, w), as config.json's mrope_section,\n"
                           "and their layout; rope then takes positions [n_tokens, 3].");
   config_basics<MRope>(mrope, "MRope", {"sections", "layout"});
-  field(mrope, "MRope", "sections", &MRope::sections, "three counts adding up to rotary_dim / 2");
-  enum_property(mrope, "MRope", "layout", &MRope::layout, "MRopeLayout or its name; default 'contiguous'");
+  field(mrope, "sections", &MRope::sections, "three counts adding up to rotary_dim / 2");
+  enum_property(mrope, "layout", &MRope::layout, "MRopeLayout or its name; default 'contiguous'");
 
   py::class_<RopeConfig> rope(m, "RopeConfig",
                               "RoPE's configuration (vkattn::RopeConfig); CommandList.rope takes the same keywords.");
   config_basics<RopeConfig>(rope, "RopeConfig",
                             {"layout", "rotary_dim", "rotary_offset", "base", "scaling", "factor", "original_context",
                              "sequence_length", "yarn", "llama3", "freq_factors", "attention_factor", "mrope"});
-  enum_property(rope, "RopeConfig", "layout", &RopeConfig::layout, "RopeLayout or its name; default 'half'");
-  field(rope, "RopeConfig", "rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim - rotary_offset");
-  field(rope, "RopeConfig", "rotary_offset", &RopeConfig::rotary_offset,
+  enum_property(rope, "layout", &RopeConfig::layout, "RopeLayout or its name; default 'half'");
+  field(rope, "rotary_dim", &RopeConfig::rotary_dim, "dims rotated, even; default 0 = head_dim - rotary_offset");
+  field(rope, "rotary_offset", &RopeConfig::rotary_offset,
         "the first dim rotated, even: dims [rotary_offset, rotary_offset + rotary_dim) rotate; default 0");
-  field(rope, "RopeConfig", "base", &RopeConfig::base, "theta_i = base^(-2i/rotary_dim); default 10000");
-  enum_property(rope, "RopeConfig", "scaling", &RopeConfig::scaling, "RopeScaling or its name; default 'none'");
-  field(rope, "RopeConfig", "factor", &RopeConfig::factor, "context extension factor; default 1");
-  field(rope, "RopeConfig", "original_context", &RopeConfig::original_context,
-        "trained context length (dynamic_ntk, yarn, llama3); default 0");
-  field(rope, "RopeConfig", "sequence_length", &RopeConfig::sequence_length,
-        "dynamic_ntk: current length; default 0 = 1 + largest position");
-  field(rope, "RopeConfig", "yarn", &RopeConfig::yarn, "YarnParams (yarn only)");
-  field(rope, "RopeConfig", "llama3", &RopeConfig::llama3, "Llama3Params (llama3 only)");
-  field(rope, "RopeConfig", "freq_factors", &RopeConfig::freq_factors, "factors: rotary_dim / 2 values, each > 0");
-  field(rope, "RopeConfig", "attention_factor", &RopeConfig::attention_factor,
+  field(rope, "base", &RopeConfig::base, "theta_i = base^(-2i/rotary_dim); default 10000");
+  enum_property(rope, "scaling", &RopeConfig::scaling, "RopeScaling or its name; default 'none'");
+  field(rope, "factor", &RopeConfig::factor, "context extension factor; default 1");
+  field(rope, "original_context", &RopeConfig::original_context, "trained context length (dynamic_ntk, yarn, llama3); default 0");
+  field(rope, "sequence_length", &RopeConfig::sequence_length, "dynamic_ntk: current length; default 0 = 1 + largest position");
+  field(rope, "yarn", &RopeConfig::yarn, "YarnParams (yarn only)");
+  field(rope, "llama3", &RopeConfig::llama3, "Llama3Params (llama3 only)");
+  field(rope, "freq_factors", &RopeConfig::freq_factors, "factors: rotary_dim / 2 values, each > 0");
+  field(rope, "attention_factor", &RopeConfig::attention_factor,
         "multiplies the rotated dims; default None (yarn: 0.1 ln(factor) + 1, else 1)");
-  field(rope, "RopeConfig", "mrope", &RopeConfig::mrope, "MRope: three positions per token; default None");
+  field(rope, "mrope", &RopeConfig::mrope, "MRope: three positions per token; default None");
 
   m.def(
       "rope_frequencies",
@@ -108,35 +106,34 @@ void bind_attention(py::module_& m) {
       "(AttentionConfig.query_temperature; Llama 4, Ministral 3); keywords as the fields, and\n"
       "attn_scale for scale (Llama 4's config.json: attn_scale, floor_scale).");
   config_basics<QueryTemperature>(temp, "QueryTemperature", {"floor_scale", "scale", "offset"}, {{"attn_scale", "scale"}});
-  field(temp, "QueryTemperature", "floor_scale", &QueryTemperature::floor_scale, "default 8192; >= 1");
-  field(temp, "QueryTemperature", "scale", &QueryTemperature::scale, "default 0.1; finite");
-  field(temp, "QueryTemperature", "offset", &QueryTemperature::offset, "added to the position; default 1 (Llama 4); < 2^31");
+  field(temp, "floor_scale", &QueryTemperature::floor_scale, "default 8192; >= 1");
+  field(temp, "scale", &QueryTemperature::scale, "default 0.1; finite");
+  field(temp, "offset", &QueryTemperature::offset, "added to the position; default 1 (Llama 4); < 2^31");
 
   py::class_<AttentionConfig> attn(
       m, "AttentionConfig", "Attention's configuration (vkattn::AttentionConfig); the attention ops take the same keywords.");
   config_basics<AttentionConfig>(attn, "AttentionConfig",
                                  {"scale", "causal", "window", "window_type", "chunk", "query_temperature", "softcap",
                                   "softcap_order", "alibi", "alibi_slopes", "sinks", "path", "precision", "mask_keys"});
-  field(attn, "AttentionConfig", "scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)");
-  field(attn, "AttentionConfig", "causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True");
-  field(attn, "AttentionConfig", "window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
-  enum_property(attn, "AttentionConfig", "window_type", &AttentionConfig::window_type,
+  field(attn, "scale", &AttentionConfig::scale, "default None = 1/sqrt(head_dim)");
+  field(attn, "causal", &AttentionConfig::causal, "keys with pos_j <= pos_t only; default True");
+  field(attn, "window", &AttentionConfig::window, "keys with pos_t - pos_j < window; default None; >= 1");
+  enum_property(attn, "window_type", &AttentionConfig::window_type,
                 "WindowType or its name: 'trailing' (default) or 'symmetric' (|pos_t - pos_j| <= window // 2)");
-  field(attn, "AttentionConfig", "chunk", &AttentionConfig::chunk,
+  field(attn, "chunk", &AttentionConfig::chunk,
         "keys with pos_j // chunk == pos_t // chunk only (Llama 4: 8192); default None; >= 1");
-  field(attn, "AttentionConfig", "query_temperature", &AttentionConfig::query_temperature,
+  field(attn, "query_temperature", &AttentionConfig::query_temperature,
         "QueryTemperature: each query row's scores times t(pos_t); default None");
-  field(attn, "AttentionConfig", "softcap", &AttentionConfig::softcap, "softcap * tanh(s / softcap); default None; > 0");
-  enum_property(attn, "AttentionConfig", "softcap_order", &AttentionConfig::softcap_order,
-                "SoftcapOrder or its name; default 'scale_then_cap'");
-  field(attn, "AttentionConfig", "alibi", &AttentionConfig::alibi, "ALiBi with the standard slopes; default False");
-  field(attn, "AttentionConfig", "alibi_slopes", &AttentionConfig::alibi_slopes, "per head slopes (implies ALiBi); default []");
-  field(attn, "AttentionConfig", "sinks", &AttentionConfig::sinks, "per head sink logits in the softmax denominator; default []");
-  enum_property(attn, "AttentionConfig", "path", &AttentionConfig::path,
+  field(attn, "softcap", &AttentionConfig::softcap, "softcap * tanh(s / softcap); default None; > 0");
+  enum_property(attn, "softcap_order", &AttentionConfig::softcap_order, "SoftcapOrder or its name; default 'scale_then_cap'");
+  field(attn, "alibi", &AttentionConfig::alibi, "ALiBi with the standard slopes; default False");
+  field(attn, "alibi_slopes", &AttentionConfig::alibi_slopes, "per head slopes (implies ALiBi); default []");
+  field(attn, "sinks", &AttentionConfig::sinks, "per head sink logits in the softmax denominator; default []");
+  enum_property(attn, "path", &AttentionConfig::path,
                 "AttentionPath or its name (CommandList.attention only); default 'automatic'");
-  enum_property(attn, "AttentionConfig", "precision", &AttentionConfig::precision,
+  enum_property(attn, "precision", &AttentionConfig::precision,
                 "AttentionPrecision or its name (CommandList.attention only): 'f32' (default) or 'f16_products'");
-  field(attn, "AttentionConfig", "mask_keys", &AttentionConfig::mask_keys,
+  field(attn, "mask_keys", &AttentionConfig::mask_keys,
         "CommandList.attention only: at most this many keys per token's mask row are not -inf\n"
         "(DeepSeek V3.2's top-k), so kernels may read only those (stats: 'sparse'); a row with more\n"
         "is read whole; default 0 (no promise); with a mask only, <= n_keys");
@@ -148,27 +145,26 @@ void bind_cache_config(py::module_& m) {
   config_basics<KvCacheConfig>(kv, "KvCacheConfig",
                                {"n_seqs", "n_kv_heads", "head_dim", "capacity", "dtype", "n_sinks", "rope", "rope_config",
                                 "v_head_dim", "latent", "paged", "block_size", "n_blocks"});
-  field(kv, "KvCacheConfig", "n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1");
-  field(kv, "KvCacheConfig", "n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1");
-  field(kv, "KvCacheConfig", "head_dim", &KvCacheConfig::head_dim, "required, in [1, 576]");
-  field(kv, "KvCacheConfig", "capacity", &KvCacheConfig::capacity, "required: slots per sequence, in (n_sinks, 2^30]");
-  field(kv, "KvCacheConfig", "v_head_dim", &KvCacheConfig::v_head_dim,
-        "V's head dim where it differs from K's; default 0 = head_dim");
-  field(kv, "KvCacheConfig", "latent", &KvCacheConfig::latent,
+  field(kv, "n_seqs", &KvCacheConfig::n_seqs, "sequences held at once; default 1");
+  field(kv, "n_kv_heads", &KvCacheConfig::n_kv_heads, "required, >= 1");
+  field(kv, "head_dim", &KvCacheConfig::head_dim, "required, in [1, 576]");
+  field(kv, "capacity", &KvCacheConfig::capacity, "required: slots per sequence, in (n_sinks, 2^30]");
+  field(kv, "v_head_dim", &KvCacheConfig::v_head_dim, "V's head dim where it differs from K's; default 0 = head_dim");
+  field(kv, "latent", &KvCacheConfig::latent,
         "V is the first v_head_dim dims of each key row, stored once (absorbed MLA; v_head_dim <= head_dim;\n"
         "kv_append takes v=None); default False");
-  field(kv, "KvCacheConfig", "paged", &KvCacheConfig::paged,
+  field(kv, "paged", &KvCacheConfig::paged,
         "K and V in a pool of n_blocks blocks of block_size slots shared by the sequences (capacity\n"
         "a multiple of block_size); default False");
-  field(kv, "KvCacheConfig", "block_size", &KvCacheConfig::block_size, "paged: slots per block, a power of two; default 16");
-  field(kv, "KvCacheConfig", "n_blocks", &KvCacheConfig::n_blocks, "paged: required, the pool's blocks");
+  field(kv, "block_size", &KvCacheConfig::block_size, "paged: slots per block, a power of two; default 16");
+  field(kv, "n_blocks", &KvCacheConfig::n_blocks, "paged: required, the pool's blocks");
   kv.def_property(
       "dtype", [](const KvCacheConfig& c) { return c.dtype; },
       [](KvCacheConfig& c, py::handle v) { c.dtype = dtype_arg(v, "KvCacheConfig", "dtype"); },
       "f32, f16, q8_0 or q4_0; default f16");
-  field(kv, "KvCacheConfig", "n_sinks", &KvCacheConfig::n_sinks, "first positions kept for ever; default 0");
-  enum_property(kv, "KvCacheConfig", "rope", &KvCacheConfig::rope, "KvRope or its name; default 'stored'");
-  field(kv, "KvCacheConfig", "rope_config", &KvCacheConfig::rope_config, "on_read: the RopeConfig attention applies");
+  field(kv, "n_sinks", &KvCacheConfig::n_sinks, "first positions kept for ever; default 0");
+  enum_property(kv, "rope", &KvCacheConfig::rope, "KvRope or its name; default 'stored'");
+  field(kv, "rope_config", &KvCacheConfig::rope_config, "on_read: the RopeConfig attention applies");
 }
 
 void bind_devices(py::module_& m) {
@@ -176,7 +172,7 @@ void bind_devices(py::module_& m) {
   config_basics<DeviceLimits>(limits, "DeviceLimits",
                               {"subgroup_size", "max_shared_memory", "max_workgroup_invocations", "max_storage_buffer_range",
                                "max_storage_buffers", "device_local_bytes", "timestamps", "unified_memory", "compute_units"});
-#define VKATTN_LIMIT(f) field(limits, "DeviceLimits", #f, &DeviceLimits::f)
+#define VKATTN_LIMIT(f) field(limits, #f, &DeviceLimits::f)
   VKATTN_LIMIT(subgroup_size);
   VKATTN_LIMIT(subgroup_arithmetic);
   VKATTN_LIMIT(subgroup_shuffle);

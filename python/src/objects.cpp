@@ -52,7 +52,9 @@ PyTensor new_tensor(const BackendPtr& ref, const Shape& shape, DType dtype, cons
   return PyTensor{b->tensor(shape, dtype), ref};
 }
 
-void backend_class(py::module_& m) {
+}  // namespace
+
+void bind_backend(py::module_& m) {
   py::class_<BackendRef, BackendPtr>(
       m, "Backend",
       "A device (kind 'vulkan') or the CPU reference (kind 'cpu') that makes tensors, KV caches\n"
@@ -182,6 +184,8 @@ void backend_class(py::module_& m) {
       });
 }
 
+namespace {
+
 void bind_tensor(py::module_& m) {
   py::class_<PyTensor>(m, "Tensor", "Backend storage of a shape and dtype (Backend.tensor, Backend.zeros).")
       .def_property_readonly("shape", [](const PyTensor& t) { return shape_tuple(t.impl.shape()); })
@@ -276,7 +280,5 @@ void bind_objects(py::module_& m) {
   bind_tensor(m);
   bind_cache(m);
 }
-
-void bind_backend(py::module_& m) { backend_class(m); }
 
 }  // namespace vkattn::python
