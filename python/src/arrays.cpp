@@ -29,7 +29,20 @@ py::type_error type_error(const std::string& op, const std::string& param, py::h
 }
 
 py::array as_array(py::handle data, const char* op, const char* param) {
-  if (py::isinstance<py::array>(data)) return py::reinterpret_borrow<py::array>(data);
+  if (py::isinstance<py::array>(data)) {
+    // A masked array's mask would be dropped and its hidden values used: refuse one that
+    // hides any.
+    const py::object ma = numpy().attr("ma");
+    if (ma.attr("isMaskedArray")(data).cast<bool>()) {
+      const auto hidden = ma.attr("count_masked")(data).cast<std::size_t>();
+      if (hidden != 0) {
+        throw InvalidArgument(op, std::string(param) + ".mask", std::to_string(hidden) + " masked elements",
+                              "none (fill them first, e.g. a.filled(0))");
+      }
+      return ma.attr("getdata")(data);
+    }
+    return py::reinterpret_borrow<py::array>(data);
+  }
   // A torch tensor: .numpy() shares a CPU tensor's memory; detach() first so that tensors
   // requiring grad convert too. A CUDA tensor raises torch's own TypeError.
   const py::object type = py::type::of(data);

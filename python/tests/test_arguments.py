@@ -84,6 +84,23 @@ def test_torch_dtypes_numpy_lacks(cpu):
         cpu.commands().rope(cpu.zeros((2, 1, 8)), torch.zeros(2, dtype=torch.bfloat16))
 
 
+def test_masked_arrays_hide_nothing(cpu):
+    """A masked array's hidden values would be uploaded as if visible: refused while any
+    are masked; with none masked, its data is taken."""
+    a = np.ma.masked_array(np.arange(6, dtype=np.float32).reshape(2, 3), mask=[[0, 1, 0], [0, 0, 1]])
+    with raises_invalid(r"tensor: data\.mask = 2 masked elements; valid: none \(fill them first"):
+        cpu.tensor(a)
+    x = cpu.zeros((2, 3))
+    with raises_invalid(r"upload: data\.mask = 2 masked elements"):
+        x.upload(a)
+    with raises_invalid(r"rope: positions\.mask = 1 masked elements"):
+        cpu.commands().rope(cpu.zeros((2, 1, 8)), np.ma.masked_array([0, 1], mask=[0, 1]))
+    x.upload(a.filled(-1))
+    np.testing.assert_array_equal(x.numpy(), [[0, -1, 2], [3, 4, -1]])
+    x.upload(np.ma.masked_array(np.ones((2, 3), np.float32), mask=False))
+    np.testing.assert_array_equal(x.numpy(), np.ones((2, 3)))
+
+
 def test_set_tokens_rows_of_three_are_one_token_each(backend):
     """[m, 3] is m tokens' (t, h, w): for a 3-token list, [1, 3] would flatten to three
     positions, so it is refused rather than read as them."""
