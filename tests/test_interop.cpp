@@ -397,6 +397,18 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
       },
       {"size_bytes", "maxStorageBufferRange"});
   expect_invalid([&] { wrap(*gpu, VK_NULL_HANDLE, 0, 256, {4, 16}, DType::f32); }, {"buffer", "VK_NULL_HANDLE"});
+  // Ranges past the buffer's end (4096 bytes), or wrapping around: refused before a shader
+  // reads there.
+  for (const auto& [offset, size] :
+       {std::pair<VkDeviceSize, VkDeviceSize>{4096, 256}, {0, 8192}, {3840, 512}, {~VkDeviceSize{0} - 255, 256}}) {
+    const std::string value = std::to_string(offset) + " + " + std::to_string(size);
+    expect_invalid(
+        [&] {
+          wrap(*gpu, buf.buffer, offset, size, {4, 16}, DType::f32);
+        },
+        {"wrap", "offset + size_bytes", value.c_str(), "4096 bytes"});
+  }
+  EXPECT_NO_THROW(wrap(*gpu, buf.buffer, 3840, 256, {4, 16}, DType::f32));  // the last 256 bytes
   expect_invalid([&] { wrap(*gpu, buf.buffer, 0, 256, {4, 0}, DType::f32); }, {"wrap", "shape[1]"});
   auto cpu = make_backend(BackendKind::cpu);
   expect_invalid([&] { wrap(*cpu, buf.buffer, 0, 256, {4, 16}, DType::f32); }, {"wrap", "backend", "CPU backend"});
@@ -427,6 +439,35 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
   VKATTN_REQUIRE_BACKEND(own, why);
   CommandList own_list = own->commands();
   expect_invalid([&] { own_list.record(cb); }, {"record", "made its own device"});
+  // Exit barriers Vulkan forbids: an access none of the stages performs, bits that are no
+  // stage or access.
+  const struct {
+    std::uint32_t stages, access;
+    const char* param;
+    const char* why;
+  } barriers[] = {
+      {VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_SHADER_READ_BIT, "dst_access_mask", "SHADER_READ needs a shader stage"},
+      {VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT, "dst_access_mask",
+       "needs COLOR_ATTACHMENT_OUTPUT"},
+      {VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT, "dst_access_mask",
+       "TRANSFER_READ needs TRANSFER"},
+      {VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, "dst_access_mask", "0x1000 (with VK_ACCESS_TRANSFER"},
+      {0x80000000u, 0, "dst_stage_mask", "0x80000000"},
+      {0, 0x40000000u, "dst_access_mask", "0x40000000"},
+  };
+  for (const auto& b : barriers) {
+    expect_invalid([&] { mine.record(cb, {.dst_stage_mask = b.stages, .dst_access_mask = b.access}); },
+                   {"record", b.param, b.why});
+  }
+  // ALL_GRAPHICS stands for the graphics stages, the fragment shader among them.
+  VkCommandBuffer graphics = e.begin();
+  mine.record(graphics, {.dst_stage_mask = VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT, .dst_access_mask = VK_ACCESS_SHADER_READ_BIT});
+  e.submit_and_wait(graphics);
+  // A command buffer of another device (the loader gives it that device's dispatch table).
+  Engine second;
+  VkCommandBuffer theirs_cb = second.begin();
+  expect_invalid([&] { mine.record(theirs_cb); }, {"record", "command_buffer", "another device"});
+  second.submit_and_wait(theirs_cb);
   if (gpu->limits().timestamps) {
     CommandList timed = gpu->commands({.timestamps = true});
     timed.rope(released, pos);

@@ -45,7 +45,8 @@ VKATTN_API vkattn_status vkattn_backend_create_external(const vkattn_external_vu
 
 /* A tensor viewing bytes [offset, offset + size_bytes) of |buffer| (wrap in vulkan.hpp):
  * offset a multiple of minStorageBufferOffsetAlignment and 16, size_bytes at least the
- * tensor's bytes rounded up to 16, a multiple of 4, at most maxStorageBufferRange. vkattn never frees the
+ * tensor's bytes rounded up to 16, a multiple of 4, at most maxStorageBufferRange;
+ * offset + size_bytes at most the buffer's memory requirement size. vkattn never frees the
  * buffer. Destroy the tensor with vkattn_tensor_destroy. */
 VKATTN_API vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer buffer, VkDeviceSize offset,
                                             VkDeviceSize size_bytes, const size_t* shape, size_t rank, vkattn_dtype dtype,
@@ -68,7 +69,8 @@ typedef struct vkattn_record_options {
   uint32_t no_entry_barrier;           /* 1: the application records the entry barrier itself */
   uint32_t no_exit_barrier;            /* 1: the application records the exit barrier itself */
   VkPipelineStageFlags dst_stage_mask; /* the exit barrier's destination stages; 0: ALL_COMMANDS */
-  VkAccessFlags dst_access_mask;       /* its destination accesses; 0: MEMORY_READ | MEMORY_WRITE */
+  VkAccessFlags dst_access_mask;       /* its destination accesses (ones the stages perform, checked);
+                                          0: MEMORY_READ | MEMORY_WRITE */
   uint32_t reserved;                   /* 0 */
 } vkattn_record_options;
 

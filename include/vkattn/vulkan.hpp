@@ -94,7 +94,8 @@ VKATTN_API std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, c
 // Backend::download/upload, which copy through a staging buffer and submit to the queue),
 // with memory bound. Checked: |offset| a multiple of minStorageBufferOffsetAlignment (and
 // of 16); |size_bytes| at least the tensor's bytes() rounded up to 16 (kernels move whole
-// 16-byte units), a multiple of 4, at most maxStorageBufferRange. Ops take wrapped and owned tensors alike;
+// 16-byte units), a multiple of 4, at most maxStorageBufferRange; offset + size_bytes at
+// most the buffer's memory requirement size. Ops take wrapped and owned tensors alike;
 // wrapped tensors that one op uses must not overlap. Contents are the buffer's, not zeroed.
 VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes, const Shape& shape,
                        DType dtype);

@@ -106,8 +106,12 @@ vkattn_status vkattn_kv_cache_wrap(vkattn_backend* backend, const vkattn_kv_cach
     need(fn, "cache", cache) = nullptr;
     vkattn_backend& b = need(fn, "backend", backend);
     auto c = std::make_unique<vkattn_kv_cache>();
-    const vkattn::Tensor none;  // v NULL: a latent cache's (V inside K), else refused by wrap_kv_cache
-    c->impl = vkattn::wrap_kv_cache(*b.impl, kv_cache_config(fn, config), need(fn, "k", k).impl, v ? v->impl : none);
+    const vkattn::KvCacheConfig cfg = kv_cache_config(fn, config);
+    if (!v && !cfg.latent) {
+      throw InvalidArgument(fn, "v", "NULL", "a tensor made by vkattn_tensor_wrap (NULL only with config->latent)");
+    }
+    const vkattn::Tensor none;  // a latent cache's V, inside K
+    c->impl = vkattn::wrap_kv_cache(*b.impl, cfg, need(fn, "k", k).impl, v ? v->impl : none);
     *cache = c.release();
   });
 }

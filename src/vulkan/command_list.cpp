@@ -456,6 +456,13 @@ class VulkanCommandList final : public CommandListImpl {
                             "a list of a backend on the caller's device (make_backend(ExternalVulkan))");
     }
     ctx_->device->check_alive();
+    // Vulkan cannot say which device made a command buffer, but the loader gives each one
+    // its device's dispatch table (their first word), so one of another device shows. (An
+    // engine calling a driver without the loader passes this check either way.)
+    if (*static_cast<void* const*>(command_buffer) != *reinterpret_cast<void* const*>(ctx_->device->handle())) {
+      throw InvalidArgument("record", "command_buffer", "a command buffer of another device",
+                            "a VkCommandBuffer of the backend's device, in the recording state");
+    }
     if (options_.timestamps) {
       throw InvalidArgument("record", "CommandListOptions::timestamps", "true",
                             "false (timestamps are read back after vkattn's own submissions only)");

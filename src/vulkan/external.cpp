@@ -1,7 +1,9 @@
 // Bring your own Vulkan (vkattn/vulkan.hpp): a backend on the caller's instance, device and
 // queue; tensors on the caller's buffers; lists recorded into the caller's command buffers.
+#include <cstdio>
 #include <cstring>
 #include <new>
+#include <string>
 #include <tuple>
 
 #include "common/heap_ledger.hpp"
@@ -161,6 +163,79 @@ void check_handles(const ExternalVulkan& v) {
   }
 }
 
+std::string flags_hex(std::uint32_t v) {
+  char s[16];
+  std::snprintf(s, sizeof s, "0x%X", v);
+  return s;
+}
+
+// Every bit VkPipelineStageFlagBits and VkAccessFlagBits define (Vulkan 1.0 and the
+// extensions' bits; newer stages and accesses exist only in the 64-bit *2 flags).
+constexpr std::uint32_t kStageBits = 0x03FFFFFF, kAccessBits = 0x0FFFFFFF;
+// The stages ALL_GRAPHICS stands for: the core ones, and conditional rendering, task and
+// mesh shaders, the shading rate attachment, fragment density and transform feedback.
+constexpr VkPipelineStageFlags kGraphicsStages = 0x000003FE | 0x01DC0000;
+constexpr VkPipelineStageFlags kShaderStages =
+    VK_PIPELINE_STAGE_VERTEX_SHADER_BIT | VK_PIPELINE_STAGE_TESSELLATION_CONTROL_SHADER_BIT |
+    VK_PIPELINE_STAGE_TESSELLATION_EVALUATION_SHADER_BIT | VK_PIPELINE_STAGE_GEOMETRY_SHADER_BIT |
+    VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | 0x00380000;  // task, mesh, ray tracing
+constexpr VkPipelineStageFlags kBuild = 0x02000000;  // ACCELERATION_STRUCTURE_BUILD_BIT_KHR
+
+// Vulkan's table of the stages that perform each core access (extension accesses are
+// left to the validation layer): a barrier naming an access none of its stages performs
+// is invalid, and drivers may do anything with it.
+struct AccessStages {
+  VkAccessFlags access;
+  const char* name;
+  VkPipelineStageFlags stages;
+  const char* stage_names;
+};
+constexpr AccessStages kAccessStages[] = {
+    {VK_ACCESS_INDIRECT_COMMAND_READ_BIT, "INDIRECT_COMMAND_READ", VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | kBuild, "DRAW_INDIRECT"},
+    {VK_ACCESS_INDEX_READ_BIT, "INDEX_READ", VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, "VERTEX_INPUT"},
+    {VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT, "VERTEX_ATTRIBUTE_READ", VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, "VERTEX_INPUT"},
+    {VK_ACCESS_UNIFORM_READ_BIT, "UNIFORM_READ", kShaderStages, "a shader stage"},
+    {VK_ACCESS_INPUT_ATTACHMENT_READ_BIT, "INPUT_ATTACHMENT_READ", VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT, "FRAGMENT_SHADER"},
+    {VK_ACCESS_SHADER_READ_BIT, "SHADER_READ", kShaderStages | kBuild, "a shader stage"},
+    {VK_ACCESS_SHADER_WRITE_BIT, "SHADER_WRITE", kShaderStages, "a shader stage"},
+    {VK_ACCESS_COLOR_ATTACHMENT_READ_BIT, "COLOR_ATTACHMENT_READ", VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+     "COLOR_ATTACHMENT_OUTPUT"},
+    {VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT, "COLOR_ATTACHMENT_WRITE", VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+     "COLOR_ATTACHMENT_OUTPUT"},
+    {VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_READ_BIT, "DEPTH_STENCIL_ATTACHMENT_READ",
+     VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT | VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT, "EARLY or LATE_FRAGMENT_TESTS"},
+    {VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT, "DEPTH_STENCIL_ATTACHMENT_WRITE",
+     VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT | VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT, "EARLY or LATE_FRAGMENT_TESTS"},
+    {VK_ACCESS_TRANSFER_READ_BIT, "TRANSFER_READ", VK_PIPELINE_STAGE_TRANSFER_BIT | kBuild, "TRANSFER"},
+    {VK_ACCESS_TRANSFER_WRITE_BIT, "TRANSFER_WRITE", VK_PIPELINE_STAGE_TRANSFER_BIT | kBuild, "TRANSFER"},
+    {VK_ACCESS_HOST_READ_BIT, "HOST_READ", VK_PIPELINE_STAGE_HOST_BIT, "HOST"},
+    {VK_ACCESS_HOST_WRITE_BIT, "HOST_WRITE", VK_PIPELINE_STAGE_HOST_BIT, "HOST"},
+};
+
+void check_stage_mask(const char* op, const std::string& param, std::uint32_t stages) {
+  if ((stages & ~kStageBits) != 0) {
+    throw InvalidArgument(op, param, flags_hex(stages), "VkPipelineStageFlagBits (no bit above 0x2000000)");
+  }
+}
+
+void check_exit_barrier(const RecordOptions& options) {
+  if (!options.exit_barrier) return;
+  const std::uint32_t stages = options.dst_stage_mask, access = options.dst_access_mask;
+  check_stage_mask("record", "options.dst_stage_mask", stages);
+  if ((access & ~kAccessBits) != 0) {
+    throw InvalidArgument("record", "options.dst_access_mask", flags_hex(access), "VkAccessFlagBits (no bit above 0x8000000)");
+  }
+  if (stages == 0 || (stages & VK_PIPELINE_STAGE_ALL_COMMANDS_BIT) != 0) return;  // every stage
+  const VkPipelineStageFlags expanded = stages | ((stages & VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT) != 0 ? kGraphicsStages : 0);
+  for (const AccessStages& a : kAccessStages) {
+    if ((access & a.access) != 0 && (expanded & a.stages) == 0) {
+      throw InvalidArgument("record", "options.dst_access_mask", flags_hex(access) + " (with VK_ACCESS_" + a.name + "_BIT)",
+                            std::string("accesses that the stages of options.dst_stage_mask = ") + flags_hex(stages) +
+                                " perform (" + a.name + " needs " + a.stage_names + ")");
+    }
+  }
+}
+
 }  // namespace
 
 std::string matrix_features_lacking(const VkDeviceCreateInfo* info) { return lacks_for_matrix(parse_enabled(info)); }
@@ -266,6 +341,15 @@ Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize
   if (numel(shape) > std::size_t{UINT32_MAX}) {
     throw InvalidArgument(op, "shape", shape_string(shape), "at most 2^32 - 1 elements (the kernels index them in 32 bits)");
   }
+  // Vulkan gives no query for a buffer's size; its memory requirement is an upper bound
+  // (the size rounded up to the alignment), enough to refuse a range past the end, or
+  // one whose end wraps around, before a shader reads there.
+  VkMemoryRequirements req{};
+  ctx->device->fn().vkGetBufferMemoryRequirements(ctx->device->handle(), buffer, &req);
+  if (offset > req.size || size_bytes > req.size - offset) {
+    throw InvalidArgument(op, "offset + size_bytes", std::to_string(offset) + " + " + std::to_string(size_bytes),
+                          "<= the buffer's size (its memory requirement: " + std::to_string(req.size) + " bytes)");
+  }
   return Tensor(std::make_shared<VulkanTensor>(ctx, shape, dtype, Buffer::borrow(buffer, offset, size_bytes)));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("wrap");
@@ -283,6 +367,11 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
   const KvShapes shapes = check_kv_cache_config(config);
   if (config.latent && v.valid()) {
     throw InvalidArgument(op, "v", "a tensor", "an empty Tensor{}: a latent cache stores V inside K");
+  }
+  for (const auto& [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}}) {
+    if (!t->valid() && (t == &k || !config.latent)) {
+      throw InvalidArgument(op, name, kEmptyTensor, "a tensor made by wrap on this backend (an empty v only for a latent cache)");
+    }
   }
   const auto& tk = check_tensor(op, "k", k, ctx.get());
   const auto tv = config.latent ? nullptr : check_tensor(op, "v", v, ctx.get());
@@ -308,7 +397,7 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
 }
 
 Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
-  if (!impl_) throw InvalidArgument("submit", "this", "a moved-from CommandList", "a list made by Backend::commands");
+  const detail::InUse use(impl_.get(), "submit");
   detail::SemaphoreSync sync;
   for (std::size_t i = 0; i < semaphores.wait.size(); ++i) {
     const SemaphoreWait& w = semaphores.wait[i];
@@ -319,6 +408,7 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
     if (w.stages == 0) {
       throw InvalidArgument("submit", "semaphores.wait[" + std::to_string(i) + "].stages", "0", "a nonzero VkPipelineStageFlags");
     }
+    detail::check_stage_mask("submit", "semaphores.wait[" + std::to_string(i) + "].stages", w.stages);
     sync.wait.push_back(w.semaphore);
     sync.wait_values.push_back(w.value);
     sync.wait_stages.push_back(w.stages);
@@ -332,19 +422,20 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
     sync.signal.push_back(g.semaphore);
     sync.signal_values.push_back(g.value);
   }
-  impl_->check_planned("submit");
-  return Submitted(impl_->submitting([&] { return impl_->submit(&sync); }));
+  use->check_planned("submit");
+  return Submitted(use->submitting([&] { return use->submit(&sync); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
 }
 
 void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions& options) try {
-  if (!impl_) throw InvalidArgument("record", "this", "a moved-from CommandList", "a list made by Backend::commands");
+  const detail::InUse use(impl_.get(), "record");
   if (!command_buffer) {
     throw InvalidArgument("record", "command_buffer", "VK_NULL_HANDLE", "a VkCommandBuffer in the recording state");
   }
-  impl_->check_planned("record");
-  impl_->submitting([&] { impl_->record_into(command_buffer, options); });
+  detail::check_exit_barrier(options);
+  use->check_planned("record");
+  use->submitting([&] { use->record_into(command_buffer, options); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("record");
 }
