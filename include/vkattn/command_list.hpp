@@ -5,7 +5,8 @@
 // recorded; a bad one throws InvalidArgument and records nothing. An op's output may not
 // be one of its inputs (the kernels read inputs while writing outputs), except where an
 // op says so: attn_softmax in place, rope on its own tensor. A list is used by one thread
-// at a time; a moved-from list throws InvalidArgument from every member.
+// at a time (a call made while another thread is inside the list throws InvalidArgument);
+// a moved-from list throws InvalidArgument from every member.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,7 @@ struct RecordOptions {
   // A global memory barrier after the last dispatch, from COMPUTE_SHADER / SHADER_WRITE to
   // dst_stage_mask / dst_access_mask. Default true; false when the caller records it.
   bool exit_barrier = true;
+  // Checked: accesses the stages perform (Vulkan's table; docs/interop.md).
   std::uint32_t dst_stage_mask = 0;   // VkPipelineStageFlags; 0: ALL_COMMANDS
   std::uint32_t dst_access_mask = 0;  // VkAccessFlags; 0: MEMORY_READ | MEMORY_WRITE
 };

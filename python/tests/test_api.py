@@ -145,6 +145,33 @@ def test_threads(backend):
     assert all(np.all(results[i] == i) for i in range(4))
 
 
+def test_two_threads_in_one_list_are_refused(backend):
+    """A list belongs to one thread at a time: a call while another thread is inside it
+    raises InvalidArgument (ops release the GIL, so without the check the two raced on the
+    list, and the interpreter died)."""
+    x = backend.tensor(np.ones((4, 2, 16), np.float32))
+    cmd = backend.commands()
+    recorded, other = [], []
+
+    def work():
+        for _ in range(300):
+            try:
+                cmd.rope(x, [1, 2, 3, 4])
+                recorded.append(1)
+            except vkattn.InvalidArgument as e:
+                if "rope: this = a list in use by another thread now" not in str(e):
+                    other.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert other == []
+    assert cmd.stats()["ops"] == len(recorded)
+    cmd.submit()
+
+
 def test_devices_and_configs(vulkan):
     devices = vkattn.devices()
     assert sum(d.chosen for d in devices) == 1

@@ -25,11 +25,7 @@ using detail::CommandListImpl;
 using detail::NextTokens;
 using Ints = std::vector<std::int32_t>;
 
-// The list's implementation; a moved-from list has none.
-CommandListImpl& live(const std::unique_ptr<CommandListImpl>& impl, const char* op) {
-  if (!impl) throw InvalidArgument(op, "this", "a moved-from CommandList", "a list made by Backend::commands");
-  return *impl;
-}
+using detail::InUse;
 
 Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end()); }
 
@@ -150,7 +146,8 @@ std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* 
 }  // namespace
 
 void CommandList::copy(const Tensor& src, Tensor& dst) try {
-  auto& impl = live(impl_, "copy");
+  const InUse use(impl_.get(), "copy");
+  auto& impl = *use;
   const auto& s = detail::check_tensor("copy", "src", src, impl.owner());
   const auto& d = detail::check_tensor("copy", "dst", dst, impl.owner());
   detail::check_copy(*s, *d);
@@ -178,14 +175,16 @@ void record_rope(CommandListImpl& impl, detail::TensorPtr x, detail::TensorPtr k
 }  // namespace
 
 void CommandList::rope(Tensor& x, std::span<const std::int32_t> positions, const RopeConfig& config) try {
-  auto& impl = live(impl_, "rope");
+  const InUse use(impl_.get(), "rope");
+  auto& impl = *use;
   record_rope(impl, detail::check_tensor("rope", "x", x, impl.owner()), nullptr, positions, config);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("rope");
 }
 
 void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> positions, const RopeConfig& config) try {
-  auto& impl = live(impl_, "rope");
+  const InUse use(impl_.get(), "rope");
+  auto& impl = *use;
   auto tq = detail::check_tensor("rope", "q", q, impl.owner());  // q named first
   record_rope(impl, std::move(tq), detail::check_tensor("rope", "k", k, impl.owner()), positions, config);
 } catch (const std::bad_alloc&) {
@@ -195,7 +194,8 @@ void CommandList::rope(Tensor& q, Tensor& k, std::span<const std::int32_t> posit
 void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, const AttentionTokens& tokens,
                               const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attn_scores";
-  auto& impl = live(impl_, op);
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
@@ -212,7 +212,8 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
 }
 
 void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const AttentionConfig& config) try {
-  auto& impl = live(impl_, "attn_softmax");
+  const InUse use(impl_.get(), "attn_softmax");
+  auto& impl = *use;
   const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
   const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
   record_op(impl, "attn_softmax", {}, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](auto& i, auto) {
@@ -224,7 +225,8 @@ void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const Attent
 
 void CommandList::attn_weighted_sum(const Tensor& probs, const Tensor& v, Tensor& out) try {
   const char* op = "attn_weighted_sum";
-  auto& impl = live(impl_, op);
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
@@ -331,21 +333,22 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
 
 void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                             std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
-  record_kv_append(live(impl_, "kv_append"), cache, k, &v, positions, seq_ids, options);
+  record_kv_append(*InUse(impl_.get(), "kv_append"), cache, k, &v, positions, seq_ids, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }
 
 void CommandList::kv_append(KvCache& cache, const Tensor& k, std::span<const std::int32_t> positions,
                             std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
-  record_kv_append(live(impl_, "kv_append"), cache, k, nullptr, positions, seq_ids, options);
+  record_kv_append(*InUse(impl_.get(), "kv_append"), cache, k, nullptr, positions, seq_ids, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }
 
 void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst) try {
   const char* op = "kv_copy_sequence";
-  auto& impl = live(impl_, op);
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& c = check_cache(op, cache, impl.owner());
   c->check_seq(op, src, "src");
   c->check_seq(op, dst, "dst");
@@ -369,9 +372,10 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
 void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
                               const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attn_scores";
-  auto& impl = live(impl_, op);
-  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);  // before copying
@@ -388,7 +392,8 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
 
 void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out, const AttentionTokens& tokens) try {
   const char* op = "attn_weighted_sum";
-  auto& impl = live(impl_, op);
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& c = check_cache(op, cache, impl.owner());
   const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
@@ -406,7 +411,8 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
 void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const AttentionTokens& tokens,
                             const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
-  auto& impl = live(impl_, op);
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& tv = detail::check_tensor(op, "v", v, impl.owner());
@@ -425,9 +431,10 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
 void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
                             const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
-  auto& impl = live(impl_, op);
-  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const auto& c = check_cache(op, cache, impl.owner());
+  const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);  // before copying
@@ -444,7 +451,8 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
 void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) try {
   const char* op = "set_tokens";
   detail::OpScope scope(op);  // the ops' own scopes name them inside
-  auto& impl = live(impl_, op);
+  const InUse use(impl_.get(), op);
+  auto& impl = *use;
   const std::size_t n_tokens = impl.most_tokens;
   if (n_tokens == 0) {
     throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
@@ -540,7 +548,8 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
 }
 
 void CommandList::submit_and_wait() try {
-  auto& impl = live(impl_, "submit_and_wait");
+  const InUse use(impl_.get(), "submit_and_wait");
+  auto& impl = *use;
   impl.check_planned("submit_and_wait");
   impl.submitting([&] { impl.submit_and_wait(); });
 } catch (const std::bad_alloc&) {
@@ -548,14 +557,14 @@ void CommandList::submit_and_wait() try {
 }
 
 std::vector<OpTiming> CommandList::timings() const try {
-  return live(impl_, "timings").timings();
+  return InUse(impl_.get(), "timings")->timings();
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("timings");
 }
 
-std::size_t CommandList::n_tokens() const { return live(impl_, "n_tokens").most_tokens; }
+std::size_t CommandList::n_tokens() const { return InUse(impl_.get(), "n_tokens")->most_tokens; }
 
-CommandStats CommandList::stats() const try { return live(impl_, "stats").stats(); } catch (const std::bad_alloc&) {
+CommandStats CommandList::stats() const try { return InUse(impl_.get(), "stats")->stats(); } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("stats");
 }
 

@@ -30,9 +30,9 @@ bool Submitted::ready() const { return !impl_ || impl_->ready(); }
 bool Submitted::wait(std::uint64_t timeout_ns) const { return !impl_ || impl_->wait(timeout_ns); }
 
 Submitted CommandList::submit() try {
-  if (!impl_) throw InvalidArgument("submit", "this", "a moved-from CommandList", "a list made by Backend::commands");
-  impl_->check_planned("submit");
-  return Submitted(impl_->submitting([&] { return impl_->submit(nullptr); }));
+  const detail::InUse use(impl_.get(), "submit");
+  use->check_planned("submit");
+  return Submitted(use->submitting([&] { return use->submit(nullptr); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
 }
