@@ -264,6 +264,27 @@ TEST_P(KvCacheTest, OverwrittenKeysThrow) {
   s.attn.window = 3u;
   m2.s = s;
   expect_near(run(backend(), other, s, nullptr, &six), reference(m2, six), s, 6, s.tol(), "window 3");
+
+  // With sinks, after the ring wrapped: a query at a sink's position sees only sinks (all
+  // held), so it runs, window or not; the first ring position needs the overwritten ones.
+  Layout w{.heads = 2, .kv_heads = 1, .head_dim = 16, .capacity = 8, .sinks = 3};
+  KvCache wrapped = backend().kv_cache(w.cache());
+  Model mw(w);
+  Rng rng3(83, false);
+  decode(backend(), wrapped, mw, rng3, 12, "0..11: the ring holds 7..11");
+  const auto query_at = [&](std::int32_t p) {
+    Tokens t;
+    t.seq = {0};
+    t.pos = {p};
+    t.q = rng3.draw(w.heads * w.head_dim);
+    return t;
+  };
+  for (const std::int32_t p : {0, 2}) {
+    const Tokens at_sink = query_at(p);
+    expect_near(run(backend(), wrapped, w, nullptr, &at_sink), reference(mw, at_sink), w, 1, w.tol(), "at a sink");
+  }
+  const Tokens at_ring = query_at(3);
+  expect_invalid([&] { run(backend(), wrapped, w, nullptr, &at_ring); }, {"q_positions[0]", "= 3", "needs position 3"});
 }
 
 // Speculative decoding: 5 drafted tokens, 2 rejected; the cache then equals one that never

@@ -136,8 +136,9 @@ class VKATTN_API KvCache {
 };
 
 struct KvAppendOptions {
-  // More than capacity - n_sinks new tokens of one sequence in one call is an error,
-  // unless this is set: then only the last of them stay (earlier ones are not written).
+  // More than capacity - n_sinks new ring tokens (positions >= n_sinks) of one sequence in
+  // one call is an error, unless this is set: then only the last of them stay (earlier
+  // ones are not written; sinks always are).
   bool keep_last = false;
 };
 

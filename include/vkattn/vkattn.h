@@ -169,7 +169,7 @@ enum {
 
 /* Flags of vkattn_cmd_kv_append (bits, append-only). */
 enum {
-  VKATTN_KV_APPEND_KEEP_LAST = 1 /* more than capacity - n_sinks new tokens of a sequence: keep the last */
+  VKATTN_KV_APPEND_KEEP_LAST = 1 /* more than capacity - n_sinks new ring tokens of a sequence: keep the last */
 };
 
 /* ---- Handles ---- */

@@ -282,7 +282,8 @@ void KvCacheImpl::check_readable(const char* op, std::size_t token, std::size_t 
   std::int64_t lo = std::max<std::int64_t>(config.n_sinks, pos - static_cast<std::int64_t>(ring()) + 1);
   if (p.window != 0) lo = std::max<std::int64_t>(lo, p.window_symmetric ? pos - p.window / 2 : pos - p.window + 1);
   if (p.chunk != 0) lo = std::max<std::int64_t>(lo, pos / p.chunk * p.chunk);
-  if (lo < oldest[seq] && lo < next[seq]) {
+  // (A query that sees no ring position at all, one at a sink's position, needs none.)
+  if (lo < oldest[seq] && lo < next[seq] && position_visible(p, pos, lo)) {
     throw InvalidArgument(op, "tokens.q_positions[" + std::to_string(token) + "]", std::to_string(position),
                           "a position whose keys sequence " + std::to_string(seq) + " still holds: it needs position " +
                               std::to_string(lo) + ", overwritten (the ring holds " + std::to_string(oldest[seq]) +
