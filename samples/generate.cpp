@@ -91,7 +91,7 @@ Options parse(int argc, char** argv) {
       o.top_p = static_cast<float>(number(a, v));
       if (o.top_p < 0 || o.top_p > 1) throw UsageError("--top-p = " + v + "; valid: [0, 1]");
     } else if (a == "--seed") {
-      o.seed = static_cast<std::uint64_t>(integer(a, v, 0, 1L << 62));
+      o.seed = static_cast<std::uint64_t>(integer(a, v, 0, 4294967295L));  // the sampler's mt19937 takes 32 bits
       o.seed_given = true;
     } else if (a == "--capacity")
       o.capacity = integer(a, v, 1, 1 << 20);
@@ -149,9 +149,20 @@ int run(const Options& o) {
   const std::size_t capacity = o.capacity ? static_cast<std::size_t>(o.capacity) : static_cast<std::size_t>(c.seq_len);
   const long steps = o.steps;
 
+  // Every position of the prompt (BOS first) must fit in --steps. The merges take time
+  // quadratic in the prompt, so first a bound: a token covers at most the longest piece's
+  // bytes (the leading space the encoder adds included).
+  std::size_t longest = 1;
+  for (std::size_t i = 0; i < tok.size(); ++i) longest = std::max(longest, tok.piece(static_cast<int>(i)).size());
+  const std::size_t bytes = o.prompt.empty() ? 0 : o.prompt.size() + 1;
+  const auto too_long = [&](std::size_t tokens, const char* how) {
+    return UsageError("--prompt is " + std::string(how) + std::to_string(tokens) + " tokens, and with BOS needs --steps >= " +
+                      std::to_string(tokens + 1) + " (--steps = " + std::to_string(steps) + ")");
+  };
+  if (const std::size_t least = (bytes + longest - 1) / longest; static_cast<long>(least) + 1 > steps)
+    throw too_long(least, "at least ");
   std::vector<int> prompt = tok.encode(o.prompt, true, false);
-  if (static_cast<long>(prompt.size()) > steps)
-    throw UsageError("prompt is " + std::to_string(prompt.size()) + " tokens, more than --steps = " + std::to_string(steps));
+  if (static_cast<long>(prompt.size()) > steps) throw too_long(prompt.size() - 1, "");
 
   auto backend = vkattn::make_backend(o.backend);
   std::unique_ptr<vkattn::Backend> cpu;
@@ -218,9 +229,10 @@ int run(const Options& o) {
   if (ref) {
     std::printf("check: max |logit diff| %.3g; greedy tokens %s\n", max_diff,
                 disagree_at < 0 ? "agree" : ("disagree from step " + std::to_string(disagree_at)).c_str());
-    return disagree_at < 0 ? 0 : 1;
   }
-  return 0;
+  // The text (and the check's verdict) went nowhere: a failure, not a pass.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw std::runtime_error("writing standard output failed");
+  return ref && disagree_at >= 0 ? 1 : 0;
 }
 
 }  // namespace

@@ -111,7 +111,13 @@ constexpr std::size_t kHeads = 8, kKvHeads = 2, kHeadDim = 64, kSteps = 8;
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
+  if (argc > 1) {  // it takes none: say so rather than run past a mistyped option
+    const bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
+    if (!help) std::fprintf(stderr, "vkattn-interop: unknown argument %s\n", argv[1]);
+    std::fprintf(help ? stdout : stderr, "usage: vkattn-interop (no arguments)\n");
+    return help ? 0 : 2;
+  }
   Engine engine;
   // vkattn on the engine's device: it destroys none of it, and reads from the create info
   // which optional features the engine enabled (none here).

@@ -502,9 +502,11 @@ int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_eleme
 
 int Sampler::sample(std::vector<float> logits) {
   if (temperature_ <= 0.0f) return argmax(logits);
-  const float mx = *std::max_element(logits.begin(), logits.end()) / temperature_;
+  // (x - max) / T rather than x / T - max / T: a tiny T would make both terms infinite,
+  // and their difference NaN.
+  const float mx = *std::max_element(logits.begin(), logits.end());
   float sum = 0.0f;
-  for (auto& x : logits) sum += (x = std::exp(x / temperature_ - mx));
+  for (auto& x : logits) sum += (x = std::exp((x - mx) / temperature_));
   for (auto& x : logits) x /= sum;
   const float coin = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
   std::vector<int> order;

@@ -3,6 +3,7 @@
 // smallest end-to-end use of the library: tensor, upload, record, submit, download.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <random>
 #include <vector>
@@ -31,7 +32,13 @@ std::vector<float> run(vkattn::Backend& b, const Case& c, const std::vector<floa
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {  // it takes none: say so rather than run past a mistyped option
+    const bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
+    if (!help) std::fprintf(stderr, "vkattn-rope-check: unknown argument %s\n", argv[1]);
+    std::fprintf(help ? stdout : stderr, "usage: vkattn-rope-check (no arguments; $VKATTN_DEVICE picks the device)\n");
+    return help ? 0 : 2;
+  }
   using vkattn::DType;
   using vkattn::RopeLayout;
   try {

@@ -336,5 +336,15 @@ TEST(Llama2cSampler, GreedyTemperatureAndTopP) {
   EXPECT_EQ(seen, (std::set<int>{1, 3}));
 }
 
+// A temperature so small that logit / T overflows float: the sampler still picks the
+// largest logit (as greedy would), with and without top-p, never a NaN's arbitrary token.
+TEST(Llama2cSampler, TinyTemperatureIsGreedy) {
+  const std::vector<float> logits = {0.1f, 3.0f, 0.2f, 2.9f, -5.0f};
+  for (const float top_p : {0.9f, 1.0f}) {
+    llama2c::Sampler s(1e-40f, top_p, 7);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(s.sample(logits), 1) << "top_p " << top_p;
+  }
+}
+
 }  // namespace
 }  // namespace vkattn::test

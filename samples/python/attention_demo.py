@@ -3,10 +3,11 @@
 with grouped-query heads, the result compared with the same formula in numpy, and the
 attention probabilities saved as a heatmap (a PNG, when matplotlib is installed).
 
-    samples/python/attention_demo.py [--backend vulkan|cpu] [--out attention_demo.png]
+    samples/python/attention_demo.py [--backend vulkan|cpu] [--out attention_demo.png] [--seed N]
 
 Run it from a build tree with PYTHONPATH=build/python, or after `cmake --install`.
-Exit status 1 when the device and numpy disagree."""
+Exit status 1 when the device and numpy disagree, 2 for a bad argument or a heatmap that
+cannot be written."""
 import argparse
 import sys
 
@@ -51,7 +52,11 @@ def save_heatmap(probs, path, title):
         ax.set_ylabel("query position")
     fig.colorbar(image, ax=axes, shrink=0.8, label="probability")
     fig.suptitle(title)
-    fig.savefig(path, dpi=100)
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as e:
+        print(f"attention_demo.py: --out {path}: cannot write it ({e.strerror or e})", file=sys.stderr)
+        sys.exit(2)
     print(f"attention probabilities: {path}")
 
 
@@ -59,8 +64,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="vulkan", choices=["vulkan", "cpu"])
     parser.add_argument("--out", default="attention_demo.png", help="the heatmap's PNG file")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="numpy's seed for Q, K and V (>= 0)")
     args = parser.parse_args()
+    if args.seed < 0:
+        parser.error(f"--seed = {args.seed}; valid: >= 0")
 
     rng = np.random.default_rng(args.seed)
     q = rng.standard_normal((T, H, D)).astype(np.float32)
