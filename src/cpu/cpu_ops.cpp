@@ -2,6 +2,7 @@
 // reference at submit.
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 #include "common/half.hpp"
 #include "common/kv_cache_impl.hpp"
@@ -15,16 +16,25 @@ namespace {
 
 // f16 tensors are widened to float, processed, and rounded back: the same storage
 // rounding the GPU applies. q8_0 and q4_0 tensors (K and V) are dequantized.
+float element(const CpuTensor& t, std::size_t i) {
+  if (is_quantized(t.dtype)) return dequantize(t.dtype, t.data, t.numel, i);
+  return t.dtype == DType::f16 ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
+                               : std::bit_cast<float>(t.data[i]);
+}
+
+void store_element(CpuTensor& t, std::size_t i, float f) {
+  if (t.dtype == DType::f16) {
+    std::uint32_t& w = t.data[i / 2];
+    const unsigned shift = 16 * (i % 2);
+    w = (w & ~(0xffffu << shift)) | (std::uint32_t{float_to_half(f)} << shift);
+  } else {
+    t.data[i] = std::bit_cast<std::uint32_t>(f);
+  }
+}
+
 std::vector<float> to_floats(const CpuTensor& t) {
   std::vector<float> f(t.numel);
-  if (is_quantized(t.dtype)) {
-    for (std::size_t i = 0; i < t.numel; ++i) f[i] = dequantize(t.dtype, t.data, t.numel, i);
-    return f;
-  }
-  for (std::size_t i = 0; i < t.numel; ++i) {
-    f[i] = t.dtype == DType::f16 ? half_to_float(static_cast<std::uint16_t>(t.data[i / 2] >> (16 * (i % 2))))
-                                 : std::bit_cast<float>(t.data[i]);
-  }
+  for (std::size_t i = 0; i < t.numel; ++i) f[i] = element(t, i);
   return f;
 }
 
@@ -39,15 +49,7 @@ std::vector<float> mask_floats(const std::shared_ptr<TensorImpl>& mask, std::siz
 }
 
 void from_floats(CpuTensor& t, const std::vector<float>& f) {
-  for (std::size_t i = 0; i < t.numel; ++i) {
-    if (t.dtype == DType::f16) {
-      std::uint32_t& w = t.data[i / 2];
-      const unsigned shift = 16 * (i % 2);
-      w = (w & ~(0xffffu << shift)) | (std::uint32_t{float_to_half(f[i])} << shift);
-    } else {
-      t.data[i] = std::bit_cast<std::uint32_t>(f[i]);
-    }
-  }
+  for (std::size_t i = 0; i < t.numel; ++i) store_element(t, i, f[i]);
 }
 
 // AttentionPrecision::f16_products: the inputs of the products rounded to f16 (to nearest
@@ -85,19 +87,33 @@ std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size
   return o;
 }
 
-// One sequence's slots of the cache's K or V |all| (rows of |row| floats), as the
-// [capacity, n_kv_heads, d] the reference takes: the rows |rows| (KvCacheImpl::row_map,
-// as the bookkeeping had them when the op was recorded) says, zeros where a paged
-// sequence holds no block.
-std::vector<float> sequence_rows(const KvCacheImpl& cache, const std::vector<float>& all, const std::vector<std::int32_t>& rows,
-                                 std::size_t seq, std::size_t row) {
-  const std::size_t c = cache.config.capacity;
-  std::vector<float> out(c * row, 0.0f);
-  for (std::size_t j = 0; j < c; ++j) {
+// The first |n_slots| slots of one sequence of the cache's K or V |t| (stored rows of
+// n_kv_heads heads of |stored| dims each), as the [n_slots, n_kv_heads, dims] the
+// reference takes (|dims| <= |stored|: a latent cache's V is the start of each K head):
+// the rows |rows| (KvCacheImpl::row_map, as the bookkeeping had them when the op was
+// recorded) says, zeros where a paged sequence holds no block. Read row by row, not the
+// whole cache converted: the cost follows the slots read.
+std::vector<float> sequence_rows(const KvCacheImpl& cache, const CpuTensor& t, const std::vector<std::int32_t>& rows,
+                                 std::size_t seq, std::size_t n_slots, std::size_t stored, std::size_t dims) {
+  const std::size_t c = cache.config.capacity, heads = cache.config.n_kv_heads;
+  std::vector<float> out(n_slots * heads * dims, 0.0f);
+  for (std::size_t j = 0; j < n_slots; ++j) {
     const std::int32_t r = rows[seq * c + j];
-    if (r >= 0) std::copy_n(&all[static_cast<std::size_t>(r) * row], row, &out[j * row]);
+    if (r < 0) continue;
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::size_t from = (static_cast<std::size_t>(r) * heads + h) * stored;
+      for (std::size_t e = 0; e < dims; ++e) out[(j * heads + h) * dims + e] = element(t, from + e);
+    }
   }
   return out;
+}
+
+// One past the last slot |seq| holds (KvCacheImpl: the occupancy bound): slots past it are
+// empty, so the reference computes up to it and fills the rest as empty slots are.
+std::size_t held_bound(const ScoresParams& p, std::size_t seq, std::size_t capacity) {
+  std::size_t bound = capacity;
+  while (bound > 0 && p.k_pos[seq * capacity + bound - 1] < 0) --bound;
+  return bound;
 }
 
 // Copies |n| rows of |row| elements from row |from| to row |to| of a cache's K or V,
@@ -139,58 +155,57 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
                                 const ScoresParams& params, bool round = false) {
   const auto& c = cache.config;
   const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
-  const std::vector<float> qf = to_floats(cpu(q)), kf = to_floats(cpu(cache.k));
+  const std::vector<float> qf = to_floats(cpu(q));
   const std::vector<float> mf = mask_floats(mask, n);
-  std::vector<float> out(q->shape[0] * n_heads * n);
+  // Empty slots score -inf (as the reference gives a slot of no sequence).
+  std::vector<float> out(q->shape[0] * n_heads * n, -std::numeric_limits<float>::infinity());
   for (std::size_t t = 0; t < q->shape[0]; ++t) {
     const auto seq = static_cast<std::size_t>(params.q_seq[t]);
+    const std::size_t b = held_bound(params, seq, n);
+    const auto first = static_cast<std::ptrdiff_t>(seq * n);
     ScoresParams one = params;
     one.q_pos = {params.q_pos[t]};
     one.q_seq = {params.q_seq[t]};
-    one.k_pos.assign(params.k_pos.begin() + static_cast<std::ptrdiff_t>(seq * n),
-                     params.k_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
-    one.k_seq.assign(params.k_seq.begin() + static_cast<std::ptrdiff_t>(seq * n),
-                     params.k_seq.begin() + static_cast<std::ptrdiff_t>((seq + 1) * n));
-    const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], n);
+    one.k_pos.assign(params.k_pos.begin() + first, params.k_pos.begin() + first + static_cast<std::ptrdiff_t>(b));
+    one.k_seq.assign(params.k_seq.begin() + first, params.k_seq.begin() + first + static_cast<std::ptrdiff_t>(b));
+    const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], b);
     std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
-    std::vector<float> keys = sequence_rows(cache, kf, rows, seq, c.n_kv_heads * d);
+    std::vector<float> keys = sequence_rows(cache, cpu(cache.k), rows, seq, b, d, d);
     if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
       const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
-      const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], n);
+      const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], b);
       ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
-      ref::rope(keys, n, c.n_kv_heads, d, k_cpos, params.rope);
+      ref::rope(keys, b, c.n_kv_heads, d, k_cpos, params.rope);
     }
     q_row = rounded(std::move(q_row), round);  // after the rotation, as the GPU rounds them
     keys = rounded(std::move(keys), round);
-    ref::attn_scores(q_row, keys, std::span<float>(&out[t * n_heads * n], n_heads * n), m, 1, n_heads, c.n_kv_heads, n, d, one);
+    std::vector<float> held(n_heads * b);
+    ref::attn_scores(q_row, keys, held, m, 1, n_heads, c.n_kv_heads, b, d, one);
+    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(&held[h * b], b, &out[(t * n_heads + h) * n]);
   }
   return out;
 }
 
-// The cache's values as floats [n_seqs, capacity, n_kv_heads, v_head_dim]: V, or for a
-// latent cache the first v_head_dim dims of each K row.
-std::vector<float> cache_values(const KvCacheImpl& cache) {
-  if (cache.v) return to_floats(cpu(cache.v));
-  const std::size_t dk = cache.config.head_dim, dv = value_head_dim(cache.config);
-  const std::vector<float> kf = to_floats(cpu(cache.k));
-  std::vector<float> vf(kf.size() / dk * dv);
-  for (std::size_t row = 0; row < kf.size() / dk; ++row) std::copy_n(&kf[row * dk], dv, &vf[row * dv]);
-  return vf;
-}
-
 // out [n_tokens, n_heads, v_head_dim] from probabilities over a cache's slots, each token
-// reading its own sequence's values.
+// reading its own sequence's values (V, or a latent cache's first v_head_dim dims of each
+// K head). With |keys| (attention(), whose own probabilities are 0 past the occupancy
+// bound) the values stop at the bound; attn_weighted_sum's caller-given probabilities
+// weigh every slot.
 std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
                                       const KvCacheImpl& cache, const std::vector<std::int32_t>& rows,
-                                      const std::vector<std::int32_t>& q_seq, bool round = false) {
+                                      const std::vector<std::int32_t>& q_seq, const ScoresParams* keys = nullptr,
+                                      bool round = false) {
   const auto& c = cache.config;
   const std::size_t d = value_head_dim(c), n = c.capacity;
-  const std::vector<float> vf = rounded(cache_values(cache), round);
+  const CpuTensor& values = cpu(cache.v ? cache.v : cache.k);
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
-    ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n),
-                           sequence_rows(cache, vf, rows, static_cast<std::size_t>(q_seq[t]), c.n_kv_heads * d),
-                           std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, n, d);
+    const auto seq = static_cast<std::size_t>(q_seq[t]);
+    const std::size_t b = keys ? held_bound(*keys, seq, n) : n;
+    std::vector<float> p(n_heads * b);
+    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(&probs[(t * n_heads + h) * n], b, &p[h * b]);
+    const std::vector<float> v = rounded(sequence_rows(cache, values, rows, seq, b, cache.v ? d : c.head_dim, d), round);
+    ref::attn_weighted_sum(p, v, std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, b, d);
   }
   return o;
 }
@@ -273,15 +288,13 @@ CpuOp op(const AppendCall& a) {
                 }
                 continue;
               }
-              std::vector<float> out = to_floats(cpu(dst));
+              CpuTensor& d = cpu(dst);  // row by row: the cost follows the tokens, not the cache
+              const std::size_t n = c.n_kv_heads * row;
               for (std::size_t t = 0; t < dst_rows.size(); ++t) {
                 if (dst_rows[t] < 0) continue;
-                const std::size_t seq = static_cast<std::size_t>(dst_rows[t]) / c.capacity;
-                const std::size_t slot = static_cast<std::size_t>(dst_rows[t]) % c.capacity;
-                std::copy_n(&in[t * c.n_kv_heads * row], c.n_kv_heads * row,
-                            &out[(seq * c.capacity + slot) * c.n_kv_heads * row]);
+                const auto to = static_cast<std::size_t>(dst_rows[t]) * n;
+                for (std::size_t e = 0; e < n; ++e) store_element(d, to + e, in[t * n + e]);
               }
-              from_floats(cpu(dst), out);
             }
           }};
 }
@@ -318,7 +331,8 @@ CpuOp op(const AttentionCall& c) {
                           const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
                           const std::vector<float> probs =
                               softmax(cache_scores(q, *cache, rows, mask, params, round), n_tokens, n_heads, sinks);
-                          from_floats(cpu(out), cache_weighted_sum(probs, n_tokens, n_heads, *cache, rows, params.q_seq, round));
+                          from_floats(cpu(out),
+                                      cache_weighted_sum(probs, n_tokens, n_heads, *cache, rows, params.q_seq, &params, round));
                         }});
   }
   return with_run(
