@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -264,6 +265,54 @@ TEST(ListThreads, ACallWhileAnotherThreadIsInsideIsRefused) {
   list = nullptr;
   EXPECT_EQ(seen, "vkattn: stats: this = a list in use by another thread now; valid: a list used by one thread at a time");
   EXPECT_EQ(cmd.stats().ops, 1u);  // the refusal left the list alone
+}
+
+// The same for a cache: while one thread submits a list that appends to it, another
+// thread's reset, append into it and restore are refused by name; reading it (the next
+// position) is not using it, and works.
+TEST(ListThreads, ACacheInUseByAnotherThreadIsRefused) {
+  KvCache* shared = nullptr;
+  Backend* backend = nullptr;
+  std::vector<std::string> seen;
+  DeviceOptions options = test_options();
+  options.log_level = LogLevel::info;
+  options.log = [&](LogLevel, std::string_view m) {
+    if (!shared || !seen.empty() || !m.starts_with("built pipeline")) return;
+    std::thread([&] {
+      const auto attempt = [&](const std::function<void()>& f) {
+        try {
+          f();
+          seen.push_back("no exception");
+        } catch (const InvalidArgument& e) {
+          seen.push_back(e.what());
+        }
+      };
+      attempt([&] { shared->reset(0); });
+      attempt([&] {
+        Tensor k = backend->tensor({1, 1, 16}, DType::f32), v = backend->tensor({1, 1, 16}, DType::f32);
+        CommandList other = backend->commands();
+        other.kv_append(*shared, k, v, std::vector<std::int32_t>{1});
+      });
+      attempt([&] { backend->restore_cache(*shared, std::vector<std::uint8_t>(8)); });
+      seen.push_back("next position " + std::to_string(shared->next_position(0)));
+    }).join();
+  };
+  std::string why;
+  std::unique_ptr<Backend> b = try_own_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  backend = b.get();
+  KvCache cache = b->kv_cache({.n_kv_heads = 1, .head_dim = 16, .capacity = 8});
+  Tensor k = b->tensor({1, 1, 16}, DType::f32), v = b->tensor({1, 1, 16}, DType::f32);
+  CommandList cmd = b->commands();
+  cmd.kv_append(cache, k, v, std::vector<std::int32_t>{0});
+  shared = &cache;
+  cmd.submit_and_wait();  // the append's pipeline is built here, inside the submission
+  shared = nullptr;
+  const std::string in_use = "a cache in use by another thread now; valid: a cache used by one thread at a time";
+  EXPECT_EQ(seen, (std::vector<std::string>{"vkattn: reset: this = " + in_use, "vkattn: kv_append: cache = " + in_use,
+                                            "vkattn: restore_cache: cache = " + in_use, "next position 1"}));
+  EXPECT_EQ(cache.next_position(0), 1);  // the refusals left it alone
+  cache.reset(0);                        // and it is free again
 }
 
 // More threads than the backend keeps staging buffers and submissions for (4 of each), each

@@ -139,6 +139,17 @@ const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const Kv
   return cache.impl();
 }
 
+// A list's call over a cache: the list and the cache in use for the call (InUse,
+// CacheInUse), the cache checked.
+struct OverCache {
+  OverCache(const std::unique_ptr<CommandListImpl>& list, const KvCache& c, const char* op)
+      : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())) {}
+  const InUse use;
+  const detail::CacheInUse cache_use;
+  CommandListImpl& impl;
+  const std::shared_ptr<detail::KvCacheImpl>& cache;
+};
+
 std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t, const void* owner) {
   return t ? detail::check_tensor(op, param, *t, owner) : nullptr;
 }
@@ -301,6 +312,7 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
                       std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
                       const KvAppendOptions& options) {
   const char* op = "kv_append";
+  const detail::CacheInUse cache_use(cache.impl().get(), op);
   const auto& c = check_cache(op, cache, impl.owner());
   if (c->config.latent && v) {
     throw InvalidArgument(op, "v", "a tensor", "none: a latent cache stores V inside K: call kv_append(cache, k, positions)");
@@ -347,9 +359,9 @@ void CommandList::kv_append(KvCache& cache, const Tensor& k, std::span<const std
 
 void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t dst) try {
   const char* op = "kv_copy_sequence";
-  const InUse use(impl_.get(), op);
-  auto& impl = *use;
-  const auto& c = check_cache(op, cache, impl.owner());
+  const OverCache over(impl_, cache, op);
+  auto& impl = over.impl;
+  const auto& c = over.cache;
   c->check_seq(op, src, "src");
   c->check_seq(op, dst, "dst");
   if (src == dst) return;
@@ -372,9 +384,9 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
 void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& scores, const AttentionTokens& tokens,
                               const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attn_scores";
-  const InUse use(impl_.get(), op);
-  auto& impl = *use;
-  const auto& c = check_cache(op, cache, impl.owner());
+  const OverCache over(impl_, cache, op);
+  auto& impl = over.impl;
+  const auto& c = over.cache;
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
@@ -392,9 +404,9 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
 
 void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, Tensor& out, const AttentionTokens& tokens) try {
   const char* op = "attn_weighted_sum";
-  const InUse use(impl_.get(), op);
-  auto& impl = *use;
-  const auto& c = check_cache(op, cache, impl.owner());
+  const OverCache over(impl_, cache, op);
+  auto& impl = over.impl;
+  const auto& c = over.cache;
   const auto& tp = detail::check_tensor(op, "probs", probs, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
@@ -431,9 +443,9 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
 void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, const AttentionTokens& tokens,
                             const AttentionConfig& config, const Tensor* mask) try {
   const char* op = "attention";
-  const InUse use(impl_.get(), op);
-  auto& impl = *use;
-  const auto& c = check_cache(op, cache, impl.owner());
+  const OverCache over(impl_, cache, op);
+  auto& impl = over.impl;
+  const auto& c = over.cache;
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
@@ -453,6 +465,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   detail::OpScope scope(op);  // the ops' own scopes name them inside
   const InUse use(impl_.get(), op);
   auto& impl = *use;
+  const detail::CachesInUse caches_use(impl.caches, op);
   const std::size_t n_tokens = impl.most_tokens;
   if (n_tokens == 0) {
     throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
@@ -550,6 +563,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
 void CommandList::submit_and_wait() try {
   const InUse use(impl_.get(), "submit_and_wait");
   auto& impl = *use;
+  const detail::CachesInUse caches_use(impl.caches, "submit_and_wait");
   impl.check_planned("submit_and_wait");
   impl.submitting([&] { impl.submit_and_wait(); });
 } catch (const std::bad_alloc&) {

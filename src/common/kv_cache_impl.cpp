@@ -357,6 +357,7 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
 void KvCache::reset(std::size_t seq) try {
   detail::OpScope scope("reset");  // names the op in device errors and the log
   auto& c = live(impl_);
+  const detail::CacheInUse use(&c, "reset", "this");
   check_seq("reset", c, seq);
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) c.set(c.slot_pos[seq * c.config.capacity + s], -1);
@@ -373,6 +374,7 @@ void KvCache::reset(std::size_t seq) try {
 void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   detail::OpScope scope("truncate");  // names the op in device errors and the log
   auto& c = live(impl_);
+  const detail::CacheInUse use(&c, "truncate", "this");
   check_seq("truncate", c, seq);
   if (position < 0 || position > c.next[seq]) {
     throw InvalidArgument("truncate", "position", std::to_string(position),

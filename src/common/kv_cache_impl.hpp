@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/tensor_impl.hpp"
+#include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 
 namespace vkattn::detail {
@@ -211,6 +213,54 @@ class KvCacheImpl {
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has
   // already overwritten (|p|: its window and chunk).
   void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position, const ScoresParams& p) const;
+  mutable std::atomic<bool> in_use{false};  // CacheInUse
+};
+
+// A cache is used by one thread at a time (docs/reliability.md says what counts as using
+// it). Its calls, and the calls of lists that record over it or write it, mark it in use
+// while they run, so that a second thread coming in meanwhile gets InvalidArgument rather
+// than racing on the bookkeeping. Nothing for a null cache (the call's checks name it).
+class CacheInUse {
+ public:
+  CacheInUse(const KvCacheImpl* cache, const char* op, const char* param = "cache") : cache_(cache) {
+    if (cache_ && cache_->in_use.exchange(true, std::memory_order_acquire)) {
+      cache_ = nullptr;
+      throw InvalidArgument(op, param, "a cache in use by another thread now", "a cache used by one thread at a time");
+    }
+  }
+  ~CacheInUse() {
+    if (cache_) cache_->in_use.store(false, std::memory_order_release);
+  }
+  CacheInUse(const CacheInUse&) = delete;
+  CacheInUse& operator=(const CacheInUse&) = delete;
+
+ private:
+  const KvCacheImpl* cache_;
+};
+
+// Every cache a list writes (CommandListImpl::caches), in use while the list is submitted,
+// recorded into a command buffer or replayed.
+class CachesInUse {
+ public:
+  CachesInUse(const std::vector<std::shared_ptr<KvCacheImpl>>& caches, const char* op) : caches_(caches) {
+    for (; taken_ < caches_.size(); ++taken_) {
+      if (caches_[taken_]->in_use.exchange(true, std::memory_order_acquire)) {
+        release();
+        throw InvalidArgument(op, "this", "a list writing a cache another thread is using now",
+                              "a cache used by one thread at a time");
+      }
+    }
+  }
+  ~CachesInUse() { release(); }
+  CachesInUse(const CachesInUse&) = delete;
+  CachesInUse& operator=(const CachesInUse&) = delete;
+
+ private:
+  void release() noexcept {
+    while (taken_ > 0) caches_[--taken_]->in_use.store(false, std::memory_order_release);
+  }
+  const std::vector<std::shared_ptr<KvCacheImpl>>& caches_;
+  std::size_t taken_ = 0;
 };
 
 // V's head dim (KvCacheConfig::v_head_dim, 0 = head_dim).

@@ -209,6 +209,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   detail::OpScope scope("restore_cache");
   const char* op = "restore_cache";
   const auto& c = live_cache(op, cache, owner_tag());
+  const detail::CacheInUse use(c.get(), op);
   const KvCacheConfig& cf = c->config;
   const Header want = header_of(cf);
   const std::size_t n_seqs = cf.n_seqs, slots = n_seqs * cf.capacity;

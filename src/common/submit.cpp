@@ -4,6 +4,7 @@
 
 #include "common/command_list_impl.hpp"
 #include "common/heap_ledger.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {
@@ -31,6 +32,7 @@ bool Submitted::wait(std::uint64_t timeout_ns) const { return !impl_ || impl_->w
 
 Submitted CommandList::submit() try {
   const detail::InUse use(impl_.get(), "submit");
+  const detail::CachesInUse caches_use(use->caches, "submit");
   use->check_planned("submit");
   return Submitted(use->submitting([&] { return use->submit(nullptr); }));
 } catch (const std::bad_alloc&) {

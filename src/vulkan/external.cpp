@@ -422,6 +422,7 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
     sync.signal.push_back(g.semaphore);
     sync.signal_values.push_back(g.value);
   }
+  const detail::CachesInUse caches_use(use->caches, "submit");
   use->check_planned("submit");
   return Submitted(use->submitting([&] { return use->submit(&sync); }));
 } catch (const std::bad_alloc&) {
@@ -434,6 +435,7 @@ void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions&
     throw InvalidArgument("record", "command_buffer", "VK_NULL_HANDLE", "a VkCommandBuffer in the recording state");
   }
   detail::check_exit_barrier(options);
+  const detail::CachesInUse caches_use(use->caches, "record");
   use->check_planned("record");
   use->submitting([&] { use->record_into(command_buffer, options); });
 } catch (const std::bad_alloc&) {
