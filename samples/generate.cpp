@@ -55,11 +55,11 @@ double number(const std::string& opt, const std::string& s) {
   return v;
 }
 
-long integer(const std::string& opt, const std::string& s, long lo, long hi) {
+long long integer(const std::string& opt, const std::string& s, long long lo, long long hi) {
   const double v = number(opt, s);
   if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
     throw UsageError(opt + " = " + s + "; valid: an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return static_cast<long>(v);
+  return static_cast<long long>(v);
 }
 
 Options parse(int argc, char** argv) {
@@ -83,7 +83,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--prompt")
       o.prompt = v;
     else if (a == "--steps")
-      o.steps = integer(a, v, 1, 1 << 24);
+      o.steps = static_cast<long>(integer(a, v, 1, 1 << 24));
     else if (a == "--temperature") {
       o.temperature = static_cast<float>(number(a, v));
       if (o.temperature < 0) throw UsageError("--temperature = " + v + "; valid: >= 0");
@@ -91,10 +91,10 @@ Options parse(int argc, char** argv) {
       o.top_p = static_cast<float>(number(a, v));
       if (o.top_p < 0 || o.top_p > 1) throw UsageError("--top-p = " + v + "; valid: [0, 1]");
     } else if (a == "--seed") {
-      o.seed = static_cast<std::uint64_t>(integer(a, v, 0, 4294967295L));  // the sampler's mt19937 takes 32 bits
+      o.seed = static_cast<std::uint64_t>(integer(a, v, 0, 4294967295LL));  // the sampler's mt19937 takes 32 bits
       o.seed_given = true;
     } else if (a == "--capacity")
-      o.capacity = integer(a, v, 1, 1 << 20);
+      o.capacity = static_cast<long>(integer(a, v, 1, 1 << 20));
     else if (a == "--backend") {
       if (v == "vulkan")
         o.backend = vkattn::BackendKind::vulkan;

@@ -459,9 +459,11 @@ TEST_F(Interop, MisuseIsRefusedAndRecordsNothing) {
     expect_invalid([&] { mine.record(cb, {.dst_stage_mask = b.stages, .dst_access_mask = b.access}); },
                    {"record", b.param, b.why});
   }
-  // ALL_GRAPHICS stands for the graphics stages, the fragment shader among them.
+  // ALL_GRAPHICS stands for the graphics stages, the fragment shader and the color
+  // attachment output among them.
   VkCommandBuffer graphics = e.begin();
-  mine.record(graphics, {.dst_stage_mask = VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT, .dst_access_mask = VK_ACCESS_SHADER_READ_BIT});
+  mine.record(graphics, {.dst_stage_mask = VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT,
+                         .dst_access_mask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT});
   e.submit_and_wait(graphics);
   // A command buffer of another device (the loader gives it that device's dispatch table).
   Engine second;

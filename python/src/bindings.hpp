@@ -45,7 +45,10 @@ struct PyKvCache {
 struct PyCommandList {
   CommandList impl;
   BackendPtr backend;
-  bool discarded = false;  // its with-block raised: the C++ list is gone
+  bool discarded = false;  // its with-block raised: the C++ list is gone, or going
+  // Calls running on the list without the GIL (counted with the GIL held): a list
+  // discarded meanwhile is destroyed by the last of them, never under one.
+  int active = 0;
   // The list, or InvalidArgument naming |op| once discarded.
   CommandList& get(const char* op);
 };

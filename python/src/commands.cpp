@@ -29,10 +29,34 @@ AttnArgs attn_args(const char* op, py::handle qp, py::handle kp, py::handle qs, 
           mask.is_none() ? nullptr : &mask.cast<PyTensor&>().impl};
 }
 
+// Destroys a discarded list's C++ list (the GIL held; released while the destructor waits
+// for the list's pending submission).
+void drop(PyCommandList& cmd) {
+  std::optional<CommandList> gone(std::move(cmd.impl));
+  py::gil_scoped_release nogil;
+  gone.reset();
+}
+
+// A call running on |cmd|'s list without the GIL (PyCommandList::active). Made and
+// destroyed with the GIL held: declared before the gil_scoped_release.
+class Active {
+ public:
+  explicit Active(PyCommandList& cmd) : cmd_(cmd) { ++cmd_.active; }
+  ~Active() {
+    if (--cmd_.active == 0 && cmd_.discarded) drop(cmd_);
+  }
+  Active(const Active&) = delete;
+  Active& operator=(const Active&) = delete;
+
+ private:
+  PyCommandList& cmd_;
+};
+
 // Runs |f| on |cmd|'s list (|op|: the op, for the error once discarded) without the GIL.
 template <class F>
 void record(PyCommandList& cmd, const char* op, F&& f) {
   CommandList& list = cmd.get(op);
+  const Active active(cmd);
   py::gil_scoped_release nogil;
   f(list);
 }
@@ -47,6 +71,7 @@ py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const
                                : py::reinterpret_borrow<py::object>(out);
   Tensor& t = o.cast<PyTensor&>().impl;
   {
+    const Active active(cmd);
     py::gil_scoped_release nogil;
     f(list, t);
   }
@@ -313,10 +338,9 @@ void bind_commands(py::module_& m) {
           // The block raised: the list goes now, as a C++ list goes when an exception leaves
           // its scope, putting back what it changed in caches' bookkeeping; an exception kept
           // (its traceback holds the list) must not keep a cache counting rows never written.
-          std::optional<CommandList> gone(std::move(cmd.impl));
+          // Another thread inside the list (misuse) finishes first: the last one drops it.
           cmd.discarded = true;
-          py::gil_scoped_release nogil;  // it waits for the list's pending submission
-          gone.reset();
+          if (cmd.active == 0) drop(cmd);
         }
         return false;
       });

@@ -3,6 +3,7 @@ parameter, the value and what is valid; shapes that could be read two ways are r
 a with-block that raises drops its list at once; objects numpy and torch hand over in
 forms the simple paths miss (bfloat16, bytearray, numpy 2's copy=)."""
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -150,6 +151,35 @@ def test_with_block_that_raises_drops_its_list(backend, keep_error):
     assert cache.next_position() == 1 and cache.slot_positions()[0] == 0
     kept.clear()
     gc.collect()
+
+
+def test_with_block_raising_while_another_thread_is_inside(cpu):
+    """Misuse, but no crash: a with-block raises while another thread records into the same
+    list; the list is dropped once that thread's call returns, never under it."""
+    x = cpu.tensor(np.ones((256, 8, 64), np.float32))
+    y = cpu.zeros((256, 8, 64))
+    for _ in range(100):
+        cmd = cpu.commands()
+        stop, other = [], []
+
+        def work():
+            while not stop:
+                try:
+                    cmd.copy(x, y)
+                except vkattn.InvalidArgument as e:
+                    if "discarded" not in str(e) and "in use by another thread" not in str(e):
+                        other.append(e)
+
+        t = threading.Thread(target=work)
+        t.start()
+        with pytest.raises(KeyError):
+            with cmd:
+                raise KeyError("block raised")
+        stop.append(True)
+        t.join()
+        assert other == []
+        with raises_invalid(r"copy: this = a list whose with-block raised"):
+            cmd.copy(x, y)
 
 
 def test_buffers_and_numpy_protocols(backend):

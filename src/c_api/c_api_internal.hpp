@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "vkattn/vkattn.h"
@@ -27,6 +28,28 @@ struct vkattn_tensor {
 struct vkattn_command_list {
   vkattn::CommandList impl;
   std::vector<vkattn::OpTiming> timings;  // of the last submission
+
+  // Runs a submission |f| of the list. The last one's timings go once this one is past
+  // its checks: a refused call (InvalidArgument, as from a second thread inside the list)
+  // changes nothing.
+  template <class F>
+  auto submitting(F f) -> decltype(f()) {
+    try {
+      if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        timings.clear();
+      } else {
+        auto r = f();
+        timings.clear();
+        return r;
+      }
+    } catch (const vkattn::InvalidArgument&) {
+      throw;
+    } catch (...) {
+      timings.clear();
+      throw;
+    }
+  }
 };
 struct vkattn_submission {
   vkattn::Submitted impl;

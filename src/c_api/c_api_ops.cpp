@@ -41,8 +41,7 @@ vkattn_status vkattn_submit_and_wait(vkattn_command_list* list) {
   const char* fn = "vkattn_submit_and_wait";
   return guarded([&] {
     vkattn_command_list& l = need(fn, "list", list);
-    l.timings.clear();
-    l.impl.submit_and_wait();
+    l.submitting([&] { l.impl.submit_and_wait(); });
     l.timings = l.impl.timings();
   });
 }

@@ -35,8 +35,7 @@ vkattn_status vkattn_submit(vkattn_command_list* list, vkattn_submission** submi
     need(fn, "submission", submission) = nullptr;
     auto s = std::make_unique<vkattn_submission>();
     vkattn_command_list& l = need(fn, "list", list);
-    l.timings.clear();
-    s->impl = l.impl.submit();
+    s->impl = l.submitting([&] { return l.impl.submit(); });
     *submission = s.release();
   });
 }
@@ -157,8 +156,7 @@ vkattn_status vkattn_submit_with_semaphores(vkattn_command_list* list, const vka
       sync.signal.push_back({signals[i], s.signal_values ? s.signal_values[i] : 0});
     }
     auto out = std::make_unique<vkattn_submission>();
-    l.timings.clear();
-    out->impl = l.impl.submit(sync);
+    out->impl = l.submitting([&] { return l.impl.submit(sync); });
     *submission = out.release();
   });
 }

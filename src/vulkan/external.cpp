@@ -174,7 +174,7 @@ std::string flags_hex(std::uint32_t v) {
 constexpr std::uint32_t kStageBits = 0x03FFFFFF, kAccessBits = 0x0FFFFFFF;
 // The stages ALL_GRAPHICS stands for: the core ones, and conditional rendering, task and
 // mesh shaders, the shading rate attachment, fragment density and transform feedback.
-constexpr VkPipelineStageFlags kGraphicsStages = 0x000003FE | 0x01DC0000;
+constexpr VkPipelineStageFlags kGraphicsStages = 0x000007FE | 0x01DC0000;
 constexpr VkPipelineStageFlags kShaderStages =
     VK_PIPELINE_STAGE_VERTEX_SHADER_BIT | VK_PIPELINE_STAGE_TESSELLATION_CONTROL_SHADER_BIT |
     VK_PIPELINE_STAGE_TESSELLATION_EVALUATION_SHADER_BIT | VK_PIPELINE_STAGE_GEOMETRY_SHADER_BIT |
