@@ -162,6 +162,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
   for (std::size_t t = 0; t < q->shape[0]; ++t) {
     const auto seq = static_cast<std::size_t>(params.q_seq[t]);
     const std::size_t b = held_bound(params, seq, n);
+    if (b == 0) continue;  // an empty sequence: every slot -inf
     const auto first = static_cast<std::ptrdiff_t>(seq * n);
     ScoresParams one = params;
     one.q_pos = {params.q_pos[t]};
@@ -181,7 +182,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
     keys = rounded(std::move(keys), round);
     std::vector<float> held(n_heads * b);
     ref::attn_scores(q_row, keys, held, m, 1, n_heads, c.n_kv_heads, b, d, one);
-    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(&held[h * b], b, &out[(t * n_heads + h) * n]);
+    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(held.data() + h * b, b, out.data() + (t * n_heads + h) * n);
   }
   return out;
 }
@@ -202,8 +203,9 @@ std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const auto seq = static_cast<std::size_t>(q_seq[t]);
     const std::size_t b = keys ? held_bound(*keys, seq, n) : n;
+    if (b == 0) continue;  // an empty sequence: zeros, as all-zero probabilities give
     std::vector<float> p(n_heads * b);
-    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(&probs[(t * n_heads + h) * n], b, &p[h * b]);
+    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(probs.data() + (t * n_heads + h) * n, b, p.data() + h * b);
     const std::vector<float> v = rounded(sequence_rows(cache, values, rows, seq, b, cache.v ? d : c.head_dim, d), round);
     ref::attn_weighted_sum(p, v, std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, b, d);
   }
