@@ -268,11 +268,12 @@ TEST(ListThreads, ACallWhileAnotherThreadIsInsideIsRefused) {
 }
 
 // The same for a cache: while one thread submits a list that appends to it, another
-// thread's reset, append into it and restore are refused by name; reading it (the next
-// position) is not using it, and works.
+// thread's reset, append into it, restore and replay of a list recorded over it are
+// refused by name; reading it (the next position) is not using it, and works.
 TEST(ListThreads, ACacheInUseByAnotherThreadIsRefused) {
   KvCache* shared = nullptr;
   Backend* backend = nullptr;
+  CommandList* reader = nullptr;
   std::vector<std::string> seen;
   DeviceOptions options = test_options();
   options.log_level = LogLevel::info;
@@ -294,6 +295,7 @@ TEST(ListThreads, ACacheInUseByAnotherThreadIsRefused) {
         other.kv_append(*shared, k, v, std::vector<std::int32_t>{1});
       });
       attempt([&] { backend->restore_cache(*shared, std::vector<std::uint8_t>(8)); });
+      attempt([&] { reader->set_tokens(std::vector<std::int32_t>{0}); });  // it records over the cache again
       seen.push_back("next position " + std::to_string(shared->next_position(0)));
     }).join();
   };
@@ -303,14 +305,22 @@ TEST(ListThreads, ACacheInUseByAnotherThreadIsRefused) {
   backend = b.get();
   KvCache cache = b->kv_cache({.n_kv_heads = 1, .head_dim = 16, .capacity = 8});
   Tensor k = b->tensor({1, 1, 16}, DType::f32), v = b->tensor({1, 1, 16}, DType::f32);
+  Tensor q = b->tensor({1, 1, 16}, DType::f32), out = b->tensor({1, 1, 16}, DType::f32);
+  CommandList reads = b->commands();  // attention over the cache, replayed by the other thread
+  reads.attention(q, cache, out, {.q_positions = std::vector<std::int32_t>{0}});
+  reader = &reads;
   CommandList cmd = b->commands();
   cmd.kv_append(cache, k, v, std::vector<std::int32_t>{0});
   shared = &cache;
   cmd.submit_and_wait();  // the append's pipeline is built here, inside the submission
   shared = nullptr;
   const std::string in_use = "a cache in use by another thread now; valid: a cache used by one thread at a time";
-  EXPECT_EQ(seen, (std::vector<std::string>{"vkattn: reset: this = " + in_use, "vkattn: kv_append: cache = " + in_use,
-                                            "vkattn: restore_cache: cache = " + in_use, "next position 1"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "vkattn: reset: this = " + in_use, "vkattn: kv_append: cache = " + in_use,
+                      "vkattn: restore_cache: cache = " + in_use,
+                      "vkattn: set_tokens: this = a list over a cache another thread is using now; valid: a cache used by "
+                      "one thread at a time",
+                      "next position 1"}));
   EXPECT_EQ(cache.next_position(0), 1);  // the refusals left it alone
   cache.reset(0);                        // and it is free again
 }

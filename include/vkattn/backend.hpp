@@ -9,8 +9,8 @@
 // - A CommandList, a KvCache and a Tensor being written are used by one thread at a time
 //   (they may move between threads). Recording into a list, submitting it, and kv_append,
 //   kv_copy_sequence, reset, truncate and recording attention over a cache (it reads the
-//   cache's bookkeeping) count as using it. A use that overlaps another thread's use of
-//   the same list or cache throws InvalidArgument (docs/reliability.md).
+//   cache's bookkeeping) count as using it. A call that overlaps another thread's use of
+//   the same list or cache throws InvalidArgument (docs/reliability.md: which calls).
 // - A tensor may be read by lists of several threads at once, but nothing may read or
 //   write it while another thread's list or upload writes it: vkattn orders ops within one
 //   list (barriers), never across threads; submit_and_wait returning orders them.

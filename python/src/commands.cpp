@@ -67,11 +67,11 @@ template <class F>
 py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const char* param, const Shape& shape, F&& f) {
   if (!out.is_none() && !py::isinstance<PyTensor>(out)) throw type_error(op, param, out, "a vkattn.Tensor or None");
   CommandList& list = cmd.get(op);  // before an output is made for a discarded list
+  const Active active(cmd);         // (making the output may run another thread)
   py::object o = out.is_none() ? py::cast(PyTensor{cmd.backend->get(op)->tensor(shape, DType::f32), cmd.backend})
                                : py::reinterpret_borrow<py::object>(out);
   Tensor& t = o.cast<PyTensor&>().impl;
   {
-    const Active active(cmd);
     py::gil_scoped_release nogil;
     f(list, t);
   }

@@ -30,8 +30,7 @@ struct vkattn_command_list {
   std::vector<vkattn::OpTiming> timings;  // of the last submission
 
   // Runs a submission |f| of the list. The last one's timings go once this one is past
-  // its checks: a refused call (InvalidArgument, as from a second thread inside the list)
-  // changes nothing.
+  // its checks: a refused call (InvalidArgument) changes nothing.
   template <class F>
   auto submitting(F f) -> decltype(f()) {
     try {

@@ -143,7 +143,10 @@ const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const Kv
 // CacheInUse), the cache checked.
 struct OverCache {
   OverCache(const std::unique_ptr<CommandListImpl>& list, const KvCache& c, const char* op)
-      : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())) {}
+      : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())) {
+    auto& over = impl.recorded_over;
+    if (std::find(over.begin(), over.end(), cache) == over.end()) over.push_back(cache);
+  }
   const InUse use;
   const detail::CacheInUse cache_use;
   CommandListImpl& impl;
@@ -314,6 +317,9 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
   const char* op = "kv_append";
   const detail::CacheInUse cache_use(cache.impl().get(), op);
   const auto& c = check_cache(op, cache, impl.owner());
+  if (std::find(impl.recorded_over.begin(), impl.recorded_over.end(), c) == impl.recorded_over.end()) {
+    impl.recorded_over.push_back(c);
+  }
   if (c->config.latent && v) {
     throw InvalidArgument(op, "v", "a tensor", "none: a latent cache stores V inside K: call kv_append(cache, k, positions)");
   }
@@ -465,7 +471,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   detail::OpScope scope(op);  // the ops' own scopes name them inside
   const InUse use(impl_.get(), op);
   auto& impl = *use;
-  const detail::CachesInUse caches_use(impl.caches, op);
+  const detail::CachesInUse caches_use(impl.recorded_over, op);  // the recipes record over them again
   const std::size_t n_tokens = impl.most_tokens;
   if (n_tokens == 0) {
     throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",

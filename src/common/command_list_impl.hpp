@@ -63,6 +63,9 @@ class CommandListImpl {
   // The fewest and most tokens the recipes take (those that take any).
   std::size_t fewest_tokens = SIZE_MAX, most_tokens = 0;
   std::vector<std::shared_ptr<KvCacheImpl>> caches;  // those the recipes advance, once each
+  // Every cache an op of the list was recorded over (advancing or reading it), once each:
+  // a replay records them again, so it uses them all (CachesInUse).
+  std::vector<std::shared_ptr<KvCacheImpl>> recorded_over;
   // What the list's appends and forks changed in the caches' bookkeeping since the list
   // last ran (submitted, or recorded into a caller's command buffer): the words with what
   // they held, and the sequences they planned. The host's bookkeeping advances when an op

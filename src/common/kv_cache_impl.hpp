@@ -246,7 +246,7 @@ class CachesInUse {
     for (; taken_ < caches_.size(); ++taken_) {
       if (caches_[taken_]->in_use.exchange(true, std::memory_order_acquire)) {
         release();
-        throw InvalidArgument(op, "this", "a list writing a cache another thread is using now",
+        throw InvalidArgument(op, "this", "a list over a cache another thread is using now",
                               "a cache used by one thread at a time");
       }
     }
