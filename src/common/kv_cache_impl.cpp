@@ -173,9 +173,7 @@ void KvCacheImpl::publish() const {
                 words.begin() + static_cast<std::ptrdiff_t>(s * stride));
     std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(s * entries), entries,
                 words.begin() + static_cast<std::ptrdiff_t>(s * stride + c));
-    std::size_t bound = c;
-    while (bound > 0 && slot_pos[s * c + bound - 1] < 0) --bound;
-    words[bound_offset() + s] = static_cast<std::uint32_t>(bound);
+    words[bound_offset() + s] = static_cast<std::uint32_t>(occupancy_bound(slot_pos, s, c));
   }
   slots->store(words);
 }

@@ -263,6 +263,14 @@ class CachesInUse {
   std::size_t taken_ = 0;
 };
 
+// Sequence |seq|'s occupancy bound in slot positions |slot_pos| ([n_seqs, capacity], -1
+// for an empty slot): one past its last occupied slot.
+inline std::size_t occupancy_bound(std::span<const std::int32_t> slot_pos, std::size_t seq, std::size_t capacity) {
+  std::size_t bound = capacity;
+  while (bound > 0 && slot_pos[seq * capacity + bound - 1] < 0) --bound;
+  return bound;
+}
+
 // V's head dim (KvCacheConfig::v_head_dim, 0 = head_dim).
 inline std::size_t value_head_dim(const KvCacheConfig& c) { return c.v_head_dim ? c.v_head_dim : c.head_dim; }
 

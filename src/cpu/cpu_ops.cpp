@@ -108,14 +108,6 @@ std::vector<float> sequence_rows(const KvCacheImpl& cache, const CpuTensor& t, c
   return out;
 }
 
-// One past the last slot |seq| holds (KvCacheImpl: the occupancy bound): slots past it are
-// empty, so the reference computes up to it and fills the rest as empty slots are.
-std::size_t held_bound(const ScoresParams& p, std::size_t seq, std::size_t capacity) {
-  std::size_t bound = capacity;
-  while (bound > 0 && p.k_pos[seq * capacity + bound - 1] < 0) --bound;
-  return bound;
-}
-
 // Copies |n| rows of |row| elements from row |from| to row |to| of a cache's K or V,
 // exactly as stored (a quantized tensor's codes, then its scales half by half).
 void copy_rows(const std::shared_ptr<TensorImpl>& t, std::size_t row, std::size_t from, std::size_t to, std::size_t n) {
@@ -161,7 +153,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
   std::vector<float> out(q->shape[0] * n_heads * n, -std::numeric_limits<float>::infinity());
   for (std::size_t t = 0; t < q->shape[0]; ++t) {
     const auto seq = static_cast<std::size_t>(params.q_seq[t]);
-    const std::size_t b = held_bound(params, seq, n);
+    const std::size_t b = occupancy_bound(params.k_pos, seq, n);
     if (b == 0) continue;  // an empty sequence: every slot -inf
     const auto first = static_cast<std::ptrdiff_t>(seq * n);
     ScoresParams one = params;
@@ -202,7 +194,7 @@ std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const auto seq = static_cast<std::size_t>(q_seq[t]);
-    const std::size_t b = keys ? held_bound(*keys, seq, n) : n;
+    const std::size_t b = keys ? occupancy_bound(keys->k_pos, seq, n) : n;
     if (b == 0) continue;  // an empty sequence: zeros, as all-zero probabilities give
     std::vector<float> p(n_heads * b);
     for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(probs.data() + (t * n_heads + h) * n, b, p.data() + h * b);
