@@ -311,15 +311,11 @@ class Logged {
 };
 
 // kv_append with |v|, or without it (null) for a latent cache.
-void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, const Tensor* v,
-                      std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
-                      const KvAppendOptions& options) {
+void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, std::span<const std::int32_t> positions,
+                      std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) {
   const char* op = "kv_append";
-  const detail::CacheInUse cache_use(cache.impl().get(), op);
-  const auto& c = check_cache(op, cache, impl.owner());
-  if (std::find(impl.recorded_over.begin(), impl.recorded_over.end(), c) == impl.recorded_over.end()) {
-    impl.recorded_over.push_back(c);
-  }
+  CommandListImpl& impl = over.impl;
+  const auto& c = over.cache;
   if (c->config.latent && v) {
     throw InvalidArgument(op, "v", "a tensor", "none: a latent cache stores V inside K: call kv_append(cache, k, positions)");
   }
@@ -351,14 +347,14 @@ void record_kv_append(CommandListImpl& impl, KvCache& cache, const Tensor& k, co
 
 void CommandList::kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                             std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
-  record_kv_append(*InUse(impl_.get(), "kv_append"), cache, k, &v, positions, seq_ids, options);
+  record_kv_append(OverCache(impl_, cache, "kv_append"), k, &v, positions, seq_ids, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }
 
 void CommandList::kv_append(KvCache& cache, const Tensor& k, std::span<const std::int32_t> positions,
                             std::span<const std::int32_t> seq_ids, const KvAppendOptions& options) try {
-  record_kv_append(*InUse(impl_.get(), "kv_append"), cache, k, nullptr, positions, seq_ids, options);
+  record_kv_append(OverCache(impl_, cache, "kv_append"), k, nullptr, positions, seq_ids, options);
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_append");
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/op_call.hpp"
+#include "common/use_flag.hpp"
 #include "vkattn/command_list.hpp"
 #include "vkattn/error.hpp"
 
@@ -196,23 +197,17 @@ class CommandListImpl {
   virtual void record_into(void* command_buffer, const RecordOptions& options);
   virtual std::vector<OpTiming> timings() const = 0;
   virtual CommandStats stats() const = 0;
-  mutable std::atomic<bool> in_use{false};  // InUse
+  UseFlag in_use;  // InUse
 };
 
-// A list is used by one thread at a time (command_list.hpp). Each public call marks it in
-// use while it runs, so that a second thread coming in meanwhile gets InvalidArgument
-// rather than racing on the list's vectors (and in Python, crashing the interpreter). It
-// catches calls that overlap, not a hand-over without a happens-before that happens not
-// to overlap.
+// Holds a list's UseFlag for one public call.
 class InUse {
  public:
   InUse(CommandListImpl* impl, const char* op) : impl_(impl) {
     if (!impl_) throw InvalidArgument(op, "this", "a moved-from CommandList", "a list made by Backend::commands");
-    if (impl_->in_use.exchange(true, std::memory_order_acquire)) {
-      throw InvalidArgument(op, "this", "a list in use by another thread now", "a list used by one thread at a time");
-    }
+    impl_->in_use.take(op, "this", "a list in use by another thread now", "a list used by one thread at a time");
   }
-  ~InUse() { impl_->in_use.store(false, std::memory_order_release); }
+  ~InUse() { impl_->in_use.give_back(); }
   InUse(const InUse&) = delete;
   InUse& operator=(const InUse&) = delete;
   CommandListImpl& operator*() const { return *impl_; }

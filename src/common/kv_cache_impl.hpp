@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/tensor_impl.hpp"
+#include "common/use_flag.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 
@@ -213,23 +214,19 @@ class KvCacheImpl {
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has
   // already overwritten (|p|: its window and chunk).
   void check_readable(const char* op, std::size_t token, std::size_t seq, std::int32_t position, const ScoresParams& p) const;
-  mutable std::atomic<bool> in_use{false};  // CacheInUse
+  UseFlag in_use;  // CacheInUse, CachesInUse
 };
 
-// A cache is used by one thread at a time (docs/reliability.md says what counts as using
-// it). Its calls, and the calls of lists that record over it or write it, mark it in use
-// while they run, so that a second thread coming in meanwhile gets InvalidArgument rather
-// than racing on the bookkeeping. Nothing for a null cache (the call's checks name it).
+// Holds a cache's UseFlag for one call: its own, or that of a list that records over it or
+// writes it (docs/reliability.md says what counts as using it). Nothing for a null cache
+// (the call's checks name it).
 class CacheInUse {
  public:
   CacheInUse(const KvCacheImpl* cache, const char* op, const char* param = "cache") : cache_(cache) {
-    if (cache_ && cache_->in_use.exchange(true, std::memory_order_acquire)) {
-      cache_ = nullptr;
-      throw InvalidArgument(op, param, "a cache in use by another thread now", "a cache used by one thread at a time");
-    }
+    if (cache_) cache_->in_use.take(op, param, "a cache in use by another thread now", "a cache used by one thread at a time");
   }
   ~CacheInUse() {
-    if (cache_) cache_->in_use.store(false, std::memory_order_release);
+    if (cache_) cache_->in_use.give_back();
   }
   CacheInUse(const CacheInUse&) = delete;
   CacheInUse& operator=(const CacheInUse&) = delete;
@@ -243,12 +240,14 @@ class CacheInUse {
 class CachesInUse {
  public:
   CachesInUse(const std::vector<std::shared_ptr<KvCacheImpl>>& caches, const char* op) : caches_(caches) {
-    for (; taken_ < caches_.size(); ++taken_) {
-      if (caches_[taken_]->in_use.exchange(true, std::memory_order_acquire)) {
-        release();
-        throw InvalidArgument(op, "this", "a list over a cache another thread is using now",
-                              "a cache used by one thread at a time");
+    try {
+      for (; taken_ < caches_.size(); ++taken_) {
+        caches_[taken_]->in_use.take(op, "this", "a list over a cache another thread is using now",
+                                     "a cache used by one thread at a time");
       }
+    } catch (...) {
+      release();
+      throw;
     }
   }
   ~CachesInUse() { release(); }
@@ -257,7 +256,7 @@ class CachesInUse {
 
  private:
   void release() noexcept {
-    while (taken_ > 0) caches_[--taken_]->in_use.store(false, std::memory_order_release);
+    while (taken_ > 0) caches_[--taken_]->in_use.give_back();
   }
   const std::vector<std::shared_ptr<KvCacheImpl>>& caches_;
   std::size_t taken_ = 0;

@@ -5,6 +5,7 @@
 
 #include "common/op_scope.hpp"
 #include "vkattn/error.hpp"
+#include "vulkan/device.hpp"
 
 namespace vkattn::detail {
 
@@ -19,16 +20,6 @@ constexpr std::uint32_t kVendorApple = 0x106B;
 // VkDriverId values (1.2): AMD's own drivers, the Windows one and AMDVLK.
 constexpr std::uint32_t kDriverAmdProprietary = 1;
 constexpr std::uint32_t kDriverAmdOpenSource = 2;
-
-std::string hex(std::uint32_t v) {
-  const char* digits = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), digits[v % 16]);
-    v /= 16;
-  } while (v);
-  return "0x" + s;
-}
 
 // RDNA3 or later, told apart as llama.cpp's get_device_architecture does: RDNA runs
 // subgroups of 32 or 64 (GCN only 64), RDNA1 has 20 wavefronts per SIMD and RDNA4 16, and
@@ -95,7 +86,7 @@ std::string vendor_gap(const CoopmatFacts& f) {
     case kVendorArm: return "Arm is not on the allowlist";
     case kVendorQualcomm: return "Qualcomm is not on the allowlist";
     case kVendorApple: return "Apple is not on the allowlist";
-    default: return "vendor " + hex(f.vendor_id) + " is not on the allowlist (AMD RDNA3 and later)";
+    default: return "vendor " + hex_string(f.vendor_id) + " is not on the allowlist (AMD RDNA3 and later)";
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -89,6 +90,12 @@ void probe_queue(const VulkanFunctions& fn, VkPhysicalDevice pd, const VkPhysica
 std::string api_version_string(std::uint32_t v, bool patch) {
   std::string s = std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v));
   return patch ? s + "." + std::to_string(VK_API_VERSION_PATCH(v)) : s;
+}
+
+std::string hex_string(std::uint32_t v) {
+  char s[16];
+  std::snprintf(s, sizeof s, "0x%X", v);
+  return s;
 }
 
 bool pipeline_stats_wanted() {

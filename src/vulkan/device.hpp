@@ -84,6 +84,9 @@ DeviceLimits cap(const DeviceLimits& device, const DeviceLimits& cap);
 // A Vulkan version as "1.3.239", or "1.3" without |patch|.
 std::string api_version_string(std::uint32_t v, bool patch = true);
 
+// A vendor ID or a set of flag bits as "0x106B".
+std::string hex_string(std::uint32_t v);
+
 class Device {
  public:
   // |local_heap_cap|: each device-local heap counts as at most this many bytes (0: its

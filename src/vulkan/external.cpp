@@ -1,6 +1,5 @@
 // Bring your own Vulkan (vkattn/vulkan.hpp): a backend on the caller's instance, device and
 // queue; tensors on the caller's buffers; lists recorded into the caller's command buffers.
-#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -163,12 +162,6 @@ void check_handles(const ExternalVulkan& v) {
   }
 }
 
-std::string flags_hex(std::uint32_t v) {
-  char s[16];
-  std::snprintf(s, sizeof s, "0x%X", v);
-  return s;
-}
-
 // Every bit VkPipelineStageFlagBits and VkAccessFlagBits define (Vulkan 1.0 and the
 // extensions' bits; newer stages and accesses exist only in the 64-bit *2 flags).
 constexpr std::uint32_t kStageBits = 0x03FFFFFF, kAccessBits = 0x0FFFFFFF;
@@ -214,7 +207,7 @@ constexpr AccessStages kAccessStages[] = {
 
 void check_stage_mask(const char* op, const std::string& param, std::uint32_t stages) {
   if ((stages & ~kStageBits) != 0) {
-    throw InvalidArgument(op, param, flags_hex(stages), "VkPipelineStageFlagBits (no bit above 0x2000000)");
+    throw InvalidArgument(op, param, hex_string(stages), "VkPipelineStageFlagBits (no bit above 0x2000000)");
   }
 }
 
@@ -223,14 +216,14 @@ void check_exit_barrier(const RecordOptions& options) {
   const std::uint32_t stages = options.dst_stage_mask, access = options.dst_access_mask;
   check_stage_mask("record", "options.dst_stage_mask", stages);
   if ((access & ~kAccessBits) != 0) {
-    throw InvalidArgument("record", "options.dst_access_mask", flags_hex(access), "VkAccessFlagBits (no bit above 0x8000000)");
+    throw InvalidArgument("record", "options.dst_access_mask", hex_string(access), "VkAccessFlagBits (no bit above 0x8000000)");
   }
   if (stages == 0 || (stages & VK_PIPELINE_STAGE_ALL_COMMANDS_BIT) != 0) return;  // every stage
   const VkPipelineStageFlags expanded = stages | ((stages & VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT) != 0 ? kGraphicsStages : 0);
   for (const AccessStages& a : kAccessStages) {
     if ((access & a.access) != 0 && (expanded & a.stages) == 0) {
-      throw InvalidArgument("record", "options.dst_access_mask", flags_hex(access) + " (with VK_ACCESS_" + a.name + "_BIT)",
-                            std::string("accesses that the stages of options.dst_stage_mask = ") + flags_hex(stages) +
+      throw InvalidArgument("record", "options.dst_access_mask", hex_string(access) + " (with VK_ACCESS_" + a.name + "_BIT)",
+                            std::string("accesses that the stages of options.dst_stage_mask = ") + hex_string(stages) +
                                 " perform (" + a.name + " needs " + a.stage_names + ")");
     }
   }
