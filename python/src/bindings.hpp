@@ -151,6 +151,18 @@ T value_arg(py::handle value, const char* owner, const char* param) {
   }
 }
 
+// An integer argument of a method or function, converted inside it by as<T>() so that its
+// errors name the call and the parameter as value_arg's do (pybind11's integer casters
+// give a TypeError listing the signature, even for a -1 where an unsigned goes). Shown as
+// int in signatures; numpy integers are integers.
+struct IntArg {
+  py::object value;
+  template <class T>
+  T as(const char* op, const char* param) const {
+    return value_arg<T>(value, op, param);
+  }
+};
+
 // A config field as a property whose setter converts with value_arg (names the class and
 // the field in its errors); the getter returns the field itself, as def_readwrite does, so
 // that config.yarn.beta_fast = 64 changes config.
@@ -224,3 +236,15 @@ void bind_commands(py::module_& m);
 void bind_backend(py::module_& m);
 
 }  // namespace vkattn::python
+
+namespace pybind11::detail {
+template <>
+struct type_caster<vkattn::python::IntArg> {
+  PYBIND11_TYPE_CASTER(vkattn::python::IntArg, const_name("int"));
+  bool load(handle src, bool) {
+    value.value = reinterpret_borrow<object>(src);
+    return true;
+  }
+  static handle cast(const vkattn::python::IntArg& v, return_value_policy, handle) { return v.value.inc_ref(); }
+};
+}  // namespace pybind11::detail

@@ -270,8 +270,10 @@ void bind_commands(py::module_& m) {
           "cache (V is inside K), as the C++ call; the same as v=None, and refused for any other cache.")
       .def(
           "kv_copy_sequence",
-          [](PyCommandList& cmd, PyKvCache& cache, std::size_t src, std::size_t dst) {
-            record(cmd, "kv_copy_sequence", [&](CommandList& l) { l.kv_copy_sequence(cache.impl, src, dst); });
+          [](PyCommandList& cmd, PyKvCache& cache, const IntArg& src, const IntArg& dst) {
+            const auto s = src.as<std::size_t>("kv_copy_sequence", "src");
+            const auto d = dst.as<std::size_t>("kv_copy_sequence", "dst");
+            record(cmd, "kv_copy_sequence", [&](CommandList& l) { l.kv_copy_sequence(cache.impl, s, d); });
           },
           arg("cache"), arg("src"), arg("dst"), "Makes sequence dst a copy of src (prefix sharing).");
   bind_attention_ops(cls);

@@ -164,8 +164,8 @@ PYBIND11_MODULE(_vkattn, m) {
   m.attr("__version__") = vkattn::version();
   m.def(
       "alibi_slopes",
-      [](std::size_t n_heads) {
-        std::vector<float> s = vkattn::alibi_slopes(n_heads);
+      [](const IntArg& n_heads) {
+        std::vector<float> s = vkattn::alibi_slopes(n_heads.as<std::size_t>("alibi_slopes", "n_heads"));
         return py::array_t<float>(static_cast<py::ssize_t>(s.size()), s.data());
       },
       py::arg("n_heads"), "The standard ALiBi slopes for n_heads heads (float32 array).");

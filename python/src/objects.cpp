@@ -186,6 +186,10 @@ void bind_backend(py::module_& m) {
 
 namespace {
 
+// A method's sequence index: a negative one is InvalidArgument naming |op| and seq (as
+// every integer argument vkattn converts itself), not pybind11's TypeError.
+std::size_t seq_arg(const IntArg& seq, const char* op) { return seq.as<std::size_t>(op, "seq"); }
+
 void bind_tensor(py::module_& m) {
   py::class_<PyTensor>(m, "Tensor", "Backend storage of a shape and dtype (Backend.tensor, Backend.zeros).")
       .def_property_readonly("shape", [](const PyTensor& t) { return shape_tuple(t.impl.shape()); })
@@ -225,35 +229,47 @@ void bind_cache(py::module_& m) {
       .def_property_readonly(
           "nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V (K alone when latent)")
       .def(
-          "next_position", [](const PyKvCache& c, std::size_t seq) { return c.impl.next_position(seq); }, py::arg("seq") = 0,
-          "The next position to append to seq (0 when empty).")
+          "next_position",
+          [](const PyKvCache& c, const IntArg& seq) { return c.impl.next_position(seq_arg(seq, "next_position")); },
+          py::arg("seq") = 0, "The next position to append to seq (0 when empty).")
       .def(
-          "length", [](const PyKvCache& c, std::size_t seq) { return c.impl.length(seq); }, py::arg("seq") = 0,
-          "Tokens of seq held now (at most capacity).")
+          "length", [](const PyKvCache& c, const IntArg& seq) { return c.impl.length(seq_arg(seq, "length")); },
+          py::arg("seq") = 0, "Tokens of seq held now (at most capacity).")
       .def(
           "slot_positions",
-          [](const PyKvCache& c, std::size_t seq) {
-            std::vector<std::int32_t> p = c.impl.slot_positions(seq);
+          [](const PyKvCache& c, const IntArg& seq) {
+            std::vector<std::int32_t> p = c.impl.slot_positions(seq_arg(seq, "slot_positions"));
             return py::array_t<std::int32_t>(static_cast<py::ssize_t>(p.size()), p.data());
           },
           py::arg("seq") = 0, "Position held in each slot of seq (int32 array), -1 for an empty slot.")
       .def(
-          "slot", [](const PyKvCache& c, std::int32_t position) { return c.impl.slot(position); }, py::arg("position"),
-          "The slot of position.")
+          "slot",
+          [](const PyKvCache& c, const IntArg& position) { return c.impl.slot(position.as<std::int32_t>("slot", "position")); },
+          py::arg("position"), "The slot of position.")
       .def(
           // Both wait for the lists using the cache (and may submit to an engine's queue).
-          "reset", [](PyKvCache& c, std::size_t seq) { c.impl.reset(seq); }, py::arg("seq") = 0,
-          py::call_guard<py::gil_scoped_release>(), "Empties seq.")
+          "reset",
+          [](PyKvCache& c, const IntArg& seq) {
+            const std::size_t s = seq_arg(seq, "reset");
+            const py::gil_scoped_release nogil;
+            c.impl.reset(s);
+          },
+          py::arg("seq") = 0, "Empties seq.")
       .def(
-          "truncate", [](PyKvCache& c, std::int32_t position, std::size_t seq) { c.impl.truncate(seq, position); },
-          py::arg("position"), py::arg("seq") = 0, py::call_guard<py::gil_scoped_release>(),
-          "Drops positions >= position of seq.")
+          "truncate",
+          [](PyKvCache& c, const IntArg& position, const IntArg& seq) {
+            const auto p = position.as<std::int32_t>("truncate", "position");
+            const std::size_t s = seq_arg(seq, "truncate");
+            const py::gil_scoped_release nogil;
+            c.impl.truncate(s, p);
+          },
+          py::arg("position"), py::arg("seq") = 0, "Drops positions >= position of seq.")
       .def_property_readonly(
           "free_blocks", [](const PyKvCache& c) { return c.impl.free_blocks(); }, "a paged cache: blocks no sequence holds")
       .def(
           "block_table",
-          [](const PyKvCache& c, std::size_t seq) {
-            std::vector<std::int32_t> t = c.impl.block_table(seq);
+          [](const PyKvCache& c, const IntArg& seq) {
+            std::vector<std::int32_t> t = c.impl.block_table(seq_arg(seq, "block_table"));
             return py::array_t<std::int32_t>(static_cast<py::ssize_t>(t.size()), t.data());
           },
           py::arg("seq") = 0, "A paged cache: the block of each run of block_size slots of seq (int32 array), -1 for none.")
@@ -266,7 +282,10 @@ void bind_cache(py::module_& m) {
           "A paged cache: how many sequences hold each block (int32 array of n_blocks).")
       .def(
           "blocks_to_append",
-          [](const PyKvCache& c, std::size_t n_tokens, std::size_t seq) { return c.impl.blocks_to_append(seq, n_tokens); },
+          [](const PyKvCache& c, const IntArg& n_tokens, const IntArg& seq) {
+            return c.impl.blocks_to_append(seq_arg(seq, "blocks_to_append"),
+                                           n_tokens.as<std::size_t>("blocks_to_append", "n_tokens"));
+          },
           py::arg("n_tokens"), py::arg("seq") = 0,
           "A paged cache: blocks an append of n_tokens more tokens to seq would take now (new runs, copies\n"
           "of shared blocks); more than free_blocks and kv_append raises OutOfMemoryError.")

@@ -74,6 +74,30 @@ def test_integers_past_int64_are_named(cpu):
         cpu.commands().rope(cpu.zeros((2, 1, 8)), [0, 1.5])
 
 
+def test_method_integers_name_themselves(cpu):
+    """Integer arguments of methods, not only config fields: vkattn's errors naming the call,
+    the parameter and the value (pybind11's would be a TypeError listing the signature)."""
+    c = cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=4, n_seqs=2)
+    with raises_invalid(r"vkattn: next_position: seq = -1; valid: \[0, \d+\]"):
+        c.next_position(-1)
+    with raises_invalid(r"vkattn: truncate: position = 4294967296; valid: \[-2147483648, 2147483647\]"):
+        c.truncate(2**32)
+    with raises_invalid(r"vkattn: kv_copy_sequence: dst = -1; valid"):
+        cpu.commands().kv_copy_sequence(c, 0, -1)
+    with raises_invalid(r"vkattn: alibi_slopes: n_heads = -2; valid"):
+        vkattn.alibi_slopes(-2)
+    with raises_type(r"vkattn: reset: seq = True \(bool\); valid: an integer"):
+        c.reset(True)
+    with raises_type(r"vkattn: length: seq = 1\.0 \(float\); valid: an integer"):
+        c.length(1.0)
+    with raises_invalid(r"vkattn: reset: seq = 2; valid: \[0, n_seqs = 2\)"):  # the library's own range
+        c.reset(2)
+    # numpy integers, keywords and defaults still convert.
+    assert c.next_position(np.int64(1)) == 0 and c.length(seq=np.uint8(1)) == 0 and c.next_position() == 0
+    c.truncate(position=np.int32(0), seq=1)
+    assert "seq: int = 0" in vkattn.KvCache.reset.__doc__
+
+
 def test_torch_dtypes_numpy_lacks(cpu):
     t = torch.zeros((2, 3), dtype=torch.bfloat16)
     with raises_invalid(r"tensor: data\.dtype = torch\.bfloat16; valid: .*t\.float\(\)"):
