@@ -14,6 +14,7 @@
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/failing_new.hpp"
+#include "support/random.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -141,6 +142,34 @@ TEST(MemoryCpu, FailedAppendLeavesNothingPlanned) {
   first.submit_and_wait();
   second.submit_and_wait();
   EXPECT_EQ(c.next_position(0), 2);
+}
+
+// The CPU backend's attention needs host memory for one query token at a time (its scores
+// over the keys held), not [n_tokens, n_heads, capacity]: a 512-token chunk over a
+// 65,536-slot cache ran once on 2 GiB of temporaries (at 2,048 tokens and Llama's 32
+// heads, 32 GiB: the process was killed). No allocation of 16 MiB or more may happen while
+// it runs, and the result still matches the plain attention over the same keys.
+TEST(MemoryCpu, AttentionOverALargeCacheTakesOneTokensScores) {
+  auto b = make_backend(BackendKind::cpu);
+  constexpr std::size_t n = 512, heads = 8, d = 16;
+  KvCache c = b->kv_cache({.n_kv_heads = 1, .head_dim = d, .capacity = 65536, .dtype = DType::f32});
+  const std::vector<float> q = normal(n * heads * d, 1), kv = normal(n * d, 2);
+  Tensor tq = b->tensor({n, heads, d}, DType::f32), tk = b->tensor({n, 1, d}, DType::f32);
+  Tensor cached = b->tensor({n, heads, d}, DType::f32), plain = b->tensor({n, heads, d}, DType::f32);
+  b->upload(tq, q);
+  b->upload(tk, kv);
+  std::vector<std::int32_t> positions(n);
+  for (std::size_t t = 0; t < n; ++t) positions[t] = static_cast<std::int32_t>(t);
+  CommandList cmd = b->commands();
+  cmd.kv_append(c, tk, tk, positions);
+  cmd.attention(tq, c, cached, {.q_positions = positions});
+  cmd.attention(tq, tk, tk, plain, {.q_positions = positions});
+  {
+    FailLargeAllocations fail(16u << 20);
+    cmd.submit_and_wait();
+    EXPECT_EQ(fail.refused(), 0u);
+  }
+  EXPECT_TRUE(all_close(b->download(cached), b->download(plain), {n, heads, d}, 1e-6, 0.0));
 }
 
 // Vulkan devices allow maxMemoryAllocationCount allocations at once (4096 on many Windows

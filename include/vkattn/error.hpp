@@ -6,6 +6,11 @@
 // what state each leaves behind.
 #pragma once
 
+// C++20 (std::span, designated initializers); C++17 code can use the C API, vkattn/vkattn.h.
+#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) < 202002L
+#error "vkattn's C++ headers need C++20 (-std=c++20); from C++17 use the C API, vkattn/vkattn.h"
+#endif
+
 #include <stdexcept>
 #include <string>
 

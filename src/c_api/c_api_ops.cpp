@@ -18,6 +18,14 @@ const vkattn::Tensor* optional_mask(const vkattn_tensor* mask) { return mask ? &
 vkattn::CommandList& list_of(const char* fn, vkattn_command_list* list) { return need(fn, "list", list).impl; }
 const vkattn::KvCache& cache_of(const char* fn, const vkattn_kv_cache* cache) { return need(fn, "cache", cache).impl; }
 
+// |values| into |out|, which the caller sized |count|.
+void copy_out(const char* fn, const char* param, const std::vector<std::int32_t>& values, std::int32_t* out, std::size_t count,
+              const char* what) {
+  need(fn, param, out);
+  if (count != values.size()) throw InvalidArgument(fn, "count", std::to_string(count), what + std::to_string(values.size()));
+  std::copy(values.begin(), values.end(), out);
+}
+
 }  // namespace
 
 extern "C" {
@@ -322,16 +330,6 @@ vkattn_status vkattn_kv_cache_free_blocks(const vkattn_kv_cache* cache, size_t* 
   const char* fn = "vkattn_kv_cache_free_blocks";
   return guarded([&] { need(fn, "free_blocks", free_blocks) = cache_of(fn, cache).free_blocks(); });
 }
-
-namespace {
-// |values| into |out|, which the caller sized |count|.
-void copy_out(const char* fn, const char* param, const std::vector<std::int32_t>& values, std::int32_t* out, std::size_t count,
-              const char* what) {
-  need(fn, param, out);
-  if (count != values.size()) throw InvalidArgument(fn, "count", std::to_string(count), what + std::to_string(values.size()));
-  std::copy(values.begin(), values.end(), out);
-}
-}  // namespace
 
 vkattn_status vkattn_kv_cache_block_table(const vkattn_kv_cache* cache, size_t seq, int32_t* blocks, size_t count) {
   const char* fn = "vkattn_kv_cache_block_table";

@@ -48,6 +48,21 @@ std::vector<float> mask_floats(const std::shared_ptr<TensorImpl>& mask, std::siz
   return ref::key_list_mask(list, t.shape[0], t.shape[1], n_keys);
 }
 
+// Row |t| of attention()'s mask as f32 over |n_keys| keys (a key list expanded), or empty.
+std::vector<float> mask_row(const std::shared_ptr<TensorImpl>& mask, std::size_t t, std::size_t n_keys) {
+  if (!mask) return {};
+  const CpuTensor& m = cpu(mask);
+  const std::size_t width = m.shape[1];
+  if (m.dtype != DType::i32) {
+    std::vector<float> f(width);
+    for (std::size_t j = 0; j < width; ++j) f[j] = element(m, t * width + j);
+    return f;
+  }
+  std::vector<std::int32_t> list(width);
+  for (std::size_t i = 0; i < width; ++i) list[i] = std::bit_cast<std::int32_t>(m.data[t * width + i]);
+  return ref::key_list_mask(list, 1, width, n_keys);
+}
+
 void from_floats(CpuTensor& t, const std::vector<float>& f) {
   for (std::size_t i = 0; i < t.numel; ++i) store_element(t, i, f[i]);
 }
@@ -61,14 +76,14 @@ std::vector<float> rounded(std::vector<float> x, bool round) {
   return x;
 }
 
-// The three stages on host vectors, used by the stage ops and by attention(), which runs
-// them in a row. Scores [n_tokens, n_heads, n_keys] of q against plain keys k.
+// The three stage ops on host vectors (attention() runs them per token: cache_attention,
+// plain_attention). Scores [n_tokens, n_heads, n_keys] of q against plain keys k.
 std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
-                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params, bool round = false) {
+                                const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
   std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
   const std::vector<float> m = mask_floats(mask, k->shape[0]);
-  ref::attn_scores(rounded(to_floats(cpu(q)), round), rounded(to_floats(cpu(k)), round), out, m, q->shape[0], q->shape[1],
-                   k->shape[1], k->shape[0], q->shape[2], params);
+  ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0], q->shape[2],
+                   params);
   return out;
 }
 
@@ -81,9 +96,9 @@ std::vector<float> softmax(const std::vector<float>& scores, std::size_t n_token
 
 // out [n_tokens, n_heads, head_dim] from probabilities over plain values v.
 std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
-                                      const std::shared_ptr<TensorImpl>& v, bool round = false) {
+                                      const std::shared_ptr<TensorImpl>& v) {
   std::vector<float> o(n_tokens * n_heads * v->shape[2]);
-  ref::attn_weighted_sum(probs, rounded(to_floats(cpu(v)), round), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
+  ref::attn_weighted_sum(probs, to_floats(cpu(v)), o, n_tokens, n_heads, v->shape[1], v->shape[0], v->shape[2]);
   return o;
 }
 
@@ -140,13 +155,40 @@ void copy_blocks(const KvCacheImpl& cache, const std::vector<std::int32_t>& pair
   }
 }
 
-// Scores [n_tokens, n_heads, capacity] over a cache: one token at a time against its own
-// sequence's slots.
+// Token |t|'s scores [n_heads, b] over the first |b| slots of its sequence |seq| (|qf|: all
+// of q as floats; |m|: its mask row over those slots, or empty).
+std::vector<float> token_scores(const std::vector<float>& qf, std::size_t n_heads, const KvCacheImpl& cache,
+                                const std::vector<std::int32_t>& rows, std::span<const float> m, const ScoresParams& params,
+                                std::size_t t, std::size_t seq, std::size_t b, bool round) {
+  const auto& c = cache.config;
+  const std::size_t d = c.head_dim, n = c.capacity;
+  const auto first = static_cast<std::ptrdiff_t>(seq * n);
+  ScoresParams one = params;
+  one.q_pos = {params.q_pos[t]};
+  one.q_seq = {params.q_seq[t]};
+  one.k_pos.assign(params.k_pos.begin() + first, params.k_pos.begin() + first + static_cast<std::ptrdiff_t>(b));
+  one.k_seq.assign(params.k_seq.begin() + first, params.k_seq.begin() + first + static_cast<std::ptrdiff_t>(b));
+  std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
+  std::vector<float> keys = sequence_rows(cache, cpu(cache.k), rows, seq, b, d, d);
+  if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
+    const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
+    const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], b);
+    ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
+    ref::rope(keys, b, c.n_kv_heads, d, k_cpos, params.rope);
+  }
+  q_row = rounded(std::move(q_row), round);  // after the rotation, as the GPU rounds them
+  keys = rounded(std::move(keys), round);
+  std::vector<float> held(n_heads * b);
+  ref::attn_scores(q_row, keys, held, m, 1, n_heads, c.n_kv_heads, b, d, one);
+  return held;
+}
+
+// Scores [n_tokens, n_heads, capacity] over a cache (the stage op's output): one token at a
+// time against its own sequence's slots.
 std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
                                 const std::vector<std::int32_t>& rows, const std::shared_ptr<TensorImpl>& mask,
-                                const ScoresParams& params, bool round = false) {
-  const auto& c = cache.config;
-  const std::size_t n_heads = q->shape[1], d = q->shape[2], n = c.capacity;
+                                const ScoresParams& params) {
+  const std::size_t n_heads = q->shape[1], n = cache.config.capacity;
   const std::vector<float> qf = to_floats(cpu(q));
   const std::vector<float> mf = mask_floats(mask, n);
   // Empty slots score -inf (as the reference gives a slot of no sequence).
@@ -155,51 +197,77 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
     const auto seq = static_cast<std::size_t>(params.q_seq[t]);
     const std::size_t b = occupancy_bound(params.k_pos, seq, n);
     if (b == 0) continue;  // an empty sequence: every slot -inf
-    const auto first = static_cast<std::ptrdiff_t>(seq * n);
-    ScoresParams one = params;
-    one.q_pos = {params.q_pos[t]};
-    one.q_seq = {params.q_seq[t]};
-    one.k_pos.assign(params.k_pos.begin() + first, params.k_pos.begin() + first + static_cast<std::ptrdiff_t>(b));
-    one.k_seq.assign(params.k_seq.begin() + first, params.k_seq.begin() + first + static_cast<std::ptrdiff_t>(b));
     const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], b);
-    std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
-    std::vector<float> keys = sequence_rows(cache, cpu(cache.k), rows, seq, b, d, d);
-    if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
-      const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
-      const std::span<const std::int32_t> k_cpos(&params.k_cpos[seq * n], b);
-      ref::rope(q_row, 1, n_heads, d, q_cpos, params.rope);
-      ref::rope(keys, b, c.n_kv_heads, d, k_cpos, params.rope);
-    }
-    q_row = rounded(std::move(q_row), round);  // after the rotation, as the GPU rounds them
-    keys = rounded(std::move(keys), round);
-    std::vector<float> held(n_heads * b);
-    ref::attn_scores(q_row, keys, held, m, 1, n_heads, c.n_kv_heads, b, d, one);
+    const std::vector<float> held = token_scores(qf, n_heads, cache, rows, m, params, t, seq, b, false);
     for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(held.data() + h * b, b, out.data() + (t * n_heads + h) * n);
   }
   return out;
 }
 
-// out [n_tokens, n_heads, v_head_dim] from probabilities over a cache's slots, each token
-// reading its own sequence's values (V, or a latent cache's first v_head_dim dims of each
-// K head). With |keys| (attention(), whose own probabilities are 0 past the occupancy
-// bound) the values stop at the bound; attn_weighted_sum's caller-given probabilities
-// weigh every slot.
+// out [n_tokens, n_heads, v_head_dim] from caller-given probabilities over every slot of a
+// cache (the stage op), each token reading its own sequence's values (V, or a latent
+// cache's first v_head_dim dims of each K head).
 std::vector<float> cache_weighted_sum(const std::vector<float>& probs, std::size_t n_tokens, std::size_t n_heads,
                                       const KvCacheImpl& cache, const std::vector<std::int32_t>& rows,
-                                      const std::vector<std::int32_t>& q_seq, const ScoresParams* keys = nullptr,
-                                      bool round = false) {
+                                      const std::vector<std::int32_t>& q_seq) {
   const auto& c = cache.config;
   const std::size_t d = value_head_dim(c), n = c.capacity;
   const CpuTensor& values = cpu(cache.v ? cache.v : cache.k);
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const auto seq = static_cast<std::size_t>(q_seq[t]);
-    const std::size_t b = keys ? occupancy_bound(keys->k_pos, seq, n) : n;
+    const std::vector<float> v = sequence_rows(cache, values, rows, seq, n, cache.v ? d : c.head_dim, d);
+    ref::attn_weighted_sum(std::span<const float>(&probs[t * n_heads * n], n_heads * n), v,
+                           std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, n, d);
+  }
+  return o;
+}
+
+// attention() over a cache, one query token at a time: its temporaries are one token's
+// scores and keys (n_heads x the keys held), never [n_tokens, n_heads, capacity], so a long
+// prefill chunk over a large cache takes no more host memory than its tensors. Each token
+// stops at its sequence's occupancy bound (the probabilities past it are 0).
+std::vector<float> cache_attention(const std::shared_ptr<TensorImpl>& q, const KvCacheImpl& cache,
+                                   const std::vector<std::int32_t>& rows, const std::shared_ptr<TensorImpl>& mask,
+                                   const ScoresParams& params, const std::vector<float>& sinks, bool round) {
+  const auto& c = cache.config;
+  const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], d = value_head_dim(c), n = c.capacity;
+  const std::vector<float> qf = to_floats(cpu(q));
+  const CpuTensor& values = cpu(cache.v ? cache.v : cache.k);
+  std::vector<float> o(n_tokens * n_heads * d);
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const auto seq = static_cast<std::size_t>(params.q_seq[t]);
+    const std::size_t b = occupancy_bound(params.k_pos, seq, n);
     if (b == 0) continue;  // an empty sequence: zeros, as all-zero probabilities give
-    std::vector<float> p(n_heads * b);
-    for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(probs.data() + (t * n_heads + h) * n, b, p.data() + h * b);
+    const std::vector<float> mrow = mask_row(mask, t, n);
+    const std::span<const float> m = mrow.empty() ? std::span<const float>{} : std::span<const float>(mrow.data(), b);
+    const std::vector<float> scores = token_scores(qf, n_heads, cache, rows, m, params, t, seq, b, round);
+    std::vector<float> probs(scores.size());
+    ref::attn_softmax(scores, probs, 1, n_heads, b, sinks);
     const std::vector<float> v = rounded(sequence_rows(cache, values, rows, seq, b, cache.v ? d : c.head_dim, d), round);
-    ref::attn_weighted_sum(p, v, std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, b, d);
+    ref::attn_weighted_sum(probs, v, std::span<float>(&o[t * n_heads * d], n_heads * d), 1, n_heads, c.n_kv_heads, b, d);
+  }
+  return o;
+}
+
+// attention() over plain K and V, one query token at a time as cache_attention.
+std::vector<float> plain_attention(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
+                                   const std::shared_ptr<TensorImpl>& v, const std::shared_ptr<TensorImpl>& mask,
+                                   const ScoresParams& params, const std::vector<float>& sinks, bool round) {
+  const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], d = q->shape[2], n_keys = k->shape[0];
+  const std::size_t kv_heads = k->shape[1], dv = v->shape[2];
+  const std::vector<float> qf = rounded(to_floats(cpu(q)), round), kf = rounded(to_floats(cpu(k)), round),
+                           vf = rounded(to_floats(cpu(v)), round);
+  std::vector<float> o(n_tokens * n_heads * dv), scores(n_heads * n_keys), probs(n_heads * n_keys);
+  ScoresParams one = params;
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    one.q_pos = {params.q_pos[t]};
+    one.q_seq = {params.q_seq[t]};
+    const std::vector<float> m = mask_row(mask, t, n_keys);
+    ref::attn_scores(std::span<const float>(&qf[t * n_heads * d], n_heads * d), kf, scores, m, 1, n_heads, kv_heads, n_keys, d,
+                     one);
+    ref::attn_softmax(scores, probs, 1, n_heads, n_keys, sinks);
+    ref::attn_weighted_sum(probs, vf, std::span<float>(&o[t * n_heads * dv], n_heads * dv), 1, n_heads, kv_heads, n_keys, dv);
   }
   return o;
 }
@@ -322,18 +390,12 @@ CpuOp op(const AttentionCall& c) {
   if (c.kv.cache) {
     return with_run(c, {"attention", [q = c.q, cache = c.kv.cache, rows = c.kv.cache->row_map(), out = c.out, mask = c.mask,
                                       params = with_keys(c.params, *c.kv.cache), sinks = c.sinks, round] {
-                          const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-                          const std::vector<float> probs =
-                              softmax(cache_scores(q, *cache, rows, mask, params, round), n_tokens, n_heads, sinks);
-                          from_floats(cpu(out),
-                                      cache_weighted_sum(probs, n_tokens, n_heads, *cache, rows, params.q_seq, &params, round));
+                          from_floats(cpu(out), cache_attention(q, *cache, rows, mask, params, sinks, round));
                         }});
   }
   return with_run(
       c, {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks, round] {
-            const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1];
-            const std::vector<float> probs = softmax(plain_scores(q, k, mask, params, round), n_tokens, n_heads, sinks);
-            from_floats(cpu(out), plain_weighted_sum(probs, n_tokens, n_heads, v, round));
+            from_floats(cpu(out), plain_attention(q, k, v, mask, params, sinks, round));
           }});
 }
 

@@ -6,8 +6,8 @@
 
 #include "common/shape_math.hpp"
 #include "vulkan/check.hpp"
-#include "vulkan/command_list.hpp"
 #include "vulkan/dispatch.hpp"
+#include "vulkan/vulkan_command_list.hpp"
 
 namespace vkattn::detail {
 

@@ -5,7 +5,7 @@
 
 #include "common/op_scope.hpp"
 #include "vulkan/check.hpp"
-#include "vulkan/command_list.hpp"
+#include "vulkan/vulkan_command_list.hpp"
 
 namespace vkattn::detail {
 

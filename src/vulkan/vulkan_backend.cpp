@@ -6,11 +6,11 @@
 #include "common/shape_math.hpp"
 #include "common/validate.hpp"
 #include "vulkan/check.hpp"
-#include "vulkan/command_list.hpp"
 #include "vulkan/context.hpp"
 #include "vulkan/dispatch.hpp"
 #include "vulkan/encoding.hpp"
 #include "vulkan/submission.hpp"
+#include "vulkan/vulkan_command_list.hpp"
 
 namespace vkattn::detail {
 

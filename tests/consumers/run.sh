@@ -6,9 +6,10 @@
 # fail at configure time), pkg-config,
 # and add_subdirectory of this source tree (same library kind); then the C API's test
 # compiled as C11 against the installed library through pkg-config, and through
-# find_package from a project that enables C alone. A shared build also
-# gets its exported symbols checked and the Python ctypes test. When the Python module was
-# built, it is imported from the prefix and run.
+# find_package from a project that enables C alone (also inside a function: the static
+# package refuses it by name), and C++17 against the headers. A shared build also gets its
+# exported symbols checked and the Python ctypes test, a static one its archive's symbols.
+# When the Python module was built, it is imported from the prefix and run.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -89,6 +90,30 @@ cmake -S "$src/tests/consumers/find_package_c" -B "$work/find_package_c" -DCMAKE
 cmake --build "$work/find_package_c" -j"$jobs" > /dev/null
 "$work/find_package_c/c_consumer"
 
+step "find_package from a C project, inside a function"
+if [ $shared = ON ]; then
+  cmake -S "$src/tests/consumers/find_package_c" -B "$work/find_package_c_fn" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" -DVKATTN_WANTED_VERSION="$major.$minor" -DVKATTN_IN_FUNCTION=ON > /dev/null
+  cmake --build "$work/find_package_c_fn" -j"$jobs" > /dev/null
+  "$work/find_package_c_fn/c_consumer"
+elif cmake -S "$src/tests/consumers/find_package_c" -B "$work/find_package_c_fn" -DCMAKE_PREFIX_PATH="$prefix" \
+     -DVKATTN_WANTED_VERSION="$major.$minor" -DVKATTN_IN_FUNCTION=ON > "$work/find_package_c_fn.log" 2>&1; then
+  echo "configure succeeded: the static package enabled CXX inside a function" >&2
+  exit 1
+else
+  tr -s ' \n' ' ' < "$work/find_package_c_fn.log" | grep -q "add CXX to project(), or call find_package(vkattn) outside"
+fi
+
+step "C++17: the C++ headers refuse it by name, the C header takes it"
+for h in vkattn.hpp error.hpp; do
+  if echo "#include <vkattn/$h>" | c++ -std=c++17 -fsyntax-only -I"$prefix/include" -x c++ - 2> "$work/cxx17.log"; then
+    echo "vkattn/$h compiled as C++17" >&2
+    exit 1
+  fi
+  grep -q "need C++20" "$work/cxx17.log"
+done
+echo "#include <vkattn/vkattn.h>" | c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$prefix/include" -x c++ -
+
 if [ $shared = ON ]; then
   step "exported symbols"
   "$src/tests/consumers/check_exports.sh" "$libdir/libvkattn.so"
@@ -96,6 +121,9 @@ if [ $shared = ON ]; then
   python=/usr/bin/python3
   [ -x $python ] || python=python3
   $python "$src/tests/c_api/test_ctypes.py" "$libdir/libvkattn.so"
+else
+  step "the archive's global symbols"
+  "$src/tests/consumers/check_exports.sh" "$libdir/libvkattn.a"
 fi
 
 package=$(find "$prefix" -path '*/vkattn/__init__.py' | head -1)

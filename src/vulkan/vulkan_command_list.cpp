@@ -1,4 +1,4 @@
-#include "vulkan/command_list.hpp"
+#include "vulkan/vulkan_command_list.hpp"
 
 #include <cstdlib>
 #include <cstring>
