@@ -2,6 +2,7 @@
 #include "vkattn/backend.hpp"
 #include "common/heap_ledger.hpp"
 #include "common/log.hpp"
+#include "common/validate.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "vkattn/error.hpp"
 #include "vulkan/check.hpp"
@@ -12,6 +13,7 @@
 namespace vkattn {
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options) try {
+  detail::check_device_options(options);
   switch (kind) {
     case BackendKind::cpu: return detail::make_cpu_backend(options);
     case BackendKind::vulkan: return detail::make_vulkan_backend(options);

@@ -523,5 +523,14 @@ TEST(VulkanErrors, DeviceLimits) {
 
 TEST(VulkanErrors, MakeBackendKind) { EXPECT_THROW(make_backend(static_cast<BackendKind>(7)), InvalidArgument); }
 
+// A timeout of 0 ms would fail every submission; both kinds refuse it by name.
+TEST(VulkanErrors, ZeroSubmitTimeout) {
+  for (const BackendKind kind : {BackendKind::cpu, BackendKind::vulkan}) {
+    expect_invalid([&] { make_backend(kind, {.submit_timeout_ms = 0}); },
+                   {"make_backend: options.submit_timeout_ms = 0; valid: [1, 4294967295] ms"});
+  }
+  EXPECT_NO_THROW(make_backend(BackendKind::cpu, {.submit_timeout_ms = 1}));
+}
+
 }  // namespace
 }  // namespace vkattn::test

@@ -247,7 +247,8 @@ class VKATTN_API CommandList {
 
   // Runs everything recorded so far and waits for it. Error(timeout) after
   // DeviceOptions::submit_timeout_ms: the submission keeps running, and the list's next
-  // submit and its destruction wait for it. Error(device_lost): the backend is lost for
+  // submit and its destruction wait for it (a next submit then runs the list again: a
+  // retry is no wait; docs/reliability.md). Error(device_lost): the backend is lost for
   // good (every later call on it fails so), make a new one.
   void submit_and_wait();
 

@@ -357,8 +357,9 @@ struct DeviceOptions {
   // Directory of the VkPipelineCache files (one per device UUID and driver version).
   // Default: $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn. "" disables the cache.
   std::optional<std::string> pipeline_cache_dir{};
-  // Fence wait before ErrorCode::timeout. A transfer's own copy is waited for past it, with
-  // a warning (docs/reliability.md: it then has its whole effect, or the device is lost).
+  // Fence wait before ErrorCode::timeout, [1, 2^32 - 1] ms. A transfer's own copy is waited
+  // for past it, with a warning (docs/reliability.md: it then has its whole effect, or the
+  // device is lost).
   std::uint32_t submit_timeout_ms = 60000;
   // Kernel family; default: $VKATTN_KERNELS ("cpu", "gpu" or "automatic") if set, else automatic.
   std::optional<KernelShape> kernels{};

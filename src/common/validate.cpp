@@ -76,6 +76,12 @@ void check_positive(const char* op, const std::string& param, double v) {
   }
 }
 
+void check_device_options(const DeviceOptions& options) {
+  if (options.submit_timeout_ms == 0) {
+    throw InvalidArgument("make_backend", "options.submit_timeout_ms", "0", "[1, 4294967295] ms");
+  }
+}
+
 bool finite_float(double v) { return std::abs(v) <= std::numeric_limits<float>::max(); }
 
 namespace {

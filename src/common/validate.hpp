@@ -40,6 +40,10 @@ void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
 void check_positive(const char* op, const std::string& param, double v);
 bool finite_float(double v);  // finite in float too (|v| <= 3.4e38; false for NaN)
 
+// DeviceOptions a backend can be made with (make_backend, both forms): a timeout of 0 ms
+// would fail every submission (a fence is never signalled the moment it is submitted).
+void check_device_options(const DeviceOptions& options);
+
 // A shape and dtype a tensor may have (Backend::tensor, wrap).
 void check_new_tensor(const char* op, const Shape& shape, DType dtype);
 

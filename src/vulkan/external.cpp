@@ -271,6 +271,7 @@ VulkanRequirements vulkan_requirements() try {
 std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const DeviceOptions& options) try {
   using namespace detail;
   OpScope scope("create backend");
+  check_device_options(options);
   check_handles(vulkan);
   const Enabled enabled = enabled_in(vulkan.device_create_info, vulkan.queue_family_index);
   auto ctx = std::make_shared<Context>();
