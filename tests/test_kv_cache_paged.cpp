@@ -353,6 +353,30 @@ TEST_P(PagedKvCacheTest, ConfigErrors) {
   EXPECT_EQ(paged.block_table(0), Ids(4, -1));
 }
 
+// A slot table over the device's storage buffer range (every sequence's slots, 4 bytes
+// each, however small the pool) is refused by kv_cache, naming the table and its size.
+TEST_F(PagedKvCacheVulkan, SlotTableOverTheRangeIsNamed) {
+  DeviceOptions small = test_options();
+  small.cap_limits = uncapped();
+  small.cap_limits->max_storage_buffer_range = 65536;
+  on_vulkan(small, [&](Backend& gpu) {
+    const KvCacheConfig config{
+        .n_seqs = 64, .n_kv_heads = 1, .head_dim = 8, .capacity = 512, .paged = true, .block_size = 16, .n_blocks = 4};
+    try {
+      (void)gpu.kv_cache(config);
+      ADD_FAILURE() << "no exception";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
+      const std::string m = e.what();
+      EXPECT_NE(m.find("vkattn: kv_cache: the slot table of n_seqs x capacity = 64 x 512 slots: "), std::string::npos) << m;
+      EXPECT_EQ(e.op(), "kv_cache");
+    }
+    KvCacheConfig fewer = config;
+    fewer.n_seqs = 8;  // 16 KiB of table: fine
+    (void)gpu.kv_cache(fewer);
+  });
+}
+
 // Saved and restored (on the other backend, into a pool of another size): the blocks the
 // sequences hold and no others, their sharing kept; attention after it equals the
 // original's, as do later appends. A save restores only into a paged cache of the same
