@@ -6,6 +6,8 @@
 // fused kernel's rotate-on-read against a full-history reference too.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <map>
 #include <string>
@@ -212,6 +214,44 @@ TEST_F(VulkanVsCpuTest, FusedPathChoice) {
     EXPECT_TRUE(all_close(run_fused(gpu, big, &stats), run_attention(*cpu_, big).out, big.out_shape(), 1e-4, 1e-4));
     EXPECT_LE(stats.ops, 2u) << "the fused kernel (and its merge)";
   });
+}
+
+// On a CPU device llvmpipe's loop limit splits a cache's keys by its capacity, and the
+// splits' partial results of a long chunk can pass the storage buffer range: refused when
+// recorded, saying how many query tokens fit (a GPU's splits stay within the range).
+TEST_F(VulkanVsCpuTest, FusedSplitsOverTheRangeSayHowManyTokensFit) {
+  constexpr std::size_t n = 2048, heads = 32, kv_heads = 8, d = 128;
+  KvCache cache = gpu_->kv_cache({.n_kv_heads = kv_heads, .head_dim = d, .capacity = 65536, .dtype = DType::f16});
+  Tensor q = gpu_->tensor({n, heads, d}, DType::f32), kv = gpu_->tensor({n, kv_heads, d}, DType::f32);
+  Tensor out = gpu_->tensor({n, heads, d}, DType::f32);
+  std::vector<std::int32_t> positions(n);
+  for (std::size_t t = 0; t < n; ++t) positions[t] = static_cast<std::int32_t>(t);
+  CommandList cmd = gpu_->commands();
+  cmd.kv_append(cache, kv, kv, positions);
+  AttentionConfig fused;
+  fused.path = AttentionPath::fused;
+  if (gpu_->device_name().find("llvmpipe") == std::string::npos) {
+    cmd.attention(q, cache, out, {.q_positions = positions}, fused);
+    return;
+  }
+  try {
+    cmd.attention(q, cache, out, {.q_positions = positions}, fused);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
+    const std::string m = e.what();
+    const char* shape = std::getenv("VKATTN_KERNELS");
+    if (shape && std::string(shape) == "gpu") {  // the tiled kernel, whose scratch says what it holds
+      EXPECT_NE(m.find("vkattn: attention: its intermediate results (partial sums of key splits, lists): "), std::string::npos)
+          << m;
+      return;
+    }
+    EXPECT_NE(m.find("vkattn: attention: on a CPU device (llvmpipe's loop limit) attention over 65536 keys splits them"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("record at most about 2016 query tokens"), std::string::npos) << m;
+  }
+  EXPECT_EQ(cmd.stats().ops, 1u);  // the append alone
 }
 
 }  // namespace

@@ -397,8 +397,14 @@ class VulkanCommandList final : public CommandListImpl {
           return before;
         }
       }
-      if (!scratch_ || scratch_->numel < floats)
-        scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32, false);
+      if (!scratch_ || scratch_->numel < floats) {
+        try {
+          scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32, false);
+        } catch (const Error& e) {  // named as the op's intermediate results, not a tensor of the caller's
+          throw Error(e.code(), "its intermediate results (partial sums of key splits, lists): " + e.message(), e.call(),
+                      e.vk_result(), e.op());
+        }
+      }
       (replay_ ? replay_->scratch_used : scratch_log_).push_back(scratch_);
       return scratch_;
     };

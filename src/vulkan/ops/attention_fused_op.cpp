@@ -203,6 +203,19 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
   }
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
   const std::uint64_t ml_offset = splits * n_rows * v_dim;
+  if (const std::uint64_t bytes = 4 * (ml_offset + splits * n_rows * 2);
+      splits > 1 && bytes > ctx.limits.max_storage_buffer_range) {
+    // Only where llvmpipe's loop limit splits the keys (key_splits keeps a GPU's splits
+    // within the range): the grid, sized for a cache's capacity, sets their number.
+    const std::uint64_t most = ctx.limits.max_storage_buffer_range / (4 * splits * n_heads * (v_dim + 2));
+    throw Error(ErrorCode::out_of_memory,
+                "on a CPU device (llvmpipe's loop limit) attention over " + std::to_string(n_keys) + " keys splits them " +
+                    std::to_string(splits) + " ways, and the splits' partial results for " + std::to_string(n_tokens) +
+                    " query tokens need " + std::to_string(bytes) + " bytes, over maxStorageBufferRange = " +
+                    std::to_string(ctx.limits.max_storage_buffer_range) + ": record at most about " + std::to_string(most) +
+                    " query tokens per attention over these keys (or use a cache of smaller capacity)",
+                "maxStorageBufferRange", 0, "attention");
+  }
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
 
   const AttnMeta meta = attn_meta(params, p, sinks);
