@@ -17,6 +17,7 @@
 #include "support/compare.hpp"
 #include "support/fused_match.hpp"
 #include "support/kv_model.hpp"
+#include "support/random.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -252,6 +253,47 @@ TEST_F(VulkanVsCpuTest, FusedSplitsOverTheRangeSayHowManyTokensFit) {
     EXPECT_NE(m.find("record at most about 2016 query tokens"), std::string::npos) << m;
   }
   EXPECT_EQ(cmd.stats().ops, 1u);  // the append alone
+}
+
+// A list's parameters live in one buffer within the storage buffer range: attention over
+// plain keys adds 8 bytes a key (positions and sequences). The op that would pass the range
+// is refused when recorded, and the list, kept as it was, submits and matches the CPU.
+TEST_F(VulkanVsCpuTest, ListParametersOverTheRangeRefuseTheOp) {
+  DeviceOptions small = test_options();
+  small.cap_limits = uncapped();
+  small.cap_limits->max_storage_buffer_range = 1u << 20;
+  on_vulkan(small, [&](Backend& gpu) {
+    constexpr std::size_t n_keys = 16384, d = 8;
+    const std::vector<float> qv = normal(d, 1), kv = normal(n_keys * d, 2);
+    const std::vector<std::int32_t> last = {static_cast<std::int32_t>(n_keys - 1)};
+    std::vector<float> want;
+    for (Backend* b : {&gpu, cpu_.get()}) {
+      Tensor q = b->tensor({1, 1, d}, DType::f32), k = b->tensor({n_keys, 1, d}, DType::f32);
+      Tensor out = b->tensor({1, 1, d}, DType::f32);
+      b->upload(q, qv);
+      b->upload(k, kv);
+      CommandList cmd = b->commands();
+      if (b == cpu_.get()) {
+        cmd.attention(q, k, k, out, {.q_positions = last});
+        cmd.submit_and_wait();
+        EXPECT_TRUE(all_close(b->download(out), want, {1, 1, d}, 1e-5, 1e-5));
+        continue;
+      }
+      std::size_t recorded = 0;
+      try {
+        for (; recorded < 64; ++recorded) cmd.attention(q, k, k, out, {.q_positions = last});
+        ADD_FAILURE() << "64 ops of 128 KiB of parameters each recorded within 1 MiB";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
+        const std::string m = e.what();
+        EXPECT_NE(m.find("vkattn: attention: with this op the list's parameters"), std::string::npos) << m;
+        EXPECT_NE(m.find("over maxStorageBufferRange = 1048576: record it into another list"), std::string::npos) << m;
+      }
+      EXPECT_GE(recorded, 4u);
+      cmd.submit_and_wait();
+      want = b->download(out);
+    }
+  });
 }
 
 }  // namespace

@@ -90,6 +90,7 @@ class VulkanCommandList final : public CommandListImpl {
     with_params([&](ParamArena& arena) {
       OpEnv env{*ctx_, arena, scratch, temp};
       Dispatches ds = std::visit([&](const auto& c) { return build(env, c); }, call);
+      check_param_bytes(arena.bytes().size());
       if (after_rope && !fuse_rope_append(*held_rope_, ds, arena.data())) {
         Dispatches both = one(*held_rope_);
         for (Dispatch& d : ds) both.push_back(std::move(d));
@@ -105,6 +106,20 @@ class VulkanCommandList final : public CommandListImpl {
     });
     if (after_rope) held_rope_.reset();
     marks_.push_back(params_.take_marks());
+  }
+
+  // The list's parameters (every op's, in one buffer the encoding makes) fit one storage
+  // buffer range: the op that would pass it is refused when recorded, leaving the list
+  // usable, rather than every submission of the list failing.
+  void check_param_bytes(std::uint64_t bytes) const {
+    const std::uint64_t range = ctx_->limits.max_storage_buffer_range;
+    if (bytes <= range) return;
+    throw Error(ErrorCode::out_of_memory,
+                "with this op the list's parameters (tokens, positions and sequences of the keys each op reads, among "
+                "others) would need " +
+                    std::to_string(bytes) + " bytes, over maxStorageBufferRange = " + std::to_string(range) +
+                    ": record it into another list",
+                "maxStorageBufferRange", 0, current_op());
   }
 
   // The held rope dispatch recorded on its own: before anything but a kv_append, and
