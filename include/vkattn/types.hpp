@@ -2,7 +2,8 @@
 #pragma once
 
 // C++20 (std::span, designated initializers); C++17 code can use the C API, vkattn/vkattn.h.
-#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) < 202002L
+// (GCC 10 and clang 10 give C++20 201709L and 201707L: only C++17 and older are refused.)
+#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) <= 201703L
 #error "vkattn's C++ headers need C++20 (-std=c++20); from C++17 use the C API, vkattn/vkattn.h"
 #endif
 

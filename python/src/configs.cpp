@@ -90,9 +90,9 @@ void bind_rope(py::module_& m) {
   m.def(
       "rope_frequencies",
       [](const IntArg& head_dim, const IntArg& max_position, py::object config, const py::kwargs& kw) {
-        const RopeFrequencies f = rope_frequencies(config_arg<RopeConfig>(config, kw, "rope_frequencies"),
-                                                   head_dim.as<std::size_t>("rope_frequencies", "head_dim"),
-                                                   max_position.as<std::int32_t>("rope_frequencies", "max_position"));
+        const auto dim = head_dim.as<std::size_t>("rope_frequencies", "head_dim");  // in the order given
+        const auto most = max_position.as<std::int32_t>("rope_frequencies", "max_position");
+        const RopeFrequencies f = rope_frequencies(config_arg<RopeConfig>(config, kw, "rope_frequencies"), dim, most);
         return py::make_tuple(py::array_t<double>(static_cast<py::ssize_t>(f.theta.size()), f.theta.data()), f.attention_factor);
       },
       py::arg("head_dim"), py::arg("max_position") = 0, py::kw_only(), py::arg("config") = py::none(),

@@ -283,8 +283,8 @@ void bind_cache(py::module_& m) {
       .def(
           "blocks_to_append",
           [](const PyKvCache& c, const IntArg& n_tokens, const IntArg& seq) {
-            return c.impl.blocks_to_append(seq_arg(seq, "blocks_to_append"),
-                                           n_tokens.as<std::size_t>("blocks_to_append", "n_tokens"));
+            const auto n = n_tokens.as<std::size_t>("blocks_to_append", "n_tokens");  // in the order given
+            return c.impl.blocks_to_append(seq_arg(seq, "blocks_to_append"), n);
           },
           py::arg("n_tokens"), py::arg("seq") = 0,
           "A paged cache: blocks an append of n_tokens more tokens to seq would take now (new runs, copies\n"

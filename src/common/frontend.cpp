@@ -62,10 +62,12 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
     try {
       impl->slots = make_tensor({impl->slot_table_words()}, DType::i32);
     } catch (const Error& e) {
-      throw Error(e.code(),
-                  "the slot table of n_seqs x capacity = " + std::to_string(config.n_seqs) + " x " +
-                      std::to_string(config.capacity) + " slots: " + e.message(),
-                  e.call(), e.vk_result(), "kv_cache");
+      if (e.code() != ErrorCode::out_of_memory) throw;
+      throw Error(
+          e.code(),
+          detail::renamed_allocation(e.message(), "the slot table of n_seqs x capacity = " + std::to_string(config.n_seqs) +
+                                                      " x " + std::to_string(config.capacity) + " slots"),
+          e.call(), e.vk_result(), "kv_cache");
     }
     impl->publish();
   }

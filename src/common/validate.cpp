@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "common/quant.hpp"
@@ -74,6 +75,11 @@ void check_positive(const char* op, const std::string& param, double v) {
   if (!(v >= std::numeric_limits<float>::min() && v <= std::numeric_limits<float>::max())) {
     throw InvalidArgument(op, param, num(v), "finite and > 0 as a float: [1.2e-38, 3.4e38]");
   }
+}
+
+std::string renamed_allocation(const std::string& message, const std::string& what) {
+  constexpr std::string_view tensor = "tensor ";
+  return message.starts_with(tensor) ? what + message.substr(tensor.size() - 1) : what + ": " + message;
 }
 
 void check_device_options(const DeviceOptions& options) {

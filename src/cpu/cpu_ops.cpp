@@ -38,14 +38,10 @@ std::vector<float> to_floats(const CpuTensor& t) {
   return f;
 }
 
-// attention()'s mask as f32 [n_tokens, n_keys] (a key list expanded), or empty.
-std::vector<float> mask_floats(const std::shared_ptr<TensorImpl>& mask, std::size_t n_keys) {
-  if (!mask) return {};
-  const CpuTensor& t = cpu(mask);
-  if (t.dtype != DType::i32) return to_floats(t);
-  std::vector<std::int32_t> list(t.numel);
-  for (std::size_t i = 0; i < t.numel; ++i) list[i] = std::bit_cast<std::int32_t>(t.data[i]);
-  return ref::key_list_mask(list, t.shape[0], t.shape[1], n_keys);
+// A stage op's mask (f32 [n_tokens, n_keys]: key lists are attention()'s alone) as floats,
+// or empty.
+std::vector<float> mask_floats(const std::shared_ptr<TensorImpl>& mask) {
+  return mask ? to_floats(cpu(mask)) : std::vector<float>{};
 }
 
 // Row |t| of attention()'s mask as f32 over |n_keys| keys (a key list expanded), or empty.
@@ -81,7 +77,7 @@ std::vector<float> rounded(std::vector<float> x, bool round) {
 std::vector<float> plain_scores(const std::shared_ptr<TensorImpl>& q, const std::shared_ptr<TensorImpl>& k,
                                 const std::shared_ptr<TensorImpl>& mask, const ScoresParams& params) {
   std::vector<float> out(q->shape[0] * q->shape[1] * k->shape[0]);
-  const std::vector<float> m = mask_floats(mask, k->shape[0]);
+  const std::vector<float> m = mask_floats(mask);
   ref::attn_scores(to_floats(cpu(q)), to_floats(cpu(k)), out, m, q->shape[0], q->shape[1], k->shape[1], k->shape[0], q->shape[2],
                    params);
   return out;
@@ -155,20 +151,33 @@ void copy_blocks(const KvCacheImpl& cache, const std::vector<std::int32_t>& pair
   }
 }
 
+// |p| without its per-token and per-slot arrays, what one token's ScoresParams starts from:
+// copied once per op, so that each token then costs its own keys, not every sequence's
+// slots.
+ScoresParams without_arrays(const ScoresParams& p) {
+  ScoresParams s = p;
+  for (std::vector<std::int32_t>* v : {&s.q_pos, &s.k_pos, &s.q_seq, &s.k_seq, &s.q_cpos, &s.k_cpos}) {
+    v->clear();
+    v->shrink_to_fit();
+  }
+  return s;
+}
+
 // Token |t|'s scores [n_heads, b] over the first |b| slots of its sequence |seq| (|qf|: all
-// of q as floats; |m|: its mask row over those slots, or empty).
+// of q as floats; |m|: its mask row over those slots, or empty; |base|: without_arrays(params)).
 std::vector<float> token_scores(const std::vector<float>& qf, std::size_t n_heads, const KvCacheImpl& cache,
                                 const std::vector<std::int32_t>& rows, std::span<const float> m, const ScoresParams& params,
-                                std::size_t t, std::size_t seq, std::size_t b, bool round) {
+                                const ScoresParams& base, std::size_t t, std::size_t seq, std::size_t b, bool round) {
   const auto& c = cache.config;
   const std::size_t d = c.head_dim, n = c.capacity;
   const auto first = static_cast<std::ptrdiff_t>(seq * n);
-  ScoresParams one = params;
+  ScoresParams one = base;
   one.q_pos = {params.q_pos[t]};
   one.q_seq = {params.q_seq[t]};
   one.k_pos.assign(params.k_pos.begin() + first, params.k_pos.begin() + first + static_cast<std::ptrdiff_t>(b));
   one.k_seq.assign(params.k_seq.begin() + first, params.k_seq.begin() + first + static_cast<std::ptrdiff_t>(b));
-  std::vector<float> q_row(&qf[t * n_heads * d], &qf[(t + 1) * n_heads * d]);
+  const auto q_at = qf.begin() + static_cast<std::ptrdiff_t>(t * n_heads * d);
+  std::vector<float> q_row(q_at, q_at + static_cast<std::ptrdiff_t>(n_heads * d));
   std::vector<float> keys = sequence_rows(cache, cpu(cache.k), rows, seq, b, d, d);
   if (params.rope_on_read) {  // KvRope::on_read: rotate by in-cache positions
     const std::vector<std::int32_t> q_cpos = {params.q_cpos[t]};
@@ -190,7 +199,8 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
                                 const ScoresParams& params) {
   const std::size_t n_heads = q->shape[1], n = cache.config.capacity;
   const std::vector<float> qf = to_floats(cpu(q));
-  const std::vector<float> mf = mask_floats(mask, n);
+  const std::vector<float> mf = mask_floats(mask);
+  const ScoresParams base = without_arrays(params);
   // Empty slots score -inf (as the reference gives a slot of no sequence).
   std::vector<float> out(q->shape[0] * n_heads * n, -std::numeric_limits<float>::infinity());
   for (std::size_t t = 0; t < q->shape[0]; ++t) {
@@ -198,7 +208,7 @@ std::vector<float> cache_scores(const std::shared_ptr<TensorImpl>& q, const KvCa
     const std::size_t b = occupancy_bound(params.k_pos, seq, n);
     if (b == 0) continue;  // an empty sequence: every slot -inf
     const std::span<const float> m = mf.empty() ? std::span<const float>{} : std::span<const float>(&mf[t * n], b);
-    const std::vector<float> held = token_scores(qf, n_heads, cache, rows, m, params, t, seq, b, false);
+    const std::vector<float> held = token_scores(qf, n_heads, cache, rows, m, params, base, t, seq, b, false);
     for (std::size_t h = 0; h < n_heads; ++h) std::copy_n(held.data() + h * b, b, out.data() + (t * n_heads + h) * n);
   }
   return out;
@@ -234,6 +244,7 @@ std::vector<float> cache_attention(const std::shared_ptr<TensorImpl>& q, const K
   const std::size_t n_tokens = q->shape[0], n_heads = q->shape[1], d = value_head_dim(c), n = c.capacity;
   const std::vector<float> qf = to_floats(cpu(q));
   const CpuTensor& values = cpu(cache.v ? cache.v : cache.k);
+  const ScoresParams base = without_arrays(params);
   std::vector<float> o(n_tokens * n_heads * d);
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const auto seq = static_cast<std::size_t>(params.q_seq[t]);
@@ -241,7 +252,7 @@ std::vector<float> cache_attention(const std::shared_ptr<TensorImpl>& q, const K
     if (b == 0) continue;  // an empty sequence: zeros, as all-zero probabilities give
     const std::vector<float> mrow = mask_row(mask, t, n);
     const std::span<const float> m = mrow.empty() ? std::span<const float>{} : std::span<const float>(mrow.data(), b);
-    const std::vector<float> scores = token_scores(qf, n_heads, cache, rows, m, params, t, seq, b, round);
+    const std::vector<float> scores = token_scores(qf, n_heads, cache, rows, m, params, base, t, seq, b, round);
     std::vector<float> probs(scores.size());
     ref::attn_softmax(scores, probs, 1, n_heads, b, sinks);
     const std::vector<float> v = rounded(sequence_rows(cache, values, rows, seq, b, cache.v ? d : c.head_dim, d), round);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <variant>
 
+#include "common/validate.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/dispatch.hpp"
 #include "vulkan/encoding.hpp"
@@ -416,8 +417,10 @@ class VulkanCommandList final : public CommandListImpl {
         try {
           scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32, false);
         } catch (const Error& e) {  // named as the op's intermediate results, not a tensor of the caller's
-          throw Error(e.code(), "its intermediate results (partial sums of key splits, lists): " + e.message(), e.call(),
-                      e.vk_result(), e.op());
+          if (e.code() != ErrorCode::out_of_memory) throw;
+          throw Error(e.code(),
+                      renamed_allocation(e.message(), "the scratch of its intermediate results (partial sums, key lists)"),
+                      e.call(), e.vk_result(), e.op());
         }
       }
       (replay_ ? replay_->scratch_used : scratch_log_).push_back(scratch_);

@@ -211,9 +211,11 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
     throw Error(ErrorCode::out_of_memory,
                 "on a CPU device (llvmpipe's loop limit) attention over " + std::to_string(n_keys) + " keys splits them " +
                     std::to_string(splits) + " ways, and the splits' partial results for " + std::to_string(n_tokens) +
-                    " query tokens need " + std::to_string(bytes) + " bytes, over maxStorageBufferRange = " +
-                    std::to_string(ctx.limits.max_storage_buffer_range) + ": record at most about " + std::to_string(most) +
-                    " query tokens per attention over these keys (or use a cache of smaller capacity)",
+                    " query tokens need " + std::to_string(bytes) +
+                    " bytes, over maxStorageBufferRange = " + std::to_string(ctx.limits.max_storage_buffer_range) +
+                    (most > 0 ? ": record at most about " + std::to_string(most) +
+                                    " query tokens per attention over these keys (or use a cache of smaller capacity)"
+                              : ": not even one query token fits; use a cache of smaller capacity"),
                 "maxStorageBufferRange", 0, "attention");
   }
   std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
