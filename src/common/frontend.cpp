@@ -62,12 +62,10 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
     try {
       impl->slots = make_tensor({impl->slot_table_words()}, DType::i32);
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::out_of_memory) throw;
-      throw Error(
-          e.code(),
-          detail::renamed_allocation(e.message(), "the slot table of n_seqs x capacity = " + std::to_string(config.n_seqs) +
-                                                      " x " + std::to_string(config.capacity) + " slots"),
-          e.call(), e.vk_result(), "kv_cache");
+      detail::rethrow_allocation(e,
+                                 "the slot table of n_seqs x capacity = " + std::to_string(config.n_seqs) + " x " +
+                                     std::to_string(config.capacity) + " slots",
+                                 "kv_cache");
     }
     impl->publish();
   }

@@ -77,9 +77,12 @@ void check_positive(const char* op, const std::string& param, double v) {
   }
 }
 
-std::string renamed_allocation(const std::string& message, const std::string& what) {
+void rethrow_allocation(const Error& e, const std::string& what, const std::string& op) {
+  if (e.code() != ErrorCode::out_of_memory) throw;
   constexpr std::string_view tensor = "tensor ";
-  return message.starts_with(tensor) ? what + message.substr(tensor.size() - 1) : what + ": " + message;
+  const std::string& m = e.message();
+  throw Error(e.code(), m.starts_with(tensor) ? what + m.substr(tensor.size() - 1) : what + ": " + m, e.call(), e.vk_result(),
+              op);
 }
 
 void check_device_options(const DeviceOptions& options) {

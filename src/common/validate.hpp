@@ -40,9 +40,10 @@ void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
 void check_positive(const char* op, const std::string& param, double v);
 bool finite_float(double v);  // finite in float too (|v| <= 3.4e38; false for NaN)
 
-// A tensor allocation's Error message told as |what|'s, the allocation named as the caller
-// knows it: "tensor needs N bytes ..." becomes "|what| needs N bytes ...".
-std::string renamed_allocation(const std::string& message, const std::string& what);
+// Inside a handler of |e|, a tensor allocation's Error: rethrows it, an out_of_memory one
+// told as |what|'s and |op|'s, the allocation named as the caller knows it ("tensor needs
+// N bytes ..." becomes "|what| needs N bytes ...").
+[[noreturn]] void rethrow_allocation(const Error& e, const std::string& what, const std::string& op);
 
 // DeviceOptions a backend can be made with (make_backend, both forms): a timeout of 0 ms
 // would fail every submission (a fence is never signalled the moment it is submitted).

@@ -417,10 +417,7 @@ class VulkanCommandList final : public CommandListImpl {
         try {
           scratch_ = std::make_shared<VulkanTensor>(ctx_, Shape{static_cast<std::size_t>(floats)}, DType::f32, false);
         } catch (const Error& e) {  // named as the op's intermediate results, not a tensor of the caller's
-          if (e.code() != ErrorCode::out_of_memory) throw;
-          throw Error(e.code(),
-                      renamed_allocation(e.message(), "the scratch of its intermediate results (partial sums, key lists)"),
-                      e.call(), e.vk_result(), e.op());
+          rethrow_allocation(e, "the scratch of its intermediate results (partial sums, key lists)", e.op());
         }
       }
       (replay_ ? replay_->scratch_used : scratch_log_).push_back(scratch_);
