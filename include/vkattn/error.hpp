@@ -6,11 +6,7 @@
 // what state each leaves behind.
 #pragma once
 
-// C++20 (std::span, designated initializers); C++17 code can use the C API, vkattn/vkattn.h.
-// (GCC 10 and clang 10 give C++20 201709L and 201707L: only C++17 and older are refused.)
-#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) <= 201703L
-#error "vkattn's C++ headers need C++20 (-std=c++20); from C++17 use the C API, vkattn/vkattn.h"
-#endif
+#include "vkattn/require_cxx20.hpp"  // C++17 code can use the C API, vkattn/vkattn.h
 
 #include <stdexcept>
 #include <string>
