@@ -55,6 +55,12 @@ TEST_P(Errors, Rope) {
   expect_invalid([&] { rope(wide, {0}, {}); }, {"head_dim", "2050", "2048"});
   expect_invalid([&] { rope(x, {0, 1}, {}); }, {"positions.size()", "2", "n_tokens", "3"});
   expect_invalid([&] { rope(x, {0, -5, 2}, {}); }, {"positions[1]", "-5", "2^31"});
+  try {  // the parts the C API and Python hand on
+    rope(x, {0, -5, 2}, {});
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(e.op(), "rope");
+    EXPECT_EQ(e.param(), "positions[1]");
+  }
   expect_invalid([&] { rope(x, pos, {.rotary_dim = 3}); }, {"rotary_dim", "3", "even"});
   expect_invalid([&] { rope(x, pos, {.rotary_dim = 10}); }, {"rotary_dim", "10", "head_dim = 8"});
   for (double base : {0.0, -2.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e-300, 1e300}) {
@@ -310,6 +316,18 @@ TEST_P(KvCacheErrors, BadArguments) {
   EXPECT_NO_THROW(b.kv_cache(config([&](auto& c) {
     c.rope = KvRope::on_read, c.rope_config = ntk;
     c.rope_config.sequence_length = 64;
+  })));
+  // On read, keys rotate without an attention factor: one set, or one a scaling makes
+  // (YaRN), is refused with the way round it; an explicit 1 is taken.
+  const RopeConfig yarn{.scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 8};
+  expect_invalid([&] { b.kv_cache(config([&](auto& c) { c.rope = KvRope::on_read, c.rope_config = yarn; })); },
+                 {"config.rope_config.attention_factor = unset, which makes 1.138", "scale by its square"});
+  expect_invalid(
+      [&] { b.kv_cache(config([&](auto& c) { c.rope = KvRope::on_read, c.rope_config = {.attention_factor = 1.2}; })); },
+      {"config.rope_config.attention_factor = 1.2", "1 with KvRope::on_read"});
+  EXPECT_NO_THROW(b.kv_cache(config([&](auto& c) {
+    c.rope = KvRope::on_read, c.rope_config = yarn;
+    c.rope_config.attention_factor = 1.0;
   })));
   // The shape fields have no defaults: a config that leaves them unset is rejected.
   expect_invalid([&] { b.kv_cache({}); }, {"config.n_kv_heads = 0", "required, no default"});

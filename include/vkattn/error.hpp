@@ -56,9 +56,11 @@ class VKATTN_API InvalidArgument : public std::invalid_argument {
  public:
   InvalidArgument(const std::string& op, const std::string& param, const std::string& value, const std::string& valid);
   const std::string& param() const noexcept { return param_; }
+  const std::string& op() const noexcept { return op_; }  // since 0.12
 
  private:
   std::string param_;
+  std::string op_;
 };
 
 }  // namespace vkattn

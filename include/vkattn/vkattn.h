@@ -5,7 +5,8 @@
  * Conventions
  * - Every function returns a vkattn_status (VKATTN_OK = 0), except the destroy functions
  *   (void; destroying NULL does nothing), vkattn_status_string, vkattn_last_error_message
- *   (the last failure on the calling thread, explained) and the two version functions.
+ *   (the last failure on the calling thread, explained), the two version functions and
+ *   the names of values (vkattn_attention_kernel_name, vkattn_dtype_name).
  * - No C++ exception crosses this interface, and no bad argument crashes: a NULL handle or
  *   a NULL pointer is VKATTN_ERROR_INVALID_ARGUMENT, unless the parameter is marked
  *   "optional" (NULL then means: defaults, or none). An array is a pointer and a count;
@@ -537,52 +538,7 @@ VKATTN_API vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, c
                                                     const vkattn_attention_tokens* tokens, const vkattn_attention_config* config,
                                                     const vkattn_tensor* mask);
 
-/* Per-dispatch times of the last vkattn_submit_and_wait (lists made with timestamps = 1), in
- * recording order; none after a vkattn_submit. The op names live until the next submit of
- * |list|. */
-VKATTN_API vkattn_status vkattn_command_list_timing_count(const vkattn_command_list* list, size_t* count);
-VKATTN_API vkattn_status vkattn_command_list_timing(const vkattn_command_list* list, size_t index, const char** op, double* ms);
-
-typedef struct vkattn_command_stats {
-  uint32_t struct_size; /* bytes written */
-  uint32_t reserved;
-  uint64_t ops;         /* dispatches recorded */
-  uint64_t barriers;    /* pipeline barriers between them (Vulkan) */
-  uint64_t submits;     /* submissions (vkattn_submit counts when it submits) */
-  uint64_t texel_reads; /* inputs read through texel buffers (Vulkan) */
-  uint64_t encodings;   /* times the ops were recorded into a command buffer (Vulkan) */
-} vkattn_command_stats;
-VKATTN_API vkattn_status vkattn_command_list_stats(const vkattn_command_list* list, vkattn_command_stats* stats,
-                                                   size_t stats_size);
-
-/* Which kernels ran each vkattn_cmd_attention of a list (vkattn::AttentionKernel). */
-enum {
-  VKATTN_ATTENTION_KERNEL_REFERENCE = 0,     /* the CPU backend's plain loops */
-  VKATTN_ATTENTION_KERNEL_THREE_STAGES = 1,  /* scores, softmax, weighted sum on a temporary */
-  VKATTN_ATTENTION_KERNEL_LANE_PER_KEY = 2,  /* the lane-per-key fused kernel (CPU devices) */
-  VKATTN_ATTENTION_KERNEL_DECODE = 3,        /* the GPU decode kernel */
-  VKATTN_ATTENTION_KERNEL_GROUP = 4,         /* the GPU group kernel (big query groups of wide heads) */
-  VKATTN_ATTENTION_KERNEL_TILED = 5,         /* the GPU tiled prefill kernel */
-  VKATTN_ATTENTION_KERNEL_MATRIX = 6,        /* the matrix-unit kernel (f16 products) */
-  VKATTN_ATTENTION_KERNEL_MATRIX_STANDIN = 7 /* its stand-in (VKATTN_MATRIX=standin) */
-};
-typedef struct vkattn_attention_run {
-  uint32_t struct_size; /* bytes written */
-  uint32_t kernel;      /* VKATTN_ATTENTION_KERNEL_* */
-  uint32_t splits;      /* key ranges merged afterwards; 1: none */
-  uint32_t precision;   /* VKATTN_ATTENTION_PRECISION_* computed at: F32 where F16_PRODUCTS was
-                           asked and the exact kernels took the op */
-  /* 0.7: */
-  uint32_t sparse;   /* 1: the kernels read only the keys each token's mask leaves (mask_keys) or lists */
-  uint32_t reserved; /* 0 */
-} vkattn_attention_run;
-/* The attention ops recorded in |list| (after a set_tokens, as rebuilt), and the |index|-th
- * of them in recording order. */
-VKATTN_API vkattn_status vkattn_command_list_attention_count(const vkattn_command_list* list, size_t* count);
-VKATTN_API vkattn_status vkattn_command_list_attention_run(const vkattn_command_list* list, size_t index,
-                                                           vkattn_attention_run* run, size_t run_size);
-/* "three_stages", "decode", ... for a VKATTN_ATTENTION_KERNEL_* value; "unknown" for another. */
-VKATTN_API const char* vkattn_attention_kernel_name(uint32_t kernel);
+/* What a list recorded and ran: vkattn/vkattn_inspect.h (included below). */
 
 /* ---- Helpers ---- */
 
@@ -596,5 +552,9 @@ VKATTN_API vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* confi
 #ifdef __cplusplus
 }
 #endif
+
+/* Queries: what a list ran, a cache's configuration, the last error's parts, device
+ * details. A header of its own only to keep each file short; vkattn.h is all one includes. */
+#include "vkattn/vkattn_inspect.h"
 
 #endif

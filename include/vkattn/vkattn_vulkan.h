@@ -37,6 +37,23 @@ typedef struct vkattn_external_vulkan {
 
 VKATTN_API vkattn_status vkattn_external_vulkan_init(vkattn_external_vulkan* vulkan, size_t struct_size);
 
+/* What a device needs for vkattn, to read before creating it (vulkan_requirements() in
+ * vulkan.hpp, whose comments say what each optional name enables). The arrays and their
+ * strings are the library's, valid for the life of the process. 0.12. */
+typedef struct vkattn_vulkan_requirements {
+  uint32_t struct_size;                   /* bytes written */
+  uint32_t api_version;                   /* of the instance and of the device: VK_API_VERSION_1_1 */
+  const char* const* required_extensions; /* none (VK_KHR_portability_subset where the device has it, as Vulkan requires) */
+  uint64_t n_required_extensions;
+  const char* const* required_features; /* none */
+  uint64_t n_required_features;
+  const char* const* optional_extensions; /* used when enabled in device_create_info and the device has them */
+  uint64_t n_optional_extensions;
+  const char* const* optional_features; /* the features those need ("subgroupSizeControl", ...) */
+  uint64_t n_optional_features;
+} vkattn_vulkan_requirements;
+VKATTN_API vkattn_status vkattn_get_vulkan_requirements(vkattn_vulkan_requirements* requirements, size_t requirements_size);
+
 /* A Vulkan backend on the application's device; |options| optional (device, validation and
  * pipeline_cache_dir with a pipeline_cache do not apply). A device lacking something
  * vkattn requires is VKATTN_ERROR_UNSUPPORTED, the message naming it. */

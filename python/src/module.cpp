@@ -70,7 +70,7 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InvalidArgument& e) {
-      raise(invalid_argument_type, e.what(), {{"param", py::str(e.param())}});
+      raise(invalid_argument_type, e.what(), {{"param", py::str(e.param())}, {"op", py::str(e.op())}});
     } catch (const Error& e) {
       const auto code = static_cast<std::size_t>(e.code());
       raise(code < error_types.size() ? error_types[code] : error_types[0], e.what(),

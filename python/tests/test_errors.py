@@ -24,7 +24,7 @@ def test_invalid_argument_is_a_value_error():
 def test_wrong_array_dtype(cpu, dtype):
     with raises_invalid(r"vkattn: tensor: data\.dtype = .*; valid: float32 or float16") as e:
         cpu.tensor(X.astype(dtype), dtype="f32")
-    assert e.value.param == "data.dtype"
+    assert e.value.param == "data.dtype" and e.value.op == "tensor"
 
 
 def test_dtype_inferred_and_refused(cpu):

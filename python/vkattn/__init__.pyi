@@ -84,6 +84,7 @@ class ErrorCode(Enum):
 
 class InvalidArgument(ValueError):
     param: str
+    op: str  # since 0.12
 
 class Error(RuntimeError):
     code: ErrorCode

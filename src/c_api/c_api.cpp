@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string_view>
 
 #include "c_api/c_api_internal.hpp"
 
@@ -52,9 +53,6 @@ static_assert(VKATTN_ATTENTION_KERNEL_REFERENCE == int(vkattn::AttentionKernel::
               VKATTN_ATTENTION_KERNEL_MATRIX == int(vkattn::AttentionKernel::matrix) &&
               VKATTN_ATTENTION_KERNEL_MATRIX_STANDIN == int(vkattn::AttentionKernel::matrix_standin));
 
-// Appending a field must not fit in tail padding (sizeof would not change, and struct_size
-// could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
-#define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_options, reserved3);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_limits, matrix_standin);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_device_info, matrix_note);
@@ -65,21 +63,45 @@ VKATTN_ENDS_WITHOUT_PADDING(vkattn_kv_cache_config, n_blocks);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_list_options, timestamps);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_command_stats, encodings);
 VKATTN_ENDS_WITHOUT_PADDING(vkattn_attention_run, reserved);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_error_details, message);
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_matrix_shape, reserved);
 
 namespace vkattn::c_api {
 
 namespace {
 
-thread_local std::string t_last_error;
+// The last failure on this thread: its whole text and its parts (vkattn_error_details).
+struct LastError {
+  std::string text, op, call, param, message;
+  int vk_result = 0;
+};
+thread_local LastError t_last;
 thread_local bool t_message_lost = false;  // the message could not be stored
 
-vkattn_status fail(vkattn_status status, const char* message) noexcept {
+vkattn_status fail(vkattn_status status, const char* text, const std::string& op = {}, const std::string& call = {},
+                   const std::string& param = {}, const char* message = nullptr, int vk_result = 0) noexcept {
   try {
-    t_last_error = message;
+    t_last.text = text;
+    t_last.op = op;
+    t_last.call = call;
+    t_last.param = param;
+    t_last.message = message ? message : text;
+    t_last.vk_result = vk_result;
   } catch (...) {
     t_message_lost = true;
   }
   return status;
+}
+
+// An InvalidArgument's explanation: its text after "vkattn: <op>: " (without allocating:
+// this runs where an exception must not escape).
+const char* after_op(const InvalidArgument& e) noexcept {
+  std::string_view rest = e.what();
+  for (const std::string_view part : {std::string_view("vkattn: "), std::string_view(e.op()), std::string_view(": ")}) {
+    if (!rest.starts_with(part)) return e.what();
+    rest.remove_prefix(part.size());
+  }
+  return rest.data();
 }
 
 vkattn_status status_of(ErrorCode code, int vk_result) {
@@ -98,15 +120,26 @@ vkattn_status status_of(ErrorCode code, int vk_result) {
 }  // namespace
 
 void clear_last_error() noexcept {
-  t_last_error.clear();
+  t_last = LastError{};  // no allocation: moves in empty strings
   t_message_lost = false;
+}
+
+LastErrorParts last_error_parts() noexcept {
+  if (t_message_lost) return {.op = "", .call = "", .param = "", .message = kLostMessage, .vk_result = 0};
+  return {.op = t_last.op.c_str(),
+          .call = t_last.call.c_str(),
+          .param = t_last.param.c_str(),
+          .message = t_last.message.c_str(),
+          .vk_result = t_last.vk_result};
 }
 
 vkattn_status status_of_current_exception() noexcept {
   try {
     throw;
   } catch (const Error& e) {
-    return fail(status_of(e.code(), e.vk_result()), e.what());
+    return fail(status_of(e.code(), e.vk_result()), e.what(), e.op(), e.call(), {}, e.message().c_str(), e.vk_result());
+  } catch (const InvalidArgument& e) {
+    return fail(VKATTN_ERROR_INVALID_ARGUMENT, e.what(), e.op(), {}, e.param(), after_op(e));
   } catch (const std::invalid_argument& e) {
     return fail(VKATTN_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -248,6 +281,32 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
   return r;
 }
 
+vkattn_rope_config c_rope_config(const RopeConfig& r) {
+  vkattn_rope_config c{};
+  c.struct_size = sizeof c;
+  c.layout = static_cast<std::int32_t>(r.layout);
+  c.scaling = static_cast<std::int32_t>(r.scaling);
+  c.rotary_dim = static_cast<std::uint32_t>(r.rotary_dim);  // a C handle's came from a uint32_t
+  c.rotary_offset = r.rotary_offset;
+  c.base = r.base;
+  c.factor = r.factor;
+  c.original_context = r.original_context;
+  c.sequence_length = r.sequence_length;
+  c.yarn_beta_fast = r.yarn.beta_fast;
+  c.yarn_beta_slow = r.yarn.beta_slow;
+  c.yarn_mscale = r.yarn.mscale;
+  c.yarn_mscale_all_dim = r.yarn.mscale_all_dim;
+  c.yarn_truncate = r.yarn.truncate ? 1 : 0;
+  c.llama3_low_freq_factor = r.llama3.low_freq_factor;
+  c.llama3_high_freq_factor = r.llama3.high_freq_factor;
+  c.attention_factor = r.attention_factor.value_or(0.0);
+  if (r.mrope) {
+    std::copy(r.mrope->sections.begin(), r.mrope->sections.end(), c.mrope_sections);
+    c.mrope_layout = static_cast<std::int32_t>(r.mrope->layout);
+  }
+  return c;  // freq_factors: the caller points them at storage of its own
+}
+
 AttentionConfig attention_config(const char* function, const vkattn_attention_config* config) {
   const vkattn_attention_config c = read_struct(function, "config", config, attention_defaults, true);
   AttentionConfig a;
@@ -368,9 +427,7 @@ const char* vkattn_status_string(vkattn_status status) {
   }
 }
 
-const char* vkattn_last_error_message(void) {
-  return t_message_lost ? "vkattn: out of host memory (the error message was lost)" : t_last_error.c_str();
-}
+const char* vkattn_last_error_message(void) { return t_message_lost ? kLostMessage : t_last.text.c_str(); }
 
 const char* vkattn_version_string(void) { return vkattn::version(); }
 uint32_t vkattn_version_number(void) { return VKATTN_VERSION_NUMBER; }

@@ -5,6 +5,35 @@
 using namespace vkattn::c_api;
 using vkattn::InvalidArgument;
 
+namespace vkattn::c_api {
+
+vkattn_device_limits c_limits(const DeviceLimits& l) {
+  const auto u = [](bool b) { return b ? 1u : 0u; };
+  // Packed (clang-format would put one item per line).
+  // clang-format off
+  return {.struct_size = 0, .subgroup_size = l.subgroup_size,
+          .subgroup_min_size = l.subgroup_min_size, .subgroup_max_size = l.subgroup_max_size,
+          .subgroup_arithmetic = u(l.subgroup_arithmetic),
+          .subgroup_shuffle = u(l.subgroup_shuffle), .subgroup_vote = u(l.subgroup_vote),
+          .subgroup_size_control = u(l.subgroup_size_control),
+          .max_shared_memory = l.max_shared_memory,
+          .max_workgroup_invocations = l.max_workgroup_invocations,
+          .max_workgroup_size = {l.max_workgroup_size[0], l.max_workgroup_size[1], l.max_workgroup_size[2]},
+          .max_workgroup_count = {l.max_workgroup_count[0], l.max_workgroup_count[1], l.max_workgroup_count[2]},
+          .max_storage_buffers = l.max_storage_buffers, .compute_units = l.compute_units,
+          .max_storage_buffer_range = l.max_storage_buffer_range,
+          .storage_offset_alignment = l.storage_offset_alignment,
+          .max_texel_buffer_elements = l.max_texel_buffer_elements,
+          .device_local_bytes = l.device_local_bytes,
+          .storage_16bit = u(l.storage_16bit), .shader_float16 = u(l.shader_float16),
+          .timestamps = u(l.timestamps), .unified_memory = u(l.unified_memory),
+          .timestamp_period_ns = l.timestamp_period_ns,
+          .matrix_units = u(l.matrix_units), .matrix_standin = u(l.matrix_standin)};
+  // clang-format on
+}
+
+}  // namespace vkattn::c_api
+
 extern "C" {
 
 vkattn_status vkattn_list_devices(const vkattn_device_options* options, vkattn_device_list** list) {
@@ -25,11 +54,7 @@ vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* c
 vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t index, vkattn_device_info* info, size_t info_size) {
   const char* fn = "vkattn_device_list_get";
   return guarded([&] {
-    const auto& devices = need(fn, "list", list).devices;
-    if (index >= devices.size()) {
-      throw InvalidArgument(fn, "index", std::to_string(index), "[0, count = " + std::to_string(devices.size()) + ")");
-    }
-    const vkattn::DeviceInfo& d = devices[index];
+    const vkattn::DeviceInfo& d = device_at(fn, need(fn, "list", list), index);
     const vkattn::DeviceLimits& l = d.limits;
     write_struct(fn, "info", info, info_size,
                  // Packed (clang-format would put one item per line).
@@ -98,34 +123,12 @@ vkattn_status vkattn_backend_validation_messages(vkattn_backend* backend, const 
 
 vkattn_status vkattn_backend_limits(const vkattn_backend* backend, vkattn_device_limits* limits, size_t limits_size) {
   const char* fn = "vkattn_backend_limits";
-  return guarded([&] {
-    const vkattn::DeviceLimits& l = need(fn, "backend", backend).impl->limits();
-    const auto u = [](bool b) { return b ? 1u : 0u; };
-    write_struct(fn, "limits", limits, limits_size,
-                 // Packed (clang-format would put one item per line).
-                 // clang-format off
-                 vkattn_device_limits{.struct_size = 0, .subgroup_size = l.subgroup_size,
-                                      .subgroup_min_size = l.subgroup_min_size, .subgroup_max_size = l.subgroup_max_size,
-                                      .subgroup_arithmetic = u(l.subgroup_arithmetic),
-                                      .subgroup_shuffle = u(l.subgroup_shuffle), .subgroup_vote = u(l.subgroup_vote),
-                                      .subgroup_size_control = u(l.subgroup_size_control),
-                                      .max_shared_memory = l.max_shared_memory,
-                                      .max_workgroup_invocations = l.max_workgroup_invocations,
-                                      .max_workgroup_size = {l.max_workgroup_size[0], l.max_workgroup_size[1],
-                                                             l.max_workgroup_size[2]},
-                                      .max_workgroup_count = {l.max_workgroup_count[0], l.max_workgroup_count[1],
-                                                              l.max_workgroup_count[2]},
-                                      .max_storage_buffers = l.max_storage_buffers, .compute_units = l.compute_units,
-                                      .max_storage_buffer_range = l.max_storage_buffer_range,
-                                      .storage_offset_alignment = l.storage_offset_alignment,
-                                      .max_texel_buffer_elements = l.max_texel_buffer_elements,
-                                      .device_local_bytes = l.device_local_bytes,
-                                      .storage_16bit = u(l.storage_16bit), .shader_float16 = u(l.shader_float16),
-                                      .timestamps = u(l.timestamps), .unified_memory = u(l.unified_memory),
-                                      .timestamp_period_ns = l.timestamp_period_ns,
-                                      .matrix_units = u(l.matrix_units), .matrix_standin = u(l.matrix_standin)});
-    // clang-format on
-  });
+  return guarded([&] { write_struct(fn, "limits", limits, limits_size, c_limits(need(fn, "backend", backend).impl->limits())); });
+}
+
+vkattn_status vkattn_spec_minimum_limits(vkattn_device_limits* limits, size_t limits_size) {
+  const char* fn = "vkattn_spec_minimum_limits";
+  return guarded([&] { write_struct(fn, "limits", limits, limits_size, c_limits(vkattn::spec_minimum_limits())); });
 }
 
 }  // extern "C"

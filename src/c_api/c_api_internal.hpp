@@ -55,6 +55,9 @@ struct vkattn_submission {
 };
 struct vkattn_kv_cache {
   vkattn::KvCache impl;
+  // What vkattn_kv_cache_get_config's rope_config points to (filled by it).
+  mutable vkattn_rope_config rope{};
+  mutable std::vector<double> freq_factors;
 };
 struct vkattn_device_list {
   std::vector<vkattn::DeviceInfo> devices;
@@ -63,6 +66,13 @@ struct vkattn_device_list {
 namespace vkattn::c_api {
 
 void clear_last_error() noexcept;
+inline constexpr const char* kLostMessage = "vkattn: out of host memory (the error message was lost)";
+// The last failure's parts on this thread (strings valid until the next failure or clear).
+struct LastErrorParts {
+  const char *op, *call, *param, *message;
+  int vk_result;
+};
+LastErrorParts last_error_parts() noexcept;
 // Inside a catch block: the status of the exception in flight; records its message.
 vkattn_status status_of_current_exception() noexcept;
 
@@ -100,6 +110,14 @@ std::span<const T> array(const char* function, const char* param, const T* p, st
   return p ? std::span<const T>(p, static_cast<std::size_t>(n)) : std::span<const T>();
 }
 
+// Device |index| of |list|, or InvalidArgument naming the count.
+inline const DeviceInfo& device_at(const char* function, const vkattn_device_list& list, std::size_t index) {
+  if (index >= list.devices.size()) {
+    throw InvalidArgument(function, "index", std::to_string(index), "[0, count = " + std::to_string(list.devices.size()) + ")");
+  }
+  return list.devices[index];
+}
+
 // *tensor = a new handle for what |make| returns given the backend and the shape; NULL
 // first, so that it stays NULL on an error.
 template <class Make>
@@ -112,6 +130,10 @@ void new_tensor(const char* fn, vkattn_backend* backend, const std::size_t* shap
   t->impl = make(b, vkattn::Shape(dims.begin(), dims.end()));
   *tensor = t.release();
 }
+
+// Appending a field must not fit in tail padding (sizeof would not change, and struct_size
+// could not tell the versions apart): every struct ends on an 8-byte boundary, no padding.
+#define VKATTN_ENDS_WITHOUT_PADDING(T, last) static_assert(sizeof(T) == offsetof(T, last) + sizeof(T::last) && sizeof(T) % 8 == 0)
 
 // The size of each struct's first version: callers built against it stay supported. When
 // a field is appended to a struct, pin its entry here to the old sizeof (the interop
@@ -192,5 +214,8 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
 AttentionTokens attention_tokens(const char* function, const vkattn_attention_tokens* tokens, bool optional);
 KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config);
 CommandListOptions command_list_options(const char* function, const vkattn_command_list_options* options);
+// And back: the C forms of what the library reports.
+vkattn_device_limits c_limits(const DeviceLimits& limits);
+vkattn_rope_config c_rope_config(const RopeConfig& config);
 
 }  // namespace vkattn::c_api

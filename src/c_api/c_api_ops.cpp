@@ -246,7 +246,9 @@ vkattn_status vkattn_kv_cache_create(vkattn_backend* backend, const vkattn_kv_ca
   return guarded([&] {
     need(fn, "cache", cache) = nullptr;
     vkattn_backend& b = need(fn, "backend", backend);
-    *cache = new vkattn_kv_cache{b.impl->kv_cache(kv_cache_config(fn, config))};
+    auto c = std::make_unique<vkattn_kv_cache>();
+    c->impl = b.impl->kv_cache(kv_cache_config(fn, config));
+    *cache = c.release();
   });
 }
 

@@ -10,6 +10,7 @@ namespace vkattn::c_api {
 template <>  // 0.1's: before the allocator and the application's vkGetInstanceProcAddr
 inline constexpr std::size_t kFirstSize<vkattn_external_vulkan> = offsetof(vkattn_external_vulkan, allocator);
 }  // namespace vkattn::c_api
+VKATTN_ENDS_WITHOUT_PADDING(vkattn_vulkan_requirements, n_optional_features);
 
 using namespace vkattn::c_api;
 using vkattn::InvalidArgument;
@@ -60,6 +61,26 @@ vkattn_status vkattn_external_vulkan_init(vkattn_external_vulkan* vulkan, size_t
     vkattn_external_vulkan v{};
     external_defaults(v);
     write_struct("vkattn_external_vulkan_init", "vulkan", vulkan, struct_size, v);
+  });
+}
+
+vkattn_status vkattn_get_vulkan_requirements(vkattn_vulkan_requirements* requirements, size_t requirements_size) {
+  const char* fn = "vkattn_get_vulkan_requirements";
+  return guarded([&] {
+    // Built once (thread-safe): the arrays outlive every caller. The strings are literals.
+    static const vkattn::VulkanRequirements r = vkattn::vulkan_requirements();
+    const auto data = [](const std::vector<const char*>& v) { return v.empty() ? nullptr : v.data(); };
+    write_struct(fn, "requirements", requirements, requirements_size,
+                 vkattn_vulkan_requirements{.struct_size = 0,
+                                            .api_version = r.api_version,
+                                            .required_extensions = data(r.required_extensions),
+                                            .n_required_extensions = r.required_extensions.size(),
+                                            .required_features = data(r.required_features),
+                                            .n_required_features = r.required_features.size(),
+                                            .optional_extensions = data(r.optional_extensions),
+                                            .n_optional_extensions = r.optional_extensions.size(),
+                                            .optional_features = data(r.optional_features),
+                                            .n_optional_features = r.optional_features.size()});
   });
 }
 

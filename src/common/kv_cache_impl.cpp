@@ -80,9 +80,11 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.rotary_offset", std::to_string(r.rotary_offset),
                             "0 with KvRope::on_read (rotate a slice before kv_append, KvRope::stored)");
     }
+    // Rotation on read leaves the dims unscaled; with the whole head rotated, an attention
+    // factor a is AttentionConfig::scale times a^2, which the caller can give instead.
+    const char* fold = "1 with KvRope::on_read (set it to 1 and multiply AttentionConfig::scale by its square)";
     if (r.attention_factor && *r.attention_factor != 1.0) {
-      throw InvalidArgument(op, "config.rope_config.attention_factor", std::to_string(*r.attention_factor),
-                            "1 (unset) with KvRope::on_read");
+      throw InvalidArgument(op, "config.rope_config.attention_factor", std::to_string(*r.attention_factor), fold);
     }
     // Dynamic NTK's base follows the largest position of a call; on read, queries and keys
     // are rotated at in-cache positions in different passes, which would each take their
@@ -91,8 +93,9 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
       throw InvalidArgument(op, "config.rope_config.sequence_length", "0 (1 + largest position of a call) with dynamic_ntk",
                             ">= 1 with KvRope::on_read (one length for the queries and the keys: the capacity, say)");
     }
-    if (rope_frequencies(r, c.head_dim).attention_factor != 1.0) {
-      throw InvalidArgument(op, "config.rope_config.scaling", "yarn", "a scaling without attention factor with KvRope::on_read");
+    if (const double a = rope_frequencies(r, c.head_dim).attention_factor; a != 1.0) {
+      throw InvalidArgument(op, "config.rope_config.attention_factor",
+                            "unset, which makes " + std::to_string(a) + " with this scaling", fold);
     }
   }
   // A paged cache's K and V are its pool: [n_blocks, block_size, ...] in place of

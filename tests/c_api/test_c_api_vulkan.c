@@ -245,6 +245,19 @@ int main(void) {
   const int32_t positions[TOKENS] = {0, 1};
   reference(q, k, v, positions, want);
 
+  /* What a device needs (0.12): nothing required, the optional names as vulkan.hpp lists them. */
+  vkattn_vulkan_requirements req;
+  OK(vkattn_get_vulkan_requirements(&req, sizeof req));
+  CHECK(req.struct_size == sizeof req && req.api_version == VK_API_VERSION_1_1);
+  CHECK(req.n_required_extensions == 0 && req.required_extensions == NULL && req.n_required_features == 0);
+  CHECK(req.n_optional_extensions == 3 && req.n_optional_features == 5);
+  CHECK(strcmp(req.optional_extensions[0], VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0);
+  CHECK(strcmp(req.optional_extensions[1], VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0);
+  CHECK(strcmp(req.optional_extensions[2], "VK_KHR_cooperative_matrix") == 0);
+  CHECK(strcmp(req.optional_features[0], "subgroupSizeControl") == 0);
+  CHECK(strcmp(req.optional_features[4], "vulkanMemoryModel") == 0);
+  CHECK(vkattn_get_vulkan_requirements(&req, 4) == VKATTN_ERROR_INVALID_ARGUMENT);
+
   vkattn_external_vulkan ext;
   OK(vkattn_external_vulkan_init(&ext, sizeof ext));
   CHECK(ext.api_version == VK_API_VERSION_1_1);
@@ -365,6 +378,9 @@ int main(void) {
     OK(vkattn_tensor_wrap(gpu, kvbuf.buffer, bytes, bytes, cs, 4, VKATTN_DTYPE_F32, &cv));
     vkattn_kv_cache* wrapped = NULL;
     OK(vkattn_kv_cache_wrap(gpu, &cc, ck, cv, &wrapped));
+    vkattn_kv_cache_config given;
+    OK(vkattn_kv_cache_get_config(wrapped, &given, sizeof given));
+    CHECK(given.capacity == 4 && given.dtype == VKATTN_DTYPE_F32 && given.head_dim == HEAD_DIM && given.n_seqs == 1);
     int32_t next = -1;
     OK(vkattn_kv_cache_next_position(wrapped, 0, &next));
     CHECK(next == 0);
