@@ -145,6 +145,42 @@ TEST_P(AttentionIdentities, HandComputedSoftcapOrders) {
   }
 }
 
+// A cap far above the scores leaves them as they are (tanh x = x for small x): the score's
+// relative error must not grow with the cap (a tanh with an absolute error, as Vulkan
+// allows the built-in, gave 2.98 for every score at cap 1e8), and tiny scores keep their
+// sign (lavapipe's built-in gave +3e-8 for every |x| < 1e-8).
+TEST_P(AttentionIdentities, SoftcapFarAboveTheScores) {
+  for (const auto& [cap, scale] : {std::pair{30.0, 1.0}, {1e4, 1.0}, {1e6, 1.0}, {1e8, 1.0}, {1e30, 1.0}, {1.0, 1e-20}}) {
+    const AttnInputs in{.tokens = 1,
+                        .heads = 1,
+                        .kv_heads = 1,
+                        .keys = 4,
+                        .head_dim = 2,
+                        .q = {1, 0},
+                        .k = {1, 0, -0.5, 0, 0.25, 0, 2, 0},
+                        .v = {1, 10, 2, 20, 3, 30, 4, 40},
+                        .q_pos = {3},
+                        .k_pos = {0, 1, 2, 3},
+                        .config = {.scale = scale, .softcap = cap}};
+    std::vector<double> s;
+    std::vector<float> want_scores;
+    for (double qk : {1.0, -0.5, 0.25, 2.0}) {
+      s.push_back(cap * std::tanh(scale * qk / cap));
+      want_scores.push_back(float(s.back()));
+    }
+    const std::vector<double> p = softmax_row(s);
+    double o = 0;
+    for (int j = 0; j < 4; ++j) o += p[j] * (j + 1);
+    const std::vector<float> out = {float(o), float(10 * o)};
+    const std::string name = "cap " + std::to_string(cap) + ", scale " + std::to_string(scale);
+    const AttnOutputs got = run_attention(backend(), in);
+    EXPECT_TRUE(all_close(got.scores, want_scores, in.scores_shape(), 0, 1e-5)) << name;
+    for (const auto& [path, o_got] : outs_of_every_path(backend(), in)) {
+      EXPECT_TRUE(all_close(o_got, out, in.out_shape(), 1e-5, 1e-5)) << name << ", " << path;
+    }
+  }
+}
+
 // Two heads share one kv head (GQA 2:1); the token at position 1 sees keys 0 and 1 but not
 // key 2 (causal). Default scale c = 1/sqrt(2), softcap 1, ALiBi slopes 0.5 and 0.25:
 //   s = tanh(c <q, k_j>) + slope * (pos_j - 1); head 0 dots (1, 2), head 1 dots (2, 0).
@@ -299,9 +335,10 @@ TEST_P(AttentionIdentities, NoVisibleKeyGivesZeros) {
   }
 }
 
-// Keys a token cannot see never reach its result, even when their k is inf and their v NaN
-// (unwritten KV-cache slots): the reference skips p = 0 (reference_ops.cpp); the header
-// only promises p = 0. 9000 keys: long rows.
+// Keys no token of the op sees never reach a result, even when their k is inf and their v
+// NaN (unwritten KV-cache slots): the reference skips p = 0 (reference_ops.cpp); the GPU
+// kernels skip keys no row of a tile sees (a seen key's non-finite v reaches the tile's
+// other rows as 0 x inf: docs/attention.md, step 7). 9000 keys: long rows.
 TEST_P(AttentionIdentities, InvisibleKeysIgnoreNonFiniteKv) {
   for (std::size_t n : {8u, 9000u}) {
     AttnInputs in = random_inputs(3, 2, 1, n, 4, 1, 650);

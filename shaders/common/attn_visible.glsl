@@ -52,12 +52,26 @@ bool span_may_see(ivec4 span, int k_pos, int k_seq) {
     return span.x - k_pos < int(pc.window);
 }
 
+// tanh to a few parts in 10^6 of its value at every argument. The built-in need not be:
+// Vulkan defines its precision by sinh / cosh, an absolute error, so a small argument (a
+// cap far above the scores) loses its relative precision (about 2^-25 / x; lavapipe gives
+// +3e-8 for every |x| < 1e-8, negative ones too), and the cap multiplies the error back.
+float precise_tanh(float x) {
+    const float a = abs(x);
+    const float x2 = x * x;
+    // |x| < 1/8: the odd series; the first term left out is below 2e-9 of the value.
+    const float series = x + x * x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0)));
+    // Beyond: 1 - 2 / (e^2|x| + 1), which loses at most 3 bits to the subtraction there.
+    const float e = exp(2.0 * min(a, 15.0));  // tanh(15) is 1 in f32; e^30 stays finite
+    const float large = sign(x) * (1.0 - 2.0 / (e + 1.0));
+    return a < 0.125 ? series : large;
+}
+
 // scale (times the query temperature), then soft-capping, the ALiBi bias -slope |q_pos - k_pos| and the additive mask (row |token|, key |key|).
 float visible_score(float dot, uint token, int q_pos, uint key, int k_pos, float slope) {
     float s = query_scale(token) * dot;
     if (pc.softcap > 0.0) {
-        // tanh(15) is 1 in f32; Vulkan lets tanh of a large argument overflow to NaN.
-        s = pc.softcap * tanh(clamp(s / pc.softcap, -15.0, 15.0));
+        s = pc.softcap * precise_tanh(s / pc.softcap);
     }
     if (pc.has_alibi != 0u) {
         // Symmetric, as llama.cpp: future keys (without causal masking) are penalised too.

@@ -14,8 +14,8 @@ vkattn_status vkattn_last_error_details(vkattn_error_details* details, size_t de
     return VKATTN_ERROR_INVALID_ARGUMENT;
   }
   const LastErrorParts p = last_error_parts();
-  vkattn_error_details d{.struct_size = 0, .vk_result = p.vk_result, .op = p.op, .call = p.call, .param = p.param,
-                         .message = p.message};
+  vkattn_error_details d{
+      .struct_size = 0, .vk_result = p.vk_result, .op = p.op, .call = p.call, .param = p.param, .message = p.message};
   d.struct_size = static_cast<std::uint32_t>(details_size);
   auto* bytes = reinterpret_cast<unsigned char*>(details);
   if (details_size > sizeof d) std::memset(bytes + sizeof d, 0, details_size - sizeof d);
@@ -49,9 +49,7 @@ vkattn_status vkattn_kv_cache_get_config(const vkattn_kv_cache* cache, vkattn_kv
 
 vkattn_status vkattn_device_list_matrix_shape_count(const vkattn_device_list* list, size_t index, size_t* count) {
   const char* fn = "vkattn_device_list_matrix_shape_count";
-  return guarded([&] {
-    need(fn, "count", count) = device_at(fn, need(fn, "list", list), index).matrix_shapes.size();
-  });
+  return guarded([&] { need(fn, "count", count) = device_at(fn, need(fn, "list", list), index).matrix_shapes.size(); });
 }
 
 vkattn_status vkattn_device_list_matrix_shape(const vkattn_device_list* list, size_t index, size_t shape_index,
@@ -60,14 +58,21 @@ vkattn_status vkattn_device_list_matrix_shape(const vkattn_device_list* list, si
   return guarded([&] {
     const auto& shapes = device_at(fn, need(fn, "list", list), index).matrix_shapes;
     if (shape_index >= shapes.size()) {
-      throw InvalidArgument(fn, "shape_index", std::to_string(shape_index),
-                            "[0, count = " + std::to_string(shapes.size()) + ")");
+      throw InvalidArgument(fn, "shape_index", std::to_string(shape_index), "[0, count = " + std::to_string(shapes.size()) + ")");
     }
     const vkattn::MatrixShape& m = shapes[shape_index];
     write_struct(fn, "shape", shape, shape_size,
-                 vkattn_matrix_shape{.struct_size = 0, .m = m.m, .n = m.n, .k = m.k, .a = m.a.c_str(), .b = m.b.c_str(),
-                                     .c = m.c.c_str(), .result = m.result.c_str(), .scope = m.scope.c_str(),
-                                     .saturating = m.saturating ? 1u : 0u, .reserved = 0});
+                 vkattn_matrix_shape{.struct_size = 0,
+                                     .m = m.m,
+                                     .n = m.n,
+                                     .k = m.k,
+                                     .a = m.a.c_str(),
+                                     .b = m.b.c_str(),
+                                     .c = m.c.c_str(),
+                                     .result = m.result.c_str(),
+                                     .scope = m.scope.c_str(),
+                                     .saturating = m.saturating ? 1u : 0u,
+                                     .reserved = 0});
   });
 }
 
