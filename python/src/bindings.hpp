@@ -57,6 +57,10 @@ struct PyCommandList {
 // "vkattn: <op>: <param> = <repr> (<type>); valid: <valid>".
 py::type_error type_error(const std::string& op, const std::string& param, py::handle value, const std::string& valid);
 
+// DeviceOptions::log for a Python callable (level, message), delivered on the main thread
+// (log.cpp); a TypeError for anything else.
+LogCallback python_log(py::handle callback);
+
 // An enum from its Python value or its name ("half" for RopeLayout.half); InvalidArgument
 // naming |op| and |param| (with the valid names) for another name, a TypeError for a value
 // of another type.

@@ -35,6 +35,8 @@ DeviceOptions device_options(py::handle device, py::handle validation, const py:
       o.submit_timeout_ms = value_arg<std::uint32_t>(v, "Backend", "submit_timeout_ms");
     } else if (name == "log_level") {
       if (!v.is_none()) o.log_level = enum_arg<LogLevel>(v, "Backend", "log_level");
+    } else if (name == "log") {
+      if (!v.is_none()) o.log = python_log(v);
     } else if (name == "matrix_units") {
       if (!v.is_none()) o.matrix_units = enum_arg<MatrixUnits>(v, "Backend", "matrix_units");
     } else if (name == "cap_limits") {
@@ -60,8 +62,10 @@ void bind_backend(py::module_& m) {
       "A device (kind 'vulkan') or the CPU reference (kind 'cpu') that makes tensors, KV caches\n"
       "and command lists. Backend(kind='vulkan', device=None, validation=None, *, kernels=None,\n"
       "force_staging=False, pipeline_cache_dir=None, submit_timeout_ms=60000, log_level=None,\n"
-      "cap_limits=None, matrix_units=None): the fields of vkattn::DeviceOptions. device: an index or a name\n"
-      "substring (default $VKATTN_DEVICE, else the best device). A context manager: close() at exit.")
+      "log=None, cap_limits=None, matrix_units=None): the fields of vkattn::DeviceOptions. device: an\n"
+      "index or a name substring (default $VKATTN_DEVICE, else the best device). log(level, message):\n"
+      "called on the main thread, in order, soon after each message (default: stderr). A context\n"
+      "manager: close() at exit.")
       .def(py::init([](py::handle kind, py::handle device, py::handle validation, const py::kwargs& kw) {
              const BackendKind k = enum_arg<BackendKind>(kind, "Backend", "kind");
              const DeviceOptions options = device_options(device, validation, kw);

@@ -1,7 +1,7 @@
 # Type stub of vkattn (the module vkattn._vkattn re-exported). Units, defaults and ranges
 # are those of the C++ headers (include/vkattn/types.hpp, kv_cache.hpp, command_list.hpp).
 from enum import Enum
-from typing import Any, Optional, Sequence, Union, overload
+from typing import Any, Callable, Optional, Sequence, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -306,6 +306,7 @@ class Backend:
                  validation: Optional[bool] = None, *, kernels: Union[KernelShape, str, None] = ...,
                  force_staging: bool = ..., pipeline_cache_dir: Optional[str] = ...,
                  submit_timeout_ms: int = ..., log_level: Union[LogLevel, str, None] = ...,
+                 log: Optional[Callable[[LogLevel, str], None]] = ...,
                  cap_limits: Optional[DeviceLimits] = ...,
                  matrix_units: Union[MatrixUnits, str, None] = ...) -> None: ...
     def __enter__(self) -> Backend: ...
