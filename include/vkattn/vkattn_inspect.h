@@ -73,9 +73,9 @@ typedef struct vkattn_error_details {
   const char* param;    /* VKATTN_ERROR_INVALID_ARGUMENT: the parameter ("positions[1]"); "" otherwise */
   const char* message;  /* the explanation alone, without op, call or code; "" after a success */
 } vkattn_error_details;
-/* Writes the first |details_size| bytes of the last failure's parts on this thread (all
- * "" and 0 after a success). Unlike every other call it keeps the last error: a NULL
- * |details| or a bad size returns VKATTN_ERROR_INVALID_ARGUMENT and changes nothing. */
+/* Writes the first |details_size| bytes (pass sizeof) of the last failure's parts on this
+ * thread (all "" and 0 after a success). Unlike every other call it keeps the last error:
+ * a NULL |details| or a bad size returns VKATTN_ERROR_INVALID_ARGUMENT and changes nothing. */
 VKATTN_API vkattn_status vkattn_last_error_details(vkattn_error_details* details, size_t details_size);
 
 /* ---- Caches (0.12) ---- */

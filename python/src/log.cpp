@@ -87,11 +87,16 @@ LogCallback python_log(py::handle callback) {
         if (q->scheduled) return;
         q->scheduled = true;
       }
-      auto* arg = new std::shared_ptr<LogQueue>(q);
-      if (Py_AddPendingCall(drain, arg) != 0) {  // full, or the interpreter is going away
-        delete arg;                               // not the last reference: q holds one
+      std::shared_ptr<LogQueue>* arg = nullptr;
+      try {
+        arg = new std::shared_ptr<LogQueue>(q);
+      } catch (...) {
+      }
+      // Pending calls full, or the interpreter going away: the next message tries again.
+      if (!arg || Py_AddPendingCall(drain, arg) != 0) {
+        delete arg;  // not the last reference: q holds one
         std::lock_guard lock(q->mutex);
-        q->scheduled = false;  // the next message tries again
+        q->scheduled = false;
       }
     } catch (...) {  // out of memory: the message is lost, never the call that logged it
     }

@@ -10,7 +10,7 @@ extern "C" {
 
 vkattn_status vkattn_last_error_details(vkattn_error_details* details, size_t details_size) {
   // Not guarded(): it must leave the last error as it is, its own refusals included.
-  if (!details || details_size < sizeof(std::uint32_t) || details_size > kMaxStructSize) {
+  if (!details || details_size < kFirstSize<vkattn_error_details> || details_size > kMaxStructSize) {
     return VKATTN_ERROR_INVALID_ARGUMENT;
   }
   const LastErrorParts p = last_error_parts();

@@ -32,16 +32,19 @@ static void test_error_details(vkattn_backend* gpu, vkattn_backend* cpu) {
   CHECK(vkattn_last_error_details(NULL, sizeof d) == VKATTN_ERROR_INVALID_ARGUMENT);
   CHECK(vkattn_last_error_details(&d, 2) == VKATTN_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(vkattn_last_error_message(), "vkattn_tensor_numel: numel = NULL") != NULL);
-  /* A caller's older, shorter struct gets its fields only; a newer, longer one zeros. */
-  unsigned char bigger[sizeof d + 16];
-  memset(bigger, 0x55, sizeof bigger);
-  OK(vkattn_last_error_details((vkattn_error_details*)bigger, sizeof bigger));
-  CHECK(bigger[sizeof d] == 0 && bigger[sizeof bigger - 1] == 0);
-  vkattn_error_details shorter;
-  memset(&shorter, 0x55, sizeof shorter);
-  OK(vkattn_last_error_details(&shorter, offsetof(vkattn_error_details, call)));
-  CHECK(same(shorter.op, "vkattn_tensor_numel"));
-  CHECK(*(const unsigned char*)&shorter.call == 0x55); /* not written */
+  /* A newer header's longer struct gets zeros past ours; one shorter than the first
+   * release is refused, the error kept. */
+  union {
+    vkattn_error_details details;
+    unsigned char bytes[sizeof(vkattn_error_details) + 16];
+  } bigger;
+  memset(&bigger, 0x55, sizeof bigger);
+  OK(vkattn_last_error_details(&bigger.details, sizeof bigger));
+  CHECK(bigger.bytes[sizeof d] == 0 && bigger.bytes[sizeof bigger - 1] == 0);
+  CHECK(bigger.details.struct_size == sizeof bigger && same(bigger.details.op, "vkattn_tensor_numel"));
+  CHECK(vkattn_last_error_details(&d, offsetof(vkattn_error_details, message)) == VKATTN_ERROR_INVALID_ARGUMENT);
+  OK(vkattn_last_error_details(&d, sizeof d));
+  CHECK(same(d.op, "vkattn_tensor_numel") && same(d.param, "numel"));
 
   /* A device error: a tensor past what a storage buffer can hold. */
   const size_t huge[3] = {(size_t)1 << 20, 64, 64}; /* 1 GiB of f32 */
