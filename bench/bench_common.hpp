@@ -121,7 +121,8 @@ const typename Map::mapped_type& memo(Map& m, const Key& key, Make&& make) {
 // iteration then pays for; the probe times decode both ways to see how much.
 class Baseline {
  public:
-  explicit Baseline(BackendKind kind) : copy_(copy_list(kind)) {
+  // On the op's own backend (|shape| as the op's), so that one process holds one device.
+  explicit Baseline(BackendKind kind, KernelShape shape = KernelShape::automatic) : copy_(copy_list(kind, shape)) {
     if (in_blocks()) {
       for (int i = 0; i < 3; ++i) run();
     }
@@ -155,16 +156,16 @@ class Baseline {
   };
 
  public:
-  static std::map<BackendKind, std::unique_ptr<Copy>>& lists() {
-    static std::map<BackendKind, std::unique_ptr<Copy>> all;
+  static std::map<std::pair<BackendKind, KernelShape>, std::unique_ptr<Copy>>& lists() {
+    static std::map<std::pair<BackendKind, KernelShape>, std::unique_ptr<Copy>> all;
     return all;
   }
 
  private:
-  static CommandList& copy_list(BackendKind kind) {
-    auto& c = lists()[kind];
+  static CommandList& copy_list(BackendKind kind, KernelShape shape) {
+    auto& c = lists()[{kind, shape}];
     if (!c) {
-      Backend& b = backend(kind);
+      Backend& b = backend(kind, shape);
       c.reset(new Copy{b.tensor({kFloats}, DType::f32), b.tensor({kFloats}, DType::f32), b.commands({.timestamps = true})});
       c->cmd.copy(c->src, c->dst);
       c->cmd.submit_and_wait();
@@ -175,6 +176,18 @@ class Baseline {
   double seconds_ = 0;
   std::size_t runs_ = 0;
 };
+
+// $VKATTN_BENCH_ITERATIONS=n: the case runs n iterations (the probe sets it for its decode
+// sections). Google Benchmark's min_time counts manual (device) time, and 1.7 drops its
+// wall-clock escape for manual time, so a case of a few microseconds otherwise runs tens
+// of thousands of submits, each a round trip of 0.2-1 ms on a GPU machine: minutes a case.
+inline void cap_iterations(benchmark::internal::Benchmark* bm) {
+  static const long n = [] {
+    const char* env = std::getenv("VKATTN_BENCH_ITERATIONS");
+    return env ? std::atol(env) : 0L;
+  }();
+  if (n > 0) bm->Iterations(n);
+}
 
 // Submits |cmd| (made with timestamps) once per iteration, and |baseline|'s copy, reports
 // the op time, and returns the total. |per_op_seconds| receives each op name's total over

@@ -150,7 +150,7 @@ void BM_decode(benchmark::State& state, std::size_t ops, bool cold = false) {
     warm_up("decode " + std::to_string(keys) + "/" + std::to_string(state.range(1)) + "/" + std::to_string(ops) +
                 (cold ? "/cold" : ""),
             [&] { cmd.submit_and_wait(); });
-    Baseline baseline(BackendKind::vulkan);
+    Baseline baseline(BackendKind::vulkan, shape_of(state));
     double total = 0, main = 0, merge = 0;  // total: the lists' device time
     for (auto _ : state) {
       cmd.submit_and_wait();
@@ -318,7 +318,7 @@ void run_mla(benchmark::State& state, std::size_t keys, KernelShape shape, DType
     }
     if (!it->second.empty()) return state.SkipWithError(("differs from the CPU reference at " + it->second).c_str());
     warm_up("mla " + name, [&] { cmd.submit_and_wait(); });
-    Baseline baseline(BackendKind::vulkan);
+    Baseline baseline(BackendKind::vulkan, shape);
     double total = 0;
     for (auto _ : state) {
       cmd.submit_and_wait();
@@ -446,7 +446,7 @@ void decode_shapes(benchmark::internal::Benchmark* bm) {
   for (KernelShape s : {KernelShape::automatic, KernelShape::gpu}) {
     for (std::int64_t keys : {1024, 4096, 16384}) bm->Args({keys, static_cast<std::int64_t>(s)});
   }
-  bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+  bm->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 }
 
 BENCHMARK_CAPTURE(BM_decode, one, std::size_t{1})->Apply(decode_shapes);
@@ -458,31 +458,36 @@ BENCHMARK(BM_decode_step)
                    {static_cast<std::int64_t>(KernelShape::automatic), static_cast<std::int64_t>(KernelShape::gpu)},
                    {1, 0}})
     ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
 BENCHMARK(BM_decode_cache)
     ->ArgNames({"held", "shape"})
     ->Args({1024, static_cast<std::int64_t>(KernelShape::automatic)})
     ->Args({1024, static_cast<std::int64_t>(KernelShape::gpu)})
     ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
 BENCHMARK(BM_decode_mla)
     ->ArgNames({"keys", "shape", "dtype"})
     ->ArgsProduct({{4096, 16384},
                    {static_cast<std::int64_t>(KernelShape::automatic), static_cast<std::int64_t>(KernelShape::gpu)},
                    {static_cast<std::int64_t>(DType::f16), static_cast<std::int64_t>(DType::q8_0)}})
     ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
 BENCHMARK(BM_decode_dsa)
     ->ArgNames({"keys", "shape", "mask"})
     ->ArgsProduct({{16384, 65536}, {static_cast<std::int64_t>(KernelShape::gpu)}, {0, 1, 2}})
     ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
 BENCHMARK(BM_prefill_dsa)
     ->ArgNames({"keys", "shape", "mask", "tokens"})
     ->ArgsProduct({{16384}, {static_cast<std::int64_t>(KernelShape::gpu)}, {0, 1, 2}, {8}})
     ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_copy_16B)->ArgNames({"shape"})->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
+BENCHMARK(BM_copy_16B)->ArgNames({"shape"})->Arg(0)->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 
 }  // namespace
 }  // namespace vkattn::bench

@@ -276,14 +276,21 @@ void BM_paged_plan(benchmark::State& state) {
 }
 
 BENCHMARK(BM_paged_memory)->Iterations(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_paged_plan)->ArgName("block")->Arg(16)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_paged_plan)
+    ->ArgName("block")
+    ->Arg(16)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
 BENCHMARK(BM_paged_decode)
     ->ArgNames({"keys", "shape"})
     ->ArgsProduct({{1024, 4096, 16384},
                    {static_cast<std::int64_t>(KernelShape::automatic), static_cast<std::int64_t>(KernelShape::gpu)}})
     ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_paged_fork)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
+BENCHMARK(BM_paged_fork)->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 
 }  // namespace
 }  // namespace vkattn::bench

@@ -20,12 +20,27 @@
 # benchmark process that fails, makes the exit status 1.
 # PROBE_DEADLINE (seconds from the start; default none) ends the probe in time for a boxed
 # call: each benchmark process may run only until the deadline (and PROBE_CASE_TIMEOUT
-# seconds, default 150, at most), the cases after it are listed as skipped, and the
-# summary still prints. The table, the failures and each process's stderr stay in $OUT.
+# seconds, default 150, at most), none starts with less than PROBE_MIN_LEFT seconds left
+# (default 20: a process's device set-up and CPU references take that), the cases after
+# it are listed as skipped, and the summary still prints. SIGTERM or SIGINT stops the case
+# in flight, keeps the cases it finished and prints the summary. The table, the failures
+# and each process's stderr stay in $OUT.
+# PROBE_ITERATIONS (default 2000) fixes the iterations of every case of the decode, grids,
+# mla and paged sections: Google Benchmark's min_time counts device time, so a case of a
+# few microseconds would run tens of thousands of submits (each a round trip of 0.2-1 ms).
 set -uo pipefail
 bin=${VKATTN_GPU_BIN:?set VKATTN_GPU_BIN to the directory holding bench/ and samples/}
 keys=${PROBE_KEYS:-1024 4096 16384}
 min_time=${PROBE_MIN_TIME:-0.1}
+iterations=${PROBE_ITERATIONS:-2000}
+iters=""  # VKATTN_BENCH_ITERATIONS for the section running: $iterations, or min_time's count
+min_left=${PROBE_MIN_LEFT:-20}
+for word in ${PROBE_ONLY:-}; do
+  case $word in
+    decode | grids | mla | prefill | matrix | paged | ggml) ;;
+    *) echo "gpu-probe: PROBE_ONLY: no section '$word' (valid: decode grids mla prefill matrix paged ggml)" >&2; exit 2 ;;
+  esac
+done
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 [ -n "${OUT:-}" ] || echo "probe output in $out"
@@ -45,13 +60,13 @@ command -v stdbuf > /dev/null && line_buffered=(stdbuf -oL)
 keys_re=$(echo "$keys" | tr ' ' '|')
 
 echo "== device"
-"$bin/samples/vkattn-info" 2>&1 | head -12
+timeout -k 5 60 "$bin/samples/vkattn-info" 2>&1 | head -12
 if [ -x "$bin/vulkaninfo" ]; then
-  "$bin/vulkaninfo" 2>/dev/null | grep -E "VK_KHR_pipeline_executable_properties|vulkanMemoryModel |shaderSMCount|shaderWarpsPerSM" | sort -u
+  timeout -k 5 60 "$bin/vulkaninfo" 2>/dev/null | grep -E "VK_KHR_pipeline_executable_properties|vulkanMemoryModel |shaderSMCount|shaderWarpsPerSM" | sort -u
 fi
 smi=""
 if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  timeout -k 5 30 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 100 > "$out/smi$suffix.csv" 2>/dev/null &
   smi=$!
 fi
@@ -94,6 +109,8 @@ with open(failures, "a") as fail:
         extra = "%.3g TFLOP/s" % (r["gflops"] / 1e3) if "gflops" in r else ""
         if "layer_us" in r:
             extra = "%.2f us a layer, %d dispatches, %d barriers" % (r["layer_us"], r.get("dispatches", 0), r.get("barriers", 0))
+        if "copy_GBps" in r:  # the same process's copy rate, which kv/copy divides by
+            extra += (", " if extra else "") + "copy %.3g GB/s" % r["copy_GBps"]
         if "paged_over_ring" in r:  # vkattn-bench-paged: paged/ring and the two figures behind it
             extra += "paged/ring %.3f" % r["paged_over_ring"]
             if "ring_us" in r:
@@ -103,6 +120,8 @@ with open(failures, "a") as fail:
         print("%-34s %-52s %10.2f %8s %9s %9s %8s %s" % (label, name, t, num(r, "kv_copy_ratio", "%.3g"),
               num(r, "main_us", "%.2f"), num(r, "merge_us", "%.2f"), num(r, "occupancy_ratio", "%.3g"), extra))
 PY
+# The case in flight (for the trap): its process, and what finish_case needs.
+child="" cur=()
 run() {
   local label=$1; shift
   local envs=()
@@ -111,8 +130,8 @@ run() {
   local prog=$1 filter=$2 status report err limit=$case_timeout
   if [ -n "$deadline" ]; then
     local left=$((deadline - (SECONDS - start)))
-    if [ "$left" -lt 5 ]; then
-      echo "SKIPPED [$label] (PROBE_DEADLINE=$deadline s reached)" | tee -a "$failures"
+    if [ "$left" -lt "$min_left" ]; then
+      echo "SKIPPED [$label] (PROBE_DEADLINE=$deadline s: $left s left, under PROBE_MIN_LEFT=$min_left)" | tee -a "$failures"
       skipped=$((skipped + 1))
       return
     fi
@@ -121,14 +140,31 @@ run() {
   report=$(mktemp)
   err=$(mktemp)
   # Line-buffered, so that a process stopped by its time limit leaves the cases it finished.
-  timeout -k 5 "$limit" ${line_buffered[@]+"${line_buffered[@]}"} env VKATTN_BENCH_WARMUP="${PROBE_WARMUP:-0.3}" ${envs[@]+"${envs[@]}"} "$bin/bench/$prog" \
-      --benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_format=json > "$report" 2> "$err"
+  # In the background and waited for, so that a SIGTERM reaches the trap at once; timeout
+  # in the foreground mode stays in the probe's process group, so that killing the group
+  # kills the benchmark too (it would otherwise hold the GPU into the next call).
+  timeout --foreground -k 5 "$limit" ${line_buffered[@]+"${line_buffered[@]}"} env VKATTN_BENCH_WARMUP="${PROBE_WARMUP:-0.3}" \
+      ${iters:+VKATTN_BENCH_ITERATIONS=$iters} ${envs[@]+"${envs[@]}"} "$bin/bench/$prog" \
+      --benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_format=json > "$report" 2> "$err" &
+  child=$!
+  cur=("$label" "$prog" "$limit" "$report" "$err")
+  wait "$child"
   status=$?
+  child=""
+  finish_case "$status" "${cur[@]}"
+}
+
+# finish_case STATUS LABEL PROGRAM LIMIT REPORT STDERR: the process's rows into the table,
+# its stderr and failures into $OUT.
+finish_case() {
+  local status=$1 label=$2 prog=$3 limit=$4 report=$5 err=$6
   grep -h "pipeline stats" "$err" | awk -v l="$label" '{ print "[" l "] " $0 }' >> "$stats"
   { echo "== [$label] $prog (status $status)"; cat "$err"; } >> "$errors"
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
     echo "CUT [$label] $prog stopped after $limit s (PROBE_DEADLINE or PROBE_CASE_TIMEOUT); the cases it finished are kept" |
       tee -a "$failures"
+  elif [ "$status" -eq 143 ]; then
+    echo "CUT [$label] $prog stopped by a signal to the probe; the cases it finished are kept" | tee -a "$failures"
   elif [ "$status" -ne 0 ]; then
     echo "FAIL [$label] $prog exited with status $status: $(tail -3 "$err" | tr '\n' ' ')" | tee -a "$failures"
   fi
@@ -164,11 +200,26 @@ summarize() {
   fi
   echo "gpu-probe: $((SECONDS - start)) s; files in $out"
 }
-trap 'echo "gpu-probe: stopped"; summarize; rm -f "$rows_py"; exit 124' TERM INT
+# Stopped: the case in flight is stopped too (timeout passes the signal on), and what it
+# finished goes into the table before the summary.
+on_stop() {
+  echo "gpu-probe: stopped"
+  if [ -n "$child" ]; then
+    kill -TERM "$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+    child=""
+    finish_case 143 "${cur[@]}"
+  fi
+  summarize
+  rm -f "$rows_py"
+  exit 124
+}
+trap on_stop TERM INT
 
 decode_gpu="BM_decode/one/keys:($keys_re)/shape:2/"
 decode_list="BM_decode/(ops8|cold)/keys:($keys_re)/shape:2/"
 if want decode; then
+iters=$iterations
 echo "== D3 (first: the figures the targets name): a 32-layer decode step (256 and 4k slots, full), rope and kv_append fused and apart; the smallest dispatch"
 run "step, fused" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:1"
 run "step, ops apart" -- vkattn-bench-decode "BM_decode_step/capacity:(256|4096)/shape:2/fused:0"
@@ -196,6 +247,7 @@ done
 run "decode, max=lazy" VKATTN_DECODE=max=lazy -- vkattn-bench-decode "BM_decode/(one|ops8|cold)/keys:($keys_re)/shape:2/"
 fi
 if want grids; then
+iters=$iterations
 # Candidates for the decode grid's loads (docs/gpu.md, "Next run"): each row's label gives
 # the bytes of K and V its plan keeps in flight per SM on an H100/H200 (two 128-invocation
 # workgroups an SM, 16 KiB a stage of 32 keys (4 a key group, the default at head_dim 128;
@@ -225,6 +277,7 @@ run "decode, one split a head" VKATTN_DECODE=keys_per_split=16384 -- vkattn-benc
 run "loads, one split a head" VKATTN_DECODE=load_only=1,keys_per_split=16384 -- vkattn-bench-decode "$one_split"
 fi
 if want mla; then
+iters=$iterations
 mla="BM_decode_mla/keys:(4096|16384)/shape:2"
 echo "== absorbed MLA decode: 128 query heads over one latent KV head (K 576, V its first 512), 4k and 16k keys"
 run "MLA, group kernel, f16" VKATTN_PIPELINE_STATS=1 -- vkattn-bench-decode "$mla/dtype:1/"
@@ -239,6 +292,7 @@ run "MLA, group, 4 resident" VKATTN_DECODE=resident=4 -- vkattn-bench-decode "$m
 run "DSA, 2048 keys of 16k/64k: mask, promise, key list" -- vkattn-bench-decode "BM_(decode|prefill)_dsa/"
 fi
 if want prefill; then
+iters=""  # cases of milliseconds: min_time's count is small
 echo "== prefill: 512x512, 512x4k and 4kx4k causal (TFLOP/s): the tiled kernel and its tiles, the lane-per-key kernel, three stages"
 prefill_re=${PROBE_PREFILL:-"tokens:512/keys:(512|4096)/|tokens:4096/keys:4096/"}
 gpu_prefill="BM_attention_fused/vulkan_gpu_kernels_prefill/($prefill_re)"
@@ -257,6 +311,7 @@ run "prefill, f16 packed (tiled f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=
     vkattn-bench-attention "$gpu_prefill"
 fi
 if want matrix; then
+iters=
 # AttentionPrecision::f16_products (VKATTN_BENCH_PRECISION): the matrix kernel on the
 # cooperative matrices (VKATTN_MATRIX=on; the f32 kernels where the build or device has
 # none, which the pipeline statistics show) and as its stand-in, beside the exact tiled
@@ -297,18 +352,19 @@ done
 # the device lacks shaderFloat16, which the pipeline statistics show).
 run "f16, packed (tiled f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-attention "$gpu_prefill"
-run "MLA, exact (group), f16" -- vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENCH_PRECISION=f16_products -- \
+run "MLA, exact (group), f16" VKATTN_BENCH_ITERATIONS=$iterations -- vkattn-bench-decode "$mla/dtype:1/"
+run "MLA, f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_BENCH_ITERATIONS=$iterations VKATTN_MATRIX=on VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
+run "MLA, f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_BENCH_ITERATIONS=$iterations VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, f16, matrix, prefetch" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL=matrix_prefetch=1 \
+run "MLA, f16, matrix, prefetch" VKATTN_PIPELINE_STATS=1 VKATTN_BENCH_ITERATIONS=$iterations VKATTN_MATRIX=on VKATTN_PREFILL=matrix_prefetch=1 \
     VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-decode "$mla/dtype:1/"
-run "MLA, f16, packed (group f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=off VKATTN_DECODE=packed=1 \
+run "MLA, f16, packed (group f16vec2)" VKATTN_PIPELINE_STATS=1 VKATTN_BENCH_ITERATIONS=$iterations VKATTN_MATRIX=off VKATTN_DECODE=packed=1 \
     VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-decode "$mla/dtype:1/"
 fi
 if want paged; then
+iters=$iterations
 # vkattn-bench-paged: each case first checks the paged cache's attention against the ring's
 # (a difference fails the probe). Decode of one sequence whose blocks are every other block
 # of the pool, against a ring cache of the same keys, timed alternately (target: paged/ring
@@ -323,7 +379,7 @@ ggml_dir="$(dirname "$bin")/../.ggml"
 if [ -f "$ggml_dir/run.sh" ] && want ggml; then
   ggml_limit=$case_timeout
   if [ -n "$deadline" ]; then ggml_limit=$((deadline - (SECONDS - start))); fi
-  if [ "$ggml_limit" -lt 5 ]; then
+  if [ "$ggml_limit" -lt "$min_left" ]; then
     echo "SKIPPED [ggml] (PROBE_DEADLINE=$deadline s reached)" | tee -a "$failures"
     skipped=$((skipped + 1))
   else
@@ -335,9 +391,9 @@ if [ -f "$ggml_dir/run.sh" ] && want ggml; then
     for ggml_env in "" "GGML_VK_DISABLE_COOPMAT2=1" "GGML_VK_DISABLE_COOPMAT=1 GGML_VK_DISABLE_COOPMAT2=1"; do
       ggml_limit=$case_timeout
       if [ -n "$deadline" ]; then ggml_limit=$((deadline - (SECONDS - start))); fi
-      [ "$ggml_limit" -lt 5 ] && break
+      [ "$ggml_limit" -lt "$min_left" ] && break
       echo "== ggml-vulkan FLASH_ATTN_EXT: prefill, ${ggml_env:-default paths} (its mask is not causal: every key is computed)"
-      timeout -k 5 "$ggml_limit" env $ggml_env \
+      timeout --foreground -k 5 "$ggml_limit" env $ggml_env \
         LD_LIBRARY_PATH="$(dirname "$bin")/lib:$ggml_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         "$ggml_dir/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b Vulkan0 \
         -p '^hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096),nb=(512|4096),mask=1,sinks=0,.*type_K=f16,type_V=f16,permute=\[0,1,2,3\],' \
