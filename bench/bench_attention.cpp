@@ -270,6 +270,7 @@ void decode_shapes(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
   for (std::int64_t keys : {1024, 4096, 16384}) bm->Args({1, keys, kHeads, kKvHeads, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+  cap_iterations(bm);  // the CPU cases' fixed Iterations, set after, win
 }
 
 // The bytes of decode at 16k keys with one KV head (4 query heads), so that each key's row
@@ -278,6 +279,7 @@ void decode_one_kv_head(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"tokens", "keys", "heads", "kv_heads", "dim", "kv_dtype"});
   bm->Args({1, 131072, 4, 1, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+  cap_iterations(bm);  // the CPU cases' fixed Iterations, set after, win
 }
 
 // 512 tokens attending to themselves, and after 3584 earlier keys; with |with_4kx4k|
@@ -289,22 +291,17 @@ void prefill_shapes(benchmark::internal::Benchmark* bm, bool with_4k, bool with_
   if (with_4k) bm->Args({512, 4096, kHeads, kKvHeads, kDim, 0});
   if (with_4kx4k) bm->Args({4096, 4096, kHeads, kKvHeads, kDim, 0});
   bm->UseManualTime()->Unit(benchmark::kMillisecond);
+  cap_iterations(bm);  // the CPU cases' fixed Iterations, set after, win
 }
 
-BENCHMARK_CAPTURE(BM_attention, vulkan_decode, BackendKind::vulkan)->Apply(decode_shapes)->Apply(cap_iterations);
+BENCHMARK_CAPTURE(BM_attention, vulkan_decode, BackendKind::vulkan)->Apply(decode_shapes);
 // 512x4096 needs 256 MiB of scores: on devices with the 128 MiB maxStorageBufferRange
 // minimum (lavapipe) it runs as two blocks of 256 rows in the same command list.
-BENCHMARK_CAPTURE(BM_attention, vulkan_prefill, BackendKind::vulkan)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true); }) -> Apply(cap_iterations);
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_decode, BackendKind::vulkan, KernelShape::cpu)
-    ->Apply(decode_shapes)
-    ->Apply(cap_iterations);
-BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vulkan, KernelShape::gpu)
-    ->Apply(decode_shapes)
-    ->Apply(cap_iterations);
+BENCHMARK_CAPTURE(BM_attention, vulkan_prefill, BackendKind::vulkan)->Apply([](auto* bm) { prefill_shapes(bm, true); });
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_decode, BackendKind::vulkan, KernelShape::cpu)->Apply(decode_shapes);
+BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode, BackendKind::vulkan, KernelShape::gpu)->Apply(decode_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_decode_one_kv_head, BackendKind::vulkan, KernelShape::gpu)
-    ->Apply(decode_one_kv_head)
-    ->Apply(cap_iterations);
+    ->Apply(decode_one_kv_head);
 // Quantized K and V against the f16 cases above: decode at 4k and 16k keys and a 512-token
 // prefill, with q8_0 and q4_0 (kv_dtype is DType's value: 3 q8_0, 4 q4_0). Bytes count the
 // codes and scales actually read.
@@ -315,21 +312,18 @@ void quantized_shapes(benchmark::internal::Benchmark* bm) {
     bm->Args({512, 512, kHeads, kKvHeads, kDim, static_cast<std::int64_t>(kv)});
   }
   bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+  cap_iterations(bm);  // the CPU cases' fixed Iterations, set after, win
 }
-BENCHMARK_CAPTURE(BM_attention, vulkan_quantized, BackendKind::vulkan)->Apply(quantized_shapes)->Apply(cap_iterations);
+BENCHMARK_CAPTURE(BM_attention, vulkan_quantized, BackendKind::vulkan)->Apply(quantized_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_quantized, BackendKind::vulkan, KernelShape::cpu)
-    ->Apply(quantized_shapes)
-    ->Apply(cap_iterations);
+    ->Apply(quantized_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_quantized, BackendKind::vulkan, KernelShape::gpu)
-    ->Apply(quantized_shapes)
-    ->Apply(cap_iterations);
+    ->Apply(quantized_shapes);
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_cpu_kernels_prefill, BackendKind::vulkan, KernelShape::cpu)->Apply([](auto* bm) {
   prefill_shapes(bm, true, true);
-  cap_iterations(bm);
 });
 BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::vulkan, KernelShape::gpu)->Apply([](auto* bm) {
   prefill_shapes(bm, true, true);
-  cap_iterations(bm);
 });
 // The CPU reference (plain loops, double accumulation) is slow: a fixed few runs. On a
 // 2-core x86-64 VM one run takes about 0.3 s (decode, 16k keys), 0.5 s (prefill 512) and

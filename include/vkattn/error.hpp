@@ -56,11 +56,13 @@ class VKATTN_API InvalidArgument : public std::invalid_argument {
  public:
   InvalidArgument(const std::string& op, const std::string& param, const std::string& value, const std::string& valid);
   const std::string& param() const noexcept { return param_; }
-  const std::string& op() const noexcept { return op_; }  // since 0.12
+  const std::string& op() const noexcept { return op_; }            // since 0.12
+  const std::string& message() const noexcept { return message_; }  // without op (0.12)
 
  private:
   std::string param_;
   std::string op_;
+  std::string message_;
 };
 
 }  // namespace vkattn

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
-#include <string_view>
 
 #include "c_api/c_api_internal.hpp"
 
@@ -93,17 +92,6 @@ vkattn_status fail(vkattn_status status, const char* text, const std::string& op
   return status;
 }
 
-// An InvalidArgument's explanation: its text after "vkattn: <op>: " (without allocating:
-// this runs where an exception must not escape).
-const char* after_op(const InvalidArgument& e) noexcept {
-  std::string_view rest = e.what();
-  for (const std::string_view part : {std::string_view("vkattn: "), std::string_view(e.op()), std::string_view(": ")}) {
-    if (!rest.starts_with(part)) return e.what();
-    rest.remove_prefix(part.size());
-  }
-  return rest.data();
-}
-
 vkattn_status status_of(ErrorCode code, int vk_result) {
   switch (code) {
     case ErrorCode::no_device: return VKATTN_ERROR_NO_DEVICE;
@@ -139,7 +127,7 @@ vkattn_status status_of_current_exception() noexcept {
   } catch (const Error& e) {
     return fail(status_of(e.code(), e.vk_result()), e.what(), e.op(), e.call(), {}, e.message().c_str(), e.vk_result());
   } catch (const InvalidArgument& e) {
-    return fail(VKATTN_ERROR_INVALID_ARGUMENT, e.what(), e.op(), {}, e.param(), after_op(e));
+    return fail(VKATTN_ERROR_INVALID_ARGUMENT, e.what(), e.op(), {}, e.param(), e.message().c_str());
   } catch (const std::invalid_argument& e) {
     return fail(VKATTN_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -164,20 +152,7 @@ void device_defaults(vkattn_device_options& o) {
   o.log_level = VKATTN_LOG_ENVIRONMENT;
 }
 
-void rope_defaults(vkattn_rope_config& c) {
-  const RopeConfig d;
-  c.layout = static_cast<std::int32_t>(d.layout);
-  c.scaling = static_cast<std::int32_t>(d.scaling);
-  c.base = d.base;
-  c.factor = d.factor;
-  c.yarn_beta_fast = d.yarn.beta_fast;
-  c.yarn_beta_slow = d.yarn.beta_slow;
-  c.yarn_mscale = d.yarn.mscale;
-  c.yarn_mscale_all_dim = d.yarn.mscale_all_dim;
-  c.yarn_truncate = d.yarn.truncate ? 1 : 0;
-  c.llama3_low_freq_factor = d.llama3.low_freq_factor;
-  c.llama3_high_freq_factor = d.llama3.high_freq_factor;
-}
+void rope_defaults(vkattn_rope_config& c) { c = c_rope_config(RopeConfig{}); }
 
 void attention_defaults(vkattn_attention_config& c) {
   const AttentionConfig d;
@@ -188,13 +163,7 @@ void attention_defaults(vkattn_attention_config& c) {
 
 void tokens_defaults(vkattn_attention_tokens&) {}
 
-void kv_cache_defaults(vkattn_kv_cache_config& c) {
-  const KvCacheConfig d;
-  c.dtype = static_cast<std::int32_t>(d.dtype);
-  c.n_seqs = d.n_seqs;
-  c.rope = static_cast<std::int32_t>(d.rope);
-  c.block_size = static_cast<std::uint32_t>(d.block_size);
-}
+void kv_cache_defaults(vkattn_kv_cache_config& c) { c = c_kv_cache_config(KvCacheConfig{}); }
 
 void list_defaults(vkattn_command_list_options&) {}
 
@@ -305,6 +274,17 @@ vkattn_rope_config c_rope_config(const RopeConfig& r) {
     c.mrope_layout = static_cast<std::int32_t>(r.mrope->layout);
   }
   return c;  // freq_factors: the caller points them at storage of its own
+}
+
+vkattn_kv_cache_config c_kv_cache_config(const KvCacheConfig& k) {
+  // Packed (clang-format would put one item per line).
+  // clang-format off
+  return {.struct_size = sizeof(vkattn_kv_cache_config), .dtype = static_cast<std::int32_t>(k.dtype),
+          .n_seqs = k.n_seqs, .n_kv_heads = k.n_kv_heads, .head_dim = k.head_dim, .capacity = k.capacity,
+          .n_sinks = k.n_sinks, .rope = static_cast<std::int32_t>(k.rope), .reserved = 0, .rope_config = nullptr,
+          .v_head_dim = k.v_head_dim, .latent = k.latent ? 1u : 0u, .reserved2 = 0, .paged = k.paged ? 1u : 0u,
+          .block_size = static_cast<std::uint32_t>(k.block_size), .n_blocks = k.n_blocks};
+  // clang-format on
 }
 
 AttentionConfig attention_config(const char* function, const vkattn_attention_config* config) {

@@ -10,17 +10,16 @@ extern "C" {
 
 vkattn_status vkattn_last_error_details(vkattn_error_details* details, size_t details_size) {
   // Not guarded(): it must leave the last error as it is, its own refusals included.
-  if (!details || details_size < kFirstSize<vkattn_error_details> || details_size > kMaxStructSize) {
+  const LastErrorParts p = last_error_parts();
+  try {
+    write_struct(
+        "vkattn_last_error_details", "details", details, details_size,
+        vkattn_error_details{
+            .struct_size = 0, .vk_result = p.vk_result, .op = p.op, .call = p.call, .param = p.param, .message = p.message});
+    return VKATTN_OK;
+  } catch (...) {  // NULL, or a size outside [sizeof, 4096]: refused, nothing recorded
     return VKATTN_ERROR_INVALID_ARGUMENT;
   }
-  const LastErrorParts p = last_error_parts();
-  vkattn_error_details d{
-      .struct_size = 0, .vk_result = p.vk_result, .op = p.op, .call = p.call, .param = p.param, .message = p.message};
-  d.struct_size = static_cast<std::uint32_t>(details_size);
-  auto* bytes = reinterpret_cast<unsigned char*>(details);
-  if (details_size > sizeof d) std::memset(bytes + sizeof d, 0, details_size - sizeof d);
-  std::memcpy(bytes, &d, std::min(details_size, sizeof d));
-  return VKATTN_OK;
 }
 
 vkattn_status vkattn_kv_cache_get_config(const vkattn_kv_cache* cache, vkattn_kv_cache_config* config, size_t config_size) {
@@ -32,18 +31,9 @@ vkattn_status vkattn_kv_cache_get_config(const vkattn_kv_cache* cache, vkattn_kv
     c.rope = c_rope_config(k.rope_config);
     c.rope.freq_factors = c.freq_factors.empty() ? nullptr : c.freq_factors.data();
     c.rope.n_freq_factors = c.freq_factors.size();
-    // Packed (clang-format would put one item per line).
-    // clang-format off
-    write_struct(fn, "config", config, config_size,
-                 vkattn_kv_cache_config{.struct_size = 0, .dtype = static_cast<std::int32_t>(k.dtype),
-                                        .n_seqs = k.n_seqs, .n_kv_heads = k.n_kv_heads, .head_dim = k.head_dim,
-                                        .capacity = k.capacity, .n_sinks = k.n_sinks,
-                                        .rope = static_cast<std::int32_t>(k.rope), .reserved = 0,
-                                        .rope_config = &c.rope, .v_head_dim = k.v_head_dim,
-                                        .latent = k.latent ? 1u : 0u, .reserved2 = 0, .paged = k.paged ? 1u : 0u,
-                                        .block_size = static_cast<std::uint32_t>(k.block_size),
-                                        .n_blocks = k.n_blocks});
-    // clang-format on
+    vkattn_kv_cache_config out = c_kv_cache_config(k);
+    out.rope_config = &c.rope;
+    write_struct(fn, "config", config, config_size, out);
   });
 }
 

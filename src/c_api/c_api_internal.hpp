@@ -217,5 +217,6 @@ CommandListOptions command_list_options(const char* function, const vkattn_comma
 // And back: the C forms of what the library reports.
 vkattn_device_limits c_limits(const DeviceLimits& limits);
 vkattn_rope_config c_rope_config(const RopeConfig& config);
+vkattn_kv_cache_config c_kv_cache_config(const KvCacheConfig& config);  // rope_config NULL
 
 }  // namespace vkattn::c_api

@@ -51,7 +51,8 @@ Error::Error(ErrorCode code, std::string message, std::string call, int vk_resul
 
 InvalidArgument::InvalidArgument(const std::string& op, const std::string& param, const std::string& value,
                                  const std::string& valid)
-    : std::invalid_argument("vkattn: " + op + ": " + param + " = " + value + "; valid: " + valid), param_(param), op_(op) {}
+    : std::invalid_argument("vkattn: " + op + ": " + param + " = " + value + "; valid: " + valid), param_(param), op_(op),
+      message_(param + " = " + value + "; valid: " + valid) {}
 
 DeviceLimits spec_minimum_limits() { return DeviceLimits{}; }
 
