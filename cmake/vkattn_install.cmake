@@ -1,7 +1,7 @@
 # Install rules: headers (the generated version and export headers included), the library,
 # the CMake package (vkattnConfig.cmake, vkattnConfigVersion.cmake, vkattnTargets.cmake with
-# vkattn::vkattn) and vkattn.pc. SPIR-V is embedded in the library, so nothing else is needed
-# at run time but a Vulkan loader and driver.
+# vkattn::vkattn) and vkattn.pc; and the build tree's own package. SPIR-V is embedded in the
+# library, so nothing else is needed at run time but a Vulkan loader and driver.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS vkattn EXPORT vkattnTargets
@@ -29,6 +29,12 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/vkattnConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY ${vkattn_compatibility})
 install(FILES ${PROJECT_BINARY_DIR}/vkattnConfig.cmake ${PROJECT_BINARY_DIR}/vkattnConfigVersion.cmake
         DESTINATION ${vkattn_cmake_dir})
+# The build tree is a package too (vkattn_DIR=<build>, or the build in CMAKE_PREFIX_PATH): the
+# same two files sit at its top, beside these targets, whose include directories are the
+# source's and the generated ones. Not for a subproject, whose parent owns its exports.
+if(PROJECT_IS_TOP_LEVEL)
+  export(EXPORT vkattnTargets NAMESPACE vkattn:: FILE ${PROJECT_BINARY_DIR}/vkattnTargets.cmake)
+endif()
 
 # vkattn.pc, relocatable: the prefix is found from the file's own place (${pcfiledir}),
 # so `cmake --install build --prefix P` works for any P.

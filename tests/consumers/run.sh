@@ -2,14 +2,14 @@
 # Usage: tests/consumers/run.sh BUILD_DIR
 # Installs the vkattn of BUILD_DIR (static or shared, as configured) into a temporary
 # prefix and builds, out of tree, and runs each consumer: find_package against the prefix
-# (and a request for another major version, or before 1.0 another minor one, which must
-# fail at configure time), pkg-config,
-# and add_subdirectory of this source tree (same library kind); then the C API's test
-# compiled as C11 against the installed library through pkg-config, and through
-# find_package from a project that enables C alone (also inside a function: the static
-# package refuses it by name), and C++17 against the headers. A shared build also gets its
-# exported symbols checked and the Python ctypes test, a static one its archive's symbols.
-# When the Python module was built, it is imported from the prefix and run.
+# and against the build tree itself (and a request for another major version, or before
+# 1.0 another minor one, which must fail at configure time), pkg-config, and
+# add_subdirectory of this source tree (same library kind); then the C API's test compiled
+# as C11 against the installed library through pkg-config, and through find_package from a
+# project that enables C alone (also inside a function: the static package refuses it by
+# name), and C++17 against the headers. A shared build also gets its exported symbols
+# checked and the Python ctypes test, a static one its archive's symbols. When the Python
+# module was built, it is imported from the prefix and run.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -44,6 +44,12 @@ cmake -S "$src/tests/consumers/find_package" -B "$work/find_package" -DCMAKE_BUI
   -DCMAKE_PREFIX_PATH="$prefix" -DVKATTN_WANTED_VERSION="$major.$minor" > /dev/null
 cmake --build "$work/find_package" -j"$jobs" > /dev/null
 "$work/find_package/consumer"
+
+step "find_package against the build tree (no install)"
+cmake -S "$src/tests/consumers/find_package" -B "$work/find_package_build_tree" -DCMAKE_BUILD_TYPE=Release \
+  -Dvkattn_DIR="$build" -DVKATTN_WANTED_VERSION="$major.$minor" > /dev/null
+cmake --build "$work/find_package_build_tree" -j"$jobs" > /dev/null
+"$work/find_package_build_tree/consumer"
 
 # Another major version; before 1.0 another minor one too (either may change the ABI).
 wrong=("$((major + 1)).0")
