@@ -151,9 +151,9 @@ TEST_F(Faults, SubmitOutOfMemory) {
   EXPECT_TRUE(all_close(b->download(t), rotated(x, 1), {T, H, D}, 4e-6, 0));
 }
 
-// A fence wait that times out: Error(timeout); the submission still ran, and the list and
-// the backend go on. Through staging, an upload whose copy overruns the timeout waits for
-// it (its staging buffer is in use), warns, and succeeds: the data landed.
+// A fence wait that times out: Error(timeout); the submission still ran, the list's wait
+// waits for it without running it again, and the list and the backend go on. Through staging, an upload whose copy overruns the
+// timeout waits for it (its staging buffer is in use), warns, and succeeds: the data landed.
 TEST_F(Faults, FenceWaitTimeout) {
   for (bool staging : {false, true}) {
     SCOPED_TRACE(staging ? "staging" : "mapped");
@@ -162,7 +162,11 @@ TEST_F(Faults, FenceWaitTimeout) {
     cmd.submit_and_wait();  // encoded (its parameters uploaded) and run once
     detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
     expect_error([&cmd = cmd] { cmd.submit_and_wait(); }, ErrorCode::timeout, VK_TIMEOUT, "did not finish within 600000 ms");
-    cmd.submit_and_wait();  // waits for the second run, runs a third time
+    detail::inject_fault(FaultSite::fence_wait, VK_TIMEOUT);
+    EXPECT_FALSE(cmd.wait(0));  // still running, as far as the list knows
+    EXPECT_TRUE(cmd.wait());    // waits for the second run alone, running nothing
+    EXPECT_TRUE(all_close(b->download(t), rotated(x, 2), {T, H, D}, 1e-5, 0));
+    cmd.submit_and_wait();  // runs a third time
     EXPECT_TRUE(all_close(b->download(t), rotated(x, 3), {T, H, D}, 1e-5, 0));
     if (staging) {
       const auto y = normal(T * H * D, 4);

@@ -1,4 +1,5 @@
 // Asynchronous submission (CommandList::submit): handles that can be polled and waited on,
+// the list's own wait for its last submission,
 // downloads that wait for the submission writing the tensor, uploads for the one reading
 // it, what a submission uses kept
 // alive until it finishes, and chains with the caller's semaphores (timeline and binary)
@@ -44,6 +45,7 @@ TEST_F(VulkanVsCpuTest, SubmitReturnsAtOnceAndDownloadsWaitForIt) {
   Submitted done = want.rope.submit();
   EXPECT_TRUE(done.ready());  // the CPU backend runs the list before returning
   EXPECT_TRUE(want.copy.submit().wait());
+  EXPECT_TRUE(want.copy.wait(0));  // the list's own wait: nothing in flight
   const std::vector<float> expected = cpu_->download(want.y);
 
   // Two lists in flight on one backend, the second reading what the first writes: queue
@@ -56,6 +58,8 @@ TEST_F(VulkanVsCpuTest, SubmitReturnsAtOnceAndDownloadsWaitForIt) {
   EXPECT_TRUE(first.wait(0));  // the second finished, so the first had
   EXPECT_TRUE(second.ready());
   EXPECT_TRUE(Submitted().ready());
+  EXPECT_TRUE(got.copy.wait(0));
+  EXPECT_TRUE(gpu_->commands().wait(0));  // never submitted
 
   // Submitting a list again while it runs waits for the run before; rope on x twice more.
   got.rope.submit();
@@ -174,6 +178,7 @@ TEST_F(TimelineInterop, ChainsWithTheEnginesSemaphores) {
   Submitted copied = copy.submit({.wait = {{timeline, 2}}, .signal = {{timeline, 3}, {binary, 0}}});
   EXPECT_FALSE(roped.ready());
   EXPECT_FALSE(copied.wait(1000000));  // 1 ms: it is waiting for the host's signal
+  EXPECT_FALSE(copy.wait(1000000));    // the list's own wait, for the same submission
   // (Signalled before the engine submits: lavapipe's vkQueueSubmit blocks on a binary
   // semaphore whose signal is still waiting for a timeline value nobody has signalled.)
   ASSERT_EQ(signal_timeline(e, timeline, 1), VK_SUCCESS);
@@ -198,6 +203,7 @@ TEST_F(TimelineInterop, ChainsWithTheEnginesSemaphores) {
   std::uint64_t reached = 0;
   ASSERT_EQ(vkGetSemaphoreCounterValue(e.device(), timeline, &reached), VK_SUCCESS);
   EXPECT_EQ(reached, 3u);
+  EXPECT_TRUE(copy.wait(0));
   EXPECT_TRUE(roped.ready());
   EXPECT_TRUE(copied.ready());
   std::vector<float> result(n * kHeads * kHeadDim);

@@ -279,6 +279,12 @@ class VKATTN_API CommandList {
   // The same, waiting on and signalling the caller's semaphores (vkattn/vulkan.hpp), on a
   // backend made on the caller's device.
   Submitted submit(const SubmitSemaphores& semaphores);
+  // Waits up to |timeout_ns| nanoseconds for the list's last submission (by submit, or by a
+  // submit_and_wait that threw Error(timeout)) without running anything: true once it has
+  // finished, or when none is in flight (the CPU backend's, a command buffer the list was
+  // recorded into, which the caller submitted); false on timeout (it keeps running). Throws
+  // Error(device_lost). (0.13)
+  bool wait(std::uint64_t timeout_ns = UINT64_MAX) const;
 
   // Per-dispatch times of the last submission, in recording order, named by their op (a
   // split weighted sum's two dispatches both say "attn_weighted_sum"; rope and kv_append

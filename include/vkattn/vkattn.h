@@ -468,6 +468,10 @@ VKATTN_API vkattn_status vkattn_command_list_create(vkattn_backend* backend, con
 VKATTN_API void vkattn_command_list_destroy(vkattn_command_list* list);
 /* Runs everything recorded so far and waits; a list can be submitted again. */
 VKATTN_API vkattn_status vkattn_submit_and_wait(vkattn_command_list* list);
+/* Waits up to |timeout_ns| for the list's submission left running by a vkattn_submit_and_wait
+ * that returned VKATTN_ERROR_TIMEOUT, running nothing (a retry would run the list again):
+ * *finished = 1 once it has finished or when none runs, 0 on timeout. 0.13. */
+VKATTN_API vkattn_status vkattn_command_list_wait(vkattn_command_list* list, uint64_t timeout_ns, uint32_t* finished);
 
 /* Replay (CommandList::set_tokens): records the list's ops again for new tokens, each op
  * taking |positions| (n_positions = the list's number of tokens, which n_tokens gives (0.11;

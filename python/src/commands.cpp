@@ -281,6 +281,27 @@ void bind_commands(py::module_& m) {
          "submit", [](PyCommandList& cmd) { record(cmd, "submit", [](CommandList& l) { l.submit_and_wait(); }); },
          "Runs everything recorded and waits (the C++ submit_and_wait).")
       .def(
+          "wait",
+          [](PyCommandList& cmd, py::handle timeout) {
+            const auto seconds = value_arg<std::optional<double>>(timeout, "wait", "timeout");
+            std::uint64_t ns = UINT64_MAX;  // None: no limit
+            if (seconds) {
+              if (!(*seconds >= 0)) {
+                throw InvalidArgument("wait", "timeout", py::repr(timeout).cast<std::string>(),
+                                      "a number of seconds >= 0, or None (no limit)");
+              }
+              // Past 2^64 ns (585 years) or infinite: no limit.
+              if (*seconds < 1.8e10) ns = static_cast<std::uint64_t>(*seconds * 1e9);
+            }
+            bool finished = false;
+            record(cmd, "wait", [&](CommandList& l) { finished = l.wait(ns); });
+            return finished;
+          },
+          arg("timeout") = py::none(),
+          "Waits up to timeout seconds (None: no limit) for the submission a submit() that raised\n"
+          "DeviceTimeoutError left running, running nothing (a retry of submit() runs the list\n"
+          "again): True once it has finished or when none runs, False on timeout.")
+      .def(
           "set_tokens",
           [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
             const std::vector<std::int32_t> p =

@@ -88,6 +88,24 @@ def test_resubmit_reruns(backend):
     assert cmd.stats()["submits"] == 2 and cmd.stats()["ops"] == 1
 
 
+def test_wait_runs_nothing(backend):
+    x = backend.tensor(np.zeros((1, 1, 2), np.float32))
+    one = backend.tensor(np.ones((1, 1, 2), np.float32))
+    cmd = backend.commands()
+    assert cmd.wait(0) is True  # nothing submitted
+    cmd.copy(one, x)
+    cmd.submit()
+    one.upload(np.full((1, 1, 2), 7, np.float32))
+    assert cmd.wait() is True and cmd.wait(0.5) is True and cmd.wait(float("inf")) is True
+    assert np.array_equal(x.numpy(), np.ones((1, 1, 2), np.float32))  # not run again
+    assert cmd.stats()["submits"] == 1
+    for bad in (-1, -0.5, float("nan")):
+        with pytest.raises(vkattn.InvalidArgument, match=r"wait: timeout = .*; valid: a number of seconds >= 0, or None"):
+            cmd.wait(bad)
+    with pytest.raises(TypeError, match="wait: timeout"):
+        cmd.wait("1")
+
+
 def test_stats_name_each_attention_ops_kernels(backend):
     q = backend.tensor(rng.standard_normal((2, 4, 32)).astype(np.float32))
     k = backend.tensor(rng.standard_normal((16, 2, 32)).astype(np.float32))

@@ -54,6 +54,14 @@ vkattn_status vkattn_submit_and_wait(vkattn_command_list* list) {
   });
 }
 
+vkattn_status vkattn_command_list_wait(vkattn_command_list* list, uint64_t timeout_ns, uint32_t* finished) {
+  const char* fn = "vkattn_command_list_wait";
+  return guarded([&] {
+    uint32_t& done = need(fn, "finished", finished);
+    done = need(fn, "list", list).impl.wait(timeout_ns) ? 1 : 0;
+  });
+}
+
 vkattn_status vkattn_cmd_copy(vkattn_command_list* list, const vkattn_tensor* src, vkattn_tensor* dst) {
   const char* fn = "vkattn_cmd_copy";
   return guarded([&] { list_of(fn, list).copy(in(fn, "src", src), out(fn, "dst", dst)); });

@@ -192,6 +192,8 @@ class CommandListImpl {
   // semaphores, or null. By default (the CPU backend) runs the list at once and refuses
   // semaphores.
   virtual std::shared_ptr<SubmittedImpl> submit(const SemaphoreSync* sync);
+  // CommandList::wait: true at once where lists run when submitted (the CPU backend).
+  virtual bool wait(std::uint64_t) { return true; }
   // CommandList::record; |command_buffer| is a VkCommandBuffer. Backends that cannot
   // record into a caller's command buffer refuse (external.cpp).
   virtual void record_into(void* command_buffer, const RecordOptions& options);

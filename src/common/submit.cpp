@@ -1,5 +1,5 @@
-// Asynchronous submission: the public Submitted handle and CommandList::submit, and what a
-// backend that runs lists at once (the CPU reference) does for it.
+// Asynchronous submission: the public Submitted handle, CommandList::submit and wait, and
+// what a backend that runs lists at once (the CPU reference) does for them.
 #include <new>
 
 #include "common/command_list_impl.hpp"
@@ -37,6 +37,12 @@ Submitted CommandList::submit() try {
   return Submitted(use->submitting([&] { return use->submit(nullptr); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
+}
+
+bool CommandList::wait(std::uint64_t timeout_ns) const try {
+  return detail::InUse(impl_.get(), "wait")->wait(timeout_ns);
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("wait");
 }
 
 }  // namespace vkattn

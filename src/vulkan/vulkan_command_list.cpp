@@ -194,6 +194,11 @@ class VulkanCommandList final : public CommandListImpl {
     return std::make_shared<VulkanSubmitted>(encoded_, number);
   }
 
+  bool wait(std::uint64_t timeout_ns) override {
+    OpScope scope("wait");
+    return !encoded_ || encoded_->submission.wait(encoded_->submission.submitted(), timeout_ns);
+  }
+
   // Downloads of what submission |number| writes wait for it, uploads over anything it
   // reads or writes (vulkan_backend.cpp: settle), whether or not its handle is kept.
   void note_uses(std::uint64_t number) {

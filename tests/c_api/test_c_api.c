@@ -160,6 +160,9 @@ static float* run_attention(vkattn_backend* b, int path, const float* q, const f
     OK(vkattn_cmd_attention(list, tq, tk, tv, out, tokens, &config, tm));
   }
   OK(vkattn_submit_and_wait(list));
+  uint32_t finished = 0;
+  OK(vkattn_command_list_wait(list, UINT64_MAX, &finished)); /* its run finished: at once */
+  CHECK(finished == 1);
   float* got = download(b, out, T * H * D);
   vkattn_command_list_destroy(list);
   vkattn_tensor_destroy(tq), vkattn_tensor_destroy(tk), vkattn_tensor_destroy(tv), vkattn_tensor_destroy(tm);

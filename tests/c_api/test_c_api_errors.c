@@ -199,6 +199,12 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "count", vkattn_command_list_attention_count(list, NULL));
   OK(vkattn_submit_and_wait(list));
   CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
+  uint32_t finished = 7;
+  EXPECT_STATUS(E, "finished = NULL", vkattn_command_list_wait(list, 0, NULL));
+  EXPECT_STATUS(E, "list = NULL", vkattn_command_list_wait(NULL, 0, &finished));
+  CHECK(finished == 7);
+  OK(vkattn_command_list_wait(list, 0, &finished)); /* the CPU backend's: nothing runs */
+  CHECK(finished == 1);
 
   /* Device errors: no such device; a cache beyond the device's buffer range. */
   vkattn_device_options dopt;
