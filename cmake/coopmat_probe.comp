@@ -1,6 +1,6 @@
 #version 450
 // Whether a glslangValidator can compile the matrix kernels (GL_KHR_cooperative_matrix,
-// glslang 13.0 and later): configure (cmake/vkattn_coopmat.cmake) and tools/glslang.sh
+// glslang 13.0 and later): configure (cmake/vkattn_coopmat_glslang.cmake) and tools/glslang.sh
 // compile this and nothing else with it. Never run.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require

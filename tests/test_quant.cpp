@@ -104,7 +104,7 @@ TEST(Quant, ZeroAndTinyBlocks) {
 TEST(Quant, LayoutAndDequantize) {
   const std::size_t n = 96;  // three blocks: the last scale word is half used
   for (DType dtype : {DType::q8_0, DType::q4_0}) {
-    std::vector<std::uint32_t> words(detail::quant_words(n, dtype), 0);
+    std::vector<std::uint32_t> words(detail::storage_words(n, dtype), 0);
     EXPECT_EQ(words.size(), (dtype == DType::q8_0 ? 24u : 12u) + 2u);
     std::vector<float> x(n);
     for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(0.7f * static_cast<float>(i)) * static_cast<float>(1 + i / 32);
@@ -115,7 +115,7 @@ TEST(Quant, LayoutAndDequantize) {
       std::array<float, 32> xb{};
       std::copy_n(&x[32 * b], 32, xb.begin());
       const Block want = quantize(dtype, xb);
-      const std::size_t scale_word = detail::codes_words(n, dtype) + b / 2;
+      const std::size_t scale_word = detail::value_words(n, dtype) + b / 2;
       EXPECT_EQ((words[scale_word] >> (16 * (b % 2))) & 0xffffu, want.scale) << "block " << b;
       const float d = detail::half_to_float(want.scale);
       for (std::size_t i = 0; i < kQuantBlock; ++i) {

@@ -255,11 +255,14 @@ VKATTN_PUSH_CONSTANTS(KvBlocksParams) {
 #undef VKATTN_PC_INSTANCE
 #undef VKATTN_KV_ROPE_FIELDS
 // Codes the host passes and the kernels compare, named once (unsigned in both languages).
-// A K/V tensor's dtype (the *_TYPE spec constants; kv_type_code in src/common/shape_math.hpp):
+// A K/V tensor's dtype (the *_TYPE spec constants; kv_type_code in src/vulkan/dispatch.hpp):
 #define VKATTN_KV_F32 0u
 #define VKATTN_KV_F16 1u
 #define VKATTN_KV_Q8_0 2u
 #define VKATTN_KV_Q4_0 3u
+// Values per q8_0 / q4_0 block along a row, one f16 scale each (kQuantBlock in
+// src/common/shape_math.hpp).
+#define VKATTN_QUANT_BLOCK 32u
 // What one invocation of rope.comp owns (VKATTN_SPEC_ROPE_UNIT; rope_unit.glsl says which
 // part of a row each is):
 #define VKATTN_ROPE_UNIT_VEC4 0u

@@ -9,7 +9,7 @@
 
 #include "half_rne.glsl"
 
-const uint QUANT_BLOCK = 32u;
+const uint QUANT_BLOCK = VKATTN_QUANT_BLOCK;  // params.h
 
 // a / b rounded to nearest even, for positive normal a and b; 0 when the quotient would be
 // subnormal. Long division of the 24-bit significands, 26 quotient bits and a sticky bit.

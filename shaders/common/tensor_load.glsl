@@ -52,7 +52,7 @@ uvec4 TL_CAT(TL_FN, _word4)(uint w4) { return TL_WORDS4[w4]; }
 
 // The scale of the quantized block holding element e.
 float TL_CAT(TL_FN, _scale)(uint e) {
-    const uint b = e / 32u;
+    const uint b = e / VKATTN_QUANT_BLOCK;
     return unpackHalf2x16(TL_CAT(TL_FN, _word)((TL_SCALES) + b / 2u))[b & 1u];
 }
 
@@ -131,8 +131,8 @@ void TL_CAT(TL_FN, _8)(uint e, uint limit, out vec4 lo, out vec4 hi) {
 // pieces are read element by element and packed again as halves, which is exact);
 // quantized pieces keep their code words and their block's scale word (e: the element's
 // index in the tensor, for _unraw too: which half of the scale word is the block's).
-uint TL_CAT(TL_FN, _scale_word)(uint e) { return TL_CAT(TL_FN, _word)((TL_SCALES) + e / 64u); }
-float TL_CAT(TL_FN, _scale_of)(uint word, uint e) { return unpackHalf2x16(word)[(e / 32u) & 1u]; }
+uint TL_CAT(TL_FN, _scale_word)(uint e) { return TL_CAT(TL_FN, _word)((TL_SCALES) + e / (2u * VKATTN_QUANT_BLOCK)); }
+float TL_CAT(TL_FN, _scale_of)(uint word, uint e) { return unpackHalf2x16(word)[(e / VKATTN_QUANT_BLOCK) & 1u]; }
 
 uvec4 TL_CAT(TL_FN, _raw8)(uint e, uint limit) {
     if (TL_Q8) {

@@ -6,6 +6,7 @@
 
 #include "common/heap_ledger.hpp"
 #include "common/op_scope.hpp"
+#include "common/shape_math.hpp"
 #include "common/validate.hpp"
 
 namespace vkattn::detail {
@@ -20,7 +21,7 @@ void check_head_dim(const char* op, const KvCacheConfig& c, const char* field, s
   if (c.dtype == DType::f16 && d % 2 != 0) {
     throw InvalidArgument(op, field, std::to_string(d), "even for f16 (two halves per word)");
   }
-  if ((c.dtype == DType::q8_0 || c.dtype == DType::q4_0) && d % 32 != 0) {
+  if (is_quantized(c.dtype) && d % kQuantBlock != 0) {
     throw InvalidArgument(op, field, std::to_string(d),
                           std::string("a multiple of 32 for ") + to_string(c.dtype) + " (blocks of 32 along the head)");
   }

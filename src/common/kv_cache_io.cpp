@@ -117,9 +117,7 @@ struct BlockWords {
   std::shared_ptr<detail::TensorImpl> t;
   std::size_t elems;  // per block
   bool quant() const { return detail::is_quantized(t->dtype); }
-  std::size_t data() const {
-    return quant() ? detail::codes_words(elems, t->dtype) : detail::storage_words(elems, t->dtype);  // f16 rows are even
-  }
+  std::size_t data() const { return detail::value_words(elems, t->dtype); }
   std::size_t halves() const { return quant() ? elems / detail::kQuantBlock : 0; }
   std::size_t words() const { return data() + (halves() + 1) / 2; }
   std::size_t scale_half(std::size_t b, std::size_t h) const {
@@ -130,17 +128,12 @@ struct BlockWords {
                all.begin() + static_cast<std::ptrdiff_t>((b + 1) * data()));
     const std::size_t at = out.size();
     out.resize(at + (halves() + 1) / 2, 0);
-    for (std::size_t h = 0; h < halves(); ++h) {
-      const std::size_t i = scale_half(b, h);
-      out[at + h / 2] |= ((all[i / 2] >> (16 * (i % 2))) & 0xffffu) << (16 * (h % 2));
-    }
+    for (std::size_t h = 0; h < halves(); ++h) detail::set_half(out, 2 * at + h, detail::get_half(all, scale_half(b, h)));
   }
   void put(std::vector<std::uint32_t>& all, std::size_t b, const std::uint32_t* in) const {
     std::copy_n(in, data(), all.begin() + static_cast<std::ptrdiff_t>(b * data()));
-    for (std::size_t h = 0; h < halves(); ++h) {
-      const std::size_t i = scale_half(b, h);
-      all[i / 2] |= ((in[data() + h / 2] >> (16 * (h % 2))) & 0xffffu) << (16 * (i % 2));
-    }
+    const std::span<const std::uint32_t> scales(in + data(), words() - data());
+    for (std::size_t h = 0; h < halves(); ++h) detail::set_half(all, scale_half(b, h), detail::get_half(scales, h));
   }
 };
 

@@ -3,7 +3,7 @@
 // quantize_row_q4_0_ref), in vkattn's storage layout:
 //   codes first, element e in bits 8 (e % 4) of word e / 4 (q8_0, two's complement) or
 //   bits 4 (e % 8) of word e / 8 (q4_0, code + 8 as ggml stores it), then from word
-//   codes_words(n) the scales, block b in the low (b even) or high half of word b / 2.
+//   value_words(n) the scales, block b in the low (b even) or high half of word b / 2.
 // ggml's own block_q4_0 keeps elements j and j + 16 in one byte; the codes are the same
 // values, laid out so that 8 consecutive elements are one 32-bit load.
 //
@@ -20,17 +20,10 @@
 #include <span>
 
 #include "common/half.hpp"
+#include "common/shape_math.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::detail {
-
-constexpr std::size_t kQuantBlock = 32;
-
-inline bool is_quantized(DType d) { return d == DType::q8_0 || d == DType::q4_0; }
-
-// Words of codes for |n| elements (a multiple of kQuantBlock), and of codes and scales.
-inline std::size_t codes_words(std::size_t n, DType d) { return d == DType::q8_0 ? n / 4 : n / 8; }
-inline std::size_t quant_words(std::size_t n, DType d) { return codes_words(n, d) + (n / kQuantBlock + 1) / 2; }
 
 // Largest |x| (q8_0) or the signed value of largest |x|, the first one on ties (q4_0), of
 // 32 values; the scale d ggml derives from it, or 0 when d would be subnormal (q4_0: 0 with
@@ -83,8 +76,7 @@ inline std::uint16_t quantize_block(DType dtype, std::span<const float, kQuantBl
 // Element |e| of a quantized tensor held as |words| of |n| elements.
 inline float dequantize(DType dtype, std::span<const std::uint32_t> words, std::size_t n, std::size_t e) {
   const std::size_t b = e / kQuantBlock;
-  const std::uint32_t sw = words[codes_words(n, dtype) + b / 2];
-  const float d = half_to_float(static_cast<std::uint16_t>(sw >> (16 * (b % 2))));
+  const float d = half_to_float(get_half(words, 2 * value_words(n, dtype) + b));
   if (dtype == DType::q8_0) {
     const auto q = static_cast<std::int8_t>((words[e / 4] >> (8 * (e % 4))) & 0xffu);
     return static_cast<float>(q) * d;
@@ -98,10 +90,7 @@ inline float dequantize(DType dtype, std::span<const std::uint32_t> words, std::
 inline void store_block(DType dtype, std::span<const float, kQuantBlock> x, std::span<std::uint32_t> words, std::size_t n,
                         std::size_t b) {
   const std::size_t per_block = dtype == DType::q8_0 ? 8 : 4;
-  const std::uint16_t scale = quantize_block(dtype, x, &words[b * per_block]);
-  std::uint32_t& sw = words[codes_words(n, dtype) + b / 2];
-  const unsigned shift = 16 * (b % 2);
-  sw = (sw & ~(0xffffu << shift)) | (std::uint32_t{scale} << shift);
+  set_half(words, 2 * value_words(n, dtype) + b, quantize_block(dtype, x, &words[b * per_block]));
 }
 
 }  // namespace vkattn::detail

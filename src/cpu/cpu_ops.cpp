@@ -124,18 +124,13 @@ std::vector<float> sequence_rows(const KvCacheImpl& cache, const CpuTensor& t, c
 void copy_rows(const std::shared_ptr<TensorImpl>& t, std::size_t row, std::size_t from, std::size_t to, std::size_t n) {
   std::vector<std::uint32_t>& w = cpu(t).data;
   if (is_quantized(t->dtype)) {
-    const std::size_t codes = codes_words(row, t->dtype), blocks = row / kQuantBlock;
+    const std::size_t codes = value_words(row, t->dtype), blocks = row / kQuantBlock;
     std::copy_n(&w[from * codes], n * codes, &w[to * codes]);
-    const std::size_t scales = codes_words(t->numel, t->dtype);
-    for (std::size_t b = 0; b < n * blocks; ++b) {
-      const std::size_t f = from * blocks + b, d = to * blocks + b;
-      const std::uint32_t half = (w[scales + f / 2] >> (16 * (f % 2))) & 0xffffu;
-      std::uint32_t& word = w[scales + d / 2];
-      word = (word & ~(0xffffu << (16 * (d % 2)))) | (half << (16 * (d % 2)));
-    }
+    const std::size_t scales = 2 * scale_words_offset(t->numel, t->dtype);  // in halves
+    for (std::size_t b = 0; b < n * blocks; ++b) set_half(w, scales + to * blocks + b, get_half(w, scales + from * blocks + b));
     return;
   }
-  const std::size_t words = storage_words(row, t->dtype);  // f16 rows are even: whole words
+  const std::size_t words = value_words(row, t->dtype);
   std::copy_n(&w[from * words], n * words, &w[to * words]);
 }
 

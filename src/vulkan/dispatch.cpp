@@ -102,6 +102,12 @@ bool copy_if_same_size(std::uint8_t* at, std::uint32_t words, std::span<const st
 
 }  // namespace
 
+bool write_append_rows(std::uint8_t* at, std::uint32_t n, bool paged, const AppendCall& call) {
+  const std::size_t bytes = 4 * std::size_t{n};
+  return copy_if_same_size(at, n, call.dst_rows) && copy_if_same_size(at + bytes, n, call.positions) &&
+         (!paged || copy_if_same_size(at + 2 * bytes, n, call.meta_rows));
+}
+
 TokenMarks ParamArena::take_marks() {
   const bool meta = std::any_of(marks_.begin(), marks_.end(), [](const TokenWords& w) { return w.kind == TokenWords::meta; });
   TokenMarks kept;
@@ -133,11 +139,7 @@ bool patch_tokens(std::uint8_t* arena, const TokenMarks& marks, const OpCall& ca
         break;
       case TokenWords::append_rows:
         // New tokens that copy shared blocks need those dispatches: built again.
-        if (!append || !append->copies.empty() || !copy_if_same_size(at, w.words, append->dst_rows) ||
-            !copy_if_same_size(at + 4 * std::size_t{w.words}, w.words, append->positions) ||
-            (w.extra && !copy_if_same_size(at + 8 * std::size_t{w.words}, w.words, append->meta_rows))) {
-          return false;
-        }
+        if (!append || !append->copies.empty() || !write_append_rows(at, w.words, w.extra != 0, *append)) return false;
         break;
       case TokenWords::block_copies: return false;
       case TokenWords::q_seq: {

@@ -90,10 +90,17 @@ struct TokenWords {
   std::uint32_t extra = 0;
 };
 using TokenMarks = InlineVector<TokenWords, 4>;
+// kv_append's token words (TokenWords::append_rows; kv_append.comp reads them so): n
+// destination rows, then the n positions the slot table records for them, then for a
+// paged cache (the mark's |extra|) their n words in it.
+inline std::uint64_t append_rows_words(std::uint32_t n, bool paged) { return std::uint64_t{n} * (paged ? 3 : 2); }
+// Writes |call|'s arrays at |at| in that layout, for the build and for a replay's patch
+// alike; false (part written) where their sizes are not |n|.
+bool write_append_rows(std::uint8_t* at, std::uint32_t n, bool paged, const AppendCall& call);
 // The bytes a patch may write at |w.offset| (0: it only compares).
 inline std::uint64_t token_bytes(const TokenWords& w) {
   if (w.kind == TokenWords::q_seq || w.kind == TokenWords::block_copies) return 0;
-  return 4 * std::uint64_t{w.words} * (w.kind == TokenWords::append_rows ? 2 + w.extra : 1);
+  return 4 * (w.kind == TokenWords::append_rows ? append_rows_words(w.words, w.extra != 0) : w.words);
 }
 
 // Small read-only inputs of ops (positions, frequency tables), packed into one buffer per

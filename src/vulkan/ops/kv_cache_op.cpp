@@ -1,13 +1,13 @@
 // Host side of the KV cache's ops on the device: kv_append (the rows and the slot table)
 // and kv_copy_sequence.
-#include <cstring>
-
 #include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
 #include "common/shape_math.hpp"
 #include "vulkan/dispatch.hpp"
 
 namespace vkattn::detail {
+
+static_assert(kQuantBlock == VKATTN_QUANT_BLOCK);
 
 namespace {
 
@@ -22,9 +22,8 @@ void copy_blocks(OpEnv& env, const KvCacheImpl& cache, std::span<const std::int3
   for (const auto& [t, d] : {std::pair{cache.k, c.head_dim}, std::pair{cache.v, value_head_dim(c)}}) {
     if (!t) continue;  // a latent cache's V, inside K
     const std::uint64_t elems = std::uint64_t{c.block_size} * c.n_kv_heads * d;
-    const bool quant = is_quantized(c.dtype);
-    const std::uint64_t words = quant ? codes_words(elems, c.dtype) : storage_words(elems, c.dtype);  // f16 rows are even
-    const std::uint64_t halves = quant ? elems / kQuantBlock : 0;
+    const std::uint64_t words = value_words(elems, c.dtype);
+    const std::uint64_t halves = is_quantized(c.dtype) ? elems / kQuantBlock : 0;
     Dispatch& x = ds.emplace_back();
     x.op = "kv_append";
     x.key = {KernelId::kv_blocks, spec({{VKATTN_SPEC_WG_SIZE, wg}})};
@@ -46,24 +45,19 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   ParamArena& params = env.params;
   const KvCacheImpl& cache = *call.cache;
   std::shared_ptr<TensorImpl> k = call.k, v = call.v;
-  const std::span<const std::int32_t> dst_rows = call.dst_rows, positions = call.positions;
+  const std::span<const std::int32_t> dst_rows = call.dst_rows;
   static_assert(sizeof(shader::KvAppendParams) == 36);
   const auto& c = cache.config;
   const std::uint32_t wg = workgroup_size(ctx, 64);
   // A pair of elements per invocation, or a block of 32 for the quantized types.
   auto invocations = [&](std::size_t head_dim) {
-    const std::uint64_t per_row = is_quantized(c.dtype) ? head_dim / 32 : (head_dim + 1) / 2;
+    const std::uint64_t per_row = is_quantized(c.dtype) ? head_dim / kQuantBlock : (head_dim + 1) / 2;
     return std::uint64_t{dst_rows.size()} * c.n_kv_heads * per_row;
   };
   const auto n = u32(dst_rows.size());
-  // The rows, then the positions the slot table records for them (and for a paged cache
-  // their words in it).
-  const std::size_t arrays = c.paged ? 3 : 2;
   std::uint8_t* bytes = nullptr;
-  const Binding rows = params.allocate(arrays * std::size_t{n}, &bytes);
-  std::memcpy(bytes, dst_rows.data(), 4 * std::size_t{n});
-  std::memcpy(bytes + 4 * std::size_t{n}, positions.data(), 4 * std::size_t{n});
-  if (c.paged) std::memcpy(bytes + 8 * std::size_t{n}, call.meta_rows.data(), 4 * std::size_t{n});
+  const Binding rows = params.allocate(append_rows_words(n, c.paged), &bytes);
+  write_append_rows(bytes, n, c.paged, call);  // the sizes were checked when it was recorded
   params.mark({TokenWords::append_rows, rows.param_offset, n, c.paged ? 1u : 0u});
   const Binding slots = tensor_binding(cache.slots, true);
   Dispatches ds;
@@ -148,13 +142,13 @@ Dispatches build(OpEnv& env, const CopySequenceCall& call) {
     if (!t) continue;                             // a latent cache's V, inside K
     const std::uint64_t n = t->numel / c.n_seqs;  // elements per sequence
     if (!is_quantized(c.dtype)) {
-      const std::uint64_t words = storage_words(n, c.dtype);  // f16 rows are even: whole words
+      const std::uint64_t words = value_words(n, c.dtype);
       ds.push_back(copy_dispatch(ctx, t, t, src * words, dst * words, words));
       continue;
     }
     // Codes, then the scales: one half per block of 32, in whole words only when a
     // sequence has an even number of blocks.
-    const std::uint64_t codes = scale_words_offset(n, c.dtype), blocks = n / 32;
+    const std::uint64_t codes = value_words(n, c.dtype), blocks = n / kQuantBlock;
     ds.push_back(copy_dispatch(ctx, t, t, src * codes, dst * codes, codes));
     const std::uint64_t scales = scale_words_offset(t->numel, c.dtype);
     if (blocks % 2 == 0) {
