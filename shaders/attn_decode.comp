@@ -554,7 +554,12 @@ void main() {
         memoryBarrierBuffer();  // this workgroup's sums, before its count
         barrier();
         if (lid == 0u) {
+            // The barrier orders shared memory only: the fences on the counting invocation
+            // make the others' sums, ordered before it by the barrier, released with its count
+            // and the other workgroups' acquired after it, by the memory model's letter too.
+            memoryBarrierBuffer();
             last_sh = atomicAdd(counters[counter], 1u) + 1u == pc.key_splits ? 1u : 0u;
+            memoryBarrierBuffer();
         }
         barrier();
         if (last_sh != 0u) {

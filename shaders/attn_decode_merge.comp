@@ -1,8 +1,9 @@
 #version 450
-// attn_decode_merge: the second pass of an attn_decode whose keys were split, on devices
-// without the Vulkan memory model (where the last workgroup of a tile merges in the same
-// dispatch): one workgroup per tile merges its rows' splits (attn_merge.glsl), in parallel
-// over splits and output vec4s.
+// attn_decode_merge: the second pass of an attn_decode whose keys were split, where the last
+// workgroup of a tile does not merge them in the same dispatch (MoltenVK, whose Metal
+// orders device memory within a threadgroup only; VKATTN_DECODE=merge=two_pass): one
+// workgroup per tile merges its rows' splits (attn_merge.glsl), in parallel over splits and
+// output vec4s.
 //   binding 0: readonly float partial results, as attn_decode.comp's binding 7
 //   binding 1: writeonly float out [n_tokens, n_heads, head_dim]
 //   binding 2: readonly int meta (params.h: VKATTN_META_*; the sink logits)

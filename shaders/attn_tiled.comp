@@ -433,7 +433,7 @@ void main() {
                     vec4 sum = vec4(po[i][o]);
                     // Weights are at most 1, but a chain of 8 passes f16's 65504 from |v| of
                     // about 8192: that chain again in f32 (rare; per invocation, no barrier).
-                    if (c < DV4 && (any(isinf(sum)) || any(isnan(sum)))) {
+                    if (c < DV4 && any_not_finite(sum)) {
                         sum = vec4(0.0);
                         for (uint b = b0; b < b0 + PV_CHUNK; ++b) {
                             sum = fma(vec4(float(p_sh[(rg * RB + i) * PS + b])), vec4(v_tile(b, c)), sum);

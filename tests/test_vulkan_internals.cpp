@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "params.h"
+#include "support/attention_io.hpp"
 #include "support/backends.hpp"
+#include "support/compare.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/context.hpp"
 #include "vulkan/pipeline.hpp"
@@ -102,6 +104,36 @@ TEST(VulkanInternals, AllocationsAreLimitedToTheDevicesCount) {
   ctx->physical.functions->vkGetPhysicalDeviceProperties(ctx->physical.handle, &props);
   EXPECT_EQ(ctx->device->heaps().allocation_limit(), props.limits.maxMemoryAllocationCount);
   EXPECT_NE(ctx->device->heaps().allocation_limit(), 0u);
+}
+
+// On MoltenVK (a device with VK_KHR_portability_subset) decode's splits merge in a second
+// dispatch unless VKATTN_DECODE asks for the last workgroup's merge: Metal makes one
+// threadgroup's device-memory writes visible to another only through fences that SPIR-V's
+// translation does not emit. lavapipe made to say it has the extension, planned as a GPU
+// of 30 units (the keys split): two dispatches, the same results.
+TEST(KernelPlans, DecodeMergesInASecondDispatchOnMoltenVk) {
+  using Merge = detail::DecodeTuning::Merge;
+  EXPECT_TRUE(detail::merge_in_dispatch(Merge::automatic, false));
+  EXPECT_FALSE(detail::merge_in_dispatch(Merge::automatic, true));
+  EXPECT_FALSE(detail::merge_in_dispatch(Merge::two_pass, false));
+  EXPECT_TRUE(detail::merge_in_dispatch(Merge::last, true));
+  AttnInputs in = random_inputs(1, 8, 2, 4096, 64, 1, 97);
+  in.kv_dtype = DType::f16;
+  auto cpu = make_backend(BackendKind::cpu);
+  const std::vector<float> want = run_attention_op(*cpu, in);
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  options.cap_limits->compute_units = 30;
+  std::string why;
+  auto gpu = try_own_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  for (bool portability : {false, true}) {
+    SCOPED_TRACE(portability ? "portability subset" : "no portability subset");
+    detail::context_of(*gpu)->physical.portability_subset = portability;
+    CommandStats stats;
+    EXPECT_TRUE(all_close(run_attention_op(*gpu, in, &stats), want, in.out_shape(), 2e-4, 1e-4));
+    EXPECT_EQ(stats.ops, portability ? 2u : 1u);
+  }
 }
 
 TEST(KernelModules, SpecConstantIdsFitTheirList) {

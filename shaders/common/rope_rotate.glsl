@@ -5,6 +5,8 @@
 #ifndef VKATTN_ROPE_ROTATE_GLSL
 #define VKATTN_ROPE_ROTATE_GLSL
 
+#include "half_rne.glsl"  // rope_unit.glsl's f16 results
+
 #define ROPE_BUF q
 #define ROPE_BUF4 q4
 #define ROPE_SRC ROPE_Q_SRC

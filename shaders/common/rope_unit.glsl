@@ -4,7 +4,9 @@
 // of one token over the workgroup's invocations. Included once per tensor binding
 // (GLSL cannot pass buffers to functions), so it has no include guard. cs(i) is (cos, sin)
 // of pair i for the row's token times the attention factor; cos4/sin4/cs4 read the same
-// table four values at a time (rope.comp).
+// table four values at a time (rope.comp). f16 results round to nearest even as the CPU
+// reference's do (pack_half_rne: packHalf2x16's rounding is implementation-defined, and
+// AMD's compilers truncate).
 //
 // A unit is what one invocation owns, so in-place writes never race (spec constant UNIT;
 // constants rather than push constants, so that each pipeline holds one path only):
@@ -50,8 +52,8 @@ void ROPE_FN(uint row, uint u, Trig tr) {
             for (uint j = 0u; j < 2u; ++j) {
                 const vec4 c = tr.v[j];  // pairs 4u + 2j and 4u + 2j + 1
                 const vec2 x0 = unpackHalf2x16(w[2u * j]), x1 = unpackHalf2x16(w[2u * j + 1u]);
-                w[2u * j] = packHalf2x16(vec2(x0.x * c.x - x0.y * c.y, x0.x * c.y + x0.y * c.x));
-                w[2u * j + 1u] = packHalf2x16(vec2(x1.x * c.z - x1.y * c.w, x1.x * c.w + x1.y * c.z));
+                w[2u * j] = pack_half_rne(vec2(x0.x * c.x - x0.y * c.y, x0.x * c.y + x0.y * c.x));
+                w[2u * j + 1u] = pack_half_rne(vec2(x1.x * c.z - x1.y * c.w, x1.x * c.w + x1.y * c.z));
             }
             ROPE_BUF4[v] = w;
         } else {
@@ -63,10 +65,10 @@ void ROPE_FN(uint row, uint u, Trig tr) {
                 const vec4 xa = vec4(unpackHalf2x16(wa[2u * j]), unpackHalf2x16(wa[2u * j + 1u]));
                 const vec4 xb = vec4(unpackHalf2x16(wb[2u * j]), unpackHalf2x16(wb[2u * j + 1u]));
                 const vec4 ya = xa * c - xb * s, yb = xa * s + xb * c;
-                wa[2u * j] = packHalf2x16(ya.xy);
-                wa[2u * j + 1u] = packHalf2x16(ya.zw);
-                wb[2u * j] = packHalf2x16(yb.xy);
-                wb[2u * j + 1u] = packHalf2x16(yb.zw);
+                wa[2u * j] = pack_half_rne(ya.xy);
+                wa[2u * j + 1u] = pack_half_rne(ya.zw);
+                wb[2u * j] = pack_half_rne(yb.xy);
+                wb[2u * j + 1u] = pack_half_rne(yb.zw);
             }
             ROPE_BUF4[va] = wa;
             ROPE_BUF4[vb] = wb;
@@ -75,7 +77,7 @@ void ROPE_FN(uint row, uint u, Trig tr) {
         const uint w = base / 2u + u;
         const vec2 x = unpackHalf2x16(ROPE_BUF[w]);
         const vec2 c = cs(u);
-        ROPE_BUF[w] = packHalf2x16(vec2(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x));
+        ROPE_BUF[w] = pack_half_rne(vec2(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x));
     } else if (UNIT == VKATTN_ROPE_UNIT_PAIR2) {
         const uint wa = base / 2u + u;
         const uint wb = wa + half_rot / 2u;
@@ -83,8 +85,8 @@ void ROPE_FN(uint row, uint u, Trig tr) {
         const vec2 xb = unpackHalf2x16(ROPE_BUF[wb]);  // their partners, d/2 further
         const vec2 c0 = cs(2u * u);
         const vec2 c1 = cs(2u * u + 1u);
-        ROPE_BUF[wa] = packHalf2x16(vec2(xa.x * c0.x - xb.x * c0.y, xa.y * c1.x - xb.y * c1.y));
-        ROPE_BUF[wb] = packHalf2x16(vec2(xa.x * c0.y + xb.x * c0.x, xa.y * c1.y + xb.y * c1.x));
+        ROPE_BUF[wa] = pack_half_rne(vec2(xa.x * c0.x - xb.x * c0.y, xa.y * c1.x - xb.y * c1.y));
+        ROPE_BUF[wb] = pack_half_rne(vec2(xa.x * c0.y + xb.x * c0.x, xa.y * c1.y + xb.y * c1.x));
     } else {
         for (uint i = 0u; i < half_rot; ++i) {
             const uint ea = base + i;
@@ -94,10 +96,10 @@ void ROPE_FN(uint row, uint u, Trig tr) {
             const float xa = wa[ea & 1u], xb = wb[eb & 1u];
             const vec2 c = cs(i);
             wa[ea & 1u] = xa * c.x - xb * c.y;
-            ROPE_BUF[ea / 2u] = packHalf2x16(wa);
+            ROPE_BUF[ea / 2u] = pack_half_rne(wa);
             wb = unpackHalf2x16(ROPE_BUF[eb / 2u]);  // may be the word just written
             wb[eb & 1u] = xa * c.y + xb * c.x;
-            ROPE_BUF[eb / 2u] = packHalf2x16(wb);
+            ROPE_BUF[eb / 2u] = pack_half_rne(wb);
         }
     }
 #endif

@@ -59,6 +59,11 @@ struct DecodeTuning {
 };
 // Parses $VKATTN_DECODE; InvalidArgument naming it and the valid keys when malformed.
 DecodeTuning decode_tuning_from_env();
+// Whether attn_decode's last workgroup of a tile merges the splits in the same dispatch, or
+// a second dispatch does. Automatic: the same dispatch but on MoltenVK, whose Metal makes
+// a threadgroup's device-memory writes visible to another only through fences that
+// SPIR-V's translation to Metal does not emit for coherent and memoryBarrierBuffer.
+bool merge_in_dispatch(DecodeTuning::Merge knob, bool portability_subset);
 
 // A developer's knobs for the tiled kernel (attn_tiled.comp), from $VKATTN_PREFILL
 // (docs/kernel-shapes.md): which kernel takes fused attention with many rows per KV head,

@@ -59,6 +59,10 @@ std::uint32_t knob_number(const char* var, const std::string& key, const std::st
   return static_cast<std::uint32_t>(v);
 }
 
+bool merge_in_dispatch(DecodeTuning::Merge knob, bool portability_subset) {
+  return knob == DecodeTuning::Merge::last || (knob == DecodeTuning::Merge::automatic && !portability_subset);
+}
+
 DecodeTuning decode_tuning_from_env() {
   DecodeTuning t;
   const char* valid =

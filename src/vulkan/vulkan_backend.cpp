@@ -1,5 +1,6 @@
 #include "vulkan/vulkan_backend.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -299,6 +300,9 @@ void plan_context(Context& ctx, const DeviceOptions& options) {
     ctx.limits = cap(ctx.limits, minimum);
     ctx.log->log(LogLevel::info, "VKATTN_CAP_LIMITS=spec_minimum: planning with the Vulkan 1.1 minimum limits");
   }
+  // Every kernel's workgroup is one-dimensional (local_size_x): its invocations are bounded
+  // by maxComputeWorkGroupSize[0] too, which Vulkan lets be below the invocations.
+  ctx.limits.max_workgroup_invocations = std::min(ctx.limits.max_workgroup_invocations, ctx.limits.max_workgroup_size[0]);
   ctx.shape = kernel_shape(options, ctx.physical);
   ctx.decode = decode_tuning_from_env();
   ctx.prefill = prefill_tuning_from_env();

@@ -454,7 +454,7 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   // stages long (something for the pipeline to overlap), within the merge's limits.
   const std::uint64_t n_rows = std::uint64_t{n_tokens} * n_heads;
   const std::uint64_t base_groups = std::uint64_t{n_kv_heads} * row_tiles;
-  const bool last_merge = tune.merge != DecodeTuning::Merge::two_pass;
+  const bool last_merge = merge_in_dispatch(tune.merge, ctx.physical.portability_subset);
 
   // 128 invocations (4 NVIDIA warps, 2 AMD wave64s), a multiple of the subgroup; fewer
   // rows merged at once if shared memory is short.
