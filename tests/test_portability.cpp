@@ -49,6 +49,25 @@ TEST_F(VulkanVsCpuTest, SoftmaxRowsWithPartialSubgroups) {
   });
 }
 
+// Every kernel is one-dimensional: on a device whose maxComputeWorkGroupSize[0] is below
+// its maxComputeWorkGroupInvocations (Vulkan allows it), workgroups are planned within the
+// former: decode and prefill on both kernel families, against the CPU.
+TEST_F(VulkanVsCpuTest, WorkgroupsWithinTheirWidth) {
+  const AttnInputs decode = random_inputs(1, 8, 2, 700, 64, 1, 98), prefill = random_inputs(96, 8, 2, 300, 64, 1, 99);
+  for (KernelShape shape : {KernelShape::cpu, KernelShape::gpu}) {
+    DeviceOptions options = shape_options(shape);
+    options.cap_limits = uncapped();
+    options.cap_limits->max_workgroup_size = {64, 128, 64};
+    on_vulkan(options, [&](Backend& gpu) {
+      EXPECT_EQ(gpu.limits().max_workgroup_invocations, 64u);
+      for (const AttnInputs* in : {&decode, &prefill}) {
+        EXPECT_TRUE(all_close(run_attention_op(gpu, *in), run_attention_op(*cpu_, *in), in->out_shape(), 2e-5, 1e-5))
+            << in->tokens << " tokens";
+      }
+    });
+  }
+}
+
 // Keys no query may see (the future, other sequences, outside the window) hold NaN and Inf
 // in K and V: no path may read them into the output. Tiles of 1 and 3 rows (MHA decode;
 // a GQA group of 3) leave part of the fused kernel's per-row vectors unused.
