@@ -18,7 +18,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& opt
     case BackendKind::cpu: return detail::make_cpu_backend(options);
     case BackendKind::vulkan: return detail::make_vulkan_backend(options);
   }
-  throw InvalidArgument("make_backend", "kind", std::to_string(static_cast<int>(kind)),
+  throw InvalidArgument("create backend", "kind", std::to_string(static_cast<int>(kind)),
                         "BackendKind::cpu or BackendKind::vulkan");
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("create backend");

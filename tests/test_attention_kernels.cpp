@@ -68,6 +68,13 @@ TEST(AttentionKernels, Names) {
   EXPECT_STREQ(to_string(AttentionKernel::tiled), "tiled");
   EXPECT_STREQ(to_string(AttentionKernel::matrix), "matrix");
   EXPECT_STREQ(to_string(AttentionKernel::matrix_standin), "matrix_standin");
+  EXPECT_STREQ(to_string(AttentionPath::automatic), "automatic");
+  EXPECT_STREQ(to_string(AttentionPath::fused), "fused");
+  EXPECT_STREQ(to_string(AttentionPath::three_stages), "three_stages");
+  EXPECT_STREQ(to_string(static_cast<AttentionPath>(9)), "unknown");
+  EXPECT_STREQ(to_string(AttentionPrecision::f32), "f32");
+  EXPECT_STREQ(to_string(AttentionPrecision::f16_products), "f16_products");
+  EXPECT_STREQ(to_string(static_cast<AttentionPrecision>(9)), "unknown");
 }
 
 // The CPU backend runs its reference for every path, at the precision asked.

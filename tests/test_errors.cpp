@@ -391,7 +391,7 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { app(k_i32, v, {3, 4}); }, {"k.dtype = i32", "f32 or f16"});
   bad([&] { app(k, v, {3, 4}, {0, 2}); }, {"seq_ids[1] = 2", "[0, n_seqs = 2)"});
   bad([&] { app(k, v, {3, 4}, {-1, 0}); }, {"seq_ids[0] = -1"});
-  bad([&] { app(k, v, {3, 4}, {0}); }, {"seq_ids.size() = 1", "2"});
+  bad([&] { app(k, v, {3, 4}, {0}); }, {"seq_ids.size() = 1", "k.shape[0] = 2 (one per token)"});
   bad([&] { cmd.kv_append(cache, k, v, P{3, 4}); }, {"seq_ids = empty", "n_seqs = 2"});
   bad([&] { app(k, v, {3}); }, {"positions.size() = 1", "2"});
   bad([&] { app(k, v, {3, 5}); }, {"positions[1] = 5", "4: sequence 0 continues there", "consecutive"});
@@ -545,7 +545,7 @@ TEST(VulkanErrors, MakeBackendKind) { EXPECT_THROW(make_backend(static_cast<Back
 TEST(VulkanErrors, ZeroSubmitTimeout) {
   for (const BackendKind kind : {BackendKind::cpu, BackendKind::vulkan}) {
     expect_invalid([&] { make_backend(kind, {.submit_timeout_ms = 0}); },
-                   {"make_backend: options.submit_timeout_ms = 0; valid: [1, 4294967295] ms"});
+                   {"create backend: options.submit_timeout_ms = 0; valid: [1, 4294967295] ms"});
   }
   EXPECT_NO_THROW(make_backend(BackendKind::cpu, {.submit_timeout_ms = 1}));
 }

@@ -281,7 +281,7 @@ TEST_F(VulkanVsCpuTest, QuantizedCacheSaveAndRestore) {
       gpu_->kv_cache({.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 9, .dtype = DType::q8_0, .n_sinks = 1});
   expect_invalid([&] { gpu_->restore_cache(other, saved); }, {"restore_cache", "config.dtype"});
   std::vector<std::uint8_t> cut(saved.begin(), saved.end() - 4);
-  expect_invalid([&] { gpu_->restore_cache(to, cut); }, {"restore_cache", "bytes.size()"});
+  expect_invalid([&] { gpu_->restore_cache(to, cut); }, {"restore_cache", "bytes.size()", "what save_cache wrote"});
   std::vector<std::uint8_t> bad = saved;
   bad[64] = 0x7f;  // slot 0 of sequence 0 claims position 127
   expect_invalid([&] { gpu_->restore_cache(to, bad); }, {"restore_cache", "bookkeeping"});

@@ -138,6 +138,8 @@ enum class AttentionPath {
   fused,         // the fused kernel
   three_stages,  // attn_scores, attn_softmax (in place) and attn_weighted_sum on a temporary
 };
+// "automatic", "fused", "three_stages"; "unknown" for another value (0.13).
+VKATTN_API const char* to_string(AttentionPath path);
 
 // How precisely CommandList::attention computes its products (the three-stage ops take
 // only f32). docs/attention.md states each mode's tolerance against exact arithmetic.
@@ -150,6 +152,8 @@ enum class AttentionPrecision {
                  // may be more precise than asked); the CPU backend rounds Q, K and V, then
                  // is exact
 };
+// "f32", "f16_products"; "unknown" for another value (0.13).
+VKATTN_API const char* to_string(AttentionPrecision precision);
 
 // Where soft-capping sits relative to the scale. The two agree when scale = 1 (Gemma 2).
 enum class SoftcapOrder {

@@ -338,7 +338,7 @@ void bind_commands(py::module_& m) {
               py::dict run;
               run["kernel"] = to_string(r.kernel);
               run["splits"] = r.splits;
-              run["precision"] = r.precision == AttentionPrecision::f32 ? "f32" : "f16_products";
+              run["precision"] = to_string(r.precision);
               run["sparse"] = r.sparse;
               runs.append(run);
             }

@@ -79,6 +79,23 @@ const char* to_string(AttentionKernel kernel) {
   return "unknown";
 }
 
+const char* to_string(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::automatic: return "automatic";
+    case AttentionPath::fused: return "fused";
+    case AttentionPath::three_stages: return "three_stages";
+  }
+  return "unknown";
+}
+
+const char* to_string(AttentionPrecision precision) {
+  switch (precision) {
+    case AttentionPrecision::f32: return "f32";
+    case AttentionPrecision::f16_products: return "f16_products";
+  }
+  return "unknown";
+}
+
 const char* to_string(MatrixUnits units) {
   switch (units) {
     case MatrixUnits::automatic: return "automatic";

@@ -248,7 +248,8 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   if (!paged) data_words = c->k->words + (c->v ? c->v->words : 0);
   const std::size_t size = sizeof(Header) + (paged ? sizeof ph : 0) + 4 * (slots + 2 * n_seqs + c->table.size() + data_words);
   if (bytes.size() != size) {
-    throw InvalidArgument(op, "bytes.size()", std::to_string(bytes.size()), std::to_string(size));
+    throw InvalidArgument(op, "bytes.size()", std::to_string(bytes.size()),
+                          std::to_string(size) + " (what save_cache wrote for this configuration)");
   }
   const std::uint8_t* p = bytes.data() + sizeof(Header) + (paged ? sizeof ph : 0);
   auto take = [&](std::size_t n) {

@@ -87,7 +87,7 @@ void rethrow_allocation(const Error& e, const std::string& what, const std::stri
 
 void check_device_options(const DeviceOptions& options) {
   if (options.submit_timeout_ms == 0) {
-    throw InvalidArgument("make_backend", "options.submit_timeout_ms", "0", "[1, 4294967295] ms");
+    throw InvalidArgument("create backend", "options.submit_timeout_ms", "0", "[1, 4294967295] ms");
   }
 }
 

@@ -176,7 +176,7 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
       throw InvalidArgument(op, "config.query_temperature.scale", num(t.scale), "finite");
     }
     if (t.offset > std::uint32_t{INT32_MAX}) {
-      throw InvalidArgument(op, "config.query_temperature.offset", std::to_string(t.offset), "[0, 2^31)");
+      throw InvalidArgument(op, "config.query_temperature.offset", std::to_string(t.offset), "[0, 2^31 - 1]");
     }
     // t itself finite (as the kernels' float) at every position a query may have.
     const double t_max = 1.0 + std::abs(t.scale) * std::log1p((double{INT32_MAX} + t.offset) / t.floor_scale);
@@ -375,7 +375,8 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
   check_ids(op, "positions", positions, k.shape[0], false);
   if (seq_ids.empty() && c.n_seqs > 1) throw several_sequences(op, "seq_ids", c.n_seqs);
   if (!seq_ids.empty() && seq_ids.size() != k.shape[0]) {
-    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()), std::to_string(k.shape[0]));
+    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
+                          "k.shape[0] = " + std::to_string(k.shape[0]) + " (one per token), or 0 for a one-sequence cache");
   }
 }
 
