@@ -6,6 +6,7 @@
 
 #include "common/heap_ledger.hpp"
 #include "common/op_scope.hpp"
+#include "common/rope_math.hpp"
 #include "common/shape_math.hpp"
 #include "common/validate.hpp"
 
@@ -90,7 +91,7 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
     // Dynamic NTK's base follows the largest position of a call; on read, queries and keys
     // are rotated at in-cache positions in different passes, which would each take their
     // own base (the relative positions lost): one length for both, or none.
-    if (r.scaling == RopeScaling::dynamic_ntk && r.sequence_length == 0) {
+    if (table_follows_positions(r)) {
       throw InvalidArgument(op, "config.rope_config.sequence_length", "0 (1 + largest position of a call) with dynamic_ntk",
                             ">= 1 with KvRope::on_read (one length for the queries and the keys: the capacity, say)");
     }
@@ -281,9 +282,8 @@ void KvCacheImpl::check_readable(const char* op, std::size_t token, std::size_t 
   // The ring positions this query may see start here; those it would need but the ring
   // has overwritten are below oldest[seq].
   const std::int64_t pos = position;
-  std::int64_t lo = std::max<std::int64_t>(config.n_sinks, pos - static_cast<std::int64_t>(ring()) + 1);
-  if (p.window != 0) lo = std::max<std::int64_t>(lo, p.window_symmetric ? pos - p.window / 2 : pos - p.window + 1);
-  if (p.chunk != 0) lo = std::max<std::int64_t>(lo, pos / p.chunk * p.chunk);
+  const std::int64_t lo = std::max(
+      {static_cast<std::int64_t>(config.n_sinks), pos - static_cast<std::int64_t>(ring()) + 1, lowest_visible_position(p, pos)});
   // (A query that sees no ring position at all, one at a sink's position, needs none.)
   if (lo < oldest[seq] && lo < next[seq] && position_visible(p, pos, lo)) {
     throw InvalidArgument(op, "tokens.q_positions[" + std::to_string(token) + "]", std::to_string(position),

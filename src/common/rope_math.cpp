@@ -111,7 +111,7 @@ const RopeTurns& rope_turn_words(const RopeConfig& c, std::int32_t max_position)
               static_cast<double>(c.original_context), static_cast<double>(c.sequence_length), c.yarn.beta_fast, c.yarn.beta_slow,
               c.yarn.mscale, c.yarn.mscale_all_dim, c.yarn.truncate ? 1.0 : 0.0, c.llama3.low_freq_factor,
               c.llama3.high_freq_factor, c.attention_factor ? 1.0 : 0.0, c.attention_factor.value_or(0.0),
-              c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0 ? static_cast<double>(max_position) : 0.0});
+              table_follows_positions(c) ? static_cast<double>(max_position) : 0.0});
   key.insert(key.end(), c.freq_factors.begin(), c.freq_factors.end());
   struct Entry {
     std::vector<double> key;

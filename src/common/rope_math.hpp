@@ -24,6 +24,12 @@ inline std::size_t mrope_section(const MRope& m, std::size_t pair) {
   return 0;
 }
 
+// Whether a call's frequency table depends on its positions: dynamic NTK scaling without a
+// sequence length takes the largest position of the call (1 + it) as the length.
+inline bool table_follows_positions(const RopeConfig& c) {
+  return c.scaling == RopeScaling::dynamic_ntk && c.sequence_length == 0;
+}
+
 // |config| must be checked (check_rope_config) with rotary_dim resolved.
 RopeTable rope_table(const RopeConfig& config, std::int32_t max_position);
 

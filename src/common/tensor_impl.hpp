@@ -2,6 +2,7 @@
 // take. Backends derive from TensorImpl; the public Tensor class only forwards.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -69,6 +70,14 @@ inline bool position_visible(const ScoresParams& p, std::int64_t q_pos, std::int
     if (p.window_symmetric ? std::abs(distance) > p.window / 2 : distance >= p.window) return false;
   }
   return p.chunk == 0 || q_pos / p.chunk == k_pos / p.chunk;  // positions are >= 0
+}
+// The lowest key position query |q_pos| may see by the window and the chunk (0 where
+// neither bounds it). A rule added to position_visible belongs here too.
+inline std::int64_t lowest_visible_position(const ScoresParams& p, std::int64_t q_pos) {
+  std::int64_t lo = 0;
+  if (p.window != 0) lo = std::max<std::int64_t>(lo, p.window_symmetric ? q_pos - p.window / 2 : q_pos - p.window + 1);
+  if (p.chunk != 0) lo = std::max<std::int64_t>(lo, q_pos / p.chunk * p.chunk);
+  return lo;
 }
 
 // The query temperature t(pos) (1 without one), in double: the kernels read it as float.

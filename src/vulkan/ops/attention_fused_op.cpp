@@ -125,8 +125,9 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
   const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
   const bool scores_fit = score_bytes <= ctx.limits.max_storage_buffer_range;
   const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
-  // out, mask and meta, and q, k, v unless read through texel views: on a device that
-  // allows a kernel fewer storage buffers, the three stages (4 at most without a mask).
+  // out, mask, meta and the key positions, and q, k, v unless read through texel views
+  // (finish_fused's bindings): on a device that allows a kernel fewer storage buffers, the
+  // three stages (4 at most without a mask).
   const bool fused_fits = 4u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
   // Few rows on the GPU shape (decode): the decode kernels, where the device allows them
   // their bindings; else the lane-per-key kernel below, or the three stages.

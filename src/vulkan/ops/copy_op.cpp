@@ -6,7 +6,7 @@ namespace vkattn::detail {
 Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
                        std::uint64_t src_word, std::uint64_t dst_word, std::uint64_t words) {
   static_assert(sizeof(shader::CopyParams) == 12);
-  const std::uint32_t wg = std::min<std::uint32_t>(128, ctx.limits.max_workgroup_invocations);
+  const std::uint32_t wg = workgroup_size(ctx, 128);
   // Whole 16-byte units when every range is aligned to them (always for whole tensors,
   // whose buffers are padded to 16 bytes), else words.
   const bool vec4 = src_word % 4 == 0 && dst_word % 4 == 0 && words % 4 == 0;
@@ -27,7 +27,7 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
 
 Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
                               std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves) {
-  const std::uint32_t wg = std::min<std::uint32_t>(128, ctx.limits.max_workgroup_invocations);
+  const std::uint32_t wg = workgroup_size(ctx, 128);
   const bool texel = has_texel_view(*src);
   Dispatch d;
   d.op = "copy";

@@ -38,12 +38,12 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
   const std::uint32_t total_heads = n_heads_q + n_heads_k;
 
   // 64 lanes cover one 128-dim row's pairs; the spec minimum is 128.
-  const std::uint32_t wg = std::min<std::uint32_t>(64, ctx.limits.max_workgroup_invocations);
+  const std::uint32_t wg = workgroup_size(ctx, 64);
   // A workgroup takes all heads of its token, so cos/sin are computed once per token;
   // with few tokens the heads are split so that at least ~16 workgroups run.
   const std::uint32_t splits = std::min(total_heads, std::max(1u, 16u / std::max(1u, n_tokens)));
-  const std::uint32_t heads_per_wg = (total_heads + splits - 1) / splits;
-  const std::uint32_t wgs_per_token = (total_heads + heads_per_wg - 1) / heads_per_wg;
+  const auto heads_per_wg = u32(ceil_div(total_heads, splits));
+  const auto wgs_per_token = u32(ceil_div(total_heads, heads_per_wg));
 
   // What one invocation owns (shaders/common/rope_unit.glsl): a 16-byte vector when every
   // row's rotated slice and its second half start on 16 bytes, else a pair, two pairs (f16), or a row (f16
@@ -91,8 +91,7 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
   d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(positions), params.add(table.words)};
   const auto factor = static_cast<float>(table.attention_factor);
   params.mark({TokenWords::rope_positions, d.bindings[2].param_offset, u32(positions.size())});
-  // The table follows the positions only where dynamic NTK scaling takes the largest.
-  if (config.scaling == RopeScaling::dynamic_ntk && config.sequence_length == 0) {
+  if (table_follows_positions(config)) {
     params.mark(
         {TokenWords::rope_table, d.bindings[3].param_offset, u32(table.words.size()), std::bit_cast<std::uint32_t>(factor)});
   }
