@@ -35,17 +35,13 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
   if (c.n_seqs == 0) throw InvalidArgument(op, "config.n_seqs", "0", ">= 1");
   const char* required = "; required, no default (0 = not set)";
   if (c.n_kv_heads == 0) throw InvalidArgument(op, "config.n_kv_heads", "0", std::string(">= 1") + required);
-  if (c.head_dim == 0 || c.head_dim > kMaxAttentionHeadDim) {
-    throw InvalidArgument(op, "config.head_dim", std::to_string(c.head_dim),
-                          "[1, " + std::to_string(kMaxAttentionHeadDim) + "]" + (c.head_dim == 0 ? required : ""));
-  }
-  if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::q8_0 && c.dtype != DType::q4_0) {
+  check_head_dim(op, c, "config.head_dim", c.head_dim, c.head_dim == 0 ? required : "");
+  if (!is_kv_dtype(c.dtype)) {
     const std::string name = to_string(c.dtype);
     throw InvalidArgument(op, "config.dtype",
                           name != "unknown" ? name : "DType(" + std::to_string(static_cast<int>(c.dtype)) + ")",
                           "f32, f16, q8_0 or q4_0");
   }
-  check_head_dim(op, c, "config.head_dim", c.head_dim, "");
   if (c.v_head_dim != 0) check_head_dim(op, c, "config.v_head_dim", c.v_head_dim, " (0 = head_dim)");
   if (c.latent && value_head_dim(c) > c.head_dim) {
     throw InvalidArgument(op, "config.v_head_dim", std::to_string(c.v_head_dim),

@@ -24,6 +24,8 @@ inline std::size_t numel(const Shape& shape) {
 // (src/common/quant.hpp; VKATTN_QUANT_BLOCK in the shaders).
 constexpr std::size_t kQuantBlock = 32;
 inline bool is_quantized(DType d) { return d == DType::q8_0 || d == DType::q4_0; }
+// What K and V (tensors and caches) may hold.
+inline bool is_kv_dtype(DType d) { return d == DType::f32 || d == DType::f16 || is_quantized(d); }
 
 // The words holding |numel| values of |dtype| without a quantized tensor's scales: f16
 // packs two values per word, low half first; q8_0 and q4_0 keep codes, 4 or 8 per word.

@@ -1,6 +1,7 @@
 // The ops' checks (declared with their calls, common/op_call.hpp) and the helpers they share.
 #include "common/op_call.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -93,6 +94,33 @@ void check_device_options(const DeviceOptions& options) {
 
 bool finite_float(double v) { return std::abs(v) <= std::numeric_limits<float>::max(); }
 
+void check_rank3(const char* op, const char* name, const TensorImpl& t, const char* dims) {
+  if (t.shape.size() != 3) {
+    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), std::string("rank 3: ") + dims);
+  }
+}
+
+void check_dtype(const char* op, const char* name, const TensorImpl& t, bool allow_f16) {
+  if (t.dtype != DType::f32 && !(allow_f16 && t.dtype == DType::f16)) {
+    throw InvalidArgument(op, std::string(name) + ".dtype", to_string(t.dtype), allow_f16 ? "f32 or f16" : "f32");
+  }
+}
+
+void check_kv_dtype(const char* op, const char* name, const TensorImpl& t) {
+  if (!is_kv_dtype(t.dtype)) {
+    throw InvalidArgument(op, std::string(name) + ".dtype", to_string(t.dtype), "f32, f16, q8_0 or q4_0");
+  }
+}
+
+void check_shape(const char* op, const char* name, const TensorImpl& t, std::span<const std::size_t> want) {
+  if (!std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) {
+    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), shape_string(Shape(want.begin(), want.end())));
+  }
+}
+void check_shape(const char* op, const char* name, const TensorImpl& t, std::initializer_list<std::size_t> want) {
+  check_shape(op, name, t, std::span<const std::size_t>(want.begin(), want.size()));
+}
+
 namespace {
 
 // Both finite and > 0, and |hi| > |lo| (YaRN's beta bounds, Llama 3's frequency factors).
@@ -107,12 +135,8 @@ void check_ordered_pair(const char* op, const std::string& lo_name, double lo, c
 
 void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
   const std::string n(name);
-  if (x.shape.size() != 3) {
-    throw InvalidArgument(op, n + ".shape", shape_string(x.shape), "rank 3: [n_tokens, n_heads, head_dim]");
-  }
-  if (x.dtype != DType::f32 && x.dtype != DType::f16) {
-    throw InvalidArgument(op, n + ".dtype", to_string(x.dtype), "f32 or f16");
-  }
+  check_rank3(op, name, x, "[n_tokens, n_heads, head_dim]");
+  check_dtype(op, name, x, true);
   const std::size_t head_dim = x.shape[2];
   if (head_dim % 2 != 0 || head_dim > kMaxHeadDim) {
     throw InvalidArgument(op, "head_dim (" + n + ".shape[2])", std::to_string(head_dim),

@@ -40,6 +40,14 @@ void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
 void check_positive(const char* op, const std::string& param, double v);
 bool finite_float(double v);  // finite in float too (|v| <= 3.4e38; false for NaN)
 
+// A tensor argument |name| of rank 3 (|dims| names its axes in the message); f32 (or
+// f16); of a K/V type (f32, f16, q8_0, q4_0); of shape |want|.
+void check_rank3(const char* op, const char* name, const TensorImpl& t, const char* dims);
+void check_dtype(const char* op, const char* name, const TensorImpl& t, bool allow_f16);
+void check_kv_dtype(const char* op, const char* name, const TensorImpl& t);
+void check_shape(const char* op, const char* name, const TensorImpl& t, std::span<const std::size_t> want);
+void check_shape(const char* op, const char* name, const TensorImpl& t, std::initializer_list<std::size_t> want);
+
 // Inside a handler of |e|, a tensor allocation's Error: rethrows it, an out_of_memory one
 // told as |what|'s and |op|'s, the allocation named as the caller knows it ("tensor needs
 // N bytes ..." becomes "|what| needs N bytes ...").

@@ -18,35 +18,6 @@ namespace vkattn::detail {
 
 namespace {
 
-void check_rank3(const char* op, const char* name, const TensorImpl& t, const char* dims) {
-  if (t.shape.size() != 3) {
-    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), std::string("rank 3: ") + dims);
-  }
-}
-
-void check_dtype(const char* op, const char* name, const TensorImpl& t, bool allow_f16) {
-  if (t.dtype != DType::f32 && !(allow_f16 && t.dtype == DType::f16)) {
-    throw InvalidArgument(op, std::string(name) + ".dtype", to_string(t.dtype), allow_f16 ? "f32 or f16" : "f32");
-  }
-}
-
-// Keys and values of attention: also q8_0 and q4_0 (blocks along head_dim, which tensor
-// creation has checked is a multiple of 32).
-void check_kv_dtype(const char* op, const char* name, const TensorImpl& t) {
-  if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::q8_0 && t.dtype != DType::q4_0) {
-    throw InvalidArgument(op, std::string(name) + ".dtype", to_string(t.dtype), "f32, f16, q8_0 or q4_0");
-  }
-}
-
-void check_shape(const char* op, const char* name, const TensorImpl& t, std::span<const std::size_t> want) {
-  if (!std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) {
-    throw InvalidArgument(op, std::string(name) + ".shape", shape_string(t.shape), shape_string(Shape(want.begin(), want.end())));
-  }
-}
-void check_shape(const char* op, const char* name, const TensorImpl& t, std::initializer_list<std::size_t> want) {
-  check_shape(op, name, t, std::span<const std::size_t>(want.begin(), want.size()));
-}
-
 // q [T, H, D] and k or v [N, Hkv, D]: heads divide, head dims agree and fit.
 void check_heads(const char* op, const TensorImpl& q, const char* q_name, const TensorImpl& kv, const char* kv_name) {
   const std::size_t d = q.shape[2];
