@@ -59,6 +59,37 @@ TEST(AttentionKernels, EnvironmentKnobsTakeAutoAndAutomatic) {
   expect_knobs_refused("VKATTN_PACKED_F16", {"on", "Auto"});
 }
 
+// $VKATTN_VALIDATION and $VKATTN_PIPELINE_STATS are switches, 1 or 0 (unset or empty: 0):
+// another value is refused by name, not read as off.
+TEST(AttentionKernels, EnvironmentSwitchesTakeOneAndZero) {
+  for (const char* var : {"VKATTN_VALIDATION", "VKATTN_PIPELINE_STATS"}) {
+    for (const char* value : {"0", "1", ""}) {
+      ScopedEnv env(var, value);
+      DeviceOptions options = test_options();
+      options.validation.reset();  // the environment's say
+      std::string why;
+      auto b = try_own_backend(BackendKind::vulkan, options, why);
+      VKATTN_REQUIRE_BACKEND(b, why);
+    }
+  }
+  for (const char* var : {"VKATTN_VALIDATION", "VKATTN_PIPELINE_STATS"}) {
+    for (const char* value : {"true", "on", "2"}) {
+      ScopedEnv env(var, value);
+      DeviceOptions options = test_options();
+      options.validation.reset();
+      try {
+        auto b = make_backend(BackendKind::vulkan, options);
+        ADD_FAILURE() << var << "=" << value << " was accepted";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string(var) + " = " + value + "; valid: 1 (on) or 0"), std::string::npos)
+            << e.what();
+      } catch (const Error& e) {
+        if (vulkan_required() || e.code() != ErrorCode::no_device) throw;
+      }
+    }
+  }
+}
+
 TEST(AttentionKernels, Names) {
   EXPECT_STREQ(to_string(AttentionKernel::reference), "reference");
   EXPECT_STREQ(to_string(AttentionKernel::three_stages), "three_stages");

@@ -98,10 +98,14 @@ std::string hex_string(std::uint32_t v) {
   return s;
 }
 
-bool pipeline_stats_wanted() {
-  const char* env = std::getenv("VKATTN_PIPELINE_STATS");
-  return env && std::strcmp(env, "1") == 0;
+bool env_switch(const char* var) {
+  const char* env = std::getenv(var);
+  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+  if (std::strcmp(env, "1") == 0) return true;
+  throw InvalidArgument(current_op(), var, env, "1 (on) or 0 (off; also unset or empty)");
 }
+
+bool pipeline_stats_wanted() { return env_switch("VKATTN_PIPELINE_STATS"); }
 
 bool packed_f16_wanted() {
   const char* env = std::getenv("VKATTN_PACKED_F16");
@@ -397,7 +401,7 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
   // developer's probe: docs/gpu.md).
   auto executables = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
-  if (physical.pipeline_stats && pipeline_stats_wanted()) {
+  if (pipeline_stats_wanted() && physical.pipeline_stats) {  // a bad value refused on any device
     extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     executables.pipelineExecutableInfo = VK_TRUE;
     executables.pNext = const_cast<void*>(std::exchange(info.pNext, &executables));

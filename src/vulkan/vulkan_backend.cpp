@@ -19,8 +19,7 @@ namespace {
 
 bool validation_wanted(const DeviceOptions& options) {
   if (options.validation) return *options.validation;
-  const char* env = std::getenv("VKATTN_VALIDATION");
-  return env && std::strcmp(env, "1") == 0;
+  return env_switch("VKATTN_VALIDATION");
 }
 
 // Records |record| into a command buffer of its own, submits it and waits: transfers run
