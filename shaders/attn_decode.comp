@@ -39,7 +39,7 @@
 //              or a cache's slot table and occupancy bounds
 //   binding 7: with key_splits > 1, the splits' results: sums [splits, n_tokens * n_heads,
 //              ceil(v_head_dim / 4) vec4], then from word ml_offset their (max, sum) pairs
-//   push: AttnFusedParams; spec: see the constants below
+//   push: AttnParams; spec: see the constants below
 //   variants: VKATTN_SHARED_REDUCE (no subgroup operations), VKATTN_LAST_MERGE
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
 #extension GL_GOOGLE_include_directive : require
@@ -48,7 +48,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
-#define VKATTN_WANT_ATTN_FUSED
+#define VKATTN_WANT_ATTN
 #include "layout.glsl"
 #include "params.h"
 #include "fma_dot.glsl"

@@ -27,7 +27,7 @@
 //   them: with one split the sums are the same (a dropped key adds 0 x v). A token whose
 //   list overflowed reads every key.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
-//   push: AttnFusedParams; spec: see the constants below
+//   push: AttnParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -36,7 +36,7 @@
 #ifdef VKATTN_PACKED_F16
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
-#define VKATTN_WANT_ATTN_FUSED
+#define VKATTN_WANT_ATTN
 #include "layout.glsl"
 #include "params.h"
 #include "rope_phase.glsl"

@@ -7,11 +7,11 @@
 //   binding 0: readonly float partial results, as attn_decode.comp's binding 7
 //   binding 1: writeonly float out [n_tokens, n_heads, head_dim]
 //   binding 2: readonly int meta (params.h: VKATTN_META_*; the sink logits)
-//   push: AttnFusedParams; spec (by name in params.h): workgroup size; ROWS, rows per tile (a power of two)
+//   push: AttnParams; spec (by name in params.h): workgroup size; ROWS, rows per tile (a power of two)
 //   grid: n_kv_heads * row_tiles workgroups, KV head fastest, folded
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#define VKATTN_WANT_ATTN_FUSED
+#define VKATTN_WANT_ATTN
 #define VKATTN_MERGE_PASS
 #include "layout.glsl"
 #include "params.h"

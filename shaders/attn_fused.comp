@@ -16,7 +16,7 @@
 //              RoPE frequencies (params.h: VKATTN_META_*)
 //   binding 6: readonly int key positions (params.h): plain keys' positions and sequences,
 //              or a cache's slot table
-//   push: AttnFusedParams; spec (by name in params.h): workgroup size = KEY_GROUPS * ceil(v_head_dim / EPL);
+//   push: AttnParams; spec (by name in params.h): workgroup size = KEY_GROUPS * ceil(v_head_dim / EPL);
 //   ROWS; Q_VEC4 = ROWS * ceil(head_dim / 4) (1 with texel reads: the
 //   query tile is not used); Q_F16, K_TYPE, V_TYPE (0 f32, 1 f16, 2 q8_0, 3 q4_0); K_VEC,
 //   V_VEC (rows start on 16 bytes: a width and strides % 4 == 0 for f32, % 8 for f16);
@@ -47,7 +47,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
-#define VKATTN_WANT_ATTN_FUSED
+#define VKATTN_WANT_ATTN
 #include "layout.glsl"
 #include "params.h"
 #include "fma_dot.glsl"

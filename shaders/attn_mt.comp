@@ -42,14 +42,14 @@
 // - Splits and their merge, sinks and the end of a row as attn_tiled (attn_row_tiles.glsl).
 // - llvmpipe's loop limit: loops inside the tile loop are counted by the host, which splits
 //   the keys to stay under it; the layer's per-element loops unroll.
-//   bindings 0-7: as attn_tiled.comp; push: AttnFusedParams; spec: below
+//   bindings 0-7: as attn_tiled.comp; push: AttnParams; spec: below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
-#define VKATTN_WANT_ATTN_FUSED
+#define VKATTN_WANT_ATTN
 #include "layout.glsl"
 #include "params.h"
 #include "half_rne.glsl"

@@ -34,7 +34,7 @@
 //   f16 runs at twice the f32 rate on GPUs without matrix units (Mali, Adreno, AMD, Intel)
 //   and on NVIDIA (HFMA2), none of which have an f16 x f16 + f32 FMA outside them.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
-//   push: AttnFusedParams; spec: see the constants below
+//   push: AttnParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -45,7 +45,7 @@
 #ifdef VKATTN_PACKED_F16
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
-#define VKATTN_WANT_ATTN_FUSED
+#define VKATTN_WANT_ATTN
 #include "layout.glsl"
 #include "params.h"
 #include "fma_dot.glsl"

@@ -10,7 +10,7 @@
 // rows x splits within MERGE_MAX_PAIRS.
 // merge_tile() is defined where VKATTN_LAST_MERGE or VKATTN_MERGE_PASS is (its shared
 // memory would cost the other variants occupancy).
-// Needs: pc (AttnFusedParams: key_splits, ml_offset, has_sinks, ...), WG, ROWS,
+// Needs: pc (AttnParams: key_splits, ml_offset, has_sinks, ...), WG, ROWS,
 // `float part[]` and `vec4 part4[]` (views of the partials' binding: the (max, sum) pairs;
 // the sums as vec4 rows of ceil(v_head_dim / 4)),
 // `float out_[]`, `int meta[]`.

@@ -22,7 +22,7 @@ bool tile_place(uint inner_count, out uint inner, out uint kv_head, out uint row
     return n_rows != 0u;
 }
 
-#ifdef VKATTN_WANT_ATTN_FUSED
+#ifdef VKATTN_WANT_ATTN
 // The same for the decode kernels' grid of n_kv_heads x key_splits x row_tiles workgroups,
 // KV head fastest (the splits of all heads stream the keys together): its KV head, split,
 // row tile and the tile's first row and row count. False past the grid's end.

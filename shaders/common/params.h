@@ -147,8 +147,8 @@ VKATTN_PUSH_CONSTANTS(AttnWsumReduceParams) {
 } VKATTN_PC_INSTANCE;
 #endif
 
-#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN_FUSED)
-VKATTN_PUSH_CONSTANTS(AttnFusedParams) {
+#if defined(__cplusplus) || defined(VKATTN_WANT_ATTN)
+VKATTN_PUSH_CONSTANTS(AttnParams) {
     uint n_tokens;
     uint n_heads;
     uint n_keys;

@@ -227,7 +227,7 @@ struct AttnMeta {
 };
 AttnMeta attn_meta(ParamArena& params, const ScoresParams& p, const std::vector<float>& sinks = {}, std::uint32_t extra = 0);
 // The push-constant fields every kernel that scores keys shares (AttnScoresParams,
-// AttnFusedParams): the keys' strides and scales, the checked options, the cache's bound.
+// AttnParams): the keys' strides and scales, the checked options, the cache's bound.
 template <class Params>
 void set_score_fields(Params& pc, const KeySource& keys, const ScoresParams& p, const AttnMeta& meta, bool has_mask) {
   pc.k_key_stride = keys.key_stride;
@@ -246,22 +246,23 @@ void set_score_fields(Params& pc, const KeySource& keys, const ScoresParams& p, 
   pc.chunk = p.chunk;
   pc.window_symmetric = p.window_symmetric ? 1u : 0u;
 }
-// The fused kernels' push constants (attn_fused, the decode and tiled kernels): q's
-// shape, the keys and values, the checked options, and the kernel's plan.
-struct FusedPlan {
+// The push constants of every kernel that scores and weighs keys in one dispatch
+// (attn_fused, the decode, group, tiled and matrix kernels, and the merges after them):
+// q's shape, the keys and values, the checked options, and the kernel's plan.
+struct AttnPlan {
   std::uint32_t rows = 0, row_tiles = 0, splits = 1, keys_per_split = 0;
   std::uint64_t ml_offset = 0;       // the splits' (max, sum) pairs in the output scratch
   std::uint32_t counter_offset = 0;  // attn_decode's merge counters in meta
 };
-shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
-                                     const AttnMeta& meta, bool has_mask, bool has_sinks, const FusedPlan& plan);
+shader::AttnParams attn_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
+                               const AttnMeta& meta, bool has_mask, bool has_sinks, const AttnPlan& plan);
 // attn_fused's dispatch |d| finished: its bindings (q, k, v through texel views with
 // |texel|, |dst|, the mask, meta, the key positions), push constants and grid
 // (base_groups x splits), then the combine pass into |out| when the keys are split.
 Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
                         const KeySource& values, std::shared_ptr<TensorImpl> dst, std::shared_ptr<TensorImpl> out,
                         std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
-                        const AttnMeta& meta, bool texel, const FusedPlan& plan, std::uint64_t base_groups);
+                        const AttnMeta& meta, bool texel, const AttnPlan& plan, std::uint64_t base_groups);
 // A v row in 16-byte units (8 halves or 4 floats per invocation: |lanes| invocations), and
 // how many such groups fill a workgroup of about |target| invocations (at least one).
 struct VRowGroups {
@@ -371,7 +372,7 @@ DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const
 Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
                          const KeySource& values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                          const ScoresParams& p, const std::vector<float>& sinks, const AttnMeta& meta, DecodeOutputs o,
-                         const FusedPlan& plan, std::uint64_t base_groups, bool second_pass);
+                         const AttnPlan& plan, std::uint64_t base_groups, bool second_pass);
 // The row tiles of a kernel over tiles of |rows| query rows whose splits a second pass
 // merges (attn_decode_group, attn_tiled; |stage|: keys per step): tiles per KV head,
 // workgroups without splits, and the split count (decode_splits).

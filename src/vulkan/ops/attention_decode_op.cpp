@@ -165,7 +165,7 @@ DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const
 Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
                          const KeySource& values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
                          const ScoresParams& p, const std::vector<float>& sinks, const AttnMeta& meta, DecodeOutputs o,
-                         const FusedPlan& plan, std::uint64_t base_groups, bool second_pass) {
+                         const AttnPlan& plan, std::uint64_t base_groups, bool second_pass) {
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
@@ -176,8 +176,7 @@ Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std
                 tensor_binding(values.tensor, false), o.out, std::move(mask_binding), meta.binding, key_pos,
                 o.partials};
   // clang-format on
-  const shader::AttnFusedParams pc =
-      fused_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan);
+  const shader::AttnParams pc = attn_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan);
   d.set_push(pc);
   d.groups = base_groups * plan.splits;
   Dispatches ds;

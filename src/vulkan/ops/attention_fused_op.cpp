@@ -105,7 +105,7 @@ AttentionRun describe(const Dispatches& ds) {
 #endif
     default: assert(!"an attention path whose first kernel describe() does not know"); break;
   }
-  run.splits = push_of<shader::AttnFusedParams>(first).key_splits;
+  run.splits = push_of<shader::AttnParams>(first).key_splits;
   return run;
 }
 
@@ -167,7 +167,7 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
     return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
                                        std::move(mask), p, sinks, call.precision);
   }
-  static_assert(sizeof(shader::AttnFusedParams) == 128);  // the push-constant minimum
+  static_assert(sizeof(shader::AttnParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
   const std::uint32_t group = n_heads / n_kv_heads;
@@ -300,12 +300,12 @@ Dispatches build(OpEnv& env, const AttentionCall& call) {
 Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
                         const KeySource& values, std::shared_ptr<TensorImpl> dst, std::shared_ptr<TensorImpl> out,
                         std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
-                        const AttnMeta& meta, bool texel, const FusedPlan& plan, std::uint64_t base_groups) {
+                        const AttnMeta& meta, bool texel, const AttnPlan& plan, std::uint64_t base_groups) {
   const bool has_mask = mask != nullptr;
   Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
   d.key.spec = paged(std::move(d.key.spec), keys);
-  d.set_push(fused_params(q->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan));
+  d.set_push(attn_params(q->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan));
   // Packed (clang-format would put one item per line).
   // clang-format off
   d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
@@ -321,10 +321,10 @@ Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std:
   return ds;
 }
 
-shader::AttnFusedParams fused_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
-                                     const AttnMeta& meta, bool has_mask, bool has_sinks, const FusedPlan& plan) {
+shader::AttnParams attn_params(const Shape& q_shape, const KeySource& keys, const KeySource& values, const ScoresParams& p,
+                               const AttnMeta& meta, bool has_mask, bool has_sinks, const AttnPlan& plan) {
   const std::uint32_t n_heads = u32(q_shape[1]);
-  shader::AttnFusedParams pc{};
+  shader::AttnParams pc{};
   pc.n_tokens = u32(q_shape[0]);
   pc.n_heads = n_heads;
   pc.n_keys = keys.n_keys;
