@@ -262,6 +262,23 @@ TEST_F(TimelineInterop, UploadWaitsForASubmissionReadingTheTensor) {
   EXPECT_EQ(gpu->download(g.src), std::vector<float>(n, 2.0f));
 }
 
+// The list's wait is for its last submission also after an op recorded since, which starts a
+// new encoding while the Submitted handle keeps the old one running: the copy waits for the
+// host's event, set 50 ms after the list has been seen waiting.
+TEST_F(TimelineInterop, ListWaitsForItsLastSubmissionAfterMoreOps) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  GatedCopy g(*gpu, e, 4.0f);
+  Submitted copied = g.submit();
+  g.copy.copy(g.src, g.dst);  // recorded while the submission waits for the event
+  EXPECT_FALSE(g.copy.wait(1000000));
+  std::jthread host = g.open_after(std::chrono::milliseconds(50));
+  EXPECT_TRUE(g.copy.wait());
+  EXPECT_TRUE(copied.ready());
+  host.join();
+  EXPECT_EQ(gpu->download(g.dst), std::vector<float>(kHeads * kHeadDim, 4.0f));
+}
+
 // A download waits for the submission writing its tensor when the caller dropped the
 // Submitted handle (the work runs on; its encoding is the list's): the copy waits for the
 // host's event, set 50 ms later from another thread, and the download must see its

@@ -14,13 +14,6 @@
 
 const uint QK_CHUNK = 4u;  // vec4s of a score per chain: 8 FMAs per f16vec2
 
-// Whether any component is infinite or NaN, from its bits: Vulkan lets a compiler assume
-// that isinf and isnan are false (no SignedZeroInfNanPreserve is declared), which would
-// drop the f32 fallback of a chain that overflowed f16.
-bool any_not_finite(vec4 x) {
-    return any(equal(floatBitsToUint(x) & 0x7f800000u, uvec4(0x7f800000u)));
-}
-
 // The exact f16 value nearest |x| (ties to even), as a float.
 vec2 half_rne2(vec2 x) { return unpackHalf2x16(pack_half_rne(x)); }
 f16vec4 to_sh4(vec4 x) { return f16vec4(vec4(half_rne2(x.xy), half_rne2(x.zw))); }

@@ -88,10 +88,10 @@ uint quantize_block(bool Q4, float x[32], out uint words[8]) {
         if (Q4) {
             precise const float shifted = scaled + 8.5;
             // 4 bits only: a NaN's int (outside the contract) must not reach a neighbour.
-            const uint q = isnan(shifted) ? 0u : uint(min(15, int(shifted))) & 15u;
+            const uint q = is_nan_bits(shifted) ? 0u : uint(min(15, int(shifted))) & 15u;
             words[i / 8u] |= q << (4u * (i % 8u));
         } else {
-            const int q = isnan(scaled) ? 0 : int(round_half_away(scaled));
+            const int q = is_nan_bits(scaled) ? 0 : int(round_half_away(scaled));
             words[i / 4u] |= (uint(q) & 0xffu) << (8u * (i % 4u));
         }
     }

@@ -48,7 +48,10 @@ vkattn_status vkattn_submission_ready(vkattn_submission* submission, uint32_t* r
 
 vkattn_status vkattn_submission_wait(vkattn_submission* submission, uint64_t timeout_ns, uint32_t* finished) {
   const char* fn = "vkattn_submission_wait";
-  return guarded([&] { need(fn, "finished", finished) = need(fn, "submission", submission).impl.wait(timeout_ns) ? 1u : 0u; });
+  return guarded([&] {
+    uint32_t& done = need(fn, "finished", finished);  // refused before it waits, not after
+    done = need(fn, "submission", submission).impl.wait(timeout_ns) ? 1u : 0u;
+  });
 }
 
 void vkattn_submission_destroy(vkattn_submission* submission) {

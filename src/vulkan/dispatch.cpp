@@ -65,6 +65,17 @@ void finish_dispatch(Dispatch& d, const DeviceLimits& limits) {
                     " (inputs larger than maxTexelBufferElements texels cannot be read through texel views)",
                 "maxPerStageDescriptorStorageBuffers", 0, d.op);
   }
+  // Every kernel is one-dimensional, VKATTN_SPEC_WG_SIZE invocations wide: a plan past the
+  // device's invocations (maxComputeWorkGroupSize[0] folded in) is the library's bug, told
+  // here by name rather than left to the driver.
+  const std::uint32_t wg = d.key.spec.empty() ? 0 : d.key.spec[VKATTN_SPEC_WG_SIZE];
+  if (wg > limits.max_workgroup_invocations) {
+    throw Error(ErrorCode::unsupported,
+                std::string(d.op) + " was planned with workgroups of " + std::to_string(wg) +
+                    " invocations; this device allows " + std::to_string(limits.max_workgroup_invocations) +
+                    " (maxComputeWorkGroupInvocations, and maxComputeWorkGroupSize[0])",
+                "maxComputeWorkGroupInvocations", 0, d.op);
+  }
 }
 
 bool same_dispatch(const Dispatch& x, const Dispatch& y) {

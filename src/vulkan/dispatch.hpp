@@ -247,7 +247,7 @@ void set_score_fields(Params& pc, const KeySource& keys, const ScoresParams& p, 
   pc.window_symmetric = p.window_symmetric ? 1u : 0u;
 }
 // The push constants of every kernel that scores and weighs keys in one dispatch
-// (attn_fused, the decode, group, tiled and matrix kernels, and the merges after them):
+// (attn_fused, the decode, group, tiled and matrix kernels, and attn_decode_merge):
 // q's shape, the keys and values, the checked options, and the kernel's plan.
 struct AttnPlan {
   std::uint32_t rows = 0, row_tiles = 0, splits = 1, keys_per_split = 0;

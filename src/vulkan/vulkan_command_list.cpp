@@ -140,10 +140,16 @@ class VulkanCommandList final : public CommandListImpl {
     }
     if (!encoded_) encode();
     const std::uint64_t before = encoded_->submission.submitted();
+    const auto note_last = [&] {  // for wait(), as submitted (a timeout leaves it running)
+      last_encoded_ = encoded_;
+      last_submission_ = encoded_->submission.submitted();
+    };
     try {
       encoded_->submission.submit_and_wait(ctx_->options.submit_timeout_ms);
       reached_device = true;
+      note_last();
     } catch (const Error& e) {
+      note_last();
       reached_device = encoded_->submission.submitted() != before;
       // Left running: host copies of what it uses wait for it (or, when noting that cannot
       // allocate, the call waits for it here: no semaphore of the caller's is involved).
@@ -191,12 +197,18 @@ class VulkanCommandList final : public CommandListImpl {
     }
     ++submits_;
     timings_.clear();  // the last submission's times are this one's, which nothing reads
+    last_encoded_ = encoded_;
+    last_submission_ = number;
     return std::make_shared<VulkanSubmitted>(encoded_, number);
   }
 
+  // The last submission's encoding may no longer be the list's (an op recorded since, a
+  // replay that built the dispatches again) while a Submitted handle keeps it running; once
+  // it is gone, its end waited for it.
   bool wait(std::uint64_t timeout_ns) override {
     OpScope scope("wait");
-    return !encoded_ || encoded_->submission.wait(encoded_->submission.submitted(), timeout_ns);
+    const std::shared_ptr<Encoded> last = last_encoded_.lock();
+    return !last || last->submission.wait(last_submission_, timeout_ns);
   }
 
   // Downloads of what submission |number| writes wait for it, uploads over anything it
@@ -524,6 +536,8 @@ class VulkanCommandList final : public CommandListImpl {
   std::vector<std::shared_ptr<TensorImpl>> scratch_log_;    // the scratch each op was given
   std::unique_ptr<Replay> replay_;                          // while the frontend replays
   std::shared_ptr<Encoded> encoded_;                        // shared with the Submitted handles of its submissions
+  std::weak_ptr<Encoded> last_encoded_;                     // the last submission's (wait)
+  std::uint64_t last_submission_ = 0;                       // its number there
   // The encoding recorded into callers' command buffers, and those it replaced when ops
   // were added: all live as long as the list, as the contract says (vulkan.hpp).
   std::shared_ptr<Encoded> external_;

@@ -1,5 +1,7 @@
 // Host side of the KV cache's ops on the device: kv_append (the rows and the slot table)
 // and kv_copy_sequence.
+#include <cassert>
+
 #include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
 #include "common/shape_math.hpp"
@@ -57,7 +59,8 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   const auto n = u32(dst_rows.size());
   std::uint8_t* bytes = nullptr;
   const Binding rows = params.allocate(append_rows_words(n, c.paged), &bytes);
-  write_append_rows(bytes, n, c.paged, call);  // the sizes were checked when it was recorded
+  [[maybe_unused]] const bool written = write_append_rows(bytes, n, c.paged, call);
+  assert(written);  // plan_append sized them all
   params.mark({TokenWords::append_rows, rows.param_offset, n, c.paged ? 1u : 0u});
   const Binding slots = tensor_binding(cache.slots, true);
   Dispatches ds;
