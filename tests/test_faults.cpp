@@ -355,6 +355,25 @@ TEST_F(Faults, FailedListCountsAsRunOnceItReachedTheDevice) {
   EXPECT_NO_THROW((void)b->save_cache(cache));  // nothing marked
 }
 
+// A submission that fails or times out has no times: the earlier run's are not its.
+TEST_F(Faults, FailedSubmissionLeavesNoTimings) {
+  VKATTN_BACKEND_OR_SKIP(b);
+  if (!b->limits().timestamps) GTEST_SKIP() << "the device has no timestamps";
+  Tensor t = b->tensor({T, H, D}, DType::f32);
+  b->upload(t, normal(T * H * D, 8));
+  CommandList cmd = b->commands({.timestamps = true});
+  cmd.rope(t, kPos);
+  for (const auto& [site, fault] :
+       {std::pair{FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY}, std::pair{FaultSite::fence_wait, VK_TIMEOUT}}) {
+    cmd.submit_and_wait();
+    ASSERT_EQ(cmd.timings().size(), 1u);
+    detail::inject_fault(site, fault);
+    expect_error([&] { cmd.submit_and_wait(); }, fault == VK_TIMEOUT ? ErrorCode::timeout : ErrorCode::out_of_memory, fault);
+    EXPECT_TRUE(cmd.timings().empty());
+    EXPECT_TRUE(cmd.wait());
+  }
+}
+
 // After a lost device every call on that backend fails with device_lost before touching
 // the device; objects made before still destroy cleanly; a new backend works.
 void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, CommandList& cmd) {

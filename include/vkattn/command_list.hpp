@@ -289,7 +289,7 @@ class VKATTN_API CommandList {
   // Per-dispatch times of the last submission, in recording order, named by their op (a
   // split weighted sum's two dispatches both say "attn_weighted_sum"; rope and kv_append
   // recorded as one dispatch, "rope+kv_append"); empty unless the list was created with
-  // CommandListOptions::timestamps.
+  // CommandListOptions::timestamps, and after a submission that failed or timed out.
   std::vector<OpTiming> timings() const;
   CommandStats stats() const;
 

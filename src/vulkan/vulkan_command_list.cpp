@@ -138,6 +138,7 @@ class VulkanCommandList final : public CommandListImpl {
       ++submits_;
       return;
     }
+    timings_.clear();  // the earlier run's times are not this one's, should it fail or time out
     if (!encoded_) encode();
     const std::uint64_t before = encoded_->submission.submitted();
     const auto note_last = [&] {  // for wait(), as submitted (a timeout leaves it running)
