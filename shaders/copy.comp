@@ -1,7 +1,10 @@
 #version 450
 // copy: dst[dst_offset + i] = src[src_offset + i] for i < count, in 16-byte units (VEC4),
 // 32-bit words, or 16-bit halves (HALVES: a q8_0/q4_0 cache sequence's scales may start
-// mid-word; each half is replaced with atomics, leaving the word's other half as it is). The same-device bandwidth baseline that benchmarks report ratios
+// mid-word; each half is replaced with atomics, leaving the word's other half as it is,
+// and read with one from binding 1, src being dst: a word may hold a half read and a half
+// written, and a plain read beside another invocation's atomics is a data race in
+// Vulkan's memory model). The same-device bandwidth baseline that benchmarks report ratios
 // against, a plain tensor copy (tensor buffers are padded to 16 bytes, so whole tensors
 // copy as vec4s), and a copy of one KV-cache sequence into another (same buffer, disjoint
 // ranges).
@@ -36,7 +39,7 @@ void main() {
     if (i < pc.count) {
         if (HALVES) {
             const uint s = pc.src_offset + i, d = pc.dst_offset + i;
-            const uint bits = (src_1(s >> 1) >> (16u * (s & 1u))) & 0xffffu;
+            const uint bits = (atomicOr(dst_atomic[s >> 1], 0u) >> (16u * (s & 1u))) & 0xffffu;
             const uint shift = 16u * (d & 1u);
             atomicAnd(dst_atomic[d >> 1], ~(0xffffu << shift));
             atomicOr(dst_atomic[d >> 1], bits << shift);

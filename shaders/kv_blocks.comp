@@ -4,7 +4,10 @@
 // elements, or a quantized cache's codes), then for a quantized cache its block_halves f16
 // scales from word |scales| on, each half replaced with atomics (two blocks may share a
 // scale word). |to| blocks are free blocks the host just took, never a |from| of the same
-// dispatch, so no invocation reads what another writes.
+// dispatch, so no invocation reads what another writes; a scale word may still hold a
+// |from| half and a |to| half (blocks of one slot and an odd number of scales), so scales
+// are read with atomics too: a plain read beside another invocation's atomics on the word
+// is a data race in Vulkan's memory model.
 //   binding 0: the cache's K or V words; binding 1: readonly int pairs[2 * n_pairs]
 //   push: KvBlocksParams; spec (by name in params.h): workgroup size
 //   grid: n_pairs * ceil((block_words + block_halves) / workgroup size) workgroups, folded
@@ -30,7 +33,7 @@ void main() {
     }
     const uint h = i - pc.block_words;
     const uint s = from * pc.block_halves + h, d = to * pc.block_halves + h;
-    const uint bits = (words[pc.scales + (s >> 1)] >> (16u * (s & 1u))) & 0xffffu;
+    const uint bits = (atomicOr(words[pc.scales + (s >> 1)], 0u) >> (16u * (s & 1u))) & 0xffffu;
     const uint shift = 16u * (d & 1u);
     atomicAnd(words[pc.scales + (d >> 1)], ~(0xffffu << shift));
     atomicOr(words[pc.scales + (d >> 1)], bits << shift);

@@ -240,6 +240,8 @@ TEST(PagedKvCacheTwin, DtypesAndShapes) {
        4,
        {.alibi = true}},
       {"q4_0, one slot per block", {.n_seqs = 3, .n_kv_heads = 1, .head_dim = 64, .capacity = 24, .dtype = DType::q4_0}, 2, 1},
+      // One f16 scale a block: blocks copied on write share scale words with others.
+      {"q8_0, one scale per block", {.n_seqs = 3, .n_kv_heads = 1, .head_dim = 32, .capacity = 16, .dtype = DType::q8_0}, 2, 1},
       {"MLA, V 32 under K 64", {.n_seqs = 3, .n_kv_heads = 1, .head_dim = 64, .capacity = 32, .v_head_dim = 32}, 4, 8},
       {"latent, V the first 32 of K 64, q8_0",
        {.n_seqs = 3, .n_kv_heads = 1, .head_dim = 64, .capacity = 32, .dtype = DType::q8_0, .v_head_dim = 32, .latent = true},

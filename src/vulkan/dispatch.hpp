@@ -168,9 +168,10 @@ bool same_dispatch(const Dispatch& a, const Dispatch& b);
 // Copies |words| 32-bit words from word |src_word| of src to word |dst_word| of dst.
 Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
                        std::uint64_t src_word, std::uint64_t dst_word, std::uint64_t words);
-// The same in 16-bit halves, each replaced with atomics (the scales of a quantized cache).
-Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
-                              std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves);
+// The same in 16-bit halves within one tensor, each read and replaced with atomics (the
+// scales of a quantized cache, copied from one sequence to another).
+Dispatch copy_halves_dispatch(const Context& ctx, const std::shared_ptr<TensorImpl>& t, std::uint64_t src_half,
+                              std::uint64_t dst_half, std::uint64_t halves);
 
 // Where keys (or values) live: a plain [n_keys, n_kv_heads, head_dim] tensor, or a KV
 // cache [n_seqs, capacity, n_kv_heads, head_dim] read at each tile's sequence (a paged

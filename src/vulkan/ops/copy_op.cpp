@@ -25,16 +25,16 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
   return d;
 }
 
-Dispatch copy_halves_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std::shared_ptr<TensorImpl> dst,
-                              std::uint64_t src_half, std::uint64_t dst_half, std::uint64_t halves) {
+Dispatch copy_halves_dispatch(const Context& ctx, const std::shared_ptr<TensorImpl>& t, std::uint64_t src_half,
+                              std::uint64_t dst_half, std::uint64_t halves) {
   const std::uint32_t wg = workgroup_size(ctx, 128);
-  const bool texel = has_texel_view(*src);
+  const bool texel = has_texel_view(*t);
   Dispatch d;
   d.op = "copy";
   d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32,
            spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COPY_VEC4, 0u}, {VKATTN_SPEC_COPY_HALVES, 1u}})};
   const auto count = static_cast<std::uint32_t>(halves);
-  d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
+  d.bindings = {{t, 0, 0, false, texel}, {t, 0, 0, true}};  // the kernel reads binding 1 (copy.comp)
   d.set_push(shader::CopyParams{
       .count = count, .src_offset = static_cast<std::uint32_t>(src_half), .dst_offset = static_cast<std::uint32_t>(dst_half)});
   d.groups = ceil_div(count, wg);

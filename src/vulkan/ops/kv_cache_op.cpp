@@ -157,7 +157,7 @@ Dispatches build(OpEnv& env, const CopySequenceCall& call) {
     if (blocks % 2 == 0) {
       ds.push_back(copy_dispatch(ctx, t, t, scales + src * blocks / 2, scales + dst * blocks / 2, blocks / 2));
     } else {
-      ds.push_back(copy_halves_dispatch(ctx, t, t, 2 * scales + src * blocks, 2 * scales + dst * blocks, blocks));
+      ds.push_back(copy_halves_dispatch(ctx, t, 2 * scales + src * blocks, 2 * scales + dst * blocks, blocks));
     }
   }
   return ds;
