@@ -214,6 +214,7 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   const auto& tk = detail::check_tensor(op, "k", k, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  detail::check_stage_config(config, op);
   detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), tokens, config);  // before copying
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
@@ -230,6 +231,7 @@ void CommandList::attn_softmax(const Tensor& scores, Tensor& probs, const Attent
   auto& impl = *use;
   const auto& ts = detail::check_tensor("attn_softmax", "scores", scores, impl.owner());
   const auto& tp = detail::check_tensor("attn_softmax", "probs", probs, impl.owner());
+  detail::check_stage_config(config, "attn_softmax");
   record_op(impl, "attn_softmax", {}, [ts, tp, sinks = detail::check_attn_softmax(*ts, *tp, config)](auto& i, auto) {
     i.record(detail::SoftmaxCall{ts, tp, sinks});
   });
@@ -392,6 +394,7 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   const auto& tq = detail::check_tensor(op, "q", q, impl.owner());
   const auto& ts = detail::check_tensor(op, "scores", scores, impl.owner());
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
+  detail::check_stage_config(config, op);
   detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);  // before copying
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);

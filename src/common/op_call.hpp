@@ -104,6 +104,10 @@ void check_rope_positions(const TensorImpl& x, const TensorImpl* k, std::span<co
 
 void check_copy(const TensorImpl& src, const TensorImpl& dst);
 
+// What attention() alone takes, for the stage ops that take an AttentionConfig: they
+// compute in f32 only (a config that asks for f16 products is refused by name rather than
+// run more precisely than a caller timing it would think) and read every key (mask_keys).
+void check_stage_config(const AttentionConfig& config, const char* op);
 // |op|: the op named in errors (attention runs the scores and softmax checks as its own).
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores, const TensorImpl* mask,
                                const AttentionTokens& tokens, const AttentionConfig& config, const char* op = "attn_scores");

@@ -2,7 +2,6 @@
 // op_call.hpp).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <numeric>
 #include <string>
@@ -196,30 +195,24 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
 
 }  // namespace
 
-namespace {
-// What attention() alone takes: the stage ops compute in f32 only (a config that asks for
-// f16 products is refused there by name rather than run more precisely than a caller
-// timing it would think) and read every key (mask_keys).
 void check_stage_config(const AttentionConfig& config, const char* op) {
-  if (config.precision != AttentionPrecision::f32 && std::strcmp(op, "attention") != 0) {
-    throw InvalidArgument(op, "config.precision", std::to_string(static_cast<int>(config.precision)),
+  if (config.precision != AttentionPrecision::f32) {
+    const bool named = config.precision == AttentionPrecision::f16_products;
+    throw InvalidArgument(op, "config.precision", named ? "f16_products" : std::to_string(static_cast<int>(config.precision)),
                           "f32 (f16_products is attention()'s only)");
   }
-  if (config.mask_keys != 0 && std::strcmp(op, "attention") != 0) {
+  if (config.mask_keys != 0) {
     throw InvalidArgument(op, "config.mask_keys", std::to_string(config.mask_keys), "0 (a promise attention() alone reads)");
   }
 }
-}  // namespace
 
 ScoresParams check_attn_scores(const TensorImpl& q, const TensorImpl& k, const TensorImpl& scores, const TensorImpl* mask,
                                const AttentionTokens& tokens, const AttentionConfig& config, const char* op) {
-  check_stage_config(config, op);
   return check_scores(q, k, scores, mask, tokens, config, op, nullptr);
 }
 
 std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl& probs, const AttentionConfig& config,
                                       const char* op) {
-  check_stage_config(config, op);
   check_rank3(op, "scores", scores, "[n_tokens, n_heads, n_keys]");
   check_dtype(op, "scores", scores, false);
   check_dtype(op, "probs", probs, false);
@@ -354,7 +347,6 @@ void check_kv_append_tokens(const KvCacheImpl& cache, const TensorImpl& k, std::
 ScoresParams check_attn_scores_cache(const TensorImpl& q, const KvCacheImpl& cache, const TensorImpl& scores,
                                      const TensorImpl* mask, const AttentionTokens& tokens, const AttentionConfig& config,
                                      const char* op) {
-  check_stage_config(config, op);
   const auto& c = cache.config;
   check_rank3(op, "q", q, "[n_tokens, n_heads, head_dim]");
   check_dtype(op, "q", q, true);
