@@ -45,7 +45,7 @@ std::shared_ptr<Backend> cpu_shape() {
 }
 
 // $VKATTN_KERNELS, $VKATTN_PACKED_F16 and $VKATTN_MATRIX take automatic and auto alike;
-// anything else is refused by name.
+// anything else is refused by name, as is a $VKATTN_CAP_LIMITS other than spec_minimum.
 TEST(AttentionKernels, EnvironmentKnobsTakeAutoAndAutomatic) {
   for (const char* var : {"VKATTN_KERNELS", "VKATTN_PACKED_F16", "VKATTN_MATRIX"}) {
     for (const char* value : {"auto", "automatic"}) {
@@ -57,6 +57,7 @@ TEST(AttentionKernels, EnvironmentKnobsTakeAutoAndAutomatic) {
   }
   expect_knobs_refused("VKATTN_KERNELS", {"fast", "Auto", "on"});
   expect_knobs_refused("VKATTN_PACKED_F16", {"on", "Auto"});
+  expect_knobs_refused("VKATTN_CAP_LIMITS", {"spec_min", "1"});
 }
 
 // $VKATTN_VALIDATION and $VKATTN_PIPELINE_STATS are switches, 1 or 0 (unset or empty: 0):

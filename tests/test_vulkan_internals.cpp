@@ -2,6 +2,8 @@
 // from the library's objects (a shared libvkattn hides these symbols).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -11,8 +13,10 @@
 #include "support/attention_io.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/fused_match.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/dispatch.hpp"
 #include "vulkan/pipeline.hpp"
 #include "vulkan/vulkan_backend.hpp"
 
@@ -134,6 +138,35 @@ TEST(KernelPlans, DecodeMergesInASecondDispatchOnMoltenVk) {
     EXPECT_TRUE(all_close(run_attention_op(*gpu, in, &stats), want, in.out_shape(), 2e-4, 1e-4));
     EXPECT_EQ(stats.ops, portability ? 2u : 1u);
   }
+}
+
+// A pipeline that requires a subgroup size may have at most maxComputeWorkgroupSubgroups
+// subgroups in a workgroup (lavapipe: 32 of 8, 256 invocations): the limits the planners
+// use fold that in, so a decode kernel asked for workgroups of 1024 gets at most that many,
+// with no validation message, and the same results.
+TEST(KernelPlans, WorkgroupsWithinTheSubgroupsAllowed) {
+  AttnInputs in = random_inputs(1, 8, 2, 1024, 64, 1, 96);
+  auto cpu = make_backend(BackendKind::cpu);
+  const std::vector<float> want = run_attention_op(*cpu, in);
+  DeviceOptions options = shape_options(KernelShape::gpu);
+  options.cap_limits = uncapped();
+  ScopedEnv wide("VKATTN_DECODE", "workgroup=1024");
+  std::string why;
+  auto gpu = try_own_backend(BackendKind::vulkan, options, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  const auto ctx = detail::context_of(*gpu);
+  if (!ctx->limits.subgroup_size_control) GTEST_SKIP() << "no subgroup size control: no kernel requires a size";
+  auto size_control = detail::vk_struct<VkPhysicalDeviceSubgroupSizeControlProperties>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES);
+  auto props = detail::vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+  props.pNext = &size_control;
+  vkGetPhysicalDeviceProperties2(ctx->physical.handle, &props);
+  EXPECT_EQ(ctx->physical.max_workgroup_subgroups, size_control.maxComputeWorkgroupSubgroups);
+  const std::uint32_t required = std::min(detail::preferred_subgroup_size(ctx->limits), ctx->limits.subgroup_size);
+  EXPECT_LE(std::uint64_t{ctx->limits.max_workgroup_invocations},
+            std::uint64_t{required} * size_control.maxComputeWorkgroupSubgroups);
+  EXPECT_TRUE(all_close(run_attention_op(*gpu, in), want, in.out_shape(), 2e-4, 1e-4));
+  expect_no_validation_messages(*gpu);
 }
 
 TEST(KernelModules, SpecConstantIdsFitTheirList) {

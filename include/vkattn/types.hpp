@@ -254,7 +254,9 @@ struct DeviceLimits {
   std::uint32_t max_shared_memory = 16384;                                // bytes per workgroup; spec minimum 16 KiB
   std::uint32_t max_workgroup_invocations = 128;                          // spec minimum 128; Backend::limits():
                                                                           // at most max_workgroup_size[0] too
-                                                                          // (every kernel is one-dimensional)
+                                                                          // (every kernel is one-dimensional), and
+                                                                          // maxComputeWorkgroupSubgroups subgroups
+                                                                          // of the size a kernel requires
   std::array<std::uint32_t, 3> max_workgroup_size{128, 128, 64};          // spec minimum
   std::array<std::uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // spec minimum
   std::uint64_t max_storage_buffer_range = 134217728;                     // bytes; spec minimum 128 MiB

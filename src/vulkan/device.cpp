@@ -217,6 +217,7 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
                               size_props.minSubgroupSize <= subgroup.subgroupSize &&
                               subgroup.subgroupSize <= size_props.maxSubgroupSize;
   lim.subgroup_size_control = compute_subgroups && out.subgroup_size_control;
+  if (out.subgroup_size_control) out.max_workgroup_subgroups = size_props.maxComputeWorkgroupSubgroups;
   lim.subgroup_vote = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
   lim.subgroup_min_size = lim.subgroup_size_control ? size_props.minSubgroupSize : subgroup.subgroupSize;
   lim.subgroup_max_size = lim.subgroup_size_control ? size_props.maxSubgroupSize : subgroup.subgroupSize;

@@ -41,7 +41,10 @@ struct PhysicalDevice {
   bool portability_subset = false;     // must be enabled when present (MoltenVK)
   bool subgroup_size_control = false;  // VK_EXT_subgroup_size_control is enabled with
                                        // subgroupSizeControl and computeFullSubgroups
-  bool memory_budget = false;          // VK_EXT_memory_budget is enabled
+  // A pipeline that requires a subgroup size may have at most this many subgroups in a
+  // workgroup (maxComputeWorkgroupSubgroups; Intel's 64 with its SIMD8 is 512 invocations).
+  std::uint32_t max_workgroup_subgroups = UINT32_MAX;
+  bool memory_budget = false;  // VK_EXT_memory_budget is enabled
   // VK_KHR_pipeline_executable_properties exists (enabled only for VKATTN_PIPELINE_STATS=1).
   bool pipeline_stats = false;
   CoopmatFacts coopmat;  // what the matrix path's choice depends on
