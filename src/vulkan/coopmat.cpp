@@ -1,8 +1,8 @@
 #include "vulkan/coopmat.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
+#include "common/env.hpp"
 #include "common/op_scope.hpp"
 #include "vkattn/error.hpp"
 #include "vulkan/device.hpp"
@@ -176,13 +176,10 @@ MatrixUnits matrix_units_wanted(const DeviceOptions& options) {
     }
     return m;
   }
-  const char* env = std::getenv("VKATTN_MATRIX");
-  const std::string s = env ? env : "";
-  if (s.empty() || s == "automatic" || s == "auto") return MatrixUnits::automatic;
-  if (s == "off") return MatrixUnits::off;
-  if (s == "on") return MatrixUnits::on;
-  if (s == "standin") return MatrixUnits::standin;
-  throw InvalidArgument(current_op(), "VKATTN_MATRIX", s, "automatic (or auto), off, on or standin");
+  using enum MatrixUnits;
+  return env_choice(current_op(), "VKATTN_MATRIX", automatic,
+                    {{"automatic", automatic}, {"auto", automatic}, {"off", off}, {"on", on}, {"standin", standin}},
+                    "automatic (or auto), off, on or standin");
 }
 
 MatrixShape public_shape(const CoopmatShape& s) {

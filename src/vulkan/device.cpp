@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/env.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/faults.hpp"
 #include "vulkan/instance.hpp"
@@ -98,20 +99,11 @@ std::string hex_string(std::uint32_t v) {
   return s;
 }
 
-bool env_switch(const char* var) {
-  const char* env = std::getenv(var);
-  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
-  if (std::strcmp(env, "1") == 0) return true;
-  throw InvalidArgument(current_op(), var, env, "1 (on) or 0 (off; also unset or empty)");
-}
-
 bool pipeline_stats_wanted() { return env_switch("VKATTN_PIPELINE_STATS"); }
 
 bool packed_f16_wanted() {
-  const char* env = std::getenv("VKATTN_PACKED_F16");
-  if (!env || !*env || std::strcmp(env, "auto") == 0 || std::strcmp(env, "automatic") == 0) return true;
-  if (std::strcmp(env, "off") == 0) return false;
-  throw InvalidArgument(current_op(), "VKATTN_PACKED_F16", env, "automatic (or auto) or off");
+  return env_choice(current_op(), "VKATTN_PACKED_F16", true, {{"automatic", true}, {"auto", true}, {"off", false}},
+                    "automatic (or auto) or off");
 }
 
 PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api,

@@ -78,12 +78,8 @@ std::size_t choose_device(const std::vector<PhysicalDevice>& devices, const Devi
 // $VKATTN_PACKED_F16: "auto" (or unset) or "off"; InvalidArgument naming it otherwise.
 bool packed_f16_wanted();
 
-// $VKATTN_PIPELINE_STATS (env_switch): print every pipeline's statistics as it is built.
+// $VKATTN_PIPELINE_STATS (a switch): print every pipeline's statistics as it is built.
 bool pipeline_stats_wanted();
-// $|var| as a switch: unset, empty or "0" off, "1" on; any other value InvalidArgument
-// naming |var| under the current op (not read as off: VKATTN_VALIDATION=true must not
-// quietly run without the layer).
-bool env_switch(const char* var);
 
 // Element-wise minimum of two limit sets (features ANDed).
 DeviceLimits cap(const DeviceLimits& device, const DeviceLimits& cap);

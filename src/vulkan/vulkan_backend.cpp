@@ -1,9 +1,8 @@
 #include "vulkan/vulkan_backend.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
+#include "common/env.hpp"
 #include "common/shape_math.hpp"
 #include "common/validate.hpp"
 #include "vulkan/check.hpp"
@@ -236,10 +235,7 @@ void VulkanTensor::store(std::span<const std::uint32_t> words) {
 // $VKATTN_CAP_LIMITS=spec_minimum: plan with the Vulkan minimums whatever the options say.
 // Another value is refused: a test run that meant to cap the limits must not run uncapped.
 static bool spec_minimum_wanted() {
-  const char* env = std::getenv("VKATTN_CAP_LIMITS");
-  if (!env || !*env) return false;
-  if (std::strcmp(env, "spec_minimum") == 0) return true;
-  throw InvalidArgument("create backend", "VKATTN_CAP_LIMITS", env, "spec_minimum, or unset or empty");
+  return env_choice("create backend", "VKATTN_CAP_LIMITS", false, {{"spec_minimum", true}}, "spec_minimum, or unset or empty");
 }
 
 // What was chosen and why, and a GPU passed over for a lesser device.
@@ -268,19 +264,13 @@ static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& de
 
 // DeviceOptions::kernels, else $VKATTN_KERNELS, resolved for the device.
 static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevice& physical) {
-  KernelShape shape = options.kernels.value_or(KernelShape::automatic);
-  if (!options.kernels) {
-    if (const char* env = std::getenv("VKATTN_KERNELS"); env && *env) {
-      const std::string s = env;
-      if (s == "cpu")
-        shape = KernelShape::cpu;
-      else if (s == "gpu")
-        shape = KernelShape::gpu;
-      else if (s != "automatic" && s != "auto")  // as $VKATTN_MATRIX and $VKATTN_PACKED_F16
-        throw InvalidArgument("create backend", "VKATTN_KERNELS", s, "cpu, gpu or automatic (or auto)");
-    }
-  }
-  if (shape == KernelShape::automatic) shape = physical.cpu() ? KernelShape::cpu : KernelShape::gpu;
+  using enum KernelShape;
+  const KernelShape shape = options.kernels
+                                ? *options.kernels
+                                : env_choice("create backend", "VKATTN_KERNELS", automatic,
+                                             {{"cpu", cpu}, {"gpu", gpu}, {"automatic", automatic}, {"auto", automatic}},
+                                             "cpu, gpu or automatic (or auto)");
+  if (shape == automatic) return physical.cpu() ? cpu : gpu;
   return shape;
 }
 

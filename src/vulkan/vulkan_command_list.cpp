@@ -5,10 +5,10 @@
 #include <map>
 #include <new>
 #include <optional>
-#include <string_view>
 #include <utility>
 #include <variant>
 
+#include "common/env.hpp"
 #include "common/validate.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/dispatch.hpp"
@@ -40,19 +40,13 @@ class VulkanSubmitted final : public SubmittedImpl {
 // Whether replays patch parameter words in place: $VKATTN_REPLAY unset, empty or "patch";
 // "rebuild" rebuilds every op (tests compare the two).
 bool replay_patches() {
-  const char* env = std::getenv("VKATTN_REPLAY");
-  if (!env || !*env || std::string_view(env) == "patch") return true;
-  if (std::string_view(env) == "rebuild") return false;
-  throw InvalidArgument("commands", "VKATTN_REPLAY", env, "patch (the default) or rebuild");
+  return env_choice("commands", "VKATTN_REPLAY", true, {{"patch", true}, {"rebuild", false}}, "patch (the default) or rebuild");
 }
 
 // Whether rope(q, k) followed by kv_append of that k records one dispatch: $VKATTN_FUSE
 // unset, empty or "on"; "off" records each op's own (tests and benchmarks compare the two).
 bool fusion_on() {
-  const char* env = std::getenv("VKATTN_FUSE");
-  if (!env || !*env || std::string_view(env) == "on") return true;
-  if (std::string_view(env) == "off") return false;
-  throw InvalidArgument("commands", "VKATTN_FUSE", env, "on (the default) or off");
+  return env_choice("commands", "VKATTN_FUSE", true, {{"on", true}, {"off", false}}, "on (the default) or off");
 }
 
 class VulkanCommandList final : public CommandListImpl {
