@@ -205,7 +205,10 @@ Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresPar
 // Shared by the attention ops.
 // Largest power of two <= |cap| and <= the device's workgroup limit.
 std::uint32_t workgroup_size(const Context& ctx, std::uint32_t cap);
-Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel = false);
+// A tensor the kernel reads (through its texel view when |texel|), or writes (read-write
+// counts as written: what the barriers between dispatches go by).
+Binding read_binding(std::shared_ptr<TensorImpl> t, bool texel = false);
+Binding write_binding(std::shared_ptr<TensorImpl> t);
 // Query rows per attention tile at most: accumulators per invocation in the three stages
 // and the fused kernels, a GQA group of up to 8 in one tile.
 inline constexpr std::uint32_t kMaxRows = 8;

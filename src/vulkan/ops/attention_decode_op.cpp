@@ -158,8 +158,8 @@ std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::
 
 DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const std::shared_ptr<TensorImpl>& out,
                              std::uint64_t splits, std::uint64_t ml_offset, std::uint64_t n_rows, bool second_pass) {
-  return {splits > 1 ? tensor_binding(scratch(ml_offset + splits * n_rows * 2), true) : params.add_zero(),
-          second_pass ? params.add_zero() : tensor_binding(out, true)};
+  return {splits > 1 ? write_binding(scratch(ml_offset + splits * n_rows * 2)) : params.add_zero(),
+          second_pass ? params.add_zero() : write_binding(out)};
 }
 
 Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std::shared_ptr<TensorImpl> q, const KeySource& keys,
@@ -167,13 +167,13 @@ Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std
                          const ScoresParams& p, const std::vector<float>& sinks, const AttnMeta& meta, DecodeOutputs o,
                          const AttnPlan& plan, std::uint64_t base_groups, bool second_pass) {
   const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  Binding mask_binding = has_mask ? read_binding(std::move(mask)) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
   d.key.spec = paged(std::move(d.key.spec), keys);
   // Packed (clang-format would put one item per line).
   // clang-format off
-  d.bindings = {tensor_binding(std::move(q), false), tensor_binding(keys.tensor, false),
-                tensor_binding(values.tensor, false), o.out, std::move(mask_binding), meta.binding, key_pos,
+  d.bindings = {read_binding(std::move(q)), read_binding(keys.tensor),
+                read_binding(values.tensor), o.out, std::move(mask_binding), meta.binding, key_pos,
                 o.partials};
   // clang-format on
   const shader::AttnParams pc = attn_params(d.bindings[0].tensor->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan);
@@ -186,7 +186,7 @@ Dispatches finish_decode(const Context& ctx, ParamArena& params, Dispatch d, std
     m.op = "attention";  // its second pass: timings add up under the op's name
     m.key = {KernelId::attn_decode_merge,
              spec({{VKATTN_SPEC_WG_SIZE, workgroup_size(ctx, 128)}, {VKATTN_SPEC_MERGE_ROWS, plan.rows}})};
-    m.bindings = {o.partials, tensor_binding(std::move(out), true), meta.binding};
+    m.bindings = {o.partials, write_binding(std::move(out)), meta.binding};
     m.bindings[0].write = false;
     m.set_push(pc);
     m.groups = base_groups;
@@ -237,7 +237,7 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
     static_assert(sizeof(shader::AttnMaskKeysParams) == 16);
     const std::uint32_t n_tokens = u32(q->shape[0]);
     std::shared_ptr<TensorImpl> buffer = scratch(layout.words);
-    o = {tensor_binding(buffer, true), rt.splits > 1 ? params.add_zero() : tensor_binding(out, true)};
+    o = {write_binding(buffer), rt.splits > 1 ? params.add_zero() : write_binding(out)};
     Dispatch c;
     c.op = "attention";  // its first pass: timings add up under the op's name
     // A key list is sorted in shared memory: a power of two of words, at least a workgroup.
@@ -246,7 +246,7 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
              spec({{VKATTN_SPEC_WG_SIZE, wg},
                    {VKATTN_SPEC_MASK_KEYS_MODE, listing.from_list ? 1u : 0u},
                    {VKATTN_SPEC_MASK_KEYS_WORDS, listing.from_list ? std::max(std::bit_ceil(mask_keys), wg) : wg}})};
-    c.bindings = {tensor_binding(mask, false), tensor_binding(std::move(buffer), true)};
+    c.bindings = {read_binding(mask), write_binding(std::move(buffer))};
     if (listing.from_list) mask.reset();  // the kernel reads the lists alone
     c.set_push(shader::AttnMaskKeysParams{
         .n_tokens = n_tokens, .n_keys = keys.n_keys, .max_keys = mask_keys, .list_offset = u32(layout.lists)});

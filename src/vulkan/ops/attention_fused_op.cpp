@@ -252,7 +252,7 @@ Dispatch key_list_rows(const Context& ctx, const std::shared_ptr<TensorImpl>& li
   Dispatch d;
   d.op = "attention";  // timings add up under the op's name
   d.key = {KernelId::attn_mask_keys, spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_MASK_KEYS_MODE, 2u}})};
-  d.bindings = {tensor_binding(list, false), tensor_binding(rows, true)};
+  d.bindings = {read_binding(list), write_binding(rows)};
   d.set_push(
       shader::AttnMaskKeysParams{.n_tokens = n_tokens, .n_keys = n_keys, .max_keys = u32(list->shape[1]), .list_offset = 0u});
   d.groups = std::uint64_t{n_tokens} * ceil_div(n_keys, std::uint64_t{wg} * 32);  // the shader's CHUNK
@@ -302,14 +302,14 @@ Dispatches finish_fused(const Context& ctx, ParamArena& params, Dispatch d, std:
                         std::shared_ptr<TensorImpl> mask, const ScoresParams& p, const std::vector<float>& sinks,
                         const AttnMeta& meta, bool texel, const AttnPlan& plan, std::uint64_t base_groups) {
   const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  Binding mask_binding = has_mask ? read_binding(std::move(mask)) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
   d.key.spec = paged(std::move(d.key.spec), keys);
   d.set_push(attn_params(q->shape, keys, values, p, meta, has_mask, !sinks.empty(), plan));
   // Packed (clang-format would put one item per line).
   // clang-format off
-  d.bindings = {tensor_binding(std::move(q), false, texel), tensor_binding(keys.tensor, false, texel),
-                tensor_binding(values.tensor, false, texel), tensor_binding(dst, true), std::move(mask_binding),
+  d.bindings = {read_binding(std::move(q), texel), read_binding(keys.tensor, texel),
+                read_binding(values.tensor, texel), write_binding(dst), std::move(mask_binding),
                 meta.binding, key_pos};
   // clang-format on
   d.groups = base_groups * plan.splits;
@@ -357,7 +357,7 @@ Dispatch fused_combine_dispatch(const Context& ctx, ParamArena& params, std::sha
   const std::uint32_t cwg = workgroup_size(ctx, 64);
   const bool texel_partial = has_texel_view(*partial);
   c.key = {texel_partial ? KernelId::attn_fused_combine_texel : KernelId::attn_fused_combine, spec({{VKATTN_SPEC_WG_SIZE, cwg}})};
-  c.bindings = {tensor_binding(std::move(partial), false, texel_partial), tensor_binding(std::move(out), true),
+  c.bindings = {read_binding(std::move(partial), texel_partial), write_binding(std::move(out)),
                 params.add(std::span<const float>(sinks))};
   c.set_push(shader::AttnFusedCombineParams{.n_rows = n_rows,
                                             .n_heads = n_heads,

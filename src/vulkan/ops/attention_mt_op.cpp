@@ -224,7 +224,7 @@ std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, 
   d.key = {units ? kSelftestUnits : KernelId::mt_selftest_standin,
            spec({{VKATTN_SPEC_WG_SIZE, sg}, {VKATTN_SPEC_MT_SG, sg}, {VKATTN_SPEC_MT_CHECK, units ? 0u : 1u}})};
   d.key.subgroup_size = sg;
-  d.bindings = {tensor_binding(in, false), tensor_binding(out, true)};
+  d.bindings = {read_binding(in), write_binding(out)};
   d.groups = 1;
   finish_dispatch(d, ctx->limits);
   const std::uint8_t no_params[16] = {};

@@ -66,9 +66,9 @@ std::uint32_t compute_units(const Context& ctx) {
   return ctx.physical.kind == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU ? 32 : 8;
 }
 
-Binding tensor_binding(std::shared_ptr<TensorImpl> t, bool write, bool texel) {
-  return Binding{std::move(t), 0, 0, write, texel};
-}
+Binding read_binding(std::shared_ptr<TensorImpl> t, bool texel) { return Binding{std::move(t), 0, 0, false, texel}; }
+
+Binding write_binding(std::shared_ptr<TensorImpl> t) { return Binding{std::move(t), 0, 0, true, false}; }
 
 KeySource plain_keys(std::shared_ptr<TensorImpl> t) {
   const auto n = u32(t->shape[0]), n_kv = u32(t->shape[1]), d = u32(t->shape[2]);
@@ -107,7 +107,7 @@ SpecConstants paged(SpecConstants spec, const KeySource& keys) {
 }
 
 Binding key_positions(ParamArena& params, const KeySource& keys, const ScoresParams& p) {
-  if (keys.meta_stride != 0) return tensor_binding(keys.slots, false);
+  if (keys.meta_stride != 0) return read_binding(keys.slots);
   std::uint8_t* bytes = nullptr;
   const Binding b = params.allocate(p.k_pos.size() + p.k_seq.size(), &bytes);
   std::memcpy(bytes, p.k_pos.data(), 4 * p.k_pos.size());
@@ -247,11 +247,11 @@ Dispatch attn_scores_dispatch(const Context& ctx, ParamArena& params, std::share
   d.key.spec = paged(std::move(d.key.spec), keys);
   d.key.subgroup_size = shuffle ? preferred_subgroup_size(ctx.limits) : 0u;
   const bool has_mask = mask != nullptr;
-  Binding mask_binding = has_mask ? tensor_binding(std::move(mask), false) : params.add_zero();
+  Binding mask_binding = has_mask ? read_binding(std::move(mask)) : params.add_zero();
   const Binding key_pos = key_positions(params, keys, p);
-  d.bindings = {tensor_binding(std::move(q), false, texel),
-                tensor_binding(std::move(keys.tensor), false, texel),
-                tensor_binding(std::move(scores), true),
+  d.bindings = {read_binding(std::move(q), texel),
+                read_binding(std::move(keys.tensor), texel),
+                write_binding(std::move(scores)),
                 std::move(mask_binding),
                 meta.binding,
                 key_pos};
@@ -311,12 +311,12 @@ Dispatch attn_softmax_dispatch(const Context& ctx, ParamArena& params, std::shar
                          {VKATTN_SPEC_SOFTMAX_IN_SHARED, in_shared ? 1u : 0u},
                          {VKATTN_SPEC_SOFTMAX_VEC4, n_keys % 4 == 0 ? 1u : 0u},
                          {VKATTN_SPEC_SOFTMAX_SUBGROUP_ROWS, subgroup_rows ? rows_per_wg : 0u}})};
-  d.bindings = {tensor_binding(std::move(scores), false, texel), tensor_binding(std::move(probs), true),
+  d.bindings = {read_binding(std::move(scores), texel), write_binding(std::move(probs)),
                 params.add(std::span<const float>(sinks))};
   if (stop) {
     d.bindings.push_back(params.add(std::span<const std::int32_t>(*stop->q_seq)));
     params.mark({TokenWords::q_seq, d.bindings[d.bindings.size() - 1].param_offset, u32(stop->q_seq->size())});
-    d.bindings.push_back(tensor_binding(stop->slots, false));
+    d.bindings.push_back(read_binding(stop->slots));
   }
   d.set_push(shader::AttnSoftmaxParams{.n_rows = n_rows,
                                        .n_heads = n_heads,
@@ -396,10 +396,10 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
                          {VKATTN_SPEC_WSUM_KEY_GROUPS, key_groups},
                          {VKATTN_SPEC_WSUM_EIGHT, v_row.per_lane == 8 && !f16 ? 1u : 0u}})};
   d.key.spec = paged(std::move(d.key.spec), values);
-  d.bindings = {tensor_binding(std::move(probs), false, texel), tensor_binding(std::move(values.tensor), false, texel),
-                tensor_binding(partial, true), params.add(std::span<const std::int32_t>(q_seq))};
+  d.bindings = {read_binding(std::move(probs), texel), read_binding(std::move(values.tensor), texel), write_binding(partial),
+                params.add(std::span<const std::int32_t>(q_seq))};
   params.mark({TokenWords::q_seq, d.bindings[3].param_offset, u32(q_seq.size())});
-  if (stop) d.bindings.push_back(tensor_binding(stop->slots, false));
+  if (stop) d.bindings.push_back(read_binding(stop->slots));
   d.set_push(shader::AttnWsumParams{.n_tokens = n_tokens,
                                     .n_heads = n_heads,
                                     .n_keys = n_keys,
@@ -424,7 +424,7 @@ Dispatches attn_weighted_sum_dispatches(const Context& ctx, ParamArena& params, 
     r.op = "attn_weighted_sum";  // its second pass: timings add up under the op's name
     const std::uint32_t rwg = workgroup_size(ctx, 64);
     r.key = {KernelId::attn_weighted_sum_reduce, spec({{VKATTN_SPEC_WG_SIZE, rwg}})};
-    r.bindings = {tensor_binding(std::move(partial), false), tensor_binding(std::move(out), true)};
+    r.bindings = {read_binding(std::move(partial)), write_binding(std::move(out))};
     r.set_push(shader::AttnWsumReduceParams{.count = u32(out_elems), .splits = splits});
     r.groups = ceil_div(out_elems, rwg);
     dispatches.push_back(std::move(r));

@@ -17,7 +17,7 @@ Dispatch copy_dispatch(const Context& ctx, std::shared_ptr<TensorImpl> src, std:
   d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32,
            spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COPY_VEC4, vec4 ? 1u : 0u}, {VKATTN_SPEC_COPY_HALVES, 0u}})};
   const auto count = static_cast<std::uint32_t>(words / unit);
-  d.bindings = {{std::move(src), 0, 0, false, texel}, {std::move(dst), 0, 0, true}};
+  d.bindings = {read_binding(std::move(src), texel), write_binding(std::move(dst))};
   d.set_push(shader::CopyParams{.count = count,
                                 .src_offset = static_cast<std::uint32_t>(src_word / unit),
                                 .dst_offset = static_cast<std::uint32_t>(dst_word / unit)});
@@ -34,7 +34,7 @@ Dispatch copy_halves_dispatch(const Context& ctx, const std::shared_ptr<TensorIm
   d.key = {texel ? KernelId::copy_u32_texel : KernelId::copy_u32,
            spec({{VKATTN_SPEC_WG_SIZE, wg}, {VKATTN_SPEC_COPY_VEC4, 0u}, {VKATTN_SPEC_COPY_HALVES, 1u}})};
   const auto count = static_cast<std::uint32_t>(halves);
-  d.bindings = {{t, 0, 0, false, texel}, {t, 0, 0, true}};  // the kernel reads binding 1 (copy.comp)
+  d.bindings = {read_binding(t, texel), write_binding(t)};  // the kernel reads binding 1 (copy.comp)
   d.set_push(shader::CopyParams{
       .count = count, .src_offset = static_cast<std::uint32_t>(src_half), .dst_offset = static_cast<std::uint32_t>(dst_half)});
   d.groups = ceil_div(count, wg);

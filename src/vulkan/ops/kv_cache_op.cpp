@@ -29,7 +29,7 @@ void copy_blocks(OpEnv& env, const KvCacheImpl& cache, std::span<const std::int3
     Dispatch& x = ds.emplace_back();
     x.op = "kv_append";
     x.key = {KernelId::kv_blocks, spec({{VKATTN_SPEC_WG_SIZE, wg}})};
-    x.bindings = {tensor_binding(t, true), b};
+    x.bindings = {write_binding(t), b};
     x.set_push(shader::KvBlocksParams{.n_pairs = u32(pairs.size() / 2),
                                       .block_words = u32(words),
                                       .block_halves = u32(halves),
@@ -62,7 +62,7 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   [[maybe_unused]] const bool written = write_append_rows(bytes, n, c.paged, call);
   assert(written);  // plan_append sized them all
   params.mark({TokenWords::append_rows, rows.param_offset, n, c.paged ? 1u : 0u});
-  const Binding slots = tensor_binding(cache.slots, true);
+  const Binding slots = write_binding(cache.slots);
   Dispatches ds;
   // Shared blocks the tokens write are copied first (a replay that copies patches nothing).
   if (!call.copies.empty()) {
@@ -88,21 +88,17 @@ Dispatches build(OpEnv& env, const AppendCall& call) {
   d.set_push(pc);
   d.groups = ceil_div(invocations(c.head_dim), wg);
   if (ctx.limits.max_storage_buffers >= 6 && value_head_dim(c) == c.head_dim && v) {
-    d.bindings = {tensor_binding(std::move(k), false),
-                  tensor_binding(std::move(v), false),
-                  tensor_binding(cache.k, true),
-                  tensor_binding(cache.v, true),
-                  rows,
-                  slots};
+    d.bindings = {
+        read_binding(std::move(k)), read_binding(std::move(v)), write_binding(cache.k), write_binding(cache.v), rows, slots};
     return ds;
   }
   // Six storage buffers are more than some devices allow a kernel, and V's rows may be
   // another width: k (with the slot table), then v.
   d.key.kernel = KernelId::kv_append_one;
-  d.bindings = {tensor_binding(std::move(k), false), tensor_binding(cache.k, true), rows, slots};
+  d.bindings = {read_binding(std::move(k)), write_binding(cache.k), rows, slots};
   if (!v) return ds;
   Dispatch& dv = ds.emplace_back(d);
-  dv.bindings = {tensor_binding(std::move(v), false), tensor_binding(cache.v, true), rows, slots};
+  dv.bindings = {read_binding(std::move(v)), write_binding(cache.v), rows, slots};
   shader::KvAppendParams v_pc = pc;
   v_pc.head_dim = u32(value_head_dim(c));
   v_pc.dst_scales = u32(scale_words_offset(cache.v->numel, c.dtype));

@@ -88,7 +88,7 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
                          {VKATTN_SPEC_ROPE_UNIT, unit},
                          {VKATTN_SPEC_ROPE_INTERLEAVED, inter ? 1u : 0u}})};
   const std::shared_ptr<TensorImpl>& k_or_q = k ? k : q;
-  d.bindings = {{q, 0, 0, true}, {k_or_q, 0, 0, true}, params.add(positions), params.add(table.words)};
+  d.bindings = {write_binding(q), write_binding(k_or_q), params.add(positions), params.add(table.words)};
   const auto factor = static_cast<float>(table.attention_factor);
   params.mark({TokenWords::rope_positions, d.bindings[2].param_offset, u32(positions.size())});
   if (table_follows_positions(config)) {
@@ -96,8 +96,8 @@ Dispatches build(OpEnv& env, const RopeCall& call) {
         {TokenWords::rope_table, d.bindings[3].param_offset, u32(table.words.size()), std::bit_cast<std::uint32_t>(factor)});
   }
   if (texel) {
-    d.bindings.push_back({q, 0, 0, false, true});
-    d.bindings.push_back({k_or_q, 0, 0, false, true});
+    d.bindings.push_back(read_binding(q, true));
+    d.bindings.push_back(read_binding(k_or_q, true));
   }
   d.set_push(shader::RopeParams{.n_tokens = n_tokens,
                                 .n_heads_q = n_heads_q,
@@ -158,7 +158,7 @@ bool fuse_rope_append(const Dispatch& rope, Dispatches& append, const std::uint8
   spec_values[VKATTN_SPEC_KV_ROPE_INTERLEAVED] = rope.key.spec[VKATTN_SPEC_ROPE_INTERLEAVED];
   d.key.spec = spec_values;
   d.bindings[0].write = true;  // rotated in place
-  d.bindings.push_back({q, 0, 0, true});
+  d.bindings.push_back(write_binding(q));
   d.bindings.push_back(rope.bindings[3]);  // the turns: rope's own words, which its replay patches
   d.set_push(pc);
   d.groups = std::uint64_t{pc.append.n_tokens} * pc.append.n_kv_heads;
