@@ -109,64 +109,42 @@ AttentionRun describe(const Dispatches& ds) {
   return run;
 }
 
-// The kernels for |call| over |mask| (the call's, or the mask rows of its key list).
-Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorImpl> mask) {
+// The lane-per-key kernel's shape: each invocation owns 16 bytes of a v row, and key
+// groups of such invocations fill about 64 invocations; queries are staged in shared
+// memory unless read directly through texel views.
+struct LanePerKeyShape {
+  bool texel = false;  // q, k and v through texel views
+  VRowGroups v_row;
+  std::uint32_t wg = 0, d4 = 0;
+  bool q_tile = false;
+  bool row_fits = false;  // one row's tile fits shared memory
+};
+
+LanePerKeyShape lane_per_key_shape(const Context& ctx, const TensorImpl& q, const KeySource& keys, const KeySource& values,
+                                   bool rope_on_read) {
+  LanePerKeyShape s;
+  s.texel = has_texel_view(q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
+  s.d4 = (u32(q.shape[2]) + 3) / 4;
+  s.v_row = v_row_groups(ctx, values.head_dim, values.wide(), 64);
+  s.wg = s.v_row.lanes * s.v_row.groups;
+  s.q_tile = !s.texel || rope_on_read;
+  s.row_fits = shared_bytes(1, s.wg, s.q_tile ? s.d4 : 0) <= ctx.limits.max_shared_memory;
+  return s;
+}
+
+// The lane-per-key kernel (attn_fused.comp) in shape |s|: as many rows a tile as shared
+// memory allows, the keys split to fill the device.
+Dispatches lane_per_key_dispatches(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorImpl> q, KeySource keys,
+                                   KeySource values, std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask,
+                                   const LanePerKeyShape& s) {
   const Context& ctx = env.ctx;
   ParamArena& params = env.params;
   const ScratchFn& scratch = env.scratch;
-  std::shared_ptr<TensorImpl> q = call.q, out = call.out;
-  KeySource keys = key_source(call.kv, false), values = key_source(call.kv, true);
   const ScoresParams& p = call.params;
   const std::vector<float>& sinks = call.sinks;
-  const AttentionPath path = call.path;
-  // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
-  // is a loop over lanes, and the three stages run 2.5 to 5 times faster
-  // (docs/benchmarks.md); they need the scores to fit a buffer (else the temporary throws).
-  const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
-  const bool scores_fit = score_bytes <= ctx.limits.max_storage_buffer_range;
-  const bool texel = has_texel_view(*q) && has_texel_view(*keys.tensor) && has_texel_view(*values.tensor);
-  // out, mask, meta and the key positions, and q, k, v unless read through texel views
-  // (finish_fused's bindings): on a device that allows a kernel fewer storage buffers, the
-  // three stages (4 at most without a mask).
-  const bool fused_fits = 4u + (texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
-  // Few rows on the GPU shape (decode): the decode kernels, where the device allows them
-  // their bindings; else the lane-per-key kernel below, or the three stages.
-  const bool few_rows =
-      ctx.shape == KernelShape::gpu && decode_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
-  // VKATTN_DECODE=kernel=group takes many rows too (a probe of the group kernel on prefill).
-  const bool decode = (few_rows || (ctx.shape == KernelShape::gpu && ctx.decode.kernel == DecodeTuning::Kernel::group)) &&
-                      decode_attention_usable(ctx);
-  // The lane-per-key kernel below: each invocation owns 16 bytes of a v row; key groups of
-  // such invocations fill about 64 invocations. Where not even one row's tile fits shared
-  // memory, the stages (which need less), else a clear refusal.
-  const std::uint32_t head_dim = u32(q->shape[2]), d4 = (head_dim + 3) / 4, v_dim = values.head_dim;
-  const VRowGroups v_row = v_row_groups(ctx, v_dim, values.wide(), 64);
-  const std::uint32_t key_groups = v_row.groups, wg = v_row.lanes * key_groups;
-  const bool q_tile = !texel || p.rope_on_read;  // else queries are read directly
-  const bool row_fits = shared_bytes(1, wg, q_tile ? d4 : 0) <= ctx.limits.max_shared_memory;
-  // f16 products: the matrix kernel where it runs (any kernel may be more precise than asked).
-  if (call.precision == AttentionPrecision::f16_products && path != AttentionPath::three_stages) {
-    if (std::optional<Dispatches> ds = matrix_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks)) {
-      return std::move(*ds);
-    }
-  }
-  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !decode) ||
-      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit) || (!row_fits && scores_fit && !decode)) {
-    return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
-                        std::move(mask), p, sinks);
-  }
-  // Many rows per KV head on the GPU shape (prefill), or anything under
-  // VKATTN_PREFILL=kernel=tiled: the tiled kernel, where it fits.
-  if ((!few_rows && !decode) || ctx.prefill.kernel == PrefillTuning::Kernel::tiled) {
-    if (std::optional<Dispatches> ds =
-            tiled_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks, call.precision)) {
-      return std::move(*ds);
-    }
-  }
-  if (decode) {
-    return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
-                                       std::move(mask), p, sinks, call.precision);
-  }
+  const bool texel = s.texel, q_tile = s.q_tile, row_fits = s.row_fits;
+  const VRowGroups& v_row = s.v_row;
+  const std::uint32_t wg = s.wg, d4 = s.d4, key_groups = v_row.groups, head_dim = u32(q->shape[2]), v_dim = values.head_dim;
   static_assert(sizeof(shader::AttnParams) == 128);  // the push-constant minimum
   const std::uint32_t n_tokens = u32(q->shape[0]), n_heads = u32(q->shape[1]);
   const std::uint32_t n_keys = keys.n_keys, n_kv_heads = keys.n_kv_heads;
@@ -243,6 +221,63 @@ Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorI
                          {VKATTN_SPEC_FUSED_V_EIGHT, v_row.per_lane == 8 && !v_f16 ? 1u : 0u}})};
   return finish_fused(ctx, params, std::move(d), std::move(q), keys, values, std::move(dst), std::move(out), std::move(mask), p,
                       sinks, meta, texel, {rows, row_tiles, u32(splits), keys_per_split, ml_offset}, base_groups);
+}
+
+// The kernels for |call| over |mask| (the call's, or the mask rows of its key list).
+Dispatches choose(OpEnv& env, const AttentionCall& call, std::shared_ptr<TensorImpl> mask) {
+  const Context& ctx = env.ctx;
+  ParamArena& params = env.params;
+  const ScratchFn& scratch = env.scratch;
+  std::shared_ptr<TensorImpl> q = call.q, out = call.out;
+  KeySource keys = key_source(call.kv, false), values = key_source(call.kv, true);
+  const ScoresParams& p = call.params;
+  const std::vector<float>& sinks = call.sinks;
+  const AttentionPath path = call.path;
+  // On CPU devices every shared-memory access and subgroup reduction of the fused kernel
+  // is a loop over lanes, and the three stages run 2.5 to 5 times faster
+  // (docs/benchmarks.md); they need the scores to fit a buffer (else the temporary throws).
+  const std::uint64_t score_bytes = std::uint64_t{4} * q->shape[0] * q->shape[1] * keys.n_keys;
+  const bool scores_fit = score_bytes <= ctx.limits.max_storage_buffer_range;
+  const LanePerKeyShape lane = lane_per_key_shape(ctx, *q, keys, values, p.rope_on_read);
+  // out, mask, meta and the key positions, and q, k, v unless read through texel views
+  // (finish_fused's bindings): on a device that allows a kernel fewer storage buffers, the
+  // three stages (4 at most without a mask).
+  const bool fused_fits = 4u + (lane.texel ? 0u : 3u) <= ctx.limits.max_storage_buffers;
+  // Few rows on the GPU shape (decode): the decode kernels, where the device allows them
+  // their bindings; else the lane-per-key kernel below, or the three stages.
+  const bool few_rows =
+      ctx.shape == KernelShape::gpu && decode_preferred(ctx, u32(q->shape[0]), u32(q->shape[1]), keys.n_kv_heads);
+  // VKATTN_DECODE=kernel=group takes many rows too (a probe of the group kernel on prefill).
+  const bool decode = (few_rows || (ctx.shape == KernelShape::gpu && ctx.decode.kernel == DecodeTuning::Kernel::group)) &&
+                      decode_attention_usable(ctx);
+  // f16 products: the matrix kernel where it runs (any kernel may be more precise than asked).
+  if (call.precision == AttentionPrecision::f16_products && path != AttentionPath::three_stages) {
+    if (std::optional<Dispatches> ds = matrix_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks)) {
+      return std::move(*ds);
+    }
+  }
+  if (path == AttentionPath::three_stages || (!fused_fits && scores_fit && !decode) ||
+      (path == AttentionPath::automatic && ctx.shape == KernelShape::cpu && scores_fit) ||
+      (!lane.row_fits && scores_fit && !decode)) {
+    return three_stages(ctx, params, scratch, env.temp, std::move(q), std::move(keys), std::move(values), std::move(out),
+                        std::move(mask), p, sinks);
+  }
+  // Many rows per KV head on the GPU shape (prefill), or anything under
+  // VKATTN_PREFILL=kernel=tiled: the tiled kernel, where it fits.
+  if ((!few_rows && !decode) || ctx.prefill.kernel == PrefillTuning::Kernel::tiled) {
+    if (std::optional<Dispatches> ds =
+            tiled_attention_dispatches(ctx, params, scratch, q, keys, values, out, mask, p, sinks, call.precision)) {
+      return std::move(*ds);
+    }
+  }
+  if (decode) {
+    return decode_attention_dispatches(ctx, params, scratch, std::move(q), std::move(keys), std::move(values), std::move(out),
+                                       std::move(mask), p, sinks, call.precision);
+  }
+  // The lane-per-key kernel; where not even one row's tile fits shared memory and the
+  // stages could not take it, a clear refusal.
+  return lane_per_key_dispatches(env, call, std::move(q), std::move(keys), std::move(values), std::move(out), std::move(mask),
+                                 lane);
 }
 
 // A key list's mask rows [n_tokens, n_keys] (attn_mask_keys.comp, mode 2), for the kernels
