@@ -173,39 +173,16 @@ void save_blocks(const detail::KvCacheImpl& c, const std::vector<std::vector<std
   }
 }
 
-}  // namespace
+// A save's headers, checked against the configuration |cf| of the cache it would restore:
+// the format, then each field of the configuration that differs, by name.
+struct SavedHeaders {
+  Header header;
+  PagedHeader paged_header;  // a paged save's
+  bool paged;
+};
 
-std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
-  detail::OpScope scope("save_cache");
-  const auto& c = live_cache("save_cache", cache, owner_tag());
-  c->check_written("save_cache");
-  std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
-  const Header h = header_of(c->config);
-  std::memcpy(out.data(), &h, sizeof h);
-  if (c->config.paged) {
-    std::vector<std::vector<std::uint32_t>> words{read_words(*c->k)};
-    if (c->v) words.push_back(read_words(*c->v));
-    save_blocks(*c, words, out, sizeof(Header));
-    return out;
-  }
-  put(out, c->slot_pos);
-  put(out, c->next);
-  put(out, c->oldest);
-  put(out, read_words(*c->k));
-  if (c->v) put(out, read_words(*c->v));
-  return out;
-} catch (const std::bad_alloc&) {
-  detail::host_out_of_memory("save_cache");
-}
-
-void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) try {
-  detail::OpScope scope("restore_cache");
-  const char* op = "restore_cache";
-  const auto& c = live_cache(op, cache, owner_tag());
-  const detail::CacheInUse use(c.get(), op);
-  const KvCacheConfig& cf = c->config;
+SavedHeaders check_saved_headers(const char* op, std::span<const std::uint8_t> bytes, const KvCacheConfig& cf) {
   const Header want = header_of(cf);
-  const std::size_t n_seqs = cf.n_seqs, slots = n_seqs * cf.capacity;
   Header got{};
   if (bytes.size() >= sizeof got) std::memcpy(&got, bytes.data(), sizeof got);
   if (bytes.size() < sizeof got || std::memcmp(got.magic, kMagic, sizeof kMagic) != 0) {
@@ -241,6 +218,80 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
     throw InvalidArgument(op, "bytes: blocks saved", std::to_string(ph.n_saved),
                           "at most the cache's n_blocks = " + std::to_string(cf.n_blocks));
   }
+  return {got, ph, paged};
+}
+
+// Bookkeeping the cache could not have written is refused: attention trusts it. A sequence
+// holds positions below its next one and always that one's predecessor (appends are
+// consecutive and keep the newest); a paged sequence holds a block for exactly the runs of
+// slots that hold a position, no block twice, and every block saved is held. Returns each
+// block's references (none for a ring cache).
+std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::KvCacheImpl& c,
+                                                  const std::vector<std::int32_t>& slot_pos,
+                                                  const std::vector<std::int32_t>& next, const std::vector<std::int32_t>& oldest,
+                                                  const std::vector<std::int32_t>& table, std::uint32_t n_saved) {
+  const KvCacheConfig& cf = c.config;
+  const std::size_t n_seqs = cf.n_seqs;
+  std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
+  for (std::size_t s = 0; s < n_seqs; ++s) {
+    const auto sinks = static_cast<std::int32_t>(cf.n_sinks);
+    bool ok = next[s] >= 0 && oldest[s] >= sinks && oldest[s] <= std::max(next[s], sinks);
+    ok = ok && (next[s] == 0 || slot_pos[s * cf.capacity + c.slot(next[s] - 1)] == next[s] - 1);
+    for (std::size_t i = 0; ok && i < cf.capacity; ++i) {
+      const std::int32_t pos = slot_pos[s * cf.capacity + i];
+      ok = pos >= -1 && pos < next[s] && (pos < 0 || c.slot(pos) == i) && (pos < sinks || pos >= oldest[s]);
+    }
+    for (std::size_t e = 0; ok && e < c.entries; ++e) {
+      const std::int32_t b = table[s * c.entries + e];
+      const auto run = slot_pos.begin() + static_cast<std::ptrdiff_t>(s * cf.capacity + e * cf.block_size);
+      const bool held = std::any_of(run, run + static_cast<std::ptrdiff_t>(cf.block_size), [](std::int32_t x) { return x >= 0; });
+      ok = b >= -1 && b < static_cast<std::int32_t>(n_saved) && (b >= 0) == held;
+      for (std::size_t f = 0; ok && b >= 0 && f < e; ++f) ok = table[s * c.entries + f] != b;
+      if (ok && b >= 0) ++refs[static_cast<std::size_t>(b)];
+    }
+    if (!ok) {
+      throw InvalidArgument(op, "bytes: sequence " + std::to_string(s) + " bookkeeping", "inconsistent", "what save_cache wrote");
+    }
+  }
+  if (std::find(refs.begin(), refs.begin() + n_saved, 0) != refs.begin() + n_saved) {
+    throw InvalidArgument(op, "bytes: block tables", "a saved block no sequence holds", "what save_cache wrote");
+  }
+  return refs;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
+  detail::OpScope scope("save_cache");
+  const auto& c = live_cache("save_cache", cache, owner_tag());
+  c->check_written("save_cache");
+  std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
+  const Header h = header_of(c->config);
+  std::memcpy(out.data(), &h, sizeof h);
+  if (c->config.paged) {
+    std::vector<std::vector<std::uint32_t>> words{read_words(*c->k)};
+    if (c->v) words.push_back(read_words(*c->v));
+    save_blocks(*c, words, out, sizeof(Header));
+    return out;
+  }
+  put(out, c->slot_pos);
+  put(out, c->next);
+  put(out, c->oldest);
+  put(out, read_words(*c->k));
+  if (c->v) put(out, read_words(*c->v));
+  return out;
+} catch (const std::bad_alloc&) {
+  detail::host_out_of_memory("save_cache");
+}
+
+void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) try {
+  detail::OpScope scope("restore_cache");
+  const char* op = "restore_cache";
+  const auto& c = live_cache(op, cache, owner_tag());
+  const detail::CacheInUse use(c.get(), op);
+  const KvCacheConfig& cf = c->config;
+  const auto [got, ph, paged] = check_saved_headers(op, bytes, cf);
+  const std::size_t n_seqs = cf.n_seqs, slots = n_seqs * cf.capacity;
   // A paged save holds its tables and the blocks they name; another, K and V whole.
   const std::vector<BlockWords> bw = paged ? block_words(*c) : std::vector<BlockWords>{};
   std::size_t data_words = 0;
@@ -261,34 +312,7 @@ void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes)
   auto ints = [](const std::vector<std::uint32_t>& w) { return std::vector<std::int32_t>(w.begin(), w.end()); };
   const std::vector<std::int32_t> slot_pos = ints(take(slots)), next = ints(take(n_seqs)), oldest = ints(take(n_seqs));
   const std::vector<std::int32_t> table = ints(take(c->table.size()));
-  // Bookkeeping the cache could not have written is refused: attention trusts it. A
-  // sequence holds positions below its next one and always that one's predecessor (appends
-  // are consecutive and keep the newest); a paged sequence holds a block for exactly the
-  // runs of slots that hold a position, no block twice, and every block saved is held.
-  std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
-  for (std::size_t s = 0; s < n_seqs; ++s) {
-    const auto sinks = static_cast<std::int32_t>(cf.n_sinks);
-    bool ok = next[s] >= 0 && oldest[s] >= sinks && oldest[s] <= std::max(next[s], sinks);
-    ok = ok && (next[s] == 0 || slot_pos[s * cf.capacity + c->slot(next[s] - 1)] == next[s] - 1);
-    for (std::size_t i = 0; ok && i < cf.capacity; ++i) {
-      const std::int32_t pos = slot_pos[s * cf.capacity + i];
-      ok = pos >= -1 && pos < next[s] && (pos < 0 || c->slot(pos) == i) && (pos < sinks || pos >= oldest[s]);
-    }
-    for (std::size_t e = 0; ok && e < c->entries; ++e) {
-      const std::int32_t b = table[s * c->entries + e];
-      const auto run = slot_pos.begin() + static_cast<std::ptrdiff_t>(s * cf.capacity + e * cf.block_size);
-      const bool held = std::any_of(run, run + static_cast<std::ptrdiff_t>(cf.block_size), [](std::int32_t x) { return x >= 0; });
-      ok = b >= -1 && b < static_cast<std::int32_t>(ph.n_saved) && (b >= 0) == held;
-      for (std::size_t f = 0; ok && b >= 0 && f < e; ++f) ok = table[s * c->entries + f] != b;
-      if (ok && b >= 0) ++refs[static_cast<std::size_t>(b)];
-    }
-    if (!ok) {
-      throw InvalidArgument(op, "bytes: sequence " + std::to_string(s) + " bookkeeping", "inconsistent", "what save_cache wrote");
-    }
-  }
-  if (std::find(refs.begin(), refs.begin() + ph.n_saved, 0) != refs.begin() + ph.n_saved) {
-    throw InvalidArgument(op, "bytes: block tables", "a saved block no sequence holds", "what save_cache wrote");
-  }
+  const std::vector<std::int32_t> refs = check_saved_bookkeeping(op, *c, slot_pos, next, oldest, table, ph.n_saved);
   // The restored bookkeeping, built in full before anything changes.
   Bookkeeping restored = bookkeeping(*c);
   restored.slot_pos = slot_pos;
