@@ -153,6 +153,41 @@ struct OverCache {
   const std::shared_ptr<detail::KvCacheImpl>& cache;
 };
 
+// set_tokens' tokens, checked against the list: its ops all take the same number of
+// tokens; a position each, or three (M-RoPE's t, h, w: rope ops with config.mrope take
+// them, every other op the first, t, gathered into the list's t_positions); a sequence
+// id each, or none (each op keeps its own).
+NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) {
+  const char* op = "set_tokens";
+  const std::size_t n_tokens = impl.most_tokens;
+  if (n_tokens == 0) {
+    throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
+                          "a list recorded with rope, kv_append or attention on tokens");
+  }
+  if (impl.fewest_tokens != n_tokens) {
+    throw InvalidArgument(
+        op, "this",
+        "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " + std::to_string(n_tokens) + " tokens",
+        "ops that all take the same tokens");
+  }
+  const bool three = positions.size() == 3 * n_tokens;
+  if (positions.size() != n_tokens && !three) {
+    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
+                          "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
+  }
+  Ints& t_positions = impl.t_positions;  // its memory kept from one replay to the next
+  if (three) {
+    t_positions.resize(n_tokens);
+    for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];
+  }
+  if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
+    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
+                          "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
+  }
+  return {three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
+          three ? positions : std::span<const std::int32_t>{}};
+}
+
 std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t, const void* owner) {
   return t ? detail::check_tensor(op, param, *t, owner) : nullptr;
 }
@@ -471,33 +506,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   const InUse use(impl_.get(), op);
   auto& impl = *use;
   const detail::CachesInUse caches_use(impl.recorded_over, op);  // the recipes record over them again
-  const std::size_t n_tokens = impl.most_tokens;
-  if (n_tokens == 0) {
-    throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
-                          "a list recorded with rope, kv_append or attention on tokens");
-  }
-  if (impl.fewest_tokens != n_tokens) {
-    throw InvalidArgument(
-        op, "this",
-        "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " + std::to_string(n_tokens) + " tokens",
-        "ops that all take the same tokens");
-  }
-  // One position per token, or three (M-RoPE's t, h, w: rope ops with config.mrope take
-  // them, every other op the first, t).
-  const bool three = positions.size() == 3 * n_tokens;
-  if (positions.size() != n_tokens && !three) {
-    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
-                          "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
-  }
-  Ints& t_positions = impl.t_positions;  // its memory kept from one replay to the next
-  if (three) {
-    t_positions.resize(n_tokens);
-    for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];
-  }
-  if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
-    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
-                          "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
-  }
+  const NextTokens next = checked_tokens(impl, positions, seq_ids);
   // The caches' bookkeeping words the replay changes are logged in the list's log
   // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
   // the new tokens. Every cache's log is started (which may drop the words of a list
@@ -532,8 +541,6 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       l.wrote = l.replay_wrote;
     }
   };
-  const NextTokens next{three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
-                        three ? positions : std::span<const std::int32_t>{}};
   // Patched in place first; where the new tokens change an op's dispatches (another
   // pattern of sequences), recorded again from the caches' state before the replay.
   // Between tokens the recipes' state is cold (an engine's own work and the kernels ran
