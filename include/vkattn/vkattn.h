@@ -4,7 +4,7 @@
  *
  * Conventions
  * - Every function returns a vkattn_status (VKATTN_OK = 0), except the destroy functions
- *   (void; destroying NULL does nothing), vkattn_status_string, vkattn_last_error_message
+ *   and vkattn_free (void; NULL does nothing), vkattn_status_string, vkattn_last_error_message
  *   (the last failure on the calling thread, explained), the two version functions and
  *   the names of values (vkattn_attention_kernel_name, vkattn_dtype_name).
  * - No C++ exception crosses this interface, and no bad argument crashes: a NULL handle or
