@@ -142,6 +142,7 @@ TEST_F(VulkanVsCpuTest, FusedOverKvCaches) {
       const Shape o{t.size(), s.heads, s.head_dim};
       EXPECT_TRUE(all_close(fused[0], fused[1], o, 1e-3, 1e-3)) << "Vulkan vs CPU, call " << call;
       EXPECT_EQ(fused[1], staged[1]) << "CPU attention() vs its three stages, call " << call;
+      EXPECT_TRUE(all_close(staged[0], staged[1], o, 1e-3, 1e-3)) << "Vulkan's three stages vs CPU, call " << call;
     }
   }
 }

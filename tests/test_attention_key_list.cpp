@@ -107,8 +107,8 @@ AttentionRun expect_list_agrees(const char* what, Backend& gpu, const Plain& c, 
 }
 
 TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
-  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   std::string why;
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   for (const auto& [what, c, kept, width] : std::vector<std::tuple<const char*, Plain, std::vector<std::size_t>, std::size_t>>{
            {"one token, 40 of 600 keys in 64", {1, 600}, {40}, 64},
@@ -131,8 +131,8 @@ TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
 // the first 128 entries: a shared array sized by a constant the host could not set), the
 // widest list (16 KiB of shared memory), widths that are no power of two.
 TEST(SparseMaskKeyList, WidestList) {
-  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   std::string why;
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   for (std::size_t w : {128, 129, 256, 300, 512}) {
     EXPECT_TRUE(expect_list_agrees(std::to_string(w).c_str(), *gpu, {1, 600}, {std::min(w, w / 2 + 80)}, w).sparse);
@@ -146,7 +146,7 @@ TEST(SparseMaskKeyList, WidestList) {
 // itself), at the spec minimums too.
 TEST(SparseMaskKeyList, OtherKernelsReadMaskRows) {
   std::string why;
-  auto cpu_shape = sparse_backend(KernelShape::cpu, ""), gpu_shape = sparse_backend(KernelShape::gpu, "");
+  auto cpu_shape = sparse_backend(KernelShape::cpu, "", why), gpu_shape = sparse_backend(KernelShape::gpu, "", why);
   VKATTN_REQUIRE_BACKEND(cpu_shape, why);
   VKATTN_REQUIRE_BACKEND(gpu_shape, why);
   DeviceOptions minimum = shape_options(KernelShape::gpu);
@@ -171,8 +171,8 @@ TEST(SparseMaskKeyList, OtherKernelsReadMaskRows) {
 // The keys a list leaves out are not read: V rows of infinity there leave the result that
 // of rows of zeros (a weight of 0 times infinity is NaN wherever such a row is read).
 TEST(SparseMaskKeyList, UnlistedKeysAreNotRead) {
-  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
   std::string why;
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const Plain c{2, 300};
@@ -198,7 +198,7 @@ class SparseMaskKeyListCache : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SparseMaskKeyListCache, LatentCacheAndReplay) {
   std::string why;
-  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group");
+  auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200, width = 40;

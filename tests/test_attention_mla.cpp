@@ -167,8 +167,8 @@ TEST(MlaWidths, ReplayAndSaveRestoreWithDv128) {
     EXPECT_TRUE(all_close(gpu->download(gout), cpu->download(cout), {1, heads, kDv}, 2e-4, 1e-3)) << "step " << i;
   }
   // Saved on Vulkan, restored on the CPU backend into a fresh cache of the same config: the
-  // same V rows come back (one more attention step agrees), and a cache whose V is as wide
-  // as K refuses the bytes by naming v_head_dim.
+  // same rows come back (its save is the same bytes), and a cache whose V is as wide as K
+  // refuses the bytes by naming v_head_dim.
   const std::vector<std::uint8_t> saved = gpu->save_cache(gc);
   KvCache restored = cpu->kv_cache(config);
   cpu->restore_cache(restored, saved);

@@ -254,7 +254,10 @@ TEST_F(PackedF16VsCpu, LargeValuesDoNotOverflowTheChains) {
     std::fill(in.q.begin(), in.q.end(), 0.0f);
     for (float& v : in.v) v = 9000.0f + 100.0f * v;
     const std::vector<float> got = run_f16(*gpu, in);
-    EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, in), in.out_shape(), 20.0, 2e-3));  // f16 V: 8 an ulp
+    // One f16 ulp of the values (8 near 9000), no relative part: the outputs (means of
+    // rows of V) spread only about 100 around 9000, and a chain of 8 keys lost moves a
+    // mean by more (2.6 seen at most on lavapipe).
+    EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, in), in.out_shape(), 8.0, 0.0));
     EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
     EXPECT_TRUE(gpu->validation_messages().empty());
   }

@@ -46,8 +46,8 @@ std::vector<float> top_k_mask(const std::vector<std::size_t>& kept, std::size_t 
   return mask;
 }
 
-std::shared_ptr<Backend> group_kernel(const char* more = "") {
-  return sparse_backend(KernelShape::gpu, std::string("kernel=group") + more);
+std::shared_ptr<Backend> group_kernel(std::string& why, const char* more = "") {
+  return sparse_backend(KernelShape::gpu, std::string("kernel=group") + more, why);
 }
 
 // A plain-keys case: each token's kept keys of n_keys, the promise, the query heads over
@@ -112,7 +112,7 @@ AttentionRun expect_agree(const char* what, Backend& gpu, const Plain& c, bool s
 
 TEST(SparseMask, ListsAgreeWithEveryKeyRead) {
   std::string why;
-  auto gpu = group_kernel();
+  auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   expect_agree("one token, 40 of 600 keys", *gpu, {{40}, 600, 40});
   expect_agree("one token, a looser promise", *gpu, {{40}, 600, 64});
@@ -130,7 +130,7 @@ TEST(SparseMask, ListsAgreeWithEveryKeyRead) {
 // The packed f16 group kernel (f16_products) reads the lists the same way.
 TEST(SparseMask, PackedF16GroupKernel) {
   std::string why;
-  auto gpu = group_kernel(",packed=1");
+  auto gpu = group_kernel(why, ",packed=1");
   VKATTN_REQUIRE_BACKEND(gpu, why);
   if (!gpu->limits().shader_float16) GTEST_SKIP() << "no shaderFloat16: the packed kernel does not run";
   expect_agree("f16 products, 12 of 600 keys", *gpu, {{12, 20}, 600, 24, kHeads, AttentionPrecision::f16_products});
@@ -140,7 +140,7 @@ TEST(SparseMask, PackedF16GroupKernel) {
 // splits with no visible key.
 TEST(SparseMask, ListsSpanKeySplits) {
   std::string why;
-  auto gpu = group_kernel(",keys_per_split=32");
+  auto gpu = group_kernel(why, ",keys_per_split=32");
   VKATTN_REQUIRE_BACKEND(gpu, why);
   EXPECT_GT(expect_agree("split keys", *gpu, {{40, 200}, 600, 200}).splits, 1u);
 }
@@ -149,7 +149,7 @@ TEST(SparseMask, ListsSpanKeySplits) {
 // recorded at those positions.
 TEST(SparseMask, ReplayedListReadsItsLists) {
   std::string why;
-  auto gpu = group_kernel();
+  auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   const std::size_t n_keys = 400;
   const std::vector<float> mask = top_k_mask({32}, n_keys, 4);
@@ -180,7 +180,7 @@ TEST(SparseMask, ReplayedListReadsItsLists) {
 // reading every key lets it in).
 TEST(SparseMask, DroppedKeysAreNotRead) {
   std::string why;
-  auto gpu = group_kernel();
+  auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t n_keys = 300;
@@ -239,7 +239,7 @@ class SparseMaskCache : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SparseMaskCache, LatentCacheOfTwoSequences) {
   std::string why;
-  auto gpu = group_kernel();
+  auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200;

@@ -385,8 +385,9 @@ bool declares(std::span<const std::uint32_t> words, std::uint32_t capability) {
 // (they cannot run on lavapipe); their stand-ins declare neither.
 TEST(CoopmatKernels, EmbeddedWhenBuilt) {
   constexpr std::uint32_t kCooperativeMatrix = 6022;
-  [[maybe_unused]] constexpr std::uint32_t kMemoryModel = 5345;
+  constexpr std::uint32_t kMemoryModel = 5345;
   EXPECT_FALSE(declares(detail::kernel_spirv(detail::KernelId::attn_mt_standin), kCooperativeMatrix));
+  EXPECT_FALSE(declares(detail::kernel_spirv(detail::KernelId::attn_mt_standin), kMemoryModel));
 #ifdef VKATTN_HAVE_COOPMAT_SHADERS
   for (const auto id : {detail::KernelId::attn_mt, detail::KernelId::mt_selftest}) {
     SCOPED_TRACE(detail::kernel_name(id));

@@ -364,7 +364,19 @@ TEST_F(VulkanVsCpuTest, GpuShapePlanning) {
   DeviceOptions plain = shape_options(KernelShape::gpu);
   plain.cap_limits = uncapped();
   plain.cap_limits->subgroup_shuffle = false;
-  on_vulkan(plain, [&](Backend& gpu) { ops(gpu, decode, want_decode); });
+  BuiltPipelines plain_built;
+  plain_built.attach(plain);
+  on_vulkan(plain, [&](Backend& gpu) {
+    ops(gpu, decode, want_decode);
+    // The shared-memory variants (attn_decode_shared, _shared_last), not the shuffles'.
+    std::size_t shared = 0, other = 0;
+    for (const std::string& l : *plain_built.lines) {
+      if (l.find("built pipeline attn_decode") == std::string::npos) continue;
+      ++(l.find("built pipeline attn_decode_shared") != std::string::npos ? shared : other);
+    }
+    EXPECT_GT(shared, 0u) << "the decode kernel's shared-memory variant";
+    EXPECT_EQ(other, 0u) << "no shuffle variant without subgroup shuffles";
+  });
   DeviceOptions seven = shape_options(KernelShape::gpu);
   seven.cap_limits = uncapped();
   seven.cap_limits->max_storage_buffers = 7;

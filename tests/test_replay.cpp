@@ -298,6 +298,7 @@ TEST_F(VulkanVsCpuTest, ReplayKeepsPlainKeyPositions) {
     direct.submit_and_wait();
     EXPECT_EQ(b->download(out), outs.back()) << to_string(b->kind());
   }
+  EXPECT_TRUE(all_close(outs[0], outs[1], {1, 4, 32}, 1e-5, 1e-5)) << "Vulkan vs CPU";
 }
 
 }  // namespace

@@ -19,6 +19,21 @@ static void rope_config(vkattn_rope_config* c, int variant, const double* factor
   }
 }
 
+/* q [n, 4, 16] rotated by |config| on |b|, in f32: the caller frees it. */
+static float* rotated_q(vkattn_backend* b, const float* q, const int32_t* positions, size_t n, const vkattn_rope_config* config) {
+  vkattn_tensor* t = filled(b, n, 4, 16, VKATTN_DTYPE_F32, q);
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(b, NULL, &list));
+  OK(vkattn_cmd_rope(list, t, positions, n, config));
+  OK(vkattn_submit_and_wait(list));
+  float* out = download(b, t, n * 4 * 16);
+  vkattn_command_list_destroy(list);
+  vkattn_tensor_destroy(t);
+  return out;
+}
+
+/* Both backends read the config through the same C translation, so each variant must also
+ * change the result against the same layout unscaled: a field lost on the way would not. */
 static void test_rope(vkattn_backend* gpu, vkattn_backend* cpu) {
   enum { T = 5, H = 4, HK = 2, D = 16 };
   const int32_t positions[T] = {0, 1, 7, 100000, 2147483000};
@@ -28,6 +43,22 @@ static void test_rope(vkattn_backend* gpu, vkattn_backend* cpu) {
   for (int variant = VKATTN_ROPE_SCALING_NONE; variant <= VKATTN_ROPE_SCALING_FACTORS; ++variant) {
     vkattn_rope_config config;
     rope_config(&config, variant, factors);
+    if (variant != VKATTN_ROPE_SCALING_NONE) {
+      vkattn_rope_config unscaled = config;
+      unscaled.scaling = VKATTN_ROPE_SCALING_NONE;
+      unscaled.freq_factors = NULL;
+      unscaled.n_freq_factors = 0;
+      float* scaled_q = rotated_q(cpu, q, positions, T, &config);
+      float* plain_q = rotated_q(cpu, q, positions, T, &unscaled);
+      const double moved = max_diff(scaled_q, plain_q, T * H * D);
+      if (moved < 1e-3) {
+        fprintf(stderr, "rope scaling %d: max |diff| %g against the same layout unscaled: the variant was lost\n", variant,
+                moved);
+        ++g_failures;
+      }
+      free(scaled_q);
+      free(plain_q);
+    }
     for (vkattn_dtype dtype = VKATTN_DTYPE_F32; dtype <= VKATTN_DTYPE_F16; ++dtype) {
       float* out[2][2];
       vkattn_backend* backends[2] = {gpu, cpu};

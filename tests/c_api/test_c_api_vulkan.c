@@ -323,14 +323,18 @@ int main(void) {
   memcpy(got, readback.mapped, qb);
   CHECK(close_enough(got, want, QN));
 
-  /* A copy of the output submitted asynchronously by vkattn, signalling a binary semaphore
-   * the application's readback waits on. */
-  vkattn_tensor* copy = NULL;
+  /* A copy of the output, submitted asynchronously by vkattn into a zeroed buffer of the
+   * application's, signalling a binary semaphore the application's readback of that buffer
+   * waits on: read before the copy, it would be zeros. */
+  buffer_t fresh = make_buffer(&app, qb, storage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 1);
+  memset(fresh.mapped, 0, qb);
+  vkattn_tensor *copy = NULL, *tfresh = NULL;
   OK(vkattn_tensor_create(gpu, qs, 3, VKATTN_DTYPE_F32, &copy));
+  OK(vkattn_tensor_wrap(gpu, fresh.buffer, 0, qb, qs, 3, VKATTN_DTYPE_F32, &tfresh));
   vkattn_command_list* async = NULL;
   OK(vkattn_command_list_create(gpu, NULL, &async));
   OK(vkattn_cmd_copy(async, to, copy));
-  OK(vkattn_cmd_copy(async, copy, to));
+  OK(vkattn_cmd_copy(async, copy, tfresh));
   VkSemaphoreCreateInfo sem_info = {VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, NULL, 0};
   VkSemaphore done;
   VK(vkCreateSemaphore(app.device, &sem_info, NULL, &done));
@@ -342,7 +346,7 @@ int main(void) {
   vkattn_submission* submission = NULL;
   OK(vkattn_submit_with_semaphores(async, &sems, &submission));
   cb = begin(&app);
-  copy_then_host_barrier(cb, obuf.buffer, readback.buffer, qb);
+  copy_then_host_barrier(cb, fresh.buffer, readback.buffer, qb);
   submit_and_wait(&app, cb, done);
   uint32_t finished = 0;
   OK(vkattn_submission_wait(submission, UINT64_MAX, &finished));
@@ -423,6 +427,7 @@ int main(void) {
   vkattn_command_list_destroy(async);
   vkattn_command_list_destroy(cmd);
   vkattn_tensor_destroy(copy);
+  vkattn_tensor_destroy(tfresh);
   vkattn_tensor_destroy(tq);
   vkattn_tensor_destroy(tk);
   vkattn_tensor_destroy(tv);
@@ -433,7 +438,7 @@ int main(void) {
   /* vkattn is gone; the application destroys what it made (the validation layer reports
    * anything vkattn left on the device, or destroyed that was not its own). */
   vkDestroySemaphore(app.device, done, NULL);
-  buffer_t* all[] = {&staging, &qbuf, &kbuf, &vbuf, &obuf, &readback};
+  buffer_t* all[] = {&staging, &qbuf, &kbuf, &vbuf, &obuf, &readback, &fresh};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) free_buffer(&app, all[i]);
   vkDestroyCommandPool(app.device, app.pool, NULL);
   vkDestroyDevice(app.device, NULL);

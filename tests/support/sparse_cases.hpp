@@ -25,12 +25,12 @@ struct SparseResult {
   AttentionRun run;
 };
 
-// A Vulkan backend of |shape| (limits uncapped), made with $VKATTN_DECODE = |decode|.
-inline std::shared_ptr<Backend> sparse_backend(KernelShape shape, const std::string& decode) {
+// A Vulkan backend of |shape| (limits uncapped), made with $VKATTN_DECODE = |decode|; null
+// with |why| set where Vulkan is unavailable (VKATTN_REQUIRE_BACKEND reports it).
+inline std::shared_ptr<Backend> sparse_backend(KernelShape shape, const std::string& decode, std::string& why) {
   DeviceOptions options = shape_options(shape);
   options.cap_limits = uncapped();
   ScopedEnv env("VKATTN_DECODE", decode);
-  std::string why;
   return try_backend(BackendKind::vulkan, options, why);
 }
 
