@@ -72,7 +72,9 @@ std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char
                           "(" + n + ",) or (" + n + ", 3): the list's n_tokens, or (t, h, w) for each");
   }
   const py::array a = rows != Rows::one && triples ? given.attr("reshape")(-1).cast<py::array>() : given;
-  if (a.size() == 0) return {};
+  // An empty Python sequence is none (numpy makes [] float64); an empty array is checked
+  // as any other, so that a float or 2-D one is not read as none.
+  if (a.size() == 0 && !py::isinstance<py::array>(data)) return {};
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u') {
     // A Python sequence holding an integer past int64, which numpy made float64 or object:
@@ -106,8 +108,10 @@ std::vector<std::int32_t> int32_list(py::handle data, const char* op, const char
     throw InvalidArgument(op, std::string(param) + "[" + std::to_string(i) + "]",
                           py::str(a.attr("__getitem__")(i)).cast<std::string>(), "[0, 2^31 - 1]");
   }
+  if (a.size() == 0) return {};
   const auto values = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
-  std::vector<std::int32_t> out(values.data(), values.data() + values.size());
+  std::vector<std::int32_t> out(static_cast<std::size_t>(values.size()));
+  std::memcpy(out.data(), values.data(), out.size() * sizeof out[0]);  // the array's data may be unaligned
   return out;
 }
 
@@ -149,7 +153,9 @@ void upload(Backend& backend, Tensor& tensor, py::handle data, const char* op) {
                                               : std::string("float32 or float16 for an ") + to_string(dtype) +
                                                     " tensor (cast first, e.g. a.astype(numpy.float32))");
   }
-  a = numpy().attr("ascontiguousarray")(a);
+  // Contiguous and aligned (np.frombuffer at an odd offset is neither copied nor aligned by
+  // ascontiguousarray): the backends read it as float and int32 elements.
+  a = numpy().attr("require")(a, py::none(), "CA");
   const auto n = static_cast<std::size_t>(a.size());
   if (is_i32) {
     std::span<const std::int32_t> v(static_cast<const std::int32_t*>(a.data()), n);

@@ -8,11 +8,13 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -123,9 +125,28 @@ std::string valid_values() {
   }
 }
 
-// |value| as a |T| (a config field, a keyword argument): an integer outside T's range is
-// InvalidArgument naming |owner| and |param|; a value of another type (a float or a bool
-// for an integer, a str for a bool) a TypeError naming them.
+// A Python bool or a numpy one (numpy.bool_; numpy.bool in numpy 2), which is no Python bool.
+inline bool is_bool(py::handle v) {
+  if (py::isinstance<py::bool_>(v)) return true;
+  const std::string_view name = Py_TYPE(v.ptr())->tp_name;
+  return name == "numpy.bool_" || name == "numpy.bool";
+}
+
+// Vectors and arrays of numbers (a config's sinks, a shape), converted element by element.
+template <class T>
+inline constexpr bool is_number_sequence = [] {
+  if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
+    return std::is_arithmetic_v<typename T::value_type>;
+  } else {
+    return false;
+  }
+}();
+
+// |value| as a |T| (a config field, a keyword argument): an integer outside T's range, or a
+// number past float's for a float, is InvalidArgument naming |owner| and |param|; a value
+// of another type (a float or a bool for an integer, a bool for a number, anything but
+// True or False for a bool: pybind11 would read None as False) a TypeError naming them.
+// Sequences are converted element by element, each named param[i].
 template <class T>
 T value_arg(py::handle value, const char* owner, const char* param) {
   if constexpr (is_optional<T>::value) {
@@ -146,11 +167,49 @@ T value_arg(py::handle value, const char* owner, const char* param) {
         throw InvalidArgument(owner, param, py::str(static_cast<py::handle>(i)).cast<std::string>(), integer_range<T>());
       }
       return i.cast<T>();
-    }
-    try {
-      return value.cast<T>();
-    } catch (const py::cast_error&) {
-      throw type_error(owner, param, value, valid_values<T>());
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!is_bool(value)) throw type_error(owner, param, value, valid_values<T>());
+      return value.cast<bool>();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (is_bool(value)) throw type_error(owner, param, value, valid_values<T>());
+      double x = 0;
+      try {
+        x = value.cast<double>();
+      } catch (const py::cast_error&) {
+        throw type_error(owner, param, value, valid_values<T>());
+      }
+      if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<T>::max()) {
+        throw InvalidArgument(owner, param, py::str(value).cast<std::string>(), "a number within float's range (|x| <= 3.4e38)");
+      }
+      return static_cast<T>(x);
+    } else if constexpr (is_number_sequence<T>) {
+      if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value) || !py::isinstance<py::sequence>(value)) {
+        throw type_error(owner, param, value, valid_values<T>());
+      }
+      const auto seq = py::reinterpret_borrow<py::sequence>(value);
+      const std::size_t n = py::len(seq);
+      T out{};
+      if constexpr (requires { std::tuple_size<T>::value; }) {
+        if (n != std::tuple_size<T>::value) throw type_error(owner, param, value, valid_values<T>());
+      } else {
+        out.reserve(n);
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string element = std::string(param) + "[" + std::to_string(i) + "]";
+        auto v = value_arg<typename T::value_type>(seq[i], owner, element.c_str());
+        if constexpr (requires { std::tuple_size<T>::value; }) {
+          out[i] = v;
+        } else {
+          out.push_back(v);
+        }
+      }
+      return out;
+    } else {
+      try {
+        return value.cast<T>();
+      } catch (const py::cast_error&) {
+        throw type_error(owner, param, value, valid_values<T>());
+      }
     }
   }
 }
@@ -169,7 +228,8 @@ struct IntArg {
 
 // A config field as a property whose setter converts with value_arg (names the class and
 // the field in its errors); the getter returns the field itself, as def_readwrite does, so
-// that config.yarn.beta_fast = 64 changes config.
+// that config.yarn.beta_fast = 64 changes config (a list field, which pybind11 turns into a
+// new Python list, reads as a copy: docs/python.md says to assign a new list).
 template <class C, class T, class Class>
 void field(Class& cls, const char* name, T C::*member, const char* doc = "") {
   const auto owner = std::make_shared<std::string>(py::str(cls.attr("__name__")));

@@ -235,14 +235,15 @@ void bind_commands(py::module_& m) {
       .def(
           "kv_append",
           [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, const PyTensor* v, py::handle positions, py::handle seq_ids,
-             bool keep_last) {
+             py::handle keep_last) {
             const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
             const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
+            const KvAppendOptions options{.keep_last = value_arg<bool>(keep_last, "kv_append", "keep_last")};  // with the GIL
             record(cmd, "kv_append", [&](CommandList& l) {
               if (v)
-                l.kv_append(cache.impl, k.impl, v->impl, p, s, {.keep_last = keep_last});
+                l.kv_append(cache.impl, k.impl, v->impl, p, s, options);
               else  // K alone: a latent cache's (the library refuses it for any other)
-                l.kv_append(cache.impl, k.impl, p, s, {.keep_last = keep_last});
+                l.kv_append(cache.impl, k.impl, p, s, options);
             });
           },
           arg("cache"), arg("k"), arg("v").none(true), arg("positions"), arg("seq_ids") = py::none(), py::kw_only(),
@@ -252,7 +253,8 @@ void bind_commands(py::module_& m) {
           "The cache's bookkeeping advances now: submit the list once.")
       .def(
           "kv_append",
-          [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, py::handle positions, py::handle seq_ids, bool keep_last) {
+          [](PyCommandList& cmd, PyKvCache& cache, const PyTensor& k, py::handle positions, py::handle seq_ids,
+             py::handle keep_last) {
             if (py::isinstance<PyTensor>(positions)) {  // a V, with the positions left out
               throw py::type_error(
                   "kv_append(): a Tensor where positions go: kv_append(cache, k, v, positions), or "
@@ -260,7 +262,8 @@ void bind_commands(py::module_& m) {
             }
             const std::vector<std::int32_t> p = int32_list(positions, "kv_append", "positions");
             const std::vector<std::int32_t> s = int32_list(seq_ids, "kv_append", "seq_ids");
-            record(cmd, "kv_append", [&](CommandList& l) { l.kv_append(cache.impl, k.impl, p, s, {.keep_last = keep_last}); });
+            const KvAppendOptions options{.keep_last = value_arg<bool>(keep_last, "kv_append", "keep_last")};  // with the GIL
+            record(cmd, "kv_append", [&](CommandList& l) { l.kv_append(cache.impl, k.impl, p, s, options); });
           },
           // positions never None: pybind11 offers v=None to the overloads without conversions
           // first, and this one must then not take kv_append(cache, k, None, positions).

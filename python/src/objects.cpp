@@ -15,11 +15,15 @@ namespace {
 
 DeviceOptions device_options(py::handle device, py::handle validation, const py::kwargs& kw) {
   DeviceOptions o;
-  if (!device.is_none()) {  // an index or a name
-    if (py::isinstance<py::bool_>(device) || !(py::isinstance<py::int_>(device) || py::isinstance<py::str>(device))) {
+  if (!device.is_none()) {  // an index (numpy's integers too; not a negative one, which
+                            // would be read as a name) or a name
+    if (py::isinstance<py::str>(device)) {
+      o.device = device.cast<std::string>();
+    } else if (!is_bool(device) && py::hasattr(device, "__index__")) {
+      o.device = std::to_string(value_arg<std::uint32_t>(device, "Backend", "device"));
+    } else {
       throw type_error("Backend", "device", device, "an index (int), a name substring (str), or None");
     }
-    o.device = py::str(device).cast<std::string>();
   }
   o.validation = value_arg<std::optional<bool>>(validation, "Backend", "validation");
   for (auto item : kw) {
@@ -160,8 +164,9 @@ void bind_backend(py::module_& m) {
           py::arg("cache"), py::arg("data"), "Restores save_cache's bytes into a cache of the same configuration.")
       .def(
           "commands",
-          [](const BackendPtr& r, bool timestamps) {
-            return PyCommandList{r->get("commands")->commands({.timestamps = timestamps}), r};
+          [](const BackendPtr& r, py::handle timestamps) {
+            const bool timed = value_arg<bool>(timestamps, "commands", "timestamps");
+            return PyCommandList{r->get("commands")->commands({.timestamps = timed}), r};
           },
           py::arg("timestamps") = false, "A new CommandList; timestamps=True times each op (CommandList.timings()).")
       .def(

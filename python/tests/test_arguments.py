@@ -47,6 +47,50 @@ def test_config_fields_name_themselves(cpu):
     assert (c.window, c.scale, c.causal) == (4, 1.0, False)
 
 
+def test_values_of_their_own_type_only(cpu):
+    """pybind11 alone would read None as False, 2.7 as 2 in a shape, True as 1.0 and 1e39 as
+    inf in an f32 field: each is refused by name."""
+    with raises_type(r"AttentionConfig: causal = None \(NoneType\); valid: True or False"):
+        vkattn.AttentionConfig(causal=None)
+    with raises_type(r"AttentionConfig: alibi = 1 \(int\); valid: True or False"):
+        vkattn.AttentionConfig(alibi=1)
+    assert vkattn.AttentionConfig(causal=np.bool_(False)).causal is False
+    with raises_type(r"RopeConfig: base = True \(bool\); valid: a number"):
+        vkattn.RopeConfig(base=True)
+    with raises_invalid(r"AttentionConfig: sinks\[1\] = 1e\+39; valid: a number within float's range"):
+        vkattn.AttentionConfig(sinks=[0.5, 1e39])
+    with raises_type(r"zeros: shape\[0\] = 2\.7 \(float32\); valid: an integer"):
+        cpu.zeros((np.float32(2.7), 8))
+    with raises_invalid(r"zeros: shape\[1\] = -1; valid: \[0, \d+\]"):
+        cpu.zeros((2, -1))
+    with raises_type(r"MRope: sections\[2\] = True \(bool\); valid: an integer"):
+        vkattn.MRope(sections=[16, 24, True])
+    with raises_type(r"commands: timestamps = None \(NoneType\); valid: True or False"):
+        cpu.commands(timestamps=None)
+    cache = cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=4)
+    k = cpu.zeros((1, 1, 8))
+    with raises_type(r"kv_append: keep_last = 0 \(int\); valid: True or False"):
+        cpu.commands().kv_append(cache, k, k, [0], keep_last=0)
+    with raises_invalid(r"Backend: device = -1; valid: \[0, 4294967295\]"):  # not a name "-1"
+        vkattn.Backend("cpu", device=-1)
+    # An empty array is checked as any other (only an empty list means none).
+    with raises_invalid(r"rope: positions\.dtype = float64; valid: integers"):
+        cpu.commands().rope(cpu.zeros((2, 1, 8)), np.zeros((0,), np.float64))
+    # Still taken: numpy arrays and integers where sequences of numbers go.
+    assert vkattn.AttentionConfig(sinks=np.array([0.5, 1.0], np.float32)).sinks == [0.5, 1.0]
+    assert cpu.zeros(np.array([2, 8])).shape == (2, 8)
+
+
+def test_unaligned_arrays_upload(cpu):
+    """np.frombuffer at an odd offset is neither aligned nor copied by ascontiguousarray."""
+    raw = np.arange(4, 40, dtype=np.float32).tobytes()
+    x = np.frombuffer(b"\0" + raw, np.float32, count=8, offset=1).reshape(1, 2, 4)
+    assert not x.flags["ALIGNED"]
+    assert np.array_equal(cpu.tensor(x).numpy(), x)
+    pos = np.frombuffer(b"\0" + np.arange(2, dtype=np.int32).tobytes(), np.int32, offset=1)
+    cpu.commands().rope(cpu.tensor(np.ones((2, 1, 8), np.float32)), pos)
+
+
 def test_nested_configs_edit_in_place():
     c = vkattn.RopeConfig(scaling="yarn", factor=4)
     c.yarn.beta_fast = 64
