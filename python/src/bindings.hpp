@@ -158,8 +158,9 @@ T value_arg(py::handle value, const char* owner, const char* param) {
     }
   } else {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      // A bool is no count (pybind11 would take True as 1), a float no integer.
-      if (py::isinstance<py::bool_>(value) || !py::hasattr(value, "__index__")) {
+      // A bool is no count (pybind11 would take True as 1; numpy 1.x's bool has __index__
+      // too), a float no integer.
+      if (is_bool(value) || !py::hasattr(value, "__index__")) {
         throw type_error(owner, param, value, valid_values<T>());
       }
       const py::int_ i(py::reinterpret_borrow<py::object>(value).attr("__index__")());

@@ -65,6 +65,8 @@ def test_values_of_their_own_type_only(cpu):
         cpu.zeros((2, -1))
     with raises_type(r"MRope: sections\[2\] = True \(bool\); valid: an integer"):
         vkattn.MRope(sections=[16, 24, True])
+    with raises_type(r"MRope: sections\[0\] = True \(bool_?\); valid: an integer"):
+        vkattn.MRope(sections=[np.bool_(True), 24, 24])  # numpy 1.x would index it as 1
     with raises_type(r"commands: timestamps = None \(NoneType\); valid: True or False"):
         cpu.commands(timestamps=None)
     cache = cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=4)
