@@ -212,6 +212,21 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {
     mixed.copy(two, other);
     EXPECT_EQ(mixed.n_tokens(), 2u);
     expect_invalid([&] { mixed.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "take 1 and 2 tokens"});
+    // Values no op of the list reads (h and w with no M-RoPE op, ids with no cache) are
+    // refused as an op would refuse them, not dropped.
+    CommandList plain = b->commands();
+    plain.rope(two, std::vector<std::int32_t>{0, 1});
+    expect_invalid(
+        [&] {
+          plain.set_tokens(std::vector<std::int32_t>{2, -5, 0, 3, 0, INT32_MIN});
+        },
+        {"set_tokens", "positions[1]", "-5", "[0, 2^31 - 1]"});
+    expect_invalid(
+        [&] {
+          plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{-1, 0});
+        },
+        {"set_tokens", "seq_ids[0]", "-1"});
+    plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{1, 0});
   }
 }
 

@@ -219,7 +219,7 @@ DeviceOptions device_options(const char* function, const vkattn_device_options* 
   return d;
 }
 
-RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config) {
+RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config, std::size_t head_dim) {
   const vkattn_rope_config c = read_struct(function, param, config, rope_defaults, true);
   const std::string p(param);
   check_reserved(function, p + "->reserved", c.reserved);
@@ -238,7 +238,10 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
             .mscale_all_dim = c.yarn_mscale_all_dim,
             .truncate = flag(function, p + "->yarn_truncate", c.yarn_truncate)};
   r.llama3 = {.low_freq_factor = c.llama3_low_freq_factor, .high_freq_factor = c.llama3_high_freq_factor};
-  const auto factors = array(function, (p + "->freq_factors").c_str(), c.freq_factors, c.n_freq_factors);
+  // rotary_dim / 2 factors (rotary_dim 0: the dims from the offset to the row's end).
+  const std::uint64_t room = c.rotary_offset <= head_dim ? head_dim - c.rotary_offset : 0;
+  const auto factors = config_array(function, p + "->freq_factors", c.freq_factors, c.n_freq_factors,
+                                    (c.rotary_dim != 0 ? c.rotary_dim : room) / 2, "rotary_dim / 2");
   r.freq_factors.assign(factors.begin(), factors.end());
   if (c.attention_factor != 0.0) r.attention_factor = c.attention_factor;
   if (c.mrope_sections[0] != 0 || c.mrope_sections[1] != 0 || c.mrope_sections[2] != 0) {
@@ -287,7 +290,7 @@ vkattn_kv_cache_config c_kv_cache_config(const KvCacheConfig& k) {
   // clang-format on
 }
 
-AttentionConfig attention_config(const char* function, const vkattn_attention_config* config) {
+AttentionConfig attention_config(const char* function, const vkattn_attention_config* config, std::size_t n_heads) {
   const vkattn_attention_config c = read_struct(function, "config", config, attention_defaults, true);
   AttentionConfig a;
   a.causal = flag(function, "config->causal", c.causal);
@@ -297,9 +300,9 @@ AttentionConfig attention_config(const char* function, const vkattn_attention_co
   a.softcap_order = static_cast<SoftcapOrder>(c.softcap_order);
   a.path = static_cast<AttentionPath>(c.path);
   a.alibi = flag(function, "config->alibi", c.alibi);
-  const auto slopes = array(function, "config->alibi_slopes", c.alibi_slopes, c.n_alibi_slopes);
+  const auto slopes = config_array(function, "config->alibi_slopes", c.alibi_slopes, c.n_alibi_slopes, n_heads, "n_heads");
   a.alibi_slopes.assign(slopes.begin(), slopes.end());
-  const auto sinks = array(function, "config->sinks", c.sinks, c.n_sinks);
+  const auto sinks = config_array(function, "config->sinks", c.sinks, c.n_sinks, n_heads, "n_heads");
   a.sinks.assign(sinks.begin(), sinks.end());
   if (c.chunk != 0) a.chunk = c.chunk;
   a.window_type = static_cast<WindowType>(c.window_type);
@@ -341,7 +344,7 @@ KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config
           .head_dim = static_cast<std::size_t>(c.head_dim), .capacity = static_cast<std::size_t>(c.capacity),
           .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
           .rope = static_cast<KvRope>(c.rope),
-          .rope_config = rope_config(function, "config->rope_config", c.rope_config),
+          .rope_config = rope_config(function, "config->rope_config", c.rope_config, static_cast<std::size_t>(c.head_dim)),
           .v_head_dim = static_cast<std::size_t>(c.v_head_dim),
           .latent = flag(function, "config->latent", c.latent),
           .paged = flag(function, "config->paged", c.paged), .block_size = c.block_size,

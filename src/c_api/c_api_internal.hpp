@@ -110,6 +110,19 @@ std::span<const T> array(const char* function, const char* param, const T* p, st
   return p ? std::span<const T>(p, static_cast<std::size_t>(n)) : std::span<const T>();
 }
 
+// A config's array, which an op takes with exactly |want| values or none: any other count
+// is refused before the array is read, as the caller's array holds only what it counts.
+template <class T>
+std::span<const T> config_array(const char* function, const std::string& param, const T* p, std::uint64_t n, std::uint64_t want,
+                                const char* want_name) {
+  if (n != 0 && n != want) {
+    const std::size_t arrow = param.rfind("->");
+    const std::string count = param.substr(0, arrow + 2) + "n_" + param.substr(arrow + 2);
+    throw InvalidArgument(function, count, std::to_string(n), "0 or " + std::string(want_name) + " = " + std::to_string(want));
+  }
+  return array(function, param.c_str(), p, n);
+}
+
 // Device |index| of |list|, or InvalidArgument naming the count.
 inline const DeviceInfo& device_at(const char* function, const vkattn_device_list& list, std::size_t index) {
   if (index >= list.devices.size()) {
@@ -209,8 +222,10 @@ void write_struct(const char* function, const char* param, T* p, std::size_t siz
 
 // The C++ form of the C structs (vkattn.h says which zeros mean "unset").
 DeviceOptions device_options(const char* function, const vkattn_device_options* options);
-RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config);
-AttentionConfig attention_config(const char* function, const vkattn_attention_config* config);
+// |head_dim| and |n_heads|: the op's, which its config arrays' counts must fit (0 where
+// its tensors lack that dim, which the op refuses; a nonzero count is refused first).
+RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config, std::size_t head_dim);
+AttentionConfig attention_config(const char* function, const vkattn_attention_config* config, std::size_t n_heads);
 AttentionTokens attention_tokens(const char* function, const vkattn_attention_tokens* tokens, bool optional);
 KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config);
 CommandListOptions command_list_options(const char* function, const vkattn_command_list_options* options);

@@ -14,6 +14,10 @@ namespace {
 // The C++ object behind a handle that an op reads or writes (|p| must not be NULL).
 const vkattn::Tensor& in(const char* fn, const char* param, const vkattn_tensor* p) { return need(fn, param, p).impl; }
 vkattn::Tensor& out(const char* fn, const char* param, vkattn_tensor* p) { return need(fn, param, p).impl; }
+// A tensor's dim |i| (its heads, its head dim), or 0 where it has none: the op refuses it.
+std::size_t dim_of(const vkattn_tensor* t, std::size_t i) {
+  return t && t->impl.valid() && t->impl.shape().size() > i ? t->impl.shape()[i] : 0;
+}
 const vkattn::Tensor* optional_mask(const vkattn_tensor* mask) { return mask ? &mask->impl : nullptr; }
 vkattn::CommandList& list_of(const char* fn, vkattn_command_list* list) { return need(fn, "list", list).impl; }
 const vkattn::KvCache& cache_of(const char* fn, const vkattn_kv_cache* cache) { return need(fn, "cache", cache).impl; }
@@ -84,7 +88,8 @@ vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const
                               const vkattn_rope_config* config) {
   const char* fn = "vkattn_cmd_rope";
   return guarded([&] {
-    list_of(fn, list).rope(out(fn, "x", x), array(fn, "positions", positions, n_positions), rope_config(fn, "config", config));
+    list_of(fn, list).rope(out(fn, "x", x), array(fn, "positions", positions, n_positions),
+                           rope_config(fn, "config", config, dim_of(x, 2)));
   });
 }
 
@@ -93,7 +98,7 @@ vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vk
   const char* fn = "vkattn_cmd_rope_qk";
   return guarded([&] {
     list_of(fn, list).rope(out(fn, "q", q), out(fn, "k", k), array(fn, "positions", positions, n_positions),
-                           rope_config(fn, "config", config));
+                           rope_config(fn, "config", config, dim_of(q, 2)));
   });
 }
 
@@ -103,15 +108,17 @@ vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_ten
   const char* fn = "vkattn_cmd_attn_scores";
   return guarded([&] {
     list_of(fn, list).attn_scores(in(fn, "q", q), in(fn, "k", k), out(fn, "scores", scores), attention_tokens(fn, tokens, false),
-                                  attention_config(fn, config), optional_mask(mask));
+                                  attention_config(fn, config, dim_of(q, 1)), optional_mask(mask));
   });
 }
 
 vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, const vkattn_tensor* scores, vkattn_tensor* probs,
                                       const vkattn_attention_config* config) {
   const char* fn = "vkattn_cmd_attn_softmax";
-  return guarded(
-      [&] { list_of(fn, list).attn_softmax(in(fn, "scores", scores), out(fn, "probs", probs), attention_config(fn, config)); });
+  return guarded([&] {
+    list_of(fn, list).attn_softmax(in(fn, "scores", scores), out(fn, "probs", probs),
+                                   attention_config(fn, config, dim_of(scores, 1)));
+  });
 }
 
 vkattn_status vkattn_cmd_attn_weighted_sum(vkattn_command_list* list, const vkattn_tensor* probs, const vkattn_tensor* v,
@@ -126,7 +133,8 @@ vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tenso
   const char* fn = "vkattn_cmd_attention";
   return guarded([&] {
     list_of(fn, list).attention(in(fn, "q", q), in(fn, "k", k), in(fn, "v", v), out(fn, "out", o),
-                                attention_tokens(fn, tokens, false), attention_config(fn, config), optional_mask(mask));
+                                attention_tokens(fn, tokens, false), attention_config(fn, config, dim_of(q, 1)),
+                                optional_mask(mask));
   });
 }
 
@@ -159,7 +167,8 @@ vkattn_status vkattn_cmd_attn_scores_cache(vkattn_command_list* list, const vkat
   const char* fn = "vkattn_cmd_attn_scores_cache";
   return guarded([&] {
     list_of(fn, list).attn_scores(in(fn, "q", q), cache_of(fn, cache), out(fn, "scores", scores),
-                                  attention_tokens(fn, tokens, false), attention_config(fn, config), optional_mask(mask));
+                                  attention_tokens(fn, tokens, false), attention_config(fn, config, dim_of(q, 1)),
+                                  optional_mask(mask));
   });
 }
 
@@ -179,7 +188,7 @@ vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, const vkattn
   const char* fn = "vkattn_cmd_attention_cache";
   return guarded([&] {
     list_of(fn, list).attention(in(fn, "q", q), cache_of(fn, cache), out(fn, "out", o), attention_tokens(fn, tokens, false),
-                                attention_config(fn, config), optional_mask(mask));
+                                attention_config(fn, config, dim_of(q, 1)), optional_mask(mask));
   });
 }
 
@@ -373,7 +382,8 @@ vkattn_status vkattn_rope_frequencies(const vkattn_rope_config* config, size_t h
   return guarded([&] {
     need(fn, "theta", theta);
     need(fn, "attention_factor", attention_factor);
-    const vkattn::RopeFrequencies f = vkattn::rope_frequencies(rope_config(fn, "config", config), head_dim, max_position);
+    const vkattn::RopeFrequencies f =
+        vkattn::rope_frequencies(rope_config(fn, "config", config, head_dim), head_dim, max_position);
     if (count != f.theta.size()) {
       throw InvalidArgument(fn, "count", std::to_string(count), "rotary_dim / 2 = " + std::to_string(f.theta.size()));
     }

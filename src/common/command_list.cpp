@@ -175,6 +175,9 @@ NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> p
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
                           "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
   }
+  // Also values no op reads (h and w without M-RoPE, ids without a cache): none dropped.
+  detail::check_nonnegative(op, "positions", positions);
+  detail::check_nonnegative(op, "seq_ids", seq_ids);
   Ints& t_positions = impl.t_positions;  // its memory kept from one replay to the next
   if (three) {
     t_positions.resize(n_tokens);

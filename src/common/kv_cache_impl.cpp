@@ -107,6 +107,21 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
     throw InvalidArgument(op, "config.n_blocks", std::to_string(c.n_blocks),
                           "0 for a ring cache; with config.paged = true, the pool's blocks");
   }
+  // K's and V's elements within a tensor's 2^40, checked here so that the message names
+  // the config's fields, not the cache's internal tensor (slots < 2^31: no overflow).
+  const std::size_t dim = std::max(c.head_dim, value_head_dim(c));
+  const std::size_t per_head = outer * inner * dim, most_heads = (std::size_t{1} << 40) / per_head;
+  if (c.n_kv_heads > most_heads) {
+    const char* slots = c.paged ? "n_blocks x block_size" : "n_seqs x capacity";
+    const std::string valid = "[1, 2^40 / (" + std::string(slots) + " x head_dim) = " + std::to_string(most_heads) +
+                              "]: K and V hold at most 2^40 elements each";
+    if (most_heads == 0) {
+      throw InvalidArgument(op, c.paged ? "config.n_blocks" : "config.capacity",
+                            std::to_string(c.paged ? c.n_blocks : c.capacity),
+                            std::string(slots) + " x head_dim <= 2^40: K and V hold at most 2^40 elements each");
+    }
+    throw InvalidArgument(op, "config.n_kv_heads", std::to_string(c.n_kv_heads), valid);
+  }
   if (c.latent) return {{outer, inner, c.n_kv_heads, c.head_dim}, {}};
   return {{outer, inner, c.n_kv_heads, c.head_dim}, {outer, inner, c.n_kv_heads, value_head_dim(c)}};
 }

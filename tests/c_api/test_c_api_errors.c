@@ -88,6 +88,28 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "tokens.q_positions.size() = 3; valid: 2, one per query token",
                 vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   tok.n_q_positions = 2;
+  /* So are a config's arrays, against the op's heads (x: 2) and rotary pairs (head_dim 8:
+   * 4): a count of 2^28 read a GiB past the array, and crashed, before. */
+  const float two[2] = {0.5f, 0.5f};
+  const double four[4] = {1.0, 1.0, 1.0, 1.0};
+  vkattn_tensor* scores = tensor(cpu, 2, 2, 3, VKATTN_DTYPE_F32);
+  ac.sinks = two, ac.n_sinks = 3;
+  EXPECT_STATUS(E, "vkattn_cmd_attention: config->n_sinks = 3; valid: 0 or n_heads = 2",
+                vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
+  ac.n_sinks = (uint64_t)1 << 28;
+  EXPECT_STATUS(E, "config->n_sinks = 268435456; valid: 0 or n_heads = 2", vkattn_cmd_attn_softmax(list, scores, scores, &ac));
+  ac.sinks = NULL, ac.n_sinks = 0, ac.alibi_slopes = two, ac.n_alibi_slopes = (uint64_t)1 << 28;
+  EXPECT_STATUS(E, "config->n_alibi_slopes = 268435456; valid: 0 or n_heads = 2",
+                vkattn_cmd_attn_scores(list, x, k, scores, &tok, &ac, NULL));
+  vkattn_tensor_destroy(scores);
+  OK(vkattn_rope_config_init(&rope, sizeof rope));
+  rope.scaling = VKATTN_ROPE_SCALING_FACTORS, rope.freq_factors = four, rope.n_freq_factors = 5;
+  EXPECT_STATUS(E, "config->n_freq_factors = 5; valid: 0 or rotary_dim / 2 = 4", vkattn_cmd_rope(list, x, pos, 2, &rope));
+  rope.n_freq_factors = (uint64_t)1 << 28, rope.rotary_dim = 4; /* 2 pairs */
+  EXPECT_STATUS(E, "config->n_freq_factors = 268435456; valid: 0 or rotary_dim / 2 = 2",
+                vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
+  rope.n_freq_factors = 2;
+  OK(vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.softcap = 1.0, ac.softcap_order = 2;
   EXPECT_STATUS(E, "config.softcap_order = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
@@ -127,7 +149,15 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "config.dtype = i32", vkattn_kv_cache_create(cpu, &cc, &cache));
   cc.dtype = VKATTN_DTYPE_F32, cc.v_head_dim = 600;
   EXPECT_STATUS(E, "config.v_head_dim = 600; valid: [1, 576]", vkattn_kv_cache_create(cpu, &cc, &cache));
-  cc.v_head_dim = 4; /* V rows of 4 under K rows of 8: 2 x (8 + 4) x 4 slots x 4 bytes */
+  cc.v_head_dim = 0, cc.rope = VKATTN_KV_ROPE_ON_READ, cc.rope_config = &rope; /* 2 factors, 4 counted */
+  rope.n_freq_factors = 4;
+  EXPECT_STATUS(E, "config->rope_config->n_freq_factors = 4; valid: 0 or rotary_dim / 2 = 2",
+                vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.rope = VKATTN_KV_ROPE_STORED, cc.rope_config = NULL;
+  cc.n_kv_heads = (uint64_t)1 << 40; /* named, not the cache's tensor of that shape */
+  EXPECT_STATUS(E, "config.n_kv_heads = 1099511627776; valid: [1, 2^40 / (n_seqs x capacity x head_dim) = 34359738368]",
+                vkattn_kv_cache_create(cpu, &cc, &cache));
+  cc.n_kv_heads = 1, cc.v_head_dim = 4; /* V rows of 4 under K rows of 8: 2 x (8 + 4) x 4 slots x 4 bytes */
   OK(vkattn_kv_cache_create(cpu, &cc, &cache));
   size_t bytes = 0;
   OK(vkattn_kv_cache_bytes(cache, &bytes));
