@@ -270,6 +270,30 @@ TEST_F(KvCacheUnrun, MarksFollowForks) {
   EXPECT_EQ(c.next_position(2), 2);
 }
 
+// A dropped fork that cannot be put back (a change outside lists came after it): its
+// destination is marked, its source, which it only read, is not, and no later list waits
+// for it, neither over the source nor for blocks of the pool (before, both were refused
+// for ever, whatever was reset).
+TEST_F(KvCacheUnrun, DroppedForkMarksOnlyItsDestinationAndHoldsNoListBack) {
+  for (const KvCacheConfig& config : {ring(8, 3), paged(8, 8, 3)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      Step{*b, c, 0, 3, 0}.run();
+      Step{*b, c, 0, 2, 1}.run();  // a block the fork returns to the pool
+      {
+        CommandList fork = b->commands();
+        fork.kv_copy_sequence(c, 0, 1);
+        c.reset(2);
+      }
+      expect_invalid([&] { (void)b->save_cache(c); }, {"save_cache", "sequence 1"});
+      c.reset(1);
+      EXPECT_NO_THROW((Step{*b, c, 3, 1, 0}.run()));
+      EXPECT_NO_THROW((Step{*b, c, 0, 2, 2}.run()));  // a block from the pool
+      EXPECT_NO_THROW((void)b->save_cache(c));
+    }
+  }
+}
+
 // A list replayed again and again without running keeps, per sequence, its latest op (the
 // marks are merged once they pass their bound): a sequence reset between the replays is
 // marked because later replays wrote it again, and one only the early replays wrote is not

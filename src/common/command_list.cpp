@@ -409,7 +409,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   if (src == dst) return;
   record_op(impl, op, {0, c}, [c, src, dst](auto& i, auto) {
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
-    i.note_planned(*c, src);
+    i.note_planned(*c, src, false);  // read, not written: unmarked should the list never run
     i.note_planned(*c, dst);
     // Each slot, next and oldest; per block of dst a table entry and a dropped count (with
     // its free-list entry and the free count); per block of src a table entry and a count.

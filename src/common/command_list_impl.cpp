@@ -23,13 +23,13 @@ CommandListImpl::CommandListImpl() : id(next_list_id()) {}
 
 CommandListImpl::~CommandListImpl() { undo_unrun(); }
 
-void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq) {
+void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool writes) {
   const std::uint32_t log = unrun_of(cache);
   CacheLog& l = logs[log];
   const std::uint64_t tick = cache.clock + 1;  // the op's (Logged::applied)
-  if (l.last_mark < marks.size() && marks[l.last_mark].seq == seq) {
+  if (writes && l.last_mark < marks.size() && marks[l.last_mark].seq == seq) {
     marks[l.last_mark].latest = tick;
-  } else {
+  } else if (writes) {
     if (marks.size() >= merge_marks_at) merge_marks();
     l.last_mark = marks.size();
     marks.push_back({log, static_cast<std::uint32_t>(seq), tick});
@@ -91,7 +91,7 @@ void CommandListImpl::check_planned(const char* op) const {
     const KvCacheImpl& c = *p.cache;
     c.check_written(op);
     const bool sequence = p.seq < c.config.n_seqs, writes = p.last != 0;
-    const std::string what = sequence ? "sequence " + std::to_string(p.seq) : std::string("the free list of blocks");
+    const std::string what = sequence ? "sequence " + std::to_string(p.seq) : std::string("free list of blocks");
     if (sequence && writes && c.changes != p.at && c.changed_at[p.seq] > p.at) {
       throw InvalidArgument(op, "this",
                             "a list whose kv_append or kv_copy_sequence into " + what +
@@ -100,7 +100,7 @@ void CommandListImpl::check_planned(const char* op) const {
     }
     if (p.need > c.ran_at[p.seq]) {
       throw InvalidArgument(op, "this",
-                            std::string("a list whose ops on a cache's ") + what +
+                            std::string("a list whose ops on a ") + (sequence ? "cache's " : "paged cache's ") + what +
                                 " were recorded after another list's kv_append or kv_copy_sequence there, which has "
                                 "not run",
                             "the lists submitted in the order they were recorded");
@@ -198,7 +198,12 @@ void CommandListImpl::undo_unrun() noexcept {
       l.undo = any = true;
       c.last_writer = l.writer;
     } else {
+      // Its changes stay as the host planned them (the sequences it wrote marked), and as
+      // it will never run, no list may wait for it: a fork's source, a paged cache's pool.
       mark_unwritten(c, marks, i, l.first_clock);
+      for (const Planned& p : planned) {
+        if (p.cache == &c && p.last) c.ran_at[p.seq] = std::max(c.ran_at[p.seq], p.last);
+      }
     }
   }
   if (any) {

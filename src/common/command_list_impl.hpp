@@ -159,7 +159,9 @@ class CommandListImpl {
     bool ran = false;  // the list ran since this entry was planned
   };
   std::vector<Planned> planned, spare_planned;
-  void note_planned(KvCacheImpl& cache, std::size_t seq);
+  // |writes|: the op writes the sequence's rows (marked unwritten should the list never
+  // run), not only reads them (a fork's source).
+  void note_planned(KvCacheImpl& cache, std::size_t seq, bool writes = true);
   void note_read(KvCacheImpl& cache, std::size_t seq);
   // The changes an op noted, made as it is applied (Logged::applied): the sequences
   // note_planned named, and the free list where the op took (|took|) or returned (|freed|)
