@@ -386,6 +386,42 @@ TEST_F(KvCacheOrder, ListThatRanIsRefusedAfterAnotherChangedItsSequence) {
   }
 }
 
+// Attention reads the cache as it is when its list runs, on both backends (the CPU backend
+// read it as it was when the op was recorded): recorded before a reset, it reads the empty
+// sequence, not the old keys nor, paged, the block another sequence took since; run again
+// after another list's append, it reads the new key too.
+TEST_F(KvCacheOrder, AttentionReadsTheCacheAsItIsWhenTheListRuns) {
+  for (const KvCacheConfig& config : {ring(8, 3), paged(8, 2, 3)}) {
+    std::vector<std::vector<float>> got;
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      Tensor q = b->tensor({1, kHeads, kDim}, DType::f32), out = b->tensor({1, kHeads, kDim}, DType::f32);
+      b->upload(q, normal(kHeads * kDim, 7));
+      const auto reader = [&](std::int32_t position, std::int32_t seq) {
+        CommandList list = b->commands();
+        list.attention(q, c, out, {.q_positions = {&position, 1}, .q_seq_ids = {&seq, 1}});
+        return list;
+      };
+      Step{*b, c, 0, 2, 1}.run();
+      CommandList before_reset = reader(1, 1);
+      c.reset(1);
+      Step{*b, c, 0, 2, 2}.run();  // paged: the block sequence 1 gave back
+      before_reset.submit_and_wait();
+      EXPECT_EQ(b->download(out), std::vector<float>(kHeads * kDim, 0.0f)) << "an empty sequence";
+      CommandList again = reader(5, 2);
+      again.submit_and_wait();
+      const std::vector<float> two_keys = b->download(out);
+      Step{*b, c, 2, 1, 2}.run();
+      again.submit_and_wait();
+      got.push_back(b->download(out));
+      EXPECT_NE(got.back(), two_keys);
+      reader(5, 2).submit_and_wait();
+      EXPECT_EQ(b->download(out), got.back()) << "a list recorded now";
+    }
+    EXPECT_TRUE(all_close(got[0], got[1], {1, kHeads, kDim}, 1e-5, 1e-5));
+  }
+}
+
 // A fork (and an attention op) recorded after another list's append to its sequence may
 // not run before that list; in the recorded order both run and match the CPU.
 TEST_F(KvCacheOrder, ListsRunInTheOrderTheyWereRecorded) {

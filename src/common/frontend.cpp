@@ -56,19 +56,17 @@ KvCache Backend::kv_cache(const KvCacheConfig& config) try {
     throw Error(e.code(), what + ": " + e.message(), e.call(), e.vk_result(), "kv_cache");
   }
   auto impl = std::make_shared<detail::KvCacheImpl>(owner_tag(), config, k.impl(), v.impl());
-  if (kind() == BackendKind::vulkan) {
-    // The slot table kv_append keeps on the device and attention reads there: 4 bytes per
-    // slot of every sequence, and a paged cache's block tables.
-    try {
-      impl->slots = make_tensor({impl->slot_table_words()}, DType::i32);
-    } catch (const Error& e) {
-      detail::rethrow_allocation(e,
-                                 "the slot table of n_seqs x capacity = " + std::to_string(config.n_seqs) + " x " +
-                                     std::to_string(config.capacity) + " slots",
-                                 "kv_cache");
-    }
-    impl->publish();
+  // The slot table kv_append keeps on the device and attention reads there: 4 bytes per
+  // slot of every sequence, and a paged cache's block tables.
+  try {
+    impl->slots = make_tensor({impl->slot_table_words()}, DType::i32);
+  } catch (const Error& e) {
+    detail::rethrow_allocation(e,
+                               "the slot table of n_seqs x capacity = " + std::to_string(config.n_seqs) + " x " +
+                                   std::to_string(config.capacity) + " slots",
+                               "kv_cache");
   }
+  impl->publish();
   return KvCache(std::move(impl));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_cache");

@@ -194,20 +194,21 @@ void KvCacheImpl::publish() const {
   slots->store(words);
 }
 
-void KvCacheImpl::fill_keys(ScoresParams& p) const {
-  p.k_pos.assign(slot_pos.begin(), slot_pos.end());
+void KvCacheImpl::fill_keys(ScoresParams& p, std::span<const std::int32_t> words) const {
+  const std::size_t c = config.capacity, stride = meta_stride();
+  p.k_pos.resize(config.n_seqs * c);
   p.k_seq.resize(p.k_pos.size());
+  p.k_cpos.assign(p.rope_on_read ? p.k_pos.size() : 0, 0);
   for (std::size_t s = 0; s < config.n_seqs; ++s) {
-    for (std::size_t i = s * config.capacity; i < (s + 1) * config.capacity; ++i) {
-      p.k_seq[i] = p.k_pos[i] >= 0 ? static_cast<std::int32_t>(s) : -1;
-    }
-  }
-  p.k_cpos.clear();
-  if (!p.rope_on_read) return;
-  p.k_cpos.assign(p.k_pos.size(), 0);
-  for (std::size_t s = 0; s < config.n_seqs; ++s) {
-    for (std::size_t i = s * config.capacity; i < (s + 1) * config.capacity; ++i) {
-      if (p.k_pos[i] >= 0) p.k_cpos[i] = cache_position(s, p.k_pos[i]);
+    for (std::size_t j = 0; j < c; ++j) {
+      const std::int32_t position = words[s * stride + j];
+      const std::size_t i = s * c + j;
+      p.k_pos[i] = position;
+      p.k_seq[i] = position >= 0 ? static_cast<std::int32_t>(s) : -1;
+      if (p.rope_on_read && position >= 0) {  // attn_meta.glsl's key_cache_position
+        const std::int32_t sinks = p.ring[0];
+        p.k_cpos[i] = position < sinks ? position : sinks + position - p.ring[1 + s];
+      }
     }
   }
 }

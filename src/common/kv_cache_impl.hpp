@@ -49,11 +49,12 @@ class KvCacheImpl {
   // for a latent cache, whose values are the first v_head_dim dims of K's rows (null
   // rather than an alias of K, so that nothing copies, saves or counts them twice).
   const std::shared_ptr<TensorImpl> k, v;
-  // The slot table on the device (Vulkan): i32, per sequence meta_stride() words (its
-  // capacity entries of slot_pos as the device's kv_append ops have written them, then
-  // for a paged cache its block table), then each sequence's occupancy bound (one past
-  // its last occupied slot, which kv_append raises), read by attention; null on the CPU
-  // backend.
+  // The slot table on the device: i32, per sequence meta_stride() words (its capacity
+  // entries of slot_pos as the device's kv_append ops have written them, then for a paged
+  // cache its block table), then each sequence's occupancy bound (one past its last
+  // occupied slot, which kv_append raises), read by attention. The CPU backend keeps one
+  // too, which its ops write and read as they run, so that attention reads the cache as
+  // it is when the list runs there as well.
   std::shared_ptr<TensorImpl> slots;
   std::size_t meta_stride() const { return config.capacity + entries; }
   std::size_t bound_offset() const { return config.n_seqs * meta_stride(); }
@@ -76,8 +77,8 @@ class KvCacheImpl {
   // The free list of a pool whose every block is free, as a new cache has it.
   static std::vector<std::int32_t> every_block_free(std::size_t n_blocks);
   // Each slot's row of K and V, n_seqs * capacity (-1: a paged sequence holds no block
-  // there): what the CPU backend reads.
-  std::vector<std::int32_t> row_map() const;
+  // there), from |words|, the slot table's (slots): what the CPU backend reads.
+  std::vector<std::int32_t> row_map(std::span<const std::int32_t> words) const;
   // Returns |seq|'s blocks none of whose slots holds a position (all of them: reset).
   void release_empty_blocks(std::size_t seq);
 
@@ -206,9 +207,10 @@ class KvCacheImpl {
   void fork_blocks(std::size_t src, std::size_t dst, const ForkPlan& plan);
   // Returns block |b| held by one sequence fewer to the pool when none holds it.
   void drop_ref(std::int32_t b);
-  // The keys' positions, sequences and (KvRope::on_read) in-cache positions as the host's
-  // bookkeeping has them now, into |p| (ScoresParams: the CPU backend reads them there).
-  void fill_keys(ScoresParams& p) const;
+  // The keys' positions, sequences and (KvRope::on_read) in-cache positions, from |words|
+  // (the slot table's) and p.ring (the ring's start when the op was recorded, as Vulkan's
+  // kernels take it), into |p| (ScoresParams: the CPU backend reads them there).
+  void fill_keys(ScoresParams& p, std::span<const std::int32_t> words) const;
   // KvRope::on_read: the position |position| of |seq| takes inside the cache now.
   std::int32_t cache_position(std::size_t seq, std::int32_t position) const;
   // Throws InvalidArgument when a query at |position| of |seq| needs a key the ring has

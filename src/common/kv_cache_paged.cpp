@@ -201,7 +201,7 @@ void KvCacheImpl::release_empty_blocks(std::size_t seq) {
   }
 }
 
-std::vector<std::int32_t> KvCacheImpl::row_map() const {
+std::vector<std::int32_t> KvCacheImpl::row_map(std::span<const std::int32_t> words) const {
   const std::size_t c = config.capacity;
   std::vector<std::int32_t> rows(config.n_seqs * c);
   if (!config.paged) {
@@ -210,7 +210,7 @@ std::vector<std::int32_t> KvCacheImpl::row_map() const {
   }
   for (std::size_t s = 0; s < config.n_seqs; ++s) {
     for (std::size_t j = 0; j < c; ++j) {
-      const std::int32_t b = table[s * entries + (j >> block_shift)];
+      const std::int32_t b = words[s * meta_stride() + c + (j >> block_shift)];
       rows[s * c + j] =
           b < 0 ? -1 : static_cast<std::int32_t>((static_cast<std::size_t>(b) << block_shift) + (j & (config.block_size - 1)));
     }

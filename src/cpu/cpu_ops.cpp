@@ -101,8 +101,8 @@ std::vector<float> plain_weighted_sum(const std::vector<float>& probs, std::size
 // The first |n_slots| slots of one sequence of the cache's K or V |t| (stored rows of
 // n_kv_heads heads of |stored| dims each), as the [n_slots, n_kv_heads, dims] the
 // reference takes (|dims| <= |stored|: a latent cache's V is the start of each K head):
-// the rows |rows| (KvCacheImpl::row_map, as the bookkeeping had them when the op was
-// recorded) says, zeros where a paged sequence holds no block. Read row by row, not the
+// the rows |rows| (KvCacheImpl::row_map, as the slot table has them when the op runs)
+// says, zeros where a paged sequence holds no block. Read row by row, not the
 // whole cache converted: the cost follows the slots read.
 std::vector<float> sequence_rows(const KvCacheImpl& cache, const CpuTensor& t, const std::vector<std::int32_t>& rows,
                                  std::size_t seq, std::size_t n_slots, std::size_t stored, std::size_t dims) {
@@ -278,15 +278,44 @@ std::vector<float> plain_attention(const std::shared_ptr<TensorImpl>& q, const s
   return o;
 }
 
-// |p| with the cache's keys as the bookkeeping has them when the op is recorded (the
-// position in the list where it runs).
-ScoresParams with_keys(const ScoresParams& p, const KvCacheImpl& cache) {
-  ScoresParams full = p;
-  cache.fill_keys(full);
-  return full;
+using Ints = std::vector<std::int32_t>;
+
+// The cache's slot table (KvCacheImpl::slots) as this backend's device: its kv_append and
+// kv_copy_sequence ops write it as they run, the host publishes changes outside lists
+// there, and attention reads it when it runs, as on Vulkan (a list recorded before a reset
+// and run after it reads what the cache holds then, not what it held when recorded).
+std::span<std::int32_t> device_slots(const KvCacheImpl& cache) {
+  std::vector<std::uint32_t>& w = cpu(cache.slots).data;
+  return {reinterpret_cast<std::int32_t*>(w.data()), w.size()};  // int32 and uint32 may alias
 }
 
-using Ints = std::vector<std::int32_t>;
+// The rows the cache's slots map to and |recorded| with its keys, as the op runs.
+struct KeysNow {
+  Ints rows;
+  ScoresParams params;
+};
+KeysNow keys_now(const KvCacheImpl& cache, const ScoresParams& recorded) {
+  const auto words = device_slots(cache);
+  KeysNow now{cache.row_map(words), recorded};
+  cache.fill_keys(now.params, words);
+  return now;
+}
+
+// kv_append.comp's write_slot for each kept token: its position in its slot, its
+// sequence's occupancy bound raised past the slot, a paged cache's table entry its block.
+void write_slots(const KvCacheImpl& cache, const Ints& rows, const Ints& positions, const Ints& meta_rows) {
+  const auto w = device_slots(cache);
+  const std::size_t stride = cache.meta_stride();
+  for (std::size_t t = 0; t < rows.size(); ++t) {
+    if (rows[t] < 0) continue;
+    const auto word = static_cast<std::size_t>(cache.config.paged ? meta_rows[t] : rows[t]);
+    const std::size_t seq = word / stride, slot = word % stride;
+    w[word] = positions[t];
+    std::int32_t& bound = w[cache.bound_offset() + seq];
+    bound = std::max(bound, static_cast<std::int32_t>(slot + 1));
+    if (cache.config.paged) w[seq * stride + cache.config.capacity + (slot >> cache.block_shift)] = rows[t] >> cache.block_shift;
+  }
+}
 
 CpuOp op(const CopyCall& c) {
   return {"copy", [src = c.src, dst = c.dst] { cpu(dst).data = cpu(src).data; }};
@@ -306,9 +335,9 @@ CpuOp op(const RopeCall& c) {
 
 CpuOp op(const ScoresCall& c) {
   if (c.keys.cache) {
-    return {"attn_scores", [q = c.q, cache = c.keys.cache, rows = c.keys.cache->row_map(), scores = c.scores, mask = c.mask,
-                            params = with_keys(c.params, *c.keys.cache)] {
-              from_floats(cpu(scores), cache_scores(q, *cache, rows, mask, params));
+    return {"attn_scores", [q = c.q, cache = c.keys.cache, scores = c.scores, mask = c.mask, params = c.params] {
+              const KeysNow now = keys_now(*cache, params);
+              from_floats(cpu(scores), cache_scores(q, *cache, now.rows, mask, now.params));
             }};
   }
   return {"attn_scores", [q = c.q, k = c.keys.k, scores = c.scores, mask = c.mask, params = c.params] {
@@ -324,8 +353,8 @@ CpuOp op(const SoftmaxCall& c) {
 
 CpuOp op(const WeightedSumCall& c) {
   if (c.values.cache) {
-    return {"attn_weighted_sum",
-            [probs = c.probs, cache = c.values.cache, rows = c.values.cache->row_map(), out = c.out, q_seq = c.q_seq] {
+    return {"attn_weighted_sum", [probs = c.probs, cache = c.values.cache, out = c.out, q_seq = c.q_seq] {
+              const Ints rows = cache->row_map(device_slots(*cache));
               from_floats(cpu(out),
                           cache_weighted_sum(to_floats(cpu(probs)), probs->shape[0], probs->shape[1], *cache, rows, q_seq));
             }};
@@ -336,10 +365,13 @@ CpuOp op(const WeightedSumCall& c) {
 }
 
 CpuOp op(const AppendCall& a) {
-  return {"kv_append", [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end()),
-                        copies = Ints(a.copies.begin(), a.copies.end())] {
+  return {"kv_append",
+          [cache = a.cache, k = a.k, v = a.v, dst_rows = Ints(a.dst_rows.begin(), a.dst_rows.end()),
+           positions = Ints(a.positions.begin(), a.positions.end()), meta_rows = Ints(a.meta_rows.begin(), a.meta_rows.end()),
+           copies = Ints(a.copies.begin(), a.copies.end())] {
             const auto& c = cache->config;
             copy_blocks(*cache, copies);  // shared blocks the tokens write, copied first
+            write_slots(*cache, dst_rows, positions, meta_rows);
             for (auto [src, dst] : {std::pair{k, cache->k}, std::pair{v, cache->v}}) {
               if (!src) continue;                     // a latent cache: K alone
               const std::size_t row = src->shape[2];  // K's or V's head dim
@@ -370,6 +402,11 @@ CpuOp op(const AppendCall& a) {
 CpuOp op(const CopySequenceCall& a) {
   return {"kv_copy_sequence", [cache = a.cache, src = a.src, dst = a.dst, fork = a.fork] {
             const auto& c = cache->config;
+            const auto w = device_slots(*cache);  // the slot table's words, as the Vulkan op copies them
+            const std::size_t stride = cache->meta_stride(), bounds = cache->bound_offset();
+            std::copy_n(&w[src * stride], stride, &w[dst * stride]);
+            w[bounds + dst] = w[bounds + src];
+            if (c.paged && fork.entry >= 0) w[dst * stride + c.capacity + static_cast<std::size_t>(fork.entry)] = fork.to;
             if (c.paged) {  // the other blocks are shared
               if (fork.from >= 0) copy_blocks(*cache, {fork.from, fork.to});
               return;
@@ -394,10 +431,11 @@ CpuOp with_run(const AttentionCall& c, CpuOp op) {
 CpuOp op(const AttentionCall& c) {
   const bool round = c.precision == AttentionPrecision::f16_products;
   if (c.kv.cache) {
-    return with_run(c, {"attention", [q = c.q, cache = c.kv.cache, rows = c.kv.cache->row_map(), out = c.out, mask = c.mask,
-                                      params = with_keys(c.params, *c.kv.cache), sinks = c.sinks, round] {
-                          from_floats(cpu(out), cache_attention(q, *cache, rows, mask, params, sinks, round));
-                        }});
+    return with_run(
+        c, {"attention", [q = c.q, cache = c.kv.cache, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks, round] {
+              const KeysNow now = keys_now(*cache, params);
+              from_floats(cpu(out), cache_attention(q, *cache, now.rows, mask, now.params, sinks, round));
+            }});
   }
   return with_run(
       c, {"attention", [q = c.q, k = c.kv.k, v = c.kv.v, out = c.out, mask = c.mask, params = c.params, sinks = c.sinks, round] {

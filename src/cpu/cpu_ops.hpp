@@ -33,7 +33,7 @@ struct CpuOp {
   std::optional<AttentionRun> attention{};  // an attention op: what CommandStats reports
 };
 // What |call| runs, with what it needs copied: the arguments as they are when recorded
-// (a cache's keys as its bookkeeping has them at this point of the list).
+// (a cache's keys are read from its slot table when the op runs, as on Vulkan).
 CpuOp cpu_op(const OpCall& call);
 
 }  // namespace vkattn::detail
