@@ -279,7 +279,7 @@ TEST_F(VulkanVsCpuTest, QuantizedCacheSaveAndRestore) {
   EXPECT_EQ(to.next_position(0), 12);
   KvCache other =
       gpu_->kv_cache({.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 9, .dtype = DType::q8_0, .n_sinks = 1});
-  expect_invalid([&] { gpu_->restore_cache(other, saved); }, {"restore_cache", "config.dtype"});
+  expect_invalid([&] { gpu_->restore_cache(other, saved); }, {"restore_cache", "config.dtype = q4_0; valid: the cache's q8_0"});
   std::vector<std::uint8_t> cut(saved.begin(), saved.end() - 4);
   expect_invalid([&] { gpu_->restore_cache(to, cut); }, {"restore_cache", "bytes.size()", "what save_cache wrote"});
   std::vector<std::uint8_t> bad = saved;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <string_view>
 
 #include "common/heap_ledger.hpp"
 #include "common/kv_cache_impl.hpp"
@@ -208,10 +209,18 @@ SavedHeaders check_saved_headers(const char* op, std::span<const std::uint8_t> b
       {"v_head_dim", {got.v_head_dim ? got.v_head_dim : got.head_dim, want.v_head_dim ? want.v_head_dim : want.head_dim}},
       {"n_sinks", {got.n_sinks, want.n_sinks}},
       {"block_size", {paged ? ph.block_size : 0, cf.paged ? cf.block_size : 0}}};
+  // A dtype or a rope by its name, where it has one.
+  const auto shown = [](std::string_view name, std::uint64_t v) -> std::string {
+    if (name == "dtype" && v <= INT32_MAX && std::string_view(to_string(static_cast<DType>(v))) != "unknown") {
+      return to_string(static_cast<DType>(v));
+    }
+    if (name == "rope" && v <= 1) return v == 0 ? "KvRope::stored" : "KvRope::on_read";
+    return std::to_string(v);
+  };
   for (const auto& [name, v] : fields) {
     if (v.first != v.second) {
-      throw InvalidArgument(op, std::string("bytes: config.") + name, std::to_string(v.first),
-                            "the cache's " + std::to_string(v.second));
+      throw InvalidArgument(op, std::string("bytes: config.") + name, shown(name, v.first),
+                            "the cache's " + shown(name, v.second));
     }
   }
   if (paged && ph.n_saved > cf.n_blocks) {
