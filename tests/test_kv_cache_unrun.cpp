@@ -294,6 +294,53 @@ TEST_F(KvCacheUnrun, DroppedForkMarksOnlyItsDestinationAndHoldsNoListBack) {
   }
 }
 
+// Lists planned after a dropped one wait for what it waited for: here a reader after a
+// fork that was planned after an append not yet run (taking the dropped fork's changes
+// as run at once let the reader pass the append).
+TEST_F(KvCacheUnrun, ListsAfterADroppedOneWaitForWhatItWaitedFor) {
+  for (const KvCacheConfig& config : {ring(8, 3), paged(8, 8, 3)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      Step{*b, c, 0, 2, 0}.run();
+      Tensor out = b->tensor({2, kHeads, kDim}, DType::f32), q = b->tensor({1, kHeads, kDim}, DType::f32),
+             read_out = b->tensor({1, kHeads, kDim}, DType::f32);
+      CommandList append = b->commands();
+      Step{*b, c, 2, 2, 0}.record(append, out);
+      std::optional<CommandList> fork(b->commands());
+      fork->kv_copy_sequence(c, 0, 1);
+      c.reset(2);
+      CommandList read = b->commands();
+      const std::int32_t at = 5, seq = 0;
+      read.attention(q, c, read_out, {.q_positions = {&at, 1}, .q_seq_ids = {&seq, 1}});
+      fork.reset();
+      c.reset(1);
+      expect_invalid([&] { read.submit_and_wait(); }, {"submit_and_wait", "sequence 0", "not run"});
+      append.submit_and_wait();
+      EXPECT_NO_THROW(read.submit_and_wait());
+    }
+  }
+}
+
+// save_cache refuses positions a list planned and has not run (their rows are not on the
+// device yet: they would restore as keys of zeros), until the list runs or is destroyed.
+TEST_F(KvCacheUnrun, SaveWaitsForTheListsThatWroteTheCache) {
+  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      Step{*b, c, 0, 2, 1}.run();
+      Tensor out = b->tensor({2, kHeads, kDim}, DType::f32);
+      std::optional<CommandList> list = recorded(Step{*b, c, 0, 2, 0}, out);
+      expect_invalid([&] { (void)b->save_cache(c); }, {"save_cache", "sequence 0", "has not run"});
+      list->submit_and_wait();
+      const std::vector<std::uint8_t> saved = b->save_cache(c);
+      list->set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 0});  // replayed, not run
+      expect_invalid([&] { (void)b->save_cache(c); }, {"save_cache", "sequence 0"});
+      list.reset();  // put back: the cache as saved
+      EXPECT_EQ(b->save_cache(c), saved);
+    }
+  }
+}
+
 // A list replayed again and again without running keeps, per sequence, its latest op (the
 // marks are merged once they pass their bound): a sequence reset between the replays is
 // marked because later replays wrote it again, and one only the early replays wrote is not

@@ -146,7 +146,7 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
 
 void CommandListImpl::ran() noexcept {
   for (Planned& p : planned) {
-    if (p.last) p.cache->ran_at[p.seq] = std::max(p.cache->ran_at[p.seq], p.last);
+    if (p.last) p.cache->ran_to(p.seq, p.last);
     p.ran = true;
   }
   forget_unrun();
@@ -199,10 +199,11 @@ void CommandListImpl::undo_unrun() noexcept {
       c.last_writer = l.writer;
     } else {
       // Its changes stay as the host planned them (the sequences it wrote marked), and as
-      // it will never run, no list may wait for it: a fork's source, a paged cache's pool.
+      // it will never run, lists planned after it wait only for what it waited for (a
+      // fork's source, a paged cache's pool: they waited for ever before).
       mark_unwritten(c, marks, i, l.first_clock);
       for (const Planned& p : planned) {
-        if (p.cache == &c && p.last) c.ran_at[p.seq] = std::max(c.ran_at[p.seq], p.last);
+        if (p.cache == &c && p.last && !p.ran) c.drop_planned(p.seq, p.need, p.last);
       }
     }
   }

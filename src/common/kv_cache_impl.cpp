@@ -161,6 +161,32 @@ std::size_t KvCacheImpl::check_seq(const char* op, std::int32_t seq, const std::
   return check_seq(op, static_cast<std::size_t>(seq), name);
 }
 
+void KvCacheImpl::ran_to(std::size_t i, std::uint64_t tick) noexcept {
+  ran_at[i] = std::max(ran_at[i], tick);
+  for (bool more = true; more;) {  // a dropped list planned after one that ran now
+    more = false;
+    for (auto it = dropped.begin(); it != dropped.end(); ++it) {
+      if (it->seq == i && it->need <= ran_at[i]) {
+        ran_at[i] = std::max(ran_at[i], it->last);
+        dropped.erase(it);
+        more = true;
+        break;
+      }
+    }
+  }
+}
+
+void KvCacheImpl::drop_planned(std::size_t i, std::uint64_t need, std::uint64_t last) noexcept {
+  if (need <= ran_at[i]) {
+    ran_to(i, last);
+    return;
+  }
+  try {
+    dropped.push_back({i, need, last});
+  } catch (const std::bad_alloc&) {  // later lists then wait until a reset or restore_cache
+  }
+}
+
 void KvCacheImpl::refuse_unwritten(const char* op) const {
   const auto it = std::find(unwritten.begin(), unwritten.end(), std::uint8_t{1});
   const auto seq = static_cast<std::size_t>(it - unwritten.begin());

@@ -97,6 +97,7 @@ class KvCacheImpl {
     ++clock;
     touched[seq] = {clock, 0, clock};
     ran_at[seq] = clock;
+    std::erase_if(dropped, [&](const Dropped& d) { return d.seq == seq; });
   }
   void changed_all() {
     ++changes;
@@ -105,6 +106,7 @@ class KvCacheImpl {
     ++clock;
     std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock});
     std::fill(ran_at.begin(), ran_at.end(), clock);
+    dropped.clear();
   }
   // Ticks with every change of the bookkeeping, in lists or not: when each sequence was
   // last reset (or restored) and, per sequence, the sequence it was last forked from (-1:
@@ -118,6 +120,15 @@ class KvCacheImpl {
   // have run (changes outside lists run at once; a list's when it is submitted).
   std::vector<SeqTouch> touched;
   std::vector<std::uint64_t> ran_at;
+  // |i|'s changes up to |tick| have run; so have those of lists destroyed unrun, which
+  // never will, once what they were planned after has (|dropped|: each waiting entry).
+  struct Dropped {
+    std::size_t seq;
+    std::uint64_t need, last;
+  };
+  std::vector<Dropped> dropped;
+  void ran_to(std::size_t i, std::uint64_t tick) noexcept;
+  void drop_planned(std::size_t i, std::uint64_t need, std::uint64_t last) noexcept;
   std::vector<LoggedTouch>* touch_journal = nullptr;
   void touch(std::size_t i, std::uint64_t list) {
     SeqTouch& t = touched[i];

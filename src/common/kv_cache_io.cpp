@@ -274,6 +274,15 @@ std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
   detail::OpScope scope("save_cache");
   const auto& c = live_cache("save_cache", cache, owner_tag());
   c->check_written("save_cache");
+  // Positions a list planned and has not run (recorded or replayed, not submitted) have no
+  // rows on the device yet: saved, they would come back as keys of zeros.
+  for (std::size_t s = 0; s < c->config.n_seqs; ++s) {
+    if (c->touched[s].at > c->ran_at[s]) {
+      throw InvalidArgument("save_cache", "cache",
+                            "a cache whose sequence " + std::to_string(s) + " holds positions of a command list that has not run",
+                            "a cache after the lists that wrote it ran (submit them first, or destroy them)");
+    }
+  }
   std::vector<std::uint8_t> out(sizeof(Header) + (c->config.paged ? sizeof(PagedHeader) : 0));
   const Header h = header_of(c->config);
   std::memcpy(out.data(), &h, sizeof h);
