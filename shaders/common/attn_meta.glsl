@@ -52,7 +52,8 @@ int key_sequence(uint seq, uint j, int position) {
 }
 
 // KvRope::on_read: where a key of sequence |seq| at |position| sits inside the cache (sinks
-// first, then the ring oldest first); 0 for an empty slot, whose score is never used.
+// first, then the ring oldest first; negative, as rope_cos_sin reads it, below a ring start
+// recorded before the sequence changed); 0 for an empty slot, whose score is never used.
 uint key_cache_position(uint seq, int position) {
     const int sinks = meta[off_ring];
     return position < 0 ? 0u : uint(position < sinks ? position : sinks + position - meta[off_ring + 1u + seq]);

@@ -14,6 +14,10 @@ vec2 rope_cos_sin(uint pos, uvec2 turns_fixed) {
     uint carry, low;
     umulExtended(pos, turns_fixed.x, carry, low);
     uint frac_hi = pos * turns_fixed.y + carry;        // top 32 bits of the turn fraction
+    // pos is a signed 32-bit integer (positions are below 2^31, but a key's in-cache
+    // position is negative in a list recorded before its sequence's ring moved back):
+    // sign-extended, the product loses 2^32 f mod 2^64, f's low word in the high one.
+    if (int(pos) < 0) frac_hi -= turns_fixed.x;
     uint q = (frac_hi + 0x20000000u) >> 30;            // nearest quarter turn (4 wraps to 0)
     int rem = int(frac_hi - (q << 30));                // in [-2^29, 2^29)
     // Units of 2^-32 turn; 2 pi / 2^32 = (pi / 2) / 2^30 radians each.
