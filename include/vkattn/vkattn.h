@@ -68,8 +68,9 @@ enum {
 VKATTN_API const char* vkattn_status_string(vkattn_status status);
 /* Why the last call on this thread failed: the text the C++ exception carries, such as
  * "vkattn: rope: positions[1] = -3; valid: [0, 2^31 - 1]". "" after a call that succeeded
- * (every call clears it first). Never NULL. Use the status to detect failure, the message
- * only to explain it. */
+ * (every call that returns a status clears it first; the _destroy functions, vkattn_free
+ * and the string functions leave it, so that a cleanup path keeps it). Never NULL. Use
+ * the status to detect failure, the message only to explain it. */
 VKATTN_API const char* vkattn_last_error_message(void);
 
 /* The library's version, "major.minor.patch", and VKATTN_VERSION_NUMBER's formula of it;

@@ -441,10 +441,7 @@ vkattn_status vkattn_tensor_create(vkattn_backend* backend, const size_t* shape,
   });
 }
 
-void vkattn_tensor_destroy(vkattn_tensor* tensor) {
-  clear_last_error();
-  delete tensor;
-}
+void vkattn_tensor_destroy(vkattn_tensor* tensor) { delete tensor; }
 
 vkattn_status vkattn_tensor_dtype(const vkattn_tensor* tensor, vkattn_dtype* dtype) {
   const char* fn = "vkattn_tensor_dtype";

@@ -76,10 +76,7 @@ vkattn_status vkattn_device_list_get(const vkattn_device_list* list, size_t inde
   });
 }
 
-void vkattn_device_list_destroy(vkattn_device_list* list) {
-  clear_last_error();
-  delete list;
-}
+void vkattn_device_list_destroy(vkattn_device_list* list) { delete list; }
 
 vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_device_options* options, vkattn_backend** backend) {
   const char* fn = "vkattn_backend_create";
@@ -92,10 +89,7 @@ vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_devic
   });
 }
 
-void vkattn_backend_destroy(vkattn_backend* backend) {
-  clear_last_error();
-  delete backend;
-}
+void vkattn_backend_destroy(vkattn_backend* backend) { delete backend; }
 
 vkattn_status vkattn_backend_get_kind(const vkattn_backend* backend, vkattn_backend_kind* kind) {
   const char* fn = "vkattn_backend_get_kind";

@@ -44,10 +44,7 @@ vkattn_status vkattn_command_list_create(vkattn_backend* backend, const vkattn_c
   });
 }
 
-void vkattn_command_list_destroy(vkattn_command_list* list) {
-  clear_last_error();
-  delete list;
-}
+void vkattn_command_list_destroy(vkattn_command_list* list) { delete list; }
 
 vkattn_status vkattn_submit_and_wait(vkattn_command_list* list) {
   const char* fn = "vkattn_submit_and_wait";
@@ -269,10 +266,7 @@ vkattn_status vkattn_kv_cache_create(vkattn_backend* backend, const vkattn_kv_ca
   });
 }
 
-void vkattn_kv_cache_destroy(vkattn_kv_cache* cache) {
-  clear_last_error();
-  delete cache;
-}
+void vkattn_kv_cache_destroy(vkattn_kv_cache* cache) { delete cache; }
 
 vkattn_status vkattn_kv_cache_reset(vkattn_kv_cache* cache, size_t seq) {
   return guarded([&] { need("vkattn_kv_cache_reset", "cache", cache).impl.reset(seq); });
@@ -330,10 +324,7 @@ vkattn_status vkattn_save_cache(vkattn_backend* backend, const vkattn_kv_cache* 
   });
 }
 
-void vkattn_free(void* data) {
-  clear_last_error();
-  std::free(data);
-}
+void vkattn_free(void* data) { std::free(data); }
 
 vkattn_status vkattn_restore_cache(vkattn_backend* backend, vkattn_kv_cache* cache, const void* data, size_t size) {
   const char* fn = "vkattn_restore_cache";

@@ -54,10 +54,7 @@ vkattn_status vkattn_submission_wait(vkattn_submission* submission, uint64_t tim
   });
 }
 
-void vkattn_submission_destroy(vkattn_submission* submission) {
-  clear_last_error();
-  delete submission;
-}
+void vkattn_submission_destroy(vkattn_submission* submission) { delete submission; }
 
 vkattn_status vkattn_external_vulkan_init(vkattn_external_vulkan* vulkan, size_t struct_size) {
   return guarded([&] {

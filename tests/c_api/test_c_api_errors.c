@@ -231,6 +231,9 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   CHECK(strcmp(vkattn_last_error_message(), "") == 0); /* cleared by every call */
   uint32_t finished = 7;
   EXPECT_STATUS(E, "finished = NULL", vkattn_command_list_wait(list, 0, NULL));
+  vkattn_free(NULL); /* a cleanup path keeps the message (it was cleared before 0.13.2) */
+  vkattn_tensor_destroy(NULL);
+  CHECK(strstr(vkattn_last_error_message(), "finished = NULL") != NULL);
   EXPECT_STATUS(E, "list = NULL", vkattn_command_list_wait(NULL, 0, &finished));
   CHECK(finished == 7);
   OK(vkattn_command_list_wait(list, 0, &finished)); /* the CPU backend's: nothing runs */
