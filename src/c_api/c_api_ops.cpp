@@ -15,8 +15,10 @@ namespace {
 const vkattn::Tensor& in(const char* fn, const char* param, const vkattn_tensor* p) { return need(fn, param, p).impl; }
 vkattn::Tensor& out(const char* fn, const char* param, vkattn_tensor* p) { return need(fn, param, p).impl; }
 // A tensor's dim |i| (its heads, its head dim), or 0 where it has none: the op refuses it.
-std::size_t dim_of(const vkattn_tensor* t, std::size_t i) {
-  return t && t->impl.valid() && t->impl.shape().size() > i ? t->impl.shape()[i] : 0;
+// NULL is refused here, whichever argument the compiler evaluates first.
+std::size_t dim_of(const char* fn, const char* param, const vkattn_tensor* t, std::size_t i) {
+  const vkattn::Tensor& impl = need(fn, param, t).impl;
+  return impl.valid() && impl.shape().size() > i ? impl.shape()[i] : 0;
 }
 const vkattn::Tensor* optional_mask(const vkattn_tensor* mask) { return mask ? &mask->impl : nullptr; }
 vkattn::CommandList& list_of(const char* fn, vkattn_command_list* list) { return need(fn, "list", list).impl; }
@@ -86,7 +88,7 @@ vkattn_status vkattn_cmd_rope(vkattn_command_list* list, vkattn_tensor* x, const
   const char* fn = "vkattn_cmd_rope";
   return guarded([&] {
     list_of(fn, list).rope(out(fn, "x", x), array(fn, "positions", positions, n_positions),
-                           rope_config(fn, "config", config, dim_of(x, 2)));
+                           rope_config(fn, "config", config, dim_of(fn, "x", x, 2)));
   });
 }
 
@@ -95,7 +97,7 @@ vkattn_status vkattn_cmd_rope_qk(vkattn_command_list* list, vkattn_tensor* q, vk
   const char* fn = "vkattn_cmd_rope_qk";
   return guarded([&] {
     list_of(fn, list).rope(out(fn, "q", q), out(fn, "k", k), array(fn, "positions", positions, n_positions),
-                           rope_config(fn, "config", config, dim_of(q, 2)));
+                           rope_config(fn, "config", config, dim_of(fn, "q", q, 2)));
   });
 }
 
@@ -105,7 +107,7 @@ vkattn_status vkattn_cmd_attn_scores(vkattn_command_list* list, const vkattn_ten
   const char* fn = "vkattn_cmd_attn_scores";
   return guarded([&] {
     list_of(fn, list).attn_scores(in(fn, "q", q), in(fn, "k", k), out(fn, "scores", scores), attention_tokens(fn, tokens, false),
-                                  attention_config(fn, config, dim_of(q, 1)), optional_mask(mask));
+                                  attention_config(fn, config, dim_of(fn, "q", q, 1)), optional_mask(mask));
   });
 }
 
@@ -114,7 +116,7 @@ vkattn_status vkattn_cmd_attn_softmax(vkattn_command_list* list, const vkattn_te
   const char* fn = "vkattn_cmd_attn_softmax";
   return guarded([&] {
     list_of(fn, list).attn_softmax(in(fn, "scores", scores), out(fn, "probs", probs),
-                                   attention_config(fn, config, dim_of(scores, 1)));
+                                   attention_config(fn, config, dim_of(fn, "scores", scores, 1)));
   });
 }
 
@@ -130,7 +132,7 @@ vkattn_status vkattn_cmd_attention(vkattn_command_list* list, const vkattn_tenso
   const char* fn = "vkattn_cmd_attention";
   return guarded([&] {
     list_of(fn, list).attention(in(fn, "q", q), in(fn, "k", k), in(fn, "v", v), out(fn, "out", o),
-                                attention_tokens(fn, tokens, false), attention_config(fn, config, dim_of(q, 1)),
+                                attention_tokens(fn, tokens, false), attention_config(fn, config, dim_of(fn, "q", q, 1)),
                                 optional_mask(mask));
   });
 }
@@ -164,7 +166,7 @@ vkattn_status vkattn_cmd_attn_scores_cache(vkattn_command_list* list, const vkat
   const char* fn = "vkattn_cmd_attn_scores_cache";
   return guarded([&] {
     list_of(fn, list).attn_scores(in(fn, "q", q), cache_of(fn, cache), out(fn, "scores", scores),
-                                  attention_tokens(fn, tokens, false), attention_config(fn, config, dim_of(q, 1)),
+                                  attention_tokens(fn, tokens, false), attention_config(fn, config, dim_of(fn, "q", q, 1)),
                                   optional_mask(mask));
   });
 }
@@ -185,7 +187,7 @@ vkattn_status vkattn_cmd_attention_cache(vkattn_command_list* list, const vkattn
   const char* fn = "vkattn_cmd_attention_cache";
   return guarded([&] {
     list_of(fn, list).attention(in(fn, "q", q), cache_of(fn, cache), out(fn, "out", o), attention_tokens(fn, tokens, false),
-                                attention_config(fn, config, dim_of(q, 1)), optional_mask(mask));
+                                attention_config(fn, config, dim_of(fn, "q", q, 1)), optional_mask(mask));
   });
 }
 

@@ -94,6 +94,7 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   const double four[4] = {1.0, 1.0, 1.0, 1.0};
   vkattn_tensor* scores = tensor(cpu, 2, 2, 3, VKATTN_DTYPE_F32);
   ac.sinks = two, ac.n_sinks = 3;
+  EXPECT_STATUS(E, "vkattn_cmd_attention: q = NULL", vkattn_cmd_attention(list, NULL, k, k, o, &tok, &ac, NULL));
   EXPECT_STATUS(E, "vkattn_cmd_attention: config->n_sinks = 3; valid: 0 or n_heads = 2",
                 vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
   ac.n_sinks = (uint64_t)1 << 28;
