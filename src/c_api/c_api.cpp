@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "c_api/c_api_internal.hpp"
+#include "common/validate.hpp"
 
 // The C enumerations are the C++ ones' values, so that values pass through and the C++
 // checks reject bad ones with the C++ API's own messages. These keep them tied.
@@ -238,10 +239,9 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
             .mscale_all_dim = c.yarn_mscale_all_dim,
             .truncate = flag(function, p + "->yarn_truncate", c.yarn_truncate)};
   r.llama3 = {.low_freq_factor = c.llama3_low_freq_factor, .high_freq_factor = c.llama3_high_freq_factor};
-  // rotary_dim / 2 factors (rotary_dim 0: the dims from the offset to the row's end).
-  const std::uint64_t room = c.rotary_offset <= head_dim ? head_dim - c.rotary_offset : 0;
-  const auto factors = config_array(function, p + "->freq_factors", c.freq_factors, c.n_freq_factors,
-                                    (c.rotary_dim != 0 ? c.rotary_dim : room) / 2, "rotary_dim / 2");
+  const std::size_t rotated = detail::rotated_dims(c.rotary_dim, static_cast<std::size_t>(c.rotary_offset), head_dim);
+  const auto factors =
+      config_array(function, p + "->freq_factors", c.freq_factors, c.n_freq_factors, rotated / 2, "rotary_dim / 2");
   r.freq_factors.assign(factors.begin(), factors.end());
   if (c.attention_factor != 0.0) r.attention_factor = c.attention_factor;
   if (c.mrope_sections[0] != 0 || c.mrope_sections[1] != 0 || c.mrope_sections[2] != 0) {

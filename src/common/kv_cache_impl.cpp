@@ -112,15 +112,14 @@ KvShapes check_kv_cache_config(const KvCacheConfig& c) {
   const std::size_t dim = std::max(c.head_dim, value_head_dim(c));
   const std::size_t per_head = outer * inner * dim, most_heads = (std::size_t{1} << 40) / per_head;
   if (c.n_kv_heads > most_heads) {
-    const char* slots = c.paged ? "n_blocks x block_size" : "n_seqs x capacity";
-    const std::string valid = "[1, 2^40 / (" + std::string(slots) + " x head_dim) = " + std::to_string(most_heads) +
-                              "]: K and V hold at most 2^40 elements each";
+    const std::string slots = c.paged ? "n_blocks x block_size" : "n_seqs x capacity",
+                      why = ": K and V hold at most 2^40 elements each";
     if (most_heads == 0) {
       throw InvalidArgument(op, c.paged ? "config.n_blocks" : "config.capacity",
-                            std::to_string(c.paged ? c.n_blocks : c.capacity),
-                            std::string(slots) + " x head_dim <= 2^40: K and V hold at most 2^40 elements each");
+                            std::to_string(c.paged ? c.n_blocks : c.capacity), slots + " x head_dim <= 2^40" + why);
     }
-    throw InvalidArgument(op, "config.n_kv_heads", std::to_string(c.n_kv_heads), valid);
+    throw InvalidArgument(op, "config.n_kv_heads", std::to_string(c.n_kv_heads),
+                          "[1, 2^40 / (" + slots + " x head_dim) = " + std::to_string(most_heads) + "]" + why);
   }
   if (c.latent) return {{outer, inner, c.n_kv_heads, c.head_dim}, {}};
   return {{outer, inner, c.n_kv_heads, c.head_dim}, {outer, inner, c.n_kv_heads, value_head_dim(c)}};

@@ -166,7 +166,7 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
     throw InvalidArgument(op, f + "rotary_dim", "0 (= " + upper + " = " + std::to_string(room) + ", odd)",
                           "even in [2, " + std::to_string(room - 1) + "], or an even " + upper);
   }
-  if (out.rotary_dim == 0) out.rotary_dim = room;
+  out.rotary_dim = rotated_dims(out.rotary_dim, out.rotary_offset, head_dim);
   if (out.rotary_dim % 2 != 0 || out.rotary_dim > room) {
     const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
     throw InvalidArgument(op, f + "rotary_dim", std::to_string(config.rotary_dim),

@@ -70,8 +70,14 @@ struct RopeNames {
   const char* head_dim = "head_dim";
 };
 
+// The dims a RoPE config rotates: |rotary_dim|, or where it is 0 those from |rotary_offset|
+// to the row's end (none where the offset is past it, which the checks refuse).
+inline std::size_t rotated_dims(std::size_t rotary_dim, std::size_t rotary_offset, std::size_t head_dim) {
+  return rotary_dim != 0 ? rotary_dim : rotary_offset <= head_dim ? head_dim - rotary_offset : 0;
+}
+
 // Checks every field of |config| for a tensor with |head_dim|; returns it with rotary_dim
-// resolved (0 -> head_dim - rotary_offset).
+// resolved (rotated_dims).
 RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names = {});
 inline constexpr RopeNames kCacheRopeNames{"config.rope_config", "config.head_dim"};
 
