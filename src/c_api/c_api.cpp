@@ -239,7 +239,12 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
             .mscale_all_dim = c.yarn_mscale_all_dim,
             .truncate = flag(function, p + "->yarn_truncate", c.yarn_truncate)};
   r.llama3 = {.low_freq_factor = c.llama3_low_freq_factor, .high_freq_factor = c.llama3_high_freq_factor};
-  const std::size_t rotated = detail::rotated_dims(c.rotary_dim, static_cast<std::size_t>(c.rotary_offset), head_dim);
+  const std::size_t rotated = detail::rotated_dims(r.rotary_dim, r.rotary_offset, head_dim);
+  if (c.n_freq_factors != 0 && c.n_freq_factors != rotated / 2) {
+    // The count may be wrong only because the dims are: name them, as the op's check would.
+    const bool cache = std::strcmp(param, "config") != 0;
+    detail::check_rope_dims(function, r, head_dim, cache ? detail::kCacheRopeNames : detail::RopeNames{});
+  }
   const auto factors =
       config_array(function, p + "->freq_factors", c.freq_factors, c.n_freq_factors, rotated / 2, "rotary_dim / 2");
   r.freq_factors.assign(factors.begin(), factors.end());

@@ -146,8 +146,7 @@ void check_rope_tensor(const char* op, const char* name, const TensorImpl& x) {
 
 }  // namespace
 
-RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names) {
-  RopeConfig out = config;
+std::size_t check_rope_dims(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names) {
   const std::string f = std::string(names.config) + ".";
   // A caller's head_dim (rope_frequencies, a cache's) may have no pair to rotate: name it,
   // rather than the offset with a bound of head_dim - 2 wrapped past 2^64.
@@ -156,22 +155,29 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
   }
   // Against head_dim - 2 (>= 0 here), not offset + 2 <= head_dim: an offset near 2^64
   // would wrap that sum and pass, and the kernels would rotate outside the row.
-  if (out.rotary_offset % 2 != 0 || out.rotary_offset > head_dim - 2) {
+  if (config.rotary_offset % 2 != 0 || config.rotary_offset > head_dim - 2) {
     throw InvalidArgument(op, f + "rotary_offset", std::to_string(config.rotary_offset),
                           "even in [0, head_dim - 2 = " + std::to_string(head_dim - 2) + "]");
   }
-  const std::size_t room = head_dim - out.rotary_offset;  // dims from the offset to the row's end, >= 2
-  if (out.rotary_dim == 0 && room % 2 != 0) {             // "rotate all of it" needs whole pairs
-    const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
+  const std::size_t room = head_dim - config.rotary_offset;  // dims from the offset to the row's end, >= 2
+  if (config.rotary_dim == 0 && room % 2 != 0) {             // "rotate all of it" needs whole pairs
+    const std::string upper = config.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
     throw InvalidArgument(op, f + "rotary_dim", "0 (= " + upper + " = " + std::to_string(room) + ", odd)",
                           "even in [2, " + std::to_string(room - 1) + "], or an even " + upper);
   }
-  out.rotary_dim = rotated_dims(out.rotary_dim, out.rotary_offset, head_dim);
-  if (out.rotary_dim % 2 != 0 || out.rotary_dim > room) {
-    const std::string upper = out.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
+  const std::size_t rotated = rotated_dims(config.rotary_dim, config.rotary_offset, head_dim);
+  if (rotated % 2 != 0 || rotated > room) {
+    const std::string upper = config.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
     throw InvalidArgument(op, f + "rotary_dim", std::to_string(config.rotary_dim),
                           "0 (= " + upper + ") or even in [2, " + upper + " = " + std::to_string(room) + "]");
   }
+  return rotated;
+}
+
+RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names) {
+  RopeConfig out = config;
+  out.rotary_dim = check_rope_dims(op, config, head_dim, names);
+  const std::string f = std::string(names.config) + ".";
   check_positive(op, f + "base", config.base);
   if (config.layout != RopeLayout::interleaved && config.layout != RopeLayout::half) {
     throw InvalidArgument(op, f + "layout", std::to_string(static_cast<int>(config.layout)),

@@ -76,6 +76,10 @@ inline std::size_t rotated_dims(std::size_t rotary_dim, std::size_t rotary_offse
   return rotary_dim != 0 ? rotary_dim : rotary_offset <= head_dim ? head_dim - rotary_offset : 0;
 }
 
+// The dims |config| rotates in a row of |head_dim| (rotated_dims), or InvalidArgument naming
+// the head dim, rotary_offset or rotary_dim where they leave no whole pairs inside the row.
+std::size_t check_rope_dims(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names = {});
+
 // Checks every field of |config| for a tensor with |head_dim|; returns it with rotary_dim
 // resolved (rotated_dims).
 RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size_t head_dim, const RopeNames& names = {});

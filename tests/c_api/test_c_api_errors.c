@@ -111,6 +111,11 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
                 vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
   rope.n_freq_factors = 2;
   OK(vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
+  /* A count wrong only because the dims are: the dims are named, not the count. */
+  rope.rotary_dim = 0, rope.rotary_offset = 10;
+  EXPECT_STATUS(E, "vkattn_cmd_rope: config.rotary_offset = 10; valid: even in [0, head_dim - 2 = 6]",
+                vkattn_cmd_rope(list, x, pos, 2, &rope));
+  rope.rotary_dim = 4, rope.rotary_offset = 0;
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.softcap = 1.0, ac.softcap_order = 2;
   EXPECT_STATUS(E, "config.softcap_order = 2", vkattn_cmd_attention(list, x, k, k, o, &tok, &ac, NULL));
@@ -154,6 +159,11 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   rope.n_freq_factors = 4;
   EXPECT_STATUS(E, "config->rope_config->n_freq_factors = 4; valid: 0 or rotary_dim / 2 = 2",
                 vkattn_kv_cache_create(cpu, &cc, &cache));
+  rope.rotary_dim = 12; /* 6 pairs in rows of 8 */
+  EXPECT_STATUS(E,
+                "vkattn_kv_cache_create: config.rope_config.rotary_dim = 12; valid: 0 (= head_dim) or even in [2, head_dim = 8]",
+                vkattn_kv_cache_create(cpu, &cc, &cache));
+  rope.rotary_dim = 4;
   cc.rope = VKATTN_KV_ROPE_STORED, cc.rope_config = NULL;
   cc.n_kv_heads = (uint64_t)1 << 40; /* named, not the cache's tensor of that shape */
   EXPECT_STATUS(E, "config.n_kv_heads = 1099511627776; valid: [1, 2^40 / (n_seqs x capacity x head_dim) = 34359738368]",
