@@ -196,10 +196,14 @@ SavedHeaders check_saved_headers(const char* op, std::span<const std::uint8_t> b
   }
   const bool paged = got.version == kPagedVersion;
   PagedHeader ph{};
-  if (paged && bytes.size() >= sizeof got + sizeof ph) std::memcpy(&ph, bytes.data() + sizeof got, sizeof ph);
+  if (paged && bytes.size() < sizeof got + sizeof ph) {  // not zeros read as its fields
+    throw InvalidArgument(op, "bytes.size()", std::to_string(bytes.size()),
+                          ">= " + std::to_string(sizeof got + sizeof ph) + " (a paged save's headers)");
+  }
+  if (paged) std::memcpy(&ph, bytes.data() + sizeof got, sizeof ph);
   const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> fields[] = {
       {"paged", {paged, cf.paged}},
-      {"latent", {paged ? ph.latent != 0 : got.version == kLatentVersion, cf.latent}},
+      {"latent", {paged ? ph.latent : got.version == kLatentVersion, cf.latent}},
       {"dtype", {got.dtype, want.dtype}},
       {"rope", {got.rope, want.rope}},
       {"n_seqs", {got.n_seqs, want.n_seqs}},
@@ -230,11 +234,12 @@ SavedHeaders check_saved_headers(const char* op, std::span<const std::uint8_t> b
   return {got, ph, paged};
 }
 
-// Bookkeeping the cache could not have written is refused: attention trusts it. A sequence
-// holds positions below its next one and always that one's predecessor (appends are
-// consecutive and keep the newest); a paged sequence holds a block for exactly the runs of
-// slots that hold a position, no block twice, and every block saved is held. Returns each
-// block's references (none for a ring cache).
+// Bookkeeping the cache could not have written is refused: attention and truncate trust
+// it. Appends are consecutive and keep the newest, so a sequence at |next| holds exactly
+// its sinks below next and the ring positions from max(n_sinks, next - ring) on, each in
+// its slot, and oldest is that bound. A paged sequence holds a block for exactly the runs
+// of slots that hold a position, no block twice, and every block saved is held. Returns
+// each block's references (none for a ring cache).
 std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::KvCacheImpl& c,
                                                   const std::vector<std::int32_t>& slot_pos,
                                                   const std::vector<std::int32_t>& next, const std::vector<std::int32_t>& oldest,
@@ -242,21 +247,30 @@ std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::
   const KvCacheConfig& cf = c.config;
   const std::size_t n_seqs = cf.n_seqs;
   std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
+  std::vector<std::int32_t> held(cf.capacity);
+  std::vector<std::size_t> named_by(n_saved, n_seqs);  // the last sequence naming each block
+  const auto sinks = static_cast<std::int64_t>(cf.n_sinks);
   for (std::size_t s = 0; s < n_seqs; ++s) {
-    const auto sinks = static_cast<std::int32_t>(cf.n_sinks);
-    bool ok = next[s] >= 0 && oldest[s] >= sinks && oldest[s] <= std::max(next[s], sinks);
-    ok = ok && (next[s] == 0 || slot_pos[s * cf.capacity + c.slot(next[s] - 1)] == next[s] - 1);
-    for (std::size_t i = 0; ok && i < cf.capacity; ++i) {
-      const std::int32_t pos = slot_pos[s * cf.capacity + i];
-      ok = pos >= -1 && pos < next[s] && (pos < 0 || c.slot(pos) == i) && (pos < sinks || pos >= oldest[s]);
+    const std::int64_t n = next[s];
+    const std::int64_t from = std::max(sinks, n - static_cast<std::int64_t>(c.ring()));
+    bool ok = n >= 0 && oldest[s] == from;
+    if (ok) {
+      std::fill(held.begin(), held.end(), -1);
+      for (std::int64_t p = 0; p < std::min(sinks, n); ++p) held[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(p);
+      for (std::int64_t p = from; p < n; ++p) held[c.slot(static_cast<std::int32_t>(p))] = static_cast<std::int32_t>(p);
+      ok = std::equal(held.begin(), held.end(), slot_pos.begin() + static_cast<std::ptrdiff_t>(s * cf.capacity));
     }
     for (std::size_t e = 0; ok && e < c.entries; ++e) {
       const std::int32_t b = table[s * c.entries + e];
       const auto run = slot_pos.begin() + static_cast<std::ptrdiff_t>(s * cf.capacity + e * cf.block_size);
-      const bool held = std::any_of(run, run + static_cast<std::ptrdiff_t>(cf.block_size), [](std::int32_t x) { return x >= 0; });
-      ok = b >= -1 && b < static_cast<std::int32_t>(n_saved) && (b >= 0) == held;
-      for (std::size_t f = 0; ok && b >= 0 && f < e; ++f) ok = table[s * c.entries + f] != b;
-      if (ok && b >= 0) ++refs[static_cast<std::size_t>(b)];
+      const bool used = std::any_of(run, run + static_cast<std::ptrdiff_t>(cf.block_size), [](std::int32_t x) { return x >= 0; });
+      ok = b >= -1 && b < static_cast<std::int32_t>(n_saved) && (b >= 0) == used;
+      if (ok && b >= 0) {
+        auto& last = named_by[static_cast<std::size_t>(b)];
+        ok = last != s;  // a block twice in one table
+        last = s;
+        ++refs[static_cast<std::size_t>(b)];
+      }
     }
     if (!ok) {
       throw InvalidArgument(op, "bytes: sequence " + std::to_string(s) + " bookkeeping", "inconsistent", "what save_cache wrote");

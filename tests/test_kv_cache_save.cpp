@@ -1,0 +1,86 @@
+// Backend::restore_cache against bytes save_cache could not have written: each refused by
+// name, changing nothing (round trips of every cache kind are with each kind's tests:
+// test_kv_cache.cpp's ResetAndCopySequence, test_kv_cache_paged.cpp's SaveRestore, the
+// MLA and quantized tests).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <tuple>
+
+#include "support/kv_model.hpp"
+
+namespace vkattn::test {
+namespace {
+
+std::int32_t word(const std::vector<std::uint8_t>& b, std::size_t at) {
+  std::int32_t x;
+  std::memcpy(&x, b.data() + at, 4);
+  return x;
+}
+
+// restore_cache refuses bookkeeping the cache could not have written (attention and
+// truncate trust it): an oldest position other than max(n_sinks, next - ring) (lower, the
+// refusal of keys the ring overwrote is skipped), a next position past the newest held
+// plus one, a hole in the positions held, or a position an append has overwritten.
+TEST(KvCacheSave, BookkeepingItCouldNotHaveWritten) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{.n_kv_heads = 1, .head_dim = 8, .capacity = 4, .dtype = DType::f32};
+  KvCache cache = cpu->kv_cache(config);
+  const Tensor k = cpu->tensor({3, 1, 8}, DType::f32), v = cpu->tensor({3, 1, 8}, DType::f32);
+  CommandList cmd = cpu->commands();
+  cmd.kv_append(cache, k, v, Ids{0, 1, 2});
+  cmd.kv_append(cache, k, v, Ids{3, 4, 5});
+  cmd.submit_and_wait();
+  const std::vector<std::uint8_t> saved = cpu->save_cache(cache);
+  // The version-1 layout: a 64-byte header, 4 slot positions, next, oldest.
+  ASSERT_EQ(word(saved, 80), 6);  // next
+  ASSERT_EQ(word(saved, 84), 2);  // oldest: the ring holds 2..5
+  KvCache other = cpu->kv_cache(config);
+  for (std::int32_t oldest : {7, 3, 1, 0}) {
+    std::vector<std::uint8_t> bad = saved;
+    std::memcpy(bad.data() + 84, &oldest, 4);
+    expect_invalid([&] { cpu->restore_cache(other, bad); }, {"sequence 0 bookkeeping", "inconsistent"});
+  }
+  for (std::int32_t next : {7, 259}) {
+    std::vector<std::uint8_t> bad = saved;
+    std::memcpy(bad.data() + 80, &next, 4);
+    expect_invalid([&] { cpu->restore_cache(other, bad); }, {"sequence 0 bookkeeping", "inconsistent"});
+  }
+  // Slots 0..3 hold 4, 5, 2, 3 (bytes 64 to 79): a hole at 2; 0 (overwritten by 4) with
+  // oldest 0 to match.
+  for (auto [at, value, oldest] : {std::tuple{72, -1, 2}, std::tuple{64, 0, 0}}) {
+    std::vector<std::uint8_t> bad = saved;
+    std::memcpy(bad.data() + at, &value, 4);
+    std::memcpy(bad.data() + 84, &oldest, 4);
+    expect_invalid([&] { cpu->restore_cache(other, bad); }, {"sequence 0 bookkeeping", "inconsistent"});
+  }
+  EXPECT_EQ(other.next_position(0), 0);  // each refusal changed nothing
+  cpu->restore_cache(other, saved);
+  EXPECT_EQ(other.slot_positions(0), cache.slot_positions(0));
+  // So the ring's refusals hold after a restore as before it: position 1 is overwritten.
+  expect_invalid([&] { other.truncate(0, 1); }, {"position = 1", "have been overwritten"});
+}
+
+// A paged save (version 3) cut inside its own 16-byte header is refused by its size, not
+// by zeros read as its block size or latent word; that word is 0 or 1, as written.
+TEST(KvCacheSave, PagedHeaders) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{
+      .n_kv_heads = 1, .head_dim = 8, .capacity = 4, .dtype = DType::f32, .paged = true, .block_size = 2, .n_blocks = 2};
+  KvCache cache = cpu->kv_cache(config);
+  const std::vector<std::uint8_t> saved = cpu->save_cache(cache);
+  ASSERT_EQ(word(saved, 64), 2);  // block_size (u64), then latent (u32) and blocks saved
+  for (std::size_t size : {64, 79}) {
+    const std::vector<std::uint8_t> cut(saved.begin(), saved.begin() + static_cast<std::ptrdiff_t>(size));
+    expect_invalid([&] { cpu->restore_cache(cache, cut); },
+                   {("bytes.size() = " + std::to_string(size)).c_str(), ">= 80 (a paged save's headers)"});
+  }
+  std::vector<std::uint8_t> bad = saved;
+  const std::int32_t seven = 7;
+  std::memcpy(bad.data() + 72, &seven, 4);
+  expect_invalid([&] { cpu->restore_cache(cache, bad); }, {"config.latent = 7", "the cache's 0"});
+  cpu->restore_cache(cache, saved);
+}
+
+}  // namespace
+}  // namespace vkattn::test
