@@ -52,7 +52,11 @@ py::array as_array(py::handle data, const char* op, const char* param) {
     } catch (const py::error_already_set& e) {
       // bfloat16 (models' usual dtype) and the other dtypes numpy has no type for.
       const std::string dtype = py::str(data.attr("dtype"));
-      if (!e.matches(PyExc_TypeError) || data.attr("device").attr("type").cast<std::string>() != "cpu") throw;
+      // (A CUDA or a sparse tensor: torch's own message says what to do.)
+      if (!e.matches(PyExc_TypeError) || data.attr("device").attr("type").cast<std::string>() != "cpu" ||
+          py::str(data.attr("layout")).cast<std::string>() != "torch.strided") {
+        throw;
+      }
       throw InvalidArgument(op, std::string(param) + ".dtype", dtype,
                             "a dtype numpy has: float32, float16 or int32 (cast first, e.g. t.float())");
     }
@@ -126,7 +130,13 @@ DType dtype_arg(py::handle value, const char* op, const char* param) {
     return enum_arg<DType>(value, op, param);
   }
   if (py::isinstance<DType>(value)) return value.cast<DType>();
-  const py::dtype d = py::dtype::from_args(py::reinterpret_borrow<py::object>(value));
+  py::dtype d;
+  try {
+    d = py::dtype::from_args(py::reinterpret_borrow<py::object>(value));
+  } catch (py::error_already_set& e) {  // an int, another enum: no dtype numpy knows
+    if (!e.matches(PyExc_TypeError)) throw;
+    throw type_error(op, param, value, "f32, f16, i32, q8_0, q4_0 (or numpy float32, float16, int32)");
+  }
   if (d.equal(py::dtype::of<float>())) return DType::f32;
   if (d.equal(py::dtype("float16"))) return DType::f16;
   if (d.equal(py::dtype::of<std::int32_t>())) return DType::i32;

@@ -45,6 +45,12 @@ struct PyKvCache {
   BackendPtr backend;
 };
 struct PyCommandList {
+  PyCommandList(CommandList list, BackendPtr b) : impl(std::move(list)), backend(std::move(b)) {}
+  PyCommandList(PyCommandList&&) = default;
+  PyCommandList& operator=(PyCommandList&&) = default;
+  // Releases the GIL while the C++ list waits for its pending submission (a timed-out one
+  // may run for long): other Python threads go on meanwhile.
+  ~PyCommandList();
   CommandList impl;
   BackendPtr backend;
   bool discarded = false;  // its with-block raised: the C++ list is gone, or going
@@ -125,11 +131,15 @@ std::string valid_values() {
   }
 }
 
-// A Python bool or a numpy one (numpy.bool_; numpy.bool in numpy 2), which is no Python bool.
+// A Python bool, a numpy one (numpy.bool_; numpy.bool in numpy 2), which is no Python
+// bool, or a 0-d array or tensor of bool dtype (numpy's, torch's), which has __index__.
 inline bool is_bool(py::handle v) {
   if (py::isinstance<py::bool_>(v)) return true;
   const std::string_view name = Py_TYPE(v.ptr())->tp_name;
-  return name == "numpy.bool_" || name == "numpy.bool";
+  if (name == "numpy.bool_" || name == "numpy.bool") return true;
+  if (!py::hasattr(v, "dtype")) return false;
+  const std::string dtype = py::str(v.attr("dtype"));
+  return dtype == "bool" || dtype == "torch.bool";
 }
 
 // Vectors and arrays of numbers (a config's sinks, a shape), converted element by element.
@@ -163,7 +173,13 @@ T value_arg(py::handle value, const char* owner, const char* param) {
       if (is_bool(value) || !py::hasattr(value, "__index__")) {
         throw type_error(owner, param, value, valid_values<T>());
       }
-      const py::int_ i(py::reinterpret_borrow<py::object>(value).attr("__index__")());
+      py::int_ i;
+      try {  // an array of several values, a float tensor: their __index__ raises
+        i = py::int_(py::reinterpret_borrow<py::object>(value).attr("__index__")());
+      } catch (py::error_already_set& e) {
+        if (!e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError)) throw;
+        throw type_error(owner, param, value, valid_values<T>());
+      }
       if (i < py::int_(std::numeric_limits<T>::min()) || i > py::int_(std::numeric_limits<T>::max())) {
         throw InvalidArgument(owner, param, py::str(static_cast<py::handle>(i)).cast<std::string>(), integer_range<T>());
       }

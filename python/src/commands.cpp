@@ -2,6 +2,8 @@
 // arguments (or config=<Config>), positions and sequence ids as integer arrays or lists,
 // and outputs made when not given (returned either way). Recording and submitting release
 // the GIL: lavapipe builds a kernel's pipeline in seconds on first use.
+#include <cstring>
+
 #include "bindings.hpp"
 
 namespace vkattn::python {
@@ -63,13 +65,38 @@ void record(PyCommandList& cmd, const char* op, F&& f) {
 
 // Records |f|(list, output) with |out| (the op's output |param|), or a new zero-filled f32
 // tensor of |shape| made by the list's backend when |out| is None; returns the output.
+// That shape comes from inputs the op has not checked yet: where they are wrong it may be
+// too large to make, and the op's own error is raised instead where one of a one-element
+// output shows it (the op checks most inputs before its output).
 template <class F>
 py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const char* param, const Shape& shape, F&& f) {
   if (!out.is_none() && !py::isinstance<PyTensor>(out)) throw type_error(op, param, out, "a vkattn.Tensor or None");
   CommandList& list = cmd.get(op);  // before an output is made for a discarded list
   const Active active(cmd);         // (making the output may run another thread)
-  py::object o = out.is_none() ? py::cast(PyTensor{cmd.backend->get(op)->tensor(shape, DType::f32), cmd.backend})
-                               : py::reinterpret_borrow<py::object>(out);
+  py::object o;
+  if (out.is_none()) {
+    const std::shared_ptr<Backend> b = cmd.backend->get(op);
+    std::optional<Tensor> made;
+    {
+      py::gil_scoped_release nogil;  // a large output takes a while to allocate and clear
+      try {
+        made = b->tensor(shape, DType::f32);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::out_of_memory) throw;
+        Tensor one = b->tensor({1, 1, 1}, DType::f32);
+        try {
+          f(list, one);
+        } catch (const InvalidArgument& bad) {
+          const std::string_view named = bad.param();
+          if (!named.starts_with(param) || (named.size() > std::strlen(param) && named[std::strlen(param)] != '.')) throw;
+        }
+        throw;
+      }
+    }
+    o = py::cast(PyTensor{std::move(*made), cmd.backend});
+  } else {
+    o = py::reinterpret_borrow<py::object>(out);
+  }
   Tensor& t = o.cast<PyTensor&>().impl;
   {
     py::gil_scoped_release nogil;
@@ -195,6 +222,13 @@ CommandList& PyCommandList::get(const char* op) {
     throw InvalidArgument(op, "this", "a list whose with-block raised (discarded)", "a list from Backend.commands()");
   }
   return impl;
+}
+
+PyCommandList::~PyCommandList() {
+  if (!PyGILState_Check()) return;  // off Python's threads: destroyed as it is
+  std::optional<CommandList> gone(std::move(impl));
+  py::gil_scoped_release nogil;
+  gone.reset();
 }
 
 void bind_commands(py::module_& m) {

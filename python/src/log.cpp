@@ -59,7 +59,11 @@ int drain(void* arg) {  // a pending call: the main thread, with the GIL
   }
   for (auto& [level, text] : batch) {
     try {
-      q->callback(level, py::str(text.data(), text.size()));  // invalid UTF-8 is replaced, not raised
+      // Invalid UTF-8 (a path in the message) is replaced, not raised: py::str would raise.
+      const auto message =
+          py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+      if (!message) throw py::error_already_set();
+      q->callback(level, message);
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable("vkattn.Backend log callback");  // the rest are still delivered
     }

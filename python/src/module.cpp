@@ -161,6 +161,14 @@ PYBIND11_MODULE(_vkattn, m) {
   bind_objects(m);
   bind_commands(m);
   bind_backend(m);
+  // Made only by the library (Backend.tensor, kv_cache, commands): Cls() and Cls.__new__(Cls)
+  // are a TypeError, where pybind11 would make an object whose C++ value was never made,
+  // and crash when it is used. (Its own instances come from tp_alloc, not tp_new.)
+  for (const char* name : {"Tensor", "KvCache", "CommandList"}) {
+    auto* type = reinterpret_cast<PyTypeObject*>(m.attr(name).ptr());
+    type->tp_new = nullptr;
+    PyType_Modified(type);
+  }
   m.attr("__version__") = vkattn::version();
   m.def(
       "alibi_slopes",

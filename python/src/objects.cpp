@@ -34,7 +34,12 @@ DeviceOptions device_options(py::handle device, py::handle validation, const py:
     } else if (name == "force_staging") {
       o.force_staging = value_arg<bool>(v, "Backend", "force_staging");
     } else if (name == "pipeline_cache_dir") {
-      o.pipeline_cache_dir = value_arg<std::optional<std::string>>(v, "Backend", "pipeline_cache_dir");
+      // A path as the file system spells it: os.fsencode keeps a name that is not UTF-8
+      // (str with surrogate escapes, or bytes) as its bytes.
+      if (!v.is_none() && !py::isinstance<py::str>(v) && !py::isinstance<py::bytes>(v) && !py::hasattr(v, "__fspath__")) {
+        throw type_error("Backend", "pipeline_cache_dir", v, "a path (str, bytes or os.PathLike), or None");
+      }
+      if (!v.is_none()) o.pipeline_cache_dir = py::module_::import("os").attr("fsencode")(v).cast<std::string>();
     } else if (name == "submit_timeout_ms") {
       o.submit_timeout_ms = value_arg<std::uint32_t>(v, "Backend", "submit_timeout_ms");
     } else if (name == "log_level") {

@@ -78,6 +78,21 @@ def test_values_of_their_own_type_only(cpu):
     # An empty array is checked as any other (only an empty list means none).
     with raises_invalid(r"rope: positions\.dtype = float64; valid: integers"):
         cpu.commands().rope(cpu.zeros((2, 1, 8)), np.zeros((0,), np.float64))
+    # Nor is a bool of an array type, nor an array's or tensor's own __index__ error.
+    for value, shown in [(torch.tensor(True), r"tensor\(True\) \(Tensor\)"), (np.array(True), r"array\(True\) \(ndarray\)"),
+                         (np.array([3]), r"array\(\[3\]\) \(ndarray\)"), (torch.tensor(3.5), r"tensor\(3\.5000\) \(Tensor\)")]:
+        with raises_type(r"AttentionConfig: window = " + shown + r"; valid: an integer"):
+            vkattn.AttentionConfig(window=value)
+    assert vkattn.AttentionConfig(window=torch.tensor(3)).window == 3
+    for dtype, shown in [(1, r"1 \(int\)"), (vkattn.RopeLayout.half, r"<RopeLayout\.half: 1> \(RopeLayout\)")]:
+        with raises_type(r"zeros: dtype = " + shown + r"; valid: f32, f16, i32, q8_0, q4_0"):
+            cpu.zeros((3,), dtype=dtype)
+    # Objects only the library makes (pybind11 would make them without their C++ value).
+    for cls in (vkattn.Tensor, vkattn.KvCache, vkattn.CommandList):
+        with raises_type(r"cannot create|not safe"):
+            cls.__new__(cls)
+        with raises_type(r"cannot create"):
+            cls()
     # Still taken: numpy arrays and integers where sequences of numbers go.
     assert vkattn.AttentionConfig(sinks=np.array([0.5, 1.0], np.float32)).sinks == [0.5, 1.0]
     assert cpu.zeros(np.array([2, 8])).shape == (2, 8)
@@ -144,6 +159,21 @@ def test_method_integers_name_themselves(cpu):
     assert "seq: int = 0" in vkattn.KvCache.reset.__doc__
 
 
+def test_an_output_is_made_after_its_inputs_are_checked(cpu):
+    """The output made for out=None takes its shape from q and k: from a wrong k, one too
+    large to make, which is not the error to report."""
+    q = cpu.zeros((256, 32, 128))
+    cmd = cpu.commands()
+    with raises_invalid(r"attn_scores: k\.shape = \[4194304\]; valid: rank 3"):
+        cmd.attn_scores(q, cpu.zeros((2**22,)))  # scores [256, 32, 2^22]: 128 GiB
+    cache = cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=2**20)
+    with raises_invalid(r"attn_scores: q\.shape\[2\] = 16; valid: cache head_dim = 8"):
+        cmd.attn_scores(cpu.zeros((2048, 64, 16)), cache, q_positions=np.zeros(2048, np.int32))
+    with pytest.raises(vkattn.OutOfMemoryError, match=r"tensor"):  # right inputs: too large it is
+        cmd.attn_scores(cpu.zeros((2048, 64, 8)), cache, q_positions=np.zeros(2048, np.int32))
+    assert cmd.stats()["ops"] == 0
+
+
 def test_torch_dtypes_numpy_lacks(cpu):
     t = torch.zeros((2, 3), dtype=torch.bfloat16)
     with raises_invalid(r"tensor: data\.dtype = torch\.bfloat16; valid: .*t\.float\(\)"):
@@ -153,6 +183,8 @@ def test_torch_dtypes_numpy_lacks(cpu):
         x.upload(t)
     with raises_invalid(r"rope: positions\.dtype = torch\.bfloat16"):
         cpu.commands().rope(cpu.zeros((2, 1, 8)), torch.zeros(2, dtype=torch.bfloat16))
+    with raises_type(r"Sparse layout"):  # torch's own message, not a dtype it has
+        cpu.tensor(torch.ones(3, 4).to_sparse())
 
 
 def test_masked_arrays_hide_nothing(cpu):

@@ -80,6 +80,15 @@ def test_a_raising_callback_goes_to_the_unraisable_hook():
     assert len(got) == len(seen)  # each message delivered, each failure reported
 
 
+def test_a_message_that_is_not_utf8_is_delivered():
+    """A path that is not UTF-8 (bytes, or str with surrogate escapes) reaches the messages
+    as its bytes: each is delivered, invalid bytes replaced."""
+    for path in (b"/proc/version/\xff\xfe", os.fsdecode(b"/proc/version/\xff\xfe")):
+        got = []
+        vulkan_backend(pipeline_cache_dir=path, log=lambda level, m: got.append(m), log_level="info").close()
+        assert wait_for(lambda: any("pipeline cache /proc/version/\ufffd\ufffd/" in m for m in got))  # not written
+
+
 def test_not_a_callable_is_a_type_error():
     with pytest.raises(TypeError, match=r"vkattn: Backend: log = 'stderr' \(str\); valid: a callable"):
         vkattn.Backend("cpu", log="stderr")

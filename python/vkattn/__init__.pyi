@@ -1,5 +1,6 @@
 # Type stub of vkattn (the module vkattn._vkattn re-exported). Units, defaults and ranges
 # are those of the C++ headers (include/vkattn/types.hpp, kv_cache.hpp, command_list.hpp).
+import os
 from enum import Enum
 from typing import Any, Callable, Optional, Sequence, Union, overload
 
@@ -306,7 +307,7 @@ class Backend:
     closed: bool
     def __init__(self, kind: Union[BackendKind, str] = "vulkan", device: Union[int, str, None] = None,
                  validation: Optional[bool] = None, *, kernels: Union[KernelShape, str, None] = ...,
-                 force_staging: bool = ..., pipeline_cache_dir: Optional[str] = ...,
+                 force_staging: bool = ..., pipeline_cache_dir: Union[str, bytes, os.PathLike, None] = ...,
                  submit_timeout_ms: int = ..., log_level: Union[LogLevel, str, None] = ...,
                  log: Optional[Callable[[LogLevel, str], None]] = ...,
                  cap_limits: Optional[DeviceLimits] = ...,
