@@ -385,6 +385,7 @@ void expect_lost_everywhere(Backend& b, Tensor& t, Tensor& out, KvCache& cache, 
   lost([&] { b.upload(t, std::vector<float>(t.numel())); });
   lost([&] { (void)b.download(t); });
   lost([&] { (void)b.commands(); });
+  lost([&] { cmd.set_tokens(kPos); });  // also where it would only patch the list's words
   lost([&] { cmd.rope(t, kPos); });
   lost([&] { cmd.submit_and_wait(); });
   lost([&] { cmd.attention(t, cache, out, {.q_positions = kPos}); });

@@ -15,6 +15,7 @@
 #include "support/compare.hpp"
 #include "support/failing_new.hpp"
 #include "support/random.hpp"
+#include "vulkan/dispatch.hpp"
 
 namespace vkattn::test {
 namespace {
@@ -221,6 +222,94 @@ TEST_P(Memory, HostAllocationFailureIsAnError) {
   }
   EXPECT_EQ(b_->download(t), x);
   expect_attention_works();
+}
+
+// A host allocation failing between the dispatches of one op (the list's vector of them
+// growing, here between a split weighted sum's two) leaves none of them: the list counts
+// and runs as if the op had not been asked for. Before, one stayed, without parameters.
+TEST(MemoryVulkan, AnOpRefusedHalfwayLeavesNoDispatch) {
+  std::string why;
+  auto b = try_own_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  constexpr std::size_t keys = 4096;
+  Tensor probs = b->tensor({1, 8, keys}, DType::f32), v = b->tensor({keys, 2, 64}, DType::f16);
+  Tensor out = b->tensor({1, 8, 64}, DType::f32), x = b->tensor({64}, DType::f32), y = b->tensor({64}, DType::f32);
+  {
+    CommandList probe = b->commands();
+    probe.attn_weighted_sum(probs, v, out);
+    ASSERT_EQ(probe.stats().ops, 2u);  // partial sums, then their reduce
+  }
+  std::size_t refused = 0, taken = 0;
+  for (std::size_t n = 1; n <= 40; ++n) {
+    CommandList cmd = b->commands();
+    for (std::size_t i = 0; i < n; ++i) cmd.copy(x, y);
+    bool failed = false;
+    {
+      FailLargeAllocations fail(8 * sizeof(detail::Dispatch));  // the vector growing to 8 or more
+      try {
+        cmd.attn_weighted_sum(probs, v, out);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+        failed = true;
+      }
+    }
+    EXPECT_EQ(cmd.stats().ops, n + (failed ? 0 : 2)) << n << " copies before";
+    (failed ? refused : taken) += 1;
+    cmd.submit_and_wait();
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(taken, 0u);
+  expect_no_validation_messages(*b);
+}
+
+// A replay refused by a host allocation while it patches the ops' token words puts back
+// every word it patched: the list runs with its recorded positions. Before, a failure
+// between noting a word and keeping its bytes read them back from before the kept ones.
+TEST(MemoryVulkan, AReplayRefusedWhilePatchingRestoresTheList) {
+  std::string why;
+  auto b = try_own_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  constexpr std::size_t n = 64, layers = 40;
+  const std::vector<float> x = normal(n * 2 * 8, 5);
+  std::vector<std::int32_t> pos(n), later(n);
+  for (std::size_t t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(t), later[t] = static_cast<std::int32_t>(t + 1000);
+  // x rotated at |p|, by a list of its own.
+  auto rotated = [&](const std::vector<std::int32_t>& p) {
+    Tensor t = b->tensor({n, 2, 8}, DType::f32);
+    b->upload(t, x);
+    CommandList one = b->commands();
+    one.rope(t, p);
+    one.submit_and_wait();
+    return b->download(t);
+  };
+  const std::vector<float> at_pos = rotated(pos), at_later = rotated(later);
+  std::vector<Tensor> ts;
+  CommandList cmd = b->commands();
+  for (std::size_t l = 0; l < layers; ++l) {
+    ts.push_back(b->tensor({n, 2, 8}, DType::f32));
+    cmd.rope(ts.back(), pos);
+  }
+  std::size_t refused = 0;
+  const std::size_t limits[] = {1024, 2048, 4096, 8192, std::size_t{1} << 20};
+  for (std::size_t bytes : limits) {
+    bool failed = false;
+    {
+      FailLargeAllocations fail(bytes);  // the kept words (256 bytes per op) growing past |bytes|
+      try {
+        cmd.set_tokens(later);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+        failed = true;
+      }
+    }
+    refused += failed;
+    for (Tensor& t : ts) b->upload(t, x);
+    cmd.submit_and_wait();
+    for (Tensor& t : ts) EXPECT_EQ(b->download(t), failed ? at_pos : at_later) << bytes;
+    if (!failed) cmd.set_tokens(pos);
+  }
+  EXPECT_GT(refused, 0u);
+  expect_no_validation_messages(*b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Memory, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);

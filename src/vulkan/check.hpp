@@ -30,3 +30,15 @@ T vk_struct(VkStructureType type) {
       ::vkattn::detail::throw_vk_error(vkattn_result_, #call, __FILE__, __LINE__); \
     }                                                                              \
   } while (0)
+
+// VKATTN_VK_CHECK for a call that creates |handle|: Vulkan leaves the handle undefined when
+// the call fails, and the owner's destructor destroys what it holds, so a failure sets it
+// back to VK_NULL_HANDLE before it throws.
+#define VKATTN_VK_CREATE(handle, call)                                             \
+  do {                                                                             \
+    const VkResult vkattn_result_ = (call);                                        \
+    if (vkattn_result_ < 0) {                                                      \
+      (handle) = VK_NULL_HANDLE;                                                   \
+      ::vkattn::detail::throw_vk_error(vkattn_result_, #call, __FILE__, __LINE__); \
+    }                                                                              \
+  } while (0)

@@ -19,7 +19,7 @@ std::unique_ptr<DescriptorPool> DescriptorPool::create(const Device& device, std
   info.maxSets = std::max(max_sets, 1u);
   info.poolSizeCount = 2;
   info.pPoolSizes = sizes;
-  VKATTN_VK_CHECK(self->fn_->vkCreateDescriptorPool(self->device_, &info, self->fn_->allocator, &self->pool_));
+  VKATTN_VK_CREATE(self->pool_, self->fn_->vkCreateDescriptorPool(self->device_, &info, self->fn_->allocator, &self->pool_));
   return self;
 }
 

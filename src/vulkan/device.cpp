@@ -421,7 +421,7 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
   info.pQueueCreateInfos = &queue;
   info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
   info.ppEnabledExtensionNames = extensions.data();
-  VKATTN_VK_CHECK(self->fn_.vkCreateDevice(physical.handle, &info, nullptr, &self->device_));
+  VKATTN_VK_CREATE(self->device_, self->fn_.vkCreateDevice(physical.handle, &info, nullptr, &self->device_));
   try {
     self->fn_ = self->fn_.with_device(self->device_);
   } catch (...) {

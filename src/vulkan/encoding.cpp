@@ -51,7 +51,8 @@ std::unique_ptr<Encoded> prepare_encoding(const std::shared_ptr<Context>& ctx, s
     q.queryCount = 2 * n_ops;
     enc->queries.fn = &ctx->device->fn();
     enc->queries.device = dev;
-    VKATTN_VK_CHECK(ctx->device->fn().vkCreateQueryPool(dev, &q, ctx->device->fn().allocator, &enc->queries.handle));
+    VKATTN_VK_CREATE(enc->queries.handle,
+                     ctx->device->fn().vkCreateQueryPool(dev, &q, ctx->device->fn().allocator, &enc->queries.handle));
   }
 
   for (std::uint32_t i = 0; i < n_ops; ++i) {

@@ -132,6 +132,7 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
   }
 
   const VkResult r = fn.vkCreateInstance(&info, nullptr, &self->instance_);
+  if (r != VK_SUCCESS) self->instance_ = VK_NULL_HANDLE;  // undefined after a failure (VKATTN_VK_CREATE)
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
     throw Error(ErrorCode::no_device, "no Vulkan driver is installed (on Debian, mesa-vulkan-drivers provides lavapipe)",
                 "vkCreateInstance", r, current_op());
@@ -152,7 +153,7 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
                   current_op());
     }
     messenger_info.pNext = nullptr;  // the features struct belonged to instance creation
-    VKATTN_VK_CHECK(create(self->instance_, &messenger_info, nullptr, &self->messenger_));
+    VKATTN_VK_CREATE(self->messenger_, create(self->instance_, &messenger_info, nullptr, &self->messenger_));
   }
   return self;
 }

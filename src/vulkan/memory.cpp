@@ -43,7 +43,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   if (kind == BufferKind::device) info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
   if (texels) info.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  VKATTN_VK_CHECK(fn.vkCreateBuffer(self->device_, &info, fn.allocator, &self->buffer_));
+  VKATTN_VK_CREATE(self->buffer_, fn.vkCreateBuffer(self->device_, &info, fn.allocator, &self->buffer_));
 
   VkMemoryRequirements req{};
   fn.vkGetBufferMemoryRequirements(self->device_, self->buffer_, &req);
@@ -72,6 +72,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
   alloc.memoryTypeIndex = static_cast<std::uint32_t>(type);
   VkResult r = take_fault(FaultSite::allocate_memory);
   if (r == VK_SUCCESS) r = fn.vkAllocateMemory(self->device_, &alloc, fn.allocator, &self->memory_);
+  if (r != VK_SUCCESS) self->memory_ = VK_NULL_HANDLE;  // undefined after a failure (VKATTN_VK_CREATE)
   device.note(r, "vkAllocateMemory");
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_TOO_MANY_OBJECTS) {
     const auto& h = device.heaps();
@@ -89,7 +90,7 @@ std::unique_ptr<Buffer> Buffer::create(Device& device, VkDeviceSize bytes, Buffe
     view.format = VK_FORMAT_R32G32B32A32_UINT;
     view.offset = 0;
     view.range = bytes;
-    VKATTN_VK_CHECK(fn.vkCreateBufferView(self->device_, &view, fn.allocator, &self->view_));
+    VKATTN_VK_CREATE(self->view_, fn.vkCreateBufferView(self->device_, &view, fn.allocator, &self->view_));
   }
 
   const VkMemoryPropertyFlags flags = device.memory().memoryTypes[type].propertyFlags;

@@ -111,7 +111,7 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
   auto module = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
   module.codeSize = spirv.size_bytes();
   module.pCode = spirv.data();
-  VKATTN_VK_CHECK(fn_.vkCreateShaderModule(device_, &module, fn_.allocator, &module_));
+  VKATTN_VK_CREATE(module_, fn_.vkCreateShaderModule(device_, &module, fn_.allocator, &module_));
 
   std::vector<VkDescriptorSetLayoutBinding> bindings(key.n_bindings);
   for (std::uint32_t i = 0; i < key.n_bindings; ++i) {
@@ -122,7 +122,7 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
   auto set = vk_struct<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
   set.bindingCount = key.n_bindings;
   set.pBindings = bindings.data();
-  VKATTN_VK_CHECK(fn_.vkCreateDescriptorSetLayout(device_, &set, fn_.allocator, &set_layout_));
+  VKATTN_VK_CREATE(set_layout_, fn_.vkCreateDescriptorSetLayout(device_, &set, fn_.allocator, &set_layout_));
 
   VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, key.push_bytes};
   auto layout = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
@@ -130,7 +130,7 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
   layout.pSetLayouts = &set_layout_;
   layout.pushConstantRangeCount = key.push_bytes ? 1 : 0;
   layout.pPushConstantRanges = &push;
-  VKATTN_VK_CHECK(fn_.vkCreatePipelineLayout(device_, &layout, fn_.allocator, &layout_));
+  VKATTN_VK_CREATE(layout_, fn_.vkCreatePipelineLayout(device_, &layout, fn_.allocator, &layout_));
 
   std::vector<VkSpecializationMapEntry> entries(key.spec.size());
   for (std::uint32_t i = 0; i < key.spec.size(); ++i) {
@@ -152,7 +152,7 @@ Pipeline::Pipeline(const VulkanFunctions& fn, VkDevice device, VkPipelineCache c
   }
   if (capture) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   info.layout = layout_;
-  VKATTN_VK_CHECK(fn_.vkCreateComputePipelines(device_, cache, 1, &info, fn_.allocator, &pipeline_));
+  VKATTN_VK_CREATE(pipeline_, fn_.vkCreateComputePipelines(device_, cache, 1, &info, fn_.allocator, &pipeline_));
   guard.p = nullptr;
 }
 
@@ -230,11 +230,12 @@ PipelineCache::PipelineCache(Device& device, const PhysicalDevice& physical, std
   info.pInitialData = blob.empty() ? nullptr : blob.data();
   const VkResult r = fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_);
   if (r != VK_SUCCESS) {
+    cache_ = VK_NULL_HANDLE;  // undefined after a failure (VKATTN_VK_CREATE)
     log_->log(LogLevel::warning,
               "pipeline cache " + file_ + " rejected by the driver (" + vk_result_name(r) + "); starting empty");
     info.initialDataSize = 0;
     info.pInitialData = nullptr;
-    VKATTN_VK_CHECK(fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_));
+    VKATTN_VK_CREATE(cache_, fn_.vkCreatePipelineCache(device_, &info, fn_.allocator, &cache_));
   }
 }
 

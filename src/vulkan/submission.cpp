@@ -13,14 +13,14 @@ Submission::Submission(Device& device, bool one_time) : device_(device), one_tim
     auto pool = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     pool.flags = one_time ? VK_COMMAND_POOL_CREATE_TRANSIENT_BIT : 0;
     pool.queueFamilyIndex = device_.family();
-    VKATTN_VK_CHECK(device_.fn().vkCreateCommandPool(device_.handle(), &pool, device_.fn().allocator, &pool_));
+    VKATTN_VK_CREATE(pool_, device_.fn().vkCreateCommandPool(device_.handle(), &pool, device_.fn().allocator, &pool_));
     auto info = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
     info.commandPool = pool_;
     info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     info.commandBufferCount = 1;
-    VKATTN_VK_CHECK(device_.fn().vkAllocateCommandBuffers(device_.handle(), &info, &cb_));
+    VKATTN_VK_CREATE(cb_, device_.fn().vkAllocateCommandBuffers(device_.handle(), &info, &cb_));
     auto fence = vk_struct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
-    VKATTN_VK_CHECK(device_.fn().vkCreateFence(device_.handle(), &fence, device_.fn().allocator, &fence_));
+    VKATTN_VK_CREATE(fence_, device_.fn().vkCreateFence(device_.handle(), &fence, device_.fn().allocator, &fence_));
   } catch (...) {
     release();
     throw;
@@ -31,8 +31,12 @@ Submission::~Submission() { release(); }
 
 void Submission::release() noexcept {
   VkDevice dev = device_.handle();
-  // A lost device answers at once; a hung one is lost after the driver's watchdog.
-  if (pending_) device_.fn().vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
+  // A lost device answers at once; a hung one is lost after the driver's watchdog. Out of
+  // memory means the wait did not wait: the pool and what the work reads must outlive it.
+  VkResult r = VK_SUCCESS;
+  do {
+    if (pending_) r = device_.fn().vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
+  } while (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY);
   if (fence_) device_.fn().vkDestroyFence(dev, fence_, device_.fn().allocator);
   if (pool_) device_.fn().vkDestroyCommandPool(dev, pool_, device_.fn().allocator);  // frees cb_
   fence_ = VK_NULL_HANDLE;

@@ -37,6 +37,13 @@ class VulkanSubmitted final : public SubmittedImpl {
   std::uint64_t number_;
 };
 
+// Room in |v| for |n| more, grown geometrically (an exact reserve would reallocate on every
+// op): pushes within it cannot throw.
+template <class V>
+void reserve_room(V& v, std::size_t n) {
+  if (v.capacity() - v.size() < n) v.reserve(std::max(v.size() + n, 2 * v.capacity()));
+}
+
 // Whether replays patch parameter words in place: $VKATTN_REPLAY unset, empty or "patch";
 // "rebuild" rebuilds every op (tests compare the two).
 bool replay_patches() {
@@ -182,6 +189,7 @@ class VulkanCommandList final : public CommandListImpl {
     Submission& submission = encoded_->submission;
     submission.finish(ctx_->options.submit_timeout_ms);
     const std::uint64_t number = submission.submitted() + 1;
+    auto handle = std::make_shared<VulkanSubmitted>(encoded_, number);  // nothing to fail once it runs
     try {
       note_uses(number);
       submission.submit(ctx_->options.submit_timeout_ms, sync);  // number: none runs, and the list is this thread's
@@ -194,7 +202,7 @@ class VulkanCommandList final : public CommandListImpl {
     timings_.clear();  // the last submission's times are this one's, which nothing reads
     last_encoded_ = encoded_;
     last_submission_ = number;
-    return std::make_shared<VulkanSubmitted>(encoded_, number);
+    return handle;
   }
 
   // The last submission's encoding may no longer be the list's (an op recorded since, a
@@ -245,6 +253,7 @@ class VulkanCommandList final : public CommandListImpl {
   // rebuilding: each op's dispatches are built and compared with the recorded ones as it
   // goes (add); while they match, the rebuilt ones are dropped and the recorded ones stay.
   void begin_replay(bool patch) override {
+    ctx_->device->check_alive();  // a patch alone would reach no call that checks
     flush_rope();
     replay_ = std::make_unique<Replay>();
     if (patch && patch_replay_) {
@@ -390,11 +399,18 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   // What a patch overwrites, kept until the replay ends (abort_replay puts it back).
+  // Both or neither: abort_replay reads undo_ back by patched_'s sizes.
   void keep_for_undo(const TokenWords& w) {
     const std::uint64_t bytes = token_bytes(w);
     if (bytes == 0) return;
-    patched_.emplace_back(w.offset, bytes);
+    const std::size_t kept = undo_.size();
     undo_.insert(undo_.end(), params_.data() + w.offset, params_.data() + w.offset + bytes);
+    try {
+      patched_.emplace_back(w.offset, bytes);
+    } catch (...) {
+      undo_.resize(kept);
+      throw;
+    }
   }
 
   // Builds an op's dispatch (or dispatches) with parameters; the list grows only once
@@ -451,6 +467,9 @@ class VulkanCommandList final : public CommandListImpl {
     if (ds.empty()) return;       // a rope op held back (record)
     ctx_->device->check_alive();  // fail at once, not at submit
     for (Dispatch& d : ds) finish_dispatch(d, ctx_->limits);
+    // Room first: a push that failed halfway would leave part of an op in the list.
+    reserve_room(ops_, ds.size());
+    if (external_) reserve_room(retired_, 1);
     if (replay_ && !replay_->diverged) {
       Replay& r = *replay_;
       bool same = r.matched + ds.size() <= ops_.size();
