@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/backends.hpp"
@@ -372,6 +374,25 @@ TEST_F(Interop, RequirementsAreListedAndChecked) {
   if (list_devices()[0].limits.subgroup_size_control && !env_set("VKATTN_CAP_LIMITS")) {
     auto full = make_backend(external(e), interop_options());
     EXPECT_TRUE(full->limits().subgroup_size_control);
+    // A Vulkan 1.3 engine enables the features through Vulkan13Features and seldom names the
+    // promoted extension: size control all the same (vkattn reads the create info alone).
+    VkDeviceCreateInfo core13 = *e.device_create_info();
+    std::vector<const char*> names;
+    for (std::uint32_t i = 0; i < core13.enabledExtensionCount; ++i) {
+      const char* name = core13.ppEnabledExtensionNames[i];
+      if (std::string_view(name) != "VK_EXT_subgroup_size_control") names.push_back(name);
+    }
+    core13.enabledExtensionCount = static_cast<std::uint32_t>(names.size());
+    core13.ppEnabledExtensionNames = names.data();
+    VkPhysicalDeviceVulkan13Features features13{};
+    features13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+    features13.subgroupSizeControl = features13.computeFullSubgroups = VK_TRUE;
+    core13.pNext = &features13;
+    v = external(e);
+    v.device_create_info = &core13;
+    EXPECT_TRUE(make_backend(v, interop_options())->limits().subgroup_size_control);
+    features13.computeFullSubgroups = VK_FALSE;  // both features, as with the extension
+    EXPECT_FALSE(make_backend(v, interop_options())->limits().subgroup_size_control);
   }
 }
 

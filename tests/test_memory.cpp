@@ -13,6 +13,7 @@
 #include "support/attention_io.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/expect_invalid.hpp"
 #include "support/failing_new.hpp"
 #include "support/random.hpp"
 #include "vulkan/dispatch.hpp"
@@ -171,6 +172,38 @@ TEST(MemoryCpu, AttentionOverALargeCacheTakesOneTokensScores) {
     EXPECT_EQ(fail.refused(), 0u);
   }
   EXPECT_TRUE(all_close(b->download(cached), b->download(plain), {n, heads, d}, 1e-6, 0.0));
+}
+
+// A CPU submission that fails part way (a host allocation) ran the ops before the failing
+// one and not those after it: the sequences its appends write are refused until reset,
+// never read with rows missing (before, attention read zeros where the append had not run).
+TEST(MemoryCpu, ASubmissionFailingPartWayLeavesItsSequencesUnwritten) {
+  auto b = make_backend(BackendKind::cpu);
+  constexpr std::size_t n = 256, heads = 8, d = 16;
+  KvCache c = b->kv_cache({.n_kv_heads = 1, .head_dim = d, .capacity = 512, .dtype = DType::f32});
+  Tensor tq = b->tensor({n, heads, d}, DType::f32), tk = b->tensor({n, 1, d}, DType::f32);
+  Tensor out = b->tensor({n, heads, d}, DType::f32);
+  b->upload(tq, normal(n * heads * d, 1));
+  b->upload(tk, normal(n * d, 2));
+  std::vector<std::int32_t> positions(n);
+  for (std::size_t t = 0; t < n; ++t) positions[t] = static_cast<std::int32_t>(t);
+  Tensor big = b->tensor({kFloats / 64, 2, 32}, DType::f32);
+  CommandList cmd = b->commands();
+  cmd.rope(big, std::vector<std::int32_t>(kFloats / 64, 9));  // on a host copy of 4 MiB
+  cmd.kv_append(c, tk, tk, positions);
+  {
+    FailLargeAllocations fail(1u << 20);
+    expect_out_of_memory([&] { cmd.submit_and_wait(); }, {"vkattn: submit_and_wait:", "std::bad_alloc"});
+  }
+  CommandList read = b->commands();
+  expect_invalid([&] { read.attention(tq, c, out, {.q_positions = positions}); },
+                 {"sequence 0 holds positions whose rows a command list never wrote", "KvCache::reset(0)"});
+  expect_invalid([&] { (void)b->save_cache(c); }, {"never wrote"});
+  c.reset(0);
+  CommandList again = b->commands();
+  again.kv_append(c, tk, tk, positions);
+  again.attention(tq, c, out, {.q_positions = positions});
+  again.submit_and_wait();
 }
 
 // Vulkan devices allow maxMemoryAllocationCount allocations at once (4096 on many Windows

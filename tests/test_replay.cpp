@@ -316,5 +316,32 @@ TEST_F(VulkanVsCpuTest, ReplayKeepsPlainKeyPositions) {
   EXPECT_TRUE(all_close(outs[0], outs[1], {1, 4, 32}, 1e-5, 1e-5)) << "Vulkan vs CPU";
 }
 
+// A refused replay leaves what destroying the list unrun does: two appends of sequence 0
+// recorded before a reset, replayed at position 0 (the second needs 1: refused), then
+// destroyed, leave the sequence empty and open. Before, the refused replay's notes made the
+// list mark it unwritten, refusing every op over the cache until another reset.
+TEST(ReplayRefused, LeavesWhatDestroyingTheListDoes) {
+  for (BackendKind kind : {BackendKind::cpu, BackendKind::vulkan}) {
+    SCOPED_TRACE(to_string(kind));
+    std::string why;
+    auto b = try_backend(kind, test_options(), why);
+    VKATTN_REQUIRE_BACKEND(b, why);
+    KvCache c = b->kv_cache({.n_kv_heads = 1, .head_dim = 8, .capacity = 8, .dtype = DType::f32});
+    const Tensor k = b->tensor({1, 1, 8}, DType::f32);
+    {
+      CommandList list = b->commands();
+      list.kv_append(c, k, k, std::vector<std::int32_t>{0});
+      list.kv_append(c, k, k, std::vector<std::int32_t>{1});
+      c.reset(0);
+      expect_invalid([&] { list.set_tokens(std::vector<std::int32_t>{0}); }, {"positions[0] = 0", "continues there"});
+    }
+    EXPECT_EQ(c.next_position(0), 0);
+    CommandList after = b->commands();
+    after.kv_append(c, k, k, std::vector<std::int32_t>{0});
+    after.submit_and_wait();
+    EXPECT_EQ(c.next_position(0), 1);
+  }
+}
+
 }  // namespace
 }  // namespace vkattn::test

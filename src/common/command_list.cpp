@@ -520,6 +520,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     l.replay_writer = l.cache->last_writer;
     l.replay_wrote = l.wrote;
   }
+  const detail::CommandListImpl::UnrunState unrun = impl.unrun_state();
   const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;
@@ -532,7 +533,8 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr, c->touch_journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&impl, mark, touch_mark] {
+  auto restore_caches = [&impl, &unrun, mark, touch_mark] {
+    impl.restore_unrun(unrun);
     auto& words = impl.words;
     for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
     words.resize(mark);

@@ -42,6 +42,7 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
   const SeqTouch& t = cache.touched[seq];
   if (t.by != id) p->need = std::max(p->need, t.at);
   p->last = tick;
+  p->writes = p->writes || writes;
   if (pending.empty() || pending.back() != seq) pending.push_back(seq);
 }
 
@@ -141,6 +142,22 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
     for (CacheLog& each : logs) each.since = kStale;
     words.clear();
     touches.clear();
+  }
+}
+
+CommandListImpl::UnrunState CommandListImpl::unrun_state() const {
+  UnrunState s{logs, marks, {}};
+  s.forks.reserve(logs.size());
+  for (const CacheLog& l : logs) s.forks.push_back(l.cache->forked_from);
+  return s;
+}
+
+void CommandListImpl::restore_unrun(const UnrunState& s) noexcept {
+  // Each vector only grew (or merged) since: within its capacity, no allocation.
+  logs.assign(s.logs.begin(), s.logs.end());
+  marks.assign(s.marks.begin(), s.marks.end());
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    logs[i].cache->forked_from.assign(s.forks[i].begin(), s.forks[i].end());
   }
 }
 

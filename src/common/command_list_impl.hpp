@@ -93,6 +93,12 @@ class CommandListImpl {
     std::size_t last_mark = SIZE_MAX;  // its latest entry in |marks|
   };
   static constexpr std::uint64_t kStale = UINT64_MAX;
+  // set_tokens: the logs and marks as a replay begins, and the forks of the caches logged,
+  // which a refused replay puts back (undo_unrun reads them: else a refused replay would
+  // decide what destroying the list does).
+  struct UnrunState;
+  UnrunState unrun_state() const;
+  void restore_unrun(const UnrunState& s) noexcept;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
   std::vector<CacheLog> logs;
   std::vector<LoggedWord> words;     // KvCacheImpl::journal points here while the ops run
@@ -156,9 +162,15 @@ class CommandListImpl {
     std::size_t seq;
     std::uint64_t at;
     std::uint64_t need = 0, first = 0, last = 0;
-    bool ran = false;  // the list ran since this entry was planned
+    bool ran = false;     // the list ran since this entry was planned
+    bool writes = false;  // an op writes the sequence's rows (note_planned's |writes|)
   };
   std::vector<Planned> planned, spare_planned;
+  struct UnrunState {
+    std::vector<CacheLog> logs;
+    std::vector<SeqMark> marks;
+    std::vector<std::vector<std::pair<std::int64_t, std::uint64_t>>> forks;  // KvCacheImpl::forked_from, per log
+  };
   // |writes|: the op writes the sequence's rows (marked unwritten should the list never
   // run), not only reads them (a fork's source).
   void note_planned(KvCacheImpl& cache, std::size_t seq, bool writes = true);

@@ -192,7 +192,8 @@ void KvCacheImpl::refuse_unwritten(const char* op) const {
   throw InvalidArgument(
       op, "cache",
       "a cache whose sequence " + std::to_string(seq) +
-          " holds positions of a command list destroyed before it ran, which later changes built on",
+          " holds positions whose rows a command list never wrote (destroyed before it ran, with later changes "
+          "built on them, or a CPU submission that failed part way)",
       "a cache after KvCache::reset(" + std::to_string(seq) + ") (or restore_cache): the device never wrote those rows");
 }
 

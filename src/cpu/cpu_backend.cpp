@@ -13,6 +13,7 @@
 
 #include "common/command_list_impl.hpp"
 #include "common/heap_ledger.hpp"
+#include "common/kv_cache_impl.hpp"
 #include "common/op_scope.hpp"
 #include "cpu/cpu_ops.hpp"
 
@@ -31,13 +32,22 @@ class CpuCommandList final : public CommandListImpl {
   void submit_and_wait() override {
     timings_.clear();
     reached_device = true;  // an op failing part way leaves those before it run
-    for (const CpuOp& op : ops_) {
-      const auto start = std::chrono::steady_clock::now();
-      op.run();
-      if (timestamps_) {
-        const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-        timings_.push_back({op.name, ms.count()});
+    try {
+      for (const CpuOp& op : ops_) {
+        const auto start = std::chrono::steady_clock::now();
+        op.run();
+        if (timestamps_) {
+          const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+          timings_.push_back({op.name, ms.count()});
+        }
       }
+    } catch (...) {
+      // Those from it on did not: the sequences the list writes hold rows of either, or
+      // positions whose rows were never written, so none is read until it is reset.
+      for (const Planned& p : planned) {
+        if (p.writes && p.seq < p.cache->config.n_seqs) p.cache->set_unwritten(p.seq, true);
+      }
+      throw;
     }
     ++submits_;
   }

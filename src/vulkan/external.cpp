@@ -33,8 +33,9 @@ struct Enabled {
   bool coopmat = false, shader_float16 = false, memory_model = false;
 };
 
-// The features in |info|'s chain, as either their own structures or Vulkan 1.2's and 1.3's.
-void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, Enabled& out) {
+// The features in |info|'s chain, as either their own structures or Vulkan 1.2's and 1.3's
+// (|size_core|: size control through Vulkan 1.3's, which needs no extension name).
+void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, bool& size_core, Enabled& out) {
   for (auto* s = static_cast<const VkBaseInStructure*>(info->pNext); s; s = s->pNext) {
     if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT) {
       const auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeaturesEXT*>(s);
@@ -55,7 +56,7 @@ void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, Enabl
 #ifdef VK_API_VERSION_1_3
     if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES) {
       const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan13Features*>(s);
-      size_features = size_features || (f->subgroupSizeControl && f->computeFullSubgroups);
+      size_core = size_core || (f->subgroupSizeControl && f->computeFullSubgroups);
     }
 #endif
   }
@@ -71,9 +72,11 @@ Enabled parse_enabled(const VkDeviceCreateInfo* info) {
     out.memory_budget = out.memory_budget || std::strcmp(name, kMemoryBudget) == 0;
     coopmat_ext = coopmat_ext || std::strcmp(name, kCoopmatExtension) == 0;
   }
-  bool size_features = false;
-  enabled_features(info, size_features, out);
-  out.size_control = size_ext && size_features;
+  bool size_features = false, size_core = false;
+  enabled_features(info, size_features, size_core, out);
+  // A device of Vulkan 1.3 has size control in its core: a 1.3 engine enables the features
+  // through Vulkan13Features and seldom lists the promoted extension.
+  out.size_control = (size_ext && size_features) || size_core;
   out.coopmat = out.coopmat && coopmat_ext;
   return out;
 }
