@@ -512,13 +512,11 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   const NextTokens next = checked_tokens(impl, positions, seq_ids);
   // The caches' bookkeeping words the replay changes are logged in the list's log
   // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
-  // the new tokens. Every cache's log is started (which may drop the words of a list
-  // replayed without running) before the mark is taken.
-  // (Every cache the list advances has its log: its ops noted it when recorded.)
+  // the new tokens. Every cache's log (each cache the list advances has one) is started,
+  // which may drop the words of a list replayed without running, before the mark is taken.
   for (auto& l : impl.logs) {
     impl.begin_unrun(l);
     l.replay_writer = l.cache->last_writer;
-    l.replay_wrote = l.wrote;
   }
   const detail::CommandListImpl::UnrunState unrun = impl.unrun_state();
   const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
@@ -542,8 +540,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     for (std::size_t t = touches.size(); t-- > touch_mark;) *touches[t].touch = touches[t].old;
     touches.resize(touch_mark);
     for (auto& l : impl.logs) {
-      l.cache->last_writer = l.replay_writer;
-      l.wrote = l.replay_wrote;
+      l.cache->last_writer = l.replay_writer;  // |wrote| is restore_unrun's
     }
   };
   // Patched in place first; where the new tokens change an op's dispatches (another

@@ -82,14 +82,13 @@ class CommandListImpl {
   // |marks|, each naming its CacheLog.
   struct CacheLog {
     KvCacheImpl* cache;
-    bool started = false;             // since the list last ran
-    bool wrote = false;               // an op of the list changed the cache since it started
-    bool undo = false;                // undo_unrun: its words are put back
-    std::uint64_t since = 0;          // the cache's change count at the start (kStale: not to be put back)
-    std::uint64_t writer = 0;         // the cache's last_writer at the start
-    std::uint64_t first_clock = 0;    // the cache's clock at the start
-    std::uint64_t replay_writer = 0;  // set_tokens: the cache's last_writer and |wrote| before the replay
-    bool replay_wrote = false;
+    bool started = false;              // since the list last ran
+    bool wrote = false;                // an op of the list changed the cache since it started
+    bool undo = false;                 // undo_unrun: its words are put back
+    std::uint64_t since = 0;           // the cache's change count at the start (kStale: not to be put back)
+    std::uint64_t writer = 0;          // the cache's last_writer at the start
+    std::uint64_t first_clock = 0;     // the cache's clock at the start
+    std::uint64_t replay_writer = 0;   // set_tokens: the cache's last_writer before the replay
     std::size_t last_mark = SIZE_MAX;  // its latest entry in |marks|
   };
   static constexpr std::uint64_t kStale = UINT64_MAX;
