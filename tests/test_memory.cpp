@@ -345,6 +345,78 @@ TEST(MemoryVulkan, AReplayRefusedWhilePatchingRestoresTheList) {
   expect_no_validation_messages(*b);
 }
 
+// An engine replays its decode step for every token: once the list has been replayed and
+// run, a replay allocates nothing on the host (docs/benchmarks.md), whatever the caches
+// hold: several caches, two sequences each, one forked from the other; fused or three
+// stages; keys rotated on read; a paged cache taking blocks as the loop goes. Every
+// allocation on this thread is refused while the replays run, so one would be an
+// out_of_memory here. (The CPU backend records its ops again on a replay, allocating.)
+void expect_replays_allocate_nothing(Backend& b, const KvCacheConfig& config, AttentionPath path) {
+  constexpr std::size_t layers = 2, heads = 4;
+  const std::size_t kv_heads = config.n_kv_heads, dim = config.head_dim;
+  std::vector<KvCache> caches;
+  Tensor q = b.tensor({2, heads, dim}, DType::f32), k = b.tensor({2, kv_heads, dim}, DType::f32);
+  Tensor out = b.tensor({2, heads, dim}, DType::f32);
+  b.upload(q, normal(2 * heads * dim, 1));
+  b.upload(k, normal(2 * kv_heads * dim, 2));
+  for (std::size_t l = 0; l < layers; ++l) {
+    caches.push_back(b.kv_cache(config));
+    CommandList first = b.commands();
+    first.kv_append(caches.back(), k, k, std::vector<std::int32_t>{0, 1}, std::vector<std::int32_t>{0, 0});
+    first.kv_copy_sequence(caches.back(), 0, 1);
+    first.submit_and_wait();
+  }
+  std::vector<std::int32_t> pos{2, 2};
+  const std::vector<std::int32_t> seq{0, 1};
+  CommandList cmd = b.commands();
+  for (KvCache& c : caches) {
+    cmd.rope(q, k, pos);
+    cmd.kv_append(c, k, k, pos, seq);
+    cmd.attention(q, c, out, {.q_positions = pos, .q_seq_ids = seq}, {.path = path});
+  }
+  cmd.submit_and_wait();
+  for (int step = 0; step < 8; ++step) {  // the paged caches take a block every 4
+    for (std::int32_t& p : pos) ++p;
+    if (step < 2) {  // the list's own memory grows to what a replay needs
+      cmd.set_tokens(pos, seq);
+    } else {
+      std::size_t refused = 0;
+      bool threw = false;
+      {
+        FailLargeAllocations fail(1);
+        try {
+          cmd.set_tokens(pos, seq);
+        } catch (...) {  // out_of_memory, or bad_alloc where even its message was refused
+          threw = true;
+        }
+        refused = fail.refused();
+      }
+      EXPECT_FALSE(threw) << "step " << step;
+      EXPECT_EQ(refused, 0u) << "step " << step;
+      if (threw) break;
+    }
+    cmd.submit_and_wait();
+  }
+  EXPECT_EQ(cmd.stats().encodings, 1u);  // patched in place every time
+}
+
+TEST(MemoryVulkan, AReplayInADecodeLoopAllocatesNothing) {
+  std::string why;
+  auto b = try_own_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  const KvCacheConfig ring{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 32, .capacity = 64};
+  KvCacheConfig on_read = ring, paged = ring;
+  on_read.rope = KvRope::on_read;
+  paged.paged = true, paged.block_size = 4, paged.n_blocks = 32;
+  for (AttentionPath path : {AttentionPath::fused, AttentionPath::three_stages}) {
+    SCOPED_TRACE(to_string(path));
+    expect_replays_allocate_nothing(*b, ring, path);
+    expect_replays_allocate_nothing(*b, on_read, path);
+    expect_replays_allocate_nothing(*b, paged, path);
+  }
+  expect_no_validation_messages(*b);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Memory, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);
 
 }  // namespace

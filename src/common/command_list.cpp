@@ -518,7 +518,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     impl.begin_unrun(l);
     l.replay_writer = l.cache->last_writer;
   }
-  const detail::CommandListImpl::UnrunState unrun = impl.unrun_state();
+  impl.save_unrun();
   const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;
@@ -531,8 +531,8 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr, c->touch_journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&impl, &unrun, mark, touch_mark] {
-    impl.restore_unrun(unrun);
+  auto restore_caches = [&impl, mark, touch_mark] {
+    impl.restore_unrun();
     auto& words = impl.words;
     for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
     words.resize(mark);

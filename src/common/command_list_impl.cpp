@@ -145,15 +145,18 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
   }
 }
 
-CommandListImpl::UnrunState CommandListImpl::unrun_state() const {
-  UnrunState s{logs, marks, {}};
-  s.forks.reserve(logs.size());
-  for (const CacheLog& l : logs) s.forks.push_back(l.cache->forked_from);
-  return s;
+void CommandListImpl::save_unrun() {
+  UnrunState& s = saved_unrun;
+  s.logs.assign(logs.begin(), logs.end());
+  s.marks.assign(marks.begin(), marks.end());
+  s.forks.resize(logs.size());
+  for (std::size_t i = 0; i < logs.size(); ++i)
+    s.forks[i].assign(logs[i].cache->forked_from.begin(), logs[i].cache->forked_from.end());
 }
 
-void CommandListImpl::restore_unrun(const UnrunState& s) noexcept {
+void CommandListImpl::restore_unrun() noexcept {
   // Each vector only grew (or merged) since: within its capacity, no allocation.
+  const UnrunState& s = saved_unrun;
   logs.assign(s.logs.begin(), s.logs.end());
   marks.assign(s.marks.begin(), s.marks.end());
   for (std::size_t i = 0; i < logs.size(); ++i) {

@@ -94,10 +94,10 @@ class CommandListImpl {
   static constexpr std::uint64_t kStale = UINT64_MAX;
   // set_tokens: the logs and marks as a replay begins, and the forks of the caches logged,
   // which a refused replay puts back (undo_unrun reads them: else a refused replay would
-  // decide what destroying the list does).
-  struct UnrunState;
-  UnrunState unrun_state() const;
-  void restore_unrun(const UnrunState& s) noexcept;
+  // decide what destroying the list does). Kept in the list so that a replay, on an
+  // engine's every token, copies into the capacity of the last rather than allocating.
+  void save_unrun();
+  void restore_unrun() noexcept;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
   std::vector<CacheLog> logs;
   std::vector<LoggedWord> words;     // KvCacheImpl::journal points here while the ops run
@@ -169,7 +169,7 @@ class CommandListImpl {
     std::vector<CacheLog> logs;
     std::vector<SeqMark> marks;
     std::vector<std::vector<std::pair<std::int64_t, std::uint64_t>>> forks;  // KvCacheImpl::forked_from, per log
-  };
+  } saved_unrun;
   // |writes|: the op writes the sequence's rows (marked unwritten should the list never
   // run), not only reads them (a fork's source).
   void note_planned(KvCacheImpl& cache, std::size_t seq, bool writes = true);

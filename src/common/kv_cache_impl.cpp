@@ -155,9 +155,10 @@ std::size_t KvCacheImpl::check_seq(const char* op, std::size_t seq, const std::s
   return seq;
 }
 
-std::size_t KvCacheImpl::check_seq(const char* op, std::int32_t seq, const std::string& name) const {
-  if (seq < 0) throw InvalidArgument(op, name, std::to_string(seq), "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
-  return check_seq(op, static_cast<std::size_t>(seq), name);
+std::size_t KvCacheImpl::check_seq(const char* op, std::int32_t seq, const char* array, std::size_t index) const {
+  if (seq >= 0 && static_cast<std::size_t>(seq) < config.n_seqs) return static_cast<std::size_t>(seq);
+  throw InvalidArgument(op, std::string(array) + "[" + std::to_string(index) + "]", std::to_string(seq),
+                        "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
 }
 
 void KvCacheImpl::ran_to(std::size_t i, std::uint64_t tick) noexcept {
@@ -253,7 +254,7 @@ void KvCacheImpl::plan_append(std::span<const std::int32_t> positions, std::span
   plan.last.resize(config.n_seqs);
   for (std::size_t t = 0; t < positions.size(); ++t) {
     const std::int32_t s = seq_ids.empty() ? 0 : seq_ids[t];
-    const std::size_t u = check_seq(op, s, "seq_ids[" + std::to_string(t) + "]");
+    const std::size_t u = check_seq(op, s, "seq_ids", t);
     std::int32_t& expect = plan.expect[u];
     if (expect < 0) expect = next[u];
     if (positions[t] != expect) {

@@ -167,7 +167,9 @@ class KvCacheImpl {
   [[noreturn]] void refuse_unwritten(const char* op) const;
   // |seq| (a sequence id |name| of |op|) when below n_seqs, else InvalidArgument.
   std::size_t check_seq(const char* op, std::size_t seq, const std::string& name = "seq") const;
-  std::size_t check_seq(const char* op, std::int32_t seq, const std::string& name) const;  // a token's id
+  // A token's id, |array|[|index|] (its name made only when refused: replays check every
+  // token's id, and must not allocate).
+  std::size_t check_seq(const char* op, std::int32_t seq, const char* array, std::size_t index) const;
 
   std::vector<std::int32_t> slot_pos;  // [n_seqs * capacity], -1 when empty
   std::vector<std::int32_t> next;      // per sequence: next position to append

@@ -70,10 +70,10 @@ void cache_seq_ids(std::vector<std::int32_t>& out, const char* op, const KvCache
                    std::size_t n) {
   if (ids.empty() && cache.config.n_seqs > 1) throw several_sequences(op, "tokens.q_seq_ids", cache.config.n_seqs);
   if (ids.size() == n) {  // a negative id is out of the cache's range, [0, n_seqs)
-    for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, ids[t], "tokens.q_seq_ids[" + std::to_string(t) + "]");
+    for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, ids[t], "tokens.q_seq_ids", t);
   }
   check_ids_into(out, op, "tokens.q_seq_ids", ids, n, true);
-  for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, out[t], "tokens.q_seq_ids[" + std::to_string(t) + "]");
+  for (std::size_t t = 0; t < n; ++t) cache.check_seq(op, out[t], "tokens.q_seq_ids", t);
 }
 
 void check_per_head(const char* op, const char* name, const std::vector<float>& v, std::size_t n_heads) {

@@ -255,7 +255,7 @@ class VulkanCommandList final : public CommandListImpl {
   void begin_replay(bool patch) override {
     ctx_->device->check_alive();  // a patch alone would reach no call that checks
     flush_rope();
-    replay_ = std::make_unique<Replay>();
+    replay_.emplace();  // in place: a replay on every token allocates nothing
     if (patch && patch_replay_) {
       replay_->patching = true;
       patched_.clear();
@@ -548,7 +548,7 @@ class VulkanCommandList final : public CommandListImpl {
   std::shared_ptr<TensorImpl> scratch_;                     // see scratch_fn()
   std::map<TempShape, std::shared_ptr<TensorImpl>> temps_;  // see temp_fn()
   std::vector<std::shared_ptr<TensorImpl>> scratch_log_;    // the scratch each op was given
-  std::unique_ptr<Replay> replay_;                          // while the frontend replays
+  std::optional<Replay> replay_;                            // while the frontend replays
   std::shared_ptr<Encoded> encoded_;                        // shared with the Submitted handles of its submissions
   std::weak_ptr<Encoded> last_encoded_;                     // the last submission's (wait)
   std::uint64_t last_submission_ = 0;                       // its number there
