@@ -220,7 +220,8 @@ DeviceOptions device_options(const char* function, const vkattn_device_options* 
   return d;
 }
 
-RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config, std::size_t head_dim) {
+RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config, std::size_t head_dim,
+                       bool of_cache) {
   const vkattn_rope_config c = read_struct(function, param, config, rope_defaults, true);
   const std::string p(param);
   check_reserved(function, p + "->reserved", c.reserved);
@@ -242,8 +243,7 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
   const std::size_t rotated = detail::rotated_dims(r.rotary_dim, r.rotary_offset, head_dim);
   if (c.n_freq_factors != 0 && c.n_freq_factors != rotated / 2) {
     // The count may be wrong only because the dims are: name them, as the op's check would.
-    const bool cache = std::strcmp(param, "config") != 0;
-    detail::check_rope_dims(function, r, head_dim, cache ? detail::kCacheRopeNames : detail::RopeNames{});
+    detail::check_rope_dims(function, r, head_dim, of_cache ? detail::kCacheRopeNames : detail::RopeNames{});
   }
   const auto factors =
       config_array(function, p + "->freq_factors", c.freq_factors, c.n_freq_factors, rotated / 2, "rotary_dim / 2");
@@ -349,7 +349,7 @@ KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config
           .head_dim = static_cast<std::size_t>(c.head_dim), .capacity = static_cast<std::size_t>(c.capacity),
           .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
           .rope = static_cast<KvRope>(c.rope),
-          .rope_config = rope_config(function, "config->rope_config", c.rope_config, static_cast<std::size_t>(c.head_dim)),
+          .rope_config = rope_config(function, "config->rope_config", c.rope_config, static_cast<std::size_t>(c.head_dim), true),
           .v_head_dim = static_cast<std::size_t>(c.v_head_dim),
           .latent = flag(function, "config->latent", c.latent),
           .paged = flag(function, "config->paged", c.paged), .block_size = c.block_size,

@@ -224,7 +224,9 @@ void write_struct(const char* function, const char* param, T* p, std::size_t siz
 DeviceOptions device_options(const char* function, const vkattn_device_options* options);
 // |head_dim| and |n_heads|: the op's, which its config arrays' counts must fit (0 where
 // its tensors lack that dim, which the op refuses; a nonzero count is refused first).
-RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config, std::size_t head_dim);
+// |of_cache|: a KV cache's RoPE, whose dims are named as the cache's own check names them.
+RopeConfig rope_config(const char* function, const char* param, const vkattn_rope_config* config, std::size_t head_dim,
+                       bool of_cache = false);
 AttentionConfig attention_config(const char* function, const vkattn_attention_config* config, std::size_t n_heads);
 AttentionTokens attention_tokens(const char* function, const vkattn_attention_tokens* tokens, bool optional);
 KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config* config);

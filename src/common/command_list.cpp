@@ -1,7 +1,8 @@
-// The public CommandList members. Each op checks its arguments here, records through the
+// The public CommandList ops. Each op checks its arguments here, records through the
 // backend's CommandListImpl, and keeps a recipe (its arguments and the same two steps) so
-// that set_tokens can record the list again with new token data. Each entry point turns a
-// host allocation failure below it into Error(out_of_memory) naming its op.
+// that set_tokens (command_list_run.cpp) can record the list again with new token data.
+// Each entry point turns a host allocation failure below it into Error(out_of_memory)
+// naming its op.
 #include <algorithm>
 #include <new>
 
@@ -28,17 +29,6 @@ using Ints = std::vector<std::int32_t>;
 using detail::InUse;
 
 Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end()); }
-
-// Asks for |bytes| at |p| to be brought into the CPU caches (a hint; nothing where the
-// compiler has no prefetch).
-void prefetch(const void* p, std::size_t bytes) {
-#if defined(__GNUC__) || defined(__clang__)
-  for (std::size_t i = 0; i < bytes; i += 64) __builtin_prefetch(static_cast<const char*>(p) + i);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
 
 // What a recipe takes: |n_tokens| > 0 when it takes token data; the cache it advances.
 struct Takes {
@@ -152,44 +142,6 @@ struct OverCache {
   CommandListImpl& impl;
   const std::shared_ptr<detail::KvCacheImpl>& cache;
 };
-
-// set_tokens' tokens, checked against the list: its ops all take the same number of
-// tokens; a position each, or three (M-RoPE's t, h, w: rope ops with config.mrope take
-// them, every other op the first, t, gathered into the list's t_positions); a sequence
-// id each, or none (each op keeps its own).
-NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) {
-  const char* op = "set_tokens";
-  const std::size_t n_tokens = impl.most_tokens;
-  if (n_tokens == 0) {
-    throw InvalidArgument(op, "this", "a list with no op that takes token positions or sequence ids",
-                          "a list recorded with rope, kv_append or attention on tokens");
-  }
-  if (impl.fewest_tokens != n_tokens) {
-    throw InvalidArgument(
-        op, "this",
-        "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " + std::to_string(n_tokens) + " tokens",
-        "ops that all take the same tokens");
-  }
-  const bool three = positions.size() == 3 * n_tokens;
-  if (positions.size() != n_tokens && !three) {
-    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
-                          "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
-  }
-  // Also values no op reads (h and w without M-RoPE, ids without a cache): none dropped.
-  detail::check_nonnegative(op, "positions", positions);
-  detail::check_nonnegative(op, "seq_ids", seq_ids);
-  Ints& t_positions = impl.t_positions;  // its memory kept from one replay to the next
-  if (three) {
-    t_positions.resize(n_tokens);
-    for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];
-  }
-  if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
-    throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
-                          "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
-  }
-  return {three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
-          three ? positions : std::span<const std::int32_t>{}};
-}
 
 std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t, const void* owner) {
   return t ? detail::check_tensor(op, param, *t, owner) : nullptr;
@@ -501,99 +453,6 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
-}
-
-void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) try {
-  const char* op = "set_tokens";
-  detail::OpScope scope(op);  // the ops' own scopes name them inside
-  const InUse use(impl_.get(), op);
-  auto& impl = *use;
-  const detail::CachesInUse caches_use(impl.recorded_over, op);  // the recipes record over them again
-  const NextTokens next = checked_tokens(impl, positions, seq_ids);
-  // The caches' bookkeeping words the replay changes are logged in the list's log
-  // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
-  // the new tokens. Every cache's log (each cache the list advances has one) is started,
-  // which may drop the words of a list replayed without running, before the mark is taken.
-  for (auto& l : impl.logs) {
-    impl.begin_unrun(l);
-    l.replay_writer = l.cache->last_writer;
-  }
-  impl.save_unrun();
-  const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
-  for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
-    impl.logs[i].cache->journal = &impl.words;
-    impl.logs[i].cache->touch_journal = &impl.touches;
-    impl.logs[i].cache->journal_log = i;
-  }
-  struct Unjournal {
-    CommandListImpl& impl;
-    ~Unjournal() {
-      for (const auto& c : impl.caches) c->journal = nullptr, c->touch_journal = nullptr;
-    }
-  } unjournal{impl};
-  auto restore_caches = [&impl, mark, touch_mark] {
-    impl.restore_unrun();
-    auto& words = impl.words;
-    for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
-    words.resize(mark);
-    auto& touches = impl.touches;
-    for (std::size_t t = touches.size(); t-- > touch_mark;) *touches[t].touch = touches[t].old;
-    touches.resize(touch_mark);
-    for (auto& l : impl.logs) {
-      l.cache->last_writer = l.replay_writer;  // |wrote| is restore_unrun's
-    }
-  };
-  // Patched in place first; where the new tokens change an op's dispatches (another
-  // pattern of sequences), recorded again from the caches' state before the replay.
-  // Between tokens the recipes' state is cold (an engine's own work and the kernels ran
-  // since): asking for all of it at once lets the memory serve the misses together rather
-  // than one op at a time.
-  for (const detail::Recipe& r : impl.recipes) prefetch(r.run.get(), r.run_bytes);
-  for (const auto& c : impl.caches) prefetch(c.get(), sizeof(detail::KvCacheImpl));
-  prefetch(impl.logs.data(), impl.logs.size() * sizeof(CommandListImpl::CacheLog));
-  bool patch = true;
-  impl.begin_replay(patch);
-  impl.spare_planned.swap(impl.planned);  // planned again by the recipes
-  try {
-    for (;;) {
-      impl.planned.clear();
-      impl.pending.clear();  // left by an op that failed part way
-      for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
-      if (impl.end_replay()) break;
-      restore_caches();
-      patch = false;
-      impl.begin_replay(patch);
-    }
-  } catch (...) {
-    impl.abort_replay();
-    restore_caches();
-    impl.planned.swap(impl.spare_planned);
-    throw;
-  }
-} catch (const std::bad_alloc&) {
-  detail::host_out_of_memory("set_tokens");
-}
-
-void CommandList::submit_and_wait() try {
-  const InUse use(impl_.get(), "submit_and_wait");
-  auto& impl = *use;
-  const detail::CachesInUse caches_use(impl.caches, "submit_and_wait");
-  impl.check_planned("submit_and_wait");
-  impl.submitting([&] { impl.submit_and_wait(); });
-} catch (const std::bad_alloc&) {
-  detail::host_out_of_memory("submit_and_wait");
-}
-
-std::vector<OpTiming> CommandList::timings() const try {
-  return InUse(impl_.get(), "timings")->timings();
-} catch (const std::bad_alloc&) {
-  detail::host_out_of_memory("timings");
-}
-
-std::size_t CommandList::n_tokens() const { return InUse(impl_.get(), "n_tokens")->most_tokens; }
-
-CommandStats CommandList::stats() const try { return InUse(impl_.get(), "stats")->stats(); } catch (const std::bad_alloc&) {
-  detail::host_out_of_memory("stats");
 }
 
 }  // namespace vkattn

@@ -160,16 +160,15 @@ std::size_t check_rope_dims(const char* op, const RopeConfig& config, std::size_
                           "even in [0, head_dim - 2 = " + std::to_string(head_dim - 2) + "]");
   }
   const std::size_t room = head_dim - config.rotary_offset;  // dims from the offset to the row's end, >= 2
-  if (config.rotary_dim == 0 && room % 2 != 0) {             // "rotate all of it" needs whole pairs
-    const std::string upper = config.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
-    throw InvalidArgument(op, f + "rotary_dim", "0 (= " + upper + " = " + std::to_string(room) + ", odd)",
+  const char* upper = config.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";  // room's name
+  if (config.rotary_dim == 0 && room % 2 != 0) {  // "rotate all of it" needs whole pairs
+    throw InvalidArgument(op, f + "rotary_dim", std::string("0 (= ") + upper + " = " + std::to_string(room) + ", odd)",
                           "even in [2, " + std::to_string(room - 1) + "], or an even " + upper);
   }
   const std::size_t rotated = rotated_dims(config.rotary_dim, config.rotary_offset, head_dim);
   if (rotated % 2 != 0 || rotated > room) {
-    const std::string upper = config.rotary_offset == 0 ? "head_dim" : "head_dim - rotary_offset";
     throw InvalidArgument(op, f + "rotary_dim", std::to_string(config.rotary_dim),
-                          "0 (= " + upper + ") or even in [2, " + upper + " = " + std::to_string(room) + "]");
+                          std::string("0 (= ") + upper + ") or even in [2, " + upper + " = " + std::to_string(room) + "]");
   }
   return rotated;
 }
