@@ -95,13 +95,14 @@ VKATTN_API std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, c
 // with memory bound. Checked: |offset| a multiple of minStorageBufferOffsetAlignment (and
 // of 16); |size_bytes| at least the tensor's bytes() rounded up to 16 (kernels move whole
 // 16-byte units), a multiple of 4, at most maxStorageBufferRange; offset + size_bytes at
-// most the buffer's memory requirement size. Ops take wrapped and owned tensors alike;
-// wrapped tensors that one op uses must not overlap. Contents are the buffer's, not zeroed.
+// most the buffer's memory requirement size. Ops take wrapped and owned tensors alike,
+// and refuse an output sharing bytes with an input (docs/interop.md); two VkBuffers
+// aliasing one memory are the caller's to keep apart. Contents are the buffer's, not zeroed.
 VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size_bytes, const Shape& shape,
                        DType dtype);
 
-// A KV cache whose K and V live in the caller's buffers: |k| and |v|, distinct tensors of
-// this backend (wrap() them), each of the cache's shape [n_seqs, capacity, n_kv_heads,
+// A KV cache whose K and V live in the caller's buffers: |k| and |v|, tensors of this
+// backend (wrap() them) that share no bytes, each of the cache's shape [n_seqs, capacity, n_kv_heads,
 // head_dim] (a paged cache's pool: [n_blocks, block_size, n_kv_heads, head_dim]) and
 // config.dtype (docs/kv-cache.md has the layout of each dtype). vkattn fills
 // both with zeros now, through the queue (their buffers need TRANSFER_DST), and the cache

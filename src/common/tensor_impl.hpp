@@ -35,6 +35,10 @@ class TensorImpl {
   // Host words into the tensor's storage (Backend::write_words), after any pending
   // submission that writes it.
   virtual void store(std::span<const std::uint32_t> words) = 0;
+  // Whether this tensor, another than |other|, shares storage bytes with it: views of one
+  // caller's buffer (vulkan.hpp: wrap) that meet. An op whose output shares bytes with an
+  // input would read what it wrote.
+  virtual bool overlaps(const TensorImpl& other) const { return (void)other, false; }
 };
 
 // Attention scores parameters after checking: defaults resolved, seq ids filled in.

@@ -67,6 +67,10 @@ void check_distinct(const char* op, const char* out_name, const TensorImpl& out,
       throw InvalidArgument(op, out_name, std::string("the tensor given as ") + name,
                             std::string("a tensor other than ") + name + " (an op's output may not be one of its inputs)");
     }
+    if (in && out.overlaps(*in)) {
+      throw InvalidArgument(op, out_name, std::string("a view sharing bytes with ") + name,
+                            std::string("bytes apart from ") + name + " (an op's output may not share bytes with its inputs)");
+    }
   }
 }
 
@@ -245,6 +249,7 @@ RopeConfig check_rope(const TensorImpl& x, const TensorImpl* k, std::span<const 
   if (k) {
     check_rope_tensor(op, "k", *k);
     if (k == &x) throw InvalidArgument(op, "k", "the same tensor as q", "a tensor other than q");
+    if (k->overlaps(x)) throw InvalidArgument(op, "k", "a view sharing bytes with q", "bytes apart from q");
     if (k->shape[0] != x.shape[0]) {
       throw InvalidArgument(op, "k.shape[0]", std::to_string(k->shape[0]),
                             "n_tokens = q.shape[0] = " + std::to_string(x.shape[0]));

@@ -182,6 +182,7 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     p.alibi_slopes = alibi_slopes(n_heads);
   }
   check_distinct(op, "scores", scores, {{"q", &q}, {"k", &k}, {"mask", mask}});
+  if (cache) check_distinct(op, "scores", scores, {{"the cache's K", cache->k.get()}});
   if (cache) {
     const KvCacheConfig& c = cache->config;
     if (c.rope == KvRope::on_read) {
@@ -329,6 +330,15 @@ void check_kv_append(const KvCacheImpl& cache, const TensorImpl& k, const Tensor
   }
   if (v && v->dtype != k.dtype)
     throw InvalidArgument(op, "v.dtype", to_string(v->dtype), std::string("k.dtype = ") + to_string(k.dtype));
+  // The append writes the cache's K and V (views of a caller's buffer, wrap_kv_cache).
+  for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", v}}) {
+    for (auto [cache_name, ct] : {std::pair{"the cache's K", cache.k.get()}, std::pair{"the cache's V", cache.v.get()}}) {
+      if (t && ct && t->overlaps(*ct)) {
+        throw InvalidArgument(op, name, std::string("a view sharing bytes with ") + cache_name,
+                              "bytes apart from the cache's K and V (the append writes them)");
+      }
+    }
+  }
   check_kv_append_tokens(cache, k, positions, seq_ids);
 }
 
@@ -408,7 +418,7 @@ std::vector<std::int32_t> check_attn_weighted_sum_cache(const TensorImpl& probs,
                           "n_keys = the cache's capacity = " + std::to_string(c.capacity));
   }
   check_shape(op, "out", out, {probs.shape[0], probs.shape[1], value_head_dim(c)});
-  check_distinct(op, "out", out, {{"probs", &probs}});
+  check_distinct(op, "out", out, {{"probs", &probs}, {"the cache's K", cache.k.get()}, {"the cache's V", cache.v.get()}});
   if (!tokens.k_positions.empty() || !tokens.k_seq_ids.empty()) {
     throw InvalidArgument(op, "tokens.k_positions / k_seq_ids", "given", "empty: the cache knows its keys");
   }
@@ -505,7 +515,7 @@ AttentionArgs check_attention_cache(const TensorImpl& q, const KvCacheImpl& cach
   check_rank3(op, "out", out, "[n_tokens, n_heads, v_head_dim]");
   check_shape(op, "out", out, {q.shape[0], q.shape[1], value_head_dim(cache.config)});
   check_dtype(op, "out", out, false);
-  check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}});
+  check_distinct(op, "out", out, {{"q", &q}, {"mask", mask}, {"the cache's K", cache.k.get()}, {"the cache's V", cache.v.get()}});
   a.path = check_path(config.path);
   a.precision = check_precision(config.precision);
   a.mask_keys = check_mask_keys(config.mask_keys, mask, cache.config.capacity);

@@ -178,6 +178,7 @@ class VulkanTensor final : public TensorImpl {
   void forget_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number) noexcept;
 
   void store(std::span<const std::uint32_t> words) override;
+  bool overlaps(const TensorImpl& other) const override;
 };
 
 // Error(out_of_memory) for a tensor of more than 2^32 - 1 elements within |max_range|

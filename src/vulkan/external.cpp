@@ -254,6 +254,16 @@ std::unique_ptr<Device> Device::adopt(const PhysicalDevice& physical, VkDevice d
 VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DType dtype_, std::unique_ptr<Buffer> borrowed)
     : TensorImpl(ctx.get(), shape_, dtype_), context(std::move(ctx)), buffer(std::move(borrowed)) {}
 
+// A tensor's own buffer is its alone; views share a caller's. The bytes a kernel may touch
+// are the tensor's words rounded up to 16 (a vec4 at its end), as wrap requires of a view.
+bool VulkanTensor::overlaps(const TensorImpl& other) const {
+  const auto* o = dynamic_cast<const VulkanTensor*>(&other);
+  if (!o || o == this || !buffer || !o->buffer || buffer->handle() != o->buffer->handle()) return false;
+  const auto bytes = [](const VulkanTensor& t) { return (VkDeviceSize{t.words} * 4 + 15) / 16 * 16; };
+  const VkDeviceSize a = buffer->offset(), c = o->buffer->offset();
+  return a < c + bytes(*o) && c < a + bytes(*this);
+}
+
 void CommandListImpl::record_into(void*, const RecordOptions&) {
   throw InvalidArgument("record", "this", "a list of the CPU backend",
                         "a list of a Vulkan backend on the caller's device (make_backend(ExternalVulkan))");
@@ -382,6 +392,7 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
     }
   }
   if (tk == tv) throw InvalidArgument(op, "v", "the tensor given as k", "a tensor of its own");
+  if (tv && tv->overlaps(*tk)) throw InvalidArgument(op, "v", "a view sharing bytes with k", "bytes apart from k");
   for (const auto* t : {tk.get(), tv.get()}) {
     if (t) ctx->zero(*static_cast<const VulkanTensor*>(t)->buffer);
   }
