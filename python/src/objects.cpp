@@ -66,6 +66,9 @@ PyTensor new_tensor(const BackendPtr& ref, const Shape& shape, DType dtype, cons
 }  // namespace
 
 void bind_backend(py::module_& m) {
+  // Its methods take the holder: a Backend that Backend.__new__ made without __init__ holds
+  // none, and casting to the holder is then a TypeError, where a reference would read an
+  // object never made.
   py::class_<BackendRef, BackendPtr>(
       m, "Backend",
       "A device (kind 'vulkan') or the CPU reference (kind 'cpu') that makes tensors, KV caches\n"
@@ -86,11 +89,11 @@ void bind_backend(py::module_& m) {
              return std::make_shared<BackendRef>(BackendRef{std::move(b)});
            }),
            py::arg("kind") = "vulkan", py::arg("device") = py::none(), py::arg("validation") = py::none())
-      .def_property_readonly("kind", [](const BackendRef& r) { return r.get("kind")->kind(); })
-      .def_property_readonly("device_name", [](const BackendRef& r) { return r.get("device_name")->device_name(); })
+      .def_property_readonly("kind", [](const BackendPtr& r) { return r->get("kind")->kind(); })
+      .def_property_readonly("device_name", [](const BackendPtr& r) { return r->get("device_name")->device_name(); })
       .def_property_readonly(
-          "limits", [](const BackendRef& r) { return r.get("limits")->limits(); }, "the DeviceLimits ops plan with")
-      .def_property_readonly("closed", [](const BackendRef& r) { return r.impl == nullptr; })
+          "limits", [](const BackendPtr& r) { return r->get("limits")->limits(); }, "the DeviceLimits ops plan with")
+      .def_property_readonly("closed", [](const BackendPtr& r) { return r->impl == nullptr; })
       .def_static(
           "devices",
           [](py::handle device, py::handle validation, py::handle matrix_units) {
@@ -124,10 +127,10 @@ void bind_backend(py::module_& m) {
           },
           py::arg("shape"), py::arg("dtype") = "f32", "A zero-filled tensor of shape and dtype.")
       .def(
-          "upload", [](const BackendRef& r, PyTensor& t, py::handle data) { upload(*r.get("upload"), t.impl, data, "upload"); },
+          "upload", [](const BackendPtr& r, PyTensor& t, py::handle data) { upload(*r->get("upload"), t.impl, data, "upload"); },
           py::arg("tensor"), py::arg("data"), "Copies data (the tensor's shape) into tensor.")
       .def(
-          "download", [](const BackendRef& r, const PyTensor& t) { return download(*r.get("download"), t.impl); },
+          "download", [](const BackendPtr& r, const PyTensor& t) { return download(*r->get("download"), t.impl); },
           py::arg("tensor"), "A new numpy array of tensor: float32 (float16 for f16, int32 for i32).")
       .def(
           "kv_cache",
@@ -143,10 +146,10 @@ void bind_backend(py::module_& m) {
           "latent=False, paged=False, block_size=16, n_blocks (required when paged)).")
       .def(
           "save_cache",
-          [](const BackendRef& r, const PyKvCache& c) {
+          [](const BackendPtr& r, const PyKvCache& c) {
             std::vector<std::uint8_t> bytes;
             {
-              const std::shared_ptr<Backend> b = r.get("save_cache");
+              const std::shared_ptr<Backend> b = r->get("save_cache");
               py::gil_scoped_release nogil;
               bytes = b->save_cache(c.impl);
             }
@@ -155,14 +158,14 @@ void bind_backend(py::module_& m) {
           py::arg("cache"), "The cache's whole state as bytes (after the lists that wrote it have run).")
       .def(
           "restore_cache",
-          [](const BackendRef& r, PyKvCache& c, py::handle data) {
+          [](const BackendPtr& r, PyKvCache& c, py::handle data) {
             if (!PyObject_CheckBuffer(data.ptr()) || py::isinstance<py::str>(data)) {
               throw type_error("restore_cache", "data", data, "bytes (or a bytearray, a memoryview)");
             }
             const auto copied = py::reinterpret_steal<py::bytes>(PyBytes_FromObject(data.ptr()));
             if (!copied) throw py::error_already_set();
             const std::string s = copied;
-            const std::shared_ptr<Backend> b = r.get("restore_cache");
+            const std::shared_ptr<Backend> b = r->get("restore_cache");
             py::gil_scoped_release nogil;  // it waits for the lists using the cache
             b->restore_cache(c.impl, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
           },
@@ -175,26 +178,27 @@ void bind_backend(py::module_& m) {
           },
           py::arg("timestamps") = false, "A new CommandList; timestamps=True times each op (CommandList.timings()).")
       .def(
-          "validation_messages", [](const BackendRef& r) { return r.get("validation_messages")->validation_messages(); },
+          "validation_messages", [](const BackendPtr& r) { return r->get("validation_messages")->validation_messages(); },
           "Validation-layer warnings and errors seen so far (Vulkan with validation on).")
       .def(
           "close",
-          [](BackendRef& r) {
-            std::shared_ptr<Backend> b = std::move(r.impl);
+          [](const BackendPtr& r) {
+            std::shared_ptr<Backend> b = std::move(r->impl);
             py::gil_scoped_release nogil;
             b.reset();
           },
           "Releases the backend now (its tensors, caches and lists stay valid: lists still submit).")
       .def("__enter__", [](const BackendPtr& r) { return r; })
       .def("__exit__",
-           [](BackendRef& r, py::args) {
-             std::shared_ptr<Backend> b = std::move(r.impl);
+           [](const BackendPtr& r, py::args) {
+             std::shared_ptr<Backend> b = std::move(r->impl);
              py::gil_scoped_release nogil;  // as close(): it waits for the device
              b.reset();
            })
-      .def("__repr__", [](const BackendRef& r) {
-        return r.impl ? std::string("vkattn.Backend('") + to_string(r.impl->kind()) + "', device='" + r.impl->device_name() + "')"
-                      : std::string("vkattn.Backend(closed)");
+      .def("__repr__", [](const BackendPtr& r) {
+        return r->impl
+                   ? std::string("vkattn.Backend('") + to_string(r->impl->kind()) + "', device='" + r->impl->device_name() + "')"
+                   : std::string("vkattn.Backend(closed)");
       });
 }
 

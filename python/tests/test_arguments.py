@@ -93,6 +93,12 @@ def test_values_of_their_own_type_only(cpu):
             cls.__new__(cls)
         with raises_type(r"cannot create"):
             cls()
+    # A Backend that __new__ made without __init__ holds nothing: each use is a TypeError.
+    unmade = vkattn.Backend.__new__(vkattn.Backend)
+    for use in (repr, lambda b: b.limits, lambda b: b.kind, lambda b: b.closed, lambda b: b.close(),
+                lambda b: b.commands(), lambda b: b.zeros((2,)), lambda b: b.__enter__()):
+        with raises_type(r"Unable to cast"):
+            use(unmade)
     # Still taken: numpy arrays and integers where sequences of numbers go.
     assert vkattn.AttentionConfig(sinks=np.array([0.5, 1.0], np.float32)).sinks == [0.5, 1.0]
     assert cpu.zeros(np.array([2, 8])).shape == (2, 8)
