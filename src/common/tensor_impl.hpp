@@ -38,7 +38,7 @@ class TensorImpl {
   // Whether this tensor, another than |other|, shares storage bytes with it: views of one
   // caller's buffer (vulkan.hpp: wrap) that meet. An op whose output shares bytes with an
   // input would read what it wrote.
-  virtual bool overlaps(const TensorImpl& other) const { return (void)other, false; }
+  virtual bool overlaps(const TensorImpl&) const { return false; }
 };
 
 // Attention scores parameters after checking: defaults resolved, seq ids filled in.
