@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -334,6 +336,99 @@ TEST(ListThreads, ACacheInUseByAnotherThreadIsRefused) {
 // transferring tensors of sizes that fall in different kept sizes, and now and then one
 // above the largest kept (4 MiB, a buffer of its own): every download must give back what
 // that thread uploaded, whichever buffer and submission carried it.
+// An engine's pattern: the list's thread submits again and again and hands a copy of each
+// Submitted handle to another thread, which waits on it, while a third polls ready(). A
+// waiter took the next submission's fence for its own, marked it finished, and the list
+// then freed a command buffer still running (a crash in the driver), and the fence was
+// reset while waited on (the validation layer's reports). Every wait must return true.
+TEST(ListThreads, HandlesWaitedOnInOtherThreadsWhileTheListSubmitsAgain) {
+  constexpr std::size_t kSubmissions = 300, kTokens = 64;
+  std::string why;
+  std::unique_ptr<Backend> b = try_own_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  Tensor x = b->tensor({kTokens, 4, 64}, DType::f32);
+  b->upload(x, normal(x.numel(), 3));
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Submitted> handed;
+  bool done = false;
+  std::atomic<std::size_t> waited = 0, unfinished = 0;
+  std::atomic<bool> stop_polling = false;
+  std::string errors;
+  auto catching = [&](auto f) {
+    return [&, f] {
+      try {
+        f();
+      } catch (const std::exception& e) {
+        const std::lock_guard lock(m);
+        errors += std::string(e.what()) + "\n";
+      }
+    };
+  };
+  std::thread waiter(catching([&] {
+    for (;;) {
+      Submitted h;
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return done || !handed.empty(); });
+        if (handed.empty()) return;
+        h = handed.front();
+        handed.pop_front();
+      }
+      if (!h.wait()) ++unfinished;
+      ++waited;
+    }
+  }));
+  Submitted latest;
+  std::mutex latest_lock;
+  std::thread poller(catching([&] {
+    while (!stop_polling) {
+      Submitted h;
+      {
+        const std::lock_guard lock(latest_lock);
+        h = latest;
+      }
+      (void)h.ready();
+    }
+  }));
+  const std::vector<std::int32_t> pos(kTokens, 1);
+  {
+    CommandList cmd = b->commands();
+    cmd.rope(x, pos);
+    for (std::size_t i = 0; i < kSubmissions; ++i) {
+      Submitted h = cmd.submit();
+      {
+        const std::lock_guard lock(latest_lock);
+        latest = h;
+      }
+      {
+        const std::lock_guard lock(m);
+        handed.push_back(h);
+      }
+      cv.notify_one();
+      if (i % 2) cmd.rope(x, pos);  // a new op: the list drops its encoding (the handles keep it)
+      if (i % 20 == 19) {           // a list of a few ops
+        cmd.submit_and_wait();
+        cmd = b->commands();
+        cmd.rope(x, pos);
+      }
+    }
+    cmd.submit_and_wait();
+  }
+  {
+    const std::lock_guard lock(m);
+    done = true;
+  }
+  cv.notify_one();
+  waiter.join();
+  stop_polling = true;
+  poller.join();
+  EXPECT_EQ(errors, "");
+  EXPECT_EQ(waited.load(), kSubmissions);
+  EXPECT_EQ(unfinished.load(), 0u);
+  expect_no_validation_messages(*b);
+}
+
 TEST(StagingThreads, EightThreadsEachReadBackTheirOwnData) {
   constexpr std::size_t kTransferThreads = 8, kRounds = 40;
   const std::size_t sizes[] = {1, 1000, 20000, 300000};  // floats: 4 B to 1.2 MB

@@ -36,7 +36,8 @@ struct SubmitSemaphores;  // the caller's semaphores: vkattn/vulkan.hpp
 // A submission that may still be running (CommandList::submit). A copyable handle; it
 // keeps what the submission uses (its command buffer, parameters, and every tensor and
 // cache it reads or writes) alive until the submission finishes, whatever is destroyed
-// first. Used by one thread at a time, as its list is.
+// first. Each copy is used by one thread at a time; copies may be used by other threads
+// than the list's, also while it submits again (docs/reliability.md).
 class VKATTN_API Submitted {
  public:
   Submitted() = default;  // a finished submission (also what the CPU backend returns)

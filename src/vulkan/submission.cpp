@@ -78,6 +78,9 @@ void Submission::submit_and_wait(std::uint32_t timeout_ms) {
 
 std::uint64_t Submission::submit(std::uint32_t timeout_ms, const SemaphoreSync* sync) {
   if (pending_ && !wait(submitted_, std::uint64_t{timeout_ms} * 1000000u)) throw timeout_error(timeout_ms);
+  // The last submission finished: other waiters on its fence return at once.
+  std::unique_lock guard(lock_);
+  no_waiters_.wait(guard, [&] { return waiters_ == 0; });
   VKATTN_VK_CHECK(device_.fn().vkResetFences(device_.handle(), 1, &fence_));
   device_.submit(cb_, fence_, sync);
   pending_ = true;
@@ -85,6 +88,7 @@ std::uint64_t Submission::submit(std::uint32_t timeout_ms, const SemaphoreSync* 
 }
 
 bool Submission::finished(std::uint64_t number) {
+  const std::lock_guard guard(lock_);
   if (number < submitted_ || !pending_) return true;  // a later one was submitted after it ended
   if (!device_.signalled(fence_)) return false;
   pending_ = false;
@@ -92,10 +96,24 @@ bool Submission::finished(std::uint64_t number) {
 }
 
 bool Submission::wait(std::uint64_t number, std::uint64_t timeout_ns) {
+  std::unique_lock guard(lock_);
   if (number < submitted_ || !pending_) return true;
-  if (device_.wait(fence_, timeout_ns) == VK_TIMEOUT) return false;
-  pending_ = false;
-  return true;
+  // Waiting outside the lock (other threads may ask meanwhile); the fence stays this
+  // submission's until the waiters are gone.
+  ++waiters_;
+  struct Leave {
+    Submission& s;
+    std::unique_lock<std::mutex>& guard;
+    ~Leave() {
+      if (!guard.owns_lock()) guard.lock();
+      if (--s.waiters_ == 0) s.no_waiters_.notify_all();
+    }
+  } leave{*this, guard};
+  guard.unlock();
+  const bool done = device_.wait(fence_, timeout_ns) != VK_TIMEOUT;
+  guard.lock();
+  if (done) pending_ = false;
+  return done;
 }
 
 }  // namespace vkattn::detail

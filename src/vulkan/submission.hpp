@@ -8,7 +8,9 @@
 #include <vulkan/vulkan.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
 namespace vkattn::detail {
 
@@ -41,7 +43,8 @@ class Submission {
   // (1, 2, ...). Error(timeout) when the earlier one does not finish: nothing submitted.
   std::uint64_t submit(std::uint32_t timeout_ms, const SemaphoreSync* sync);
   // Whether submission |number| has finished; waits up to |timeout_ns| for it.
-  // Any thread may ask (a download waiting for the submission writing its tensor).
+  // Any thread may ask (a download waiting for the submission writing its tensor, a copy
+  // of a Submitted handle), also while the list's thread submits again.
   bool finished(std::uint64_t number);
   bool wait(std::uint64_t number, std::uint64_t timeout_ns);
   // Waits for submission |number| however long it takes: for work whose effect the caller
@@ -63,10 +66,16 @@ class Submission {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  // Submitted, not yet seen finished; submissions made. Written by the list's thread (and
-  // pending_ by any waiter that sees the work finish).
+  // Submitted, not yet seen finished; submissions made. Written under |lock_|, by the
+  // list's thread (and pending_ by any waiter that sees the work finish).
   std::atomic<bool> pending_ = false;
   std::atomic<std::uint64_t> submitted_ = 0;
+  // Threads waiting on the fence outside the lock: a submission resets the fence only
+  // once none is (Vulkan: a fence being reset is used by no other command), so that no
+  // waiter sees the next submission's fence and takes it for its own.
+  std::mutex lock_;
+  std::condition_variable no_waiters_;
+  std::uint32_t waiters_ = 0;
 };
 
 }  // namespace vkattn::detail
