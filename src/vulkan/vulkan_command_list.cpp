@@ -348,6 +348,9 @@ class VulkanCommandList final : public CommandListImpl {
  private:
   // What a replay set aside, and the scratch it has handed out so far.
   struct Replay {
+    // Declared, so that replay_.emplace() (in a member defined above) sees it: an implicit
+    // one waits for the enclosing class to be complete, which clang holds to.
+    Replay() {}
     ParamArena params{0};  // the recorded parameters
     std::shared_ptr<Encoded> encoded, external;
     std::vector<std::shared_ptr<TensorImpl>> scratch_used;
