@@ -181,8 +181,8 @@ ScoresParams check_scores(const TensorImpl& q, const TensorImpl& k, const Tensor
     }
     p.alibi_slopes = alibi_slopes(n_heads);
   }
-  check_distinct(op, "scores", scores, {{"q", &q}, {"k", &k}, {"mask", mask}});
-  if (cache) check_distinct(op, "scores", scores, {{"the cache's K", cache->k.get()}});
+  check_distinct(op, "scores", scores,
+                 {{"q", &q}, {"k", &k}, {"mask", mask}, {"the cache's K", cache ? cache->k.get() : nullptr}});
   if (cache) {
     const KvCacheConfig& c = cache->config;
     if (c.rope == KvRope::on_read) {
