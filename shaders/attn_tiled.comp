@@ -28,11 +28,12 @@
 //   by attn_decode_merge.comp; KvRope::on_read as in attn_decode_group;
 // - VKATTN_PACKED_F16 (AttentionPrecision::f16_products on devices with shaderFloat16):
 //   queries, K, V and the probabilities sit in shared memory as f16 (rounded to nearest
-//   even; queries times a power of two near the scale, exactly, so that products stay far
-//   from f16's 65504), and their products run as f16vec2 FMAs in chains of at most 8 (16
-//   dims of a score, 8 keys of an output) before each chain is added into f32: packed
-//   f16 runs at twice the f32 rate on GPUs without matrix units (Mali, Adreno, AMD, Intel)
-//   and on NVIDIA (HFMA2), none of which have an f16 x f16 + f32 FMA outside them.
+//   even; queries, and under scales below 2^-8 keys, times powers of two near the scale,
+//   exactly, so that products stay far from f16's 65504), and their products run as
+//   f16vec2 FMAs in chains of at most 8 (16 dims of a score, 8 keys of an output) before
+//   each chain is added into f32: packed f16 runs at twice the f32 rate on GPUs without
+//   matrix units (Mali, Adreno, AMD, Intel) and on NVIDIA (HFMA2), none of which have an
+//   f16 x f16 + f32 FMA outside them.
 //   bindings 0-7: as attn_decode.comp (q, k, v, out, mask, meta, key positions, partials)
 //   push: AttnParams; spec: see the constants below
 //   grid: n_kv_heads * key_splits * row_tiles workgroups, KV head fastest, folded
@@ -205,7 +206,7 @@ void stage_k(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uve
             x = rope_vec4(1u, kr, c * 4u, key_cache_position(seq0, kp_sh[h * BC + b]), x);
         }
     }
-    k_sh[b * KS + c] = to_sh4(x);
+    k_sh[b * KS + c] = to_sh4(x * k_prescale(V_FROM_K));
 }
 void stage_v(uint i, uint t, uint h, uint seq0, uint kv_head, bool have_raw, uvec4 raw) {
     const uint b = i / DV4, c = i - b * DV4;
@@ -352,7 +353,7 @@ void main() {
         }
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                s[i][j] /= q_prescale();  // a power of two: exact
+                s[i][j] /= q_prescale() * k_prescale(V_FROM_K);  // a power of two: exact
             }
         }
 #else

@@ -263,6 +263,26 @@ TEST_F(PackedF16VsCpu, LargeValuesDoNotOverflowTheChains) {
   }
 }
 
+// Under a small scale, queries and keys of a few thousand give moderate scores: here
+// |q|, |k| about 2000 (f16 holds them) and a scale of 3e-8 give scores near N(0, 1). Staging the
+// queries alone times 2^-8 left chains of 16 products near 2000^2 / 256 each, past 65504:
+// the tiled kernel gave zeros, the group kernel NaN. The keys now take the rest of the
+// scale's power of two (down to 2^-16 in all), and both match the oracle within the
+// packed bounds.
+TEST_F(PackedF16VsCpu, SmallScalesDoNotOverflowTheChains) {
+  for (const bool group : {false, true}) {
+    SCOPED_TRACE(group ? "group kernel" : "tiled kernel");
+    ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group,packed=1" : "kernel=tiled");
+    Built built;
+    auto gpu = make_backend(BackendKind::vulkan, packed_options(false, 1, built));
+    AttnInputs in = random_inputs(group ? 4 : 20, 8, 2, 48, 64, 1, 85, 0, 2000.0f);
+    in.config.scale = 1.0f / (2000.0f * 2000.0f * 8.0f);
+    expect_f16_matches(*cpu_, in, run_f16(*gpu, in), group ? "group" : "tiled", kPackedChain);
+    EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
 // Prefill chunks over caches of every K/V dtype with GQA, through the tiled kernel and the
 // group kernel: a ring of 38 slots that wraps
 // under a window of 16 (tiles straddle its end and hold slots no query sees); f32 and q4_0

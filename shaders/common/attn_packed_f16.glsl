@@ -19,16 +19,22 @@ vec2 half_rne2(vec2 x) { return unpackHalf2x16(pack_half_rne(x)); }
 f16vec4 to_sh4(vec4 x) { return f16vec4(vec4(half_rne2(x.xy), half_rne2(x.zw))); }
 float16_t to_sh(float x) { return float16_t(unpackHalf2x16(half_bits_rne(x)).x); }
 
-// The queries are staged times this power of two near the scale (within [2^-8, 1]): a
-// product of f16 values of a few hundred would pass 65504 unscaled. Exact (no rounding
-// but where it makes a query subnormal in f16), so the scores divide it out exactly.
-float q_prescale() { return pc.scale > 0.0 ? exp2(clamp(round(log2(pc.scale)), -8.0, 0.0)) : 1.0; }
+// The products' inputs are staged times a power of two near the scale, 2^e with
+// e = round(log2 |scale|) within [-16, 0]: the queries take up to 2^-8 of it and the keys
+// the rest (never keys that V is read from), so that products of f16 values of a few
+// hundred (a few thousand under scales below 2^-8, where such values give moderate scores)
+// stay below 65504. Exact (no rounding but where it makes a value subnormal in f16), so the
+// scores divide it out exactly.
+float prescale_log2() { return pc.scale != 0.0 ? clamp(round(log2(abs(pc.scale))), -16.0, 0.0) : 0.0; }
+float q_prescale() { return exp2(max(prescale_log2(), -8.0)); }
+float k_prescale(bool v_from_k) { return v_from_k ? 1.0 : exp2(prescale_log2() - max(prescale_log2(), -8.0)); }
 #else
 #define SH_VEC4 vec4
 #define SH_FLOAT float
 vec4 to_sh4(vec4 x) { return x; }
 float to_sh(float x) { return x; }
 float q_prescale() { return 1.0; }
+float k_prescale(bool v_from_k) { return 1.0; }
 #endif
 
 #endif
