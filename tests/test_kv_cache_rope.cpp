@@ -9,6 +9,7 @@
 
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
 #include "support/random.hpp"
 
@@ -168,11 +169,85 @@ void stale_reader_matches_fresh(Backend& b) {
   EXPECT_TRUE(all_close(got, b.download(out), {1, H, D}, 1e-5, 1e-5));
 }
 
+// With sinks, a query's distance to a sink depends on where the ring starts (the sinks
+// keep their positions, the ring's keys and the query move with it): an attention op
+// rotates by the start as it was planned. Submitted again after the ring moved, the list
+// is refused (it read the sinks at other angles before, silently); replayed, it matches a
+// list recorded now. A list whose own later append moves the ring runs (its attention
+// runs first), matching the same ops in separate lists, and may not run again.
+void ring_moved_under_sinks_is_refused(Backend& b) {
+  constexpr std::size_t H = 2, D = 8;
+  const KvCacheConfig config{
+      .n_kv_heads = 1, .head_dim = D, .capacity = 8, .dtype = DType::f32, .n_sinks = 2, .rope = KvRope::on_read};
+  KvCache c = b.kv_cache(config), twin = b.kv_cache(config);
+  const auto tensor = [&](std::size_t n, std::size_t heads, std::uint32_t seed) {
+    Tensor t = b.tensor({n, heads, D}, DType::f32);
+    b.upload(t, normal(n * heads * D, seed));
+    return t;
+  };
+  const auto positions = [](std::int32_t first, std::int32_t n) {
+    std::vector<std::int32_t> p(static_cast<std::size_t>(n));
+    for (std::int32_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = first + i;
+    return p;
+  };
+  Tensor q = tensor(1, H, 1), out = b.tensor({1, H, D}, DType::f32);
+  const auto append = [&](CommandList& list, KvCache& cache, std::int32_t first, std::int32_t n) {
+    const auto seed = static_cast<std::uint32_t>(10 + first);
+    list.kv_append(cache, tensor(static_cast<std::size_t>(n), 1, seed), tensor(static_cast<std::size_t>(n), 1, seed + 99),
+                   positions(first, n));
+  };
+  const auto attend = [&](CommandList& list, KvCache& cache, const std::int32_t& at) {
+    list.attention(q, cache, out, {.q_positions = {&at, 1}});
+  };
+  const auto run = [&](KvCache& cache, std::int32_t first, std::int32_t n) {
+    CommandList list = b.commands();
+    append(list, cache, first, n);
+    list.submit_and_wait();
+  };
+  run(c, 0, 4);
+  const std::int32_t at = 100;
+  CommandList reader = b.commands();
+  attend(reader, c, at);
+  reader.submit_and_wait();
+  reader.submit_and_wait();  // the ring has not moved
+  run(c, 4, 6);              // positions 8 and 9 take the slots of 2 and 3
+  expect_invalid([&] { reader.submit_and_wait(); }, {"submit_and_wait", "KvRope::on_read", "ring", "set_tokens"});
+  reader.set_tokens(std::vector<std::int32_t>{at});
+  reader.submit_and_wait();
+  const std::vector<float> replayed = b.download(out);
+  CommandList fresh = b.commands();
+  attend(fresh, c, at);
+  fresh.submit_and_wait();
+  EXPECT_EQ(replayed, b.download(out));
+
+  // Two chunks in one list, the second moving the ring, against the same in two lists.
+  const std::int32_t first_end = 11, second_end = 15;
+  CommandList chunks = b.commands();
+  append(chunks, c, 10, 2);
+  attend(chunks, c, first_end);
+  append(chunks, c, 12, 4);
+  attend(chunks, c, second_end);
+  run(twin, 0, 4);
+  run(twin, 4, 6);
+  CommandList one = b.commands(), two = b.commands();
+  append(one, twin, 10, 2);
+  attend(one, twin, first_end);
+  append(two, twin, 12, 4);
+  attend(two, twin, second_end);
+  chunks.submit_and_wait();
+  const std::vector<float> together = b.download(out);
+  one.submit_and_wait();
+  two.submit_and_wait();
+  EXPECT_EQ(together, b.download(out));
+  expect_invalid([&] { chunks.submit_and_wait(); }, {"submit_and_wait", "KvRope::on_read"});
+}
+
 class KvCacheOnRead : public BackendTest {};
 
 TEST_P(KvCacheOnRead, MatchesFullHistoryReference) {
   on_read_matches_history(backend());
   stale_reader_matches_fresh(backend());
+  ring_moved_under_sinks_is_refused(backend());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, KvCacheOnRead, ::testing::Values(BackendKind::cpu, BackendKind::vulkan), backend_name);

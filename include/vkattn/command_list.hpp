@@ -168,9 +168,10 @@ class VKATTN_API CommandList {
   // recorded into a command buffer) puts back what its appends and forks changed, where
   // no later list's op or reset built on them; otherwise the sequences they wrote are
   // refused (InvalidArgument) until KvCache::reset. A paged cache takes the blocks the
-  // tokens need from its pool here (and copies shared blocks they write first):
-  // Error(out_of_memory) when it has too few (KvCache::blocks_to_append says how many),
-  // changing nothing.
+  // tokens need from its pool here (and copies shared blocks they write first, as the
+  // sequences sharing them hold them when the list runs: submitting the list after a
+  // change of theirs is refused, docs/kv-cache.md): Error(out_of_memory) when it has too
+  // few (KvCache::blocks_to_append says how many), changing nothing.
   void kv_append(KvCache& cache, const Tensor& k, const Tensor& v, std::span<const std::int32_t> positions,
                  std::span<const std::int32_t> seq_ids = {}, const KvAppendOptions& options = {});
   // The same for a latent cache (KvCacheConfig::latent), which takes K alone: its values

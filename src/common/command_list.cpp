@@ -255,11 +255,17 @@ detail::AttentionCall attention_call(const detail::TensorPtr& q, detail::KvSourc
 }
 
 // The sequences an op over |c| reads (its queries'; none given: sequence 0), noted for the
-// order the lists run in (CommandListImpl::check_planned).
-void note_reads(CommandListImpl& i, detail::KvCacheImpl& c, std::span<const std::int32_t> q_seq) {
-  if (q_seq.empty()) return i.note_read(c, 0);
+// order the lists run in (CommandListImpl::check_planned); |keys|: it reads the keys, which
+// a cache with sinks and KvRope::on_read rotates by their places in the ring.
+void note_reads(CommandListImpl& i, detail::KvCacheImpl& c, std::span<const std::int32_t> q_seq, bool keys) {
+  const bool ring = keys && c.config.rope == KvRope::on_read && c.config.n_sinks > 0;
+  const auto note = [&](std::size_t seq) {
+    i.note_read(c, seq);
+    if (ring) i.note_ring(c, seq);
+  };
+  if (q_seq.empty()) return note(0);
   for (std::size_t t = 0; t < q_seq.size(); ++t) {
-    if (t == 0 || q_seq[t] != q_seq[t - 1]) i.note_read(c, static_cast<std::size_t>(q_seq[t]));
+    if (t == 0 || q_seq[t] != q_seq[t - 1]) note(static_cast<std::size_t>(q_seq[t]));
   }
 }
 
@@ -325,6 +331,14 @@ void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, s
     if (next) detail::check_kv_append_tokens(*c, *tk, p, s);
     c->plan_append(p, s, options, plan);
     for (std::size_t t = 0; t < p.size(); ++t) i.note_planned(*c, s.empty() ? 0 : static_cast<std::size_t>(s[t]));
+    // A copy-on-write copies its block as the sequences sharing it hold it when the list
+    // runs: they count as read, as a fork's source does, so that a change of theirs before
+    // the list runs, or runs again, is refused rather than copied into this sequence.
+    for (std::size_t k = 0; k < plan.copies.size(); k += 2) {
+      for (std::size_t e = 0; e < c->table.size(); ++e) {
+        if (c->table[e] == plan.copies[k]) i.note_planned(*c, e / c->entries, false);
+      }
+    }
     // Per token its slot, next and oldest; per block taken a table entry, its count, and
     // an old block's count and free-list entry; the free count.
     Logged logged(i, *c, 3 * p.size() + 5 * plan.changes.size() / 2 + 1);
@@ -390,7 +404,7 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   auto [own, n] = owned(tokens);
   record_op(impl, op, {n}, [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
     if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
-    note_reads(i, *c, own.view(next).q_seq_ids);
+    note_reads(i, *c, own.view(next).q_seq_ids, true);
     i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
   });
 } catch (const std::bad_alloc&) {
@@ -408,7 +422,7 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   auto [own, n] = owned(tokens);
   record_op(impl, op, {n}, [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
     if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
-    note_reads(i, *c, own.view(next).q_seq_ids);
+    note_reads(i, *c, own.view(next).q_seq_ids, false);
     i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
   });
 } catch (const std::bad_alloc&) {
@@ -448,7 +462,7 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   auto [own, n] = owned(tokens);
   record_op(impl, op, {n}, [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
     if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
-    note_reads(i, *c, own.view(next).q_seq_ids);
+    note_reads(i, *c, own.view(next).q_seq_ids, true);
     i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
   });
 } catch (const std::bad_alloc&) {

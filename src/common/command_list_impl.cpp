@@ -54,6 +54,13 @@ void CommandListImpl::note_read(KvCacheImpl& cache, std::size_t seq) {
   planned.push_back({&cache, seq, cache.changes, t.at});
 }
 
+void CommandListImpl::note_ring(KvCacheImpl& cache, std::size_t seq) {
+  Planned p{&cache, seq, cache.changes};
+  p.oldest = cache.oldest[seq];
+  p.read_at = cache.clock;
+  planned.push_back(p);
+}
+
 void CommandListImpl::make_room() {
   // The free list's entries (a read, a change), the touches and their log.
   if (planned.capacity() - planned.size() < 2) planned.reserve(2 * planned.size() + 2);
@@ -91,12 +98,27 @@ void CommandListImpl::check_planned(const char* op) const {
   for (const Planned& p : planned) {
     const KvCacheImpl& c = *p.cache;
     c.check_written(op);
+    if (p.oldest >= 0) {
+      // Moved by a change that has run since (a change outside lists, another list's
+      // append, or the list's own later one when it ran before): lists recorded later and
+      // not run yet, and the list's own later appends before it runs, move it after the op.
+      if (c.oldest[p.seq] != p.oldest && c.ran_at[p.seq] > p.read_at) {
+        throw InvalidArgument(op, "this",
+                              "a list whose attention over a cache with sinks and KvRope::on_read was planned with "
+                              "sequence " +
+                                  std::to_string(p.seq) + "'s ring starting at position " + std::to_string(p.oldest) + ", now " +
+                                  std::to_string(c.oldest[p.seq]) +
+                                  " (it rotates by places in the ring as they were; the sinks keep theirs)",
+                              "a list replayed with set_tokens, or recorded again, after the change");
+      }
+      continue;
+    }
     const bool sequence = p.seq < c.config.n_seqs, writes = p.last != 0;
     const std::string what = sequence ? "sequence " + std::to_string(p.seq) : std::string("free list of blocks");
     if (sequence && writes && c.changes != p.at && c.changed_at[p.seq] > p.at) {
       throw InvalidArgument(op, "this",
-                            "a list whose kv_append or kv_copy_sequence into " + what +
-                                " was recorded before that sequence's reset, truncate or restore_cache",
+                            std::string("a list whose kv_append or kv_copy_sequence ") + (p.writes ? "into " : "reading ") +
+                                what + " was recorded before that sequence's reset, truncate or restore_cache",
                             "a list recorded again, or replayed with set_tokens, after the change");
     }
     if (p.need > c.ran_at[p.seq]) {
@@ -110,7 +132,8 @@ void CommandListImpl::check_planned(const char* op) const {
       throw InvalidArgument(op, "this",
                             "a list that ran, submitted again after another list's kv_append or kv_copy_sequence "
                             "changed " +
-                                what + ", which its kv_append or kv_copy_sequence writes",
+                                what + ", which its kv_append or kv_copy_sequence " +
+                                (p.writes ? "writes" : "reads (a fork's source, or a block it shares that an append copies)"),
                             "a list replayed with set_tokens, or recorded again, after the change");
     }
   }

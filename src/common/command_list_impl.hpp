@@ -163,6 +163,10 @@ class CommandListImpl {
     std::uint64_t need = 0, first = 0, last = 0;
     bool ran = false;     // the list ran since this entry was planned
     bool writes = false;  // an op writes the sequence's rows (note_planned's |writes|)
+    // note_ring: the sequence's ring start (KvCacheImpl::oldest) and the cache's clock
+    // when an attention op rotating its keys on read was planned; -1: not such an entry.
+    std::int32_t oldest = -1;
+    std::uint64_t read_at = 0;
   };
   std::vector<Planned> planned, spare_planned;
   struct UnrunState {
@@ -174,6 +178,10 @@ class CommandListImpl {
   // run), not only reads them (a fork's source).
   void note_planned(KvCacheImpl& cache, std::size_t seq, bool writes = true);
   void note_read(KvCacheImpl& cache, std::size_t seq);
+  // An attention op over a cache with sinks that rotates its keys on read (KvRope::on_read)
+  // rotates by positions in the ring as it starts when the op is planned (the sinks keep
+  // theirs): check_planned refuses the list once the ring has moved under it.
+  void note_ring(KvCacheImpl& cache, std::size_t seq);
   // The changes an op noted, made as it is applied (Logged::applied): the sequences
   // note_planned named, and the free list where the op took (|took|) or returned (|freed|)
   // blocks. Room is made first (make_room), so that it cannot fail.
@@ -185,7 +193,9 @@ class CommandListImpl {
   // write rows, a paged cache's blocks, and slot-table words the cache no longer has for
   // them); its ops were planned after another list's changes that have not run (lists that
   // change a cache, or read what another changed, run in the order they were recorded); or
-  // it ran, and another list changed a sequence it writes since (it would write over them).
+  // it ran, and another list changed a sequence it writes since (it would write over them);
+  // or the ring of a sequence its attention rotates on read has moved since it was
+  // planned, by a change that has run.
   void check_planned(const char* op) const;
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them
