@@ -482,8 +482,8 @@ TEST_P(KvCacheErrors, BadArguments) {
   bad([&] { cache.truncate(0, 4); }, {"truncate: position = 4", "[0, next_position = 3]"});
   bad([&] { cache.truncate(1, -1); }, {"truncate: position = -1", "[0, next_position = 1]"});
   bad([&] { (void)cache.slot(-1); }, {"slot: position = -1"});
-  bad([&] { (void)empty_cache.config(); }, {"an empty KvCache"});
-  bad([&] { empty_cache.reset(0); }, {"an empty KvCache"});
+  bad([&] { (void)empty_cache.config(); }, {"config: this = an empty KvCache"});
+  bad([&] { empty_cache.reset(0); }, {"reset: this = an empty KvCache"});
 
   // Nothing recorded; the list and the cache still work.
   bad([&] { cmd.attn_scores(q, cache, scores, {.q_positions = P{2}}); }, {"tokens.q_seq_ids = empty", "n_seqs = 2"});

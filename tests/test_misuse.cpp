@@ -65,8 +65,11 @@ TEST_P(Misuse, MovedFromTensorAndCache) {
   Tensor k = b.tensor({1, 1, 8}, DType::f32), v = b.tensor({1, 1, 8}, DType::f32);
   expect_invalid([&] { cmd.kv_append(cache, k, v, std::vector<std::int32_t>{0}); },
                  {"kv_append: cache = an empty KvCache", "moved-from"});
-  expect_invalid([&] { (void)cache.next_position(0); }, {"kv_cache: this = an empty KvCache", "moved-from"});
-  expect_invalid([&] { cache.reset(0); }, {"an empty KvCache"});
+  expect_invalid([&] { (void)cache.next_position(0); }, {"next_position: this = an empty KvCache", "moved-from"});
+  expect_invalid([&] { cache.reset(0); }, {"reset: this = an empty KvCache"});
+  expect_invalid([&] { cache.truncate(0, 0); }, {"truncate: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.slot_positions(0); }, {"slot_positions: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.length(0); }, {"length: this = an empty KvCache"});
   cmd.kv_append(other, k, v, std::vector<std::int32_t>{0});
   cmd.submit_and_wait();
   EXPECT_EQ(other.next_position(0), 1);

@@ -339,19 +339,22 @@ namespace vkattn {
 KvCache::KvCache(std::shared_ptr<detail::KvCacheImpl> impl) : impl_(std::move(impl)) {}
 KvCache::~KvCache() = default;
 
-static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& impl) {
-  if (!impl) throw InvalidArgument("kv_cache", "this", detail::kEmptyCache, "a cache made by Backend::kv_cache");
+// |op|: the method called on an empty handle.
+static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& impl, const char* op) {
+  if (!impl) throw InvalidArgument(op, "this", detail::kEmptyCache, "a cache made by Backend::kv_cache");
   return *impl;
 }
 
 static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) { return c.check_seq(op, seq); }
 
-const KvCacheConfig& KvCache::config() const { return live(impl_).config; }
-std::size_t KvCache::bytes() const { return (live(impl_).k->words + (impl_->v ? impl_->v->words : 0)) * 4; }
-std::int32_t KvCache::next_position(std::size_t seq) const { return live(impl_).next[check_seq("next_position", *impl_, seq)]; }
+const KvCacheConfig& KvCache::config() const { return live(impl_, "config").config; }
+std::size_t KvCache::bytes() const { return (live(impl_, "bytes").k->words + (impl_->v ? impl_->v->words : 0)) * 4; }
+std::int32_t KvCache::next_position(std::size_t seq) const {
+  return live(impl_, "next_position").next[check_seq("next_position", *impl_, seq)];
+}
 
 std::size_t KvCache::length(std::size_t seq) const {
-  const auto& c = live(impl_);
+  const auto& c = live(impl_, "length");
   check_seq("length", c, seq);
   return static_cast<std::size_t>(std::count_if(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity),
                                                 c.slot_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * c.config.capacity),
@@ -359,7 +362,7 @@ std::size_t KvCache::length(std::size_t seq) const {
 }
 
 std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const try {
-  const auto& c = live(impl_);
+  const auto& c = live(impl_, "slot_positions");
   check_seq("slot_positions", c, seq);
   const auto begin = c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity);
   return {begin, begin + static_cast<std::ptrdiff_t>(c.config.capacity)};
@@ -369,7 +372,7 @@ std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const try {
 
 std::size_t KvCache::slot(std::int32_t position) const {
   if (position < 0) throw InvalidArgument("slot", "position", std::to_string(position), "[0, 2^31 - 1]");
-  return live(impl_).slot(position);
+  return live(impl_, "slot").slot(position);
 }
 
 namespace {
@@ -397,7 +400,7 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
 
 void KvCache::reset(std::size_t seq) try {
   detail::OpScope scope("reset");  // names the op in device errors and the log
-  auto& c = live(impl_);
+  auto& c = live(impl_, "reset");
   const detail::CacheInUse use(&c, "reset", "this");
   check_seq("reset", c, seq);
   change_and_publish(c, seq, [&] {
@@ -414,7 +417,7 @@ void KvCache::reset(std::size_t seq) try {
 
 void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   detail::OpScope scope("truncate");  // names the op in device errors and the log
-  auto& c = live(impl_);
+  auto& c = live(impl_, "truncate");
   const detail::CacheInUse use(&c, "truncate", "this");
   check_seq("truncate", c, seq);
   if (position < 0 || position > c.next[seq]) {
