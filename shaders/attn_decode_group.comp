@@ -239,7 +239,7 @@ void main() {
             [[unroll]] for (uint o = 1u; o < LANES; o <<= 1u) {
                 d += subgroupShuffleXor(d, o);
             }
-            d /= q_prescale() * k_prescale(V_FROM_K);  // a power of two (1 without VKATTN_PACKED_F16): exact
+            d /= qk_prescale(V_FROM_K);  // a power of two (1 without VKATTN_PACKED_F16): exact
             const float s = visible_score(d, tok, q_pos, kj_sh[b], k_pos, slope);
             // Online softmax one key at a time: the sums are rescaled only when the row's
             // maximum moves.

@@ -353,7 +353,7 @@ void main() {
         }
         [[unroll]] for (uint i = 0u; i < RB; ++i) {
             [[unroll]] for (uint j = 0u; j < KB; ++j) {
-                s[i][j] /= q_prescale() * k_prescale(V_FROM_K);  // a power of two: exact
+                s[i][j] /= qk_prescale(V_FROM_K);  // a power of two: exact
             }
         }
 #else

@@ -240,27 +240,36 @@ TEST_F(PackedF16VsCpu, NaNInKeysNoRowSeesStaysOut) {
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
 
-// Weights are at most 1, so a chain of 8 weighted V rows reaches f16's 65504 from |v| of
-// about 8192: equal scores (q = 0) over V near 9000, through both packed kernels (a chain
-// that overflows is summed again in f32; the group kernel's stages holding such values
-// take chains of one key), against the f32 reference. Both gave inf before.
-TEST_F(PackedF16VsCpu, LargeValuesDoNotOverflowTheChains) {
+// Runs |f|(gpu, group) through the tiled kernel, then the group kernel's packed variant,
+// each forced, and checks that the packed kernel ran, with no validation message.
+template <class F>
+void on_both_packed_kernels(F f) {
   for (const bool group : {false, true}) {
     SCOPED_TRACE(group ? "group kernel" : "tiled kernel");
     ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group,packed=1" : "kernel=tiled");
     Built built;
     auto gpu = make_backend(BackendKind::vulkan, packed_options(false, 1, built));
+    f(*gpu, group);
+    EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
+    EXPECT_TRUE(gpu->validation_messages().empty());
+  }
+}
+
+// Weights are at most 1, so a chain of 8 weighted V rows reaches f16's 65504 from |v| of
+// about 8192: equal scores (q = 0) over V near 9000, through both packed kernels (a chain
+// that overflows is summed again in f32; the group kernel's stages holding such values
+// take chains of one key), against the f32 reference. Both gave inf before.
+TEST_F(PackedF16VsCpu, LargeValuesDoNotOverflowTheChains) {
+  on_both_packed_kernels([&](Backend& gpu, bool group) {
     AttnInputs in = random_inputs(group ? 4 : 20, 8, 2, 48, 64, 1, 83);
     std::fill(in.q.begin(), in.q.end(), 0.0f);
     for (float& v : in.v) v = 9000.0f + 100.0f * v;
-    const std::vector<float> got = run_f16(*gpu, in);
+    const std::vector<float> got = run_f16(gpu, in);
     // One f16 ulp of the values (8 near 9000), no relative part: the outputs (means of
     // rows of V) spread only about 100 around 9000, and a chain of 8 keys lost moves a
     // mean by more (2.6 seen at most on lavapipe).
     EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, in), in.out_shape(), 8.0, 0.0));
-    EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
-    EXPECT_TRUE(gpu->validation_messages().empty());
-  }
+  });
 }
 
 // Under a small scale, queries and keys of a few thousand give moderate scores: here
@@ -270,17 +279,11 @@ TEST_F(PackedF16VsCpu, LargeValuesDoNotOverflowTheChains) {
 // scale's power of two (down to 2^-16 in all), and both match the oracle within the
 // packed bounds.
 TEST_F(PackedF16VsCpu, SmallScalesDoNotOverflowTheChains) {
-  for (const bool group : {false, true}) {
-    SCOPED_TRACE(group ? "group kernel" : "tiled kernel");
-    ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group,packed=1" : "kernel=tiled");
-    Built built;
-    auto gpu = make_backend(BackendKind::vulkan, packed_options(false, 1, built));
+  on_both_packed_kernels([&](Backend& gpu, bool group) {
     AttnInputs in = random_inputs(group ? 4 : 20, 8, 2, 48, 64, 1, 85, 0, 2000.0f);
     in.config.scale = 1.0f / (2000.0f * 2000.0f * 8.0f);
-    expect_f16_matches(*cpu_, in, run_f16(*gpu, in), group ? "group" : "tiled", kPackedChain);
-    EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
-    EXPECT_TRUE(gpu->validation_messages().empty());
-  }
+    expect_f16_matches(*cpu_, in, run_f16(gpu, in), group ? "group" : "tiled", kPackedChain);
+  });
 }
 
 // Prefill chunks over caches of every K/V dtype with GQA, through the tiled kernel and the

@@ -56,6 +56,14 @@ void share_first_block(Backend& b, KvCache& c) {
   ASSERT_EQ(c.block_table(1)[0], c.block_table(0)[0]);
 }
 
+// share_first_block, then a list recording sequence 1's position 1, which copies the block.
+CommandList copying_list(Backend& b, KvCache& c) {
+  share_first_block(b, c);
+  CommandList list = b.commands();
+  append(b, list, c, {1}, 1, 20);
+  return list;
+}
+
 // What a query at position 1 of sequence 1 reads.
 std::vector<float> attend(Backend& b, KvCache& c) {
   Tensor q = b.tensor({1, kHeads, kDim}, DType::f32), out = b.tensor({1, kHeads, kDim}, DType::f32);
@@ -76,9 +84,7 @@ TEST_F(KvCacheCopyOnWrite, ListThatCopiedIsRefusedAfterTheBlocksHolderChanged) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     SCOPED_TRACE(b->device_name());
     KvCache c = b->kv_cache(pool());
-    share_first_block(*b, c);
-    CommandList list = b->commands();
-    append(*b, list, c, {1}, 1, 20);
+    CommandList list = copying_list(*b, c);
     EXPECT_NE(c.block_table(1)[0], c.block_table(0)[0]) << "the append copies the shared block";
     list.submit_and_wait();
     const std::vector<float> once = attend(*b, c);
@@ -99,9 +105,7 @@ TEST_F(KvCacheCopyOnWrite, ListThatCopiesIsRefusedAfterTheHolderChangedBeforeItR
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     SCOPED_TRACE(b->device_name());
     KvCache c = b->kv_cache(pool());
-    share_first_block(*b, c);
-    CommandList list = b->commands();
-    append(*b, list, c, {1}, 1, 20);
+    CommandList list = copying_list(*b, c);
     c.truncate(0, 0);
     run_append(*b, c, {0}, 0, 40);
     expect_invalid([&] { list.submit_and_wait(); },
@@ -115,9 +119,7 @@ TEST_F(KvCacheCopyOnWrite, AnotherListsAppendToTheHolderRunsAfterTheCopy) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     SCOPED_TRACE(b->device_name());
     KvCache c = b->kv_cache(pool());
-    share_first_block(*b, c);
-    CommandList list = b->commands(), later = b->commands();
-    append(*b, list, c, {1}, 1, 20);
+    CommandList list = copying_list(*b, c), later = b->commands();
     append(*b, later, c, {4}, 0, 50);
     expect_invalid([&] { later.submit_and_wait(); }, {"submit_and_wait", "not run", "order they were recorded"});
     list.submit_and_wait();

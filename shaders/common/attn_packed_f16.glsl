@@ -28,6 +28,8 @@ float16_t to_sh(float x) { return float16_t(unpackHalf2x16(half_bits_rne(x)).x);
 float prescale_log2() { return pc.scale != 0.0 ? clamp(round(log2(abs(pc.scale))), -16.0, 0.0) : 0.0; }
 float q_prescale() { return exp2(max(prescale_log2(), -8.0)); }
 float k_prescale(bool v_from_k) { return v_from_k ? 1.0 : exp2(prescale_log2() - max(prescale_log2(), -8.0)); }
+// What a staged product carries: the scores divide it out.
+float qk_prescale(bool v_from_k) { return q_prescale() * k_prescale(v_from_k); }
 #else
 #define SH_VEC4 vec4
 #define SH_FLOAT float
@@ -35,6 +37,7 @@ vec4 to_sh4(vec4 x) { return x; }
 float to_sh(float x) { return x; }
 float q_prescale() { return 1.0; }
 float k_prescale(bool v_from_k) { return 1.0; }
+float qk_prescale(bool v_from_k) { return 1.0; }
 #endif
 
 #endif

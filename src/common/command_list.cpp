@@ -335,9 +335,7 @@ void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, s
     // runs: they count as read, as a fork's source does, so that a change of theirs before
     // the list runs, or runs again, is refused rather than copied into this sequence.
     for (std::size_t k = 0; k < plan.copies.size(); k += 2) {
-      for (std::size_t e = 0; e < c->table.size(); ++e) {
-        if (c->table[e] == plan.copies[k]) i.note_planned(*c, e / c->entries, false);
-      }
+      c->for_each_holder(plan.copies[k], [&](std::size_t holder) { i.note_planned(*c, holder, false); });
     }
     // Per token its slot, next and oldest; per block taken a table entry, its count, and
     // an old block's count and free-list entry; the free count.

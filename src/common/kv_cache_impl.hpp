@@ -74,6 +74,13 @@ class KvCacheImpl {
   std::uint32_t block_shift = 0;
   std::vector<std::int32_t> table, refs, free_list;
   std::int32_t free_count = 0;
+  // Calls |f| with each sequence whose table holds |block|.
+  template <class F>
+  void for_each_holder(std::int32_t block, F f) const {
+    for (std::size_t e = 0; e < table.size(); ++e) {
+      if (table[e] == block) f(e / entries);
+    }
+  }
   // The free list of a pool whose every block is free, as a new cache has it.
   static std::vector<std::int32_t> every_block_free(std::size_t n_blocks);
   // Each slot's row of K and V, n_seqs * capacity (-1: a paged sequence holds no block
