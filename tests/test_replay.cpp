@@ -195,6 +195,29 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
   }
 }
 
+// Ops over a one-sequence cache recorded without sequence ids take a replay's ids too:
+// ids naming another sequence are refused (by the append, then by the attention alone),
+// not dropped into sequence 0; ids of 0 are taken.
+TEST_F(VulkanVsCpuTest, ReplayChecksIdsOfOpsRecordedWithoutThem) {
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    Step s(*b, {.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 16});
+    CommandList cmd = b->commands();
+    s.upload(1);
+    s.record(cmd, {0, 1}, {}, AttentionPath::automatic);
+    cmd.submit_and_wait();
+    expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 7}); },
+                   {"kv_append", "seq_ids[1] = 7", "[0, n_seqs = 1)"});
+    EXPECT_EQ(s.cache.next_position(0), 2) << "the refused replay appended";
+    CommandList reads = b->commands();
+    reads.attention(s.q, s.cache, s.out, {.q_positions = std::vector<std::int32_t>{0, 1}});
+    expect_invalid([&] { reads.set_tokens(std::vector<std::int32_t>{0, 1}, std::vector<std::int32_t>{1, 0}); },
+                   {"attention", "tokens.q_seq_ids[0]", "1"});
+    cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 0});
+    cmd.submit_and_wait();
+    EXPECT_EQ(s.cache.next_position(0), 4);
+  }
+}
+
 // A list without token data, or whose ops take different numbers of tokens, has no tokens
 // to replace; n_tokens() says what set_tokens takes (0 for none, the most where they differ).
 TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {

@@ -83,10 +83,13 @@ struct OwnedTokens {
   explicit OwnedTokens(const AttentionTokens& t)
       : q_pos(copy_of(t.q_positions)), k_pos(copy_of(t.k_positions)), q_seq(copy_of(t.q_seq_ids)), k_seq(copy_of(t.k_seq_ids)) {}
   std::size_t n_replaced() const { return std::max(q_pos.size(), q_seq.size()); }
-  AttentionTokens view(const NextTokens* next) const {
+  // |over_cache|: an op over a cache, which takes a replay's ids also where it was recorded
+  // without (a one-sequence cache, where ids other than 0 are refused, not dropped).
+  AttentionTokens view(const NextTokens* next, bool over_cache = false) const {
     AttentionTokens t{q_pos, k_pos, q_seq, k_seq};
     if (next && !q_pos.empty()) t.q_positions = next->positions;
-    if (next && !q_seq.empty() && !next->seq_ids.empty()) t.q_seq_ids = next->seq_ids;
+    const bool takes_ids = !q_seq.empty() || (over_cache && !q_pos.empty());
+    if (next && takes_ids && !next->seq_ids.empty()) t.q_seq_ids = next->seq_ids;
     return t;
   }
 };
@@ -116,8 +119,11 @@ std::span<const std::int32_t> mrope_positions_of(const NextTokens* next, const I
 std::size_t rope_tokens(std::span<const std::int32_t> positions, const RopeConfig& config) {
   return config.mrope ? positions.size() / 3 : positions.size();
 }
+// A kv_append's sequence ids: a replay's where it gives them, also to an op recorded
+// without (a one-sequence cache), which then refuses ids naming another sequence rather
+// than appending to sequence 0.
 std::span<const std::int32_t> seq_ids_of(const NextTokens* next, const Ints& own) {
-  return next && !own.empty() && !next->seq_ids.empty() ? next->seq_ids : std::span<const std::int32_t>(own);
+  return next && !next->seq_ids.empty() ? next->seq_ids : std::span<const std::int32_t>(own);
 }
 
 const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner) {
@@ -401,8 +407,8 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
   record_op(impl, op, {n}, [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
-    if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
-    note_reads(i, *c, own.view(next).q_seq_ids, true);
+    if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next, true), tq->shape[0]);
+    note_reads(i, *c, own.view(next, true).q_seq_ids, true);
     i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
   });
 } catch (const std::bad_alloc&) {
@@ -419,8 +425,8 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
   auto [own, n] = owned(tokens);
   record_op(impl, op, {n}, [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
-    if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
-    note_reads(i, *c, own.view(next).q_seq_ids, false);
+    if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next, true));
+    note_reads(i, *c, own.view(next, true).q_seq_ids, false);
     i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
   });
 } catch (const std::bad_alloc&) {
@@ -459,8 +465,8 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
   record_op(impl, op, {n}, [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
-    if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
-    note_reads(i, *c, own.view(next).q_seq_ids, true);
+    if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next, true), tq->shape[0]);
+    note_reads(i, *c, own.view(next, true).q_seq_ids, true);
     i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
   });
 } catch (const std::bad_alloc&) {
