@@ -264,7 +264,8 @@ TEST_F(Interop, PagedKvCacheInTheEnginesBuffers) {
 
 // A decode step recorded once into the engine's command buffer, replayed with set_tokens
 // and resubmitted by the engine for every token (the ring wraps twice), against the CPU
-// backend recording each step afresh.
+// backend recording each step afresh; the replays count as run (the cache saves, and
+// outlives the list as it ran); stats count the one recording and its barriers.
 TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
@@ -303,6 +304,21 @@ TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
           << "token " << t << (extend ? ", an op recorded after the command buffer" : "");
     }
     EXPECT_EQ(cache.slot_positions(0), ref_cache.slot_positions(0));
+    const CommandStats stats = step.stats();
+    EXPECT_EQ(stats.encodings, 1u);  // one record, every replay patched in place
+    if (!extend) {
+      EXPECT_GT(stats.barriers, 0u);
+    }
+    // Each replay counted as run (the engine resubmits as it goes): the cache saves, and
+    // destroying the list puts nothing back.
+    EXPECT_FALSE(gpu->save_cache(cache).empty());
+    const std::int32_t next = cache.next_position(0);
+    { const CommandList gone = std::move(step); }
+    EXPECT_EQ(cache.next_position(0), next);
+    EXPECT_EQ(cache.slot_positions(0), ref_cache.slot_positions(0));
+    CommandList after = gpu->commands();
+    after.kv_append(cache, k, v, std::vector<std::int32_t>{next});
+    after.submit_and_wait();
   }
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }

@@ -205,13 +205,19 @@ TEST_F(VulkanVsCpuTest, ReplayChecksIdsOfOpsRecordedWithoutThem) {
     s.upload(1);
     s.record(cmd, {0, 1}, {}, AttentionPath::automatic);
     cmd.submit_and_wait();
-    expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 7}); },
-                   {"kv_append", "seq_ids[1] = 7", "[0, n_seqs = 1)"});
+    expect_invalid(
+        [&] {
+          cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 7});
+        },
+        {"kv_append", "seq_ids[1] = 7", "[0, n_seqs = 1)"});
     EXPECT_EQ(s.cache.next_position(0), 2) << "the refused replay appended";
     CommandList reads = b->commands();
     reads.attention(s.q, s.cache, s.out, {.q_positions = std::vector<std::int32_t>{0, 1}});
-    expect_invalid([&] { reads.set_tokens(std::vector<std::int32_t>{0, 1}, std::vector<std::int32_t>{1, 0}); },
-                   {"attention", "tokens.q_seq_ids[0]", "1"});
+    expect_invalid(
+        [&] {
+          reads.set_tokens(std::vector<std::int32_t>{0, 1}, std::vector<std::int32_t>{1, 0});
+        },
+        {"attention", "tokens.q_seq_ids[0]", "1"});
     cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 0});
     cmd.submit_and_wait();
     EXPECT_EQ(s.cache.next_position(0), 4);

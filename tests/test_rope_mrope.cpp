@@ -4,8 +4,8 @@
 // Hugging Face's apply_multimodal_rotary_pos_emb and apply_interleaved_mrope and ggml's
 // rope_multi section rule written out literally; text tokens (t = h = w) give plain RoPE
 // bit for bit; Vulkan against the CPU at any position, both pair layouts, partial rotary
-// and scaling; replay with three positions per token; the families' configurations over an
-// image's positions; what is refused.
+// and scaling; replay with three positions per token, and with the cache positions apart
+// after an image; the families' configurations over an image's positions; what is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -304,6 +304,67 @@ TEST_F(VulkanVsCpuTest, MRopeReplayTakesThreePositionsPerToken) {
   }
 }
 
+// After an image the cache positions (each token's index) are no longer t: Qwen2-VL's
+// 3 text tokens, a 2 x 3 image at t = 3 (indices 3-8), then text at rope position 6 and
+// index 9 on. A decode step replayed with set_tokens(index, {}, rope position) gives what
+// a list recorded afresh gives, step after step; the older form, handing t to kv_append,
+// is refused there.
+TEST_F(VulkanVsCpuTest, MRopeReplayAfterAnImageTakesTheIndicesApart) {
+  const RopeConfig rope{.base = 1e6, .mrope = MRope{.sections = {8, 12, 12}}};
+  std::vector<std::int32_t> prefill_thw = {0, 0, 0, 1, 1, 1, 2, 2, 2};
+  for (std::int32_t h = 0; h < 2; ++h) {
+    for (std::int32_t w = 0; w < 3; ++w) prefill_thw.insert(prefill_thw.end(), {3, 3 + h, 3 + w});
+  }
+  const std::vector<std::int32_t> prefill_index = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    KvCache replayed = b->kv_cache({.n_kv_heads = 2, .head_dim = 64, .capacity = 32});
+    KvCache fresh = b->kv_cache({.n_kv_heads = 2, .head_dim = 64, .capacity = 32});
+    for (KvCache* cache : {&replayed, &fresh}) {
+      Tensor q9 = b->tensor({9, 4, 64}, DType::f32), k9 = b->tensor({9, 2, 64}, DType::f32),
+             v9 = b->tensor({9, 2, 64}, DType::f32);
+      b->upload(k9, normal(9 * 2 * 64, 1));
+      b->upload(v9, normal(9 * 2 * 64, 2));
+      CommandList prefill = b->commands();
+      prefill.rope(q9, k9, prefill_thw, rope);
+      prefill.kv_append(*cache, k9, v9, prefill_index);
+      prefill.submit_and_wait();
+    }
+    Tensor q = b->tensor({1, 4, 64}, DType::f32), k = b->tensor({1, 2, 64}, DType::f32);
+    Tensor v = b->tensor({1, 2, 64}, DType::f32), out = b->tensor({1, 4, 64}, DType::f32);
+    auto record = [&](CommandList& cmd, KvCache& cache, std::int32_t p, std::int32_t index) {
+      cmd.rope(q, k, std::vector<std::int32_t>{p, p, p}, rope);
+      cmd.kv_append(cache, k, v, {&index, 1});
+      cmd.attention(q, cache, out, {.q_positions = {&index, 1}});
+    };
+    CommandList step = b->commands();
+    for (std::int32_t i = 0; i < 6; ++i) {
+      const std::int32_t p = 6 + i, index = 9 + i;
+      auto upload = [&] {
+        b->upload(q, normal(4 * 64, 40 + i));
+        b->upload(k, normal(2 * 64, 60 + i));
+        b->upload(v, normal(2 * 64, 80 + i));
+      };
+      upload();
+      if (i == 0) {
+        record(step, replayed, p, index);
+      } else if (i % 2) {
+        expect_invalid([&] { step.set_tokens(std::vector<std::int32_t>{p, p, p}); }, {"kv_append", "positions[0]"});
+        step.set_tokens({&index, 1}, {}, {&p, 1});  // one M-RoPE position: t = h = w
+      } else {
+        step.set_tokens({&index, 1}, {}, std::vector<std::int32_t>{p, p, p});
+      }
+      step.submit_and_wait();
+      const std::vector<float> got = b->download(out);
+      upload();
+      CommandList once = b->commands();
+      record(once, fresh, p, index);
+      once.submit_and_wait();
+      ASSERT_EQ(got, b->download(out)) << to_string(b->kind()) << ", step " << i;
+    }
+    EXPECT_EQ(replayed.next_position(0), 15);
+  }
+}
+
 TEST(MRopeErrors, BadInputIsRefused) {
   auto cpu = make_backend(BackendKind::cpu);
   Tensor x = cpu->tensor({2, 1, 16}, DType::f32);
@@ -325,9 +386,19 @@ TEST(MRopeErrors, BadInputIsRefused) {
   expect_invalid(
       [&] { cpu->kv_cache({.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .rope = KvRope::on_read, .rope_config = ok}); },
       {"config.rope_config.mrope", "KvRope::stored"});
+  // Three positions a token, or M-RoPE positions apart, on a list without an M-RoPE op
+  // would drop h and w: refused.
+  CommandList plain = cpu->commands();
+  plain.rope(x, one);
+  expect_invalid([&] { plain.set_tokens(three); }, {"positions.size()", "6 (t, h, w per token)", "no rope op with config.mrope"});
+  expect_invalid([&] { plain.set_tokens(one, {}, three); }, {"mrope_positions", "no rope op with config.mrope"});
   // A replay refuses a count that is neither n_tokens nor 3 x n_tokens.
   cmd.rope(x, three, ok);
   expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{1, 2, 3, 4}); }, {"positions.size()", "4", "3 x"});
+  expect_invalid([&] { cmd.set_tokens(three, {}, three); }, {"positions.size()", "6", "mrope_positions holds"});
+  expect_invalid([&] { cmd.set_tokens(one, {}, std::vector<std::int32_t>{1, 2, 3, 4}); }, {"mrope_positions.size()", "4", "3 x"});
+  expect_invalid([&] { cmd.set_tokens(one, {}, std::vector<std::int32_t>{1, 2, 3, 4, -5, 6}); }, {"mrope_positions[4]", "-5"});
+  cmd.set_tokens(one, {}, three);
 }
 
 }  // namespace

@@ -111,8 +111,9 @@ struct CommandStats {
   std::size_t submits = 0;                // submissions (submit() counts when it submits)
   std::size_t texel_reads = 0;            // inputs bound as uniform texel buffers (Vulkan; see
                                           // DeviceLimits::max_texel_buffer_elements); 0 on the CPU backend
-  std::size_t encodings = 0;              // times the ops were recorded into a command buffer (Vulkan; a
-                                          // set_tokens that changes only parameters keeps the last one)
+  std::size_t encodings = 0;              // times the ops were recorded into a command buffer, the list's
+                                          // own or a caller's (record) (Vulkan; a set_tokens that changes
+                                          // only parameters keeps the last one)
   std::vector<AttentionRun> attention{};  // each attention op, in recording order
 };
 
@@ -228,10 +229,10 @@ class VKATTN_API CommandList {
   // slot tables) are rewritten, so the same list stays valid until shapes change. What may
   // change between replays: the positions and sequence ids, and the contents of tensors
   // and caches. What may not: the number of tokens (every op of the list must take the
-  // same number; positions.size() must be it, or 3 x it for M-RoPE: (t, h, w) per token,
-  // which rope ops with config.mrope take whole and every other op as t; given one per
-  // token, M-RoPE ops take t = h = w, as text tokens have), shapes, which tensors and
-  // caches. Each op's
+  // same number; positions.size() must be it, or, for a list with a rope op of
+  // config.mrope, 3 x it: (t, h, w) per token, which M-RoPE ops take whole and every other
+  // op as t; given one per token, M-RoPE ops take t = h = w, as text tokens have), shapes,
+  // which tensors and caches. Each op's
   // checks run again: kv_append advances its cache's bookkeeping as when recorded, so
   // positions must continue each sequence (after reset or truncate, give positions that
   // continue it), after the tokens the list last had: replay a list once it has run, or
@@ -240,8 +241,16 @@ class VKATTN_API CommandList {
   // A list keeps every tensor and cache it records alive, also after their handles go.
   // set_tokens waits for the list's own pending submission; command buffers the list was
   // recorded into (record) read the rewritten parameters too, so they serve the next
-  // tokens as they are: call it only when none of them is pending (docs/interop.md).
+  // tokens as they are: call it only when none of them is pending, and such a replay
+  // counts as the list running, as record does (docs/interop.md).
   void set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids = {});
+  // The same, with M-RoPE ops taking |mrope_positions| ((t, h, w) per token, or one per
+  // token: t = h = w) and every other op |positions|, one per token: the cache positions
+  // once an image has made them differ from t (its patches share t; the text after it
+  // continues at the largest position + 1, short of the token's index). Empty
+  // |mrope_positions|: as the call above. 0.14.
+  void set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                  std::span<const std::int32_t> mrope_positions);
   // The number of tokens set_tokens takes: what the list's ops that take positions or
   // sequence ids were recorded with; 0 when none has. Where they took different numbers,
   // the largest (set_tokens then refuses the list).

@@ -476,11 +476,19 @@ VKATTN_API vkattn_status vkattn_command_list_wait(vkattn_command_list* list, uin
 
 /* Replay (CommandList::set_tokens): records the list's ops again for new tokens, each op
  * taking |positions| (n_positions = the list's number of tokens, which n_tokens gives (0.11;
- * 0: no op takes tokens), or three times it for lists of M-RoPE ops: t, h and w per token)
+ * 0: no op takes tokens), or three times it for lists with an M-RoPE op: t, h and w per
+ * token, every other op taking t)
  * and, where it took sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the
  * command buffer is kept and only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
                                                         const int32_t* seq_ids, size_t n_seq_ids);
+/* The same with M-RoPE positions apart (CommandList::set_tokens' third span): rope ops of
+ * an M-RoPE config take |mrope_positions| (t, h, w per token, or one per token: t = h = w),
+ * every other op |positions|, one per token (the cache positions, which an image makes
+ * differ from t). NULL/0: as vkattn_command_list_set_tokens. 0.14. */
+VKATTN_API vkattn_status vkattn_command_list_set_tokens_mrope(vkattn_command_list* list, const int32_t* positions,
+                                                              size_t n_positions, const int32_t* seq_ids, size_t n_seq_ids,
+                                                              const int32_t* mrope_positions, size_t n_mrope_positions);
 VKATTN_API vkattn_status vkattn_command_list_n_tokens(const vkattn_command_list* list, size_t* n_tokens);
 
 /* Asynchronous submission (CommandList::submit): returns at once with a handle to poll or

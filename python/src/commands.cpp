@@ -340,18 +340,21 @@ void bind_commands(py::module_& m) {
           "again): True once it has finished or when none runs, False on timeout.")
       .def(
           "set_tokens",
-          [](PyCommandList& cmd, py::handle positions, py::handle seq_ids) {
-            const std::vector<std::int32_t> p =
-                int32_list(positions, "set_tokens", "positions", Rows::either, cmd.get("set_tokens").n_tokens());
+          [](PyCommandList& cmd, py::handle positions, py::handle seq_ids, py::handle mrope_positions) {
+            const std::size_t n = cmd.get("set_tokens").n_tokens();
+            const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", Rows::either, n);
             const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
-            record(cmd, "set_tokens", [&](CommandList& l) { l.set_tokens(p, s); });
+            const std::vector<std::int32_t> m = int32_list(mrope_positions, "set_tokens", "mrope_positions", Rows::either, n);
+            record(cmd, "set_tokens", [&](CommandList& l) { l.set_tokens(p, s, m); });
           },
-          arg("positions"), arg("seq_ids") = py::none(),
+          arg("positions"), arg("seq_ids") = py::none(), arg("mrope_positions") = py::none(),
           "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
           "(and these sequence ids where it took some; None: each keeps its own). With M-RoPE ops,\n"
           "positions may be [n_tokens, 3] (t, h, w per token; the C++ call's flat 3 x n_tokens, t, h, w\n"
-          "per token, too): those take all three, every other op t. On Vulkan the command buffer is\n"
-          "kept and only parameters change. On an error nothing changes.")
+          "per token, too): those take all three, every other op t. Once an image has made the cache\n"
+          "positions differ from t, give them as positions (one per token) and the M-RoPE ones as\n"
+          "mrope_positions ([n_tokens, 3], or one per token: t = h = w). On Vulkan the command buffer\n"
+          "is kept and only parameters change. On an error nothing changes.")
       .def(
           "timings",
           [](PyCommandList& cmd) {

@@ -212,7 +212,8 @@ def test_masked_arrays_hide_nothing(cpu):
 
 def test_set_tokens_rows_of_three_are_one_token_each(backend):
     """[m, 3] is m tokens' (t, h, w): for a 3-token list, [1, 3] would flatten to three
-    positions, so it is refused rather than read as them."""
+    positions, so it is refused rather than read as them; a list without M-RoPE refuses
+    rows of three (h and w would be dropped) and takes t alone."""
     rng = np.random.default_rng(3)
     data = rng.standard_normal((3, 2, 8)).astype(np.float32)
     mrope = vkattn.MRope(sections=[1, 1, 2])
@@ -224,11 +225,16 @@ def test_set_tokens_rows_of_three_are_one_token_each(backend):
         with raises_invalid(r"set_tokens: positions\.shape = \(1, 3\); valid: \(3,\) or \(3, 3\)"):
             cmd.set_tokens(np.array([[6, 7, 8]]))
         rows = np.array([[5, 6, 7], [8, 9, 10], [11, 12, 13]], np.int32)
-        cmd.set_tokens(rows)
+        if kw:
+            cmd.set_tokens(rows)
+        else:
+            with raises_invalid(r"set_tokens: positions\.size\(\) = 9 \(t, h, w per token\).*no rope op with config\.mrope"):
+                cmd.set_tokens(rows)
+            cmd.set_tokens(rows[:, 0])
         x.upload(data)
         cmd.submit()
         want = backend.tensor(data)
-        with backend.commands() as ref:  # without mrope, every op takes t
+        with backend.commands() as ref:
             ref.rope(want, rows if kw else rows[:, 0], **kw)
         np.testing.assert_array_equal(x.numpy(), want.numpy())
     assert backend.commands().n_tokens == 0

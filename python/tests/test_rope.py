@@ -146,3 +146,22 @@ def test_mrope_replay_takes_three_positions_per_token(backend):
         step.submit()
         want = rope_mrope_hf(f64(Q[:1]), np.array(thw), thetas(D, 1e6), [6, 5, 5], True)
         assert_close(q.numpy(), want, 4e-6, 1e-6, f"replayed {thw}")
+
+
+def test_mrope_replay_takes_its_positions_apart(backend):
+    """set_tokens(positions, mrope_positions=...): the M-RoPE op takes mrope_positions
+    ([n_tokens, 3], or one per token: t = h = w), the list's other ops positions."""
+    mrope = vkattn.MRope(sections=[6, 5, 5])
+    q, k, v = backend.tensor(Q[:1]), backend.tensor(K[:1]), backend.tensor(K[:1])
+    cache = backend.kv_cache(n_kv_heads=KVH, head_dim=D, capacity=16)
+    step = backend.commands()
+    step.rope(q, k, np.zeros((1, 3), dtype=np.int32), mrope=mrope, base=1e6)
+    step.kv_append(cache, k, v, [0])
+    step.submit()
+    for index, thw, rows in ((1, [[3, 4, 5]], [[3, 4, 5]]), (2, [7], [[7, 7, 7]])):
+        q.upload(Q[:1])
+        step.set_tokens([index], mrope_positions=thw)
+        step.submit()
+        want = rope_mrope_hf(f64(Q[:1]), np.array(rows), thetas(D, 1e6), [6, 5, 5], False)
+        assert_close(q.numpy(), want, 4e-6, 1e-6, f"replayed {thw}")
+    assert cache.next_position(0) == 3  # the append took positions

@@ -78,6 +78,16 @@ vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const in
   });
 }
 
+vkattn_status vkattn_command_list_set_tokens_mrope(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
+                                                   const int32_t* seq_ids, size_t n_seq_ids, const int32_t* mrope_positions,
+                                                   size_t n_mrope_positions) {
+  const char* fn = "vkattn_command_list_set_tokens_mrope";
+  return guarded([&] {
+    list_of(fn, list).set_tokens(array(fn, "positions", positions, n_positions), array(fn, "seq_ids", seq_ids, n_seq_ids),
+                                 array(fn, "mrope_positions", mrope_positions, n_mrope_positions));
+  });
+}
+
 vkattn_status vkattn_command_list_n_tokens(const vkattn_command_list* list, size_t* n_tokens) {
   const char* fn = "vkattn_command_list_n_tokens";
   return guarded([&] { need(fn, "n_tokens", n_tokens) = need(fn, "list", list).impl.n_tokens(); });

@@ -180,6 +180,7 @@ void record_rope(CommandListImpl& impl, detail::TensorPtr x, detail::TensorPtr k
               if (next) detail::check_rope_positions(*x, k.get(), p, checked);
               i.record(detail::RopeCall{x, k, p, checked});
             });
+  impl.mrope_ops = impl.mrope_ops || config.mrope.has_value();
 }
 
 }  // namespace

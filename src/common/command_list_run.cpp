@@ -33,9 +33,11 @@ void prefetch(const void* p, std::size_t bytes) {
 
 // set_tokens' tokens, checked against the list: its ops all take the same number of
 // tokens; a position each, or three (M-RoPE's t, h, w: rope ops with config.mrope take
-// them, every other op the first, t, gathered into the list's t_positions); a sequence
-// id each, or none (each op keeps its own).
-NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) {
+// them, every other op the first, t, gathered into the list's t_positions); or a position
+// each and |mrope| apart, three a token or one (t = h = w, expanded into the list's
+// mrope_positions); a sequence id each, or none (each op keeps its own).
+NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                          std::span<const std::int32_t> mrope) {
   const char* op = "set_tokens";
   const std::size_t n_tokens = impl.most_tokens;
   if (n_tokens == 0) {
@@ -48,36 +50,60 @@ NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> p
         "a list whose ops take " + std::to_string(impl.fewest_tokens) + " and " + std::to_string(n_tokens) + " tokens",
         "ops that all take the same tokens");
   }
-  const bool three = positions.size() == 3 * n_tokens;
+  const bool three = mrope.empty() && positions.size() == 3 * n_tokens;
   if (positions.size() != n_tokens && !three) {
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()),
-                          "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)");
+                          mrope.empty()
+                              ? "the list's number of tokens, " + std::to_string(n_tokens) + ", or 3 x that (t, h, w per token)"
+                              : "the list's number of tokens, " + std::to_string(n_tokens) + " (mrope_positions holds t, h, w)");
   }
-  // Also values no op reads (h and w without M-RoPE, ids without a cache): none dropped.
+  if (!mrope.empty() && mrope.size() != n_tokens && mrope.size() != 3 * n_tokens) {
+    throw InvalidArgument(
+        op, "mrope_positions.size()", std::to_string(mrope.size()),
+        "0, the list's number of tokens, " + std::to_string(n_tokens) + " (t = h = w), or 3 x that (t, h, w per token)");
+  }
+  // Also values no op reads (ids without a cache): none dropped.
   detail::check_nonnegative(op, "positions", positions);
+  detail::check_nonnegative(op, "mrope_positions", mrope);
   detail::check_nonnegative(op, "seq_ids", seq_ids);
+  if ((three || !mrope.empty()) && !impl.mrope_ops) {  // h and w would be dropped
+    throw InvalidArgument(op, three ? "positions.size()" : "mrope_positions",
+                          three ? std::to_string(positions.size()) + " (t, h, w per token)" : "given",
+                          "one position per token: the list has no rope op with config.mrope");
+  }
   std::vector<std::int32_t>& t_positions = impl.t_positions;  // its memory kept from one replay to the next
   if (three) {
     t_positions.resize(n_tokens);
     for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];
   }
+  if (!mrope.empty() && mrope.size() == n_tokens) {
+    std::vector<std::int32_t>& thw = impl.mrope_positions;
+    thw.resize(3 * n_tokens);
+    for (std::size_t t = 0; t < n_tokens; ++t) thw[3 * t] = thw[3 * t + 1] = thw[3 * t + 2] = mrope[t];
+    mrope = thw;
+  }
   if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
                           "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
   }
-  return {three ? std::span<const std::int32_t>(t_positions) : positions, seq_ids,
-          three ? positions : std::span<const std::int32_t>{}};
+  if (three) return {t_positions, seq_ids, positions};
+  return {positions, seq_ids, mrope};
 }
 
 }  // namespace
 
-void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) try {
+void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids) {
+  set_tokens(positions, seq_ids, {});
+}
+
+void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
+                             std::span<const std::int32_t> mrope_positions) try {
   const char* op = "set_tokens";
   detail::OpScope scope(op);  // the ops' own scopes name them inside
   const InUse use(impl_.get(), op);
   auto& impl = *use;
   const detail::CachesInUse caches_use(impl.recorded_over, op);  // the recipes record over them again
-  const NextTokens next = checked_tokens(impl, positions, seq_ids);
+  const NextTokens next = checked_tokens(impl, positions, seq_ids, mrope_positions);
   // The caches' bookkeeping words the replay changes are logged in the list's log
   // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
   // the new tokens. Every cache's log (each cache the list advances has one) is started,
@@ -127,6 +153,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       impl.planned.clear();
       impl.pending.clear();  // left by an op that failed part way
       for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
+      if (impl.recorded_into_buffers) impl.check_planned(op);  // as record checks: it will run
       if (impl.end_replay()) break;
       restore_caches();
       patch = false;
@@ -138,6 +165,10 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     impl.planned.swap(impl.spare_planned);
     throw;
   }
+  // The caller's command buffers read the rewritten parameters and are submitted again as
+  // they are (docs/interop.md): the caches' bookkeeping counts the replay as run, or
+  // destroying the list would put back appends that ran, and later lists would wait on it.
+  if (impl.recorded_into_buffers) impl.ran();
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("set_tokens");
 }

@@ -446,6 +446,7 @@ void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions&
   const detail::CachesInUse caches_use(use->caches, "record");
   use->check_planned("record");
   use->submitting([&] { use->record_into(command_buffer, options); });
+  use->recorded_into_buffers = true;  // its replays count as running too (set_tokens)
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("record");
 }

@@ -234,7 +234,8 @@ class VulkanCommandList final : public CommandListImpl {
 
   std::vector<OpTiming> timings() const override { return timings_; }
   CommandStats stats() const override {
-    CommandStats s{ops_.size(), encoded_ ? encoded_->barriers : 0, submits_, 0, encodings_};
+    const Encoded* latest = encoded_ ? encoded_.get() : external_.get();  // the two record the same barriers
+    CommandStats s{ops_.size(), latest ? latest->barriers : 0, submits_, 0, encodings_};
     for (const Dispatch& d : ops_) {
       for (const Binding& b : d.bindings) s.texel_reads += b.texel ? 1 : 0;
       if (d.attention) s.attention.push_back(*d.attention);
@@ -532,6 +533,7 @@ class VulkanCommandList final : public CommandListImpl {
     const VkAccessFlags access =
         options.dst_access_mask ? options.dst_access_mask : VkAccessFlags{VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
     record_commands(*external_, ops_, static_cast<VkCommandBuffer>(command_buffer), options.entry_barrier, stage, access);
+    ++encodings_;
   }
 
   std::shared_ptr<Context> ctx_;

@@ -131,6 +131,38 @@ static void test_mrope(vkattn_backend* gpu, vkattn_backend* cpu) {
   free(x);
 }
 
+/* A replay with M-RoPE positions apart (0.14's vkattn_command_list_set_tokens_mrope): the
+ * rope op takes them, bit for bit as a list recorded with them; t given for them on a list
+ * without M-RoPE is refused. */
+static void test_mrope_replay(vkattn_backend* gpu) {
+  enum { T = 3, H = 2, D = 16 };
+  const int32_t thw[3 * T] = {5, 5, 5, 9, 10, 11, 12, 300, 7}, index[T] = {20, 21, 22}, first[3 * T] = {0};
+  float* x = random_values(T * H * D, 10);
+  vkattn_rope_config config;
+  OK(vkattn_rope_config_init(&config, sizeof config));
+  config.mrope_sections[0] = 2, config.mrope_sections[1] = 3, config.mrope_sections[2] = 3;
+  float* want = roped(gpu, T, H, D, x, thw, 3 * T, &config);
+  vkattn_tensor* t = filled(gpu, T, H, D, VKATTN_DTYPE_F32, x);
+  vkattn_command_list* list = NULL;
+  OK(vkattn_command_list_create(gpu, NULL, &list));
+  OK(vkattn_cmd_rope(list, t, first, 3 * T, &config));
+  OK(vkattn_command_list_set_tokens_mrope(list, index, T, NULL, 0, thw, 3 * T));
+  OK(vkattn_submit_and_wait(list));
+  float* got = download(gpu, t, T * H * D);
+  CHECK(max_diff(got, want, T * H * D) == 0.0);
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "mrope_positions.size() = 2",
+                vkattn_command_list_set_tokens_mrope(list, index, T, NULL, 0, thw, 2));
+  vkattn_command_list* plain = NULL;
+  OK(vkattn_command_list_create(gpu, NULL, &plain));
+  OK(vkattn_cmd_rope(plain, t, index, T, NULL));
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "no rope op with config.mrope",
+                vkattn_command_list_set_tokens_mrope(plain, index, T, NULL, 0, thw, 3 * T));
+  vkattn_command_list_destroy(plain);
+  vkattn_command_list_destroy(list);
+  vkattn_tensor_destroy(t);
+  free(got), free(want), free(x);
+}
+
 /* RoPE on a slice (0.4's rotary_offset): DeepSeek's MLA key, the last 64 of 576 dims;
  * Vulkan against the CPU, the first 512 dims untouched, the slice rotated. An older
  * header's struct (0.2's size: no M-RoPE, no offset) still works with the defaults, and
@@ -557,6 +589,7 @@ int main(void) {
   test_limits(gpu, cpu);
   test_rope(gpu, cpu);
   test_mrope(gpu, cpu);
+  test_mrope_replay(gpu);
   test_rope_slice(gpu, cpu);
   test_attention(gpu, cpu);
   test_raw(gpu, cpu);
