@@ -195,32 +195,42 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
   }
 }
 
-// Ops over a one-sequence cache recorded without sequence ids take a replay's ids too:
-// ids naming another sequence are refused (by the append, then by the attention alone),
-// not dropped into sequence 0; ids of 0 are taken.
-TEST_F(VulkanVsCpuTest, ReplayChecksIdsOfOpsRecordedWithoutThem) {
+// Sequence ids given to a list none of whose ops took any would be dropped (the tokens
+// appended to sequence 0 of a one-sequence cache, whatever they name): refused, and
+// nothing changes. Where some op took them, an op recorded without keeps its own (a
+// one-sequence cache beside one of several sequences).
+TEST_F(VulkanVsCpuTest, ReplayRefusesIdsNoOpTook) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     Step s(*b, {.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 16});
     CommandList cmd = b->commands();
     s.upload(1);
     s.record(cmd, {0, 1}, {}, AttentionPath::automatic);
     cmd.submit_and_wait();
-    expect_invalid(
-        [&] {
-          cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 7});
-        },
-        {"kv_append", "seq_ids[1] = 7", "[0, n_seqs = 1)"});
-    EXPECT_EQ(s.cache.next_position(0), 2) << "the refused replay appended";
-    CommandList reads = b->commands();
-    reads.attention(s.q, s.cache, s.out, {.q_positions = std::vector<std::int32_t>{0, 1}});
-    expect_invalid(
-        [&] {
-          reads.set_tokens(std::vector<std::int32_t>{0, 1}, std::vector<std::int32_t>{1, 0});
-        },
-        {"attention", "tokens.q_seq_ids[0]", "1"});
-    cmd.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{0, 0});
+    for (const std::vector<std::int32_t>& ids : {std::vector<std::int32_t>{0, 7}, std::vector<std::int32_t>{0, 0}}) {
+      expect_invalid(
+          [&] {
+            cmd.set_tokens(std::vector<std::int32_t>{2, 3}, ids);
+          },
+          {"set_tokens", "seq_ids = given", "no op of the list was recorded with sequence ids"});
+    }
+    EXPECT_EQ(s.cache.next_position(0), 2) << "a refused replay appended";
+    cmd.set_tokens(std::vector<std::int32_t>{2, 3});
     cmd.submit_and_wait();
     EXPECT_EQ(s.cache.next_position(0), 4);
+    Step two(*b, {.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 16});
+    KvCache one = b->kv_cache({.n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = 16});
+    CommandList first = b->commands();
+    first.kv_append(two.cache, two.k, two.v, std::vector<std::int32_t>{0, 1}, std::vector<std::int32_t>{1, 1});
+    first.submit_and_wait();
+    CommandList both = b->commands();
+    two.record(both, {0, 1}, {0, 0}, AttentionPath::automatic);
+    both.kv_append(one, two.k, two.v, std::vector<std::int32_t>{0, 1});
+    both.submit_and_wait();
+    both.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{1, 1});
+    both.submit_and_wait();
+    EXPECT_EQ(two.cache.next_position(0), 2);
+    EXPECT_EQ(two.cache.next_position(1), 4);
+    EXPECT_EQ(one.next_position(0), 4);
   }
 }
 
@@ -241,8 +251,8 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {
     mixed.copy(two, other);
     EXPECT_EQ(mixed.n_tokens(), 2u);
     expect_invalid([&] { mixed.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "take 1 and 2 tokens"});
-    // Values no op of the list reads (h and w with no M-RoPE op, ids with no cache) are
-    // refused as an op would refuse them, not dropped.
+    // Values no op of the list reads (h and w with no M-RoPE op, ids no op took) are
+    // refused, not dropped.
     CommandList plain = b->commands();
     plain.rope(two, std::vector<std::int32_t>{0, 1});
     expect_invalid(
@@ -255,7 +265,12 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {
           plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{-1, 0});
         },
         {"set_tokens", "seq_ids[0]", "-1"});
-    plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{1, 0});
+    expect_invalid(
+        [&] {
+          plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{1, 0});
+        },
+        {"set_tokens", "seq_ids = given"});
+    plain.set_tokens(std::vector<std::int32_t>{2, 3});
   }
 }
 

@@ -241,8 +241,9 @@ class VKATTN_API CommandList {
   // A list keeps every tensor and cache it records alive, also after their handles go.
   // set_tokens waits for the list's own pending submission; command buffers the list was
   // recorded into (record) read the rewritten parameters too, so they serve the next
-  // tokens as they are: call it only when none of them is pending, and such a replay
-  // counts as the list running, as record does (docs/interop.md).
+  // tokens as they are: call it only when none of them is pending; such a replay counts
+  // as the list running, as record does (see record; docs/interop.md). Sequence ids given
+  // to a list none of whose ops took any are refused (they would be dropped).
   void set_tokens(std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids = {});
   // The same, with M-RoPE ops taking |mrope_positions| ((t, h, w) per token, or one per
   // token: t = h = w) and every other op |positions|, one per token: the cache positions
@@ -272,7 +273,9 @@ class VKATTN_API CommandList {
   // submission of a command buffer it was recorded into has completed. A list may be
   // recorded into several command buffers and again after more ops are recorded; each
   // recording runs every op recorded so far (kv_append included: a cache's bookkeeping
-  // advanced when the op was recorded, so run a list with kv_append once). Throws
+  // advanced when the op was recorded, so run a list with kv_append once). A record counts
+  // as the list running, and so do its replays (set_tokens) while the command buffer holds
+  // every op that changes a cache and no submit of the list's own came after it. Throws
   // InvalidArgument on a backend not made on a caller's device, or with timestamps on.
   void record(VkCommandBuffer_T* command_buffer, const RecordOptions& options = {});
 

@@ -229,7 +229,8 @@ typedef struct vkattn_device_info {
 } vkattn_device_info;
 
 /* Every Vulkan device, with the one that would be chosen with |options| (optional) marked.
- * VKATTN_ERROR_NO_DEVICE only when Vulkan itself is unavailable; the list may be empty. */
+ * Fails only when Vulkan itself is unavailable: VKATTN_ERROR_UNSUPPORTED without a loader,
+ * VKATTN_ERROR_NO_DEVICE without a driver (or a Vulkan 1.0 loader); the list may be empty. */
 VKATTN_API vkattn_status vkattn_list_devices(const vkattn_device_options* options, vkattn_device_list** list);
 VKATTN_API vkattn_status vkattn_device_list_count(const vkattn_device_list* list, size_t* count);
 /* Writes the first |info_size| bytes of device |index|'s vkattn_device_info (pass sizeof). */
@@ -478,7 +479,8 @@ VKATTN_API vkattn_status vkattn_command_list_wait(vkattn_command_list* list, uin
  * taking |positions| (n_positions = the list's number of tokens, which n_tokens gives (0.11;
  * 0: no op takes tokens), or three times it for lists with an M-RoPE op: t, h and w per
  * token, every other op taking t)
- * and, where it took sequence ids, |seq_ids| (NULL/0: each op keeps its own). On Vulkan the
+ * and, where it took sequence ids, |seq_ids| (NULL/0: each op keeps its own; given to a list
+ * none of whose ops took any: refused). On Vulkan the
  * command buffer is kept and only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
                                                         const int32_t* seq_ids, size_t n_seq_ids);

@@ -95,7 +95,9 @@ VKATTN_API vkattn_status vkattn_record_options_init(vkattn_record_options* optio
 
 /* Records the list's dispatches into |command_buffer| (CommandList::record): in the
  * recording state, of the backend's device; the application submits it. The list must
- * outlive every submission of it. |options| optional. */
+ * outlive every submission of it. It counts as the list running, and so do the list's
+ * replays (vkattn_command_list_set_tokens) while the command buffer holds every op that
+ * changes a cache and no vkattn_submit of the list came after. |options| optional. */
 VKATTN_API vkattn_status vkattn_cmd_record(vkattn_command_list* list, VkCommandBuffer command_buffer,
                                            const vkattn_record_options* options);
 

@@ -349,7 +349,8 @@ void bind_commands(py::module_& m) {
           },
           arg("positions"), arg("seq_ids") = py::none(), arg("mrope_positions") = py::none(),
           "Replay: records the list's ops again for the next tokens, each op taking these positions\n"
-          "(and these sequence ids where it took some; None: each keeps its own). With M-RoPE ops,\n"
+          "(and these sequence ids where it took some; None: each keeps its own; refused where no op\n"
+          "took any). With M-RoPE ops,\n"
           "positions may be [n_tokens, 3] (t, h, w per token; the C++ call's flat 3 x n_tokens, t, h, w\n"
           "per token, too): those take all three, every other op t. Once an image has made the cache\n"
           "positions differ from t, give them as positions (one per token) and the M-RoPE ones as\n"

@@ -30,11 +30,14 @@ using detail::InUse;
 
 Ints copy_of(std::span<const std::int32_t> s) { return Ints(s.begin(), s.end()); }
 
-// What a recipe takes: |n_tokens| > 0 when it takes token data; the cache it advances.
+// What a recipe takes: |n_tokens| > 0 when it takes token data; the cache it advances;
+// whether it took sequence ids (a replay's replace them).
 struct Takes {
-  Takes(std::size_t n = 0, std::shared_ptr<detail::KvCacheImpl> c = nullptr) : n_tokens(n), cache(std::move(c)) {}
+  Takes(std::size_t n = 0, std::shared_ptr<detail::KvCacheImpl> c = nullptr, bool i = false)
+      : n_tokens(n), cache(std::move(c)), ids(i) {}
   std::size_t n_tokens;
   std::shared_ptr<detail::KvCacheImpl> cache;
+  bool ids;
 };
 
 template <class F>
@@ -49,7 +52,7 @@ struct RunOf final : detail::Recipe::Run {
 template <class F>
 void record_op(CommandListImpl& impl, const char* op, Takes takes, F f) {
   detail::OpScope scope(op);  // names the op in device errors (an intermediate past a limit)
-  auto& [n_tokens, cache] = takes;
+  auto& [n_tokens, cache, ids] = takes;
   auto run = std::make_unique<RunOf<F>>(std::move(f));
   // A recorded op always has its recipe: room for it first (doubling, as push_back would).
   if (impl.recipes.size() == impl.recipes.capacity()) impl.recipes.reserve(std::max<std::size_t>(8, 2 * impl.recipes.size()));
@@ -70,6 +73,7 @@ void record_op(CommandListImpl& impl, const char* op, Takes takes, F f) {
     throw;
   }
   impl.recipes.push_back({std::move(run), sizeof(RunOf<F>), n_tokens, std::move(cache)});
+  impl.ids_ops = impl.ids_ops || ids;
   if (n_tokens != 0) {
     impl.fewest_tokens = std::min(impl.fewest_tokens, n_tokens);
     impl.most_tokens = std::max(impl.most_tokens, n_tokens);
@@ -83,13 +87,10 @@ struct OwnedTokens {
   explicit OwnedTokens(const AttentionTokens& t)
       : q_pos(copy_of(t.q_positions)), k_pos(copy_of(t.k_positions)), q_seq(copy_of(t.q_seq_ids)), k_seq(copy_of(t.k_seq_ids)) {}
   std::size_t n_replaced() const { return std::max(q_pos.size(), q_seq.size()); }
-  // |over_cache|: an op over a cache, which takes a replay's ids also where it was recorded
-  // without (a one-sequence cache, where ids other than 0 are refused, not dropped).
-  AttentionTokens view(const NextTokens* next, bool over_cache = false) const {
+  AttentionTokens view(const NextTokens* next) const {
     AttentionTokens t{q_pos, k_pos, q_seq, k_seq};
     if (next && !q_pos.empty()) t.q_positions = next->positions;
-    const bool takes_ids = !q_seq.empty() || (over_cache && !q_pos.empty());
-    if (next && takes_ids && !next->seq_ids.empty()) t.q_seq_ids = next->seq_ids;
+    if (next && !q_seq.empty() && !next->seq_ids.empty()) t.q_seq_ids = next->seq_ids;
     return t;
   }
 };
@@ -119,11 +120,8 @@ std::span<const std::int32_t> mrope_positions_of(const NextTokens* next, const I
 std::size_t rope_tokens(std::span<const std::int32_t> positions, const RopeConfig& config) {
   return config.mrope ? positions.size() / 3 : positions.size();
 }
-// A kv_append's sequence ids: a replay's where it gives them, also to an op recorded
-// without (a one-sequence cache), which then refuses ids naming another sequence rather
-// than appending to sequence 0.
 std::span<const std::int32_t> seq_ids_of(const NextTokens* next, const Ints& own) {
-  return next && !next->seq_ids.empty() ? next->seq_ids : std::span<const std::int32_t>(own);
+  return next && !own.empty() && !next->seq_ids.empty() ? next->seq_ids : std::span<const std::int32_t>(own);
 }
 
 const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner) {
@@ -215,10 +213,11 @@ void CommandList::attn_scores(const Tensor& q, const Tensor& k, Tensor& scores, 
   detail::ScoresParams params = detail::check_attn_scores(*tq, *tk, *ts, tm.get(), tokens, config);  // before copying
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
-  record_op(impl, op, {n}, [tq, tk, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
-    if (next) detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
-    i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
-  });
+  record_op(impl, op, {n, nullptr, !tokens.q_seq_ids.empty()},
+            [tq, tk, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
+              if (next) detail::check_attn_tokens("attn_scores", params, own.view(next), tq->shape[0], tk->shape[0]);
+              i.record(detail::ScoresCall{tq, {tk, nullptr, nullptr}, ts, tm, params});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
 }
@@ -351,7 +350,7 @@ void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, s
     c->apply_append(p, s, plan);
     logged.applied();
   };
-  record_op(impl, op, {positions.size(), c}, std::move(run));
+  record_op(impl, op, {positions.size(), c, !seq_ids.empty()}, std::move(run));
 }
 
 }  // namespace
@@ -407,11 +406,12 @@ void CommandList::attn_scores(const Tensor& q, const KvCache& cache, Tensor& sco
   detail::ScoresParams params = detail::check_attn_scores_cache(*tq, *c, *ts, tm.get(), tokens, config);  // before copying
   detail::check_no_sinks(config);
   auto [own, n] = owned(tokens);
-  record_op(impl, op, {n}, [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
-    if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next, true), tq->shape[0]);
-    note_reads(i, *c, own.view(next, true).q_seq_ids, true);
-    i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
-  });
+  record_op(impl, op, {n, nullptr, !tokens.q_seq_ids.empty()},
+            [c, tq, ts, tm, own = std::move(own), params = std::move(params)](auto& i, auto next) mutable {
+              if (next) detail::check_attn_cache_tokens("attn_scores", params, *c, own.view(next), tq->shape[0]);
+              note_reads(i, *c, own.view(next).q_seq_ids, true);
+              i.record(detail::ScoresCall{tq, {nullptr, nullptr, c}, ts, tm, params});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_scores");
 }
@@ -425,11 +425,12 @@ void CommandList::attn_weighted_sum(const Tensor& probs, const KvCache& cache, T
   const auto& to = detail::check_tensor(op, "out", out, impl.owner());
   Ints q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, tokens);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, op, {n}, [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
-    if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next, true));
-    note_reads(i, *c, own.view(next, true).q_seq_ids, false);
-    i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
-  });
+  record_op(impl, op, {n, nullptr, !tokens.q_seq_ids.empty()},
+            [c, tp, to, own = std::move(own), q_seq = std::move(q_seq)](auto& i, auto next) mutable {
+              if (next) q_seq = detail::check_attn_weighted_sum_cache(*tp, *c, *to, own.view(next));
+              note_reads(i, *c, own.view(next).q_seq_ids, false);
+              i.record(detail::WeightedSumCall{tp, {nullptr, nullptr, c}, to, q_seq});
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attn_weighted_sum");
 }
@@ -446,10 +447,11 @@ void CommandList::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention(*tq, *tk, *tv, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, op, {n}, [tq, tk, tv, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
-    if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
-    i.record(attention_call(tq, {tk, tv, nullptr}, to, tm, a));
-  });
+  record_op(impl, op, {n, nullptr, !tokens.q_seq_ids.empty()},
+            [tq, tk, tv, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
+              if (next) detail::check_attn_tokens("attention", a.scores, own.view(next), tq->shape[0], tk->shape[0]);
+              i.record(attention_call(tq, {tk, tv, nullptr}, to, tm, a));
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
 }
@@ -465,11 +467,12 @@ void CommandList::attention(const Tensor& q, const KvCache& cache, Tensor& out, 
   auto tm = optional_tensor(op, "mask", mask, impl.owner());
   detail::AttentionArgs a = detail::check_attention_cache(*tq, *c, *to, tm.get(), tokens, config);  // before copying
   auto [own, n] = owned(tokens);
-  record_op(impl, op, {n}, [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
-    if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next, true), tq->shape[0]);
-    note_reads(i, *c, own.view(next, true).q_seq_ids, true);
-    i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
-  });
+  record_op(impl, op, {n, nullptr, !tokens.q_seq_ids.empty()},
+            [c, tq, to, tm, own = std::move(own), a = std::move(a)](auto& i, auto next) mutable {
+              if (next) detail::check_attn_cache_tokens("attention", a.scores, *c, own.view(next), tq->shape[0]);
+              note_reads(i, *c, own.view(next).q_seq_ids, true);
+              i.record(attention_call(tq, {nullptr, nullptr, c}, to, tm, a));
+            });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("attention");
 }

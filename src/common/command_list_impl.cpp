@@ -114,16 +114,17 @@ void CommandListImpl::check_planned(const char* op) const {
       continue;
     }
     const bool sequence = p.seq < c.config.n_seqs, writes = p.last != 0;
-    const std::string what = sequence ? "sequence " + std::to_string(p.seq) : std::string("free list of blocks");
+    // Built only for a message: every submission and replay checks each entry.
+    const auto what = [&] { return sequence ? "sequence " + std::to_string(p.seq) : std::string("free list of blocks"); };
     if (sequence && writes && c.changes != p.at && c.changed_at[p.seq] > p.at) {
       throw InvalidArgument(op, "this",
                             std::string("a list whose kv_append or kv_copy_sequence ") + (p.writes ? "into " : "reading ") +
-                                what + " was recorded before that sequence's reset, truncate or restore_cache",
+                                what() + " was recorded before that sequence's reset, truncate or restore_cache",
                             "a list recorded again, or replayed with set_tokens, after the change");
     }
     if (p.need > c.ran_at[p.seq]) {
       throw InvalidArgument(op, "this",
-                            std::string("a list whose ops on a ") + (sequence ? "cache's " : "paged cache's ") + what +
+                            std::string("a list whose ops on a ") + (sequence ? "cache's " : "paged cache's ") + what() +
                                 " were recorded after another list's kv_append or kv_copy_sequence there, which has "
                                 "not run",
                             "the lists submitted in the order they were recorded");
@@ -132,7 +133,7 @@ void CommandListImpl::check_planned(const char* op) const {
       throw InvalidArgument(op, "this",
                             "a list that ran, submitted again after another list's kv_append or kv_copy_sequence "
                             "changed " +
-                                what + ", which its kv_append or kv_copy_sequence " +
+                                what() + ", which its kv_append or kv_copy_sequence " +
                                 (p.writes ? "writes" : "reads (a fork's source, or a block it shares that an append copies)"),
                             "a list replayed with set_tokens, or recorded again, after the change");
     }

@@ -150,9 +150,12 @@ class CommandListImpl {
   std::vector<std::int32_t> t_positions;      // set_tokens: the t of each token given (t, h, w)
   std::vector<std::int32_t> mrope_positions;  // set_tokens: (p, p, p) for M-RoPE positions given one per token
   bool mrope_ops = false;                     // a rope op of config.mrope was recorded
-  // Recorded into a caller's command buffer (CommandList::record), which the caller submits
-  // again after each set_tokens: a replay counts as the list running, as a record does.
-  bool recorded_into_buffers = false;
+  bool ids_ops = false;                       // an op took sequence ids
+  // The recipes in the caller's command buffers (CommandList::record) while their
+  // recording was the list's last run: the caller submits them again after each
+  // set_tokens, so a replay counts as the list running, as a record does; 0 after the
+  // list's own submission, which the replays then wait for.
+  std::size_t recorded_recipes = 0;
   // The sequences the list's appends and forks change (and a paged cache's free list,
   // index n_seqs, where they return blocks to it), each with its cache's change count when
   // the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe), the

@@ -66,10 +66,17 @@ NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> p
   detail::check_nonnegative(op, "positions", positions);
   detail::check_nonnegative(op, "mrope_positions", mrope);
   detail::check_nonnegative(op, "seq_ids", seq_ids);
-  if ((three || !mrope.empty()) && !impl.mrope_ops) {  // h and w would be dropped
-    throw InvalidArgument(op, three ? "positions.size()" : "mrope_positions",
-                          three ? std::to_string(positions.size()) + " (t, h, w per token)" : "given",
+  if (three && !impl.mrope_ops) {  // h and w would be dropped
+    throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()) + " (t, h, w per token)",
                           "one position per token: the list has no rope op with config.mrope");
+  }
+  if (!mrope.empty() && !impl.mrope_ops) {
+    throw InvalidArgument(op, "mrope_positions", "given", "none: the list has no rope op with config.mrope");
+  }
+  if (!seq_ids.empty() && !impl.ids_ops) {  // they would be dropped
+    throw InvalidArgument(op, "seq_ids", "given",
+                          "none: no op of the list was recorded with sequence ids (each keeps its own: sequence 0 of "
+                          "a one-sequence cache)");
   }
   std::vector<std::int32_t>& t_positions = impl.t_positions;  // its memory kept from one replay to the next
   if (three) {
@@ -145,6 +152,12 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   for (const detail::Recipe& r : impl.recipes) prefetch(r.run.get(), r.run_bytes);
   for (const auto& c : impl.caches) prefetch(c.get(), sizeof(detail::KvCacheImpl));
   prefetch(impl.logs.data(), impl.logs.size() * sizeof(CommandListImpl::CacheLog));
+  // Ops recorded after the last record are in no command buffer of the caller's: a list
+  // whose later ops advance a cache runs when it is submitted or recorded again.
+  bool counts_as_run = impl.recorded_recipes != 0;
+  for (std::size_t r = impl.recorded_recipes; counts_as_run && r < impl.recipes.size(); ++r) {
+    counts_as_run = impl.recipes[r].cache == nullptr;
+  }
   bool patch = true;
   impl.begin_replay(patch);
   impl.spare_planned.swap(impl.planned);  // planned again by the recipes
@@ -153,7 +166,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       impl.planned.clear();
       impl.pending.clear();  // left by an op that failed part way
       for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
-      if (impl.recorded_into_buffers) impl.check_planned(op);  // as record checks: it will run
+      if (counts_as_run) impl.check_planned(op);  // as record checks: it will run
       if (impl.end_replay()) break;
       restore_caches();
       patch = false;
@@ -168,7 +181,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   // The caller's command buffers read the rewritten parameters and are submitted again as
   // they are (docs/interop.md): the caches' bookkeeping counts the replay as run, or
   // destroying the list would put back appends that ran, and later lists would wait on it.
-  if (impl.recorded_into_buffers) impl.ran();
+  if (counts_as_run) impl.ran();
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("set_tokens");
 }
@@ -178,6 +191,7 @@ void CommandList::submit_and_wait() try {
   auto& impl = *use;
   const detail::CachesInUse caches_use(impl.caches, "submit_and_wait");
   impl.check_planned("submit_and_wait");
+  impl.recorded_recipes = 0;  // its replays are the list's own to submit from here
   impl.submitting([&] { impl.submit_and_wait(); });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit_and_wait");

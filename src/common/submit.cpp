@@ -34,6 +34,7 @@ Submitted CommandList::submit() try {
   const detail::InUse use(impl_.get(), "submit");
   const detail::CachesInUse caches_use(use->caches, "submit");
   use->check_planned("submit");
+  use->recorded_recipes = 0;  // its replays are the list's own to submit from here
   return Submitted(use->submitting([&] { return use->submit(nullptr); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");

@@ -432,6 +432,7 @@ Submitted CommandList::submit(const SubmitSemaphores& semaphores) try {
   }
   const detail::CachesInUse caches_use(use->caches, "submit");
   use->check_planned("submit");
+  use->recorded_recipes = 0;  // its replays are the list's own to submit from here
   return Submitted(use->submitting([&] { return use->submit(&sync); }));
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("submit");
@@ -446,7 +447,7 @@ void CommandList::record(VkCommandBuffer_T* command_buffer, const RecordOptions&
   const detail::CachesInUse caches_use(use->caches, "record");
   use->check_planned("record");
   use->submitting([&] { use->record_into(command_buffer, options); });
-  use->recorded_into_buffers = true;  // its replays count as running too (set_tokens)
+  use->recorded_recipes = use->recipes.size();  // its replays count as running too (set_tokens)
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("record");
 }
