@@ -60,5 +60,5 @@ void main() {
         denom += load_partial_1(ml + 1u) * w;
         sum += load_partial_1(s * pc.n_rows * pc.head_dim + i) * w;  // consecutive i, consecutive words
     }
-    out_[i] = denom > 0.0 ? sum / denom : 0.0;
+    out_[i] = denom > 0.0 || isnan(denom) ? sum / denom : 0.0;  // no visible key: zeros; NaN stays
 }

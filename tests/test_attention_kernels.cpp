@@ -4,6 +4,8 @@
 // APIs (tests/c_api/test_c_api.c, python/tests/test_api.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -238,6 +240,48 @@ TEST_F(VulkanVsCpuTest, F16ProductsSayWhatRan) {
   EXPECT_EQ(runs[0].kernel, AttentionKernel::matrix_standin);
   EXPECT_EQ(runs[0].precision, AttentionPrecision::f16_products);
   expect_no_validation_messages(*standin);
+}
+
+// A NaN among one split's keys (a NaN key element: NaN scores for the heads reading that
+// KV head) reaches those heads' outputs as NaN on every kernel, as with one split and on
+// the CPU backend, not dropped with the split as one that saw no key (zeros, or the other
+// splits' values); the other heads are untouched.
+TEST_F(VulkanVsCpuTest, ANaNInOneSplitReachesTheOutput) {
+  if (limits_capped_by_environment()) GTEST_SKIP() << "VKATTN_CAP_LIMITS replaces the limits these choices are made for";
+  const auto with_nan = [](AttnInputs in) {
+    in.k[(5 * in.kv_heads + 0) * in.head_dim + 3] = std::numeric_limits<float>::quiet_NaN();  // key 5, KV head 0
+    return in;
+  };
+  const AttnInputs decode = with_nan(decode_inputs()), prefill = with_nan(random_inputs(16, 8, 2, 2000, 64, 1, 14, 0));
+  AttnInputs three = decode, lane = decode;
+  three.config.path = AttentionPath::three_stages;
+  lane.config.path = AttentionPath::fused;
+  struct Case {
+    const char* what;
+    std::shared_ptr<Backend> backend;
+    AttnInputs in;
+  };
+  const std::vector<Case> cases = {
+      {"the CPU backend", cpu_, decode},
+      {"decode", gpu_shape(), decode},
+      {"group", gpu_shape("kernel=group"), decode},
+      {"lane per key", cpu_shape(), lane},
+      {"three stages", cpu_shape(), three},
+      {"tiled", gpu_shape("", "kernel=tiled", false), prefill},
+  };
+  for (const Case& c : cases) {
+    ASSERT_TRUE(c.backend) << c.what;
+    CommandStats stats;
+    const std::vector<float> out = run_attention_op(*c.backend, c.in, &stats);
+    const std::size_t row = c.in.head_dim, group = c.in.heads / c.in.kv_heads;
+    std::size_t wrong = 0, first = out.size();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const bool reads_the_nan = (i / row) % c.in.heads < group;
+      if (std::isnan(out[i]) != reads_the_nan && wrong++ == 0) first = i;
+    }
+    EXPECT_EQ(wrong, 0u) << c.what << " (" << to_string(stats.attention.at(0).kernel) << ", " << stats.attention.at(0).splits
+                         << " splits): out[" << first << "] = " << (first < out.size() ? out[first] : 0.0f);
+  }
 }
 
 }  // namespace

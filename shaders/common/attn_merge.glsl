@@ -32,6 +32,13 @@ shared float merge_l[MERGE_MAX_PAIRS];
 shared float merge_row_max[ROWS];
 shared float merge_row_den[ROWS];
 
+// A split that saw a visible key: l > 0, or NaN (a NaN score, inf x 0 among its keys),
+// which must reach the output as NaN, as it does with one split, not drop out as a split
+// that saw none.
+bool saw_keys(float l) {
+    return l > 0.0 || isnan(l);
+}
+
 void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
     const uint S = pc.key_splits, n_all = pc.n_tokens * pc.n_heads;
     const uint d4 = (pc.v_head_dim + 3u) / 4u;
@@ -45,7 +52,7 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
     if (lid < n_rows) {
         float m_all = NEG_MAX;  // exp(m_s - m_all) stays finite
         for (uint s = 0u; s < S; ++s) {
-            if (merge_l[lid * S + s] > 0.0) {
+            if (saw_keys(merge_l[lid * S + s])) {
                 m_all = max(m_all, merge_m[lid * S + s]);
             }
         }
@@ -58,7 +65,7 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
         float den = pc.has_sinks != 0u ? exp(sink - m_all) : 0.0;
         for (uint s = 0u; s < S; ++s) {
             const float l = merge_l[lid * S + s];
-            den += l > 0.0 ? l * exp(merge_m[lid * S + s] - m_all) : 0.0;
+            den += saw_keys(l) ? l * exp(merge_m[lid * S + s] - m_all) : 0.0;
         }
         merge_row_max[lid] = m_all;
         merge_row_den[lid] = den;
@@ -66,7 +73,7 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
     barrier();
     for (uint i = lid; i < n_rows * S; i += WG) {
         const uint r = i / S;
-        merge_m[i] = merge_l[i] > 0.0 ? exp(merge_m[i] - merge_row_max[r]) : 0.0;
+        merge_m[i] = saw_keys(merge_l[i]) ? exp(merge_m[i] - merge_row_max[r]) : 0.0;
     }
     barrier();
     for (uint i = lid; i < n_rows * d4; i += WG) {
@@ -88,7 +95,7 @@ void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {
             }
         }
         const float den = merge_row_den[r];
-        const float scale = den > 0.0 ? 1.0 / den : 0.0;  // no visible key: zeros
+        const float scale = saw_keys(den) ? 1.0 / den : 0.0;  // no visible key: zeros
         [[unroll]] for (uint k = 0u; k < 4u; ++k) {
             if (4u * c + k < pc.v_head_dim) {
                 out_[row * pc.v_head_dim + 4u * c + k] = acc[k] * scale;
