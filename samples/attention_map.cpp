@@ -6,6 +6,7 @@
 //                   rotated by vkattn's rope op (the RoFormer paper's long-term decay).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
     if (layer < 0 || layer >= ck.config.n_layers)
       throw std::invalid_argument("--layer = " + std::to_string(layer) + "; valid: [0, " + std::to_string(ck.config.n_layers) +
                                   ")");
+    std::filesystem::create_directories(out_dir);  // before the model runs, so that a bad one fails first
     auto backend = vkattn::make_backend(kind);
     llama2c::Model model(ck, *backend);
     const figures::AttentionMap map = figures::collect_attention(model, tok, tok.encode(prompt, true, false), layer);

@@ -72,9 +72,10 @@ int main(int argc, char** argv) {
     std::printf("vkattn %s\n", vkattn::version());
     return 0;
   }
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: vkattn-info [--version]\n");
-    return 2;
+  const bool help = argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
+  if (argc > 1) {  // asked for, the usage is the answer; otherwise a mistake
+    std::fprintf(help ? stdout : stderr, "usage: vkattn-info [--version]\n");
+    return help ? 0 : 2;
   }
   try {
     const auto devices = vkattn::list_devices();

@@ -394,9 +394,10 @@ struct DeviceInfo {
   std::string matrix_note;
 };
 
-// Enumerates Vulkan devices and marks the one that would be chosen. Throws
-// Error(no_device) only when Vulkan itself is unavailable; an empty or all-rejected list
-// is returned as is.
+// Enumerates Vulkan devices and marks the one that would be chosen. Throws only when
+// Vulkan itself is unavailable: Error(unsupported) without a loader, Error(no_device)
+// without a driver (or a Vulkan 1.0 loader); an empty or all-rejected list is returned as
+// is.
 VKATTN_API std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
 
 }  // namespace vkattn

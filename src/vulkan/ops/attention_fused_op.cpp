@@ -311,7 +311,7 @@ Dispatches choose_sparse(OpEnv& env, const AttentionCall& call) {
   const std::uint64_t n_tokens = call.q->shape[0], n_keys = key_source(call.kv, false).n_keys;
   if (n_tokens * n_keys * 4 > ctx.limits.max_storage_buffer_range) {
     throw Error(ErrorCode::unsupported,
-                "attention: a key list over " + std::to_string(n_keys) + " keys for " + std::to_string(n_tokens) +
+                "a key list over " + std::to_string(n_keys) + " keys for " + std::to_string(n_tokens) +
                     " tokens takes mask rows of " + std::to_string(n_tokens * n_keys * 4) +
                     " bytes on kernels that read every key, past maxStorageBufferRange = " +
                     std::to_string(ctx.limits.max_storage_buffer_range) + ": attend in smaller chunks",
