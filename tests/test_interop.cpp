@@ -323,58 +323,6 @@ TEST_F(Interop, ReplayedStepReusesTheEnginesCommandBuffer) {
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
-// A replay counts as run only while the caller's command buffer holds every op that
-// changes a cache and its recording was the list's last run: not after a
-// kv_copy_sequence recorded past the record (in no command buffer), nor after the list's own submission
-// (the replays are then the list's to submit), until it is recorded again.
-TEST_F(Interop, ReplaysCountAsRunWhileTheCallersBufferHoldsThem) {
-  Engine& e = engine();
-  auto gpu = make_backend(external(e), interop_options());
-  const KvCacheConfig config{.n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity};
-  KvCache cache = gpu->kv_cache(config),
-          later = gpu->kv_cache({.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity});
-  Tensor k = gpu->tensor({1, kKvHeads, kHeadDim}, DType::f32), v = gpu->tensor({1, kKvHeads, kHeadDim}, DType::f32);
-  gpu->upload(k, normal(kKvHeads * kHeadDim, 1));
-  gpu->upload(v, normal(kKvHeads * kHeadDim, 2));
-  const auto saves = [&](const KvCache& c) {
-    try {
-      return !gpu->save_cache(c).empty();
-    } catch (const InvalidArgument&) {
-      return false;  // "... a command list that has not run"
-    }
-  };
-  CommandList step = gpu->commands();
-  step.kv_append(cache, k, v, std::vector<std::int32_t>{0});
-  VkCommandBuffer cb = e.begin();
-  step.record(cb);
-  e.submit_and_wait(cb);
-  step.set_tokens(std::vector<std::int32_t>{1});
-  e.resubmit_and_wait(cb);
-  EXPECT_TRUE(saves(cache));
-  CommandList prefill = gpu->commands();
-  prefill.kv_append(later, k, v, std::vector<std::int32_t>{0}, std::vector<std::int32_t>{0});
-  prefill.submit_and_wait();
-  step.kv_copy_sequence(later, 0, 1);  // in no command buffer
-  step.set_tokens(std::vector<std::int32_t>{2});
-  EXPECT_FALSE(saves(later));
-  step.submit_and_wait();
-  EXPECT_TRUE(saves(later));
-  VkCommandBuffer both = e.begin();
-  step.record(both);
-  e.submit_and_wait(both);  // the ops at 2 again, as the contract says of a record
-  step.set_tokens(std::vector<std::int32_t>{3});
-  e.resubmit_and_wait(both);
-  EXPECT_TRUE(saves(cache) && saves(later));
-  step.submit_and_wait();  // the list's own run (the ops at 3 again): its replays are its own
-  step.set_tokens(std::vector<std::int32_t>{4});
-  EXPECT_FALSE(saves(cache));
-  step.submit_and_wait();
-  { const CommandList gone = std::move(step); }  // puts back nothing
-  EXPECT_EQ(cache.next_position(0), 5);
-  EXPECT_EQ(later.next_position(1), 1);
-  EXPECT_TRUE(new_validation_messages(*gpu).empty());
-}
-
 // DeviceOptions::cap_limits' device_local_bytes holds on the caller's device too: 4 MiB
 // tensors of vkattn's own until the 64 MiB cap refuses one, naming it.
 TEST_F(Interop, MemoryIsCountedAgainstTheCap) {
