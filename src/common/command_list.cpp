@@ -106,13 +106,15 @@ std::span<const std::int32_t> positions_of(const NextTokens* next, const Ints& o
   return next ? next->positions : std::span<const std::int32_t>(own);
 }
 
-// An M-RoPE op's three positions per token: a replay's (t = h = w for a replay that gave
-// one per token, as text tokens have), else its own. |scratch| holds the expanded ones.
+// An M-RoPE op's three positions per token: a replay's M-RoPE positions, else its
+// positions (t = h = w where one a token came, as text tokens have), else its own.
+// |scratch| holds the expanded ones.
 std::span<const std::int32_t> mrope_positions_of(const NextTokens* next, const Ints& own, Ints& scratch) {
   if (!next) return own;
-  if (!next->mrope_positions.empty()) return next->mrope_positions;
+  const auto given = next->mrope_positions.empty() ? next->positions : next->mrope_positions;
+  if (given.size() != next->positions.size()) return given;  // three a token
   scratch.clear();
-  for (std::int32_t p : next->positions) scratch.insert(scratch.end(), {p, p, p});
+  for (std::int32_t p : given) scratch.insert(scratch.end(), {p, p, p});
   return scratch;
 }
 

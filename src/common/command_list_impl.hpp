@@ -147,10 +147,9 @@ class CommandListImpl {
     }
   }
   void undo_unrun() noexcept;
-  std::vector<std::int32_t> t_positions;      // set_tokens: the t of each token given (t, h, w)
-  std::vector<std::int32_t> mrope_positions;  // set_tokens: (p, p, p) for M-RoPE positions given one per token
-  bool mrope_ops = false;                     // a rope op of config.mrope was recorded
-  bool ids_ops = false;                       // an op took sequence ids
+  std::vector<std::int32_t> t_positions;  // set_tokens: the t of each token given (t, h, w)
+  bool mrope_ops = false;                 // a rope op of config.mrope was recorded
+  bool ids_ops = false;                   // an op took sequence ids
   // The recipes in the caller's command buffers (CommandList::record) while their
   // recording was the list's last run: the caller submits them again after each
   // set_tokens, so a replay counts as the list running, as a record does; 0 after the

@@ -34,8 +34,8 @@ void prefetch(const void* p, std::size_t bytes) {
 // set_tokens' tokens, checked against the list: its ops all take the same number of
 // tokens; a position each, or three (M-RoPE's t, h, w: rope ops with config.mrope take
 // them, every other op the first, t, gathered into the list's t_positions); or a position
-// each and |mrope| apart, three a token or one (t = h = w, expanded into the list's
-// mrope_positions); a sequence id each, or none (each op keeps its own).
+// each and |mrope| apart, three a token or one (t = h = w: mrope_positions_of expands
+// them); a sequence id each, or none (each op keeps its own).
 NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> positions, std::span<const std::int32_t> seq_ids,
                           std::span<const std::int32_t> mrope) {
   const char* op = "set_tokens";
@@ -82,12 +82,6 @@ NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> p
   if (three) {
     t_positions.resize(n_tokens);
     for (std::size_t t = 0; t < n_tokens; ++t) t_positions[t] = positions[3 * t];
-  }
-  if (!mrope.empty() && mrope.size() == n_tokens) {
-    std::vector<std::int32_t>& thw = impl.mrope_positions;
-    thw.resize(3 * n_tokens);
-    for (std::size_t t = 0; t < n_tokens; ++t) thw[3 * t] = thw[3 * t + 1] = thw[3 * t + 2] = mrope[t];
-    mrope = thw;
   }
   if (!seq_ids.empty() && seq_ids.size() != n_tokens) {
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
