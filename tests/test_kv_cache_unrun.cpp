@@ -1,5 +1,5 @@
-// KV cache and command lists: a list destroyed before it ran (KvCacheUnrun), and the order
-// lists run in (KvCacheOrder, below). A cache's host bookkeeping advances
+// KV cache and command lists: a list destroyed before it ran (the order lists run in:
+// test_kv_cache_order.cpp). A cache's host bookkeeping advances
 // when kv_append or kv_copy_sequence is recorded, the device's when the list runs; an
 // engine whose step fails to record (an op refused) drops the list. Where no later change
 // builds on the dropped ops, the list puts the bookkeeping back (ring and paged caches,
@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "support/backends.hpp"
+#include "support/cache_steps.hpp"
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/random.hpp"
@@ -19,71 +20,7 @@
 namespace vkattn::test {
 namespace {
 
-constexpr std::size_t kHeads = 4, kKvHeads = 2, kDim = 16;
-
-KvCacheConfig ring(std::size_t capacity, std::size_t n_seqs = 1) {
-  return {.n_seqs = n_seqs, .n_kv_heads = kKvHeads, .head_dim = kDim, .capacity = capacity, .dtype = DType::f32};
-}
-KvCacheConfig paged(std::size_t capacity, std::size_t n_blocks, std::size_t n_seqs = 1) {
-  KvCacheConfig c = ring(capacity, n_seqs);
-  c.paged = true;
-  c.block_size = 2;
-  c.n_blocks = n_blocks;
-  return c;
-}
-
-// One backend's step: append |n| tokens of sequence |seq| from |first| on and attend.
-struct Step {
-  Backend& b;
-  KvCache& cache;
-  std::int32_t first;
-  std::size_t n, seq = 0;
-  std::uint32_t seed = 1;
-
-  std::vector<std::int32_t> positions() const {
-    std::vector<std::int32_t> p(n);
-    for (std::size_t t = 0; t < n; ++t) p[t] = first + static_cast<std::int32_t>(t);
-    return p;
-  }
-  Tensor input(std::size_t heads, std::uint32_t salt) const {
-    Tensor t = b.tensor({n, heads, kDim}, DType::f32);
-    b.upload(t, normal(n * heads * kDim, seed * 97 + salt + static_cast<std::uint32_t>(first)));
-    return t;
-  }
-  // Records the step into |list|; |bad_out| makes attention refuse after kv_append.
-  void record(CommandList& list, Tensor& out, bool bad_out = false) const {
-    const auto p = positions();
-    const std::vector<std::int32_t> s(n, static_cast<std::int32_t>(seq));
-    Tensor q = input(kHeads, 1), k = input(kKvHeads, 2), v = input(kKvHeads, 3);
-    list.kv_append(cache, k, v, p, s);
-    Tensor wrong = b.tensor({n, kHeads, kDim + 1}, DType::f32);
-    list.attention(q, cache, bad_out ? wrong : out, {.q_positions = p, .q_seq_ids = s});
-  }
-  std::vector<float> run() const {
-    CommandList list = b.commands();
-    Tensor out = b.tensor({n, kHeads, kDim}, DType::f32);
-    record(list, out);
-    list.submit_and_wait();
-    return b.download(out);
-  }
-  void drop_refused() const {
-    CommandList list = b.commands();
-    Tensor out = b.tensor({n, kHeads, kDim}, DType::f32);
-    EXPECT_THROW(record(list, out, true), InvalidArgument);
-  }
-};
-
-// A list with |step| recorded and not run (destroyed by resetting the optional).
-std::optional<CommandList> recorded(const Step& step, Tensor& out) {
-  std::optional<CommandList> list(step.b.commands());
-  step.record(*list, out);
-  return list;
-}
-
-std::vector<std::int32_t> slots(const KvCache& c, std::size_t seq = 0) {
-  const auto s = c.slot_positions(seq);
-  return {s.begin(), s.end()};
-}
+using namespace cache_steps;
 
 using KvCacheUnrun = VulkanVsCpuTest;
 
@@ -399,172 +336,6 @@ TEST_F(KvCacheUnrun, EachCacheIsJudgedOnItsOwn) {
   expect_invalid([&] { (void)b.save_cache(y); }, {"save_cache", "sequence 0"});
   y.reset(0);
   EXPECT_NO_THROW((void)b.save_cache(y));  // only a's sequence of y
-}
-
-// The order lists run in. A list's appends and forks are planned on the host when
-// recorded, on the cache as every list recorded before left it; on the device they take
-// effect when the list runs. So a list may not run before the lists whose changes its ops
-// were planned on (nor read what they wrote), and a list that ran may not run again once
-// another list changed a sequence it writes (a fork would have it write into blocks it now
-// shares). Both were accepted before, and Vulkan then disagreed with the host silently.
-using KvCacheOrder = VulkanVsCpuTest;
-
-// A list that ran, submitted again after a fork from or into the sequence it appends to.
-TEST_F(KvCacheOrder, ListThatRanIsRefusedAfterAnotherChangedItsSequence) {
-  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
-    for (Backend* b : {gpu_.get(), cpu_.get()}) {
-      for (const auto& [appended, src, dst] : {std::tuple{0, 0, 1}, std::tuple{1, 0, 1}}) {
-        KvCache c = b->kv_cache(config);
-        Step{*b, c, 0, 4, 0}.run();
-        CommandList list = b->commands();
-        Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
-        Step{*b, c, appended == 0 ? 4 : 0, 1, static_cast<std::size_t>(appended)}.record(list, out);
-        list.submit_and_wait();
-        list.submit_and_wait();  // nothing changed since: it may run again
-        CommandList fork = b->commands();
-        fork.kv_copy_sequence(c, static_cast<std::size_t>(src), static_cast<std::size_t>(dst));
-        fork.submit_and_wait();
-        expect_invalid([&] { list.submit_and_wait(); },
-                       {"submit_and_wait", "ran", ("sequence " + std::to_string(appended)).c_str(), "set_tokens"});
-        list.set_tokens(std::vector<std::int32_t>{c.next_position(static_cast<std::size_t>(appended))});
-        EXPECT_NO_THROW(list.submit_and_wait());  // replayed: planned on the cache as it is
-      }
-    }
-  }
-}
-
-// Attention reads the cache as it is when its list runs, on both backends (the CPU backend
-// read it as it was when the op was recorded): recorded before a reset, it reads the empty
-// sequence, not the old keys nor, paged, the block another sequence took since; run again
-// after another list's append, it reads the new key too.
-TEST_F(KvCacheOrder, AttentionReadsTheCacheAsItIsWhenTheListRuns) {
-  for (const KvCacheConfig& config : {ring(8, 3), paged(8, 2, 3)}) {
-    std::vector<std::vector<float>> got;
-    for (Backend* b : {gpu_.get(), cpu_.get()}) {
-      KvCache c = b->kv_cache(config);
-      Tensor q = b->tensor({1, kHeads, kDim}, DType::f32), out = b->tensor({1, kHeads, kDim}, DType::f32);
-      b->upload(q, normal(kHeads * kDim, 7));
-      const auto reader = [&](std::int32_t position, std::int32_t seq) {
-        CommandList list = b->commands();
-        list.attention(q, c, out, {.q_positions = {&position, 1}, .q_seq_ids = {&seq, 1}});
-        return list;
-      };
-      Step{*b, c, 0, 2, 1}.run();
-      CommandList before_reset = reader(1, 1);
-      c.reset(1);
-      Step{*b, c, 0, 2, 2}.run();  // paged: the block sequence 1 gave back
-      before_reset.submit_and_wait();
-      EXPECT_EQ(b->download(out), std::vector<float>(kHeads * kDim, 0.0f)) << "an empty sequence";
-      CommandList again = reader(5, 2);
-      again.submit_and_wait();
-      const std::vector<float> two_keys = b->download(out);
-      Step{*b, c, 2, 1, 2}.run();
-      again.submit_and_wait();
-      got.push_back(b->download(out));
-      EXPECT_NE(got.back(), two_keys);
-      reader(5, 2).submit_and_wait();
-      EXPECT_EQ(b->download(out), got.back()) << "a list recorded now";
-    }
-    EXPECT_TRUE(all_close(got[0], got[1], {1, kHeads, kDim}, 1e-5, 1e-5));
-  }
-}
-
-// A fork (and an attention op) recorded after another list's append to its sequence may
-// not run before that list; in the recorded order both run and match the CPU.
-TEST_F(KvCacheOrder, ListsRunInTheOrderTheyWereRecorded) {
-  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
-    KvCache g = gpu_->kv_cache(config), c = cpu_->kv_cache(config);
-    std::vector<std::vector<float>> got;
-    for (auto [b, cache] : {std::pair{gpu_.get(), &g}, std::pair{cpu_.get(), &c}}) {
-      Step{*b, *cache, 0, 5, 0}.run();
-      Tensor out = b->tensor({1, kHeads, kDim}, DType::f32), read = b->tensor({1, kHeads, kDim}, DType::f32);
-      CommandList append = b->commands(), fork = b->commands(), attend = b->commands();
-      Step{*b, *cache, 5, 1, 0}.record(append, out);
-      fork.kv_copy_sequence(*cache, 0, 1);
-      const Step after{*b, *cache, 6, 1, 1, 7};
-      after.record(fork, read);
-      Tensor q = after.input(kHeads, 1);
-      const std::vector<std::int32_t> p{5}, s{0};
-      attend.attention(q, *cache, out, {.q_positions = p, .q_seq_ids = s});
-      expect_invalid([&] { fork.submit_and_wait(); }, {"submit_and_wait", "sequence 0", "not run", "order"});
-      expect_invalid([&] { attend.submit_and_wait(); }, {"submit_and_wait", "sequence 0", "not run"});
-      append.submit_and_wait();
-      fork.submit_and_wait();
-      attend.submit_and_wait();
-      got.push_back(b->download(read));
-      got.push_back(b->download(out));
-    }
-    EXPECT_TRUE(all_close(got[0], got[2], {1, kHeads, kDim}, 1e-5, 1e-5)) << "the fork's step";
-    EXPECT_TRUE(all_close(got[1], got[3], {1, kHeads, kDim}, 1e-5, 1e-5)) << "attention over sequence 0";
-  }
-}
-
-// Two lists whose ops on one sequence interleave: neither order is right, both refused.
-TEST_F(KvCacheOrder, InterleavedListsAreBothRefused) {
-  Backend& b = *cpu_;
-  KvCache c = b.kv_cache(ring(8));
-  Tensor out = b.tensor({1, kHeads, kDim}, DType::f32);
-  CommandList x = b.commands(), y = b.commands();
-  Step{b, c, 0, 1}.record(x, out);
-  Step{b, c, 1, 1}.record(y, out);
-  Step{b, c, 2, 1}.record(x, out);
-  expect_invalid([&] { x.submit_and_wait(); }, {"submit_and_wait", "sequence 0", "not run"});
-  expect_invalid([&] { y.submit_and_wait(); }, {"submit_and_wait", "sequence 0", "not run"});
-}
-
-// A paged cache's blocks: a list that takes blocks another list returned to the pool (a
-// fork over a sequence that held some) runs after it; lists that only take blocks run in
-// any order.
-TEST_F(KvCacheOrder, BlocksReturnedToThePoolAreTakenInOrder) {
-  for (Backend* b : {gpu_.get(), cpu_.get()}) {
-    KvCache c = b->kv_cache(paged(8, 4, 3));
-    Step{*b, c, 0, 2, 0}.run();
-    Step{*b, c, 0, 2, 1}.run();
-    Tensor out = b->tensor({2, kHeads, kDim}, DType::f32);
-    CommandList taker = b->commands(), other = b->commands();
-    Step{*b, c, 2, 2, 0}.record(taker, out);
-    Step{*b, c, 2, 2, 1}.record(other, out);
-    other.submit_and_wait();  // blocks taken, none returned: no order between them
-    taker.submit_and_wait();
-    CommandList fork = b->commands(), after = b->commands();
-    fork.kv_copy_sequence(c, 0, 1);           // returns sequence 1's blocks
-    Step{*b, c, 0, 2, 2}.record(after, out);  // takes the last one returned
-    expect_invalid([&] { after.submit_and_wait(); }, {"submit_and_wait", "free list", "not run"});
-    fork.submit_and_wait();
-    EXPECT_NO_THROW(after.submit_and_wait());
-  }
-}
-
-// A replay refused part way (its second cache's op) leaves the first cache's order as it
-// was too: another list then appends there and runs.
-TEST_F(KvCacheOrder, RefusedReplayPutsBackItsOrder) {
-  Backend& b = *cpu_;
-  KvCache x = b.kv_cache(ring(8)), y = b.kv_cache(ring(8));
-  Tensor out = b.tensor({1, kHeads, kDim}, DType::f32);
-  CommandList list = b.commands();
-  Step{b, x, 0, 1}.record(list, out);
-  Step{b, y, 0, 1}.record(list, out);
-  list.submit_and_wait();
-  Step{b, y, 1, 1}.run();
-  EXPECT_THROW(list.set_tokens(std::vector<std::int32_t>{1}), InvalidArgument);  // y is at 2
-  EXPECT_EQ(x.next_position(0), 1);
-  EXPECT_NO_THROW((Step{b, x, 1, 1}.run()));
-}
-
-// A list that ran may record more ops on its sequence and run again (its first ops again
-// too); not once another list changed the sequence between them.
-TEST_F(KvCacheOrder, ListThatRanMayGrowUnlessAnotherChangedItsSequence) {
-  Backend& b = *cpu_;
-  KvCache c = b.kv_cache(ring(8));
-  Tensor out = b.tensor({1, kHeads, kDim}, DType::f32);
-  CommandList list = b.commands();
-  Step{b, c, 0, 1}.record(list, out);
-  list.submit_and_wait();
-  Step{b, c, 1, 1}.record(list, out);
-  EXPECT_NO_THROW(list.submit_and_wait());
-  Step{b, c, 2, 1}.run();
-  Step{b, c, 3, 1}.record(list, out);
-  expect_invalid([&] { list.submit_and_wait(); }, {"submit_and_wait", "ran", "sequence 0"});
 }
 
 }  // namespace

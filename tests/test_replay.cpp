@@ -252,19 +252,25 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesListsWithoutOneTokenCount) {
     EXPECT_EQ(mixed.n_tokens(), 2u);
     expect_invalid([&] { mixed.set_tokens(std::vector<std::int32_t>{0, 1}); }, {"set_tokens", "this", "take 1 and 2 tokens"});
     // Values no op of the list reads (h and w with no M-RoPE op, ids no op took) are
-    // refused, not dropped.
+    // refused, not dropped; by their counts before any value is read (a C caller's count
+    // may not be its array's: a negative value past it was named).
     CommandList plain = b->commands();
     plain.rope(two, std::vector<std::int32_t>{0, 1});
     expect_invalid(
         [&] {
           plain.set_tokens(std::vector<std::int32_t>{2, -5, 0, 3, 0, INT32_MIN});
         },
-        {"set_tokens", "positions[1]", "-5", "[0, 2^31 - 1]"});
+        {"set_tokens", "positions.size() = 6 (t, h, w per token)", "no rope op with config.mrope"});
     expect_invalid(
         [&] {
           plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{-1, 0});
         },
-        {"set_tokens", "seq_ids[0]", "-1"});
+        {"set_tokens", "seq_ids = given"});
+    expect_invalid(
+        [&] {
+          plain.set_tokens(std::vector<std::int32_t>{2, -5});
+        },
+        {"set_tokens", "positions[1]", "-5", "[0, 2^31 - 1]"});
     expect_invalid(
         [&] {
           plain.set_tokens(std::vector<std::int32_t>{2, 3}, std::vector<std::int32_t>{1, 0});

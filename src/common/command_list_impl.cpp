@@ -162,11 +162,14 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
   } else if (l.since != cache.changes || (l.wrote && cache.last_writer != id)) {
     l.since = kStale;  // a change outside lists, or another list's op, came after the list's
   }
-  if (words.size() > kMostUnrunWords && !cache.journal) {
-    for (CacheLog& each : logs) each.since = kStale;
-    words.clear();
-    touches.clear();
-  }
+  if (!cache.journal) trim_unrun();
+}
+
+void CommandListImpl::trim_unrun() noexcept {
+  if (words.size() <= kMostUnrunWords) return;
+  for (CacheLog& each : logs) each.since = kStale;
+  words.clear();
+  touches.clear();
 }
 
 void CommandListImpl::save_unrun() {
@@ -242,13 +245,13 @@ void CommandListImpl::undo_unrun() noexcept {
       l.undo = any = true;
       c.last_writer = l.writer;
     } else {
-      // Its changes stay as the host planned them (the sequences it wrote marked), and as
-      // it will never run, lists planned after it wait only for what it waited for (a
-      // fork's source, a paged cache's pool: they waited for ever before).
+      // Its changes stay as the host planned them (the sequences it wrote marked).
       mark_unwritten(c, marks, i, l.first_clock);
-      for (const Planned& p : planned) {
-        if (p.cache == &c && p.last && !p.ran) c.drop_planned(p.seq, p.need, p.last);
-      }
+    }
+    // Put back or not, it will never run: lists planned after it wait only for what it
+    // waited for (they waited for ever before; a fork's source, a paged cache's pool).
+    for (const Planned& p : planned) {
+      if (p.cache == &c && p.last && !p.ran) c.drop_planned(p.seq, p.need, p.last);
     }
   }
   if (any) {

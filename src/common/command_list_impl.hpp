@@ -123,6 +123,7 @@ class CommandListImpl {
   // added.
   std::uint32_t unrun_of(KvCacheImpl& cache);
   void begin_unrun(CacheLog& log);  // |log| started, or marked stale
+  void trim_unrun() noexcept;       // the words dropped, past kMostUnrunWords
   // The list ran: what it changed is on the device too (KvCacheImpl::ran_at).
   void ran() noexcept;
   void forget_unrun() noexcept;  // the logs emptied

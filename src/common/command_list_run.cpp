@@ -62,10 +62,6 @@ NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> p
         op, "mrope_positions.size()", std::to_string(mrope.size()),
         "0, the list's number of tokens, " + std::to_string(n_tokens) + " (t = h = w), or 3 x that (t, h, w per token)");
   }
-  // Also values no op reads (ids without a cache): none dropped.
-  detail::check_nonnegative(op, "positions", positions);
-  detail::check_nonnegative(op, "mrope_positions", mrope);
-  detail::check_nonnegative(op, "seq_ids", seq_ids);
   if (three && !impl.mrope_ops) {  // h and w would be dropped
     throw InvalidArgument(op, "positions.size()", std::to_string(positions.size()) + " (t, h, w per token)",
                           "one position per token: the list has no rope op with config.mrope");
@@ -87,6 +83,11 @@ NextTokens checked_tokens(CommandListImpl& impl, std::span<const std::int32_t> p
     throw InvalidArgument(op, "seq_ids.size()", std::to_string(seq_ids.size()),
                           "0 (each op keeps its own) or the list's number of tokens, " + std::to_string(n_tokens));
   }
+  // After every count (a C caller's count may not be its array's), values no op reads
+  // too (ids without a cache): none dropped.
+  detail::check_nonnegative(op, "positions", positions);
+  detail::check_nonnegative(op, "mrope_positions", mrope);
+  detail::check_nonnegative(op, "seq_ids", seq_ids);
   if (three) return {t_positions, seq_ids, positions};
   return {positions, seq_ids, mrope};
 }
@@ -105,15 +106,22 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   auto& impl = *use;
   const detail::CachesInUse caches_use(impl.recorded_over, op);  // the recipes record over them again
   const NextTokens next = checked_tokens(impl, positions, seq_ids, mrope_positions);
+  // As recording the ops over them would be: a reader's recipes have no planned entry for
+  // check_planned to refuse.
+  for (const auto& c : impl.recorded_over) c->check_written(op);
   // The caches' bookkeeping words the replay changes are logged in the list's log
   // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
-  // the new tokens. Every cache's log (each cache the list advances has one) is started,
-  // which may drop the words of a list replayed without running, before the mark is taken.
+  // the new tokens. Every cache's log (each cache the list advances has one) is started
+  // after the logs are saved (a refusal puts back a log not started as not started: a
+  // started one would decide what destroying the list does), and the words of a list
+  // replayed without running dropped before, where too many (a refusal cannot bring them
+  // back).
+  impl.trim_unrun();
+  impl.save_unrun();
   for (auto& l : impl.logs) {
     impl.begin_unrun(l);
     l.replay_writer = l.cache->last_writer;
   }
-  impl.save_unrun();
   const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;

@@ -218,7 +218,19 @@ void KvCacheImpl::publish() const {
                 words.begin() + static_cast<std::ptrdiff_t>(s * stride + c));
     words[bound_offset() + s] = static_cast<std::uint32_t>(occupancy_bound(slot_pos, s, c));
   }
-  slots->store(words);
+  slots->store(words, 0);
+}
+
+void KvCacheImpl::publish(std::size_t seq) const {
+  if (!slots) return;
+  const std::size_t c = config.capacity, stride = meta_stride();
+  std::vector<std::uint32_t> words(stride);
+  std::copy_n(slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c), c, words.begin());
+  std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(seq * entries), entries,
+              words.begin() + static_cast<std::ptrdiff_t>(c));
+  slots->store(words, seq * stride);
+  const auto bound = static_cast<std::uint32_t>(occupancy_bound(slot_pos, seq, c));
+  slots->store({&bound, 1}, bound_offset() + seq);
 }
 
 void KvCacheImpl::fill_keys(ScoresParams& p, std::span<const std::int32_t> words) const {
@@ -387,10 +399,14 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
   try {
     change();
     c.journal = nullptr;
-    c.publish();
+    c.publish(seq);
   } catch (...) {
     c.journal = nullptr;
     for (auto it = log.rbegin(); it != log.rend(); ++it) *it->word = it->old;
+    try {  // publish writes the sequence's words, then its bound: the first may have landed
+      c.publish(seq);
+    } catch (...) {
+    }
     throw;
   }
   c.changed(seq);

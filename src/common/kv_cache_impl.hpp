@@ -60,9 +60,12 @@ class KvCacheImpl {
   std::size_t bound_offset() const { return config.n_seqs * meta_stride(); }
   std::size_t slot_table_words() const { return config.n_seqs * (meta_stride() + 1); }
   // Writes slot_pos (and a paged cache's block tables) and the bounds it implies to
-  // |slots| after the host changed it outside a command list (creation, reset, truncate,
-  // restore_cache).
+  // |slots| after the host changed it outside a command list (creation, restore_cache).
   void publish() const;
+  // The same for sequence |seq| alone (reset, truncate): the host's words of the other
+  // sequences include appends recorded but not run, which lists that run first must not
+  // see.
+  void publish(std::size_t seq) const;
 
   // A paged cache (KvCacheConfig::paged): each sequence's |entries| = capacity /
   // block_size runs of block_size slots map to blocks of the pool (table, -1: none), whose

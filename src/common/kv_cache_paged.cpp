@@ -30,9 +30,13 @@ void check_paging(const char* op, const KvCacheConfig& c) {
 
 namespace {
 
+// |free|: the pool as the ops before this one left it: those recorded earlier and, in a
+// replay, the replay's ops before it (which KvCache::free_blocks, asked before the replay,
+// cannot count).
 [[noreturn]] void out_of_blocks(const char* op, std::size_t needed, std::int32_t free, std::size_t n_blocks) {
   throw Error(ErrorCode::out_of_memory,
-              "a paged KV cache has " + std::to_string(free) + " free blocks of " + std::to_string(n_blocks) + "; this needs " +
+              "a paged KV cache has " + std::to_string(free) + " free blocks of " + std::to_string(n_blocks) +
+                  " left by the ops recorded (or, in set_tokens, replayed) before this one; this op needs " +
                   std::to_string(needed) +
                   " (KvCache::free_blocks and blocks_to_append say so first: reset or truncate "
                   "sequences, or give the cache more blocks)",

@@ -32,9 +32,9 @@ class TensorImpl {
   const std::size_t numel;
   const std::size_t words;  // 32-bit storage words
 
-  // Host words into the tensor's storage (Backend::write_words), after any pending
-  // submission that writes it.
-  virtual void store(std::span<const std::uint32_t> words) = 0;
+  // Host words into the tensor's storage from word |first| on (Backend::write_words: 0),
+  // after any pending submission that reads or writes it.
+  virtual void store(std::span<const std::uint32_t> words, std::size_t first) = 0;
   // Whether this tensor, another than |other|, shares storage bytes with it: views of one
   // caller's buffer (vulkan.hpp: wrap) that meet. An op whose output shares bytes with an
   // input would read what it wrote.

@@ -29,7 +29,7 @@ inline constexpr std::size_t kMaxAlibiHeads = 65536;
 class ShapeOnly final : public TensorImpl {
  public:
   ShapeOnly(Shape shape, DType dtype) : TensorImpl(nullptr, std::move(shape), dtype) {}
-  void store(std::span<const std::uint32_t>) override {}
+  void store(std::span<const std::uint32_t>, std::size_t) override {}
 };
 
 // Shared by the checks: a number as errors print it; an op's output is none of its

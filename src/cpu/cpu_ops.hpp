@@ -2,6 +2,7 @@
 // (reference_ops.hpp) on the tensors' values widened to float.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,7 +22,9 @@ class CpuTensor final : public TensorImpl {
   const HeapReservation reservation;         // counted before the vector is allocated
   std::vector<std::uint32_t> data;
 
-  void store(std::span<const std::uint32_t> words) override { data.assign(words.begin(), words.end()); }
+  void store(std::span<const std::uint32_t> words, std::size_t first) override {
+    std::copy(words.begin(), words.end(), data.begin() + static_cast<std::ptrdiff_t>(first));
+  }
 };
 
 inline CpuTensor& cpu(const std::shared_ptr<TensorImpl>& t) { return static_cast<CpuTensor&>(*t); }

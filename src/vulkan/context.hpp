@@ -138,13 +138,17 @@ struct Context {
   bool mapped_tensors = false;           // unified memory and no forced staging
   KernelShape shape = KernelShape::cpu;  // resolved: cpu or gpu
   bool external = false;                 // instance, device and queue are the caller's (external.cpp)
-  DecodeTuning decode;                   // $VKATTN_DECODE
-  PrefillTuning prefill;                 // $VKATTN_PREFILL
+  // false: the caller's VkDeviceCreateInfo enabled no timelineSemaphore feature (a
+  // semaphore value would be invalid usage; true where it gave none: vkattn cannot tell).
+  bool timeline_semaphores = true;
+  DecodeTuning decode;    // $VKATTN_DECODE
+  PrefillTuning prefill;  // $VKATTN_PREFILL
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);
-  // Synchronous host<->buffer copies, through a staging buffer unless |buffer| is mapped.
-  void write(Buffer& buffer, std::span<const std::uint8_t> bytes);
+  // Synchronous host<->buffer copies (a write from byte |offset| of |buffer| on), through a
+  // staging buffer unless |buffer| is mapped.
+  void write(Buffer& buffer, std::span<const std::uint8_t> bytes, VkDeviceSize offset = 0);
   void read(const Buffer& buffer, std::span<std::uint8_t> bytes);
   // Fills |buffer| with zeros (on the device when it is not mapped: no host copy).
   void zero(Buffer& buffer);
@@ -177,7 +181,7 @@ class VulkanTensor final : public TensorImpl {
   void note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number, bool writes);
   void forget_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number) noexcept;
 
-  void store(std::span<const std::uint32_t> words) override;
+  void store(std::span<const std::uint32_t> words, std::size_t first) override;
   bool overlaps(const TensorImpl& other) const override;
 };
 

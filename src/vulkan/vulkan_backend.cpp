@@ -58,9 +58,9 @@ void one_shot(Context& ctx, Record record) {
   ctx.transfers.give(std::move(kept));
 }
 
-void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
+void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes, VkDeviceSize dst_offset = 0) {
   one_shot(ctx, [&](VkCommandBuffer cb) {
-    const VkBufferCopy region{src.offset(), dst.offset(), bytes};
+    const VkBufferCopy region{src.offset(), dst.offset() + dst_offset, bytes};
     ctx.device->fn().vkCmdCopyBuffer(cb, src.handle(), dst.handle(), 1, &region);
   });
 }
@@ -125,7 +125,7 @@ class VulkanBackend final : public Backend {
   // Named "upload" and "download" unless an op calls them (save_cache, restore_cache).
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
     OpScope scope(*current_op() ? current_op() : "upload");
-    t.store(words);
+    t.store(words, 0);
   }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
     OpScope scope(*current_op() ? current_op() : "download");
@@ -154,15 +154,15 @@ std::unique_ptr<Buffer> Context::device_buffer(std::uint64_t bytes, const char* 
   return Buffer::create(*device, bytes, BufferKind::device, what, mapped_tensors, limits.max_texel_buffer_elements);
 }
 
-void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes) {
+void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
   device->check_alive();
   if (buffer.mapped()) {
-    buffer.write(bytes);
+    buffer.write(bytes, offset);
     return;
   }
   auto staging = transfers.staging(*device, bytes.size());
   staging->write(bytes);
-  copy_buffer(*this, *staging, buffer, bytes.size());
+  copy_buffer(*this, *staging, buffer, bytes.size(), offset);
   transfers.give(std::move(staging));
 }
 
@@ -227,9 +227,9 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
   if (zero) context->zero(*buffer);
 }
 
-void VulkanTensor::store(std::span<const std::uint32_t> words) {
+void VulkanTensor::store(std::span<const std::uint32_t> words, std::size_t first) {
   settle(*context, *this, true);
-  context->write(*buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()});
+  context->write(*buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()}, VkDeviceSize{first} * 4);
 }
 
 // $VKATTN_CAP_LIMITS=spec_minimum: plan with the Vulkan minimums whatever the options say.
