@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "attention_figures.hpp"
 
@@ -67,7 +68,11 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(out_dir);  // before the model runs, so that a bad one fails first
     auto backend = vkattn::make_backend(kind);
     llama2c::Model model(ck, *backend);
-    const figures::AttentionMap map = figures::collect_attention(model, tok, tok.encode(prompt, true, false), layer);
+    const std::vector<int> tokens = tok.encode(prompt, true, false);
+    if (tokens.size() > model.capacity())
+      throw std::invalid_argument("--prompt: " + std::to_string(tokens.size()) + " tokens; valid: at most " +
+                                  std::to_string(model.capacity()) + " (the model's context)");
+    const figures::AttentionMap map = figures::collect_attention(model, tok, tokens, layer);
     figures::draw_attention(map).write_png(out_dir + "/attention.png");
     const figures::RopeDecay decay = figures::rope_decay(*backend, 128, 10000.0, 1024, 64, 1);
     figures::draw_rope_decay(decay).write_png(out_dir + "/rope_decay.png");

@@ -550,5 +550,22 @@ TEST(VulkanErrors, ZeroSubmitTimeout) {
   EXPECT_NO_THROW(make_backend(BackendKind::cpu, {.submit_timeout_ms = 1}));
 }
 
+// Enum options cast from integers no value has (a binding's enums take any) are refused,
+// not run as a mix of the named ones; so are names and paths with a NUL (the C calls
+// reading them would end there: another device, another directory).
+TEST(VulkanErrors, OptionsOutOfRange) {
+  for (const BackendKind kind : {BackendKind::cpu, BackendKind::vulkan}) {
+    expect_invalid([&] { make_backend(kind, {.device = std::string("llvm\0pipe", 9)}); },
+                   {"create backend: options.device = \"llvm\\0pipe\"; valid: a string without NUL characters"});
+    expect_invalid([&] { make_backend(kind, {.pipeline_cache_dir = std::string("dir\0", 4)}); },
+                   {"options.pipeline_cache_dir = \"dir\\0\""});
+    expect_invalid([&] { make_backend(kind, {.kernels = static_cast<KernelShape>(7)}); },
+                   {"create backend: options.kernels = 7; valid: KernelShape::automatic, cpu or gpu"});
+    expect_invalid([&] { make_backend(kind, {.log_level = static_cast<LogLevel>(9)}); },
+                   {"create backend: options.log_level = 9; valid: LogLevel::off, error, warning or info"});
+  }
+  EXPECT_NO_THROW(make_backend(BackendKind::cpu, {.kernels = KernelShape::gpu, .log_level = LogLevel::off}));
+}
+
 }  // namespace
 }  // namespace vkattn::test

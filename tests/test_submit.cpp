@@ -225,6 +225,14 @@ TEST_F(Interop, SemaphoresAreCheckedAndNeedTheCallersDevice) {
       {"submit", "semaphores.wait[0].semaphore", "VK_NULL_HANDLE"});
   expect_invalid([&] { cmd.submit({.wait = {{e.semaphore(false), 0, 0}}}); }, {"semaphores.wait[0].stages", "0"});
   expect_invalid([&] { cmd.submit({.signal = {{}, {VK_NULL_HANDLE, 0}}}); }, {"semaphores.signal[0].semaphore"});
+  // A value is a timeline semaphore's, which the engine's device did not enable.
+  const VkSemaphore binary = e.semaphore(false);
+  expect_invalid(
+      [&] {
+        cmd.submit({.wait = {{binary, 0}}, .signal = {{binary, 0}, {binary, 5}}});
+      },
+      {"submit: semaphores.signal[1].value = 5; valid: 0 (a binary semaphore)", "timelineSemaphore"});
+  expect_invalid([&] { cmd.submit({.wait = {{binary, 3}}}); }, {"semaphores.wait[0].value = 3"});
   EXPECT_EQ(cmd.stats().submits, 0u);
 
   auto cpu = make_backend(BackendKind::cpu);

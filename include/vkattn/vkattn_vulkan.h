@@ -69,8 +69,9 @@ VKATTN_API vkattn_status vkattn_tensor_wrap(vkattn_backend* backend, VkBuffer bu
                                             VkDeviceSize size_bytes, const size_t* shape, size_t rank, vkattn_dtype dtype,
                                             vkattn_tensor** tensor);
 
-/* A KV cache whose K and V are the tensors |k| and |v| (wrap_kv_cache in vulkan.hpp): made
- * by vkattn_tensor_wrap on this backend, each of the cache's shape [n_seqs, capacity,
+/* A KV cache whose K and V are the tensors |k| and |v| (wrap_kv_cache in vulkan.hpp):
+ * tensors of this backend (made by vkattn_tensor_wrap; one of vkattn's own memory serves
+ * too), each of the cache's shape [n_seqs, capacity,
  * n_kv_heads, head_dim] (a paged cache's pool: [n_blocks, block_size, n_kv_heads,
  * head_dim]) and dtype; zero-filled through the queue (TRANSFER_DST usage).
  * |v| is NULL for a latent cache (config->latent), and only then. */
@@ -102,8 +103,9 @@ VKATTN_API vkattn_status vkattn_cmd_record(vkattn_command_list* list, VkCommandB
                                            const vkattn_record_options* options);
 
 /* Semaphores an asynchronous submission waits on and signals (SubmitSemaphores), as
- * parallel arrays like VkSubmitInfo's. A value is a timeline semaphore's; 0 (or a NULL
- * values array) marks binary semaphores. */
+ * parallel arrays like VkSubmitInfo's. A value is a timeline semaphore's (refused where
+ * device_create_info enabled no timelineSemaphore feature); 0 (or a NULL values array)
+ * marks binary semaphores. */
 typedef struct vkattn_submit_semaphores {
   uint32_t struct_size; /* set by vkattn_submit_semaphores_init */
   uint32_t wait_count;

@@ -186,7 +186,11 @@ T value_arg(py::handle value, const char* owner, const char* param) {
       return i.cast<T>();
     } else if constexpr (std::is_same_v<T, bool>) {
       if (!is_bool(value)) throw type_error(owner, param, value, valid_values<T>());
-      return value.cast<bool>();
+      try {
+        return value.cast<bool>();
+      } catch (const py::cast_error&) {  // a bool array of several values
+        throw type_error(owner, param, value, valid_values<T>());
+      }
     } else if constexpr (std::is_floating_point_v<T>) {
       if (is_bool(value)) throw type_error(owner, param, value, valid_values<T>());
       double x = 0;
@@ -225,6 +229,8 @@ T value_arg(py::handle value, const char* owner, const char* param) {
       try {
         return value.cast<T>();
       } catch (const py::cast_error&) {
+        throw type_error(owner, param, value, valid_values<T>());
+      } catch (const py::reference_cast_error&) {  // None for a class: its own text, else
         throw type_error(owner, param, value, valid_values<T>());
       }
     }

@@ -66,8 +66,9 @@ void record(PyCommandList& cmd, const char* op, F&& f) {
 // Records |f|(list, output) with |out| (the op's output |param|), or a new zero-filled f32
 // tensor of |shape| made by the list's backend when |out| is None; returns the output.
 // That shape comes from inputs the op has not checked yet: where they are wrong it may be
-// too large to make, and the op's own error is raised instead where one of a one-element
-// output shows it (the op checks most inputs before its output).
+// too large to make (out of memory, or past 2^40 elements), and the op's own error is
+// raised instead where one of a one-element output shows it (the op checks most inputs
+// before its output).
 template <class F>
 py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const char* param, const Shape& shape, F&& f) {
   if (!out.is_none() && !py::isinstance<PyTensor>(out)) throw type_error(op, param, out, "a vkattn.Tensor or None");
@@ -77,19 +78,26 @@ py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const
   if (out.is_none()) {
     const std::shared_ptr<Backend> b = cmd.backend->get(op);
     std::optional<Tensor> made;
+    const auto inputs_error = [&] {  // throws the op's error about an input, if it has one
+      Tensor one = b->tensor({1, 1, 1}, DType::f32);
+      try {
+        f(list, one);
+      } catch (const InvalidArgument& bad) {
+        const std::string_view named = bad.param();
+        if (!named.starts_with(param) || (named.size() > std::strlen(param) && named[std::strlen(param)] != '.')) throw;
+      }
+    };
     {
       py::gil_scoped_release nogil;  // a large output takes a while to allocate and clear
       try {
         made = b->tensor(shape, DType::f32);
       } catch (const Error& e) {
         if (e.code() != ErrorCode::out_of_memory) throw;
-        Tensor one = b->tensor({1, 1, 1}, DType::f32);
-        try {
-          f(list, one);
-        } catch (const InvalidArgument& bad) {
-          const std::string_view named = bad.param();
-          if (!named.starts_with(param) || (named.size() > std::strlen(param) && named[std::strlen(param)] != '.')) throw;
-        }
+        inputs_error();
+        throw;
+      } catch (const InvalidArgument& e) {
+        if (e.op() != "tensor") throw;
+        inputs_error();
         throw;
       }
     }
@@ -103,6 +111,19 @@ py::object record_into(PyCommandList& cmd, py::handle out, const char* op, const
     f(list, t);
   }
   return o;
+}
+
+// The list's n_tokens, which |op| reads before its own call: a refusal (the list in use by
+// another thread) names |op|, the call the caller made.
+std::size_t n_tokens_for(PyCommandList& cmd, const char* op) {
+  try {
+    return cmd.get(op).n_tokens();
+  } catch (const InvalidArgument& e) {
+    const std::string& m = e.message();  // "param = value; valid: ..."
+    const std::size_t value = e.param().size() + 3, valid = m.find("; valid: ", value);
+    if (valid == std::string::npos) throw;
+    throw InvalidArgument(op, e.param(), m.substr(value, valid - value), m.substr(valid + 9));
+  }
 }
 
 // V's head dim of a cache (its output rows' width).
@@ -341,7 +362,7 @@ void bind_commands(py::module_& m) {
       .def(
           "set_tokens",
           [](PyCommandList& cmd, py::handle positions, py::handle seq_ids, py::handle mrope_positions) {
-            const std::size_t n = cmd.get("set_tokens").n_tokens();
+            const std::size_t n = n_tokens_for(cmd, "set_tokens");
             const std::vector<std::int32_t> p = int32_list(positions, "set_tokens", "positions", Rows::either, n);
             const std::vector<std::int32_t> s = int32_list(seq_ids, "set_tokens", "seq_ids");
             const std::vector<std::int32_t> m = int32_list(mrope_positions, "set_tokens", "mrope_positions", Rows::either, n);

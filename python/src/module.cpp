@@ -27,8 +27,11 @@ PyObject* new_exception(py::module_& m, const char* name, PyObject* bases, const
 }
 
 // Raises |type| with |message|, and |attrs| set on the exception object.
-void raise(PyObject* type, const char* message, std::initializer_list<std::pair<const char*, py::object>> attrs) {
-  py::object error = py::reinterpret_borrow<py::object>(type)(message);
+void raise(PyObject* type, const std::string& message, std::initializer_list<std::pair<const char*, py::object>> attrs) {
+  // Bytes that are not UTF-8 (a path's) replaced, not a UnicodeDecodeError in their place.
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
+  if (!text) throw py::error_already_set();
+  py::object error = py::reinterpret_borrow<py::object>(type)(py::reinterpret_steal<py::object>(text));
   for (const auto& [name, value] : attrs) error.attr(name) = value;
   PyErr_SetObject(type, error.ptr());
 }
@@ -70,7 +73,10 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InvalidArgument& e) {
-      raise(invalid_argument_type, e.what(), {{"param", py::str(e.param())}, {"op", py::str(e.op())}});
+      // what() as a std::string: a value quoting a Python string may hold a NUL, where
+      // what()'s C string would end.
+      raise(invalid_argument_type, "vkattn: " + e.op() + ": " + e.message(),
+            {{"param", py::str(e.param())}, {"op", py::str(e.op())}});
     } catch (const Error& e) {
       const auto code = static_cast<std::size_t>(e.code());
       raise(code < error_types.size() ? error_types[code] : error_types[0], e.what(),

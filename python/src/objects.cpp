@@ -89,11 +89,15 @@ void bind_backend(py::module_& m) {
              return std::make_shared<BackendRef>(BackendRef{std::move(b)});
            }),
            py::arg("kind") = "vulkan", py::arg("device") = py::none(), py::arg("validation") = py::none())
-      .def_property_readonly("kind", [](const BackendPtr& r) { return r->get("kind")->kind(); })
-      .def_property_readonly("device_name", [](const BackendPtr& r) { return r->get("device_name")->device_name(); })
+      .def_property_readonly(
+          "kind", [](const BackendPtr& r) { return r->get("kind")->kind(); }, "the BackendKind: cpu or vulkan")
+      .def_property_readonly(
+          "device_name", [](const BackendPtr& r) { return r->get("device_name")->device_name(); },
+          "the device's name (\"cpu reference\" for the CPU backend)")
       .def_property_readonly(
           "limits", [](const BackendPtr& r) { return r->get("limits")->limits(); }, "the DeviceLimits ops plan with")
-      .def_property_readonly("closed", [](const BackendPtr& r) { return r->impl == nullptr; })
+      .def_property_readonly(
+          "closed", [](const BackendPtr& r) { return r->impl == nullptr; }, "whether close() was called")
       .def_static(
           "devices",
           [](py::handle device, py::handle validation, py::handle matrix_units) {
@@ -210,9 +214,12 @@ std::size_t seq_arg(const IntArg& seq, const char* op) { return seq.as<std::size
 
 void bind_tensor(py::module_& m) {
   py::class_<PyTensor>(m, "Tensor", "Backend storage of a shape and dtype (Backend.tensor, Backend.zeros).")
-      .def_property_readonly("shape", [](const PyTensor& t) { return shape_tuple(t.impl.shape()); })
-      .def_property_readonly("dtype", [](const PyTensor& t) { return t.impl.dtype(); })
-      .def_property_readonly("numel", [](const PyTensor& t) { return t.impl.numel(); })
+      .def_property_readonly(
+          "shape", [](const PyTensor& t) { return shape_tuple(t.impl.shape()); }, "the shape, a tuple")
+      .def_property_readonly(
+          "dtype", [](const PyTensor& t) { return t.impl.dtype(); }, "the DType")
+      .def_property_readonly(
+          "numel", [](const PyTensor& t) { return t.impl.numel(); }, "the number of elements")
       .def_property_readonly(
           "nbytes", [](const PyTensor& t) { return t.impl.bytes(); }, "storage bytes")
       .def(
@@ -243,7 +250,8 @@ void bind_cache(py::module_& m) {
   py::class_<PyKvCache>(m, "KvCache",
                         "One layer's KV cache, a ring per sequence, paged or not (Backend.kv_cache). Sequence arguments\n"
                         "default to 0.")
-      .def_property_readonly("config", [](const PyKvCache& c) { return c.impl.config(); })
+      .def_property_readonly(
+          "config", [](const PyKvCache& c) { return c.impl.config(); }, "the KvCacheConfig it was made with")
       .def_property_readonly(
           "nbytes", [](const PyKvCache& c) { return c.impl.bytes(); }, "device bytes of K and V (K alone when latent)")
       .def(

@@ -69,6 +69,13 @@ def test_values_of_their_own_type_only(cpu):
         vkattn.MRope(sections=[np.bool_(True), 24, 24])  # numpy 1.x would index it as 1
     with raises_type(r"commands: timestamps = None \(NoneType\); valid: True or False"):
         cpu.commands(timestamps=None)
+    # None for a struct field, and a bool array of several values (pybind11's own texts).
+    with raises_type(r"RopeConfig: yarn = None \(NoneType\); valid: a YarnParams"):
+        vkattn.RopeConfig(yarn=None)
+    with raises_type(r"KvCacheConfig: rope_config = None \(NoneType\); valid: a RopeConfig"):
+        vkattn.KvCacheConfig(rope_config=None)
+    with raises_type(r"AttentionConfig: causal = .*\(ndarray\); valid: True or False"):
+        vkattn.AttentionConfig(causal=np.array([True, False]))
     cache = cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=4)
     k = cpu.zeros((1, 1, 8))
     with raises_type(r"kv_append: keep_last = 0 \(int\); valid: True or False"):
@@ -165,6 +172,25 @@ def test_method_integers_name_themselves(cpu):
     assert "seq: int = 0" in vkattn.KvCache.reset.__doc__
 
 
+def test_strings_with_a_nul():
+    """A name or path with a NUL is refused whole (the C calls would read less), and a
+    refusal quoting a string keeps what follows a NUL in it."""
+    with raises_invalid(r'options\.device = "llvm\\0pipe"; valid: a string without NUL characters'):
+        vkattn.Backend("cpu", device="llvm\0pipe")
+    with raises_invalid(r"options\.pipeline_cache_dir"):
+        vkattn.Backend("cpu", pipeline_cache_dir="cache\0dir")
+    with raises_invalid(r"layout = .*; valid: "):
+        vkattn.RopeConfig(layout="half\0")
+
+
+def test_enum_options_out_of_range_are_refused():
+    """A Python enum takes any integer: a backend is not made with one no name has."""
+    with raises_invalid(r"create backend: options\.kernels = 7; valid: KernelShape::automatic, cpu or gpu"):
+        vkattn.Backend("cpu", kernels=vkattn.KernelShape(7))
+    with raises_invalid(r"create backend: options\.log_level = 9; valid: LogLevel::off"):
+        vkattn.Backend("cpu", log_level=vkattn.LogLevel(9))
+
+
 def test_an_output_is_made_after_its_inputs_are_checked(cpu):
     """The output made for out=None takes its shape from q and k: from a wrong k, one too
     large to make, which is not the error to report."""
@@ -172,6 +198,9 @@ def test_an_output_is_made_after_its_inputs_are_checked(cpu):
     cmd = cpu.commands()
     with raises_invalid(r"attn_scores: k\.shape = \[4194304\]; valid: rank 3"):
         cmd.attn_scores(q, cpu.zeros((2**22,)))  # scores [256, 32, 2^22]: 128 GiB
+    # Past 2^40 elements, which no tensor may hold (the tensor's own error was raised).
+    with raises_invalid(r"attn_scores: n_heads \(q\.shape\[1\]\) = 1023; valid: a multiple of n_kv_heads"):
+        cmd.attn_scores(cpu.zeros((1100, 1023, 1)), cpu.zeros((2**20, 2, 1)), q_positions=np.zeros(1100, np.int32))
     cache = cpu.kv_cache(n_kv_heads=1, head_dim=8, capacity=2**20)
     with raises_invalid(r"attn_scores: q\.shape\[2\] = 16; valid: cache head_dim = 8"):
         cmd.attn_scores(cpu.zeros((2048, 64, 16)), cache, q_positions=np.zeros(2048, np.int32))

@@ -82,6 +82,11 @@ vkattn_status vkattn_backend_create(vkattn_backend_kind kind, const vkattn_devic
   const char* fn = "vkattn_backend_create";
   return guarded([&] {
     need(fn, "backend", backend) = nullptr;
+    // Named here: the C++ refusal would name BackendKind's values, not this header's.
+    if (kind != VKATTN_BACKEND_CPU && kind != VKATTN_BACKEND_VULKAN) {
+      throw InvalidArgument(fn, "kind", std::to_string(static_cast<int>(kind)),
+                            "VKATTN_BACKEND_CPU (0) or VKATTN_BACKEND_VULKAN (1)");
+    }
     auto b = std::make_unique<vkattn_backend>();
     b->impl = vkattn::make_backend(static_cast<vkattn::BackendKind>(kind), device_options(fn, options));
     b->device_name = b->impl->device_name();

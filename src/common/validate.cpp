@@ -94,6 +94,27 @@ void check_device_options(const DeviceOptions& options) {
   if (options.submit_timeout_ms == 0) {
     throw InvalidArgument("create backend", "options.submit_timeout_ms", "0", "[1, 4294967295] ms");
   }
+  // A NUL would end the name or path where the C and the Vulkan calls read it: another
+  // device, another directory.
+  for (const auto& [param, text] :
+       {std::pair{"options.device", &options.device}, {"options.pipeline_cache_dir", &options.pipeline_cache_dir}}) {
+    if (!*text || (*text)->find('\0') == std::string::npos) continue;
+    std::string shown;
+    for (const char ch : **text) shown += ch == '\0' ? std::string("\\0") : std::string(1, ch);
+    throw InvalidArgument("create backend", param, "\"" + shown + "\"", "a string without NUL characters");
+  }
+  // Enums a caller may have cast from any integer (Python's enums take any): refused,
+  // not read as a mix of the named values.
+  using enum KernelShape;
+  if (options.kernels && *options.kernels != automatic && *options.kernels != cpu && *options.kernels != gpu) {
+    throw InvalidArgument("create backend", "options.kernels", std::to_string(static_cast<int>(*options.kernels)),
+                          "KernelShape::automatic, cpu or gpu");
+  }
+  const auto level = options.log_level.value_or(LogLevel::off);
+  if (level != LogLevel::off && level != LogLevel::error && level != LogLevel::warning && level != LogLevel::info) {
+    throw InvalidArgument("create backend", "options.log_level", std::to_string(static_cast<int>(level)),
+                          "LogLevel::off, error, warning or info");
+  }
 }
 
 bool finite_float(double v) { return std::abs(v) <= std::numeric_limits<float>::max(); }

@@ -31,6 +31,9 @@ struct Enabled {
   // What the matrix kernels need besides size control: the extension with its feature,
   // f16 arithmetic and the Vulkan memory model (cooperative-matrix SPIR-V declares both).
   bool coopmat = false, shader_float16 = false, memory_model = false;
+  // Whether a create info was given, and the timelineSemaphore feature in it: without,
+  // a semaphore value is invalid usage (SubmitSemaphores).
+  bool known = false, timeline = false;
 };
 
 // The features in |info|'s chain, as either their own structures or Vulkan 1.2's and 1.3's
@@ -48,10 +51,13 @@ void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, bool&
     } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES) {
       out.memory_model =
           out.memory_model || reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(s)->vulkanMemoryModel;
+    } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES) {
+      out.timeline = out.timeline || reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(s)->timelineSemaphore;
     } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES) {
       const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(s);
       out.shader_float16 = out.shader_float16 || f->shaderFloat16;
       out.memory_model = out.memory_model || f->vulkanMemoryModel;
+      out.timeline = out.timeline || f->timelineSemaphore;
     }
 #ifdef VK_API_VERSION_1_3
     if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES) {
@@ -65,6 +71,7 @@ void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, bool&
 Enabled parse_enabled(const VkDeviceCreateInfo* info) {
   Enabled out;
   if (!info) return out;
+  out.known = true;
   bool size_ext = false, coopmat_ext = false;
   for (std::uint32_t i = 0; i < info->enabledExtensionCount; ++i) {
     const char* name = info->ppEnabledExtensionNames[i];
@@ -289,6 +296,7 @@ std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const Device
   const Enabled enabled = enabled_in(vulkan.device_create_info, vulkan.queue_family_index);
   auto ctx = std::make_shared<Context>();
   ctx->external = true;
+  ctx->timeline_semaphores = !enabled.known || enabled.timeline;
   ctx->log = std::make_shared<Logger>(options);
   ctx->instance = Instance::adopt(vulkan.instance, vulkan.api_version, vulkan.get_instance_proc_addr);
   ctx->physical = external_physical(*ctx->instance, vulkan, enabled);

@@ -37,6 +37,19 @@ class VulkanSubmitted final : public SubmittedImpl {
   std::uint64_t number_;
 };
 
+// Semaphore values on a device made without timeline semaphores: refused, not passed to
+// vkQueueSubmit as invalid usage.
+void check_binary(const SemaphoreSync& sync) {
+  for (const auto& [values, what] : {std::pair{&sync.wait_values, "wait"}, {&sync.signal_values, "signal"}}) {
+    for (std::size_t i = 0; i < values->size(); ++i) {
+      if ((*values)[i] == 0) continue;
+      throw InvalidArgument("submit", "semaphores." + std::string(what) + "[" + std::to_string(i) + "].value",
+                            std::to_string((*values)[i]),
+                            "0 (a binary semaphore): ExternalVulkan::device_create_info enabled no timelineSemaphore");
+    }
+  }
+}
+
 // Room in |v| for |n| more, grown geometrically (an exact reserve would reallocate on every
 // op): pushes within it cannot throw.
 template <class V>
@@ -176,6 +189,7 @@ class VulkanCommandList final : public CommandListImpl {
       throw InvalidArgument("submit", "semaphores", "given to a list of a backend that made its own device",
                             "none, or a list of a backend on the caller's device (make_backend(ExternalVulkan))");
     }
+    if (sync && !ctx_->timeline_semaphores) check_binary(*sync);
     if (ops_.empty()) {
       if (sync) throw InvalidArgument("submit", "this", "an empty list, with semaphores", "a list with at least one op");
       ++submits_;

@@ -37,6 +37,19 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
   EXPECT_STATUS(E, "count = 3", vkattn_download_f32(cpu, x, (float[3]){0}, 3));
   vkattn_tensor_destroy(rank2);
 
+  /* set_tokens checks every count before it reads a value: it read them first, past a
+   * caller's array whose count it then refused (a -1 read there named instead). */
+  vkattn_command_list* replay = NULL;
+  OK(vkattn_command_list_create(cpu, NULL, &replay));
+  OK(vkattn_cmd_rope(replay, x, pos, 2, NULL));
+  int32_t past[6] = {0, 0, 0, 0, 0, -1};
+  EXPECT_STATUS(E, "positions.size() = 6 (t, h, w per token); valid: one position per token",
+                vkattn_command_list_set_tokens(replay, past, 6, NULL, 0));
+  EXPECT_STATUS(E, "seq_ids = given; valid: none", vkattn_command_list_set_tokens(replay, pos, 2, past, 6));
+  EXPECT_STATUS(E, "mrope_positions = given; valid: none",
+                vkattn_command_list_set_tokens_mrope(replay, pos, 2, NULL, 0, past, 6));
+  vkattn_command_list_destroy(replay);
+
   /* Bad enum values. */
   vkattn_rope_config rope;
   OK(vkattn_rope_config_init(&rope, sizeof rope));
@@ -65,7 +78,8 @@ static void test_errors(vkattn_backend* gpu, vkattn_backend* cpu) {
                 vkattn_rope_frequencies(&rope, 8, 0, theta, 2, &factor));
   EXPECT_STATUS(E, "rope_frequencies: head_dim = 1; valid: >= 2", vkattn_rope_frequencies(NULL, 1, 0, theta, 0, &factor));
   EXPECT_STATUS(E, "dtype = 7", vkattn_tensor_create(cpu, shape2, 2, 7, &out));
-  EXPECT_STATUS(E, "kind = 5", vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
+  EXPECT_STATUS(E, "vkattn_backend_create: kind = 5; valid: VKATTN_BACKEND_CPU (0) or VKATTN_BACKEND_VULKAN (1)",
+                vkattn_backend_create(5, NULL, &(vkattn_backend*){NULL}));
   vkattn_attention_config ac;
   OK(vkattn_attention_config_init(&ac, sizeof ac));
   ac.path = 3;

@@ -16,7 +16,15 @@ build=$(cd "$1" && pwd)
 # Under the build directory: where CI compiles through ccache, paths under its checkout are
 # hashed relative to the compile's directory, so the next run's builds here hit its cache.
 work=$(mktemp -d "$build/consumers.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# cmake --install writes the build's install_manifest.txt: put back the user's own (an
+# uninstall reads it), or remove ours.
+manifest=$build/install_manifest.txt
+[ -e "$manifest" ] && cp "$manifest" "$work/install_manifest.txt"
+restore() {
+  if [ -e "$work/install_manifest.txt" ]; then cp "$work/install_manifest.txt" "$manifest"; else rm -f "$manifest"; fi
+  rm -rf "$work"
+}
+trap restore EXIT
 jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" > /dev/null
