@@ -13,7 +13,7 @@
 namespace vkattn {
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& options) try {
-  detail::check_device_options(options);
+  detail::check_device_options(options, "create backend");
   switch (kind) {
     case BackendKind::cpu: return detail::make_cpu_backend(options);
     case BackendKind::vulkan: return detail::make_vulkan_backend(options);
@@ -26,6 +26,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& opt
 
 std::vector<DeviceInfo> list_devices(const DeviceOptions& options) try {
   detail::OpScope scope("list devices");
+  detail::check_device_options(options, "list devices");
   auto instance = detail::Instance::create(options.validation.value_or(false), std::make_shared<detail::Logger>(options));
   auto devices = detail::enumerate_devices(*instance, options);
   std::vector<DeviceInfo> out;

@@ -563,7 +563,11 @@ TEST(VulkanErrors, OptionsOutOfRange) {
                    {"create backend: options.kernels = 7; valid: KernelShape::automatic, cpu or gpu"});
     expect_invalid([&] { make_backend(kind, {.log_level = static_cast<LogLevel>(9)}); },
                    {"create backend: options.log_level = 9; valid: LogLevel::off, error, warning or info"});
+    expect_invalid([&] { make_backend(kind, {.matrix_units = static_cast<MatrixUnits>(9)}); },
+                   {"create backend: options.matrix_units = 9; valid: MatrixUnits::automatic, off, on or standin"});
   }
+  expect_invalid([&] { (void)list_devices({.device = std::string("llvm\0pipe", 9)}); },
+                 {"list devices: options.device = \"llvm\\0pipe\""});
   EXPECT_NO_THROW(make_backend(BackendKind::cpu, {.kernels = KernelShape::gpu, .log_level = LogLevel::off}));
 }
 

@@ -215,9 +215,12 @@ TEST_F(Faults, TransfersAfterFaultsThroughStaging) {
   EXPECT_EQ(b->download(big), std::vector<float>(large, 0.0f));
 }
 
+std::vector<float> attend(Backend& b, KvCache& cache, std::int32_t q_pos);
+
 // A reset or truncate whose slot table cannot reach the device (its staging submit out of
 // memory) changes nothing on the host either: the sequence, and a paged cache's pool, are
-// as they were, and the next try works.
+// as they were, the device's table too (one transfer: its words and its bound together),
+// and the next try works.
 TEST_F(Faults, ResetAndTruncateThatFailChangeNothing) {
   VKATTN_BACKEND_OR_SKIP(b, true);
   for (const bool paged : {false, true}) {
@@ -231,12 +234,14 @@ TEST_F(Faults, ResetAndTruncateThatFailChangeNothing) {
     const std::vector<std::int32_t> slots = cache.slot_positions(0);
     const std::size_t free = paged ? cache.free_blocks() : 0;
     const std::string what = paged ? "paged" : "ring";
+    const std::vector<float> before = attend(*b, cache, 5);
     for (const bool truncate : {false, true}) {
       detail::inject_fault(FaultSite::queue_submit, VK_ERROR_OUT_OF_DEVICE_MEMORY);
       expect_error([&] { truncate ? cache.truncate(0, 1) : cache.reset(0); }, ErrorCode::out_of_memory,
                    VK_ERROR_OUT_OF_DEVICE_MEMORY);
       EXPECT_EQ(cache.slot_positions(0), slots) << what;
       EXPECT_EQ(cache.next_position(0), 6) << what;
+      EXPECT_EQ(attend(*b, cache, 5), before) << what;
       if (paged) {
         EXPECT_EQ(cache.free_blocks(), free) << what;
       }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "support/backends.hpp"
+#include "support/expect_invalid.hpp"
 #include "support/interop.hpp"
 #include "support/random.hpp"
 #include "vkattn/vulkan.hpp"
@@ -47,6 +48,10 @@ TEST_F(Interop, ReplaysCountAsRunWhileTheCallersBufferHoldsThem) {
   prefill.kv_append(later, k, v, std::vector<std::int32_t>{0}, std::vector<std::int32_t>{0});
   prefill.submit_and_wait();
   step.kv_copy_sequence(later, 0, 1);  // in no command buffer
+  EXPECT_FALSE(saves(later));
+  // Not replayed over the fork, which has not run (the replay would take its place).
+  expect_invalid([&] { step.set_tokens(std::vector<std::int32_t>{2}); }, {"set_tokens", "have not run"});
+  step.submit_and_wait();  // the ops at 1 again, and the fork
   step.set_tokens(std::vector<std::int32_t>{2});
   EXPECT_FALSE(saves(later));
   step.submit_and_wait();

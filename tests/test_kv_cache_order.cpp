@@ -249,6 +249,28 @@ TEST_F(KvCacheOrder, RefusedReplayChangesNotWhatDroppingTheListDoes) {
       EXPECT_NO_THROW((Step{*b, c, 1, 1, 0}.run()));
       EXPECT_NO_THROW((Step{*b, c, 0, 1, 1}.run()));
     }
+    // With no reset between: the refusal, or a replay that Vulkan rebuilds (another pattern
+    // of sequences), puts back the cache's last writer as this replay found it, not as an
+    // earlier one did (the other list's append could not be put back, or was put back
+    // under a later list's).
+    for (bool rebuild : {false, true}) {
+      KvCache c = b->kv_cache(ring(8, 2));
+      Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
+      std::optional<CommandList> list(b->commands());
+      Step{*b, c, 0, 1, 0}.record(*list, out);
+      list->submit_and_wait();
+      std::optional<CommandList> other = recorded(Step{*b, c, 0, 1, 1}, out);
+      if (rebuild) {
+        list->set_tokens(std::vector<std::int32_t>{1}, std::vector<std::int32_t>{1});
+      } else {
+        EXPECT_THROW(list->set_tokens(std::vector<std::int32_t>{7}, std::vector<std::int32_t>{0}), InvalidArgument);
+      }
+      list.reset();
+      other.reset();
+      EXPECT_EQ(c.next_position(0), 1) << "rebuild " << rebuild;
+      EXPECT_EQ(c.next_position(1), 0) << "rebuild " << rebuild;
+      EXPECT_NO_THROW((Step{*b, c, 0, 1, 1}.run()));
+    }
   }
 }
 
@@ -278,6 +300,53 @@ TEST_F(KvCacheOrder, ReaderAfterADroppedListRuns) {
       b->upload(out, std::vector<float>(kHeads * kDim, 0.0f));
       EXPECT_NO_THROW(reader.submit_and_wait());
       EXPECT_EQ(b->download(out), one_key);
+    }
+  }
+  // Except one rotating keys on read past sinks, planned on the ring the dropped append
+  // moved (its start 2, the cache's 1 again): refused as a moved ring is, until replayed.
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    KvCacheConfig config = ring(4);
+    config.n_sinks = 1, config.rope = KvRope::on_read;
+    KvCache c = b->kv_cache(config);
+    Step{*b, c, 0, 4}.run();
+    Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
+    std::optional<CommandList> append = recorded(Step{*b, c, 4, 1}, out);
+    const std::int32_t p = 4, s = 0;
+    CommandList reader = b->commands();
+    reader.attention(Step{*b, c, 4, 1}.input(kHeads, 1), c, out, {.q_positions = {&p, 1}, .q_seq_ids = {&s, 1}});
+    append.reset();
+    expect_invalid([&] { reader.submit_and_wait(); }, {"submit_and_wait", "ring starting at position 2, now 1"});
+    EXPECT_NO_THROW(reader.set_tokens(std::vector<std::int32_t>{4}, std::vector<std::int32_t>{0}));
+    EXPECT_NO_THROW(reader.submit_and_wait());
+  }
+}
+
+// A list whose appends (as recorded, or last replayed) have not run is not replayed: the
+// replay would take their place, and the rows the host counts for them would never be
+// written (a save took zeros for them; paged, a reset of another sequence made attention
+// read a freed block's old rows). Destroying it puts them back; once it ran, it replays.
+// A list that only reads replays as often as asked.
+TEST_F(KvCacheOrder, ListWhoseAppendsHaveNotRunIsNotReplayed) {
+  const std::vector<std::int32_t> seq0{0};
+  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
+      std::optional<CommandList> list(b->commands());
+      Step{*b, c, 0, 1}.record(*list, out);
+      expect_invalid([&] { list->set_tokens(std::vector<std::int32_t>{1}, seq0); }, {"set_tokens", "have not run"});
+      list->submit_and_wait();
+      list->set_tokens(std::vector<std::int32_t>{1}, seq0);
+      expect_invalid([&] { list->set_tokens(std::vector<std::int32_t>{2}, seq0); }, {"set_tokens", "have not run"});
+      EXPECT_EQ(c.next_position(0), 2);
+      list.reset();
+      EXPECT_EQ(c.next_position(0), 1);
+      EXPECT_NO_THROW((void)b->save_cache(c));
+      const std::int32_t p = 0;
+      CommandList reader = b->commands();
+      reader.attention(Step{*b, c, 0, 1}.input(kHeads, 1), c, out, {.q_positions = {&p, 1}, .q_seq_ids = {&p, 1}});
+      reader.set_tokens(std::vector<std::int32_t>{0}, seq0);
+      EXPECT_NO_THROW(reader.set_tokens(std::vector<std::int32_t>{0}, seq0));
     }
   }
 }

@@ -82,5 +82,46 @@ TEST(KvCacheSave, PagedHeaders) {
   cpu->restore_cache(cache, saved);
 }
 
+// A block two sequences share (a fork's) sits at one run of both tables, each row holding
+// one position: tables naming it at different runs, or a row at two positions, are
+// refused (sequence 1 read sequence 0's rows of other positions).
+TEST(KvCacheSave, SharedBlocksAtOneRun) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{.n_seqs = 2,
+                             .n_kv_heads = 1,
+                             .head_dim = 8,
+                             .capacity = 4,
+                             .dtype = DType::f32,
+                             .paged = true,
+                             .block_size = 2,
+                             .n_blocks = 8};
+  KvCache cache = cpu->kv_cache(config);
+  const Tensor k = cpu->tensor({4, 1, 8}, DType::f32);
+  CommandList cmd = cpu->commands();
+  cmd.kv_append(cache, k, k, Ids{0, 1, 2, 3}, Ids{0, 0, 0, 0});
+  cmd.kv_copy_sequence(cache, 0, 1);  // sequence 1 shares block 1 (run 1), copies run 0's, written next
+  cmd.submit_and_wait();
+  const std::vector<std::uint8_t> saved = cpu->save_cache(cache);
+  // Headers (64 + 16 bytes), 2 x 4 slot words, next and oldest of each, then the tables.
+  const std::size_t slots1 = 80 + 16, next1 = 80 + 32 + 4, oldest1 = next1 + 8, tables = 80 + 48, seq1 = tables + 8;
+  ASSERT_NE(word(saved, seq1), word(saved, tables));
+  ASSERT_EQ(word(saved, seq1 + 4), word(saved, tables + 4));
+  KvCache other = cpu->kv_cache(config);
+  std::vector<std::uint8_t> swapped = saved;  // sequence 1's two runs exchanged
+  std::memcpy(swapped.data() + seq1, saved.data() + seq1 + 4, 4);
+  std::memcpy(swapped.data() + seq1 + 4, saved.data() + seq1, 4);
+  expect_invalid([&] { cpu->restore_cache(other, swapped); }, {"sequence 1 bookkeeping", "inconsistent"});
+  // Sequence 1 as if it had gone on to 7 writing the shared block in place: its ring (4, 5,
+  // 6, 7) is consistent alone, but the shared block's rows would hold 2 and 6, 3 and 7.
+  std::vector<std::uint8_t> wrapped = saved;
+  for (auto [at, value] : {std::pair{slots1, 4}, {slots1 + 4, 5}, {slots1 + 8, 6}, {slots1 + 12, 7}, {next1, 8}, {oldest1, 4}}) {
+    std::memcpy(wrapped.data() + at, &value, 4);
+  }
+  expect_invalid([&] { cpu->restore_cache(other, wrapped); }, {"sequence 1 bookkeeping", "inconsistent"});
+  EXPECT_EQ(other.next_position(1), 0);
+  cpu->restore_cache(other, saved);
+  EXPECT_EQ(other.block_table(1), cache.block_table(1));
+}
+
 }  // namespace
 }  // namespace vkattn::test

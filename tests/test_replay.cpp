@@ -367,9 +367,9 @@ TEST_F(VulkanVsCpuTest, ReplayKeepsPlainKeyPositions) {
 }
 
 // A refused replay leaves what destroying the list unrun does: two appends of sequence 0
-// recorded before a reset, replayed at position 0 (the second needs 1: refused), then
-// destroyed, leave the sequence empty and open. Before, the refused replay's notes made the
-// list mark it unwritten, refusing every op over the cache until another reset.
+// recorded before a reset, replayed (refused: the list has not run), then destroyed, leave
+// the sequence empty and open. Before, the refused replay's notes made the list mark it
+// unwritten, refusing every op over the cache until another reset.
 TEST(ReplayRefused, LeavesWhatDestroyingTheListDoes) {
   for (BackendKind kind : {BackendKind::cpu, BackendKind::vulkan}) {
     SCOPED_TRACE(to_string(kind));
@@ -383,7 +383,7 @@ TEST(ReplayRefused, LeavesWhatDestroyingTheListDoes) {
       list.kv_append(c, k, k, std::vector<std::int32_t>{0});
       list.kv_append(c, k, k, std::vector<std::int32_t>{1});
       c.reset(0);
-      expect_invalid([&] { list.set_tokens(std::vector<std::int32_t>{0}); }, {"positions[0] = 0", "continues there"});
+      expect_invalid([&] { list.set_tokens(std::vector<std::int32_t>{0}); }, {"set_tokens", "have not run"});
     }
     EXPECT_EQ(c.next_position(0), 0);
     CommandList after = b->commands();

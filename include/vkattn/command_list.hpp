@@ -235,9 +235,12 @@ class VKATTN_API CommandList {
   // which tensors and caches. Each op's
   // checks run again: kv_append advances its cache's bookkeeping as when recorded, so
   // positions must continue each sequence (after reset or truncate, give positions that
-  // continue it), after the tokens the list last had: replay a list once it has run, or
-  // those tokens' rows are never written. On an error nothing changes: the list and the
-  // caches stay as they were.
+  // continue it), after the tokens the list last had. A list whose appends or forks (as
+  // recorded, or last replayed) have not run is refused (0.14.1: replayed, those tokens'
+  // rows were never written, though the cache counted them): submit it first (or record
+  // it into a command buffer), or destroy it, which puts them back. A list that only reads
+  // caches replays as often as asked. On an error nothing changes: the list and the caches
+  // stay as they were.
   // A list keeps every tensor and cache it records alive, also after their handles go.
   // set_tokens waits for the list's own pending submission; command buffers the list was
   // recorded into (record) read the rewritten parameters too, so they serve the next

@@ -394,10 +394,11 @@ struct DeviceInfo {
   std::string matrix_note;
 };
 
-// Enumerates Vulkan devices and marks the one that would be chosen. Throws only when
-// Vulkan itself is unavailable: Error(unsupported) without a loader, Error(no_device)
-// without a driver (or a Vulkan 1.0 loader); an empty or all-rejected list is returned as
-// is.
+// Enumerates Vulkan devices and marks the one that would be chosen. Throws when Vulkan
+// itself is unavailable: Error(unsupported) without a loader, Error(no_device) without a
+// driver (or a Vulkan 1.0 loader); and InvalidArgument for options make_backend refuses
+// too (0.14.1: a device name with a NUL, an enum no value has). An empty or all-rejected
+// list is returned as is.
 VKATTN_API std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
 
 }  // namespace vkattn

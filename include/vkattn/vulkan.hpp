@@ -102,11 +102,14 @@ VKATTN_API Tensor wrap(Backend& backend, VkBuffer buffer, VkDeviceSize offset, V
                        DType dtype);
 
 // A KV cache whose K and V live in the caller's buffers: |k| and |v|, tensors of this
-// backend (wrap() them; one of vkattn's own memory serves too) that share no bytes, each of the cache's shape [n_seqs, capacity,
-// n_kv_heads, head_dim] (a paged cache's pool: [n_blocks, block_size, n_kv_heads, head_dim]) and config.dtype (docs/kv-cache.md
-// has the layout of each dtype). vkattn fills both with zeros now, through the queue (their buffers need TRANSFER_DST), and the
-// cache starts empty, as Backend::kv_cache's. The caller may read the buffers (after the work that wrote them); writing them
-// behind vkattn's bookkeeping is undefined. A latent cache (KvCacheConfig::latent) takes K alone: |v| must be an empty Tensor{}.
+// backend (wrap() them; one of vkattn's own memory serves too) that share no bytes, each
+// of the cache's shape [n_seqs, capacity, n_kv_heads, head_dim] (a paged cache's pool:
+// [n_blocks, block_size, n_kv_heads, head_dim]) and config.dtype (docs/kv-cache.md has the
+// layout of each dtype). vkattn fills both with zeros now, through the queue (their
+// buffers need TRANSFER_DST), and the cache starts empty, as Backend::kv_cache's. The
+// caller may read the buffers (after the work that wrote them); writing them behind
+// vkattn's bookkeeping is undefined. A latent cache (KvCacheConfig::latent) takes K alone:
+// |v| must be an empty Tensor{}.
 VKATTN_API KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tensor& k, const Tensor& v);
 
 // Semaphores of the caller that an asynchronous submission (CommandList::submit) waits on

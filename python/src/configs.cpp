@@ -173,55 +173,55 @@ void bind_devices(py::module_& m) {
   config_basics<DeviceLimits>(limits, "DeviceLimits",
                               {"subgroup_size", "max_shared_memory", "max_workgroup_invocations", "max_storage_buffer_range",
                                "max_storage_buffers", "device_local_bytes", "timestamps", "unified_memory", "compute_units"});
-#define VKATTN_LIMIT(f) field(limits, #f, &DeviceLimits::f)
-  VKATTN_LIMIT(subgroup_size);
-  VKATTN_LIMIT(subgroup_arithmetic);
-  VKATTN_LIMIT(subgroup_shuffle);
-  VKATTN_LIMIT(subgroup_size_control);
-  VKATTN_LIMIT(subgroup_min_size);
-  VKATTN_LIMIT(subgroup_max_size);
-  VKATTN_LIMIT(subgroup_vote);
-  VKATTN_LIMIT(max_shared_memory);
-  VKATTN_LIMIT(max_workgroup_invocations);
-  VKATTN_LIMIT(max_workgroup_size);
-  VKATTN_LIMIT(max_workgroup_count);
-  VKATTN_LIMIT(max_storage_buffer_range);
-  VKATTN_LIMIT(max_storage_buffers);
-  VKATTN_LIMIT(storage_offset_alignment);
-  VKATTN_LIMIT(max_texel_buffer_elements);
-  VKATTN_LIMIT(device_local_bytes);
-  VKATTN_LIMIT(storage_16bit);
-  VKATTN_LIMIT(shader_float16);
-  VKATTN_LIMIT(timestamps);
-  VKATTN_LIMIT(timestamp_period_ns);
-  VKATTN_LIMIT(unified_memory);
-  VKATTN_LIMIT(compute_units);
-  VKATTN_LIMIT(matrix_units);
-  VKATTN_LIMIT(matrix_standin);
+#define VKATTN_LIMIT(f, doc) field(limits, #f, &DeviceLimits::f, doc)
+  VKATTN_LIMIT(subgroup_size, "the subgroup size kernels plan with");
+  VKATTN_LIMIT(subgroup_arithmetic, "subgroup arithmetic operations in compute shaders");
+  VKATTN_LIMIT(subgroup_shuffle, "subgroup shuffles in compute shaders");
+  VKATTN_LIMIT(subgroup_size_control, "VK_EXT_subgroup_size_control, usable (the GPU-shaped kernels)");
+  VKATTN_LIMIT(subgroup_min_size, "the smallest subgroup size the device may run");
+  VKATTN_LIMIT(subgroup_max_size, "the largest subgroup size the device may run");
+  VKATTN_LIMIT(subgroup_vote, "subgroup vote operations in compute shaders");
+  VKATTN_LIMIT(max_shared_memory, "bytes of workgroup shared memory");
+  VKATTN_LIMIT(max_workgroup_invocations, "invocations per workgroup");
+  VKATTN_LIMIT(max_workgroup_size, "invocations per workgroup along x, y and z");
+  VKATTN_LIMIT(max_workgroup_count, "workgroups per dispatch along x, y and z");
+  VKATTN_LIMIT(max_storage_buffer_range, "bytes one storage buffer binding may span");
+  VKATTN_LIMIT(max_storage_buffers, "storage buffers one shader stage may bind");
+  VKATTN_LIMIT(storage_offset_alignment, "minStorageBufferOffsetAlignment, bytes");
+  VKATTN_LIMIT(max_texel_buffer_elements, "16-byte texels a texel view may span (0: texel reads off)");
+  VKATTN_LIMIT(device_local_bytes, "bytes of the largest device-local heap (in a cap: every heap lowered to it)");
+  VKATTN_LIMIT(storage_16bit, "16-bit storage buffer access");
+  VKATTN_LIMIT(shader_float16, "f16 arithmetic in shaders");
+  VKATTN_LIMIT(timestamps, "timestamp queries on the compute queue");
+  VKATTN_LIMIT(timestamp_period_ns, "nanoseconds per timestamp tick");
+  VKATTN_LIMIT(unified_memory, "device-local memory the host can map (integrated GPUs, CPU devices)");
+  VKATTN_LIMIT(compute_units, "compute units (SMs, CUs, EUs) where the driver says; 0 where it does not");
+  VKATTN_LIMIT(matrix_units, "the matrix kernels run on the device's matrix units (cooperative matrices)");
+  VKATTN_LIMIT(matrix_standin, "the matrix kernels run as plain GLSL in the matrix units' place");
 #undef VKATTN_LIMIT
   m.def("spec_minimum_limits", &spec_minimum_limits, "The Vulkan 1.1 minimum of every limit (features off).");
 
   py::class_<MatrixShape>(m, "MatrixShape", "One entry of a device's VK_KHR_cooperative_matrix list: result = A B + C.")
-      .def_readonly("m", &MatrixShape::m)
-      .def_readonly("n", &MatrixShape::n)
-      .def_readonly("k", &MatrixShape::k)
+      .def_readonly("m", &MatrixShape::m, "rows of A and of the result")
+      .def_readonly("n", &MatrixShape::n, "columns of B and of the result")
+      .def_readonly("k", &MatrixShape::k, "columns of A, rows of B")
       .def_readonly("a", &MatrixShape::a, "component type: 'f16', 'f32', 's8', 'bf16', ... or 'type <value>'")
-      .def_readonly("b", &MatrixShape::b)
-      .def_readonly("c", &MatrixShape::c)
-      .def_readonly("result", &MatrixShape::result)
+      .def_readonly("b", &MatrixShape::b, "B's component type")
+      .def_readonly("c", &MatrixShape::c, "C's component type")
+      .def_readonly("result", &MatrixShape::result, "the result's component type")
       .def_readonly("scope", &MatrixShape::scope, "'subgroup', 'workgroup', 'device', 'queue family' or 'scope <value>'")
-      .def_readonly("saturating", &MatrixShape::saturating)
+      .def_readonly("saturating", &MatrixShape::saturating, "whether integer results saturate")
       .def("__repr__", [](const MatrixShape& s) {
         return "MatrixShape(" + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.a + " x " +
                s.b + " + " + s.c + " -> " + s.result + ", " + s.scope + (s.saturating ? ", saturating" : "") + ")";
       });
   py::class_<DeviceInfo>(m, "DeviceInfo", "One Vulkan device as vkattn sees it.")
-      .def_readonly("index", &DeviceInfo::index)
-      .def_readonly("name", &DeviceInfo::name)
+      .def_readonly("index", &DeviceInfo::index, "its index among the Vulkan devices (DeviceOptions.device takes it)")
+      .def_readonly("name", &DeviceInfo::name, "the driver-reported device name")
       .def_readonly("type", &DeviceInfo::type, "'discrete', 'integrated', 'virtual', 'cpu' or 'other'")
-      .def_readonly("api_version", &DeviceInfo::api_version)
-      .def_readonly("driver", &DeviceInfo::driver)
-      .def_readonly("limits", &DeviceInfo::limits)
+      .def_readonly("api_version", &DeviceInfo::api_version, "the device's Vulkan version, 'major.minor.patch'")
+      .def_readonly("driver", &DeviceInfo::driver, "the driver name and version")
+      .def_readonly("limits", &DeviceInfo::limits, "its DeviceLimits as vkattn would plan with them")
       .def_readonly("rejected", &DeviceInfo::rejected, "why vkattn cannot use it; '' when usable")
       .def_readonly("chosen", &DeviceInfo::chosen, "the device Backend('vulkan') would pick")
       .def_readonly("matrix_shapes", &DeviceInfo::matrix_shapes, "VK_KHR_cooperative_matrix's list ([] without the extension)")

@@ -260,7 +260,8 @@ def test_help_text():
     assert "InvalidArgument" in vkattn.__doc__
     assert vkattn.Backend.tensor.__doc__ and vkattn.KvCache.truncate.__doc__
     # Properties too (python.md: everything has a docstring).
-    for cls in (vkattn.Backend, vkattn.Tensor, vkattn.KvCache, vkattn.CommandList):
+    for cls in (vkattn.Backend, vkattn.Tensor, vkattn.KvCache, vkattn.CommandList, vkattn.DeviceInfo,
+                vkattn.DeviceLimits, vkattn.MatrixShape, vkattn.AttentionConfig, vkattn.RopeConfig, vkattn.KvCacheConfig):
         for name, member in vars(cls).items():
             if isinstance(member, property):
                 assert member.__doc__, f"{cls.__name__}.{name}"

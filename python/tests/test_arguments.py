@@ -189,6 +189,8 @@ def test_enum_options_out_of_range_are_refused():
         vkattn.Backend("cpu", kernels=vkattn.KernelShape(7))
     with raises_invalid(r"create backend: options\.log_level = 9; valid: LogLevel::off"):
         vkattn.Backend("cpu", log_level=vkattn.LogLevel(9))
+    with raises_invalid(r"create backend: options\.matrix_units = 9"):
+        vkattn.Backend("cpu", matrix_units=vkattn.MatrixUnits(9))
 
 
 def test_an_output_is_made_after_its_inputs_are_checked(cpu):

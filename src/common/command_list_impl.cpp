@@ -43,7 +43,11 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
   if (t.by != id) p->need = std::max(p->need, t.at);
   p->last = tick;
   p->writes = p->writes || writes;
-  if (pending.empty() || pending.back() != seq) pending.push_back(seq);
+  if (pending.empty() || pending.back().seq != seq) {
+    pending.push_back({seq, writes});
+  } else {
+    pending.back().writes = pending.back().writes || writes;
+  }
 }
 
 void CommandListImpl::note_read(KvCacheImpl& cache, std::size_t seq) {
@@ -75,9 +79,9 @@ void CommandListImpl::touch_pending(KvCacheImpl& cache, bool took, bool freed) n
   if (freed) {
     planned.push_back(
         {&cache, pool, cache.changes, cache.touched[pool].by != id ? cache.touched[pool].at : 0, cache.clock, cache.clock});
-    pending.push_back(pool);
+    pending.push_back({pool, false});
   }
-  for (const std::size_t seq : pending) cache.touch(seq, id);
+  for (const PendingSeq& p : pending) cache.touch(p.seq, id, p.writes);
   pending.clear();
 }
 
@@ -100,9 +104,10 @@ void CommandListImpl::check_planned(const char* op) const {
     c.check_written(op);
     if (p.oldest >= 0) {
       // Moved by a change that has run since (a change outside lists, another list's
-      // append, or the list's own later one when it ran before): lists recorded later and
-      // not run yet, and the list's own later appends before it runs, move it after the op.
-      if (c.oldest[p.seq] != p.oldest && c.ran_at[p.seq] > p.read_at) {
+      // append, or the list's own later one when it ran before), or back by a list put back
+      // since: lists recorded later and not run yet, and the list's own later appends before
+      // it runs, move it after the op.
+      if (c.oldest[p.seq] != p.oldest && std::max(c.ran_at[p.seq], c.put_back_at[p.seq]) > p.read_at) {
         throw InvalidArgument(op, "this",
                               "a list whose attention over a cache with sinks and KvRope::on_read was planned with "
                               "sequence " +
@@ -125,8 +130,8 @@ void CommandListImpl::check_planned(const char* op) const {
     if (p.need > c.ran_at[p.seq]) {
       throw InvalidArgument(op, "this",
                             std::string("a list whose ops on a ") + (sequence ? "cache's " : "paged cache's ") + what() +
-                                " were recorded after another list's kv_append or kv_copy_sequence there, which has "
-                                "not run",
+                                " were recorded after another list's kv_append or kv_copy_sequence there (or its "
+                                "copy of a block the sequence shares), which has not run",
                             "the lists submitted in the order they were recorded");
     }
     if (sequence && writes && p.ran && (c.touched[p.seq].by != id || c.touched[p.seq].since > p.first)) {
@@ -244,6 +249,10 @@ void CommandListImpl::undo_unrun() noexcept {
     if (l.since == c.changes && c.last_writer == id) {
       l.undo = any = true;
       c.last_writer = l.writer;
+      ++c.clock;
+      for (const auto& m : marks) {
+        if (m.log == i) c.put_back_at[m.seq] = c.clock;
+      }
     } else {
       // Its changes stay as the host planned them (the sequences it wrote marked).
       mark_unwritten(c, marks, i, l.first_clock);

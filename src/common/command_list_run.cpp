@@ -109,19 +109,25 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   // As recording the ops over them would be: a reader's recipes have no planned entry for
   // check_planned to refuse.
   for (const auto& c : impl.recorded_over) c->check_written(op);
+  // Appends or forks recorded (or last replayed) and not run: the replay would take their
+  // place in the list, and their rows, which the host counts, would never be written.
+  for (const auto& l : impl.logs) {
+    if (!l.started || !l.wrote) continue;
+    throw InvalidArgument(op, "this",
+                          "a list whose appends or forks, as recorded or last replayed, have not run (their rows would "
+                          "never be written)",
+                          "a list that ran since (submitted, or recorded into a command buffer); destroying it puts "
+                          "them back");
+  }
   // The caches' bookkeeping words the replay changes are logged in the list's log
   // (CommandListImpl::words), and those past the replay's mark put back when an op refuses
   // the new tokens. Every cache's log (each cache the list advances has one) is started
-  // after the logs are saved (a refusal puts back a log not started as not started: a
-  // started one would decide what destroying the list does), and the words of a list
-  // replayed without running dropped before, where too many (a refusal cannot bring them
-  // back).
-  impl.trim_unrun();
+  // after the logs are saved: a refusal puts back a log not started as not started (a
+  // started one would decide what destroying the list does), and after each log notes the
+  // cache's last writer, which a refusal (or a rebuild) puts back from the saved logs.
+  for (auto& l : impl.logs) l.replay_writer = l.cache->last_writer;
   impl.save_unrun();
-  for (auto& l : impl.logs) {
-    impl.begin_unrun(l);
-    l.replay_writer = l.cache->last_writer;
-  }
+  for (auto& l : impl.logs) impl.begin_unrun(l);
   const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;

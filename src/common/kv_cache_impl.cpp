@@ -139,6 +139,7 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
   forked_from.assign(config.n_seqs, {-1, 0});
   touched.assign(config.n_seqs + 1, {});
   ran_at.assign(config.n_seqs + 1, 0);
+  put_back_at.assign(config.n_seqs, 0);
   if (!config.paged) return;
   block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
   entries = config.capacity >> block_shift;
@@ -218,7 +219,7 @@ void KvCacheImpl::publish() const {
                 words.begin() + static_cast<std::ptrdiff_t>(s * stride + c));
     words[bound_offset() + s] = static_cast<std::uint32_t>(occupancy_bound(slot_pos, s, c));
   }
-  slots->store(words, 0);
+  slots->store(words);
 }
 
 void KvCacheImpl::publish(std::size_t seq) const {
@@ -228,9 +229,9 @@ void KvCacheImpl::publish(std::size_t seq) const {
   std::copy_n(slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c), c, words.begin());
   std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(seq * entries), entries,
               words.begin() + static_cast<std::ptrdiff_t>(c));
-  slots->store(words, seq * stride);
   const auto bound = static_cast<std::uint32_t>(occupancy_bound(slot_pos, seq, c));
-  slots->store({&bound, 1}, bound_offset() + seq);
+  const TensorImpl::WordRun runs[] = {{seq * stride, words}, {bound_offset() + seq, {&bound, 1}}};
+  slots->store_runs(runs);
 }
 
 void KvCacheImpl::fill_keys(ScoresParams& p, std::span<const std::int32_t> words) const {
@@ -403,10 +404,6 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
   } catch (...) {
     c.journal = nullptr;
     for (auto it = log.rbegin(); it != log.rend(); ++it) *it->word = it->old;
-    try {  // publish writes the sequence's words, then its bound: the first may have landed
-      c.publish(seq);
-    } catch (...) {
-    }
     throw;
   }
   c.changed(seq);
@@ -447,6 +444,11 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
     throw InvalidArgument("truncate", "position", std::to_string(position),
                           "a position whose earlier keys are still held: positions " + std::to_string(held_then) + " to " +
                               std::to_string(c.oldest[seq] - 1) + " have been overwritten");
+  }
+  if (c.touched[seq].wrote > c.ran_at[seq]) {  // their positions would reach the device unwritten
+    throw InvalidArgument("truncate", "seq", std::to_string(seq),
+                          "a sequence whose appends and forks have run (a command list that has not run holds its "
+                          "positions: submit it first, or destroy it)");
   }
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) {

@@ -32,6 +32,7 @@ struct LoggedWord {
 // the tick at which that list's unbroken run of changes to it began.
 struct SeqTouch {
   std::uint64_t at = 0, by = 0, since = 0;
+  std::uint64_t wrote = 0;  // the last change to the sequence's own words (not a read of it)
 };
 struct LoggedTouch {
   SeqTouch* touch;
@@ -105,7 +106,7 @@ class KvCacheImpl {
     changed_at[seq] = ++changes;
     last_writer = 0;
     ++clock;
-    touched[seq] = {clock, 0, clock};
+    touched[seq] = {clock, 0, clock, 0};
     ran_at[seq] = clock;
     std::erase_if(dropped, [&](const Dropped& d) { return d.seq == seq; });
   }
@@ -114,7 +115,7 @@ class KvCacheImpl {
     std::fill(changed_at.begin(), changed_at.end(), changes);
     last_writer = 0;
     ++clock;
-    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock});
+    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock, 0});
     std::fill(ran_at.begin(), ran_at.end(), clock);
     dropped.clear();
   }
@@ -130,6 +131,10 @@ class KvCacheImpl {
   // have run (changes outside lists run at once; a list's when it is submitted).
   std::vector<SeqTouch> touched;
   std::vector<std::uint64_t> ran_at;
+  // Per sequence, the tick at which a list destroyed unrun last put back its changes there:
+  // a ring start they moved moves back, which attention planned on them (KvRope::on_read
+  // with sinks) would not see.
+  std::vector<std::uint64_t> put_back_at;
   // |i|'s changes up to |tick| have run; so have those of lists destroyed unrun, which
   // never will, once what they were planned after has (|dropped|: each waiting entry).
   struct Dropped {
@@ -140,10 +145,10 @@ class KvCacheImpl {
   void ran_to(std::size_t i, std::uint64_t tick) noexcept;
   void drop_planned(std::size_t i, std::uint64_t need, std::uint64_t last) noexcept;
   std::vector<LoggedTouch>* touch_journal = nullptr;
-  void touch(std::size_t i, std::uint64_t list) {
+  void touch(std::size_t i, std::uint64_t list, bool writes) {
     SeqTouch& t = touched[i];
     if (touch_journal) touch_journal->push_back({&t, t, journal_log});
-    t = {clock, list, t.by == list ? t.since : clock};
+    t = {clock, list, t.by == list ? t.since : clock, writes ? clock : t.wrote};
   }
   // Blocks taken from and returned to the free list, counted: whether an op did either.
   std::uint64_t blocks_taken = 0, blocks_freed = 0;

@@ -238,8 +238,10 @@ SavedHeaders check_saved_headers(const char* op, std::span<const std::uint8_t> b
 // it. Appends are consecutive and keep the newest, so a sequence at |next| holds exactly
 // its sinks below next and the ring positions from max(n_sinks, next - ring) on, each in
 // its slot, and oldest is that bound. A paged sequence holds a block for exactly the runs
-// of slots that hold a position, no block twice, and every block saved is held. Returns
-// each block's references (none for a ring cache).
+// of slots that hold a position, no block twice, and every block saved is held; each row of
+// a block several hold (a fork's) is one position for all of them (appends copy a shared
+// block before they write it; a run's first row is always held, so a block at two runs of
+// their tables fails this too). Returns each block's references (none for a ring cache).
 std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::KvCacheImpl& c,
                                                   const std::vector<std::int32_t>& slot_pos,
                                                   const std::vector<std::int32_t>& next, const std::vector<std::int32_t>& oldest,
@@ -249,6 +251,7 @@ std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::
   std::vector<std::int32_t> refs(cf.paged ? cf.n_blocks : 0, 0);
   std::vector<std::int32_t> held(cf.capacity);
   std::vector<std::size_t> named_by(n_saved, n_seqs);  // the last sequence naming each block
+  std::vector<std::int32_t> row_pos(cf.paged ? std::size_t{n_saved} * cf.block_size : 0, -1);
   const auto sinks = static_cast<std::int64_t>(cf.n_sinks);
   for (std::size_t s = 0; s < n_seqs; ++s) {
     const std::int64_t n = next[s];
@@ -266,10 +269,15 @@ std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::
       const bool used = std::any_of(run, run + static_cast<std::ptrdiff_t>(cf.block_size), [](std::int32_t x) { return x >= 0; });
       ok = b >= -1 && b < static_cast<std::int32_t>(n_saved) && (b >= 0) == used;
       if (ok && b >= 0) {
-        auto& last = named_by[static_cast<std::size_t>(b)];
-        ok = last != s;  // a block twice in one table
-        last = s;
-        ++refs[static_cast<std::size_t>(b)];
+        const auto u = static_cast<std::size_t>(b);
+        ok = named_by[u] != s;  // a block twice in one table
+        named_by[u] = s;
+        for (std::size_t j = 0; ok && j < cf.block_size; ++j) {
+          std::int32_t& row = row_pos[u * cf.block_size + j];
+          ok = run[static_cast<std::ptrdiff_t>(j)] < 0 || row < 0 || row == run[static_cast<std::ptrdiff_t>(j)];
+          if (run[static_cast<std::ptrdiff_t>(j)] >= 0) row = run[static_cast<std::ptrdiff_t>(j)];
+        }
+        ++refs[u];
       }
     }
     if (!ok) {

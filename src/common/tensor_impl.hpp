@@ -32,9 +32,18 @@ class TensorImpl {
   const std::size_t numel;
   const std::size_t words;  // 32-bit storage words
 
-  // Host words into the tensor's storage from word |first| on (Backend::write_words: 0),
-  // after any pending submission that reads or writes it.
-  virtual void store(std::span<const std::uint32_t> words, std::size_t first) = 0;
+  // Host words into the tensor's storage, each run from its first word on, in one transfer
+  // (one that fails writes none of them), after any pending submission that reads or
+  // writes the tensor.
+  struct WordRun {
+    std::size_t first;
+    std::span<const std::uint32_t> words;
+  };
+  virtual void store_runs(std::span<const WordRun> runs) = 0;
+  void store(std::span<const std::uint32_t> words) {  // from word 0 (Backend::write_words)
+    const WordRun run{0, words};
+    store_runs({&run, 1});
+  }
   // Whether this tensor, another than |other|, shares storage bytes with it: views of one
   // caller's buffer (vulkan.hpp: wrap) that meet. An op whose output shares bytes with an
   // input would read what it wrote.

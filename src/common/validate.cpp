@@ -90,9 +90,9 @@ void rethrow_allocation(const Error& e, const std::string& what, const std::stri
               op);
 }
 
-void check_device_options(const DeviceOptions& options) {
+void check_device_options(const DeviceOptions& options, const char* op) {
   if (options.submit_timeout_ms == 0) {
-    throw InvalidArgument("create backend", "options.submit_timeout_ms", "0", "[1, 4294967295] ms");
+    throw InvalidArgument(op, "options.submit_timeout_ms", "0", "[1, 4294967295] ms");
   }
   // A NUL would end the name or path where the C and the Vulkan calls read it: another
   // device, another directory.
@@ -101,18 +101,23 @@ void check_device_options(const DeviceOptions& options) {
     if (!*text || (*text)->find('\0') == std::string::npos) continue;
     std::string shown;
     for (const char ch : **text) shown += ch == '\0' ? std::string("\\0") : std::string(1, ch);
-    throw InvalidArgument("create backend", param, "\"" + shown + "\"", "a string without NUL characters");
+    throw InvalidArgument(op, param, "\"" + shown + "\"", "a string without NUL characters");
   }
   // Enums a caller may have cast from any integer (Python's enums take any): refused,
   // not read as a mix of the named values.
-  using enum KernelShape;
-  if (options.kernels && *options.kernels != automatic && *options.kernels != cpu && *options.kernels != gpu) {
-    throw InvalidArgument("create backend", "options.kernels", std::to_string(static_cast<int>(*options.kernels)),
-                          "KernelShape::automatic, cpu or gpu");
+  const auto shape = options.kernels.value_or(KernelShape::automatic);
+  if (shape != KernelShape::automatic && shape != KernelShape::cpu && shape != KernelShape::gpu) {
+    throw InvalidArgument(op, "options.kernels", std::to_string(static_cast<int>(shape)), "KernelShape::automatic, cpu or gpu");
+  }
+  const auto matrix = options.matrix_units.value_or(MatrixUnits::automatic);
+  if (matrix != MatrixUnits::automatic && matrix != MatrixUnits::off && matrix != MatrixUnits::on &&
+      matrix != MatrixUnits::standin) {
+    throw InvalidArgument(op, "options.matrix_units", std::to_string(static_cast<int>(matrix)),
+                          "MatrixUnits::automatic, off, on or standin");
   }
   const auto level = options.log_level.value_or(LogLevel::off);
   if (level != LogLevel::off && level != LogLevel::error && level != LogLevel::warning && level != LogLevel::info) {
-    throw InvalidArgument("create backend", "options.log_level", std::to_string(static_cast<int>(level)),
+    throw InvalidArgument(op, "options.log_level", std::to_string(static_cast<int>(level)),
                           "LogLevel::off, error, warning or info");
   }
 }

@@ -29,7 +29,7 @@ inline constexpr std::size_t kMaxAlibiHeads = 65536;
 class ShapeOnly final : public TensorImpl {
  public:
   ShapeOnly(Shape shape, DType dtype) : TensorImpl(nullptr, std::move(shape), dtype) {}
-  void store(std::span<const std::uint32_t>, std::size_t) override {}
+  void store_runs(std::span<const WordRun>) override {}
 };
 
 // Shared by the checks: a number as errors print it; an op's output is none of its
@@ -55,7 +55,7 @@ void check_shape(const char* op, const char* name, const TensorImpl& t, std::ini
 
 // DeviceOptions a backend can be made with (make_backend, both forms): a timeout of 0 ms
 // would fail every submission (a fence is never signalled the moment it is submitted).
-void check_device_options(const DeviceOptions& options);
+void check_device_options(const DeviceOptions& options, const char* op);
 
 // A shape and dtype a tensor may have (Backend::tensor, wrap).
 void check_new_tensor(const char* op, const Shape& shape, DType dtype);

@@ -125,7 +125,7 @@ class CpuBackend final : public Backend {
     OpScope scope("tensor");
     return std::make_shared<CpuTensor>(owner_tag(), ledger_, shape, dtype);
   }
-  void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override { t.store(words, 0); }
+  void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override { t.store(words); }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override { return static_cast<const CpuTensor&>(t).data; }
 
  private:

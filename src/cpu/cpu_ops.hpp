@@ -22,8 +22,8 @@ class CpuTensor final : public TensorImpl {
   const HeapReservation reservation;         // counted before the vector is allocated
   std::vector<std::uint32_t> data;
 
-  void store(std::span<const std::uint32_t> words, std::size_t first) override {
-    std::copy(words.begin(), words.end(), data.begin() + static_cast<std::ptrdiff_t>(first));
+  void store_runs(std::span<const WordRun> runs) override {
+    for (const WordRun& r : runs) std::copy(r.words.begin(), r.words.end(), data.begin() + static_cast<std::ptrdiff_t>(r.first));
   }
 };
 

@@ -146,9 +146,14 @@ struct Context {
 
   // A device buffer for |bytes|, checked against maxStorageBufferRange and the heap.
   std::unique_ptr<Buffer> device_buffer(std::uint64_t bytes, const char* what);
-  // Synchronous host<->buffer copies (a write from byte |offset| of |buffer| on), through a
-  // staging buffer unless |buffer| is mapped.
-  void write(Buffer& buffer, std::span<const std::uint8_t> bytes, VkDeviceSize offset = 0);
+  // Synchronous host<->buffer copies, through a staging buffer unless |buffer| is mapped; a
+  // write of several runs (each from its byte offset of |buffer| on) in one submission.
+  void write(Buffer& buffer, std::span<const std::uint8_t> bytes);
+  struct ByteRun {
+    VkDeviceSize offset;
+    std::span<const std::uint8_t> bytes;
+  };
+  void write(Buffer& buffer, std::span<const ByteRun> runs);
   void read(const Buffer& buffer, std::span<std::uint8_t> bytes);
   // Fills |buffer| with zeros (on the device when it is not mapped: no host copy).
   void zero(Buffer& buffer);
@@ -181,7 +186,7 @@ class VulkanTensor final : public TensorImpl {
   void note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number, bool writes);
   void forget_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number) noexcept;
 
-  void store(std::span<const std::uint32_t> words, std::size_t first) override;
+  void store_runs(std::span<const WordRun> runs) override;
   bool overlaps(const TensorImpl& other) const override;
 };
 

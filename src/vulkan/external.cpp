@@ -291,7 +291,7 @@ VulkanRequirements vulkan_requirements() try {
 std::unique_ptr<Backend> make_backend(const ExternalVulkan& vulkan, const DeviceOptions& options) try {
   using namespace detail;
   OpScope scope("create backend");
-  check_device_options(options);
+  check_device_options(options, "create backend");
   check_handles(vulkan);
   const Enabled enabled = enabled_in(vulkan.device_create_info, vulkan.queue_family_index);
   auto ctx = std::make_shared<Context>();
@@ -385,7 +385,8 @@ KvCache wrap_kv_cache(Backend& backend, const KvCacheConfig& config, const Tenso
   }
   for (const auto& [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}}) {
     if (!t->valid() && (t == &k || !config.latent)) {
-      throw InvalidArgument(op, name, kEmptyTensor, "a tensor made by wrap on this backend (an empty v only for a latent cache)");
+      throw InvalidArgument(op, name, kEmptyTensor,
+                            "a tensor of this backend, made by wrap (an empty v only for a latent cache)");
     }
   }
   const auto& tk = check_tensor(op, "k", k, ctx.get());

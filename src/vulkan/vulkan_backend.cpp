@@ -58,9 +58,9 @@ void one_shot(Context& ctx, Record record) {
   ctx.transfers.give(std::move(kept));
 }
 
-void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes, VkDeviceSize dst_offset = 0) {
+void copy_buffer(Context& ctx, const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
   one_shot(ctx, [&](VkCommandBuffer cb) {
-    const VkBufferCopy region{src.offset(), dst.offset() + dst_offset, bytes};
+    const VkBufferCopy region{src.offset(), dst.offset(), bytes};
     ctx.device->fn().vkCmdCopyBuffer(cb, src.handle(), dst.handle(), 1, &region);
   });
 }
@@ -125,7 +125,7 @@ class VulkanBackend final : public Backend {
   // Named "upload" and "download" unless an op calls them (save_cache, restore_cache).
   void write_words(TensorImpl& t, std::span<const std::uint32_t> words) override {
     OpScope scope(*current_op() ? current_op() : "upload");
-    t.store(words, 0);
+    t.store(words);
   }
   std::vector<std::uint32_t> read_words(const TensorImpl& t) override {
     OpScope scope(*current_op() ? current_op() : "download");
@@ -154,15 +154,33 @@ std::unique_ptr<Buffer> Context::device_buffer(std::uint64_t bytes, const char* 
   return Buffer::create(*device, bytes, BufferKind::device, what, mapped_tensors, limits.max_texel_buffer_elements);
 }
 
-void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes, VkDeviceSize offset) {
+void Context::write(Buffer& buffer, std::span<const std::uint8_t> bytes) {
+  const ByteRun run{0, bytes};
+  write(buffer, {&run, 1});
+}
+
+void Context::write(Buffer& buffer, std::span<const ByteRun> runs) {
   device->check_alive();
   if (buffer.mapped()) {
-    buffer.write(bytes, offset);
+    for (const ByteRun& r : runs) buffer.write(r.bytes, r.offset);
     return;
   }
-  auto staging = transfers.staging(*device, bytes.size());
-  staging->write(bytes);
-  copy_buffer(*this, *staging, buffer, bytes.size(), offset);
+  VkDeviceSize total = 0;
+  for (const ByteRun& r : runs) total += r.bytes.size();
+  auto staging = transfers.staging(*device, total);
+  std::vector<VkBufferCopy> regions;
+  regions.reserve(runs.size());
+  VkDeviceSize at = 0;  // each run's place in the staging buffer
+  for (const ByteRun& r : runs) {
+    if (r.bytes.empty()) continue;  // a copy region of 0 bytes is invalid usage
+    staging->write(r.bytes, at);
+    regions.push_back({staging->offset() + at, buffer.offset() + r.offset, r.bytes.size()});
+    at += r.bytes.size();
+  }
+  one_shot(*this, [&](VkCommandBuffer cb) {
+    device->fn().vkCmdCopyBuffer(cb, staging->handle(), buffer.handle(), static_cast<std::uint32_t>(regions.size()),
+                                 regions.data());
+  });
   transfers.give(std::move(staging));
 }
 
@@ -227,9 +245,14 @@ VulkanTensor::VulkanTensor(std::shared_ptr<Context> ctx, const Shape& shape_, DT
   if (zero) context->zero(*buffer);
 }
 
-void VulkanTensor::store(std::span<const std::uint32_t> words, std::size_t first) {
+void VulkanTensor::store_runs(std::span<const WordRun> runs) {
   settle(*context, *this, true);
-  context->write(*buffer, {reinterpret_cast<const std::uint8_t*>(words.data()), words.size_bytes()}, VkDeviceSize{first} * 4);
+  std::vector<Context::ByteRun> bytes;
+  bytes.reserve(runs.size());
+  for (const WordRun& r : runs) {
+    bytes.push_back({VkDeviceSize{r.first} * 4, {reinterpret_cast<const std::uint8_t*>(r.words.data()), r.words.size_bytes()}});
+  }
+  context->write(*buffer, bytes);
 }
 
 // $VKATTN_CAP_LIMITS=spec_minimum: plan with the Vulkan minimums whatever the options say.

@@ -218,7 +218,7 @@ std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, 
   }
   auto in = std::make_shared<VulkanTensor>(ctx, Shape{words.size()}, DType::f32);
   auto out = std::make_shared<VulkanTensor>(ctx, Shape{4 * 256}, DType::f32);
-  in->store(words, 0);
+  in->store(words);
   Dispatch d;
   d.op = "mt_selftest";
   d.key = {units ? kSelftestUnits : KernelId::mt_selftest_standin,
