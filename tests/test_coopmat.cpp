@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/validate.hpp"
 #include "support/backends.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
@@ -294,7 +295,8 @@ TEST(CoopmatKnob, OptionsThenEnvironment) {
   expect_invalid([] { detail::matrix_units_wanted({}); }, {"VKATTN_MATRIX", "bogus", "standin"});
   DeviceOptions options;
   options.matrix_units = static_cast<MatrixUnits>(7);
-  expect_invalid([&] { detail::matrix_units_wanted(options); }, {"DeviceOptions::matrix_units", "7"});
+  expect_invalid([&] { detail::check_device_options(options, "create backend"); }, {"options.matrix_units", "7"});
+  expect_invalid([&] { (void)make_backend(BackendKind::vulkan, options); }, {"options.matrix_units", "7"});
   EXPECT_STREQ(to_string(MatrixUnits::standin), "standin");
 }
 
