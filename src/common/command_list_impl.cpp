@@ -167,12 +167,8 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
   } else if (l.since != cache.changes || (l.wrote && cache.last_writer != id)) {
     l.since = kStale;  // a change outside lists, or another list's op, came after the list's
   }
-  if (!cache.journal) trim_unrun();
-}
-
-void CommandListImpl::trim_unrun() noexcept {
-  if (words.size() <= kMostUnrunWords) return;
-  for (CacheLog& each : logs) each.since = kStale;
+  if (cache.journal || words.size() <= kMostUnrunWords) return;
+  for (CacheLog& each : logs) each.since = kStale;  // the words dropped: every cache's sequences marked
   words.clear();
   touches.clear();
 }

@@ -122,8 +122,7 @@ class CommandListImpl {
   // |cache|'s log (its index in |logs|), started (or marked stale) as a word is about to be
   // added.
   std::uint32_t unrun_of(KvCacheImpl& cache);
-  void begin_unrun(CacheLog& log);  // |log| started, or marked stale
-  void trim_unrun() noexcept;       // the words dropped, past kMostUnrunWords
+  void begin_unrun(CacheLog& log);  // |log| started, or marked stale; words past kMostUnrunWords dropped
   // The list ran: what it changed is on the device too (KvCacheImpl::ran_at).
   void ran() noexcept;
   void forget_unrun() noexcept;  // the logs emptied
