@@ -173,14 +173,12 @@ TEST_F(KvCacheOrder, ListThatRanMayGrowUnlessAnotherChangedItsSequence) {
   Backend& b = *cpu_;
   KvCache c = b.kv_cache(ring(8));
   Tensor out = b.tensor({1, kHeads, kDim}, DType::f32);
-  CommandList list = b.commands();
-  Step{b, c, 0, 1}.record(list, out);
-  list.submit_and_wait();
-  Step{b, c, 1, 1}.record(list, out);
-  EXPECT_NO_THROW(list.submit_and_wait());
+  std::optional<CommandList> list = ran(Step{b, c, 0, 1}, out);
+  Step{b, c, 1, 1}.record(*list, out);
+  EXPECT_NO_THROW(list->submit_and_wait());
   Step{b, c, 2, 1}.run();
-  Step{b, c, 3, 1}.record(list, out);
-  expect_invalid([&] { list.submit_and_wait(); }, {"submit_and_wait", "ran", "sequence 0"});
+  Step{b, c, 3, 1}.record(*list, out);
+  expect_invalid([&] { list->submit_and_wait(); }, {"submit_and_wait", "ran", "sequence 0"});
 }
 
 // A reset or truncate of one sequence writes that sequence's table to the device, not the
@@ -233,9 +231,7 @@ TEST_F(KvCacheOrder, RefusedReplayChangesNotWhatDroppingTheListDoes) {
     for (bool refuse : {false, true}) {
       KvCache c = b->kv_cache(ring(8, 2));
       Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
-      std::optional<CommandList> list(b->commands());
-      Step{*b, c, 0, 1, 0}.record(*list, out);
-      list->submit_and_wait();
+      std::optional<CommandList> list = ran(Step{*b, c, 0, 1, 0}, out);
       if (refuse) {
         EXPECT_THROW(list->set_tokens(std::vector<std::int32_t>{5}, std::vector<std::int32_t>{0}), InvalidArgument);
       }
@@ -256,9 +252,7 @@ TEST_F(KvCacheOrder, RefusedReplayChangesNotWhatDroppingTheListDoes) {
     for (bool rebuild : {false, true}) {
       KvCache c = b->kv_cache(ring(8, 2));
       Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
-      std::optional<CommandList> list(b->commands());
-      Step{*b, c, 0, 1, 0}.record(*list, out);
-      list->submit_and_wait();
+      std::optional<CommandList> list = ran(Step{*b, c, 0, 1, 0}, out);
       std::optional<CommandList> other = recorded(Step{*b, c, 0, 1, 1}, out);
       if (rebuild) {
         list->set_tokens(std::vector<std::int32_t>{1}, std::vector<std::int32_t>{1});

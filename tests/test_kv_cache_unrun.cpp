@@ -169,12 +169,10 @@ TEST_F(KvCacheUnrun, ChangesBetweenItsOpsDoNotClearTheMark) {
   Backend& b = *cpu_;
   KvCache c = b.kv_cache(ring(8));
   Tensor out = b.tensor({2, kHeads, kDim}, DType::f32);
-  {
-    CommandList a = b.commands();
-    Step{b, c, 0, 2}.record(a, out);
-    c.reset(0);
-    Step{b, c, 0, 2}.record(a, out);
-  }
+  std::optional<CommandList> a = recorded(Step{b, c, 0, 2}, out);
+  c.reset(0);
+  Step{b, c, 0, 2}.record(*a, out);
+  a.reset();
   expect_invalid([&] { (void)b.save_cache(c); }, {"save_cache", "sequence 0"});
   c.reset(0);
   Step{b, c, 0, 2}.run();

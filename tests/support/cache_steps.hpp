@@ -74,6 +74,13 @@ inline std::optional<CommandList> recorded(const Step& step, Tensor& out) {
   return list;
 }
 
+// A list with |step| recorded and run (kept to be replayed, grown or dropped).
+inline std::optional<CommandList> ran(const Step& step, Tensor& out) {
+  std::optional<CommandList> list = recorded(step, out);
+  list->submit_and_wait();
+  return list;
+}
+
 inline std::vector<std::int32_t> slots(const KvCache& c, std::size_t seq = 0) {
   const auto s = c.slot_positions(seq);
   return {s.begin(), s.end()};
