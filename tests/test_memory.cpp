@@ -346,7 +346,7 @@ TEST(MemoryVulkan, AReplayRefusedWhilePatchingRestoresTheList) {
 }
 
 // An engine replays its decode step for every token: once the list has been replayed and
-// run, a replay allocates nothing on the host (docs/benchmarks.md), whatever the caches
+// run, a replay allocates nothing on the host (docs/host-cost.md), whatever the caches
 // hold: several caches, two sequences each, one forked from the other; fused or three
 // stages; keys rotated on read; a paged cache taking blocks as the loop goes. Every
 // allocation on this thread is refused while the replays run, so one would be an

@@ -77,7 +77,7 @@ class CommandListImpl {
   // (unless reset since), so that host and device never silently disagree. A refused
   // replay puts back its own words.
   // One log for the whole list, so that a replay touches a few contiguous arrays rather
-  // than a heap array per cache (docs/benchmarks.md: the cost of putting back): per cache
+  // than a heap array per cache (docs/host-cost.md: the cost of putting back): per cache
   // a CacheLog of scalars, and every cache's words and sequences in order in |words| and
   // |marks|, each naming its CacheLog.
   struct CacheLog {
