@@ -99,17 +99,39 @@ TEST_F(KvCacheCopyOnWrite, ListThatCopiedIsRefusedAfterTheBlocksHolderChanged) {
   }
 }
 
-// Recorded, then the block's holder truncated and written again before the list first
-// runs: refused (it would copy the new key 0 into sequence 1).
+// Recorded, then the block's holder reset and written again before the list first runs:
+// refused (it would copy the new key 0 into sequence 1).
 TEST_F(KvCacheCopyOnWrite, ListThatCopiesIsRefusedAfterTheHolderChangedBeforeItRan) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
     SCOPED_TRACE(b->device_name());
     KvCache c = b->kv_cache(pool());
     CommandList list = copying_list(*b, c);
-    c.truncate(0, 0);
+    c.reset(0);
     run_append(*b, c, {0}, 0, 40);
     expect_invalid([&] { list.submit_and_wait(); },
                    {"submit_and_wait", "reading sequence 0", "recorded before that sequence's reset, truncate"});
+  }
+}
+
+// The holder is not truncated while the copying list has not run (0.14.2: the list could
+// then neither run nor be replayed, and dropping it marked sequence 1, which it writes,
+// unwritten): after the list runs, or is dropped (and put back), it is, and nothing is
+// marked.
+TEST_F(KvCacheCopyOnWrite, HolderIsTruncatedOnceTheCopyRanOrWasDropped) {
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    for (bool run : {false, true}) {
+      SCOPED_TRACE(b->device_name() + (run ? " run" : " dropped"));
+      KvCache c = b->kv_cache(pool());
+      {
+        CommandList list = copying_list(*b, c);
+        expect_invalid([&] { c.truncate(0, 3); }, {"truncate", "seq = 0", "reads them"});
+        if (run) list.submit_and_wait();
+      }
+      EXPECT_NO_THROW(c.truncate(0, 3));
+      EXPECT_EQ(c.next_position(1), run ? 2 : 1);
+      EXPECT_NO_THROW((void)b->save_cache(c)) << "no sequence marked unwritten";
+      EXPECT_NO_THROW(attend(*b, c));
+    }
   }
 }
 

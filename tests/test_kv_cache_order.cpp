@@ -313,6 +313,34 @@ TEST_F(KvCacheOrder, ReaderAfterADroppedListRuns) {
     EXPECT_NO_THROW(reader.set_tokens(std::vector<std::int32_t>{4}, std::vector<std::int32_t>{0}));
     EXPECT_NO_THROW(reader.submit_and_wait());
   }
+  // Lists recorded before the dropped one read the ring as it will be when they run (their
+  // own appends and those recorded between move it), with the drop or without it.
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    std::vector<float> without_drop;
+    for (bool drop : {false, true}) {
+      KvCacheConfig config = ring(8);
+      config.n_sinks = 2, config.rope = KvRope::on_read;
+      KvCache c = b->kv_cache(config);
+      Step{*b, c, 0, 6}.run();
+      for (std::int32_t p = 6; p < 10; ++p) Step{*b, c, p, 1}.run();  // the ring wrapped
+      Tensor first = b->tensor({1, kHeads, kDim}, DType::f32), second = b->tensor({1, kHeads, kDim}, DType::f32);
+      std::optional<CommandList> r = recorded(Step{*b, c, 10, 1}, first), e = recorded(Step{*b, c, 11, 1}, second);
+      if (drop) {
+        Tensor unused = b->tensor({1, kHeads, kDim}, DType::f32);
+        recorded(Step{*b, c, 12, 1}, unused).reset();
+        EXPECT_EQ(c.next_position(0), 12);
+      }
+      ASSERT_NO_THROW(r->submit_and_wait()) << "drop " << drop;
+      ASSERT_NO_THROW(e->submit_and_wait()) << "drop " << drop;
+      std::vector<float> got = b->download(first), also = b->download(second);
+      got.insert(got.end(), also.begin(), also.end());
+      if (drop) {
+        EXPECT_EQ(got, without_drop);
+      } else {
+        without_drop = got;
+      }
+    }
+  }
 }
 
 // A list whose appends (as recorded, or last replayed) have not run is not replayed: the

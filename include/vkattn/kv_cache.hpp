@@ -112,7 +112,9 @@ class VKATTN_API KvCache {
   void reset(std::size_t seq);
   // Drops positions >= |position| of |seq| (rejected speculative tokens). Throws
   // InvalidArgument, changing nothing, if the cache no longer holds what it held when
-  // |position| was next: positions the ring has since overwritten. A paged cache returns
+  // |position| was next: positions the ring has since overwritten; and while a command list
+  // that has not run appends to |seq| or reads it (a fork from it; in a paged cache, the
+  // copy of a block it shares): submit or destroy that list first. A paged cache returns
   // the blocks none of whose slots holds a position any more.
   void truncate(std::size_t seq, std::int32_t position);
 

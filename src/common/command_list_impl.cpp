@@ -13,6 +13,12 @@
 namespace vkattn::detail {
 
 namespace {
+
+// set_tokens replays only a list whose appends and forks have run (CommandList::set_tokens).
+constexpr const char* kRecordAgain =
+    "a list recorded again after the change (destroyed first), or replayed with set_tokens after it if its appends and "
+    "forks have run";
+
 std::uint64_t next_list_id() {
   static std::atomic<std::uint64_t> last{0};
   return ++last;
@@ -43,11 +49,7 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
   if (t.by != id) p->need = std::max(p->need, t.at);
   p->last = tick;
   p->writes = p->writes || writes;
-  if (pending.empty() || pending.back().seq != seq) {
-    pending.push_back({seq, writes});
-  } else {
-    pending.back().writes = pending.back().writes || writes;
-  }
+  if (pending.empty() || pending.back() != seq) pending.push_back(seq);
 }
 
 void CommandListImpl::note_read(KvCacheImpl& cache, std::size_t seq) {
@@ -79,9 +81,9 @@ void CommandListImpl::touch_pending(KvCacheImpl& cache, bool took, bool freed) n
   if (freed) {
     planned.push_back(
         {&cache, pool, cache.changes, cache.touched[pool].by != id ? cache.touched[pool].at : 0, cache.clock, cache.clock});
-    pending.push_back({pool, false});
+    pending.push_back(pool);
   }
-  for (const PendingSeq& p : pending) cache.touch(p.seq, id, p.writes);
+  for (const std::size_t seq : pending) cache.touch(seq, id);
   pending.clear();
 }
 
@@ -105,16 +107,16 @@ void CommandListImpl::check_planned(const char* op) const {
     if (p.oldest >= 0) {
       // Moved by a change that has run since (a change outside lists, another list's
       // append, or the list's own later one when it ran before), or back by a list put back
-      // since: lists recorded later and not run yet, and the list's own later appends before
-      // it runs, move it after the op.
-      if (c.oldest[p.seq] != p.oldest && std::max(c.ran_at[p.seq], c.put_back_at[p.seq]) > p.read_at) {
+      // that had moved it before the op: lists recorded later and not run yet, and the
+      // list's own later appends before it runs, move it after the op.
+      if (c.oldest[p.seq] != p.oldest && (c.ran_at[p.seq] > p.read_at || c.put_back[p.seq].covers(p.read_at))) {
         throw InvalidArgument(op, "this",
                               "a list whose attention over a cache with sinks and KvRope::on_read was planned with "
                               "sequence " +
                                   std::to_string(p.seq) + "'s ring starting at position " + std::to_string(p.oldest) + ", now " +
                                   std::to_string(c.oldest[p.seq]) +
                                   " (it rotates by places in the ring as they were; the sinks keep theirs)",
-                              "a list replayed with set_tokens, or recorded again, after the change");
+                              kRecordAgain);
       }
       continue;
     }
@@ -125,7 +127,7 @@ void CommandListImpl::check_planned(const char* op) const {
       throw InvalidArgument(op, "this",
                             std::string("a list whose kv_append or kv_copy_sequence ") + (p.writes ? "into " : "reading ") +
                                 what() + " was recorded before that sequence's reset, truncate or restore_cache",
-                            "a list recorded again, or replayed with set_tokens, after the change");
+                            kRecordAgain);
     }
     if (p.need > c.ran_at[p.seq]) {
       throw InvalidArgument(op, "this",
@@ -140,7 +142,7 @@ void CommandListImpl::check_planned(const char* op) const {
                             "changed " +
                                 what() + ", which its kv_append or kv_copy_sequence " +
                                 (p.writes ? "writes" : "reads (a fork's source, or a block it shares that an append copies)"),
-                            "a list replayed with set_tokens, or recorded again, after the change");
+                            kRecordAgain);
     }
   }
 }
@@ -247,7 +249,10 @@ void CommandListImpl::undo_unrun() noexcept {
       c.last_writer = l.writer;
       ++c.clock;
       for (const auto& m : marks) {
-        if (m.log == i) c.put_back_at[m.seq] = c.clock;
+        if (m.log != i) continue;
+        KvCacheImpl::PutBack& span = c.put_back[m.seq];
+        span.from = span.to ? std::min(span.from, l.first_clock) : l.first_clock;
+        span.to = c.clock;
       }
     } else {
       // Its changes stay as the host planned them (the sequences it wrote marked).

@@ -139,7 +139,7 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
   forked_from.assign(config.n_seqs, {-1, 0});
   touched.assign(config.n_seqs + 1, {});
   ran_at.assign(config.n_seqs + 1, 0);
-  put_back_at.assign(config.n_seqs, 0);
+  put_back.assign(config.n_seqs, {});
   if (!config.paged) return;
   block_shift = static_cast<std::uint32_t>(std::countr_zero(config.block_size));
   entries = config.capacity >> block_shift;
@@ -445,10 +445,14 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
                           "a position whose earlier keys are still held: positions " + std::to_string(held_then) + " to " +
                               std::to_string(c.oldest[seq] - 1) + " have been overwritten");
   }
-  if (c.touched[seq].wrote > c.ran_at[seq]) {  // their positions would reach the device unwritten
+  // Positions an unrun list holds would reach the device unwritten; one that reads the
+  // sequence (a fork's source, a block it shares that an append copies) could then neither
+  // run nor be replayed, and dropping it would mark the sequences it wrote.
+  if (c.touched[seq].at > c.ran_at[seq]) {
     throw InvalidArgument("truncate", "seq", std::to_string(seq),
-                          "a sequence whose appends and forks have run (a command list that has not run holds its "
-                          "positions: submit it first, or destroy it)");
+                          "a sequence whose appends and forks, and the forks and copies of blocks it shares that read it, "
+                          "have run (a command list that has not run holds its positions or reads them: submit it first, "
+                          "or destroy it)");
   }
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) {

@@ -32,7 +32,6 @@ struct LoggedWord {
 // the tick at which that list's unbroken run of changes to it began.
 struct SeqTouch {
   std::uint64_t at = 0, by = 0, since = 0;
-  std::uint64_t wrote = 0;  // the last change to the sequence's own words (not a read of it)
 };
 struct LoggedTouch {
   SeqTouch* touch;
@@ -106,7 +105,7 @@ class KvCacheImpl {
     changed_at[seq] = ++changes;
     last_writer = 0;
     ++clock;
-    touched[seq] = {clock, 0, clock, 0};
+    touched[seq] = {clock, 0, clock};
     ran_at[seq] = clock;
     std::erase_if(dropped, [&](const Dropped& d) { return d.seq == seq; });
   }
@@ -115,7 +114,7 @@ class KvCacheImpl {
     std::fill(changed_at.begin(), changed_at.end(), changes);
     last_writer = 0;
     ++clock;
-    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock, 0});
+    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock});
     std::fill(ran_at.begin(), ran_at.end(), clock);
     dropped.clear();
   }
@@ -131,10 +130,16 @@ class KvCacheImpl {
   // have run (changes outside lists run at once; a list's when it is submitted).
   std::vector<SeqTouch> touched;
   std::vector<std::uint64_t> ran_at;
-  // Per sequence, the tick at which a list destroyed unrun last put back its changes there:
-  // a ring start they moved moves back, which attention planned on them (KvRope::on_read
-  // with sinks) would not see.
-  std::vector<std::uint64_t> put_back_at;
+  // Per sequence, the ticks between which lists destroyed unrun made the changes they put
+  // back there (from the first one's start to the last one's put-back; several are joined):
+  // a ring start they moved moves back, which attention planned on them in between
+  // (KvRope::on_read with sinks) would not see. Attention planned before or after sees
+  // the ring as it will be.
+  struct PutBack {
+    std::uint64_t from = 0, to = 0;
+    bool covers(std::uint64_t tick) const noexcept { return from < tick && tick <= to; }
+  };
+  std::vector<PutBack> put_back;
   // |i|'s changes up to |tick| have run; so have those of lists destroyed unrun, which
   // never will, once what they were planned after has (|dropped|: each waiting entry).
   struct Dropped {
@@ -145,10 +150,10 @@ class KvCacheImpl {
   void ran_to(std::size_t i, std::uint64_t tick) noexcept;
   void drop_planned(std::size_t i, std::uint64_t need, std::uint64_t last) noexcept;
   std::vector<LoggedTouch>* touch_journal = nullptr;
-  void touch(std::size_t i, std::uint64_t list, bool writes) {
+  void touch(std::size_t i, std::uint64_t list) {
     SeqTouch& t = touched[i];
     if (touch_journal) touch_journal->push_back({&t, t, journal_log});
-    t = {clock, list, t.by == list ? t.since : clock, writes ? clock : t.wrote};
+    t = {clock, list, t.by == list ? t.since : clock};
   }
   // Blocks taken from and returned to the free list, counted: whether an op did either.
   std::uint64_t blocks_taken = 0, blocks_freed = 0;
