@@ -147,6 +147,19 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
                   "VKATTN_PREFILL", 0, "attention");
     }
     rt.splits = std::max(rt.splits, needed);
+    // Those splits' partials, for a grid sized to the cache's capacity, may not fit one
+    // buffer range; the lane-per-key kernel then runs it (it bounds its own, or says how
+    // many query tokens fit).
+    const std::uint64_t bytes = 4 * rt.splits * n_tokens * n_heads * (4 * std::uint64_t{v4} + 2);
+    if (rt.splits > 1 && bytes > ctx.limits.max_storage_buffer_range) {
+      if (!forced) return std::nullopt;
+      throw Error(ErrorCode::unsupported,
+                  "VKATTN_PREFILL=kernel=tiled: on a CPU device (llvmpipe's loop limit) the tiled kernel splits " +
+                      std::to_string(keys.n_keys) + " keys " + std::to_string(rt.splits) + " ways, and their partials for " +
+                      std::to_string(n_tokens) + " query tokens need " + std::to_string(bytes) +
+                      " bytes, over maxStorageBufferRange = " + std::to_string(ctx.limits.max_storage_buffer_range),
+                  "VKATTN_PREFILL", 0, "attention");
+    }
   }
   // The next tile's K and V loads in flight while a tile computes: each invocation holds
   // its share of both tiles' rows as loaded, at most 8 x 16 bytes of each (more would cost
