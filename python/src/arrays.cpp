@@ -22,6 +22,22 @@ std::string shape_string(const py::array& a) {
 
 py::tuple shape_tuple(const Shape& shape) { return py::tuple(py::cast(shape)); }
 
+InvalidArgument renamed(const InvalidArgument& e, const std::string& op, const std::string& param) {
+  const std::string& m = e.message();  // "param = value; valid: ..."
+  const std::size_t value = e.param().size() + 3, valid = m.find("; valid: ", value);
+  if (m.compare(0, value, e.param() + " = ") != 0 || valid == std::string::npos) return e;
+  const auto python = [](std::string_view s) {
+    std::string out;
+    for (std::size_t at = 0; at < s.size(); ++at) {
+      out += s[at];
+      if (s[at] == ':' && at + 1 < s.size() && s[at + 1] == ':') out.back() = '.', ++at;
+    }
+    return out;
+  };
+  const std::string_view text(m);
+  return InvalidArgument(op, param, python(text.substr(value, valid - value)), python(text.substr(valid + 9)));
+}
+
 py::type_error type_error(const std::string& op, const std::string& param, py::handle value, const std::string& valid) {
   const std::string type = py::str(py::type::of(value).attr("__name__"));
   return py::type_error("vkattn: " + op + ": " + param + " = " + py::repr(value).cast<std::string>() + " (" + type +

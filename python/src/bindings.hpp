@@ -65,6 +65,10 @@ struct PyCommandList {
 // "vkattn: <op>: <param> = <repr> (<type>); valid: <valid>".
 py::type_error type_error(const std::string& op, const std::string& param, py::handle value, const std::string& valid);
 
+// |e| again under another op and parameter (its value and valid range kept, "::" in them
+// read as "."), for a C++ refusal the caller knows by a Python name.
+InvalidArgument renamed(const InvalidArgument& e, const std::string& op, const std::string& param);
+
 // DeviceOptions::log for a Python callable (level, message), delivered on the main thread
 // (log.cpp); a TypeError for anything else.
 LogCallback python_log(py::handle callback);

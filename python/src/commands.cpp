@@ -119,10 +119,7 @@ std::size_t n_tokens_for(PyCommandList& cmd, const char* op) {
   try {
     return cmd.get(op).n_tokens();
   } catch (const InvalidArgument& e) {
-    const std::string& m = e.message();  // "param = value; valid: ..."
-    const std::size_t value = e.param().size() + 3, valid = m.find("; valid: ", value);
-    if (valid == std::string::npos) throw;
-    throw InvalidArgument(op, e.param(), m.substr(value, valid - value), m.substr(valid + 9));
+    throw renamed(e, op, e.param());
   }
 }
 

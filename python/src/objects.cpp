@@ -57,6 +57,17 @@ DeviceOptions device_options(py::handle device, py::handle validation, const py:
   return o;
 }
 
+// A refusal of DeviceOptions (check_device_options) named by the keyword the caller gave.
+template <class F>
+auto with_keywords(const char* op, F&& f) {
+  try {
+    return f();
+  } catch (const InvalidArgument& e) {
+    if (e.param().rfind("options.", 0) != 0) throw;
+    throw renamed(e, op, e.param().substr(8));
+  }
+}
+
 PyTensor new_tensor(const BackendPtr& ref, const Shape& shape, DType dtype, const char* op) {
   const std::shared_ptr<Backend> b = ref->get(op);
   py::gil_scoped_release nogil;  // a large tensor takes a while to allocate and clear
@@ -84,7 +95,7 @@ void bind_backend(py::module_& m) {
              std::shared_ptr<Backend> b;
              {
                py::gil_scoped_release nogil;
-               b = make_backend(k, options);
+               b = with_keywords("Backend", [&] { return make_backend(k, options); });
              }
              return std::make_shared<BackendRef>(BackendRef{std::move(b)});
            }),
@@ -105,7 +116,7 @@ void bind_backend(py::module_& m) {
             kw["matrix_units"] = matrix_units;
             const DeviceOptions options = device_options(device, validation, kw);
             py::gil_scoped_release nogil;
-            return list_devices(options);
+            return with_keywords("Backend.devices", [&] { return list_devices(options); });
           },
           py::arg("device") = py::none(), py::arg("validation") = py::none(), py::kw_only(), py::arg("matrix_units") = py::none(),
           "Every Vulkan device, the one Backend('vulkan', device) would choose marked .chosen; matrix_units\n"

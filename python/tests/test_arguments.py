@@ -175,22 +175,25 @@ def test_method_integers_name_themselves(cpu):
 def test_strings_with_a_nul():
     """A name or path with a NUL is refused whole (the C calls would read less), and a
     refusal quoting a string keeps what follows a NUL in it."""
-    with raises_invalid(r'options\.device = "llvm\\0pipe"; valid: a string without NUL characters'):
+    with raises_invalid(r'Backend: device = "llvm\\0pipe"; valid: a string without NUL characters'):
         vkattn.Backend("cpu", device="llvm\0pipe")
-    with raises_invalid(r"options\.pipeline_cache_dir"):
+    with raises_invalid(r"Backend: pipeline_cache_dir = "):
         vkattn.Backend("cpu", pipeline_cache_dir="cache\0dir")
     with raises_invalid(r"layout = .*; valid: "):
         vkattn.RopeConfig(layout="half\0")
 
 
 def test_enum_options_out_of_range_are_refused():
-    """A Python enum takes any integer: a backend is not made with one no name has."""
-    with raises_invalid(r"create backend: options\.kernels = 7; valid: KernelShape::automatic, cpu or gpu"):
+    """A Python enum takes any integer: a backend is not made with one no name has (named
+    by the keyword, as Python spells the values)."""
+    with raises_invalid(r"vkattn: Backend: kernels = 7; valid: KernelShape\.automatic, cpu or gpu$"):
         vkattn.Backend("cpu", kernels=vkattn.KernelShape(7))
-    with raises_invalid(r"create backend: options\.log_level = 9; valid: LogLevel::off"):
+    with raises_invalid(r"Backend: log_level = 9; valid: LogLevel\.off"):
         vkattn.Backend("cpu", log_level=vkattn.LogLevel(9))
-    with raises_invalid(r"create backend: options\.matrix_units = 9"):
+    with raises_invalid(r"Backend: matrix_units = 9"):
         vkattn.Backend("cpu", matrix_units=vkattn.MatrixUnits(9))
+    with raises_invalid(r"Backend\.devices: matrix_units = 9; valid: MatrixUnits\.automatic"):
+        vkattn.Backend.devices(matrix_units=vkattn.MatrixUnits(9))
 
 
 def test_an_output_is_made_after_its_inputs_are_checked(cpu):
