@@ -482,16 +482,19 @@ TEST_P(KvCacheTest, ListsPlannedBeforeAChangeAreRefused) {
   expect_invalid([&] { cmd.submit_and_wait(); }, stale);
   cmd.set_tokens(Ids{0}, Ids{1});
   cmd.submit_and_wait();
-  // A fork reads its source as planned: stale after the source's reset too. Its
-  // destination's planned positions were never copied: save_cache refuses them.
+  // A fork reads its source as planned: the source is not reset (nor truncated) before the
+  // fork runs (0.14.2: the fork was left stale, and dropping it marked its destination
+  // until reset). Its destination's planned positions were never copied: save_cache
+  // refuses them.
   {
     CommandList fork = backend().commands();
     fork.kv_copy_sequence(cache, 1, 0);
-    cache.reset(1);
-    expect_invalid([&] { fork.submit_and_wait(); }, stale);
+    expect_invalid([&] { cache.reset(1); }, {"reset", "seq = 1", "reads it"});
+    expect_invalid([&] { cache.truncate(1, 0); }, {"truncate", "seq = 1"});
     expect_invalid([&] { (void)backend().save_cache(cache); }, {"save_cache", "sequence 0", "has not run"});
   }
-  cache.reset(0);  // dropped after a reset: its destination is marked until reset
+  EXPECT_EQ(cache.next_position(0), 0) << "the dropped fork was put back";
+  cache.reset(1);
   // restore_cache changes every sequence; a list recorded after it is valid.
   const std::vector<std::uint8_t> bytes = backend().save_cache(cache);
   CommandList append = backend().commands();

@@ -99,38 +99,28 @@ TEST_F(KvCacheCopyOnWrite, ListThatCopiedIsRefusedAfterTheBlocksHolderChanged) {
   }
 }
 
-// Recorded, then the block's holder reset and written again before the list first runs:
-// refused (it would copy the new key 0 into sequence 1).
-TEST_F(KvCacheCopyOnWrite, ListThatCopiesIsRefusedAfterTheHolderChangedBeforeItRan) {
+// The holder is neither reset nor truncated while the copying list has not run (0.14.2:
+// truncated, or reset and written again, it refused the list, which could then neither run
+// nor be replayed, and dropping it marked sequence 1, which it writes, unwritten): after
+// the list runs, or is dropped (and put back), it is, and nothing is marked.
+TEST_F(KvCacheCopyOnWrite, HolderChangesOnceTheCopyRanOrWasDropped) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
-    SCOPED_TRACE(b->device_name());
-    KvCache c = b->kv_cache(pool());
-    CommandList list = copying_list(*b, c);
-    c.reset(0);
-    run_append(*b, c, {0}, 0, 40);
-    expect_invalid([&] { list.submit_and_wait(); },
-                   {"submit_and_wait", "reading sequence 0", "recorded before that sequence's reset, truncate"});
-  }
-}
-
-// The holder is not truncated while the copying list has not run (0.14.2: the list could
-// then neither run nor be replayed, and dropping it marked sequence 1, which it writes,
-// unwritten): after the list runs, or is dropped (and put back), it is, and nothing is
-// marked.
-TEST_F(KvCacheCopyOnWrite, HolderIsTruncatedOnceTheCopyRanOrWasDropped) {
-  for (Backend* b : {gpu_.get(), cpu_.get()}) {
-    for (bool run : {false, true}) {
-      SCOPED_TRACE(b->device_name() + (run ? " run" : " dropped"));
-      KvCache c = b->kv_cache(pool());
-      {
-        CommandList list = copying_list(*b, c);
-        expect_invalid([&] { c.truncate(0, 3); }, {"truncate", "seq = 0", "reads them"});
-        if (run) list.submit_and_wait();
+    for (bool reset : {false, true}) {
+      for (bool run : {false, true}) {
+        SCOPED_TRACE(b->device_name() + (reset ? " reset" : " truncate") + (run ? " run" : " dropped"));
+        KvCache c = b->kv_cache(pool());
+        const auto change = [&] { reset ? c.reset(0) : c.truncate(0, 3); };
+        {
+          CommandList list = copying_list(*b, c);
+          expect_invalid(change, {reset ? "reset" : "truncate", "seq = 0", "reads", "submit it first, or destroy it"});
+          if (run) list.submit_and_wait();
+        }
+        EXPECT_NO_THROW(change());
+        if (reset) run_append(*b, c, {0}, 0, 40);
+        EXPECT_EQ(c.next_position(1), run ? 2 : 1);
+        EXPECT_NO_THROW((void)b->save_cache(c)) << "no sequence marked unwritten";
+        EXPECT_NO_THROW(attend(*b, c));
       }
-      EXPECT_NO_THROW(c.truncate(0, 3));
-      EXPECT_EQ(c.next_position(1), run ? 2 : 1);
-      EXPECT_NO_THROW((void)b->save_cache(c)) << "no sequence marked unwritten";
-      EXPECT_NO_THROW(attend(*b, c));
     }
   }
 }

@@ -108,7 +108,10 @@ class VKATTN_API KvCache {
   // Slot of position |position| (any position >= 0).
   std::size_t slot(std::int32_t position) const;
 
-  // Empties |seq| (a paged cache: returns its blocks to the pool).
+  // Empties |seq| (a paged cache: returns its blocks to the pool). Throws InvalidArgument,
+  // changing nothing, while a command list that has not run reads |seq| without writing it
+  // (a fork from it; in a paged cache, the copy of a block it shares): submit or destroy
+  // that list first. Lists that write |seq| do not hold it back.
   void reset(std::size_t seq);
   // Drops positions >= |position| of |seq| (rejected speculative tokens). Throws
   // InvalidArgument, changing nothing, if the cache no longer holds what it held when

@@ -14,10 +14,11 @@ namespace vkattn::detail {
 
 namespace {
 
-// set_tokens replays only a list whose appends and forks have run (CommandList::set_tokens).
+// set_tokens replays only a list whose appends and forks have run (CommandList::set_tokens);
+// lists destroyed newest first put back what nothing later built on (undo_unrun).
 constexpr const char* kRecordAgain =
-    "a list recorded again after the change (destroyed first), or replayed with set_tokens after it if its appends and "
-    "forks have run";
+    "a list recorded again after the change (destroyed first, after the lists recorded since: newest first), or "
+    "replayed with set_tokens after it if its appends and forks have run";
 
 std::uint64_t next_list_id() {
   static std::atomic<std::uint64_t> last{0};
@@ -49,7 +50,11 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
   if (t.by != id) p->need = std::max(p->need, t.at);
   p->last = tick;
   p->writes = p->writes || writes;
-  if (pending.empty() || pending.back() != seq) pending.push_back(seq);
+  if (pending.empty() || pending.back().seq != seq) {
+    pending.push_back({seq, !writes});
+  } else {
+    pending.back().reads = pending.back().reads || !writes;
+  }
 }
 
 void CommandListImpl::note_read(KvCacheImpl& cache, std::size_t seq) {
@@ -81,9 +86,9 @@ void CommandListImpl::touch_pending(KvCacheImpl& cache, bool took, bool freed) n
   if (freed) {
     planned.push_back(
         {&cache, pool, cache.changes, cache.touched[pool].by != id ? cache.touched[pool].at : 0, cache.clock, cache.clock});
-    pending.push_back(pool);
+    pending.push_back({pool, false});
   }
-  for (const std::size_t seq : pending) cache.touch(seq, id);
+  for (const PendingSeq& p : pending) cache.touch(p.seq, id, p.reads);
   pending.clear();
 }
 
@@ -249,10 +254,7 @@ void CommandListImpl::undo_unrun() noexcept {
       c.last_writer = l.writer;
       ++c.clock;
       for (const auto& m : marks) {
-        if (m.log != i) continue;
-        KvCacheImpl::PutBack& span = c.put_back[m.seq];
-        span.from = span.to ? std::min(span.from, l.first_clock) : l.first_clock;
-        span.to = c.clock;
+        if (m.log == i) c.put_back[m.seq].add(l.first_clock, c.clock, c.ran_at[m.seq]);
       }
     } else {
       // Its changes stay as the host planned them (the sequences it wrote marked).

@@ -192,7 +192,11 @@ class CommandListImpl {
   // The changes an op noted, made as it is applied (Logged::applied): the sequences
   // note_planned named, and the free list where the op took (|took|) or returned (|freed|)
   // blocks. Room is made first (make_room), so that it cannot fail.
-  std::vector<std::size_t> pending;
+  struct PendingSeq {
+    std::size_t seq;
+    bool reads;  // read, not written (a fork's source, a copied block's holder): SeqTouch::read
+  };
+  std::vector<PendingSeq> pending;
   void make_room();
   void touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept;
   // Throws InvalidArgument, naming |op|, when the list may not run now: a sequence it

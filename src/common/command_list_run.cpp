@@ -117,7 +117,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
                           "a list whose appends or forks, as recorded or last replayed, have not run (their rows would "
                           "never be written)",
                           "a list that ran since (submitted, or recorded into a command buffer); destroying it puts "
-                          "them back");
+                          "them back unless a later change built on them (destroy the lists recorded after it first)");
   }
   // The caches' bookkeeping words the replay changes are logged in the list's log
   // (CommandListImpl::words), and those past the replay's mark put back when an op refuses

@@ -162,6 +162,42 @@ std::size_t KvCacheImpl::check_seq(const char* op, std::int32_t seq, const char*
                         "[0, n_seqs = " + std::to_string(config.n_seqs) + ")");
 }
 
+void KvCacheImpl::PutBacks::add(std::uint64_t from, std::uint64_t to, std::uint64_t ran_at) noexcept {
+  std::array<Span, kSpans + 1> all;  // in order of |from|, disjoint
+  std::size_t count = 0;
+  bool placed = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Span s = spans[i];
+    if (s.to < ran_at) continue;
+    if (s.from <= to && from <= s.to) {  // overlapping or touching: one span
+      from = std::min(from, s.from);
+      to = std::max(to, s.to);
+      continue;
+    }
+    if (!placed && s.from > from) all[count++] = {from, to}, placed = true;
+    all[count++] = s;
+  }
+  if (!placed) all[count++] = {from, to};
+  if (count > kSpans) {  // no room: the nearest two become one
+    std::size_t nearest = 0;
+    for (std::size_t i = 1; i + 1 < count; ++i) {
+      if (all[i + 1].from - all[i].to < all[nearest + 1].from - all[nearest].to) nearest = i;
+    }
+    all[nearest].to = all[nearest + 1].to;
+    for (std::size_t i = nearest + 1; i + 1 < count; ++i) all[i] = all[i + 1];
+    --count;
+  }
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), spans.begin());
+  n = count;
+}
+
+bool KvCacheImpl::PutBacks::covers(std::uint64_t tick) const noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (spans[i].from < tick && tick <= spans[i].to) return true;
+  }
+  return false;
+}
+
 void KvCacheImpl::ran_to(std::size_t i, std::uint64_t tick) noexcept {
   ran_at[i] = std::max(ran_at[i], tick);
   for (bool more = true; more;) {  // a dropped list planned after one that ran now
@@ -416,6 +452,14 @@ void KvCache::reset(std::size_t seq) try {
   auto& c = live(impl_, "reset");
   const detail::CacheInUse use(&c, "reset", "this");
   check_seq("reset", c, seq);
+  // A list that has not run and reads the sequence (a fork from it, a copy of a block it
+  // shares) could then neither run nor be replayed, and dropping it would mark the
+  // sequences it writes. One that writes it is spared (KvCacheImpl::reset_at).
+  if (c.touched[seq].read > c.ran_at[seq]) {
+    throw InvalidArgument("reset", "seq", std::to_string(seq),
+                          "a sequence whose forks, and copies of blocks it shares, have run (a command list that has not "
+                          "run reads it: submit it first, or destroy it)");
+  }
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) c.set(c.slot_pos[seq * c.config.capacity + s], -1);
     c.set(c.next[seq], 0);

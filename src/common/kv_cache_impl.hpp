@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,7 @@ struct LoggedWord {
 // the tick at which that list's unbroken run of changes to it began.
 struct SeqTouch {
   std::uint64_t at = 0, by = 0, since = 0;
+  std::uint64_t read = 0;  // the last op that read it without writing it (a fork's source, a copied block's holder)
 };
 struct LoggedTouch {
   SeqTouch* touch;
@@ -105,7 +107,7 @@ class KvCacheImpl {
     changed_at[seq] = ++changes;
     last_writer = 0;
     ++clock;
-    touched[seq] = {clock, 0, clock};
+    touched[seq] = {clock, 0, clock, 0};
     ran_at[seq] = clock;
     std::erase_if(dropped, [&](const Dropped& d) { return d.seq == seq; });
   }
@@ -114,7 +116,7 @@ class KvCacheImpl {
     std::fill(changed_at.begin(), changed_at.end(), changes);
     last_writer = 0;
     ++clock;
-    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock});
+    std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock, 0});
     std::fill(ran_at.begin(), ran_at.end(), clock);
     dropped.clear();
   }
@@ -135,11 +137,21 @@ class KvCacheImpl {
   // a ring start they moved moves back, which attention planned on them in between
   // (KvRope::on_read with sinks) would not see. Attention planned before or after sees
   // the ring as it will be.
-  struct PutBack {
-    std::uint64_t from = 0, to = 0;
-    bool covers(std::uint64_t tick) const noexcept { return from < tick && tick <= to; }
+  // Spans ending before the sequence's ran_at are dropped (attention planned then is
+  // refused for that already); overlapping ones are joined, and past kSpans the two
+  // nearest (refusing those planned between them: an engine dropping lists over and over
+  // without running one). Fixed room: a put-back happens in a destructor.
+  struct PutBacks {
+    static constexpr std::size_t kSpans = 4;
+    struct Span {
+      std::uint64_t from, to;
+    };
+    std::array<Span, kSpans> spans{};
+    std::size_t n = 0;
+    void add(std::uint64_t from, std::uint64_t to, std::uint64_t ran_at) noexcept;
+    bool covers(std::uint64_t tick) const noexcept;
   };
-  std::vector<PutBack> put_back;
+  std::vector<PutBacks> put_back;
   // |i|'s changes up to |tick| have run; so have those of lists destroyed unrun, which
   // never will, once what they were planned after has (|dropped|: each waiting entry).
   struct Dropped {
@@ -150,10 +162,10 @@ class KvCacheImpl {
   void ran_to(std::size_t i, std::uint64_t tick) noexcept;
   void drop_planned(std::size_t i, std::uint64_t need, std::uint64_t last) noexcept;
   std::vector<LoggedTouch>* touch_journal = nullptr;
-  void touch(std::size_t i, std::uint64_t list) {
+  void touch(std::size_t i, std::uint64_t list, bool reads) {
     SeqTouch& t = touched[i];
     if (touch_journal) touch_journal->push_back({&t, t, journal_log});
-    t = {clock, list, t.by == list ? t.since : clock};
+    t = {clock, list, t.by == list ? t.since : clock, reads ? clock : t.read};
   }
   // Blocks taken from and returned to the free list, counted: whether an op did either.
   std::uint64_t blocks_taken = 0, blocks_freed = 0;
