@@ -419,14 +419,15 @@ void main() {
             barrier();
         }
         // (mine is uniform in a row group, and tile_sync's barriers are outside it.)
-        if (mine && !SKIP_PRODUCTS) {
+        if (mine) {
             // Scores: S_j = sum over the dim chunks c of Q_c K_(c, j)^T (the dim split: over
-            // the slice, a partial S).
+            // the slice, a partial S). Without the products, zeros: the scalar pass reads
+            // defined scores (shared memory's old contents made O NaN at random).
             MT_ACC_ARRAY(s, KEY_CHUNKS);
             [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
                 mt_zero(s[j]);
             }
-            if (Q_IN_REGS) {
+            if (Q_IN_REGS && !SKIP_PRODUCTS) {
                 MT_UNROLL_ACC for (uint c = 0u; c < DKS; ++c) {
                     [[unroll]] for (uint j = 0u; j < KEY_CHUNKS; ++j) {
                         MT_B(kb);
@@ -434,7 +435,7 @@ void main() {
                         mt_mad(s[j], qa[c], kb);
                     }
                 }
-            } else {
+            } else if (!SKIP_PRODUCTS) {
                 for (uint c = 0u; c < DK_CHUNKS; ++c) {
                     MT_A(a);
                     mt_load_a(a, q_sh, 16u * rg * QP + 8u * c, QP);
