@@ -125,6 +125,22 @@ TEST_F(KvCacheCopyOnWrite, HolderChangesOnceTheCopyRanOrWasDropped) {
   }
 }
 
+// The sequence the copying append writes is reset as the list stands (a list that writes
+// a sequence does not hold its reset back; 0.14.2 counted it as a holder it read).
+TEST_F(KvCacheCopyOnWrite, WrittenSequenceIsResetBeforeTheCopyRuns) {
+  for (Backend* b : {gpu_.get(), cpu_.get()}) {
+    SCOPED_TRACE(b->device_name());
+    KvCache c = b->kv_cache(pool());
+    {
+      CommandList list = copying_list(*b, c);
+      EXPECT_NO_THROW(c.reset(1));
+      expect_invalid([&] { list.submit_and_wait(); }, {"submit_and_wait", "sequence 1"});
+    }
+    EXPECT_EQ(c.next_position(1), 0);
+    EXPECT_NO_THROW(run_append(*b, c, {0}, 1, 60));
+  }
+}
+
 // Another list's append to the holder: it runs after the copying list (recorded after it),
 // and the copying list may not run again after it.
 TEST_F(KvCacheCopyOnWrite, AnotherListsAppendToTheHolderRunsAfterTheCopy) {

@@ -297,21 +297,34 @@ TEST_F(KvCacheOrder, ReaderAfterADroppedListRuns) {
     }
   }
   // Except one rotating keys on read past sinks, planned on the ring the dropped append
-  // moved (its start 2, the cache's 1 again): refused as a moved ring is, until replayed.
+  // moved (its start 2, the cache's 1 again): refused as a moved ring is, until replayed;
+  // also once another list, not run yet, has moved the host's ring to 2 again (0.14.2 ran
+  // it on the device's ring at 1). One planned just after the put-back runs.
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
-    KvCacheConfig config = ring(4);
-    config.n_sinks = 1, config.rope = KvRope::on_read;
-    KvCache c = b->kv_cache(config);
-    Step{*b, c, 0, 4}.run();
-    Tensor out = b->tensor({1, kHeads, kDim}, DType::f32);
-    std::optional<CommandList> append = recorded(Step{*b, c, 4, 1}, out);
-    const std::int32_t p = 4, s = 0;
-    CommandList reader = b->commands();
-    reader.attention(Step{*b, c, 4, 1}.input(kHeads, 1), c, out, {.q_positions = {&p, 1}, .q_seq_ids = {&s, 1}});
-    append.reset();
-    expect_invalid([&] { reader.submit_and_wait(); }, {"submit_and_wait", "ring starting at position 2, now 1"});
-    EXPECT_NO_THROW(reader.set_tokens(std::vector<std::int32_t>{4}, std::vector<std::int32_t>{0}));
-    EXPECT_NO_THROW(reader.submit_and_wait());
+    for (bool again : {false, true}) {
+      KvCacheConfig config = ring(4);
+      config.n_sinks = 1, config.rope = KvRope::on_read;
+      KvCache c = b->kv_cache(config);
+      Step{*b, c, 0, 4}.run();
+      Tensor out = b->tensor({1, kHeads, kDim}, DType::f32), other = b->tensor({1, kHeads, kDim}, DType::f32);
+      std::optional<CommandList> append = recorded(Step{*b, c, 4, 1}, out);
+      const std::int32_t p = 4, s = 0;
+      const auto read = [&] {
+        CommandList r = b->commands();
+        r.attention(Step{*b, c, 4, 1}.input(kHeads, 1), c, out, {.q_positions = {&p, 1}, .q_seq_ids = {&s, 1}});
+        return r;
+      };
+      CommandList reader = read();
+      append.reset();
+      CommandList after = read();
+      std::optional<CommandList> later;
+      if (again) later = recorded(Step{*b, c, 4, 1}, other);
+      expect_invalid([&] { reader.submit_and_wait(); }, {"submit_and_wait", "ring starting at position 2"});
+      EXPECT_NO_THROW(after.submit_and_wait()) << "again " << again;
+      if (again) later->submit_and_wait();
+      EXPECT_NO_THROW(reader.set_tokens(std::vector<std::int32_t>{4}, std::vector<std::int32_t>{0}));
+      EXPECT_NO_THROW(reader.submit_and_wait());
+    }
   }
   // Lists recorded before the dropped one read the ring as it will be when they run (their
   // own appends and those recorded between move it), with the drop or without it; and with

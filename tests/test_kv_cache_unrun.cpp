@@ -338,5 +338,23 @@ TEST_F(KvCacheUnrun, EachCacheIsJudgedOnItsOwn) {
   EXPECT_NO_THROW((void)b.save_cache(y));  // only a's sequence of y
 }
 
+// A list destroyed unrun whose fork changed nothing (between two empty sequences) holds
+// neither sequence back (0.14.2: its source's reset and truncate were refused for good).
+TEST_F(KvCacheUnrun, DroppedForkThatChangedNothingHoldsNothingBack) {
+  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 8, 2)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      {
+        CommandList fork = b->commands();
+        fork.kv_copy_sequence(c, 0, 1);
+      }
+      EXPECT_NO_THROW(c.reset(0));
+      EXPECT_NO_THROW(c.truncate(0, 0));
+      EXPECT_NO_THROW((Step{*b, c, 0, 2, 0}.run()));
+      EXPECT_NO_THROW((Step{*b, c, 0, 1, 1}.run()));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vkattn::test

@@ -341,9 +341,15 @@ void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, s
     for (std::size_t t = 0; t < p.size(); ++t) i.note_planned(*c, s.empty() ? 0 : static_cast<std::size_t>(s[t]));
     // A copy-on-write copies its block as the sequences sharing it hold it when the list
     // runs: they count as read, as a fork's source does, so that a change of theirs before
-    // the list runs, or runs again, is refused rather than copied into this sequence.
+    // the list runs, or runs again, is refused rather than copied into this sequence (the
+    // sequences the op writes are noted as written already).
+    const auto written = [&](std::size_t holder) {
+      return s.empty() ? holder == 0 : std::find(s.begin(), s.end(), static_cast<std::int32_t>(holder)) != s.end();
+    };
     for (std::size_t k = 0; k < plan.copies.size(); k += 2) {
-      c->for_each_holder(plan.copies[k], [&](std::size_t holder) { i.note_planned(*c, holder, false); });
+      c->for_each_holder(plan.copies[k], [&](std::size_t holder) {
+        if (!written(holder)) i.note_planned(*c, holder, false);
+      });
     }
     // Per token its slot, next and oldest; per block taken a table entry, its count, and
     // an old block's count and free-list entry; the free count.

@@ -114,7 +114,7 @@ void CommandListImpl::check_planned(const char* op) const {
       // append, or the list's own later one when it ran before), or back by a list put back
       // that had moved it before the op: lists recorded later and not run yet, and the
       // list's own later appends before it runs, move it after the op.
-      if (c.oldest[p.seq] != p.oldest && (c.ran_at[p.seq] > p.read_at || c.put_back[p.seq].covers(p.read_at))) {
+      if ((c.oldest[p.seq] != p.oldest && c.ran_at[p.seq] > p.read_at) || c.put_back[p.seq].covers(p.read_at)) {
         throw InvalidArgument(op, "this",
                               "a list whose attention over a cache with sinks and KvRope::on_read was planned with "
                               "sequence " +
@@ -247,15 +247,15 @@ void CommandListImpl::undo_unrun() noexcept {
   for (std::uint32_t i = 0; i < logs.size(); ++i) {
     CacheLog& l = logs[i];
     l.undo = false;
-    if (!l.started || !l.wrote) continue;
+    if (!l.started) continue;
     KvCacheImpl& c = *l.cache;
-    if (l.since == c.changes && c.last_writer == id) {
+    if (!l.wrote) {
+      // Its ops changed no word (a fork between equal or empty sequences): nothing to put
+      // back, but the sequences they touched must not wait on it.
+    } else if (l.since == c.changes && c.last_writer == id) {
       l.undo = any = true;
       c.last_writer = l.writer;
-      ++c.clock;
-      for (const auto& m : marks) {
-        if (m.log == i) c.put_back[m.seq].add(l.first_clock, c.clock, c.ran_at[m.seq]);
-      }
+      l.undone_at = ++c.clock;
     } else {
       // Its changes stay as the host planned them (the sequences it wrote marked).
       mark_unwritten(c, marks, i, l.first_clock);
@@ -268,7 +268,17 @@ void CommandListImpl::undo_unrun() noexcept {
   }
   if (any) {
     for (auto it = words.rbegin(); it != words.rend(); ++it) {
-      if (logs[it->log].undo) *it->word = it->old;
+      const CacheLog& l = logs[it->log];
+      if (!l.undo) continue;
+      // A ring start it moved moves back: attention planned on the moved one, after the
+      // list's first op and before now, would read the ring at other angles.
+      KvCacheImpl& c = *l.cache;
+      const std::less<const std::int32_t*> before;
+      if (*it->word != it->old && !before(it->word, c.oldest.data()) && before(it->word, c.oldest.data() + c.oldest.size())) {
+        const auto seq = static_cast<std::size_t>(it->word - c.oldest.data());
+        c.put_back[seq].add(l.first_clock, l.undone_at - 1, c.ran_at[seq]);
+      }
+      *it->word = it->old;
     }
     for (auto it = touches.rbegin(); it != touches.rend(); ++it) {
       if (logs[it->log].undo) *it->touch = it->old;

@@ -88,6 +88,7 @@ class CommandListImpl {
     std::uint64_t since = 0;           // the cache's change count at the start (kStale: not to be put back)
     std::uint64_t writer = 0;          // the cache's last_writer at the start
     std::uint64_t first_clock = 0;     // the cache's clock at the start
+    std::uint64_t undone_at = 0;       // undo_unrun: the tick of the put-back
     std::uint64_t replay_writer = 0;   // set_tokens: the cache's last_writer before the replay
     std::size_t last_mark = SIZE_MAX;  // its latest entry in |marks|
   };

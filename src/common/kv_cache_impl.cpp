@@ -458,7 +458,7 @@ void KvCache::reset(std::size_t seq) try {
   if (c.touched[seq].read > c.ran_at[seq]) {
     throw InvalidArgument("reset", "seq", std::to_string(seq),
                           "a sequence whose forks, and copies of blocks it shares, have run (a command list that has not "
-                          "run reads it: submit it first, or destroy it)");
+                          "run reads it: submit it first, or destroy it and the lists recorded after it, newest first)");
   }
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) c.set(c.slot_pos[seq * c.config.capacity + s], -1);
@@ -496,7 +496,7 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
     throw InvalidArgument("truncate", "seq", std::to_string(seq),
                           "a sequence whose appends and forks, and the forks and copies of blocks it shares that read it, "
                           "have run (a command list that has not run holds its positions or reads them: submit it first, "
-                          "or destroy it)");
+                          "or destroy it and the lists recorded after it, newest first)");
   }
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) {
