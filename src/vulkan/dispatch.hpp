@@ -386,6 +386,13 @@ struct RowTiles {
 };
 RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& keys, const KeySource& values, std::uint32_t rows,
                    std::uint32_t stage);
+// Where such a kernel's results go in its scratch (in words): each split's sums, from
+// ml_offset the splits' (max, sum) pairs, from lists attn_mask_keys's lists for
+// |mask_keys| keys a token (room + 1 words a token), words in all.
+struct ScratchLayout {
+  std::uint64_t ml_offset = 0, lists = 0, words = 0;
+};
+ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeySource& values, std::uint32_t mask_keys);
 // A sparse mask's lists for the group kernel (attn_mask_keys.comp): room for |keys| keys a
 // token (0: no lists), from an f32 mask's rows (AttentionConfig::mask_keys) or from a key
 // list (an i32 mask, |from_list|).

@@ -205,20 +205,12 @@ RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& key
   return rt;
 }
 
-namespace {
-// Where a row-tile kernel's results go in the scratch (in words): each split's sums, from
-// ml_offset the splits' (max, sum) pairs, from lists attn_mask_keys's lists (room + 1
-// words a token), words in all.
-struct ScratchLayout {
-  std::uint64_t ml_offset, lists, words;
-};
 ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeySource& values, std::uint32_t mask_keys) {
   const std::uint64_t n_rows = q.shape[0] * q.shape[1];
   const std::uint64_t ml_offset = rt.splits * n_rows * ((values.head_dim + 3) / 4) * 4,
                       lists = ml_offset + 2 * rt.splits * n_rows;
   return {ml_offset, lists, lists + q.shape[0] * (std::uint64_t{mask_keys} + 1)};
 }
-}  // namespace
 
 Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const ScratchFn& scratch, Dispatch d,
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,

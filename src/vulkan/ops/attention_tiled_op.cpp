@@ -150,7 +150,7 @@ std::optional<Dispatches> tiled_attention_dispatches(const Context& ctx, ParamAr
     // Those splits' partials, for a grid sized to the cache's capacity, may not fit one
     // buffer range; the lane-per-key kernel then runs it (it bounds its own, or says how
     // many query tokens fit).
-    const std::uint64_t bytes = 4 * rt.splits * n_tokens * n_heads * (4 * std::uint64_t{v4} + 2);
+    const std::uint64_t bytes = 4 * scratch_layout(rt, *q, values, 0).lists;  // no lists: the partials alone
     if (rt.splits > 1 && bytes > ctx.limits.max_storage_buffer_range) {
       if (!forced) return std::nullopt;
       throw Error(ErrorCode::unsupported,
