@@ -249,14 +249,13 @@ void CommandListImpl::undo_unrun() noexcept {
     l.undo = false;
     if (!l.started) continue;
     KvCacheImpl& c = *l.cache;
-    if (!l.wrote) {
-      // Its ops changed no word (a fork between equal or empty sequences): nothing to put
-      // back, but the sequences they touched must not wait on it.
-    } else if (l.since == c.changes && c.last_writer == id) {
+    // Where its ops changed no word (a fork between equal or empty sequences) there is
+    // nothing to put back.
+    if (l.wrote && l.since == c.changes && c.last_writer == id) {
       l.undo = any = true;
       c.last_writer = l.writer;
       l.undone_at = ++c.clock;
-    } else {
+    } else if (l.wrote) {
       // Its changes stay as the host planned them (the sequences it wrote marked).
       mark_unwritten(c, marks, i, l.first_clock);
     }
