@@ -445,6 +445,16 @@ void change_and_publish(detail::KvCacheImpl& c, std::size_t seq, Change change) 
   c.changed(seq);
 }
 
+// Refuses |op| on |seq| while a list that has not run touched it (|touched_at|, its tick;
+// |valid| says which lists must have run, |why| what the unrun one does to the sequence).
+void refuse_while_unrun(const char* op, const detail::KvCacheImpl& c, std::size_t seq, std::uint64_t touched_at,
+                        const char* valid, const char* why) {
+  if (touched_at <= c.ran_at[seq]) return;
+  throw InvalidArgument(op, "seq", std::to_string(seq),
+                        std::string(valid) + " have run (a command list that has not run " + why +
+                            ": submit it first, or destroy it and the lists recorded after it, newest first)");
+}
+
 }  // namespace
 
 void KvCache::reset(std::size_t seq) try {
@@ -455,11 +465,7 @@ void KvCache::reset(std::size_t seq) try {
   // A list that has not run and reads the sequence (a fork from it, a copy of a block it
   // shares) could then neither run nor be replayed, and dropping it would mark the
   // sequences it writes. One that writes it is spared (KvCacheImpl::reset_at).
-  if (c.touched[seq].read > c.ran_at[seq]) {
-    throw InvalidArgument("reset", "seq", std::to_string(seq),
-                          "a sequence whose forks, and copies of blocks it shares, have run (a command list that has not "
-                          "run reads it: submit it first, or destroy it and the lists recorded after it, newest first)");
-  }
+  refuse_while_unrun("reset", c, seq, c.touched[seq].read, "a sequence whose forks, and copies of blocks it shares,", "reads it");
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) c.set(c.slot_pos[seq * c.config.capacity + s], -1);
     c.set(c.next[seq], 0);
@@ -492,12 +498,9 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   // Positions an unrun list holds would reach the device unwritten; one that reads the
   // sequence (a fork's source, a block it shares that an append copies) could then neither
   // run nor be replayed, and dropping it would mark the sequences it wrote.
-  if (c.touched[seq].at > c.ran_at[seq]) {
-    throw InvalidArgument("truncate", "seq", std::to_string(seq),
-                          "a sequence whose appends and forks, and the forks and copies of blocks it shares that read it, "
-                          "have run (a command list that has not run holds its positions or reads them: submit it first, "
-                          "or destroy it and the lists recorded after it, newest first)");
-  }
+  refuse_while_unrun("truncate", c, seq, c.touched[seq].at,
+                     "a sequence whose appends and forks, and the forks and copies of blocks it shares that read it,",
+                     "holds its positions or reads them");
   change_and_publish(c, seq, [&] {
     for (std::size_t s = 0; s < c.config.capacity; ++s) {
       std::int32_t& p = c.slot_pos[seq * c.config.capacity + s];
