@@ -58,18 +58,24 @@ void record_op(CommandListImpl& impl, const char* op, Takes takes, F f) {
   if (impl.recipes.size() == impl.recipes.capacity()) impl.recipes.reserve(std::max<std::size_t>(8, 2 * impl.recipes.size()));
   // The cache first: the op notes it (CommandListImpl::planned, unrun) before it can fail,
   // and what the list notes it keeps alive.
-  if (cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end()) impl.caches.push_back(cache);
+  const bool new_cache = cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end();
+  if (new_cache) impl.caches.push_back(cache);
   // An op that fails part way (a host allocation) leaves the list's plan as it was: an
   // entry left for it would name a tick no change of the list has, and its submission
   // would count that tick as run.
   impl.pending.clear();  // left by one before it
   const std::size_t n_planned = impl.planned.size();
   const CommandListImpl::Planned last = n_planned ? impl.planned.back() : CommandListImpl::Planned{};
+  const std::size_t rereads = impl.rereads;
+  const bool rereads_fork = impl.rereads_fork;
   try {
     (*run)(impl, nullptr);
   } catch (...) {
     impl.planned.erase(impl.planned.begin() + static_cast<std::ptrdiff_t>(n_planned), impl.planned.end());
     if (n_planned) impl.planned.back() = last;
+    impl.rereads = rereads;
+    impl.rereads_fork = rereads_fork;
+    if (new_cache) impl.caches.pop_back();  // a list over no cache holds none (CachesInUse)
     throw;
   }
   impl.recipes.push_back({std::move(run), sizeof(RunOf<F>), n_tokens, std::move(cache)});
@@ -137,16 +143,25 @@ const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const Kv
 
 // A list's call over a cache: the list and the cache in use for the call (InUse,
 // CacheInUse), the cache checked.
+// Once the op is recorded (and not when it is refused, or records nothing), the cache
+// is one the list was recorded over.
 struct OverCache {
   OverCache(const std::unique_ptr<CommandListImpl>& list, const KvCache& c, const char* op)
-      : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())) {
-    auto& over = impl.recorded_over;
-    if (std::find(over.begin(), over.end(), cache) == over.end()) over.push_back(cache);
+      : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())),
+        n_recipes(impl.recipes.size()) {
+    impl.recorded_over.reserve(impl.recorded_over.size() + 1);  // the destructor's push_back cannot throw
   }
+  ~OverCache() {
+    auto& over = impl.recorded_over;
+    if (impl.recipes.size() != n_recipes && std::find(over.begin(), over.end(), cache) == over.end()) over.push_back(cache);
+  }
+  OverCache(const OverCache&) = delete;
+  OverCache& operator=(const OverCache&) = delete;
   const InUse use;
   const detail::CacheInUse cache_use;
   CommandListImpl& impl;
   const std::shared_ptr<detail::KvCacheImpl>& cache;
+  std::size_t n_recipes;
 };
 
 std::shared_ptr<detail::TensorImpl> optional_tensor(const char* op, const char* param, const Tensor* t, const void* owner) {
@@ -299,11 +314,16 @@ class Logged {
     if (owns_) cache_.journal = nullptr, cache_.touch_journal = nullptr;
   }
   void applied() {
-    cache_.last_writer = impl_.id;
+    // An op that changed no word (a fork between equal sequences) still builds on the
+    // unrun changes of the sequences it touches (it copies or writes their rows as they
+    // will be): no list that made them may put them back before it.
+    const bool wrote = impl_.words.size() != size_;
+    if (wrote || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
     ++cache_.clock;
     impl_.touch_pending(cache_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
-    if (impl_.words.size() != size_) impl_.logs[log_].wrote = true;
+    if (wrote) impl_.logs[log_].wrote = true;
   }
+  std::uint32_t log() const { return log_; }
   Logged(const Logged&) = delete;
   Logged& operator=(const Logged&) = delete;
 
@@ -388,6 +408,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   record_op(impl, op, {0, c}, [c, src, dst](auto& i, auto) {
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
     i.note_planned(*c, src, false);  // read, not written: unmarked should the list never run
+    i.note_fork_into(*c, dst);
     i.note_planned(*c, dst);
     // Each slot, next and oldest; per block of dst a table entry and a dropped count (with
     // its free-list entry and the free count); per block of src a table entry and a count.
@@ -395,7 +416,9 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     i.record(detail::CopySequenceCall{c, src, dst, fork});
     c->copy_sequence(src, dst, fork);
     logged.applied();
-    c->forked_from[dst] = {static_cast<std::int64_t>(src), c->clock};
+    auto& from = c->forked_from[dst];
+    i.forks.push_back({&from, from, logged.log()});  // room made by Logged (make_room)
+    from = {static_cast<std::int64_t>(src), c->clock};
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_copy_sequence");

@@ -41,19 +41,49 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
     l.last_mark = marks.size();
     marks.push_back({log, static_cast<std::uint32_t>(seq), tick});
   }
+  const SeqTouch& t = cache.touched[seq];
+  // Read by the list since another list or a change last touched it (the touch can be
+  // the list's last recording's, before a replay: its entries say).
+  if (writes && rereads == SIZE_MAX && t.by == id && t.read >= t.since &&
+      std::any_of(planned.begin(), planned.end(),
+                  [&](const Planned& e) { return e.cache == &cache && e.seq == seq && e.reads; })) {
+    rereads = seq;
+  }
+  // A run of ops on one sequence keeps one entry, unless another list or a change touched
+  // it since: a dropped list's entry counts as run once what it waits for has, so one
+  // entry must not wait for what came after its first tick (0.14.2: two lists dropped
+  // could each wait for the other, and the sequence's reset was refused for good).
   Planned* p = planned.empty() ? nullptr : &planned.back();
-  if (!p || p->cache != &cache || p->seq != seq || !p->last || p->ran) {  // else a run of tokens
-    p = &planned.emplace_back(Planned{&cache, seq, cache.changes});
+  if (!p || p->cache != &cache || p->seq != seq || !p->last || p->ran || (t.by != id && t.at > p->last)) {
+    // After ops on other sequences, the list's own earlier entry on this one: it waits for
+    // what that one waits for (0.14.2: once dropped it counted as run before them).
+    std::uint64_t own = 0;
+    if (t.by == id && t.at > cache.ran_at[seq]) {
+      const auto it = std::find_if(planned.rbegin(), planned.rend(),
+                                   [&](const Planned& e) { return e.cache == &cache && e.seq == seq && e.last && !e.ran; });
+      if (it != planned.rend()) own = it->need;
+    }
+    p = &planned.emplace_back(Planned{&cache, seq, cache.changes, own});
     p->first = tick;
   }
-  const SeqTouch& t = cache.touched[seq];
   if (t.by != id) p->need = std::max(p->need, t.at);
   p->last = tick;
   p->writes = p->writes || writes;
+  p->reads = p->reads || !writes;
   if (pending.empty() || pending.back().seq != seq) {
     pending.push_back({seq, !writes});
   } else {
     pending.back().reads = pending.back().reads || !writes;
+  }
+}
+
+void CommandListImpl::note_fork_into(const KvCacheImpl& cache, std::size_t dst) {
+  const SeqTouch& t = cache.touched[dst];
+  if (!cache.config.paged || rereads != SIZE_MAX || t.by != id) return;
+  if (std::any_of(planned.begin(), planned.end(),
+                  [&](const Planned& e) { return e.cache == &cache && e.seq == dst && e.writes; })) {
+    rereads = dst;
+    rereads_fork = true;
   }
 }
 
@@ -78,6 +108,12 @@ void CommandListImpl::make_room() {
   const std::size_t most = pending.size() + 1;
   if (touches.capacity() - touches.size() < most) touches.reserve(std::max(touches.size() + most, 2 * touches.capacity()));
   pending.reserve(pending.size() + 1);
+  if (forks.size() == forks.capacity()) forks.reserve(2 * forks.size() + 4);
+}
+
+bool CommandListImpl::touches_unrun(const KvCacheImpl& cache) const noexcept {
+  return std::any_of(pending.begin(), pending.end(),
+                     [&](const PendingSeq& p) { return cache.touched[p.seq].at > cache.ran_at[p.seq]; });
 }
 
 void CommandListImpl::touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept {
@@ -106,9 +142,24 @@ void CommandListImpl::merge_marks() {
 }
 
 void CommandListImpl::check_planned(const char* op) const {
+  if (reread_ran) {
+    const std::string seq = "sequence " + std::to_string(rereads);
+    throw InvalidArgument(op, "this",
+                          rereads_fork ? "a list that ran, submitted again: an op of it writes " + seq +
+                                             " of a paged cache, whose blocks a later kv_copy_sequence of it replaces (run "
+                                             "again, the earlier op would write blocks the sequence no longer holds)"
+                                       : "a list that ran, submitted again: an op of it reads " + seq +
+                                             " (a fork's source, or a block it shares that an append copies), which a "
+                                             "later op of it changes (run again, the earlier op would read the later "
+                                             "one's rows)",
+                          "the list replayed with set_tokens, or recorded again");
+  }
   for (const Planned& p : planned) {
     const KvCacheImpl& c = *p.cache;
-    c.check_written(op);
+    // A list recorded before a drop that marked a sequence, and only reading the cache,
+    // reads it as the device holds it (without the dropped rows), unless it rotates keys
+    // by a ring the dropped list moved.
+    if (p.last || p.oldest >= 0) c.check_written(op);
     if (p.oldest >= 0) {
       // Moved by a change that has run since (a change outside lists, another list's
       // append, or the list's own later one when it ran before), or back by a list put back
@@ -165,12 +216,18 @@ std::uint32_t CommandListImpl::unrun_of(KvCacheImpl& cache) {
 
 void CommandListImpl::begin_unrun(CacheLog& l) {
   const KvCacheImpl& cache = *l.cache;
-  if (!l.started) {
+  // A log whose ops changed no word yet (a fork between equal sequences) starts again: what
+  // other lists wrote in between is not built on it, and destroying the list must give
+  // the cache back to the last of them (0.14.2: it gave it to the one before, which was
+  // then put back under a list that had built on it).
+  if (!l.started || !l.wrote) {
     l.started = true;
     l.wrote = false;
     l.since = cache.changes;
     l.writer = cache.last_writer;
     l.first_clock = cache.clock;
+    l.touch_from = touches.size();  // its earlier ops' touches stay: they changed nothing to put back
+    l.fork_from = forks.size();
   } else if (l.since != cache.changes || (l.wrote && cache.last_writer != id)) {
     l.since = kStale;  // a change outside lists, or another list's op, came after the list's
   }
@@ -178,15 +235,13 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
   for (CacheLog& each : logs) each.since = kStale;  // the words dropped: every cache's sequences marked
   words.clear();
   touches.clear();
+  forks.clear();
 }
 
 void CommandListImpl::save_unrun() {
   UnrunState& s = saved_unrun;
   s.logs.assign(logs.begin(), logs.end());
   s.marks.assign(marks.begin(), marks.end());
-  s.forks.resize(logs.size());
-  for (std::size_t i = 0; i < logs.size(); ++i)
-    s.forks[i].assign(logs[i].cache->forked_from.begin(), logs[i].cache->forked_from.end());
 }
 
 void CommandListImpl::restore_unrun() noexcept {
@@ -194,12 +249,10 @@ void CommandListImpl::restore_unrun() noexcept {
   const UnrunState& s = saved_unrun;
   logs.assign(s.logs.begin(), s.logs.end());
   marks.assign(s.marks.begin(), s.marks.end());
-  for (std::size_t i = 0; i < logs.size(); ++i) {
-    logs[i].cache->forked_from.assign(s.forks[i].begin(), s.forks[i].end());
-  }
 }
 
 void CommandListImpl::ran() noexcept {
+  reread_ran = rereads != SIZE_MAX;
   for (Planned& p : planned) {
     if (p.last) p.cache->ran_to(p.seq, p.last);
     p.ran = true;
@@ -214,6 +267,7 @@ void CommandListImpl::forget_unrun() noexcept {
   }
   words.clear();
   touches.clear();
+  forks.clear();
   marks.clear();
 }
 
@@ -258,6 +312,8 @@ void CommandListImpl::undo_unrun() noexcept {
     } else if (l.wrote) {
       // Its changes stay as the host planned them (the sequences it wrote marked).
       mark_unwritten(c, marks, i, l.first_clock);
+    } else if (c.last_writer == id) {
+      c.last_writer = l.writer;  // what its ops read was not read: the list before may be put back
     }
     // Put back or not, it will never run: lists planned after it wait only for what it
     // waited for (they waited for ever before; a fork's source, a paged cache's pool).
@@ -279,8 +335,13 @@ void CommandListImpl::undo_unrun() noexcept {
       }
       *it->word = it->old;
     }
-    for (auto it = touches.rbegin(); it != touches.rend(); ++it) {
-      if (logs[it->log].undo) *it->touch = it->old;
+    for (std::size_t t = touches.size(); t-- > 0;) {
+      const CacheLog& l = logs[touches[t].log];
+      if (l.undo && t >= l.touch_from) *touches[t].touch = touches[t].old;
+    }
+    for (std::size_t f = forks.size(); f-- > 0;) {
+      const CacheLog& l = logs[forks[f].log];
+      if (l.undo && f >= l.fork_from) *forks[f].entry = forks[f].old;
     }
   }
   forget_unrun();

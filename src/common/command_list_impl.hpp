@@ -82,27 +82,37 @@ class CommandListImpl {
   // |marks|, each naming its CacheLog.
   struct CacheLog {
     KvCacheImpl* cache;
-    bool started = false;              // since the list last ran
-    bool wrote = false;                // an op of the list changed the cache since it started
-    bool undo = false;                 // undo_unrun: its words are put back
-    std::uint64_t since = 0;           // the cache's change count at the start (kStale: not to be put back)
-    std::uint64_t writer = 0;          // the cache's last_writer at the start
-    std::uint64_t first_clock = 0;     // the cache's clock at the start
-    std::uint64_t undone_at = 0;       // undo_unrun: the tick of the put-back
-    std::uint64_t replay_writer = 0;   // set_tokens: the cache's last_writer before the replay
-    std::size_t last_mark = SIZE_MAX;  // its latest entry in |marks|
+    bool started = false;                       // since the list last ran
+    bool wrote = false;                         // an op of the list changed the cache since it started
+    bool undo = false;                          // undo_unrun: its words are put back
+    std::uint64_t since = 0;                    // the cache's change count at the start (kStale: not to be put back)
+    std::uint64_t writer = 0;                   // the cache's last_writer at the start
+    std::uint64_t first_clock = 0;              // the cache's clock at the start
+    std::uint64_t undone_at = 0;                // undo_unrun: the tick of the put-back
+    std::uint64_t replay_writer = 0;            // set_tokens: the cache's last_writer before the replay
+    std::size_t last_mark = SIZE_MAX;           // its latest entry in |marks|
+    std::size_t touch_from = 0, fork_from = 0;  // its first entries in |touches| and |forks| since it started
   };
   static constexpr std::uint64_t kStale = UINT64_MAX;
-  // set_tokens: the logs and marks as a replay begins, and the forks of the caches logged,
-  // which a refused replay puts back (undo_unrun reads them: else a refused replay would
-  // decide what destroying the list does). Kept in the list so that a replay, on an
-  // engine's every token, copies into the capacity of the last rather than allocating.
+  // set_tokens: the logs and marks as a replay begins, which a refused replay puts back
+  // (undo_unrun reads them: else a refused replay would decide what destroying the list
+  // does). Kept in the list so that a replay, on an engine's every token, copies into the
+  // capacity of the last rather than allocating.
   void save_unrun();
   void restore_unrun() noexcept;
   const std::uint64_t id;  // unique per list (KvCacheImpl::last_writer)
   std::vector<CacheLog> logs;
   std::vector<LoggedWord> words;     // KvCacheImpl::journal points here while the ops run
   std::vector<LoggedTouch> touches;  // and KvCacheImpl::touch_journal here
+  // The forks' KvCacheImpl::forked_from entries with what they held, put back with the
+  // words (0.14.2: a fork put back stayed recorded, and a later drop marking its source
+  // marked the destination too).
+  struct LoggedFork {
+    std::pair<std::int64_t, std::uint64_t>* entry;
+    std::pair<std::int64_t, std::uint64_t> old;
+    std::uint32_t log;
+  };
+  std::vector<LoggedFork> forks;
   // A sequence an op planned, and the cache's clock after the op (a run of ops on one
   // sequence of one cache keeps one entry, its latest).
   struct SeqMark {
@@ -171,16 +181,25 @@ class CommandListImpl {
     std::uint64_t need = 0, first = 0, last = 0;
     bool ran = false;     // the list ran since this entry was planned
     bool writes = false;  // an op writes the sequence's rows (note_planned's |writes|)
+    bool reads = false;   // an op reads them to write others (a fork's source, a copied block's holder)
     // note_ring: the sequence's ring start (KvCacheImpl::oldest) and the cache's clock
     // when an attention op rotating its keys on read was planned; -1: not such an entry.
     std::int32_t oldest = -1;
     std::uint64_t read_at = 0;
   };
   std::vector<Planned> planned, spare_planned;
+  // A sequence an op of the list writes after an earlier op of it read it (a fork's
+  // source, a block's holder that an append copies) in the ops planned (SIZE_MAX: none),
+  // or, in a paged cache, forks into after an earlier op wrote it (|rereads_fork|), and
+  // whether the list ran since: run again without a replay, the earlier op would read the
+  // later one's rows, or write blocks the sequence no longer holds, which the host did not
+  // plan (check_planned refuses).
+  std::size_t rereads = SIZE_MAX;
+  bool rereads_fork = false, reread_ran = false;
+  void note_fork_into(const KvCacheImpl& cache, std::size_t dst);
   struct UnrunState {
     std::vector<CacheLog> logs;
     std::vector<SeqMark> marks;
-    std::vector<std::vector<std::pair<std::int64_t, std::uint64_t>>> forks;  // KvCacheImpl::forked_from, per log
   } saved_unrun;
   // |writes|: the op writes the sequence's rows (marked unwritten should the list never
   // run), not only reads them (a fork's source).
@@ -199,6 +218,8 @@ class CommandListImpl {
   };
   std::vector<PendingSeq> pending;
   void make_room();
+  // Whether a sequence in |pending| has a change of |cache| that has not run.
+  bool touches_unrun(const KvCacheImpl& cache) const noexcept;
   void touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept;
   // Throws InvalidArgument, naming |op|, when the list may not run now: a sequence it
   // writes was reset, truncated or restored after the list planned its ops (they would

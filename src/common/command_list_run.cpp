@@ -112,7 +112,9 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   // Appends or forks recorded (or last replayed) and not run: the replay would take their
   // place in the list, and their rows, which the host counts, would never be written.
   for (const auto& l : impl.logs) {
-    if (!l.started || !l.wrote) continue;
+    // A fork that changed no word too: its copy of the rows is still to run, and lists
+    // recorded after it wait for it (0.14.2: they waited for ever once it was replayed).
+    if (!l.started) continue;
     throw InvalidArgument(op, "this",
                           "a list whose appends or forks, as recorded or last replayed, have not run (their rows would "
                           "never be written)",
@@ -128,7 +130,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   for (auto& l : impl.logs) l.replay_writer = l.cache->last_writer;
   impl.save_unrun();
   for (auto& l : impl.logs) impl.begin_unrun(l);
-  const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
+  const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size(), fork_mark = impl.forks.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;
     impl.logs[i].cache->touch_journal = &impl.touches;
@@ -140,7 +142,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr, c->touch_journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&impl, mark, touch_mark] {
+  auto restore_caches = [&impl, mark, touch_mark, fork_mark] {
     impl.restore_unrun();
     auto& words = impl.words;
     for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
@@ -148,6 +150,9 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     auto& touches = impl.touches;
     for (std::size_t t = touches.size(); t-- > touch_mark;) *touches[t].touch = touches[t].old;
     touches.resize(touch_mark);
+    auto& forks = impl.forks;
+    for (std::size_t f = forks.size(); f-- > fork_mark;) *forks[f].entry = forks[f].old;
+    forks.resize(fork_mark);
     for (auto& l : impl.logs) {
       l.cache->last_writer = l.replay_writer;  // |wrote| is restore_unrun's
     }
@@ -169,9 +174,14 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   bool patch = true;
   impl.begin_replay(patch);
   impl.spare_planned.swap(impl.planned);  // planned again by the recipes
+  const std::size_t rereads = impl.rereads;
+  const bool rereads_fork = impl.rereads_fork, reread_ran = impl.reread_ran;
+  impl.reread_ran = false;
   try {
     for (;;) {
       impl.planned.clear();
+      impl.rereads = SIZE_MAX;
+      impl.rereads_fork = false;
       impl.pending.clear();  // left by an op that failed part way
       for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
       if (counts_as_run) impl.check_planned(op);  // as record checks: it will run
@@ -184,6 +194,9 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     impl.abort_replay();
     restore_caches();
     impl.planned.swap(impl.spare_planned);
+    impl.rereads = rereads;
+    impl.rereads_fork = rereads_fork;
+    impl.reread_ran = reread_ran;
     throw;
   }
   // The caller's command buffers read the rewritten parameters and are submitted again as

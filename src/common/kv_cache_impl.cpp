@@ -483,6 +483,14 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   auto& c = live(impl_, "truncate");
   const detail::CacheInUse use(&c, "truncate", "this");
   check_seq("truncate", c, seq);
+  // Its positions' rows were never all written: publishing them would give lists recorded
+  // before the drop, which read the cache as the device holds it, rows never written.
+  if (c.unwritten[seq]) {
+    throw InvalidArgument("truncate", "seq", std::to_string(seq),
+                          "a sequence whose rows were written (this one holds positions a command list destroyed before "
+                          "it ran planned: KvCache::reset(" +
+                              std::to_string(seq) + ") it instead)");
+  }
   if (position < 0 || position > c.next[seq]) {
     throw InvalidArgument("truncate", "position", std::to_string(position),
                           "[0, next_position = " + std::to_string(c.next[seq]) + "]");

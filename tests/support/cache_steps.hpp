@@ -81,6 +81,24 @@ inline std::optional<CommandList> ran(const Step& step, Tensor& out) {
   return list;
 }
 
+// Attention of one query (the same data every time) at |position| of |seq|, recorded into
+// |list|: its output, to download once the list ran.
+inline Tensor record_read(Backend& b, CommandList& list, KvCache& cache, std::int32_t position, std::size_t seq = 0) {
+  Tensor q = b.tensor({1, kHeads, kDim}, DType::f32), out = b.tensor({1, kHeads, kDim}, DType::f32);
+  b.upload(q, normal(kHeads * kDim, 7));
+  const std::vector<std::int32_t> p{position}, s{static_cast<std::int32_t>(seq)};
+  list.attention(q, cache, out, {.q_positions = p, .q_seq_ids = s});
+  return out;
+}
+
+// That attention run on its own.
+inline std::vector<float> read(Backend& b, KvCache& cache, std::int32_t position, std::size_t seq = 0) {
+  CommandList list = b.commands();
+  Tensor out = record_read(b, list, cache, position, seq);
+  list.submit_and_wait();
+  return b.download(out);
+}
+
 inline std::vector<std::int32_t> slots(const KvCache& c, std::size_t seq = 0) {
   const auto s = c.slot_positions(seq);
   return {s.begin(), s.end()};
