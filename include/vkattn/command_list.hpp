@@ -223,7 +223,8 @@ class VKATTN_API CommandList {
   // Replay: makes the list record its ops again for the next tokens, as if each op had
   // been given |positions| (rope's and kv_append's positions, attention's q_positions
   // where the op took positions) and |seq_ids| (every op's sequence ids where it took
-  // them; empty: each op keeps its own), with everything else as recorded. A decode step
+  // them; empty: each op keeps the ids it was recorded with, not a replay's), with
+  // everything else as recorded. A decode step
   // recorded once is then submitted for every token with ~1 us of host time per op: on
   // Vulkan the command buffer is kept and only parameter bytes (positions, the cache's
   // slot tables) are rewritten, so the same list stays valid until shapes change. What may

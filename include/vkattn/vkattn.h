@@ -479,7 +479,8 @@ VKATTN_API vkattn_status vkattn_command_list_wait(vkattn_command_list* list, uin
  * taking |positions| (n_positions = the list's number of tokens, which n_tokens gives (0.11;
  * 0: no op takes tokens), or three times it for lists with an M-RoPE op: t, h and w per
  * token, every other op taking t)
- * and, where it took sequence ids, |seq_ids| (NULL/0: each op keeps its own; given to a list
+ * and, where it took sequence ids, |seq_ids| (NULL/0: each op keeps those it was recorded
+ * with, not a replay's; given to a list
  * none of whose ops took any: refused). On Vulkan the
  * command buffer is kept and only parameter bytes change. On an error nothing changes. */
 VKATTN_API vkattn_status vkattn_command_list_set_tokens(vkattn_command_list* list, const int32_t* positions, size_t n_positions,
