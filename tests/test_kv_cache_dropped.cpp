@@ -18,8 +18,6 @@ using namespace cache_steps;
 
 using KvCacheDropped = VulkanVsCpuTest;
 
-Tensor output(Backend& b) { return b.tensor({1, kHeads, kDim}, DType::f32); }
-
 // A list whose first op changed no word (a fork between two empty sequences) and which
 // wrote later, destroyed, gives the cache back to the list that wrote before its write:
 // an older list destroyed after it is refused its put-back while a live list forked from
@@ -31,7 +29,7 @@ TEST_F(KvCacheDropped, NoOpForkGivesTheCacheBackToTheListBeforeItsWrite) {
       for (const bool newest_first : {false, true}) {
         KvCache c = b->kv_cache(config);
         Step{*b, c, 0, 4, 0}.run();
-        Tensor out_x = output(*b), out_l = output(*b);
+        Tensor out_x = step_output(*b), out_l = step_output(*b);
         std::optional<CommandList> x = recorded(Step{*b, c, 4, 1, 0}, out_x);
         std::optional<CommandList> l(b->commands()), m(b->commands());
         l->kv_copy_sequence(c, 1, 2);
@@ -62,7 +60,7 @@ TEST_F(KvCacheDropped, PutBackKeepsTheOrderOthersTookAfterItsNoOpFork) {
   for (const KvCacheConfig& config : {ring(8, 3), paged(8, 12, 3)}) {
     for (Backend* b : {gpu_.get(), cpu_.get()}) {
       KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
-      Tensor out_a = output(*b), out_l = output(*b), out_later = output(*b);
+      Tensor out_a = step_output(*b), out_l = step_output(*b), out_later = step_output(*b);
       std::optional<CommandList> l(b->commands());
       l->kv_copy_sequence(c, 1, 0);
       std::optional<CommandList> a = recorded(Step{*b, c, 0, 1, 0}, out_a);
@@ -89,13 +87,13 @@ TEST_F(KvCacheDropped, DropBetweenOpsOnOneSequenceKeepsTheOrder) {
     for (Backend* b : {gpu_.get(), cpu_.get()}) {
       KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
       Step{*b, c, 0, 1, 1}.run();
-      Tensor out = output(*b);
+      Tensor out = step_output(*b);
       std::optional<CommandList> later = recorded(Step{*b, c, 1, 1, 1}, out);
       CommandList fork = b->commands();
       fork.kv_copy_sequence(c, 1, 0);
       {
         CommandList dropped = b->commands();
-        Tensor o1 = output(*b), o2 = output(*b), o3 = output(*b);
+        Tensor o1 = step_output(*b), o2 = step_output(*b), o3 = step_output(*b);
         Step{*b, c, 2, 1, 1}.record(dropped, o1);
         Step{*b, c, 2, 1, 0}.record(dropped, o2);
         Step{*b, c, 3, 1, 1}.record(dropped, o3);
@@ -119,7 +117,7 @@ TEST_F(KvCacheDropped, ListsWaitingOnEachOtherHoldNothingBackOnceDropped) {
     for (Backend* b : {gpu_.get(), cpu_.get()}) {
       for (const bool x_first : {true, false}) {
         KvCache c = b->kv_cache(config);
-        Tensor out_x = output(*b), out_y = output(*b);
+        Tensor out_x = step_output(*b), out_y = step_output(*b);
         std::optional<CommandList> x = recorded(Step{*b, c, 0, 1, 1}, out_x);
         std::optional<CommandList> y = recorded(Step{*b, c, 1, 1, 1}, out_y);
         x->kv_copy_sequence(c, 1, 0);
@@ -144,7 +142,7 @@ TEST_F(KvCacheDropped, ReadersRecordedBeforeTheDropRun) {
       KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
       Step{*b, c, 0, 2, 1}.run();
       CommandList early = b->commands(), late = b->commands();
-      Tensor read_early = record_read(*b, early, c, 1, 1), out = output(*b);
+      Tensor read_early = record_read(*b, early, c, 1, 1), out = step_output(*b);
       std::optional<CommandList> x = recorded(Step{*b, c, 2, 1, 1}, out);
       Tensor read_late = record_read(*b, late, c, 1, 1);
       Step{*b, c, 0, 1, 2}.run();  // built on after x: x marks sequence 1
@@ -167,7 +165,7 @@ TEST_F(KvCacheDropped, ForkPutBackIsForgotten) {
       KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
       Step{*b, c, 0, 2, 0}.run();
       Step{*b, c, 0, 2, 1, 2}.run();
-      Tensor out = output(*b);
+      Tensor out = step_output(*b);
       std::optional<CommandList> x = recorded(Step{*b, c, 2, 1, 0}, out);
       {
         CommandList fork = b->commands();
@@ -191,7 +189,7 @@ TEST_F(KvCacheDropped, MarkedSequenceIsNotTruncated) {
       KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
       Step{*b, c, 0, 4, 0}.run();
       CommandList reader = b->commands();
-      Tensor got = record_read(*b, reader, c, 4, 0), out = output(*b);
+      Tensor got = record_read(*b, reader, c, 4, 0), out = step_output(*b);
       std::optional<CommandList> x = recorded(Step{*b, c, 4, 1, 0}, out);
       Step{*b, c, 0, 1, 1}.run();
       x.reset();

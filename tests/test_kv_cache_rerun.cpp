@@ -21,8 +21,6 @@ using namespace cache_steps;
 
 using KvCacheRerun = VulkanVsCpuTest;
 
-Tensor step_output(Backend& b) { return b.tensor({1, kHeads, kDim}, DType::f32); }
-
 // [append to 0, fork 0 -> 1, append to 0] runs once; run again, the fork would copy the
 // second append's position into sequence 1, which the host does not count. A list that
 // ran, grown by an append to the fork's source, may run once more (the fork runs before

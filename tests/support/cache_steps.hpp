@@ -67,6 +67,9 @@ struct Step {
   }
 };
 
+// A one-token step's attention output.
+inline Tensor step_output(Backend& b) { return b.tensor({1, kHeads, kDim}, DType::f32); }
+
 // A list with |step| recorded and not run (destroyed by resetting the optional).
 inline std::optional<CommandList> recorded(const Step& step, Tensor& out) {
   std::optional<CommandList> list(step.b.commands());
