@@ -368,8 +368,9 @@ std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::
 struct DecodeOutputs {
   Binding partials, out;
 };
+struct ScratchLayout;
 DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const std::shared_ptr<TensorImpl>& out,
-                             std::uint64_t splits, std::uint64_t ml_offset, std::uint64_t n_rows, bool second_pass);
+                             std::uint64_t splits, const ScratchLayout& layout, bool second_pass);
 // A decode kernel's dispatch |d| (its key set) finished: its bindings (q, k, v, |o|, the
 // mask, meta, the key positions, the partials), push constants and grid (base groups x
 // splits), then with |second_pass| attn_decode_merge into |out| over tiles of |plan.rows|.
@@ -392,7 +393,11 @@ RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& key
 struct ScratchLayout {
   std::uint64_t ml_offset = 0, lists = 0, words = 0;
 };
-ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeySource& values, std::uint32_t mask_keys);
+// |v4|: the value rows' vec4s.
+ScratchLayout scratch_layout(std::uint64_t splits, const TensorImpl& q, std::uint32_t v4, std::uint32_t mask_keys);
+inline ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeySource& values, std::uint32_t mask_keys) {
+  return scratch_layout(rt.splits, q, (values.head_dim + 3) / 4, mask_keys);
+}
 // A sparse mask's lists for the group kernel (attn_mask_keys.comp): room for |keys| keys a
 // token (0: no lists), from an f32 mask's rows (AttentionConfig::mask_keys) or from a key
 // list (an i32 mask, |from_list|).

@@ -157,8 +157,8 @@ std::uint64_t decode_splits(const Context& ctx, std::uint64_t base_groups, std::
 }
 
 DecodeOutputs decode_outputs(ParamArena& params, const ScratchFn& scratch, const std::shared_ptr<TensorImpl>& out,
-                             std::uint64_t splits, std::uint64_t ml_offset, std::uint64_t n_rows, bool second_pass) {
-  return {splits > 1 ? write_binding(scratch(ml_offset + splits * n_rows * 2)) : params.add_zero(),
+                             std::uint64_t splits, const ScratchLayout& layout, bool second_pass) {
+  return {splits > 1 ? write_binding(scratch(layout.lists)) : params.add_zero(),  // the partials alone
           second_pass ? params.add_zero() : write_binding(out)};
 }
 
@@ -205,10 +205,9 @@ RowTiles row_tiles(const Context& ctx, const TensorImpl& q, const KeySource& key
   return rt;
 }
 
-ScratchLayout scratch_layout(const RowTiles& rt, const TensorImpl& q, const KeySource& values, std::uint32_t mask_keys) {
+ScratchLayout scratch_layout(std::uint64_t splits, const TensorImpl& q, std::uint32_t v4, std::uint32_t mask_keys) {
   const std::uint64_t n_rows = q.shape[0] * q.shape[1];
-  const std::uint64_t ml_offset = rt.splits * n_rows * ((values.head_dim + 3) / 4) * 4,
-                      lists = ml_offset + 2 * rt.splits * n_rows;
+  const std::uint64_t ml_offset = splits * n_rows * v4 * 4, lists = ml_offset + 2 * splits * n_rows;
   return {ml_offset, lists, lists + q.shape[0] * (std::uint64_t{mask_keys} + 1)};
 }
 
@@ -216,7 +215,6 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
                             std::shared_ptr<TensorImpl> q, const KeySource& keys, const KeySource& values,
                             std::shared_ptr<TensorImpl> out, std::shared_ptr<TensorImpl> mask, const ScoresParams& p,
                             const std::vector<float>& sinks, const RowTiles& rt, KeyListing listing) {
-  const std::uint64_t n_rows = q->shape[0] * q->shape[1];
   const std::uint32_t mask_keys = listing.keys;
   const ScratchLayout layout = scratch_layout(rt, *q, values, mask_keys);
   const std::uint64_t ml_offset = layout.ml_offset;
@@ -245,7 +243,7 @@ Dispatches finish_row_tiles(const Context& ctx, ParamArena& params, const Scratc
     c.groups = n_tokens;
     lists = std::move(c);
   } else {
-    o = decode_outputs(params, scratch, out, rt.splits, ml_offset, n_rows, rt.splits > 1);
+    o = decode_outputs(params, scratch, out, rt.splits, layout, rt.splits > 1);
   }
   d.op = "attention";
   Dispatches ds =
@@ -466,10 +464,11 @@ Dispatches decode_attention_dispatches(const Context& ctx, ParamArena& params, c
   const std::uint32_t run = tune.interleave && tune.run ? tune.run : 1;
   const std::uint64_t splits = decode_splits(ctx, base_groups, n_keys, stage * run, plan.rows, n_rows, v4);
   const bool last = splits > 1 && last_merge;
-  const std::uint64_t ml_offset = splits * n_rows * v4 * 4;
+  const ScratchLayout layout = scratch_layout(splits, *q, v4, 0);
+  const std::uint64_t ml_offset = layout.ml_offset;
   const AttnMeta meta = attn_meta(params, p, sinks, last ? u32(base_groups) : 0u);
   // With a second pass, the kernel leaves out to it.
-  const DecodeOutputs o = decode_outputs(params, scratch, out, splits, ml_offset, n_rows, splits > 1 && !last);
+  const DecodeOutputs o = decode_outputs(params, scratch, out, splits, layout, splits > 1 && !last);
 
   Dispatch d;
   d.op = "attention";

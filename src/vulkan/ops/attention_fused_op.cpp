@@ -181,9 +181,9 @@ Dispatches lane_per_key_dispatches(OpEnv& env, const AttentionCall& call, std::s
     keys_per_split = u32(std::min<std::uint64_t>(keys_per_split, steps * block));
   }
   splits = ceil_div(n_keys, keys_per_split);  // after rounding up, no split may be left empty
-  const std::uint64_t ml_offset = splits * n_rows * v_dim;
-  if (const std::uint64_t bytes = 4 * (ml_offset + splits * n_rows * 2);
-      splits > 1 && bytes > ctx.limits.max_storage_buffer_range) {
+  // The splits' value rows, then a (max, sum) pair each.
+  const std::uint64_t ml_offset = splits * n_rows * v_dim, partial_words = ml_offset + splits * n_rows * 2;
+  if (const std::uint64_t bytes = 4 * partial_words; splits > 1 && bytes > ctx.limits.max_storage_buffer_range) {
     // Only where llvmpipe's loop limit splits the keys (key_splits keeps a GPU's splits
     // within the range): the grid, sized for a cache's capacity, sets their number.
     const std::uint64_t most = ctx.limits.max_storage_buffer_range / (4 * splits * n_heads * (v_dim + 2));
@@ -197,7 +197,7 @@ Dispatches lane_per_key_dispatches(OpEnv& env, const AttentionCall& call, std::s
                               : ": not even one query token fits; use a cache of smaller capacity"),
                 "maxStorageBufferRange", 0, "attention");
   }
-  std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(ml_offset + splits * n_rows * 2) : out;
+  std::shared_ptr<TensorImpl> dst = splits > 1 ? scratch(partial_words) : out;
 
   const AttnMeta meta = attn_meta(params, p, sinks);
 
