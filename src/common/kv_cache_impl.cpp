@@ -224,15 +224,22 @@ void KvCacheImpl::drop_planned(std::size_t i, std::uint64_t need, std::uint64_t 
   }
 }
 
-void KvCacheImpl::refuse_unwritten(const char* op) const {
-  const auto it = std::find(unwritten.begin(), unwritten.end(), std::uint8_t{1});
-  const auto seq = static_cast<std::size_t>(it - unwritten.begin());
-  throw InvalidArgument(
-      op, "cache",
-      "a cache whose sequence " + std::to_string(seq) +
-          " holds positions whose rows a command list never wrote (destroyed before it ran, with later changes "
-          "built on them, or a CPU submission that failed part way)",
-      "a cache after KvCache::reset(" + std::to_string(seq) + ") (or restore_cache): the device never wrote those rows");
+std::size_t KvCacheImpl::first_unwritten() const {
+  return static_cast<std::size_t>(std::find(unwritten.begin(), unwritten.end(), std::uint8_t{1}) - unwritten.begin());
+}
+
+void KvCacheImpl::refuse_unwritten(const char* op, std::size_t seq, bool named) const {
+  const std::string s = std::to_string(seq);
+  const std::string why =
+      "holds positions whose rows a command list never wrote (destroyed before it ran, with later changes built on "
+      "them, or a CPU submission that failed part way)";
+  if (named) {
+    throw InvalidArgument(
+        op, "seq", s,
+        "a sequence whose rows were written (this one " + why + "): KvCache::reset(" + s + ") it instead, or restore_cache");
+  }
+  throw InvalidArgument(op, "cache", "a cache whose sequence " + s + " " + why,
+                        "a cache after KvCache::reset(" + s + ") (or restore_cache): the device never wrote those rows");
 }
 
 std::vector<std::int32_t> KvCacheImpl::every_block_free(std::size_t n_blocks) {
@@ -485,12 +492,7 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   check_seq("truncate", c, seq);
   // Its positions' rows were never all written: publishing them would give lists recorded
   // before the drop, which read the cache as the device holds it, rows never written.
-  if (c.unwritten[seq]) {
-    throw InvalidArgument("truncate", "seq", std::to_string(seq),
-                          "a sequence whose rows were written (this one holds positions a command list destroyed before "
-                          "it ran planned: KvCache::reset(" +
-                              std::to_string(seq) + ") it instead)");
-  }
+  if (c.unwritten[seq]) c.refuse_unwritten("truncate", seq, true);
   if (position < 0 || position > c.next[seq]) {
     throw InvalidArgument("truncate", "position", std::to_string(position),
                           "[0, next_position = " + std::to_string(c.next[seq]) + "]");

@@ -194,9 +194,11 @@ class KvCacheImpl {
     n_unwritten = 0;
   }
   void check_written(const char* op) const {
-    if (n_unwritten) refuse_unwritten(op);
+    if (n_unwritten) refuse_unwritten(op, first_unwritten(), false);
   }
-  [[noreturn]] void refuse_unwritten(const char* op) const;
+  std::size_t first_unwritten() const;
+  // |named|: the op names the sequence (its "seq"), else the cache.
+  [[noreturn]] void refuse_unwritten(const char* op, std::size_t seq, bool named) const;
   // |seq| (a sequence id |name| of |op|) when below n_seqs, else InvalidArgument.
   std::size_t check_seq(const char* op, std::size_t seq, const std::string& name = "seq") const;
   // A token's id, |array|[|index|] (its name made only when refused: replays check every
