@@ -360,6 +360,29 @@ TEST_F(Faults, FailedListCountsAsRunOnceItReachedTheDevice) {
   EXPECT_NO_THROW((void)b->save_cache(cache));  // nothing marked
 }
 
+// An append whose recording fails after its list planned it (the device lost) leaves the
+// list no log of the cache: a replay finds no append that has not run, and destroying the
+// list after the cache reads nothing of it (0.14.3: the log stayed started; the replay
+// was refused for it, and destroying the list read the freed cache).
+TEST_F(Faults, AppendFailingAsItIsRecordedLeavesTheListNothingOfItsCache) {
+  VKATTN_BACKEND_OR_SKIP(b);
+  Tensor x = b->tensor({T, H, D}, DType::f32);
+  CommandList cmd = b->commands();
+  cmd.rope(x, kPos);
+  {
+    KvCache cache = b->kv_cache({.n_seqs = 1, .n_kv_heads = H, .head_dim = D, .capacity = 8, .dtype = DType::f32});
+    detail::inject_fault(FaultSite::allocate_memory, VK_ERROR_DEVICE_LOST);
+    expect_error([&] { b->tensor({4}, DType::f32); }, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST);
+    expect_error(
+        [&] {
+          cmd.kv_append(cache, x, x, std::vector<std::int32_t>{0, 1, 2});
+        },
+        ErrorCode::device_lost, VK_ERROR_DEVICE_LOST);
+    EXPECT_EQ(cache.next_position(0), 0);
+  }
+  expect_error([&] { cmd.set_tokens(std::vector<std::int32_t>{4, 5, 6}); }, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST);
+}
+
 // A submission that fails or times out has no times: the earlier run's are not its.
 TEST_F(Faults, FailedSubmissionLeavesNoTimings) {
   VKATTN_BACKEND_OR_SKIP(b);

@@ -146,6 +146,44 @@ TEST(MemoryCpu, FailedAppendLeavesNothingPlanned) {
   EXPECT_EQ(c.next_position(0), 2);
 }
 
+// An op whose log cannot grow fails before its list keeps anything of it: no log of a
+// cache the list had none of (once the cache is gone, destroying the list reads nothing of
+// it), and no mark on the sequence it would have written, which dropping the list would
+// have marked unwritten though no op of it wrote there (0.14.3: both stayed; the log's
+// cache was read after it was freed).
+TEST_P(Memory, FailedOpLeavesTheListNothingOfIt) {
+  auto b = make_backend(GetParam());
+  constexpr std::size_t n = 100000;  // the log's room for it: 4.8 MB
+  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 1, .head_dim = 8, .capacity = 1u << 17, .dtype = DType::f32};
+  const Tensor big = b->tensor({n, 1, 8}, DType::f32), one = b->tensor({1, 1, 8}, DType::f32);
+  std::vector<std::int32_t> positions(n), ones(n, 1);
+  for (std::size_t t = 0; t < n; ++t) positions[t] = static_cast<std::int32_t>(t);
+  const auto fail_append = [&](CommandList& list, KvCache& cache) {
+    FailLargeAllocations fail(1u << 20);
+    expect_out_of_memory([&] { list.kv_append(cache, big, big, positions, ones); }, {"vkattn: kv_append:", "std::bad_alloc"});
+  };
+  {
+    CommandList failed = b->commands();
+    {
+      KvCache gone = b->kv_cache(config);
+      fail_append(failed, gone);
+    }
+  }
+  KvCache c = b->kv_cache(config);
+  auto later = std::make_unique<CommandList>(b->commands());
+  {
+    CommandList dropped = b->commands();
+    dropped.kv_append(c, one, one, std::vector<std::int32_t>{0}, std::vector<std::int32_t>{0});
+    fail_append(dropped, c);
+    // Built on the dropped list's append: its sequence is marked.
+    later->kv_append(c, one, one, std::vector<std::int32_t>{1}, std::vector<std::int32_t>{0});
+  }
+  expect_invalid([&] { (void)b->save_cache(c); }, {"sequence 0", "never wrote"});
+  later.reset();
+  c.reset(0);
+  EXPECT_NO_THROW((void)b->save_cache(c));  // sequence 1 unmarked
+}
+
 // The CPU backend's attention needs host memory for one query token at a time (its scores
 // over the keys held), not [n_tokens, n_heads, capacity]: a 512-token chunk over a
 // 65,536-slot cache ran once on 2 GiB of temporaries (at 2,048 tokens and Llama's 32

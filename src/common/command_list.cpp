@@ -295,16 +295,24 @@ void note_reads(CommandListImpl& i, detail::KvCacheImpl& c, std::span<const std:
 // While an append or a fork is recorded, its cache's bookkeeping writes go to the list's
 // log (CommandListImpl::words and touches), room for |most| words made before the op is
 // recorded, so that once it is, logging it cannot fail; a replay's (set_tokens) journal
-// stays as it is.
+// stays as it is. An op that fails before it is applied leaves the cache's log as it was,
+// and no log where the list had none: the list keeps no cache alive that no op of it
+// advanced (0.14.3: destroying it read the log's cache after the caller freed it).
 class Logged {
  public:
   Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most)
-      : impl_(impl), cache_(cache), log_(impl.unrun_of(cache)), size_(impl.words.size()), taken_(cache.blocks_taken),
-        freed_(cache.blocks_freed) {
+      : impl_(impl), cache_(cache), taken_(cache.blocks_taken), freed_(cache.blocks_freed) {
     impl.make_room();
-    if (cache.journal) return;
     auto& words = impl.words;
-    if (words.capacity() - words.size() < most) words.reserve(std::max(words.size() + most, 2 * words.capacity()));
+    if (!cache.journal && words.capacity() - words.size() < most) {
+      words.reserve(std::max(words.size() + most, 2 * words.capacity()));
+    }
+    n_logs_ = impl.logs.size();
+    log_ = impl.log_of(cache);  // the last allocation
+    saved_ = impl.logs[log_];
+    impl.begin_unrun(impl.logs[log_]);
+    size_ = words.size();
+    if (cache.journal) return;
     cache.journal = &words;
     cache.touch_journal = &impl.touches;
     cache.journal_log = log_;
@@ -312,15 +320,25 @@ class Logged {
   }
   ~Logged() {
     if (owns_) cache_.journal = nullptr, cache_.touch_journal = nullptr;
+    if (applied_) return;
+    if (impl_.logs.size() > n_logs_) {
+      impl_.logs.pop_back();
+      return;
+    }
+    auto& l = impl_.logs[log_];
+    const bool stale = l.since == CommandListImpl::kStale;  // still so
+    l = saved_;
+    if (stale) l.since = CommandListImpl::kStale;
   }
   void applied() {
+    applied_ = true;
     // An op that changed no word (a fork between equal sequences) still builds on the
     // unrun changes of the sequences it touches (it copies or writes their rows as they
     // will be): no list that made them may put them back before it.
     const bool wrote = impl_.words.size() != size_;
     if (wrote || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
     ++cache_.clock;
-    impl_.touch_pending(cache_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
+    impl_.touch_pending(cache_, log_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
     if (wrote) impl_.logs[log_].wrote = true;
   }
   std::uint32_t log() const { return log_; }
@@ -330,10 +348,11 @@ class Logged {
  private:
   CommandListImpl& impl_;
   detail::KvCacheImpl& cache_;
-  std::uint32_t log_;
-  std::size_t size_;
   std::uint64_t taken_, freed_;
-  bool owns_ = false;
+  std::size_t n_logs_ = 0, size_ = 0;
+  std::uint32_t log_ = 0;
+  CommandListImpl::CacheLog saved_{nullptr};
+  bool owns_ = false, applied_ = false;
 };
 
 // kv_append with |v|, or without it (null) for a latent cache.

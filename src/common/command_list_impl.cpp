@@ -31,16 +31,7 @@ CommandListImpl::CommandListImpl() : id(next_list_id()) {}
 CommandListImpl::~CommandListImpl() { undo_unrun(); }
 
 void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool writes) {
-  const std::uint32_t log = unrun_of(cache);
-  CacheLog& l = logs[log];
   const std::uint64_t tick = cache.clock + 1;  // the op's (Logged::applied)
-  if (writes && l.last_mark < marks.size() && marks[l.last_mark].seq == seq) {
-    marks[l.last_mark].latest = tick;
-  } else if (writes) {
-    if (marks.size() >= merge_marks_at) merge_marks();
-    l.last_mark = marks.size();
-    marks.push_back({log, static_cast<std::uint32_t>(seq), tick});
-  }
   const SeqTouch& t = cache.touched[seq];
   // Read by the list since another list or a change last touched it (the touch can be
   // the list's last recording's, before a replay: its entries say).
@@ -71,9 +62,10 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
   p->writes = p->writes || writes;
   p->reads = p->reads || !writes;
   if (pending.empty() || pending.back().seq != seq) {
-    pending.push_back({seq, !writes});
+    pending.push_back({seq, !writes, writes});
   } else {
     pending.back().reads = pending.back().reads || !writes;
+    pending.back().writes = pending.back().writes || writes;
   }
 }
 
@@ -109,6 +101,7 @@ void CommandListImpl::make_room() {
   if (touches.capacity() - touches.size() < most) touches.reserve(std::max(touches.size() + most, 2 * touches.capacity()));
   pending.reserve(pending.size() + 1);
   if (forks.size() == forks.capacity()) forks.reserve(2 * forks.size() + 4);
+  if (marks.capacity() - marks.size() < most) marks.reserve(std::max(marks.size() + most, 2 * marks.capacity()));
 }
 
 bool CommandListImpl::touches_unrun(const KvCacheImpl& cache) const noexcept {
@@ -116,15 +109,28 @@ bool CommandListImpl::touches_unrun(const KvCacheImpl& cache) const noexcept {
                      [&](const PendingSeq& p) { return cache.touched[p.seq].at > cache.ran_at[p.seq]; });
 }
 
-void CommandListImpl::touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept {
+void CommandListImpl::touch_pending(KvCacheImpl& cache, std::uint32_t log, bool took, bool freed) noexcept {
   const std::size_t pool = cache.config.n_seqs;
   if (took) note_read(cache, pool);  // never throws: make_room
   if (freed) {
     planned.push_back(
         {&cache, pool, cache.changes, cache.touched[pool].by != id ? cache.touched[pool].at : 0, cache.clock, cache.clock});
-    pending.push_back({pool, false});
+    pending.push_back({pool, false, false});
   }
-  for (const PendingSeq& p : pending) cache.touch(p.seq, id, p.reads);
+  CacheLog& l = logs[log];
+  for (const PendingSeq& p : pending) {
+    cache.touch(p.seq, id, p.reads);
+    if (!p.writes) continue;
+    // Marked with the op's tick (the clock has just moved to it); room made (make_room), and
+    // merging moves nothing out of it.
+    if (l.last_mark < marks.size() && marks[l.last_mark].seq == p.seq) {
+      marks[l.last_mark].latest = cache.clock;
+      continue;
+    }
+    if (marks.size() >= merge_marks_at) merge_marks();
+    l.last_mark = marks.size();
+    marks.push_back({log, static_cast<std::uint32_t>(p.seq), cache.clock});
+  }
   pending.clear();
 }
 
@@ -203,14 +209,13 @@ void CommandListImpl::check_planned(const char* op) const {
   }
 }
 
-std::uint32_t CommandListImpl::unrun_of(KvCacheImpl& cache) {
+std::uint32_t CommandListImpl::log_of(KvCacheImpl& cache) {
   if (cache.hint_list != id || cache.hint_slot >= logs.size() || logs[cache.hint_slot].cache != &cache) {
     const auto it = std::find_if(logs.begin(), logs.end(), [&](const CacheLog& l) { return l.cache == &cache; });
     cache.hint_list = id;
     cache.hint_slot = static_cast<std::size_t>(it - logs.begin());
     if (it == logs.end()) logs.push_back(CacheLog{&cache});
   }
-  begin_unrun(logs[cache.hint_slot]);
   return static_cast<std::uint32_t>(cache.hint_slot);
 }
 

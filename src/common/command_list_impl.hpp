@@ -130,9 +130,8 @@ class CommandListImpl {
   // Set by a backend once a submission is on its way (vkQueueSubmit returned; the CPU
   // backend about to run the ops): a failure after it still counts as having run.
   bool reached_device = false;
-  // |cache|'s log (its index in |logs|), started (or marked stale) as a word is about to be
-  // added.
-  std::uint32_t unrun_of(KvCacheImpl& cache);
+  // |cache|'s log (its index in |logs|, added when it has none), not started.
+  std::uint32_t log_of(KvCacheImpl& cache);
   void begin_unrun(CacheLog& log);  // |log| started, or marked stale; words past kMostUnrunWords dropped
   // The list ran: what it changed is on the device too (KvCacheImpl::ran_at).
   void ran() noexcept;
@@ -214,13 +213,14 @@ class CommandListImpl {
   // blocks. Room is made first (make_room), so that it cannot fail.
   struct PendingSeq {
     std::size_t seq;
-    bool reads;  // read, not written (a fork's source, a copied block's holder): SeqTouch::read
+    bool reads;   // read (a fork's source, a copied block's holder): SeqTouch::read
+    bool writes;  // written: marked (|marks|) as the op is applied
   };
   std::vector<PendingSeq> pending;
   void make_room();
   // Whether a sequence in |pending| has a change of |cache| that has not run.
   bool touches_unrun(const KvCacheImpl& cache) const noexcept;
-  void touch_pending(KvCacheImpl& cache, bool took, bool freed) noexcept;
+  void touch_pending(KvCacheImpl& cache, std::uint32_t log, bool took, bool freed) noexcept;
   // Throws InvalidArgument, naming |op|, when the list may not run now: a sequence it
   // writes was reset, truncated or restored after the list planned its ops (they would
   // write rows, a paged cache's blocks, and slot-table words the cache no longer has for

@@ -173,7 +173,7 @@ class KvCacheImpl {
   // none, or a change outside lists since), so that a list destroyed without running
   // knows whether it may put back what its ops changed (CommandListImpl::undo_unrun).
   std::uint64_t last_writer = 0;
-  // Which of a list's logs is this cache's (CommandListImpl::unrun), for the list that
+  // Which of a list's logs is this cache's (CommandListImpl::log_of), for the list that
   // looked last: found in O(1) op after op.
   std::uint64_t hint_list = 0;
   std::size_t hint_slot = 0;
