@@ -52,6 +52,31 @@ TEST_F(KvCacheDropped, NoOpForkGivesTheCacheBackToTheListBeforeItsWrite) {
   }
 }
 
+// A list whose first op changed no word but built on another list's unrun changes (a
+// fork onto a sequence already equal to its source), and which wrote later, destroyed
+// first, gives the cache back to that list, which is then put back too. (Before: it gave
+// the cache back to itself, and the older list's sequences were marked.)
+TEST_F(KvCacheDropped, NoOpClaimThenWriteGivesTheCacheBackToTheListBefore) {
+  for (const KvCacheConfig& config : {ring(8, 2), paged(8, 12, 2)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config);
+      Step{*b, c, 0, 2, 0}.run();
+      Tensor out_x = step_output(*b), out_a = step_output(*b);
+      std::optional<CommandList> x = recorded(Step{*b, c, 2, 1, 0}, out_x);
+      x->kv_copy_sequence(c, 0, 1);
+      std::optional<CommandList> a(b->commands());
+      a->kv_copy_sequence(c, 0, 1);  // no word: the sequences are equal
+      Step{*b, c, 3, 1, 0}.record(*a, out_a);
+      a.reset();
+      EXPECT_EQ(c.next_position(0), 3);
+      x.reset();
+      EXPECT_EQ(c.next_position(0), 2);
+      EXPECT_EQ(c.next_position(1), 0);
+      EXPECT_NO_THROW((Step{*b, c, 2, 1, 0}.run()));  // nothing marked
+    }
+  }
+}
+
 // A list put back restores the order of the sequences it changed as they were before its
 // first change, not before its earlier ops that changed nothing: another list's append
 // recorded between them still comes first. (Before: a list appending after that append ran
@@ -175,6 +200,38 @@ TEST_F(KvCacheDropped, ForkPutBackIsForgotten) {
       x.reset();
       c.reset(0);
       Step{*cpu_, ref, 0, 2, 1, 2}.run();
+      EXPECT_TRUE(all_close(read(*b, c, 1, 1), read(*cpu_, ref, 1, 1), {1, kHeads, kDim}, 1e-5, 1e-5));
+    }
+  }
+}
+
+// A fork that changed no word (its sequences were equal) and never ran leaves its
+// destination's rows its own: a drop that marks the source afterwards does not mark the
+// destination. (Before: it did, and the sequence was refused until reset.)
+TEST_F(KvCacheDropped, NoOpForkDroppedLeavesItsDestinationUnmarked) {
+  for (const KvCacheConfig& config : {ring(8, 3), paged(8, 12, 3)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
+      for (KvCache* k : {&c, &ref}) {
+        Backend& on = k == &c ? *b : *cpu_;
+        Step{on, *k, 0, 2, 0}.run();
+        CommandList fork = on.commands();
+        fork.kv_copy_sequence(*k, 0, 1);
+        fork.submit_and_wait();
+      }
+      Tensor out_x = step_output(*b), out_x0 = step_output(*b), out_y = step_output(*b);
+      std::optional<CommandList> x = recorded(Step{*b, c, 0, 1, 2}, out_x);
+      {
+        CommandList a = b->commands();
+        a.kv_copy_sequence(c, 0, 1);  // no word: the sequences are equal
+      }
+      Step{*b, c, 2, 1, 0}.record(*x, out_x0);
+      std::optional<CommandList> y = recorded(Step{*b, c, 3, 1, 0}, out_y);  // built on x
+      x.reset();                                                             // marks sequences 0 and 2
+      y.reset();
+      c.reset(0);
+      c.reset(2);
+      EXPECT_NO_THROW((void)b->save_cache(c));
       EXPECT_TRUE(all_close(read(*b, c, 1, 1), read(*cpu_, ref, 1, 1), {1, kHeads, kDim}, 1e-5, 1e-5));
     }
   }

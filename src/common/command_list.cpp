@@ -335,13 +335,14 @@ class Logged {
     // An op that changed no word (a fork between equal sequences) still builds on the
     // unrun changes of the sequences it touches (it copies or writes their rows as they
     // will be): no list that made them may put them back before it.
-    const bool wrote = impl_.words.size() != size_;
-    if (wrote || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
+    wrote_ = impl_.words.size() != size_;
+    if (wrote_ || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
     ++cache_.clock;
     impl_.touch_pending(cache_, log_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
-    if (wrote) impl_.logs[log_].wrote = true;
+    if (wrote_) impl_.logs[log_].wrote = true;
   }
   std::uint32_t log() const { return log_; }
+  bool wrote() const { return wrote_; }  // the op changed a word (applied)
   Logged(const Logged&) = delete;
   Logged& operator=(const Logged&) = delete;
 
@@ -352,7 +353,7 @@ class Logged {
   std::size_t n_logs_ = 0, size_ = 0;
   std::uint32_t log_ = 0;
   CommandListImpl::CacheLog saved_{nullptr};
-  bool owns_ = false, applied_ = false;
+  bool owns_ = false, applied_ = false, wrote_ = false;
 };
 
 // kv_append with |v|, or without it (null) for a latent cache.
@@ -436,7 +437,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     c->copy_sequence(src, dst, fork);
     logged.applied();
     auto& from = c->forked_from[dst];
-    i.forks.push_back({&from, from, logged.log()});  // room made by Logged (make_room)
+    i.forks.push_back({&from, from, c->clock, logged.log(), logged.wrote()});  // room made by Logged (make_room)
     from = {static_cast<std::int64_t>(src), c->clock};
   });
 } catch (const std::bad_alloc&) {

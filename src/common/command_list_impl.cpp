@@ -226,10 +226,13 @@ void CommandListImpl::begin_unrun(CacheLog& l) {
   // the cache back to the last of them (0.14.2: it gave it to the one before, which was
   // then put back under a list that had built on it).
   if (!l.started || !l.wrote) {
+    // Where the list's own earlier op claimed the cache (it built on another list's unrun
+    // changes), the writer before that claim stays: the list is put back to it, not to
+    // itself (0.14.3: the list before was then marked rather than put back).
+    if (!l.started || cache.last_writer != id) l.writer = cache.last_writer;
     l.started = true;
     l.wrote = false;
     l.since = cache.changes;
-    l.writer = cache.last_writer;
     l.first_clock = cache.clock;
     l.touch_from = touches.size();  // its earlier ops' touches stay: they changed nothing to put back
     l.fork_from = forks.size();
@@ -302,6 +305,11 @@ void mark_unwritten(KvCacheImpl& c, std::span<const CommandListImpl::SeqMark> ma
 }  // namespace
 
 void CommandListImpl::undo_unrun() noexcept {
+  // Its forks that changed no word first (LoggedFork), before their sources mark anything.
+  const auto no_op = [](const LoggedFork& k) { return !k.wrote && k.entry->second == k.at; };
+  for (std::size_t f = forks.size(); f-- > 0;) {
+    if (no_op(forks[f])) *forks[f].entry = forks[f].old;
+  }
   bool any = false;
   for (std::uint32_t i = 0; i < logs.size(); ++i) {
     CacheLog& l = logs[i];
@@ -346,7 +354,7 @@ void CommandListImpl::undo_unrun() noexcept {
     }
     for (std::size_t f = forks.size(); f-- > 0;) {
       const CacheLog& l = logs[forks[f].log];
-      if (l.undo && f >= l.fork_from) *forks[f].entry = forks[f].old;
+      if ((l.undo && f >= l.fork_from) || no_op(forks[f])) *forks[f].entry = forks[f].old;
     }
   }
   forget_unrun();

@@ -106,11 +106,15 @@ class CommandListImpl {
   std::vector<LoggedTouch> touches;  // and KvCacheImpl::touch_journal here
   // The forks' KvCacheImpl::forked_from entries with what they held, put back with the
   // words (0.14.2: a fork put back stayed recorded, and a later drop marking its source
-  // marked the destination too).
+  // marked the destination too), and those of forks that changed no word whenever the list
+  // is destroyed unrun, where still theirs (the tick |at|): such a fork never ran, and its
+  // destination's rows are its own (0.14.3: a later drop marking the source marked it).
   struct LoggedFork {
     std::pair<std::int64_t, std::uint64_t>* entry;
     std::pair<std::int64_t, std::uint64_t> old;
+    std::uint64_t at;
     std::uint32_t log;
+    bool wrote;
   };
   std::vector<LoggedFork> forks;
   // A sequence an op planned, and the cache's clock after the op (a run of ops on one
