@@ -1,7 +1,8 @@
 // KV cache and command lists: lists destroyed unrun among other lists (the basics:
 // test_kv_cache_unrun.cpp). What a dropped list puts back, marks and releases must leave
 // the order the other lists run in, and the sequences they read, as the device has them:
-// each case here was accepted wrongly, or refused for good, before 0.14.3.
+// each case here was accepted wrongly, or refused for good, before 0.14.3 (those of no-op
+// ops, whose sequences were marked wrongly: before 0.14.4).
 #include <gtest/gtest.h>
 
 #include <optional>
