@@ -66,15 +66,11 @@ void record_op(CommandListImpl& impl, const char* op, Takes takes, F f) {
   impl.pending.clear();  // left by one before it
   const std::size_t n_planned = impl.planned.size();
   const CommandListImpl::Planned last = n_planned ? impl.planned.back() : CommandListImpl::Planned{};
-  const std::size_t rereads = impl.rereads;
-  const bool rereads_fork = impl.rereads_fork;
   try {
     (*run)(impl, nullptr);
   } catch (...) {
     impl.planned.erase(impl.planned.begin() + static_cast<std::ptrdiff_t>(n_planned), impl.planned.end());
     if (n_planned) impl.planned.back() = last;
-    impl.rereads = rereads;
-    impl.rereads_fork = rereads_fork;
     if (new_cache) impl.caches.pop_back();  // a list over no cache holds none (CachesInUse)
     throw;
   }
@@ -388,7 +384,7 @@ void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, s
     };
     for (std::size_t k = 0; k < plan.copies.size(); k += 2) {
       c->for_each_holder(plan.copies[k], [&](std::size_t holder) {
-        if (!written(holder)) i.note_planned(*c, holder, false);
+        if (!written(holder)) i.note_planned(*c, holder, CommandListImpl::Access::read);
       });
     }
     // Per token its slot, next and oldest; per block taken a table entry, its count, and
@@ -427,9 +423,9 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
   if (src == dst) return;
   record_op(impl, op, {0, c}, [c, src, dst](auto& i, auto) {
     const detail::KvCacheImpl::ForkPlan fork = c->plan_copy_sequence(src, dst);
-    i.note_planned(*c, src, false);  // read, not written: unmarked should the list never run
-    i.note_fork_into(*c, dst);
-    i.note_planned(*c, dst);
+    using Access = CommandListImpl::Access;
+    i.note_planned(*c, src, Access::read);  // not written: unmarked should the list never run
+    i.note_planned(*c, dst, c->config.paged ? Access::replace : Access::write);
     // Each slot, next and oldest; per block of dst a table entry and a dropped count (with
     // its free-list entry and the free count); per block of src a table entry and a count.
     Logged logged(i, *c, c->config.capacity + 2 + 7 * c->entries);

@@ -30,16 +30,10 @@ CommandListImpl::CommandListImpl() : id(next_list_id()) {}
 
 CommandListImpl::~CommandListImpl() { undo_unrun(); }
 
-void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool writes) {
+void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, Access access) {
+  const bool writes = access != Access::read;
   const std::uint64_t tick = cache.clock + 1;  // the op's (Logged::applied)
   const SeqTouch& t = cache.touched[seq];
-  // Read by the list since another list or a change last touched it (the touch can be
-  // the list's last recording's, before a replay: its entries say).
-  if (writes && rereads == SIZE_MAX && t.by == id && t.read >= t.since &&
-      std::any_of(planned.begin(), planned.end(),
-                  [&](const Planned& e) { return e.cache == &cache && e.seq == seq && e.reads; })) {
-    rereads = seq;
-  }
   // A run of ops on one sequence keeps one entry, unless another list or a change touched
   // it since: a dropped list's entry counts as run once what it waits for has, so one
   // entry must not wait for what came after its first tick (0.14.2: two lists dropped
@@ -60,22 +54,14 @@ void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, bool wri
   if (t.by != id) p->need = std::max(p->need, t.at);
   p->last = tick;
   p->writes = p->writes || writes;
-  p->reads = p->reads || !writes;
+  if (!writes && !p->read_first) p->read_first = tick;
   if (pending.empty() || pending.back().seq != seq) {
-    pending.push_back({seq, !writes, writes});
+    pending.push_back({seq, !writes, writes, access == Access::replace});
   } else {
-    pending.back().reads = pending.back().reads || !writes;
-    pending.back().writes = pending.back().writes || writes;
-  }
-}
-
-void CommandListImpl::note_fork_into(const KvCacheImpl& cache, std::size_t dst) {
-  const SeqTouch& t = cache.touched[dst];
-  if (!cache.config.paged || rereads != SIZE_MAX || t.by != id) return;
-  if (std::any_of(planned.begin(), planned.end(),
-                  [&](const Planned& e) { return e.cache == &cache && e.seq == dst && e.writes; })) {
-    rereads = dst;
-    rereads_fork = true;
+    PendingSeq& e = pending.back();
+    e.reads = e.reads || !writes;
+    e.writes = e.writes || writes;
+    e.replaces = e.replaces || access == Access::replace;
   }
 }
 
@@ -104,6 +90,18 @@ void CommandListImpl::make_room() {
   if (marks.capacity() - marks.size() < most) marks.reserve(std::max(marks.size() + most, 2 * marks.capacity()));
 }
 
+void CommandListImpl::note_rewrite(const KvCacheImpl& cache, std::size_t seq, bool replaces) noexcept {
+  const SeqTouch& t = cache.touched[seq];
+  if (t.by != id) return;                 // another list's change came between: check_planned refuses for that
+  const bool reread = t.read >= t.since;  // read by the list since that change
+  if (!reread && !replaces) return;
+  for (Planned& e : planned) {
+    if (e.cache != &cache || e.seq != seq || !e.last) continue;
+    if (reread && e.read_first && !e.write_after) e.write_after = cache.clock;
+    if (replaces && e.writes && e.first < cache.clock && !e.replaced_after) e.replaced_after = cache.clock;
+  }
+}
+
 bool CommandListImpl::touches_unrun(const KvCacheImpl& cache) const noexcept {
   return std::any_of(pending.begin(), pending.end(),
                      [&](const PendingSeq& p) { return cache.touched[p.seq].at > cache.ran_at[p.seq]; });
@@ -115,10 +113,11 @@ void CommandListImpl::touch_pending(KvCacheImpl& cache, std::uint32_t log, bool 
   if (freed) {
     planned.push_back(
         {&cache, pool, cache.changes, cache.touched[pool].by != id ? cache.touched[pool].at : 0, cache.clock, cache.clock});
-    pending.push_back({pool, false, false});
+    pending.push_back({pool, false, false, false});
   }
   CacheLog& l = logs[log];
   for (const PendingSeq& p : pending) {
+    if (p.writes) note_rewrite(cache, p.seq, p.replaces);
     cache.touch(p.seq, id, p.reads);
     if (!p.writes) continue;
     // Marked with the op's tick (the clock has just moved to it); room made (make_room), and
@@ -148,18 +147,6 @@ void CommandListImpl::merge_marks() {
 }
 
 void CommandListImpl::check_planned(const char* op) const {
-  if (reread_ran) {
-    const std::string seq = "sequence " + std::to_string(rereads);
-    throw InvalidArgument(op, "this",
-                          rereads_fork ? "a list that ran, submitted again: an op of it writes " + seq +
-                                             " of a paged cache, whose blocks a later kv_copy_sequence of it replaces (run "
-                                             "again, the earlier op would write blocks the sequence no longer holds)"
-                                       : "a list that ran, submitted again: an op of it reads " + seq +
-                                             " (a fork's source, or a block it shares that an append copies), which a "
-                                             "later op of it changes (run again, the earlier op would read the later "
-                                             "one's rows)",
-                          "the list replayed with set_tokens, or recorded again");
-  }
   for (const Planned& p : planned) {
     const KvCacheImpl& c = *p.cache;
     // A list recorded before a drop that marked a sequence, and only reading the cache,
@@ -198,13 +185,28 @@ void CommandListImpl::check_planned(const char* op) const {
                                 "copy of a block the sequence shares), which has not run",
                             "the lists submitted in the order they were recorded");
     }
-    if (sequence && writes && p.ran && (c.touched[p.seq].by != id || c.touched[p.seq].since > p.first)) {
+    if (!sequence || !writes || !p.ran) continue;
+    if (c.touched[p.seq].by != id || c.touched[p.seq].since > p.first) {
       throw InvalidArgument(op, "this",
                             "a list that ran, submitted again after another list's kv_append or kv_copy_sequence "
                             "changed " +
                                 what() + ", which its kv_append or kv_copy_sequence " +
                                 (p.writes ? "writes" : "reads (a fork's source, or a block it shares that an append copies)"),
                             kRecordAgain);
+    }
+    // A later op of its own that has run since changed the sequence under this one: run
+    // again, this op would read the later one's rows (0.14.2: a fork's destination got a
+    // position the host did not count), or write blocks the sequence no longer holds.
+    const bool reread = p.write_after && p.write_after <= c.ran_at[p.seq];
+    if (reread || (p.replaced_after && p.replaced_after <= c.ran_at[p.seq])) {
+      throw InvalidArgument(op, "this",
+                            reread ? "a list that ran, submitted again: an op of it reads " + what() +
+                                         " (a fork's source, or a block it shares that an append copies), which a later "
+                                         "op of it changes (run again, the earlier op would read the later one's rows)"
+                                   : "a list that ran, submitted again: an op of it writes " + what() +
+                                         " of a paged cache, whose blocks a later kv_copy_sequence of it replaces (run "
+                                         "again, the earlier op would write blocks the sequence no longer holds)",
+                            "the list replayed with set_tokens, or recorded again");
     }
   }
 }
@@ -260,7 +262,6 @@ void CommandListImpl::restore_unrun() noexcept {
 }
 
 void CommandListImpl::ran() noexcept {
-  reread_ran = rereads != SIZE_MAX;
   for (Planned& p : planned) {
     if (p.last) p.cache->ran_to(p.seq, p.last);
     p.ran = true;

@@ -183,30 +183,29 @@ class CommandListImpl {
     std::uint64_t at;
     std::uint64_t need = 0, first = 0, last = 0;
     bool ran = false;     // the list ran since this entry was planned
-    bool writes = false;  // an op writes the sequence's rows (note_planned's |writes|)
-    bool reads = false;   // an op reads them to write others (a fork's source, a copied block's holder)
+    bool writes = false;  // an op writes the sequence's rows (note_planned's |access|)
+    // The first op that read them to write others (a fork's source, a copied block's
+    // holder), and the list's first op after it that wrote them; its first paged fork into
+    // the sequence after this entry wrote it (0: none). Once that later op ran, the list
+    // does not run again (check_planned): the earlier op would read the later one's rows,
+    // or write blocks the sequence no longer holds.
+    std::uint64_t read_first = 0, write_after = 0, replaced_after = 0;
     // note_ring: the sequence's ring start (KvCacheImpl::oldest) and the cache's clock
     // when an attention op rotating its keys on read was planned; -1: not such an entry.
     std::int32_t oldest = -1;
     std::uint64_t read_at = 0;
   };
   std::vector<Planned> planned, spare_planned;
-  // A sequence an op of the list writes after an earlier op of it read it (a fork's
-  // source, a block's holder that an append copies) in the ops planned (SIZE_MAX: none),
-  // or, in a paged cache, forks into after an earlier op wrote it (|rereads_fork|), and
-  // whether the list ran since: run again without a replay, the earlier op would read the
-  // later one's rows, or write blocks the sequence no longer holds, which the host did not
-  // plan (check_planned refuses).
-  std::size_t rereads = SIZE_MAX;
-  bool rereads_fork = false, reread_ran = false;
-  void note_fork_into(const KvCacheImpl& cache, std::size_t dst);
   struct UnrunState {
     std::vector<CacheLog> logs;
     std::vector<SeqMark> marks;
   } saved_unrun;
-  // |writes|: the op writes the sequence's rows (marked unwritten should the list never
-  // run), not only reads them (a fork's source).
-  void note_planned(KvCacheImpl& cache, std::size_t seq, bool writes = true);
+  // How an op uses a sequence: it reads its rows to write others' (a fork's source, a
+  // copied block's holder), writes them (marked unwritten should the list never run), or
+  // replaces its blocks (a fork into it, in a paged cache: the rows written before are in
+  // blocks it no longer holds).
+  enum class Access { read, write, replace };
+  void note_planned(KvCacheImpl& cache, std::size_t seq, Access access = Access::write);
   void note_read(KvCacheImpl& cache, std::size_t seq);
   // An attention op over a cache with sinks that rotates its keys on read (KvRope::on_read)
   // rotates by positions in the ring as it starts when the op is planned (the sinks keep
@@ -217,11 +216,17 @@ class CommandListImpl {
   // blocks. Room is made first (make_room), so that it cannot fail.
   struct PendingSeq {
     std::size_t seq;
-    bool reads;   // read (a fork's source, a copied block's holder): SeqTouch::read
-    bool writes;  // written: marked (|marks|) as the op is applied
+    bool reads;     // SeqTouch::read
+    bool writes;    // marked (|marks|) as the op is applied
+    bool replaces;  // note_rewrite
   };
   std::vector<PendingSeq> pending;
   void make_room();
+  // The list's entries on |seq| that the op being applied (the cache's clock its tick)
+  // changes under an earlier op of the list: it writes the sequence after that op read it,
+  // or (|replaces|) replaces its blocks after that op wrote them (write_after,
+  // replaced_after).
+  void note_rewrite(const KvCacheImpl& cache, std::size_t seq, bool replaces) noexcept;
   // Whether a sequence in |pending| has a change of |cache| that has not run.
   bool touches_unrun(const KvCacheImpl& cache) const noexcept;
   void touch_pending(KvCacheImpl& cache, std::uint32_t log, bool took, bool freed) noexcept;
@@ -230,9 +235,10 @@ class CommandListImpl {
   // write rows, a paged cache's blocks, and slot-table words the cache no longer has for
   // them); its ops were planned after another list's changes that have not run (lists that
   // change a cache, or read what another changed, run in the order they were recorded); or
-  // it ran, and another list changed a sequence it writes since (it would write over them);
-  // or the ring of a sequence its attention rotates on read has moved since it was
-  // planned, by a change that has run.
+  // it ran, and another list changed a sequence it writes since (it would write over them),
+  // or a later op of its own that ran changed a sequence an earlier one reads, or replaced
+  // the blocks of one an earlier one wrote (Planned::write_after, replaced_after); or the ring of a sequence its attention
+  // rotates on read has moved since it was planned, by a change that has run.
   void check_planned(const char* op) const;
 
   // Replay: begin_replay() sets the recorded ops aside; the recipes then record them

@@ -174,14 +174,9 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   bool patch = true;
   impl.begin_replay(patch);
   impl.spare_planned.swap(impl.planned);  // planned again by the recipes
-  const std::size_t rereads = impl.rereads;
-  const bool rereads_fork = impl.rereads_fork, reread_ran = impl.reread_ran;
-  impl.reread_ran = false;
   try {
     for (;;) {
       impl.planned.clear();
-      impl.rereads = SIZE_MAX;
-      impl.rereads_fork = false;
       impl.pending.clear();  // left by an op that failed part way
       for (const detail::Recipe& r : impl.recipes) (*r.run)(impl, &next);
       if (counts_as_run) impl.check_planned(op);  // as record checks: it will run
@@ -194,9 +189,6 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     impl.abort_replay();
     restore_caches();
     impl.planned.swap(impl.spare_planned);
-    impl.rereads = rereads;
-    impl.rereads_fork = rereads_fork;
-    impl.reread_ran = reread_ran;
     throw;
   }
   // The caller's command buffers read the rewritten parameters and are submitted again as
