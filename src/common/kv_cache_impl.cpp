@@ -401,17 +401,16 @@ static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& imp
   return *impl;
 }
 
-static std::size_t check_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) { return c.check_seq(op, seq); }
-
 const KvCacheConfig& KvCache::config() const { return live(impl_, "config").config; }
 std::size_t KvCache::bytes() const { return (live(impl_, "bytes").k->words + (impl_->v ? impl_->v->words : 0)) * 4; }
 std::int32_t KvCache::next_position(std::size_t seq) const {
-  return live(impl_, "next_position").next[check_seq("next_position", *impl_, seq)];
+  const auto& c = live(impl_, "next_position");
+  return c.next[c.check_seq("next_position", seq)];
 }
 
 std::size_t KvCache::length(std::size_t seq) const {
   const auto& c = live(impl_, "length");
-  check_seq("length", c, seq);
+  c.check_seq("length", seq);
   return static_cast<std::size_t>(std::count_if(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity),
                                                 c.slot_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * c.config.capacity),
                                                 [](std::int32_t p) { return p >= 0; }));
@@ -419,7 +418,7 @@ std::size_t KvCache::length(std::size_t seq) const {
 
 std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const try {
   const auto& c = live(impl_, "slot_positions");
-  check_seq("slot_positions", c, seq);
+  c.check_seq("slot_positions", seq);
   const auto begin = c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity);
   return {begin, begin + static_cast<std::ptrdiff_t>(c.config.capacity)};
 } catch (const std::bad_alloc&) {
@@ -468,7 +467,7 @@ void KvCache::reset(std::size_t seq) try {
   detail::OpScope scope("reset");  // names the op in device errors and the log
   auto& c = live(impl_, "reset");
   const detail::CacheInUse use(&c, "reset", "this");
-  check_seq("reset", c, seq);
+  c.check_seq("reset", seq);
   // A list that has not run and reads the sequence (a fork from it, a copy of a block it
   // shares) could then neither run nor be replayed, and dropping it would mark the
   // sequences it writes. One that writes it is spared (KvCacheImpl::reset_at).
@@ -489,7 +488,7 @@ void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   detail::OpScope scope("truncate");  // names the op in device errors and the log
   auto& c = live(impl_, "truncate");
   const detail::CacheInUse use(&c, "truncate", "this");
-  check_seq("truncate", c, seq);
+  c.check_seq("truncate", seq);
   // Its positions' rows were never all written: publishing them would give lists recorded
   // before the drop, which read the cache as the device holds it, rows never written.
   if (c.unwritten[seq]) c.refuse_unwritten("truncate", seq, true);

@@ -234,15 +234,13 @@ const detail::KvCacheImpl& paged_cache(const char* op, const std::shared_ptr<det
   return *impl;
 }
 
-std::size_t paged_seq(const char* op, const detail::KvCacheImpl& c, std::size_t seq) { return c.check_seq(op, seq); }
-
 }  // namespace
 
 std::size_t KvCache::free_blocks() const { return static_cast<std::size_t>(paged_cache("free_blocks", impl_).free_count); }
 
 std::vector<std::int32_t> KvCache::block_table(std::size_t seq) const try {
   const auto& c = paged_cache("block_table", impl_);
-  const auto first = c.table.begin() + static_cast<std::ptrdiff_t>(paged_seq("block_table", c, seq) * c.entries);
+  const auto first = c.table.begin() + static_cast<std::ptrdiff_t>(c.check_seq("block_table", seq) * c.entries);
   return {first, first + static_cast<std::ptrdiff_t>(c.entries)};
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("block_table");
@@ -257,7 +255,7 @@ std::vector<std::int32_t> KvCache::block_refs() const try {
 std::size_t KvCache::blocks_to_append(std::size_t seq, std::size_t n_tokens) const try {
   const char* op = "blocks_to_append";
   const auto& c = paged_cache(op, impl_);
-  paged_seq(op, c, seq);
+  c.check_seq(op, seq);
   // The tokens that would stay (as KvAppendOptions::keep_last keeps them), as a plan.
   const std::int64_t next = c.next[seq];
   if (n_tokens > static_cast<std::size_t>(INT32_MAX - next)) {
