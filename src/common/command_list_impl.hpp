@@ -85,7 +85,7 @@ class CommandListImpl {
     bool started = false;                       // since the list last ran
     bool wrote = false;                         // an op of the list changed the cache since it started
     bool undo = false;                          // undo_unrun: its words are put back
-    std::uint64_t since = 0;                    // the cache's change count at the start (kStale: not to be put back)
+    std::uint64_t since = 0;                    // the cache's last change outside lists at the start (kStale: not to be put back)
     std::uint64_t writer = 0;                   // the cache's last_writer at the start
     std::uint64_t first_clock = 0;              // the cache's clock at the start
     std::uint64_t undone_at = 0;                // undo_unrun: the tick of the put-back
@@ -170,8 +170,8 @@ class CommandListImpl {
   // list's own submission, which the replays then wait for.
   std::size_t recorded_recipes = 0;
   // The sequences the list's appends and forks change (and a paged cache's free list,
-  // index n_seqs, where they return blocks to it), each with its cache's change count when
-  // the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe), the
+  // index n_seqs, where they return blocks to it), each with its cache's last change outside
+  // lists when the op was planned (KvCacheImpl::changes; the cache is kept alive by a recipe), the
   // ticks of the list's changes (a run of ops on one sequence keeps one entry), and the
   // latest change of another list it was planned after (|need|); and the sequences its
   // attention ops read, and the free list its ops take blocks from, where that change had

@@ -97,25 +97,24 @@ class KvCacheImpl {
   std::size_t ring() const { return config.capacity - config.n_sinks; }
   std::size_t slot(std::int32_t position) const;
 
-  // Changes made outside command lists (reset, truncate, restore_cache): how many so far,
-  // and per sequence the count at its last one. A list's appends and forks planned before
-  // a later change of a sequence they write are stale: submitting them is refused
+  // Changes made outside command lists (reset, truncate, restore_cache): the tick (|clock|)
+  // of the last one, and per sequence of its last one. A list's appends and forks planned
+  // before a later change of a sequence they write are stale: submitting them is refused
   // (CommandListImpl::check_planned).
   std::uint64_t changes = 0;
   std::vector<std::uint64_t> changed_at;
   void changed(std::size_t seq) {
-    changed_at[seq] = ++changes;
+    changes = ++clock;
+    changed_at[seq] = clock;
     last_writer = 0;
-    ++clock;
     touched[seq] = {clock, 0, clock, 0};
     ran_at[seq] = clock;
     std::erase_if(dropped, [&](const Dropped& d) { return d.seq == seq; });
   }
   void changed_all() {
-    ++changes;
-    std::fill(changed_at.begin(), changed_at.end(), changes);
+    changes = ++clock;
+    std::fill(changed_at.begin(), changed_at.end(), clock);
     last_writer = 0;
-    ++clock;
     std::fill(touched.begin(), touched.end(), SeqTouch{clock, 0, clock, 0});
     std::fill(ran_at.begin(), ran_at.end(), clock);
     dropped.clear();
