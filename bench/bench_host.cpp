@@ -13,11 +13,11 @@
 //   for the device is in the wall time, not in the CPU time only on devices that run
 //   elsewhere: lavapipe runs on this CPU, so there device work shows too);
 // - resubmit: submit_and_wait of a list recorded once (kv_append rewrites the same slots);
-// - replay: CommandList::set_tokens for the next token on a decode step recorded once
-//   (the command buffer is kept: only parameter bytes change), over 256 and 4096 slots; replay_submit adds the
-//   submit_and_wait; replay_cold streams 64 MiB between iterations (untimed), so that the
-//   replay meets the cold CPU caches lavapipe's kernels leave behind; replay_loop is an
-//   engine's decode loop: set_tokens timed, the step's submit_and_wait between (untimed).
+// - replay_loop: CommandList::set_tokens for the next token on a decode step recorded once
+//   (the command buffer is kept: only parameter bytes change), over 256 and 4096 slots, as
+//   an engine's decode loop runs it: the step's submit_and_wait between replays (untimed);
+//   replay_cold streams 64 MiB between them too (untimed), as an engine's own work leaves
+//   the CPU caches cold; replay_submit times the submit_and_wait with the replay.
 // The caches' bookkeeping advances with every recorded append, so each recording uses
 // fresh positions, and the caches are reset when they would wrap past what the case needs.
 // - upload, download: Backend::upload / download of one small f32 tensor (4 KiB, 256 KiB)
