@@ -145,7 +145,10 @@ struct OverCache {
   OverCache(const std::unique_ptr<CommandListImpl>& list, const KvCache& c, const char* op)
       : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())),
         n_recipes(impl.recipes.size()) {
-    impl.recorded_over.reserve(impl.recorded_over.size() + 1);  // the destructor's push_back cannot throw
+    // The destructor's push_back cannot throw; room grown geometrically (an exact reserve
+    // reallocates at every new cache).
+    auto& over = impl.recorded_over;
+    if (over.size() == over.capacity()) over.reserve(std::max<std::size_t>(4, 2 * over.size()));
   }
   ~OverCache() {
     auto& over = impl.recorded_over;

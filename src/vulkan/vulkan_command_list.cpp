@@ -94,7 +94,7 @@ class VulkanCommandList final : public CommandListImpl {
       ++r.op;
       return;
     }
-    marks_.reserve(marks_.size() + 1);  // nothing can fail once the op is added
+    reserve_room(marks_, 1);  // nothing can fail once the op is added
     const ScratchFn scratch = scratch_fn();
     const TempFn temp = temp_fn();
     // A rope op's dispatch is held back until the next op is known: a kv_append of its k
