@@ -10,6 +10,7 @@
 #include "common/kv_cache_impl.hpp"
 #include "common/op_call.hpp"
 #include "common/op_scope.hpp"
+#include "common/room.hpp"
 #include "common/validate.hpp"
 #include "vkattn/command_list.hpp"
 
@@ -55,7 +56,7 @@ void record_op(CommandListImpl& impl, const char* op, Takes takes, F f) {
   auto& [n_tokens, cache, ids] = takes;
   auto run = std::make_unique<RunOf<F>>(std::move(f));
   // A recorded op always has its recipe: room for it first (doubling, as push_back would).
-  if (impl.recipes.size() == impl.recipes.capacity()) impl.recipes.reserve(std::max<std::size_t>(8, 2 * impl.recipes.size()));
+  detail::reserve_room(impl.recipes, 1);
   // The cache first: the op notes it (CommandListImpl::planned, unrun) before it can fail,
   // and what the list notes it keeps alive.
   const bool new_cache = cache && std::find(impl.caches.begin(), impl.caches.end(), cache) == impl.caches.end();
@@ -145,10 +146,7 @@ struct OverCache {
   OverCache(const std::unique_ptr<CommandListImpl>& list, const KvCache& c, const char* op)
       : use(list.get(), op), cache_use(c.impl().get(), op), impl(*use), cache(check_cache(op, c, impl.owner())),
         n_recipes(impl.recipes.size()) {
-    // The destructor's push_back cannot throw; room grown geometrically (an exact reserve
-    // reallocates at every new cache).
-    auto& over = impl.recorded_over;
-    if (over.size() == over.capacity()) over.reserve(std::max<std::size_t>(4, 2 * over.size()));
+    detail::reserve_room(impl.recorded_over, 1);  // the destructor's push_back cannot throw
   }
   ~OverCache() {
     auto& over = impl.recorded_over;
@@ -291,50 +289,45 @@ void note_reads(CommandListImpl& i, detail::KvCacheImpl& c, std::span<const std:
   }
 }
 
-// While an append or a fork is recorded, its cache's bookkeeping writes go to the list's
+// While an append or a fork is applied, its cache's bookkeeping writes go to the list's
 // log (CommandListImpl::words and touches), room for |most| words made before the op is
 // recorded, so that once it is, logging it cannot fail; a replay's (set_tokens) journal
-// stays as it is. An op that fails before it is applied leaves the cache's log as it was,
-// and no log where the list had none: the list keeps no cache alive that no op of it
-// advanced (0.14.3: destroying it read the log's cache after the caller freed it).
+// stays as it is. The log starts (begin_unrun) only once the op is recorded: an op that
+// fails before leaves the cache's log as it was, and no log where the list had none, so
+// the list keeps no cache alive that no op of it advanced (0.14.3: destroying it read the
+// log's cache after the caller freed it).
 class Logged {
  public:
   Logged(CommandListImpl& impl, detail::KvCacheImpl& cache, std::size_t most)
       : impl_(impl), cache_(cache), taken_(cache.blocks_taken), freed_(cache.blocks_freed) {
     impl.make_room();
     auto& words = impl.words;
-    if (!cache.journal && words.capacity() - words.size() < most) {
-      words.reserve(std::max(words.size() + most, 2 * words.capacity()));
-    }
+    if (!cache.journal) detail::reserve_room(words, most);
     n_logs_ = impl.logs.size();
     log_ = impl.log_of(cache);  // the last allocation
-    saved_ = impl.logs[log_];
-    impl.begin_unrun(impl.logs[log_]);
-    size_ = words.size();
-    if (cache.journal) return;
-    cache.journal = &words;
-    cache.touch_journal = &impl.touches;
-    cache.journal_log = log_;
-    owns_ = true;
   }
   ~Logged() {
     if (owns_) cache_.journal = nullptr, cache_.touch_journal = nullptr;
-    if (applied_) return;
-    if (impl_.logs.size() > n_logs_) {
-      impl_.logs.pop_back();
-      return;
-    }
-    auto& l = impl_.logs[log_];
-    const bool stale = l.since == CommandListImpl::kStale;  // still so
-    l = saved_;
-    if (stale) l.since = CommandListImpl::kStale;
+    if (!applied_ && impl_.logs.size() > n_logs_) impl_.logs.pop_back();
   }
-  void applied() {
+  // The op recorded, |apply| changes the cache's bookkeeping (within the room made: it
+  // cannot fail).
+  template <class F>
+  void apply(F apply) noexcept {
     applied_ = true;
+    impl_.begin_unrun(impl_.logs[log_]);
+    const std::size_t size = impl_.words.size();
+    if (!cache_.journal) {
+      cache_.journal = &impl_.words;
+      cache_.touch_journal = &impl_.touches;
+      cache_.journal_log = log_;
+      owns_ = true;
+    }
+    apply();
     // An op that changed no word (a fork between equal sequences) still builds on the
     // unrun changes of the sequences it touches (it copies or writes their rows as they
     // will be): no list that made them may put them back before it.
-    wrote_ = impl_.words.size() != size_;
+    wrote_ = impl_.words.size() != size;
     if (wrote_ || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
     ++cache_.clock;
     impl_.touch_pending(cache_, log_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
@@ -349,9 +342,8 @@ class Logged {
   CommandListImpl& impl_;
   detail::KvCacheImpl& cache_;
   std::uint64_t taken_, freed_;
-  std::size_t n_logs_ = 0, size_ = 0;
+  std::size_t n_logs_ = 0;
   std::uint32_t log_ = 0;
-  CommandListImpl::CacheLog saved_{nullptr};
   bool owns_ = false, applied_ = false, wrote_ = false;
 };
 
@@ -394,8 +386,7 @@ void record_kv_append(const OverCache& over, const Tensor& k, const Tensor* v, s
     // an old block's count and free-list entry; the free count.
     Logged logged(i, *c, 3 * p.size() + 5 * plan.changes.size() / 2 + 1);
     i.record(detail::AppendCall{c, tk, tv, plan.dst_rows, p, plan.meta_rows, plan.copies});
-    c->apply_append(p, s, plan);
-    logged.applied();
+    logged.apply([&] { c->apply_append(p, s, plan); });
   };
   record_op(impl, op, {positions.size(), c, !seq_ids.empty()}, std::move(run));
 }
@@ -433,8 +424,7 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     // its free-list entry and the free count); per block of src a table entry and a count.
     Logged logged(i, *c, c->config.capacity + 2 + 7 * c->entries);
     i.record(detail::CopySequenceCall{c, src, dst, fork});
-    c->copy_sequence(src, dst, fork);
-    logged.applied();
+    logged.apply([&] { c->copy_sequence(src, dst, fork); });
     auto& from = c->forked_from[dst];
     i.forks.push_back({&from, from, c->clock, logged.log(), logged.wrote()});  // room made by Logged (make_room)
     from = {static_cast<std::int64_t>(src), c->clock};

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/kv_cache_impl.hpp"
+#include "common/room.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -32,7 +33,7 @@ CommandListImpl::~CommandListImpl() { undo_unrun(); }
 
 void CommandListImpl::note_planned(KvCacheImpl& cache, std::size_t seq, Access access) {
   const bool writes = access != Access::read;
-  const std::uint64_t tick = cache.clock + 1;  // the op's (Logged::applied)
+  const std::uint64_t tick = cache.clock + 1;  // the op's (Logged::apply)
   const SeqTouch& t = cache.touched[seq];
   // A run of ops on one sequence keeps one entry, unless another list or a change touched
   // it since: a dropped list's entry counts as run once what it waits for has, so one
@@ -82,12 +83,12 @@ void CommandListImpl::note_ring(KvCacheImpl& cache, std::size_t seq) {
 
 void CommandListImpl::make_room() {
   // The free list's entries (a read, a change), the touches and their log.
-  if (planned.capacity() - planned.size() < 2) planned.reserve(2 * planned.size() + 2);
+  reserve_room(planned, 2);
   const std::size_t most = pending.size() + 1;
-  if (touches.capacity() - touches.size() < most) touches.reserve(std::max(touches.size() + most, 2 * touches.capacity()));
-  pending.reserve(pending.size() + 1);
-  if (forks.size() == forks.capacity()) forks.reserve(2 * forks.size() + 4);
-  if (marks.capacity() - marks.size() < most) marks.reserve(std::max(marks.size() + most, 2 * marks.capacity()));
+  reserve_room(touches, most);
+  reserve_room(pending, 1);
+  reserve_room(forks, 1);
+  reserve_room(marks, most);
 }
 
 void CommandListImpl::note_rewrite(const KvCacheImpl& cache, std::size_t seq, bool replaces) noexcept {
@@ -221,7 +222,7 @@ std::uint32_t CommandListImpl::log_of(KvCacheImpl& cache) {
   return static_cast<std::uint32_t>(cache.hint_slot);
 }
 
-void CommandListImpl::begin_unrun(CacheLog& l) {
+void CommandListImpl::begin_unrun(CacheLog& l) noexcept {
   const KvCacheImpl& cache = *l.cache;
   // A log whose ops changed no word yet (a fork between equal sequences) starts again: what
   // other lists wrote in between is not built on it, and destroying the list must give
@@ -306,11 +307,18 @@ void mark_unwritten(KvCacheImpl& c, std::span<const CommandListImpl::SeqMark> ma
 }  // namespace
 
 void CommandListImpl::undo_unrun() noexcept {
-  // Its forks that changed no word first (LoggedFork), before their sources mark anything.
-  const auto no_op = [](const LoggedFork& k) { return !k.wrote && k.entry->second == k.at; };
-  for (std::size_t f = forks.size(); f-- > 0;) {
-    if (no_op(forks[f])) *forks[f].entry = forks[f].old;
-  }
+  // The forks' entries, newest first: those of forks that changed no word and are still
+  // their own (LoggedFork), and with |undone| those of the logs put back. The first before
+  // their sources mark anything; again after the logs' entries went back, which may give
+  // such a fork its entry again (it came before a fork put back).
+  const auto put_back_forks = [&](bool undone) {
+    for (std::size_t f = forks.size(); f-- > 0;) {
+      const LoggedFork& k = forks[f];
+      const CacheLog& l = logs[k.log];
+      if ((undone && l.undo && f >= l.fork_from) || (!k.wrote && k.entry->second == k.at)) *k.entry = k.old;
+    }
+  };
+  put_back_forks(false);
   bool any = false;
   for (std::uint32_t i = 0; i < logs.size(); ++i) {
     CacheLog& l = logs[i];
@@ -353,10 +361,7 @@ void CommandListImpl::undo_unrun() noexcept {
       const CacheLog& l = logs[touches[t].log];
       if (l.undo && t >= l.touch_from) *touches[t].touch = touches[t].old;
     }
-    for (std::size_t f = forks.size(); f-- > 0;) {
-      const CacheLog& l = logs[forks[f].log];
-      if ((l.undo && f >= l.fork_from) || no_op(forks[f])) *forks[f].entry = forks[f].old;
-    }
+    put_back_forks(true);
   }
   forget_unrun();
 }

@@ -136,7 +136,7 @@ class CommandListImpl {
   bool reached_device = false;
   // |cache|'s log (its index in |logs|, added when it has none), not started.
   std::uint32_t log_of(KvCacheImpl& cache);
-  void begin_unrun(CacheLog& log);  // |log| started, or marked stale; words past kMostUnrunWords dropped
+  void begin_unrun(CacheLog& log) noexcept;  // |log| started, or marked stale; words past kMostUnrunWords dropped
   // The list ran: what it changed is on the device too (KvCacheImpl::ran_at).
   void ran() noexcept;
   void forget_unrun() noexcept;  // the logs emptied
@@ -211,7 +211,7 @@ class CommandListImpl {
   // rotates by positions in the ring as it starts when the op is planned (the sinks keep
   // theirs): check_planned refuses the list once the ring has moved under it.
   void note_ring(KvCacheImpl& cache, std::size_t seq);
-  // The changes an op noted, made as it is applied (Logged::applied): the sequences
+  // The changes an op noted, made as it is applied (Logged::apply): the sequences
   // note_planned named, and the free list where the op took (|took|) or returned (|freed|)
   // blocks. Room is made first (make_room), so that it cannot fail.
   struct PendingSeq {

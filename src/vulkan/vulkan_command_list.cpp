@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "common/env.hpp"
+#include "common/room.hpp"
 #include "common/validate.hpp"
 #include "vulkan/check.hpp"
 #include "vulkan/dispatch.hpp"
@@ -48,13 +49,6 @@ void check_binary(const SemaphoreSync& sync) {
                             "0 (a binary semaphore): ExternalVulkan::device_create_info enabled no timelineSemaphore");
     }
   }
-}
-
-// Room in |v| for |n| more, grown geometrically (an exact reserve would reallocate on every
-// op): pushes within it cannot throw.
-template <class V>
-void reserve_room(V& v, std::size_t n) {
-  if (v.capacity() - v.size() < n) v.reserve(std::max(v.size() + n, 2 * v.capacity()));
 }
 
 // Whether replays patch parameter words in place: $VKATTN_REPLAY unset, empty or "patch";
