@@ -329,9 +329,9 @@ BENCHMARK_CAPTURE(BM_attention_fused, vulkan_gpu_kernels_prefill, BackendKind::v
 // 2-core x86-64 VM one run takes about 0.3 s (decode, 16k keys), 0.5 s (prefill 512) and
 // 9-10 s (prefill 512x4096), all under the ~20 s past which a case would be left out, so
 // every case is kept.
-BENCHMARK_CAPTURE(BM_attention, cpu_decode, BackendKind::cpu)->Apply(decode_shapes)->Iterations(3);
+BENCHMARK_CAPTURE(BM_attention, cpu_decode, BackendKind::cpu)->Apply(decode_shapes)->Apply(iterations<3>);
 BENCHMARK_CAPTURE(BM_attention, cpu_prefill, BackendKind::cpu)
-    ->Apply([](auto* bm) { prefill_shapes(bm, true); }) -> Iterations(1);
+    ->Apply([](auto* bm) { prefill_shapes(bm, true); }) -> Apply(iterations<1>);
 
 }  // namespace
 }  // namespace vkattn::bench

@@ -177,16 +177,25 @@ class Baseline {
   std::size_t runs_ = 0;
 };
 
-// $VKATTN_BENCH_ITERATIONS=n: the case runs n iterations (the probe sets it for its decode
-// sections). Google Benchmark's min_time counts manual (device) time, and 1.7 drops its
-// wall-clock escape for manual time, so a case of a few microseconds otherwise runs tens
-// of thousands of submits, each a round trip of 0.2-1 ms on a GPU machine: minutes a case.
-inline void cap_iterations(benchmark::internal::Benchmark* bm) {
+// $VKATTN_BENCH_ITERATIONS=n: every case runs n iterations (the probe sets it for its
+// decode sections; tools/bench-smoke.sh sets 1). Google Benchmark's min_time counts manual
+// (device) time, and 1.7 drops its wall-clock escape for manual time, so a case of a few
+// microseconds otherwise runs tens of thousands of submits, each a round trip of 0.2-1 ms
+// on a GPU machine: minutes a case. 0: unset.
+inline long iterations_asked() {
   static const long n = [] {
     const char* env = std::getenv("VKATTN_BENCH_ITERATIONS");
-    return env ? std::atol(env) : 0L;
+    return env ? std::max(std::atol(env), 0L) : 0L;
   }();
-  if (n > 0) bm->Iterations(n);
+  return n;
+}
+inline void cap_iterations(benchmark::internal::Benchmark* bm) {
+  if (iterations_asked() > 0) bm->Iterations(iterations_asked());
+}
+// Iterations(N), unless $VKATTN_BENCH_ITERATIONS asks for another count.
+template <long N>
+void iterations(benchmark::internal::Benchmark* bm) {
+  bm->Iterations(iterations_asked() > 0 ? iterations_asked() : N);
 }
 
 // Submits |cmd| (made with timestamps) once per iteration, and |baseline|'s copy, reports

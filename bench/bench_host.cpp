@@ -172,7 +172,7 @@ void BM_replay(benchmark::State& state, bool submit, bool cold = false) {
 void decode_shapes(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"tokens", "path", "capacity"});
   bm->Args({1, 1, kCapacity})->Args({1, 2, kCapacity})->Args({1, 1, 4096});
-  bm->Unit(benchmark::kMicrosecond);
+  bm->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 }
 
 void shapes(benchmark::internal::Benchmark* bm) {
@@ -180,7 +180,7 @@ void shapes(benchmark::internal::Benchmark* bm) {
   // choice (on lavapipe the fused kernel would take tens of seconds for 32 layers).
   bm->ArgNames({"tokens", "path"});
   bm->Args({1, 1})->Args({1, 2})->Args({512, 0});
-  bm->Unit(benchmark::kMicrosecond);
+  bm->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 }
 
 // A backend of its own per call (Google Benchmark calls a case several times), so that
@@ -206,11 +206,21 @@ BENCHMARK_CAPTURE(BM_record, record, false)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_record, record_submit, true)->Apply(shapes);
 BENCHMARK(BM_resubmit)->Apply(shapes);
 // Fixed counts: each iteration waits for a whole step on lavapipe, untimed.
-BENCHMARK_CAPTURE(BM_replay, replay_loop, false)->Apply(decode_shapes)->Iterations(400);
-BENCHMARK_CAPTURE(BM_replay, replay_cold, false, true)->Apply(decode_shapes)->Iterations(100);
+BENCHMARK_CAPTURE(BM_replay, replay_loop, false)->Apply(decode_shapes)->Apply(iterations<400>);
+BENCHMARK_CAPTURE(BM_replay, replay_cold, false, true)->Apply(decode_shapes)->Apply(iterations<100>);
 BENCHMARK_CAPTURE(BM_replay, replay_submit, true)->Apply(decode_shapes);
-BENCHMARK_CAPTURE(BM_transfer, upload, true)->ArgName("bytes")->Arg(4 << 10)->Arg(256 << 10)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_transfer, download, false)->ArgName("bytes")->Arg(4 << 10)->Arg(256 << 10)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_transfer, upload, true)
+    ->ArgName("bytes")
+    ->Arg(4 << 10)
+    ->Arg(256 << 10)
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
+BENCHMARK_CAPTURE(BM_transfer, download, false)
+    ->ArgName("bytes")
+    ->Arg(4 << 10)
+    ->Arg(256 << 10)
+    ->Unit(benchmark::kMicrosecond)
+    ->Apply(cap_iterations);
 
 }  // namespace
 }  // namespace vkattn::bench

@@ -469,29 +469,29 @@ void append_shapes(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"layers", "tokens"});
   bm->Args({32, 1});   // decode step of a 32-layer model
   bm->Args({1, 512});  // prefill of one layer
-  bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+  bm->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 }
 
 void decode_pair(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"tokens", "keys", "window"});
   bm->Args({1, 4096, 0});
-  bm->UseManualTime()->Unit(benchmark::kMicrosecond);
+  bm->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 }
 
 void prefill_pairs(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"tokens", "keys", "window"});
   bm->Args({256, 4096, 4096 - 256 + 1});  // capacity 4096: look back capacity - chunk + 1
   bm->Args({256, 4096 + 256 - 1, 4096});  // capacity window + chunk - 1
-  bm->UseManualTime()->Unit(benchmark::kMillisecond);
+  bm->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(cap_iterations);
 }
 
 BENCHMARK_CAPTURE(BM_kv_append, vulkan, BackendKind::vulkan)->Apply(append_shapes);
 BENCHMARK_CAPTURE(BM_ring_vs_plain, vulkan_decode, BackendKind::vulkan)->Apply(decode_pair);
 BENCHMARK_CAPTURE(BM_ring_vs_plain, vulkan_prefill, BackendKind::vulkan)->Apply(prefill_pairs);
 // The CPU reference is slow (plain loops, double accumulation): a fixed few runs.
-BENCHMARK_CAPTURE(BM_kv_append, cpu, BackendKind::cpu)->Apply(append_shapes)->Iterations(5);
-BENCHMARK_CAPTURE(BM_ring_vs_plain, cpu_decode, BackendKind::cpu)->Apply(decode_pair)->Iterations(3);
-BENCHMARK_CAPTURE(BM_ring_vs_plain, cpu_prefill, BackendKind::cpu)->Apply(prefill_pairs)->Iterations(1);
+BENCHMARK_CAPTURE(BM_kv_append, cpu, BackendKind::cpu)->Apply(append_shapes)->Apply(iterations<5>);
+BENCHMARK_CAPTURE(BM_ring_vs_plain, cpu_decode, BackendKind::cpu)->Apply(decode_pair)->Apply(iterations<3>);
+BENCHMARK_CAPTURE(BM_ring_vs_plain, cpu_prefill, BackendKind::cpu)->Apply(prefill_pairs)->Apply(iterations<1>);
 
 }  // namespace
 }  // namespace vkattn::bench
