@@ -27,6 +27,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const DeviceOptions& opt
 std::vector<DeviceInfo> list_devices(const DeviceOptions& options) try {
   detail::OpScope scope("list devices");
   detail::check_device_options(options, "list devices");
+  detail::kernels_asked(options, "list devices");  // refused as make_backend refuses it
   auto instance = detail::Instance::create(options.validation.value_or(false), std::make_shared<detail::Logger>(options));
   auto devices = detail::enumerate_devices(*instance, options);
   std::vector<DeviceInfo> out;

@@ -12,6 +12,7 @@
 
 #include "support/attention_cases.hpp"
 #include "support/backends.hpp"
+#include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
 
 namespace vkattn::test {
@@ -58,6 +59,11 @@ TEST(AttentionKernels, EnvironmentKnobsTakeAutoAndAutomatic) {
     }
   }
   expect_knobs_refused("VKATTN_KERNELS", {"fast", "Auto", "on"});
+  {
+    // list_devices refuses it as make_backend does (0.14.4 listed as if it were unset).
+    ScopedEnv env("VKATTN_KERNELS", "fast");
+    expect_invalid([] { (void)list_devices(test_options()); }, {"list devices", "VKATTN_KERNELS = fast", "cpu, gpu"});
+  }
   expect_knobs_refused("VKATTN_PACKED_F16", {"on", "Auto"});
   expect_knobs_refused("VKATTN_CAP_LIMITS", {"spec_min", "1"});
 }

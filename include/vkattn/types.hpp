@@ -397,8 +397,8 @@ struct DeviceInfo {
 // Enumerates Vulkan devices and marks the one that would be chosen. Throws when Vulkan
 // itself is unavailable: Error(unsupported) without a loader, Error(no_device) without a
 // driver (or a Vulkan 1.0 loader); and InvalidArgument for options make_backend refuses
-// too (0.14.1: a device name with a NUL, an enum no value has). An empty or all-rejected
-// list is returned as is.
+// too (0.14.1: a device name with a NUL, an enum no value has; 0.14.5: a $VKATTN_KERNELS
+// no kernel family has). An empty or all-rejected list is returned as is.
 VKATTN_API std::vector<DeviceInfo> list_devices(const DeviceOptions& options = {});
 
 }  // namespace vkattn

@@ -61,13 +61,20 @@ class CpuCommandList final : public CommandListImpl {
     return s;
   }
 
-  // The CPU backend records nothing ahead of time worth keeping: a replay records afresh.
-  void begin_replay(bool) override { saved_ = std::exchange(ops_, {}); }
+  // The CPU backend records nothing ahead of time worth keeping: a replay records afresh,
+  // into the capacity of the replay before (swapped, not moved).
+  void begin_replay(bool) override {
+    saved_.swap(ops_);
+    ops_.clear();
+  }
   bool end_replay() override {
     saved_.clear();
     return true;
   }
-  void abort_replay() noexcept override { ops_ = std::exchange(saved_, {}); }
+  void abort_replay() noexcept override {
+    ops_.swap(saved_);
+    saved_.clear();
+  }
 
  private:
   std::shared_ptr<const HeapLedger> owner_;

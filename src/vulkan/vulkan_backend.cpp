@@ -285,15 +285,17 @@ static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& de
                                    (ctx.mapped_tensors ? "; tensors mapped" : "; tensors behind staging copies"));
 }
 
-// DeviceOptions::kernels, else $VKATTN_KERNELS, resolved for the device.
-static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevice& physical) {
+KernelShape kernels_asked(const DeviceOptions& options, const char* op) {
   using enum KernelShape;
-  const KernelShape shape = options.kernels
-                                ? *options.kernels
-                                : env_choice("create backend", "VKATTN_KERNELS", automatic,
-                                             {{"cpu", cpu}, {"gpu", gpu}, {"automatic", automatic}, {"auto", automatic}},
-                                             "cpu, gpu or automatic (or auto)");
-  if (shape == automatic) return physical.cpu() ? cpu : gpu;
+  if (options.kernels) return *options.kernels;
+  return env_choice(op, "VKATTN_KERNELS", automatic, {{"cpu", cpu}, {"gpu", gpu}, {"automatic", automatic}, {"auto", automatic}},
+                    "cpu, gpu or automatic (or auto)");
+}
+
+// The kernel family asked for, resolved for the device.
+static KernelShape kernel_shape(const DeviceOptions& options, const PhysicalDevice& physical) {
+  const KernelShape shape = kernels_asked(options, "create backend");
+  if (shape == KernelShape::automatic) return physical.cpu() ? KernelShape::cpu : KernelShape::gpu;
   return shape;
 }
 

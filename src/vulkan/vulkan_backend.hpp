@@ -14,6 +14,9 @@ std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<Context> ctx);
 // Fills the context's options, limits, kernel family and memory path from its physical
 // device and |options|; before its device is made.
 void plan_context(Context& ctx, const DeviceOptions& options);
+// The kernel family |options| asks for (DeviceOptions::kernels, else $VKATTN_KERNELS);
+// InvalidArgument naming |op| for a value the variable cannot take.
+KernelShape kernels_asked(const DeviceOptions& options, const char* op);
 // The context of a Vulkan backend; null for a backend of another kind.
 std::shared_ptr<Context> context_of(Backend& backend);
 
