@@ -2,7 +2,8 @@
 // test_kv_cache_unrun.cpp). What a dropped list puts back, marks and releases must leave
 // the order the other lists run in, and the sequences they read, as the device has them:
 // each case here was accepted wrongly, or refused for good, before 0.14.3 (those of no-op
-// ops, whose sequences were marked wrongly: before 0.14.4).
+// ops, whose sequences were marked wrongly: before 0.14.4; a fork before the dropped list's
+// write: before 0.14.5).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -230,6 +231,34 @@ TEST_F(KvCacheDropped, NoOpForkDroppedLeavesItsDestinationUnmarked) {
       std::optional<CommandList> y = recorded(Step{*b, c, 3, 1, 0}, out_y);  // built on x
       x.reset();                                                             // marks sequences 0 and 2
       y.reset();
+      c.reset(0);
+      c.reset(2);
+      EXPECT_NO_THROW((void)b->save_cache(c));
+      EXPECT_TRUE(all_close(read(*b, c, 1, 1), read(*cpu_, ref, 1, 1), {1, kHeads, kDim}, 1e-5, 1e-5));
+    }
+  }
+}
+
+// A fork that ran after a list began but before that list wrote the fork's source copied
+// rows that were written: when the list is dropped and marks the source, the destination
+// stays readable. (Before 0.14.5: it was marked with the source, and lost to a reset.)
+TEST_F(KvCacheDropped, ForkTakenBeforeTheDroppedListWroteItsSourceStaysUnmarked) {
+  for (const KvCacheConfig& config : {ring(8, 3), paged(8, 12, 3)}) {
+    for (Backend* b : {gpu_.get(), cpu_.get()}) {
+      KvCache c = b->kv_cache(config), ref = cpu_->kv_cache(config);
+      for (KvCache* k : {&c, &ref}) Step{k == &c ? *b : *cpu_, *k, 0, 2, 0}.run();
+      Tensor out_x = step_output(*b), out_x0 = step_output(*b), out_y = step_output(*b);
+      std::optional<CommandList> x = recorded(Step{*b, c, 0, 1, 2}, out_x);  // x begins
+      for (KvCache* k : {&c, &ref}) {
+        CommandList fork = (k == &c ? *b : *cpu_).commands();
+        fork.kv_copy_sequence(*k, 0, 1);
+        fork.submit_and_wait();
+      }
+      Step{*b, c, 2, 1, 0}.record(*x, out_x0);                               // x writes the source
+      std::optional<CommandList> y = recorded(Step{*b, c, 3, 1, 0}, out_y);  // built on x
+      x.reset();                                                             // marks sequences 0 and 2
+      y.reset();
+      expect_invalid([&] { (void)b->save_cache(c); }, {"save_cache", "never wrote"});
       c.reset(0);
       c.reset(2);
       EXPECT_NO_THROW((void)b->save_cache(c));

@@ -129,20 +129,28 @@ void CommandListImpl::touch_pending(KvCacheImpl& cache, std::uint32_t log, bool 
     }
     if (marks.size() >= merge_marks_at) merge_marks();
     l.last_mark = marks.size();
-    marks.push_back({log, static_cast<std::uint32_t>(p.seq), cache.clock});
+    marks.push_back({log, static_cast<std::uint32_t>(p.seq), cache.clock, cache.clock});
   }
   pending.clear();
 }
 
 void CommandListImpl::merge_marks() {
-  // One entry per sequence of each cache, its latest: mark_unwritten asks only whether a
-  // sequence was reset before the list's last op on it.
+  // One entry per sequence of each cache, its first and latest: mark_unwritten asks only
+  // whether a sequence was reset before the list's last op on it, and from when it held
+  // rows never written.
   std::sort(marks.begin(), marks.end(), [](const SeqMark& a, const SeqMark& b) {
     return a.log != b.log ? a.log < b.log : a.seq != b.seq ? a.seq < b.seq : a.latest > b.latest;
   });
-  marks.erase(std::unique(marks.begin(), marks.end(),
-                          [](const SeqMark& a, const SeqMark& b) { return a.log == b.log && a.seq == b.seq; }),
-              marks.end());
+  std::size_t kept = 0;
+  for (const SeqMark& m : marks) {
+    SeqMark* last = kept ? &marks[kept - 1] : nullptr;
+    if (last && last->log == m.log && last->seq == m.seq) {
+      last->first = std::min(last->first, m.first);
+    } else {
+      marks[kept++] = m;
+    }
+  }
+  marks.resize(kept);
   for (CacheLog& l : logs) l.last_mark = SIZE_MAX;
   merge_marks_at = std::max(merge_marks_at, 2 * marks.size());
 }
@@ -284,19 +292,30 @@ void CommandListImpl::forget_unrun() noexcept {
 namespace {
 
 // The sequences of |c| a list's marks name (its log |log|) not reset since the list's last
-// op on them, and those forked from a marked one since the list began (|first_clock|) and
-// not reset since, marked unwritten (with any marked before: the set only grows).
+// op on them, and those forked since the list began (|first_clock|), and not reset since,
+// from a sequence after it held rows never written, marked unwritten (with any marked
+// before: the set only grows). A fork taken before the list wrote its source copied rows
+// that were written (0.14.4 marked it too).
 void mark_unwritten(KvCacheImpl& c, std::span<const CommandListImpl::SeqMark> marks, std::uint32_t log,
                     std::uint64_t first_clock) noexcept {
+  // When each sequence first held such rows: 0 for one marked before; for one the list
+  // wrote, its first op on it, or the reset between its ops (no later than the first write
+  // after it, so a fork is never wrongly spared).
+  constexpr std::uint64_t kNever = UINT64_MAX;
+  auto& from = c.unwritten_from;
+  for (std::size_t s = 0; s < c.config.n_seqs; ++s) from[s] = c.unwritten[s] ? 0 : kNever;
   for (const auto& m : marks) {
-    if (m.log == log && c.reset_at[m.seq] < m.latest) c.set_unwritten(m.seq, true);
+    if (m.log != log || c.reset_at[m.seq] >= m.latest) continue;
+    from[m.seq] = std::min(from[m.seq], std::max(m.first, c.reset_at[m.seq]));
+    c.set_unwritten(m.seq, true);
   }
   for (bool grew = true; grew;) {
     grew = false;
     for (std::size_t d = 0; d < c.config.n_seqs; ++d) {
       const auto [src, at] = c.forked_from[d];
-      if (c.unwritten[d] || src < 0 || at <= first_clock || c.reset_at[d] >= at) continue;
-      if (c.unwritten[static_cast<std::size_t>(src)]) {
+      if (src < 0 || at <= first_clock || c.reset_at[d] >= at || at >= from[d]) continue;
+      if (from[static_cast<std::size_t>(src)] < at) {
+        from[d] = at;
         c.set_unwritten(d, true);
         grew = true;
       }

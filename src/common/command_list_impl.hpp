@@ -118,11 +118,11 @@ class CommandListImpl {
   };
   std::vector<LoggedFork> forks;
   // A sequence an op planned, and the cache's clock after the op (a run of ops on one
-  // sequence of one cache keeps one entry, its latest).
+  // sequence of one cache keeps one entry: its first and latest).
   struct SeqMark {
     std::uint32_t log;
     std::uint32_t seq;
-    std::uint64_t latest;
+    std::uint64_t first, latest;
   };
   std::vector<SeqMark> marks;
   void merge_marks();  // one entry per sequence of each cache

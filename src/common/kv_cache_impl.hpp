@@ -125,6 +125,9 @@ class KvCacheImpl {
   std::uint64_t clock = 0;
   std::vector<std::uint64_t> reset_at;
   std::vector<std::pair<std::int64_t, std::uint64_t>> forked_from;
+  // CommandListImpl::undo_unrun's scratch (when each sequence first held rows never to be
+  // written), sized with the cache so that destroying a list allocates nothing.
+  std::vector<std::uint64_t> unwritten_from;
   // The order lists run in (CommandListImpl::check_planned): per sequence, and at index
   // n_seqs a paged cache's free list, its last change (journaled with the words: a list
   // destroyed unrun, or a refused replay, puts it back) and the latest change known to
