@@ -327,14 +327,12 @@ class Logged {
     // An op that changed no word (a fork between equal sequences) still builds on the
     // unrun changes of the sequences it touches (it copies or writes their rows as they
     // will be): no list that made them may put them back before it.
-    wrote_ = impl_.words.size() != size;
-    if (wrote_ || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
+    const bool wrote = impl_.words.size() != size;
+    if (wrote || impl_.touches_unrun(cache_)) cache_.last_writer = impl_.id;
     ++cache_.clock;
     impl_.touch_pending(cache_, log_, cache_.blocks_taken != taken_, cache_.blocks_freed != freed_);
-    if (wrote_) impl_.logs[log_].wrote = true;
+    if (wrote) impl_.logs[log_].wrote = true;
   }
-  std::uint32_t log() const { return log_; }
-  bool wrote() const { return wrote_; }  // the op changed a word (applied)
   Logged(const Logged&) = delete;
   Logged& operator=(const Logged&) = delete;
 
@@ -344,7 +342,7 @@ class Logged {
   std::uint64_t taken_, freed_;
   std::size_t n_logs_ = 0;
   std::uint32_t log_ = 0;
-  bool owns_ = false, applied_ = false, wrote_ = false;
+  bool owns_ = false, applied_ = false;
 };
 
 // kv_append with |v|, or without it (null) for a latent cache.
@@ -425,9 +423,6 @@ void CommandList::kv_copy_sequence(KvCache& cache, std::size_t src, std::size_t 
     Logged logged(i, *c, c->config.capacity + 2 + 7 * c->entries);
     i.record(detail::CopySequenceCall{c, src, dst, fork});
     logged.apply([&] { c->copy_sequence(src, dst, fork); });
-    auto& from = c->forked_from[dst];
-    i.forks.push_back({&from, from, c->clock, logged.log(), logged.wrote()});  // room made by Logged (make_room)
-    from = {static_cast<std::int64_t>(src), c->clock};
   });
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("kv_copy_sequence");

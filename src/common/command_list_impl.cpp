@@ -87,7 +87,6 @@ void CommandListImpl::make_room() {
   const std::size_t most = pending.size() + 1;
   reserve_room(touches, most);
   reserve_room(pending, 1);
-  reserve_room(forks, 1);
   reserve_room(marks, most);
 }
 
@@ -129,28 +128,20 @@ void CommandListImpl::touch_pending(KvCacheImpl& cache, std::uint32_t log, bool 
     }
     if (marks.size() >= merge_marks_at) merge_marks();
     l.last_mark = marks.size();
-    marks.push_back({log, static_cast<std::uint32_t>(p.seq), cache.clock, cache.clock});
+    marks.push_back({log, static_cast<std::uint32_t>(p.seq), cache.clock});
   }
   pending.clear();
 }
 
 void CommandListImpl::merge_marks() {
-  // One entry per sequence of each cache, its first and latest: mark_unwritten asks only
-  // whether a sequence was reset before the list's last op on it, and from when it held
-  // rows never written.
+  // One entry per sequence of each cache, its latest: undo_unrun asks only whether a
+  // sequence was reset before the list's last op on it.
   std::sort(marks.begin(), marks.end(), [](const SeqMark& a, const SeqMark& b) {
     return a.log != b.log ? a.log < b.log : a.seq != b.seq ? a.seq < b.seq : a.latest > b.latest;
   });
-  std::size_t kept = 0;
-  for (const SeqMark& m : marks) {
-    SeqMark* last = kept ? &marks[kept - 1] : nullptr;
-    if (last && last->log == m.log && last->seq == m.seq) {
-      last->first = std::min(last->first, m.first);
-    } else {
-      marks[kept++] = m;
-    }
-  }
-  marks.resize(kept);
+  marks.erase(std::unique(marks.begin(), marks.end(),
+                          [](const SeqMark& a, const SeqMark& b) { return a.log == b.log && a.seq == b.seq; }),
+              marks.end());
   for (CacheLog& l : logs) l.last_mark = SIZE_MAX;
   merge_marks_at = std::max(merge_marks_at, 2 * marks.size());
 }
@@ -246,7 +237,6 @@ void CommandListImpl::begin_unrun(CacheLog& l) noexcept {
     l.since = cache.changes;
     l.first_clock = cache.clock;
     l.touch_from = touches.size();  // its earlier ops' touches stay: they changed nothing to put back
-    l.fork_from = forks.size();
   } else if (l.since != cache.changes || (l.wrote && cache.last_writer != id)) {
     l.since = kStale;  // a change outside lists, or another list's op, came after the list's
   }
@@ -254,7 +244,6 @@ void CommandListImpl::begin_unrun(CacheLog& l) noexcept {
   for (CacheLog& each : logs) each.since = kStale;  // the words dropped: every cache's sequences marked
   words.clear();
   touches.clear();
-  forks.clear();
 }
 
 void CommandListImpl::save_unrun() {
@@ -285,59 +274,10 @@ void CommandListImpl::forget_unrun() noexcept {
   }
   words.clear();
   touches.clear();
-  forks.clear();
   marks.clear();
 }
 
-namespace {
-
-// The sequences of |c| a list's marks name (its log |log|) not reset since the list's last
-// op on them, and those forked since the list began (|first_clock|), and not reset since,
-// from a sequence after it held rows never written, marked unwritten (with any marked
-// before: the set only grows). A fork taken before the list wrote its source copied rows
-// that were written (0.14.4 marked it too).
-void mark_unwritten(KvCacheImpl& c, std::span<const CommandListImpl::SeqMark> marks, std::uint32_t log,
-                    std::uint64_t first_clock) noexcept {
-  // When each sequence first held such rows: 0 for one marked before; for one the list
-  // wrote, its first op on it, or the reset between its ops (no later than the first write
-  // after it, so a fork is never wrongly spared).
-  constexpr std::uint64_t kNever = UINT64_MAX;
-  auto& from = c.unwritten_from;
-  for (std::size_t s = 0; s < c.config.n_seqs; ++s) from[s] = c.unwritten[s] ? 0 : kNever;
-  for (const auto& m : marks) {
-    if (m.log != log || c.reset_at[m.seq] >= m.latest) continue;
-    from[m.seq] = std::min(from[m.seq], std::max(m.first, c.reset_at[m.seq]));
-    c.set_unwritten(m.seq, true);
-  }
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (std::size_t d = 0; d < c.config.n_seqs; ++d) {
-      const auto [src, at] = c.forked_from[d];
-      if (src < 0 || at <= first_clock || c.reset_at[d] >= at || at >= from[d]) continue;
-      if (from[static_cast<std::size_t>(src)] < at) {
-        from[d] = at;
-        c.set_unwritten(d, true);
-        grew = true;
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void CommandListImpl::undo_unrun() noexcept {
-  // The forks' entries, newest first: those of forks that changed no word and are still
-  // their own (LoggedFork), and with |undone| those of the logs put back. The first before
-  // their sources mark anything; again after the logs' entries went back, which may give
-  // such a fork its entry again (it came before a fork put back).
-  const auto put_back_forks = [&](bool undone) {
-    for (std::size_t f = forks.size(); f-- > 0;) {
-      const LoggedFork& k = forks[f];
-      const CacheLog& l = logs[k.log];
-      if ((undone && l.undo && f >= l.fork_from) || (!k.wrote && k.entry->second == k.at)) *k.entry = k.old;
-    }
-  };
-  put_back_forks(false);
   bool any = false;
   for (std::uint32_t i = 0; i < logs.size(); ++i) {
     CacheLog& l = logs[i];
@@ -351,8 +291,12 @@ void CommandListImpl::undo_unrun() noexcept {
       c.last_writer = l.writer;
       l.undone_at = ++c.clock;
     } else if (l.wrote) {
-      // Its changes stay as the host planned them (the sequences it wrote marked).
-      mark_unwritten(c, marks, i, l.first_clock);
+      // Its changes stay as the host planned them: the sequences it wrote, not reset since
+      // its last op on them, are marked unwritten (with any marked before: the set only
+      // grows).
+      for (const SeqMark& m : marks) {
+        if (m.log == i && c.reset_at[m.seq] < m.latest) c.set_unwritten(m.seq, true);
+      }
     } else if (c.last_writer == id) {
       c.last_writer = l.writer;  // what its ops read was not read: the list before may be put back
     }
@@ -380,7 +324,6 @@ void CommandListImpl::undo_unrun() noexcept {
       const CacheLog& l = logs[touches[t].log];
       if (l.undo && t >= l.touch_from) *touches[t].touch = touches[t].old;
     }
-    put_back_forks(true);
   }
   forget_unrun();
 }

@@ -73,7 +73,7 @@ class CommandListImpl {
   // is recorded and the device's when it runs: a list destroyed before it ran puts a
   // cache's words back where no later change builds on them (no other list's op or change
   // outside lists since its first word: it is the cache's last_writer, and was whenever it
-  // wrote), and otherwise marks its sequences, and those forked from them since, unwritten
+  // wrote), and otherwise marks the sequences it wrote unwritten
   // (unless reset since), so that host and device never silently disagree. A refused
   // replay puts back its own words.
   // One log for the whole list, so that a replay touches a few contiguous arrays rather
@@ -82,16 +82,16 @@ class CommandListImpl {
   // |marks|, each naming its CacheLog.
   struct CacheLog {
     KvCacheImpl* cache;
-    bool started = false;                       // since the list last ran
-    bool wrote = false;                         // an op of the list changed the cache since it started
-    bool undo = false;                          // undo_unrun: its words are put back
-    std::uint64_t since = 0;                    // the cache's last change outside lists at the start (kStale: not to be put back)
-    std::uint64_t writer = 0;                   // the cache's last_writer at the start
-    std::uint64_t first_clock = 0;              // the cache's clock at the start
-    std::uint64_t undone_at = 0;                // undo_unrun: the tick of the put-back
-    std::uint64_t replay_writer = 0;            // set_tokens: the cache's last_writer before the replay
-    std::size_t last_mark = SIZE_MAX;           // its latest entry in |marks|
-    std::size_t touch_from = 0, fork_from = 0;  // its first entries in |touches| and |forks| since it started
+    bool started = false;              // since the list last ran
+    bool wrote = false;                // an op of the list changed the cache since it started
+    bool undo = false;                 // undo_unrun: its words are put back
+    std::uint64_t since = 0;           // the cache's last change outside lists at the start (kStale: not to be put back)
+    std::uint64_t writer = 0;          // the cache's last_writer at the start
+    std::uint64_t first_clock = 0;     // the cache's clock at the start
+    std::uint64_t undone_at = 0;       // undo_unrun: the tick of the put-back
+    std::uint64_t replay_writer = 0;   // set_tokens: the cache's last_writer before the replay
+    std::size_t last_mark = SIZE_MAX;  // its latest entry in |marks|
+    std::size_t touch_from = 0;        // its first entry in |touches| since it started
   };
   static constexpr std::uint64_t kStale = UINT64_MAX;
   // set_tokens: the logs and marks as a replay begins, which a refused replay puts back
@@ -104,25 +104,16 @@ class CommandListImpl {
   std::vector<CacheLog> logs;
   std::vector<LoggedWord> words;     // KvCacheImpl::journal points here while the ops run
   std::vector<LoggedTouch> touches;  // and KvCacheImpl::touch_journal here
-  // The forks' KvCacheImpl::forked_from entries with what they held, put back with the
-  // words (0.14.2: a fork put back stayed recorded, and a later drop marking its source
-  // marked the destination too), and those of forks that changed no word whenever the list
-  // is destroyed unrun, where still theirs (the tick |at|): such a fork never ran, and its
-  // destination's rows are its own (0.14.3: a later drop marking the source marked it).
-  struct LoggedFork {
-    std::pair<std::int64_t, std::uint64_t>* entry;
-    std::pair<std::int64_t, std::uint64_t> old;
-    std::uint64_t at;
-    std::uint32_t log;
-    bool wrote;
-  };
-  std::vector<LoggedFork> forks;
   // A sequence an op planned, and the cache's clock after the op (a run of ops on one
-  // sequence of one cache keeps one entry: its first and latest).
+  // sequence of one cache keeps one entry, its latest). Only the sequences the list wrote
+  // are marked when it is dropped: a fork built on them cannot run before the list, so it
+  // is in a list that never runs either, and marks its destination when dropped in turn
+  // (0.14.5: forks were followed, with bookkeeping of its own that marked wrongly three
+  // times: a fork put back, a fork that changed no word, a fork before the write).
   struct SeqMark {
     std::uint32_t log;
     std::uint32_t seq;
-    std::uint64_t first, latest;
+    std::uint64_t latest;
   };
   std::vector<SeqMark> marks;
   void merge_marks();  // one entry per sequence of each cache

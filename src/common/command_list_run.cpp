@@ -130,7 +130,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
   for (auto& l : impl.logs) l.replay_writer = l.cache->last_writer;
   impl.save_unrun();
   for (auto& l : impl.logs) impl.begin_unrun(l);
-  const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size(), fork_mark = impl.forks.size();
+  const std::size_t mark = impl.words.size(), touch_mark = impl.touches.size();
   for (std::uint32_t i = 0; i < impl.logs.size(); ++i) {
     impl.logs[i].cache->journal = &impl.words;
     impl.logs[i].cache->touch_journal = &impl.touches;
@@ -142,7 +142,7 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
       for (const auto& c : impl.caches) c->journal = nullptr, c->touch_journal = nullptr;
     }
   } unjournal{impl};
-  auto restore_caches = [&impl, mark, touch_mark, fork_mark] {
+  auto restore_caches = [&impl, mark, touch_mark] {
     impl.restore_unrun();
     auto& words = impl.words;
     for (std::size_t w = words.size(); w-- > mark;) *words[w].word = words[w].old;
@@ -150,9 +150,6 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     auto& touches = impl.touches;
     for (std::size_t t = touches.size(); t-- > touch_mark;) *touches[t].touch = touches[t].old;
     touches.resize(touch_mark);
-    auto& forks = impl.forks;
-    for (std::size_t f = forks.size(); f-- > fork_mark;) *forks[f].entry = forks[f].old;
-    forks.resize(fork_mark);
     for (auto& l : impl.logs) {
       l.cache->last_writer = l.replay_writer;  // |wrote| is restore_unrun's
     }

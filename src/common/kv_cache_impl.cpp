@@ -136,8 +136,6 @@ KvCacheImpl::KvCacheImpl(const void* owner_, const KvCacheConfig& config_, std::
       unwritten(config_.n_seqs, 0), slot_pos(config_.n_seqs * config_.capacity, -1), next(config_.n_seqs, 0),
       oldest(config_.n_seqs, static_cast<std::int32_t>(config_.n_sinks)) {
   reset_at.assign(config.n_seqs, 0);
-  forked_from.assign(config.n_seqs, {-1, 0});
-  unwritten_from.assign(config.n_seqs, 0);
   touched.assign(config.n_seqs + 1, {});
   ran_at.assign(config.n_seqs + 1, 0);
   put_back.assign(config.n_seqs, {});

@@ -120,14 +120,10 @@ class KvCacheImpl {
     dropped.clear();
   }
   // Ticks with every change of the bookkeeping, in lists or not: when each sequence was
-  // last reset (or restored) and, per sequence, the sequence it was last forked from (-1:
-  // none) and when, so that a list destroyed unrun marks what was built on its ops.
+  // last reset (or restored), so that a list destroyed unrun spares a sequence reset after
+  // its last op there.
   std::uint64_t clock = 0;
   std::vector<std::uint64_t> reset_at;
-  std::vector<std::pair<std::int64_t, std::uint64_t>> forked_from;
-  // CommandListImpl::undo_unrun's scratch (when each sequence first held rows never to be
-  // written), sized with the cache so that destroying a list allocates nothing.
-  std::vector<std::uint64_t> unwritten_from;
   // The order lists run in (CommandListImpl::check_planned): per sequence, and at index
   // n_seqs a paged cache's free list, its last change (journaled with the words: a list
   // destroyed unrun, or a refused replay, puts it back) and the latest change known to
