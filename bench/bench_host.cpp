@@ -183,6 +183,10 @@ void shapes(benchmark::internal::Benchmark* bm) {
   bm->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
 }
 
+void transfer_sizes(benchmark::internal::Benchmark* bm) {
+  bm->ArgName("bytes")->Arg(4 << 10)->Arg(256 << 10)->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
+}
+
 // A backend of its own per call (Google Benchmark calls a case several times), so that
 // its staging and submission state starts as an application's does.
 void BM_transfer(benchmark::State& state, bool upload) {
@@ -209,18 +213,8 @@ BENCHMARK(BM_resubmit)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_replay, replay_loop, false)->Apply(decode_shapes)->Apply(iterations<400>);
 BENCHMARK_CAPTURE(BM_replay, replay_cold, false, true)->Apply(decode_shapes)->Apply(iterations<100>);
 BENCHMARK_CAPTURE(BM_replay, replay_submit, true)->Apply(decode_shapes);
-BENCHMARK_CAPTURE(BM_transfer, upload, true)
-    ->ArgName("bytes")
-    ->Arg(4 << 10)
-    ->Arg(256 << 10)
-    ->Unit(benchmark::kMicrosecond)
-    ->Apply(cap_iterations);
-BENCHMARK_CAPTURE(BM_transfer, download, false)
-    ->ArgName("bytes")
-    ->Arg(4 << 10)
-    ->Arg(256 << 10)
-    ->Unit(benchmark::kMicrosecond)
-    ->Apply(cap_iterations);
+BENCHMARK_CAPTURE(BM_transfer, upload, true)->Apply(transfer_sizes);
+BENCHMARK_CAPTURE(BM_transfer, download, false)->Apply(transfer_sizes);
 
 }  // namespace
 }  // namespace vkattn::bench

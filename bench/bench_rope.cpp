@@ -94,18 +94,12 @@ void rope_shapes(benchmark::internal::Benchmark* bm) {
 
 // 32 MiB (the baseline itself), and 40 KiB, the bytes of a decode-sized RoPE on Q and K:
 // what one small dispatch costs on the device, whatever it does.
-BENCHMARK_CAPTURE(BM_copy, vulkan, BackendKind::vulkan)
-    ->Arg(8 << 20)
-    ->Arg(10240)
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond)
-    ->Apply(cap_iterations);
-BENCHMARK_CAPTURE(BM_copy, cpu, BackendKind::cpu)
-    ->Arg(8 << 20)
-    ->Arg(10240)
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond)
-    ->Apply(cap_iterations);
+void copy_sizes(benchmark::internal::Benchmark* bm) {
+  bm->Arg(8 << 20)->Arg(10240)->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(cap_iterations);
+}
+
+BENCHMARK_CAPTURE(BM_copy, vulkan, BackendKind::vulkan)->Apply(copy_sizes);
+BENCHMARK_CAPTURE(BM_copy, cpu, BackendKind::cpu)->Apply(copy_sizes);
 BENCHMARK_CAPTURE(BM_rope, vulkan_f32, BackendKind::vulkan, DType::f32)->Apply(rope_shapes);
 BENCHMARK_CAPTURE(BM_rope, vulkan_f16, BackendKind::vulkan, DType::f16)->Apply(rope_shapes);
 BENCHMARK_CAPTURE(BM_rope, cpu_f32, BackendKind::cpu, DType::f32)->Apply(rope_shapes);
