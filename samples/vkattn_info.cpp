@@ -26,10 +26,16 @@ void print_matrix(const vkattn::DeviceInfo& d) {
     std::printf("    cooperative-matrix shapes: none\n");
     return;
   }
+  // The kernels take 16x16x16, else 8x8x8 (four to a tile), of f16 x f16 + f32 -> f32.
+  const auto side = [](const vkattn::MatrixShape& m) {
+    const bool types = m.a == "f16" && m.b == "f16" && m.c == "f32" && m.result == "f32" && m.scope == "subgroup" && !m.saturating;
+    return types && m.m == m.n && m.n == m.k && (m.m == 16 || m.m == 8) ? m.m : 0u;
+  };
+  unsigned best = 0;
+  for (const auto& m : d.matrix_shapes) best = side(m) > best ? side(m) : best;
   std::printf("    cooperative-matrix shapes (M x N x K, A x B + C -> result, scope):\n");
   for (const auto& m : d.matrix_shapes) {
-    const bool used = m.m == 16 && m.n == 16 && m.k == 16 && m.a == "f16" && m.b == "f16" && m.c == "f32" && m.result == "f32" &&
-                      m.scope == "subgroup" && !m.saturating;
+    const bool used = best != 0 && side(m) == best;
     std::printf("      %ux%ux%u %s x %s + %s -> %s, %s%s%s\n", m.m, m.n, m.k, m.a.c_str(), m.b.c_str(), m.c.c_str(),
                 m.result.c_str(), m.scope.c_str(), m.saturating ? ", saturating" : "", used ? "  (the kernels' shape)" : "");
   }

@@ -188,27 +188,62 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
   }
 }
 
-// The matrix units themselves, on a GPU that lists VK_KHR_cooperative_matrix's shape (a
-// skip elsewhere, lavapipe included): the backend kept them (its self-test passed), and
-// every attention case runs the cooperative-matrix attn_mt, not the stand-in, within the
-// f16 tolerances. Validation off: the layers of Debian 12 predate the extension, and
-// under them vkattn does not query it (devices.md).
-TEST_F(CoopmatVsCpu, UnitsMatchWhereTheDeviceHasThem) {
-  ScopedEnv matrix("VKATTN_MATRIX", "on");
+// The matrix units themselves, where the device lists a shape the kernels take (a GPU's
+// 16x16x16, or the 8x8x8 of lavapipe from Mesa 25.x: tools/lavapipe-units.sh runs this
+// suite there; a skip elsewhere, Debian 12's lavapipe included, or a failure with
+// VKATTN_TEST_REQUIRE_MATRIX_UNITS=1): the backend kept them (its self-test passed), and
+// each attention case runs the cooperative-matrix attn_mt, not the stand-in, within the
+// f16 tolerances. One backend for the suite, validated where the layer knows the
+// extension; under an older layer (Debian 12's, which the GPU bundle carries) vkattn does
+// not query the extension (devices.md), so the backend is made again without validation.
+struct UnitsBackend {
   Built built;
-  DeviceOptions options = matrix_options(false, built);
-  options.validation = false;
+  std::shared_ptr<Backend> gpu;
   std::string why;
-  auto gpu = try_backend(BackendKind::vulkan, options, why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  if (!gpu->limits().matrix_units) GTEST_SKIP() << gpu->device_name() << " has no matrix units (or failed their self-test)";
-  for (const AttnCase& c : attention_cases()) {
-    const AttnInputs in = case_inputs(c);
-    expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
-  }
-  EXPECT_TRUE(built.units()) << "attn_mt ran";
-  EXPECT_FALSE(built.matrix()) << "the stand-in ran";
+};
+
+UnitsBackend& units_backend() {
+  static UnitsBackend u = [] {
+    UnitsBackend made;
+    for (const bool validation : {test_validation(), false}) {
+      DeviceOptions options = matrix_options(false, made.built);
+      options.matrix_units = MatrixUnits::on;
+      options.validation = validation;
+      made.gpu = try_backend(BackendKind::vulkan, options, made.why);
+      if (!made.gpu || made.gpu->limits().matrix_units || !validation) break;
+    }
+    return made;
+  }();
+  return u;
 }
+
+class CoopmatUnits : public ::testing::TestWithParam<AttnCase> {
+ protected:
+  void SetUp() override { cpu_ = make_backend(BackendKind::cpu); }
+  std::unique_ptr<Backend> cpu_;
+};
+
+TEST_P(CoopmatUnits, Matches) {
+  const AttnCase& c = GetParam();
+  UnitsBackend& u = units_backend();
+  VKATTN_REQUIRE_BACKEND(u.gpu, u.why);
+  if (!u.gpu->limits().matrix_units) {
+    const std::string why = u.gpu->device_name() + " has no matrix units (or they failed their self-test)";
+    if (env_is("VKATTN_TEST_REQUIRE_MATRIX_UNITS", "1")) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  const AttnInputs in = case_inputs(c);
+  CommandStats stats;
+  expect_f16_matches(*cpu_, in, run_f16(*u.gpu, in, &stats), c.name);
+  ASSERT_EQ(stats.attention.size(), 1u);
+  EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::matrix) << to_string(stats.attention[0].kernel);
+  EXPECT_TRUE(u.built.units()) << "attn_mt ran";
+  EXPECT_FALSE(u.built.matrix()) << "the stand-in ran";
+  expect_no_validation_messages(*u.gpu, c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CoopmatUnits, ::testing::ValuesIn(attention_cases()),
+                         [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
 
 // The CPU backend's f16_products is its f32 path on inputs rounded to f16 (to nearest
 // even), exactly; and differs from f32 where the inputs are not halves.

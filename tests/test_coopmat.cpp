@@ -230,7 +230,7 @@ TEST(CoopmatExternal, CreateInfoSaysWhatIsMissing) {
 }
 
 TEST(CoopmatChoice, OnlyTheKernelsShapeCounts) {
-  EXPECT_TRUE(detail::kernel_shape(kKernels));
+  EXPECT_EQ(detail::kernel_tile(kKernels), 16u);
   CoopmatShape saturating = kKernels;
   saturating.saturatingAccumulation = VK_TRUE;
   const CoopmatShape others[] = {
@@ -243,11 +243,31 @@ TEST(CoopmatChoice, OnlyTheKernelsShapeCounts) {
       saturating,
   };
   for (const auto& s : others) {
-    EXPECT_FALSE(detail::kernel_shape(s)) << s.MSize << "x" << s.NSize << "x" << s.KSize;
+    EXPECT_EQ(detail::kernel_tile(s), 0u) << s.MSize << "x" << s.NSize << "x" << s.KSize;
     CoopmatFacts f = nvidia(64);
     f.shapes = {s};
     EXPECT_FALSE(units(f, MatrixUnits::on));
   }
+}
+
+// 8x8x8 serves where no 16x16x16 is listed (four to a tile: lavapipe from Mesa 25.x), with
+// the same component types; 16x16x16 wins where both are.
+TEST(CoopmatChoice, EightCubedWhereSixteenIsMissing) {
+  const CoopmatShape eight = shape(8, 8, 8, CoopmatComponent::f16, CoopmatComponent::f32);
+  EXPECT_EQ(detail::kernel_tile(eight), 8u);
+  EXPECT_EQ(detail::kernel_tile(shape(8, 8, 8, CoopmatComponent::f16, CoopmatComponent::f16)), 0u);
+  EXPECT_EQ(detail::kernel_tile(shape(8, 8, 8, CoopmatComponent::f16, CoopmatComponent::f32, CoopmatScope::workgroup)), 0u);
+  EXPECT_EQ(detail::kernel_tile(shape(4, 4, 4, CoopmatComponent::f16, CoopmatComponent::f32)), 0u);
+  CoopmatFacts f = usable(0x10005, 13);  // Mesa's vendor id, lavapipe's driver id
+  f.shapes = {shape(8, 8, 8, CoopmatComponent::f16, CoopmatComponent::f16), eight};
+  const detail::MatrixChoice on = detail::choose_matrix(f, MatrixUnits::on, true);
+  EXPECT_TRUE(on.units) << on.note;
+  EXPECT_EQ(on.tile, 8u);
+  EXPECT_FALSE(detail::choose_matrix(f, MatrixUnits::automatic, true).units) << "not on the allowlist";
+  f.shapes.push_back(kKernels);
+  EXPECT_EQ(detail::choose_matrix(f, MatrixUnits::on, true).tile, 16u);
+  f.shapes = {shape(8, 8, 8, CoopmatComponent::f16, CoopmatComponent::f16)};
+  EXPECT_TRUE(mentions(note(f, MatrixUnits::on), "16x16x16 or 8x8x8")) << note(f, MatrixUnits::on);
 }
 
 TEST(CoopmatChoice, ShapesInWords) {
@@ -334,15 +354,18 @@ TEST(CoopmatDevice, LimitsSayWhatWasDecided) {
   EXPECT_FALSE(gpu->limits().matrix_units);
 }
 
-// lavapipe lists no VK_KHR_cooperative_matrix, and its devices are made as before (no
-// matrix extension or features asked for).
+// lavapipe before Mesa 25.1 (Debian 12's 22.3, Debian 13's 25.0) lists no
+// VK_KHR_cooperative_matrix, and its devices are made as before (no matrix extension or
+// features asked for). Later ones list 8x8x8 (Cases/CoopmatUnits runs there).
 TEST(CoopmatDevice, LavapipeHasNoMatrixUnits) {
   ScopedEnv env("VKATTN_MATRIX", "on");
   auto instance = detail::Instance::create(true);
   auto devices = detail::enumerate_devices(*instance);
   bool cpu_device = false;
   for (const auto& d : devices) {
-    if (!d.cpu()) continue;
+    // Mesa's driverVersion is VK_MAKE_VERSION(major, minor, patch).
+    const std::uint32_t mesa = d.driver_version >> 12;  // major << 10 | minor
+    if (!d.cpu() || mesa >= (25u << 10 | 1u)) continue;
     cpu_device = true;
     SCOPED_TRACE(d.info.name);
     EXPECT_FALSE(d.coopmat.listed);
@@ -383,15 +406,16 @@ bool declares(std::span<const std::uint32_t> words, std::uint32_t capability) {
 }
 
 // The matrix kernels are in the build's kernel table when configure found a glslang that
-// compiles them: SPIR-V that declares CooperativeMatrixKHR and the Vulkan memory model
-// (they cannot run on lavapipe); their stand-ins declare neither.
+// compiles them (both sides, 16 and 8): SPIR-V that declares CooperativeMatrixKHR and the
+// Vulkan memory model (Debian 12's lavapipe cannot run them); their stand-ins declare neither.
 TEST(CoopmatKernels, EmbeddedWhenBuilt) {
   constexpr std::uint32_t kCooperativeMatrix = 6022;
   constexpr std::uint32_t kMemoryModel = 5345;
   EXPECT_FALSE(declares(detail::kernel_spirv(detail::KernelId::attn_mt_standin), kCooperativeMatrix));
   EXPECT_FALSE(declares(detail::kernel_spirv(detail::KernelId::attn_mt_standin), kMemoryModel));
 #ifdef VKATTN_HAVE_COOPMAT_SHADERS
-  for (const auto id : {detail::KernelId::attn_mt, detail::KernelId::mt_selftest}) {
+  for (const auto id : {detail::KernelId::attn_mt, detail::KernelId::mt_selftest, detail::KernelId::attn_mt_cm8,
+                        detail::KernelId::mt_selftest_cm8}) {
     SCOPED_TRACE(detail::kernel_name(id));
     const auto words = detail::kernel_spirv(id);
     ASSERT_GT(words.size(), 5u);

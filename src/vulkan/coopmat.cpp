@@ -45,9 +45,9 @@ std::string hardware_gap(const CoopmatFacts& f) {
   if (!f.feature) return "VK_KHR_cooperative_matrix is listed without its cooperativeMatrix feature";
   if (!f.compute) return "cooperative matrices are not supported in compute shaders";
   if (f.shapes.empty()) return "the device lists no cooperative-matrix shapes (or the loader does not pass the query on)";
-  if (std::none_of(f.shapes.begin(), f.shapes.end(), kernel_shape)) {
+  if (kernel_tile(f.shapes) == 0) {
     return "none of the device's " + std::to_string(f.shapes.size()) +
-           " cooperative-matrix shapes is 16x16x16 f16 x f16 + f32 -> f32 per subgroup";
+           " cooperative-matrix shapes is 16x16x16 or 8x8x8 f16 x f16 + f32 -> f32 per subgroup";
   }
   if (!f.vulkan_1_2) return "the matrix kernels need Vulkan 1.2 (device and loader)";
   if (!f.shader_float16) return "the device lacks shaderFloat16";
@@ -127,10 +127,18 @@ std::string scope_string(CoopmatScope s) {
 
 }  // namespace
 
-bool kernel_shape(const CoopmatShape& s) {
-  return s.MSize == 16 && s.NSize == 16 && s.KSize == 16 && s.AType == CoopmatComponent::f16 &&
-         s.BType == CoopmatComponent::f16 && s.CType == CoopmatComponent::f32 && s.ResultType == CoopmatComponent::f32 &&
-         s.scope == CoopmatScope::subgroup && !s.saturatingAccumulation;
+std::uint32_t kernel_tile(const CoopmatShape& s) {
+  const bool types = s.AType == CoopmatComponent::f16 && s.BType == CoopmatComponent::f16 &&
+                     s.CType == CoopmatComponent::f32 && s.ResultType == CoopmatComponent::f32 &&
+                     s.scope == CoopmatScope::subgroup && !s.saturatingAccumulation;
+  const bool square = s.MSize == s.NSize && s.NSize == s.KSize;
+  return types && square && (s.MSize == 16 || s.MSize == 8) ? s.MSize : 0;
+}
+
+std::uint32_t kernel_tile(const std::vector<CoopmatShape>& shapes) {
+  std::uint32_t best = 0;
+  for (const CoopmatShape& s : shapes) best = std::max(best, kernel_tile(s));
+  return best;
 }
 
 std::vector<CoopmatShape> coopmat_shapes(CoopmatShapesFn fn, VkPhysicalDevice device) {
@@ -164,6 +172,7 @@ MatrixChoice choose_matrix(const CoopmatFacts& facts, MatrixUnits knob, bool bui
     if (!c.note.empty()) c.note += "; VKATTN_MATRIX=on tries it";
   }
   c.units = c.note.empty();
+  if (c.units) c.tile = kernel_tile(facts.shapes);
   return c;
 }
 

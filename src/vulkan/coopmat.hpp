@@ -154,8 +154,12 @@ struct CoopmatFacts {
   bool full_subgroups = false;  // subgroup size control with computeFullSubgroups
 };
 
-// The entry the kernels use: 16x16x16, f16 x f16 + f32 -> f32, per subgroup, not saturating.
-bool kernel_shape(const CoopmatShape& s);
+// The kernels' tile side |s| serves: 16 for 16x16x16, 8 for 8x8x8 (a 16 x 16 tile of 2 x 2
+// of them: mt_coopmat.glsl), f16 x f16 + f32 -> f32, per subgroup, not saturating; 0 for
+// any other entry.
+std::uint32_t kernel_tile(const CoopmatShape& s);
+// The side the kernels take from |shapes|: 16 where listed, else 8, else 0.
+std::uint32_t kernel_tile(const std::vector<CoopmatShape>& shapes);
 
 // The device's list through |fn| (every entry's sType set, pNext null); empty when the
 // call fails.
@@ -165,6 +169,7 @@ std::vector<CoopmatShape> coopmat_shapes(CoopmatShapesFn fn, VkPhysicalDevice de
 // hardware path is off (note; "" when on).
 struct MatrixChoice {
   bool units = false;
+  std::uint32_t tile = 0;  // with units: the cooperative matrices' side (kernel_tile)
   bool standin = false;
   std::string note;
 };

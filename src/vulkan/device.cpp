@@ -278,6 +278,7 @@ std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const De
 void choose_matrix_path(PhysicalDevice& device, MatrixUnits knob) {
   const MatrixChoice choice = choose_matrix(device.coopmat, knob, kCoopmatKernelsBuilt);
   device.matrix_units = choice.units;
+  device.matrix_tile = choice.tile;
   device.info.limits.matrix_units = choice.units;
   device.info.limits.matrix_standin = choice.standin;
   device.info.matrix_note = choice.note;

@@ -51,6 +51,7 @@ struct PhysicalDevice {
   // The matrix kernels run on the units: VK_KHR_cooperative_matrix, shaderFloat16 and
   // vulkanMemoryModel are enabled when the device is created (choose_matrix_path).
   bool matrix_units = false;
+  std::uint32_t matrix_tile = 0;  // with matrix_units: the cooperative matrices' side, 16 or 8
   // shaderFloat16 is enabled when the device is created, for the packed f16 kernels
   // (AttentionPrecision::f16_products off the matrix units): Vulkan 1.2 devices that have
   // it, unless $VKATTN_PACKED_F16 = off. Never on a caller's device (ExternalVulkan).

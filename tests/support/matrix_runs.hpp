@@ -22,11 +22,12 @@ namespace vkattn::test {
 // The pipelines built, read for the matrix kernels' choices.
 struct Built : BuiltPipelines {
   bool matrix() const { return !dim_slices().empty(); }
-  // The units' attention kernel (attn_mt, the cooperative-matrix form) was built; the
-  // self-test's pipeline (mt_selftest) does not count.
+  // The units' attention kernel (attn_mt, the cooperative-matrix form, or attn_mt_cm8, its
+  // tiles of 8x8x8 matrices) was built; the self-test's pipeline (mt_selftest) does not count.
   bool units() const {
-    return std::any_of(lines->begin(), lines->end(),
-                       [](const std::string& l) { return l.rfind("built pipeline attn_mt (", 0) == 0; });
+    return std::any_of(lines->begin(), lines->end(), [](const std::string& l) {
+      return l.rfind("built pipeline attn_mt (", 0) == 0 || l.rfind("built pipeline attn_mt_cm8 (", 0) == 0;
+    });
   }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split.

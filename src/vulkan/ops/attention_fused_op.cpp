@@ -99,6 +99,7 @@ AttentionRun describe(const Dispatches& ds) {
       break;
 #ifdef VKATTN_HAVE_COOPMAT_SHADERS
     case KernelId::attn_mt:
+    case KernelId::attn_mt_cm8:
       run.kernel = AttentionKernel::matrix;
       run.precision = AttentionPrecision::f16_products;
       break;

@@ -33,14 +33,19 @@ constexpr std::uint32_t kMtRowOnlyChunks = 8, kMtRowFirstChunks = 12;
 // the rest), within NVIDIA's 255; no GPU has compiled it yet.
 constexpr std::uint32_t kMtSliceQChunks = 9, kMtSliceOChunks = 8;
 constexpr std::uint64_t kMtMaxBytes = 48 * 1024;
-// The cooperative-matrix forms exist only where configure built them; without them
-// DeviceLimits::matrix_units is never set (choose_matrix), so the stand-in ids below are
-// never dispatched in their place.
+// The cooperative-matrix form of the attention kernel (|selftest|: of the self-test) for
+// the device's matrix side: 16x16x16 matrices, or 8x8x8 ones four to a tile. The forms
+// exist only where configure built them; without them DeviceLimits::matrix_units is never
+// set (choose_matrix), so the stand-in ids are never dispatched in their place.
+KernelId units_kernel(const Context& ctx, bool selftest) {
 #ifdef VKATTN_HAVE_COOPMAT_SHADERS
-constexpr KernelId kAttnMtUnits = KernelId::attn_mt, kSelftestUnits = KernelId::mt_selftest;
+  if (ctx.physical.matrix_tile == 8) return selftest ? KernelId::mt_selftest_cm8 : KernelId::attn_mt_cm8;
+  return selftest ? KernelId::mt_selftest : KernelId::attn_mt;
 #else
-constexpr KernelId kAttnMtUnits = KernelId::attn_mt_standin, kSelftestUnits = KernelId::mt_selftest_standin;
+  (void)ctx;
+  return selftest ? KernelId::mt_selftest_standin : KernelId::attn_mt_standin;
 #endif
+}
 
 // The shapes to try for rows of |dk_chunks| 16-dim chunks, in order.
 std::vector<MtShape> mt_shapes(std::uint32_t dk_chunks) {
@@ -164,7 +169,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                             {VKATTN_SPEC_MT_STAGE_BATCH, tune.matrix_batch ? 1u : 0u}})};
   // The stand-in checks the KHR rules the hardware enforces (MT_CHECK, on in tests); the
   // cooperative-matrix form has nothing to check.
-  if (units) d.key.kernel = kAttnMtUnits;
+  if (units) d.key.kernel = units_kernel(ctx, false);
   d.key.subgroup_size = sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
@@ -221,7 +226,7 @@ std::vector<std::uint32_t> matrix_selftest(const std::shared_ptr<Context>& ctx, 
   in->store(words);
   Dispatch d;
   d.op = "mt_selftest";
-  d.key = {units ? kSelftestUnits : KernelId::mt_selftest_standin,
+  d.key = {units ? units_kernel(*ctx, true) : KernelId::mt_selftest_standin,
            spec({{VKATTN_SPEC_WG_SIZE, sg}, {VKATTN_SPEC_MT_SG, sg}, {VKATTN_SPEC_MT_CHECK, units ? 0u : 1u}})};
   d.key.subgroup_size = sg;
   d.bindings = {read_binding(in), write_binding(out)};

@@ -29,6 +29,13 @@ std::string tile_element(std::size_t i) {
   return "tile " + std::to_string(i / 256) + " (" + std::to_string(i % 256 / 16) + ", " + std::to_string(i % 16) + ")";
 }
 
+// ", 8x8x8 matrices" for the units' form: which cooperative matrices made the tiles.
+std::string matrix_side(const PhysicalDevice& physical, bool units) {
+  if (!units) return "";
+  const std::string side = std::to_string(physical.matrix_tile);
+  return ", " + side + "x" + side + "x" + side + " matrices";
+}
+
 }  // namespace
 
 std::vector<std::uint32_t> matrix_selftest_input() {
@@ -118,7 +125,7 @@ bool check_matrix_path(const std::shared_ptr<Context>& ctx, bool units, std::uin
   }
   ctx->log->log(LogLevel::info, "device " + ctx->physical.info.name + ": the matrix " +
                                     (units ? "units pass" : "stand-in passes") + " the self-test (subgroups of " +
-                                    std::to_string(sg) + ")");
+                                    std::to_string(sg) + matrix_side(ctx->physical, units) + ")");
   return true;
 }
 
