@@ -28,7 +28,8 @@ void print_matrix(const vkattn::DeviceInfo& d) {
   }
   // The kernels take 16x16x16, else 8x8x8 (four to a tile), of f16 x f16 + f32 -> f32.
   const auto side = [](const vkattn::MatrixShape& m) {
-    const bool types = m.a == "f16" && m.b == "f16" && m.c == "f32" && m.result == "f32" && m.scope == "subgroup" && !m.saturating;
+    const bool types =
+        m.a == "f16" && m.b == "f16" && m.c == "f32" && m.result == "f32" && m.scope == "subgroup" && !m.saturating;
     return types && m.m == m.n && m.n == m.k && (m.m == 16 || m.m == 8) ? m.m : 0u;
   };
   unsigned best = 0;

@@ -196,27 +196,6 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
 // f16 tolerances. One backend for the suite, validated where the layer knows the
 // extension; under an older layer (Debian 12's, which the GPU bundle carries) vkattn does
 // not query the extension (devices.md), so the backend is made again without validation.
-struct UnitsBackend {
-  Built built;
-  std::shared_ptr<Backend> gpu;
-  std::string why;
-};
-
-UnitsBackend& units_backend() {
-  static UnitsBackend u = [] {
-    UnitsBackend made;
-    for (const bool validation : {test_validation(), false}) {
-      DeviceOptions options = matrix_options(false, made.built);
-      options.matrix_units = MatrixUnits::on;
-      options.validation = validation;
-      made.gpu = try_backend(BackendKind::vulkan, options, made.why);
-      if (!made.gpu || made.gpu->limits().matrix_units || !validation) break;
-    }
-    return made;
-  }();
-  return u;
-}
-
 class CoopmatUnits : public ::testing::TestWithParam<AttnCase> {
  protected:
   void SetUp() override { cpu_ = make_backend(BackendKind::cpu); }
@@ -225,21 +204,19 @@ class CoopmatUnits : public ::testing::TestWithParam<AttnCase> {
 
 TEST_P(CoopmatUnits, Matches) {
   const AttnCase& c = GetParam();
-  UnitsBackend& u = units_backend();
-  VKATTN_REQUIRE_BACKEND(u.gpu, u.why);
-  if (!u.gpu->limits().matrix_units) {
-    const std::string why = u.gpu->device_name() + " has no matrix units (or they failed their self-test)";
-    if (env_is("VKATTN_TEST_REQUIRE_MATRIX_UNITS", "1")) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
+  Built built;
+  std::string why;
+  auto gpu = shared_units_backend(built, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
   const AttnInputs in = case_inputs(c);
   CommandStats stats;
-  expect_f16_matches(*cpu_, in, run_f16(*u.gpu, in, &stats), c.name);
+  expect_f16_matches(*cpu_, in, run_f16(*gpu, in, &stats), c.name);
   ASSERT_EQ(stats.attention.size(), 1u);
   EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::matrix) << to_string(stats.attention[0].kernel);
-  EXPECT_TRUE(u.built.units()) << "attn_mt ran";
-  EXPECT_FALSE(u.built.matrix()) << "the stand-in ran";
-  expect_no_validation_messages(*u.gpu, c.name);
+  EXPECT_TRUE(built.units()) << "attn_mt ran";
+  EXPECT_FALSE(built.matrix()) << "the stand-in ran";
+  expect_no_validation_messages(*gpu, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CoopmatUnits, ::testing::ValuesIn(attention_cases()),

@@ -38,6 +38,9 @@ struct MlaCase {
 };
 
 class CoopmatMla : public ::testing::TestWithParam<MlaCase> {};
+// The same on the matrix units (VKATTN_MATRIX=on), where the device has them (as
+// Cases/CoopmatUnits: a GPU, or tools/lavapipe-units.sh).
+class CoopmatUnitsMla : public ::testing::TestWithParam<MlaCase> {};
 
 std::string mla_name(const ::testing::TestParamInfo<MlaCase>& info) { return info.param.name; }
 void PrintTo(const MlaCase& c, std::ostream* os) { *os << c.name; }
@@ -54,10 +57,9 @@ struct GpuSide {
 // each appended at once, then 10 decode steps over a ring of 70 slots with 2 sinks, which
 // wraps at position 70. The queries carry learned sink logits too. Every step's output
 // of each Vulkan backend against the CPU backend's two precisions on its own cache, within
-// bounds from the keys each sequence has held.
-TEST_P(CoopmatMla, DecodeOverAWrappingLatentRing) {
-  const MlaCase& c = GetParam();
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+// bounds from the keys each sequence has held. Through the stand-in, or on the |units|.
+void decode_over_a_wrapping_latent_ring(const MlaCase& c, bool units) {
+  ScopedEnv matrix("VKATTN_MATRIX", units ? "on" : "standin");
   constexpr std::size_t kSeqs = 2, kPrefill = 64, kSteps = 10;
   const KvCacheConfig config{.n_seqs = kSeqs,
                              .n_kv_heads = 1,
@@ -77,8 +79,9 @@ TEST_P(CoopmatMla, DecodeOverAWrappingLatentRing) {
     DeviceOptions options = matrix_options(i == 2, sides[i].built);
     options.cap_limits->compute_units = i == 1 ? 1u << 20 : 1u;
     std::string why;
-    sides[i].b = try_own_backend(BackendKind::vulkan, options, why);
+    sides[i].b = units ? units_backend(options, why) : try_own_backend(BackendKind::vulkan, options, why);
     VKATTN_REQUIRE_BACKEND(sides[i].b, why);
+    if (units) VKATTN_REQUIRE_MATRIX_UNITS(*sides[i].b);
     sides[i].cache = sides[i].b->kv_cache(config);
   }
   auto cpu = make_backend(BackendKind::cpu);
@@ -172,9 +175,12 @@ TEST_P(CoopmatMla, DecodeOverAWrappingLatentRing) {
     // One row group of 16 heads over four slices (K 576: 9 chunks each, V 8; K 192: 3, 2).
     // 64-lane subgroups would give a row 16 lanes for 16 keys there: K 192 takes two
     // slices, K 576 (18 chunks a slice, past the 9 of a slice's registers) the f32 kernels.
+    // The units run on the device's default subgroup size, the stand-in on matrix_lanes.
     std::set<unsigned> want{4};
-    if (matrix_lanes(*s.b) > 32) want = c.dk <= 192 ? std::set<unsigned>{2} : std::set<unsigned>{};
-    EXPECT_EQ(s.built.dim_slices(), want) << s.name << ": the mapping";
+    if ((units ? s.b->limits().subgroup_size : matrix_lanes(*s.b)) > 32) {
+      want = c.dk <= 192 ? std::set<unsigned>{2} : std::set<unsigned>{};
+    }
+    EXPECT_EQ(s.built.dim_slices(units), want) << s.name << ": the mapping";
     bool merged = false;
     for (const std::string& l : *s.built.lines) merged = merged || l.find("attn_decode_merge") != std::string::npos;
     if (!want.empty()) {
@@ -190,7 +196,11 @@ const MlaCase kMlaCases[] = {
     {"K576V512_q4_0", 128, 576, 512, DType::q4_0, false},
     {"K192V128_f16", 16, 192, 128, DType::f16, true},
 };
+TEST_P(CoopmatMla, DecodeOverAWrappingLatentRing) { decode_over_a_wrapping_latent_ring(GetParam(), false); }
+TEST_P(CoopmatUnitsMla, DecodeOverAWrappingLatentRing) { decode_over_a_wrapping_latent_ring(GetParam(), true); }
+
 INSTANTIATE_TEST_SUITE_P(Latent, CoopmatMla, ::testing::ValuesIn(kMlaCases), mla_name);
+INSTANTIATE_TEST_SUITE_P(Latent, CoopmatUnitsMla, ::testing::ValuesIn(kMlaCases), mla_name);
 
 // Head_dim 256 prefill: 40 causal tokens of 4 heads over 2 KV heads (80 rows each: tiles
 // of 32 rows, two row groups of two slices, and a last tile of 16 whose second row group

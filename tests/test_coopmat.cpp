@@ -182,7 +182,7 @@ TEST(CoopmatExternal, CreateInfoSaysWhatIsMissing) {
   detail::CoopmatFeatures coopmat{detail::kCoopmatFeaturesType, nullptr, VK_TRUE, VK_FALSE};
   VkPhysicalDeviceVulkan12Features v12{};
   v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-  v12.shaderFloat16 = v12.vulkanMemoryModel = VK_TRUE;
+  v12.shaderFloat16 = v12.vulkanMemoryModel = v12.vulkanMemoryModelDeviceScope = VK_TRUE;
   VkPhysicalDeviceSubgroupSizeControlFeaturesEXT size{};
   size.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT;
   size.subgroupSizeControl = size.computeFullSubgroups = VK_TRUE;
@@ -201,17 +201,21 @@ TEST(CoopmatExternal, CreateInfoSaysWhatIsMissing) {
   EXPECT_EQ(detail::matrix_features_lacking(&info), "VK_KHR_cooperative_matrix with cooperativeMatrix");
   coopmat.cooperativeMatrix = VK_TRUE;
   v12.vulkanMemoryModel = VK_FALSE;
-  EXPECT_EQ(detail::matrix_features_lacking(&info), "vulkanMemoryModel");
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "vulkanMemoryModel with vulkanMemoryModelDeviceScope");
   size.computeFullSubgroups = VK_FALSE;
-  EXPECT_TRUE(mentions(detail::matrix_features_lacking(&info), "vulkanMemoryModel, VK_EXT_subgroup_size_control"));
+  EXPECT_TRUE(mentions(detail::matrix_features_lacking(&info), "vulkanMemoryModelDeviceScope, VK_EXT_subgroup_size_control"));
   size.computeFullSubgroups = VK_TRUE;
+  // With the model on, the merge kernels' device-scope atomics need device scope too.
+  v12.vulkanMemoryModel = VK_TRUE;
+  v12.vulkanMemoryModelDeviceScope = VK_FALSE;
+  EXPECT_EQ(detail::matrix_features_lacking(&info), "vulkanMemoryModel with vulkanMemoryModelDeviceScope");
   // The features through their own structures instead of Vulkan 1.2's.
   VkPhysicalDeviceShaderFloat16Int8Features f16{};
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   f16.shaderFloat16 = VK_TRUE;
   VkPhysicalDeviceVulkanMemoryModelFeatures model{};
   model.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
-  model.vulkanMemoryModel = VK_TRUE;
+  model.vulkanMemoryModel = model.vulkanMemoryModelDeviceScope = VK_TRUE;
   coopmat.pNext = &f16;
   f16.pNext = &model;
   model.pNext = &size;

@@ -352,7 +352,7 @@ TEST_F(Interop, RequirementsAreListedAndChecked) {
   EXPECT_STREQ(r.optional_extensions[0], "VK_EXT_subgroup_size_control");
   // The matrix units' extension with the features their kernels need.
   EXPECT_STREQ(r.optional_extensions[2], "VK_KHR_cooperative_matrix");
-  ASSERT_EQ(r.optional_features.size(), 5u);
+  ASSERT_EQ(r.optional_features.size(), 6u);
   EXPECT_STREQ(r.optional_features[2], "cooperativeMatrix");
 
   Engine& e = engine();

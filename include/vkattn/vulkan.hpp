@@ -73,8 +73,8 @@ struct VulkanRequirements {
   // computeFullSubgroups, in VkPhysicalDeviceSubgroupSizeControlFeaturesEXT or
   // VkPhysicalDeviceVulkan13Features) for the GPU-shaped kernels, VK_EXT_memory_budget for
   // memory accounting within the driver's budget, VK_KHR_cooperative_matrix with
-  // cooperativeMatrix, shaderFloat16 and vulkanMemoryModel (and size control) for the
-  // matrix units (docs/interop.md).
+  // cooperativeMatrix, shaderFloat16, vulkanMemoryModel and vulkanMemoryModelDeviceScope
+  // (and size control) for the matrix units (docs/interop.md).
   std::vector<const char*> optional_extensions;
   std::vector<const char*> optional_features;
 };

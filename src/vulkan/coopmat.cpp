@@ -51,7 +51,7 @@ std::string hardware_gap(const CoopmatFacts& f) {
   }
   if (!f.vulkan_1_2) return "the matrix kernels need Vulkan 1.2 (device and loader)";
   if (!f.shader_float16) return "the device lacks shaderFloat16";
-  if (!f.memory_model) return "the device lacks vulkanMemoryModel";
+  if (!f.memory_model) return "the device lacks vulkanMemoryModel with vulkanMemoryModelDeviceScope";
   if (!f.full_subgroups) return "the device cannot require full subgroups (VK_EXT_subgroup_size_control)";
   return "";
 }
@@ -128,9 +128,8 @@ std::string scope_string(CoopmatScope s) {
 }  // namespace
 
 std::uint32_t kernel_tile(const CoopmatShape& s) {
-  const bool types = s.AType == CoopmatComponent::f16 && s.BType == CoopmatComponent::f16 &&
-                     s.CType == CoopmatComponent::f32 && s.ResultType == CoopmatComponent::f32 &&
-                     s.scope == CoopmatScope::subgroup && !s.saturatingAccumulation;
+  const bool types = s.AType == CoopmatComponent::f16 && s.BType == CoopmatComponent::f16 && s.CType == CoopmatComponent::f32 &&
+                     s.ResultType == CoopmatComponent::f32 && s.scope == CoopmatScope::subgroup && !s.saturatingAccumulation;
   const bool square = s.MSize == s.NSize && s.NSize == s.KSize;
   return types && square && (s.MSize == 16 || s.MSize == 8) ? s.MSize : 0;
 }

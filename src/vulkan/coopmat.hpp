@@ -150,7 +150,9 @@ struct CoopmatFacts {
   std::vector<CoopmatShape> shapes;
   bool vulkan_1_2 = false;      // device and instance: the kernels are SPIR-V 1.5
   bool shader_float16 = false;  // shaderFloat16 (f16 components)
-  bool memory_model = false;    // vulkanMemoryModel (cooperative-matrix modules use it)
+  // vulkanMemoryModel (cooperative-matrix modules use it) with vulkanMemoryModelDeviceScope
+  // (then every module's device-scope atomics need it).
+  bool memory_model = false;
   bool full_subgroups = false;  // subgroup size control with computeFullSubgroups
 };
 

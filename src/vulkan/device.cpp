@@ -244,7 +244,8 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   cm.feature = coopmat_features.cooperativeMatrix;
   cm.compute = (coopmat_props.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   cm.shader_float16 = lim.shader_float16;
-  cm.memory_model = memory_model.vulkanMemoryModel;
+  // With the model enabled, device-scope atomics (the merge kernels') need device scope too.
+  cm.memory_model = memory_model.vulkanMemoryModel && memory_model.vulkanMemoryModelDeviceScope;
   cm.full_subgroups = lim.subgroup_size_control;
   if (cm.queried && cm.feature && fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
     cm.shapes = coopmat_shapes(fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR, pd);
@@ -411,6 +412,7 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
     extensions.push_back(kCoopmatExtension);
     f16.shaderFloat16 = VK_TRUE;
     memory_model.vulkanMemoryModel = VK_TRUE;
+    memory_model.vulkanMemoryModelDeviceScope = VK_TRUE;
     coopmat.pNext = &f16;
     f16.pNext = &memory_model;
     memory_model.pNext = const_cast<void*>(std::exchange(info.pNext, &coopmat));

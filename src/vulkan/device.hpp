@@ -49,7 +49,7 @@ struct PhysicalDevice {
   bool pipeline_stats = false;
   CoopmatFacts coopmat;  // what the matrix path's choice depends on
   // The matrix kernels run on the units: VK_KHR_cooperative_matrix, shaderFloat16 and
-  // vulkanMemoryModel are enabled when the device is created (choose_matrix_path).
+  // vulkanMemoryModel (with device scope) are enabled when the device is created (choose_matrix_path).
   bool matrix_units = false;
   std::uint32_t matrix_tile = 0;  // with matrix_units: the cooperative matrices' side, 16 or 8
   // shaderFloat16 is enabled when the device is created, for the packed f16 kernels

@@ -29,7 +29,9 @@ struct Enabled {
   bool size_control = false;  // the extension and both of its features
   bool memory_budget = false;
   // What the matrix kernels need besides size control: the extension with its feature,
-  // f16 arithmetic and the Vulkan memory model (cooperative-matrix SPIR-V declares both).
+  // f16 arithmetic and the Vulkan memory model (cooperative-matrix SPIR-V declares both)
+  // with device scope (with the model enabled, every module's device-scope atomics, the
+  // other kernels' too, need vulkanMemoryModelDeviceScope).
   bool coopmat = false, shader_float16 = false, memory_model = false;
   // Whether a create info was given, and the timelineSemaphore feature in it: without,
   // a semaphore value is invalid usage (SubmitSemaphores).
@@ -49,14 +51,14 @@ void enabled_features(const VkDeviceCreateInfo* info, bool& size_features, bool&
       out.shader_float16 =
           out.shader_float16 || reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(s)->shaderFloat16;
     } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES) {
-      out.memory_model =
-          out.memory_model || reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(s)->vulkanMemoryModel;
+      const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(s);
+      out.memory_model = out.memory_model || (f->vulkanMemoryModel && f->vulkanMemoryModelDeviceScope);
     } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES) {
       out.timeline = out.timeline || reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(s)->timelineSemaphore;
     } else if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES) {
       const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(s);
       out.shader_float16 = out.shader_float16 || f->shaderFloat16;
-      out.memory_model = out.memory_model || f->vulkanMemoryModel;
+      out.memory_model = out.memory_model || (f->vulkanMemoryModel && f->vulkanMemoryModelDeviceScope);
       out.timeline = out.timeline || f->timelineSemaphore;
     }
 #ifdef VK_API_VERSION_1_3
@@ -108,7 +110,7 @@ std::string lacks_for_matrix(const Enabled& enabled) {
   };
   lack(enabled.coopmat, "VK_KHR_cooperative_matrix with cooperativeMatrix");
   lack(enabled.shader_float16, "shaderFloat16");
-  lack(enabled.memory_model, "vulkanMemoryModel");
+  lack(enabled.memory_model, "vulkanMemoryModel with vulkanMemoryModelDeviceScope");
   lack(enabled.size_control, "VK_EXT_subgroup_size_control with subgroupSizeControl and computeFullSubgroups");
   return lacks;
 }
@@ -282,7 +284,7 @@ VulkanRequirements vulkan_requirements() try {
   VulkanRequirements r;
   r.optional_extensions = {detail::kSizeControl, detail::kMemoryBudget, detail::kCoopmatExtension};
   r.optional_features = {"subgroupSizeControl", "computeFullSubgroups", "cooperativeMatrix", "shaderFloat16",
-                         "vulkanMemoryModel"};
+                         "vulkanMemoryModel", "vulkanMemoryModelDeviceScope"};
   return r;
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("vulkan_requirements");

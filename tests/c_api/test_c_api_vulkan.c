@@ -250,12 +250,13 @@ int main(void) {
   OK(vkattn_get_vulkan_requirements(&req, sizeof req));
   CHECK(req.struct_size == sizeof req && req.api_version == VK_API_VERSION_1_1);
   CHECK(req.n_required_extensions == 0 && req.required_extensions == NULL && req.n_required_features == 0);
-  CHECK(req.n_optional_extensions == 3 && req.n_optional_features == 5);
+  CHECK(req.n_optional_extensions == 3 && req.n_optional_features == 6);
   CHECK(strcmp(req.optional_extensions[0], VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0);
   CHECK(strcmp(req.optional_extensions[1], VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0);
   CHECK(strcmp(req.optional_extensions[2], "VK_KHR_cooperative_matrix") == 0);
   CHECK(strcmp(req.optional_features[0], "subgroupSizeControl") == 0);
   CHECK(strcmp(req.optional_features[4], "vulkanMemoryModel") == 0);
+  CHECK(strcmp(req.optional_features[5], "vulkanMemoryModelDeviceScope") == 0);
   CHECK(vkattn_get_vulkan_requirements(&req, 4) == VKATTN_ERROR_INVALID_ARGUMENT);
 
   vkattn_external_vulkan ext;

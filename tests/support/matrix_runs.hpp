@@ -30,8 +30,8 @@ struct Built : BuiltPipelines {
     });
   }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
-  // the row split, more for the dim split.
-  std::set<unsigned> dim_slices() const { return spec(18, 1); }
+  // the row split, more for the dim split (|units|: of the units' pipelines).
+  std::set<unsigned> dim_slices(bool units = false) const { return spec(18, 1, units); }
   // The same of the pipelines for heads |head_dim| wide (DK_CHUNKS, spec constant 5: the
   // 16-dim chunks, padded to a power of two up to 8 and a multiple of 4 past that, as the
   // op pads them): what ops of that width chose, of a backend other tests used too.
@@ -46,19 +46,24 @@ struct Built : BuiltPipelines {
   }
   // The values the stand-in's pipelines took for spec constant |id| (shaders/common/params.h's
   // VKATTN_SPEC_MT_*; |absent| where a pipeline's list stops before it).
-  std::set<unsigned> spec(std::size_t id, unsigned absent) const {
+  std::set<unsigned> spec(std::size_t id, unsigned absent, bool units = false) const {
     std::set<unsigned> out;
-    for (const std::vector<unsigned>& s : specs()) out.insert(s.size() > id ? s[id] : absent);
+    for (const std::vector<unsigned>& s : specs(units)) out.insert(s.size() > id ? s[id] : absent);
     return out;
   }
-  // Each stand-in pipeline's spec constants.
-  std::vector<std::vector<unsigned>> specs() const {
-    constexpr std::string_view kHead = "built pipeline attn_mt_standin (spec ";
+  // Each stand-in pipeline's spec constants (|units|: each units' pipeline's).
+  std::vector<std::vector<unsigned>> specs(bool units = false) const {
     std::vector<std::vector<unsigned>> out;
     for (const std::string& l : *lines) {
-      if (l.rfind(kHead, 0) != 0) continue;
+      std::size_t at = 0;
+      for (const std::string_view kernel : units ? std::vector<std::string_view>{"attn_mt", "attn_mt_cm8"}
+                                                 : std::vector<std::string_view>{"attn_mt_standin"}) {
+        const std::string head = "built pipeline " + std::string(kernel) + " (spec ";
+        if (l.rfind(head, 0) == 0) at = head.size();
+      }
+      if (at == 0) continue;
       std::vector<unsigned>& spec = out.emplace_back();
-      for (std::size_t at = kHead.size(); at < l.size() && std::isdigit(static_cast<unsigned char>(l[at]));) {
+      for (; at < l.size() && std::isdigit(static_cast<unsigned char>(l[at]));) {
         std::size_t used = 0;
         spec.push_back(static_cast<unsigned>(std::stoul(l.substr(at), &used)));
         at += used + 1;  // past the comma
@@ -107,6 +112,47 @@ inline std::shared_ptr<Backend> shared_matrix_backend(bool minimum, Built& built
   return unless_unavailable(
       why, [&] { return shared_backend_with_builds(BackendKind::vulkan, matrix_options(minimum), built.lines); });
 }
+
+// |make|(options) with the matrix units asked for (MatrixUnits::on), validated where the
+// layer knows VK_KHR_cooperative_matrix; under an older layer (Debian 12's, which the GPU
+// bundle carries) vkattn does not query the extension (devices.md), so the backend is
+// made again without validation.
+template <class Make>
+auto with_units(DeviceOptions options, Make make) -> decltype(make(options)) {
+  options.matrix_units = MatrixUnits::on;
+  auto b = make(options);
+  if (b && !b->limits().matrix_units && options.validation.value_or(false)) {
+    options.validation = false;
+    b = make(options);
+  }
+  return b;
+}
+
+// A Vulkan backend of its own, of |options|, with the units so asked for; null, with
+// |why|, without Vulkan.
+inline std::unique_ptr<Backend> units_backend(const DeviceOptions& options, std::string& why) {
+  return with_units(options, [&](const DeviceOptions& o) { return try_own_backend(BackendKind::vulkan, o, why); });
+}
+
+// One of matrix_options(false) with the units so asked for, shared with the process's
+// other tests as shared_matrix_backend's.
+inline std::shared_ptr<Backend> shared_units_backend(Built& built, std::string& why) {
+  return with_units(matrix_options(false), [&](const DeviceOptions& o) {
+    return unless_unavailable(why, [&] { return shared_backend_with_builds(BackendKind::vulkan, o, built.lines); });
+  });
+}
+
+// Skips a test whose backend |b| has no matrix units (or whose units failed their
+// self-test); fails it instead under VKATTN_TEST_REQUIRE_MATRIX_UNITS=1
+// (tools/lavapipe-units.sh), where they must be there.
+#define VKATTN_REQUIRE_MATRIX_UNITS(b)                                                                  \
+  do {                                                                                                  \
+    if (!(b).limits().matrix_units) {                                                                   \
+      const std::string why_ = (b).device_name() + " has no matrix units (or they failed their self-test)"; \
+      if (env_is("VKATTN_TEST_REQUIRE_MATRIX_UNITS", "1")) FAIL() << why_;                              \
+      GTEST_SKIP() << why_;                                                                             \
+    }                                                                                                   \
+  } while (false)
 
 inline std::vector<float> run_f16(Backend& gpu, AttnInputs in, CommandStats* stats = nullptr) {
   in.config.precision = AttentionPrecision::f16_products;
