@@ -84,8 +84,8 @@ class CoopmatVsCpu : public VulkanVsCpuTest {};
 // 64 x 32 tiles then fit), one row group over 64-key tiles, and the next tile's K and V
 // loaded into registers during a tile (with the dim split too, at head_dim 256), and a
 // tile's loads all issued before any is stored; each within the f16 tolerances, with the
-// mapping asked.
-TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
+// mapping asked. Through the stand-in, or on the |units| (the forms a GPU probe times).
+void row_split_variants(Backend& cpu, bool units) {
   struct Variant {
     const char* knobs;
     std::set<unsigned> key_chunks;  // at head_dim 64 and 80 (padded to 128) in lavapipe's 32 KiB
@@ -96,40 +96,50 @@ TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) {
                               {"matrix_rows=16,matrix_keys=64,matrix_queries=registers", {4}, 0},
                               {"matrix_queries=registers,matrix_prefetch=1", {2, 1}, 1},
                               {"matrix_queries=registers,matrix_stage=batch", {2, 1}, 0, 1}};
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+  ScopedEnv matrix("VKATTN_MATRIX", units ? "on" : "standin");
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.knobs);
     ScopedEnv prefill("VKATTN_PREFILL", v.knobs);
     Built built;
     std::string why;
-    auto gpu = try_backend(BackendKind::vulkan, matrix_options(false, built), why);
+    std::shared_ptr<Backend> gpu = units ? units_backend(matrix_options(false, built), why)
+                                         : try_backend(BackendKind::vulkan, matrix_options(false, built), why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
+    if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
     std::vector<AttnCase> cases = cases_named({"many_rows_sinks_75_keys", "all_options"});
     if (v.prefetch) cases.push_back(cases_named({"head_dim_256"})[0]);  // the dim split's mapping too
     for (const AttnCase& c : cases) {
       const AttnInputs in = case_inputs(c);
-      expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
+      expect_f16_matches(cpu, in, run_f16(*gpu, in), c.name);
     }
-    const std::set<unsigned> slices =
-        v.prefetch ? std::set<unsigned>{1, matrix_lanes(*gpu) > 32 ? 2u : 4u} : std::set<unsigned>{1};
-    EXPECT_EQ(built.dim_slices(), slices) << "the mappings";
+    // The units run on the device's default subgroup size, the stand-in on matrix_lanes.
+    const unsigned lanes = units ? gpu->limits().subgroup_size : matrix_lanes(*gpu);
+    const std::set<unsigned> slices = v.prefetch ? std::set<unsigned>{1, lanes > 32 ? 2u : 4u} : std::set<unsigned>{1};
+    EXPECT_EQ(built.dim_slices(units), slices) << "the mappings";
     if (!v.prefetch) {
-      EXPECT_EQ(built.spec(19, 0), std::set<unsigned>{1}) << "queries in registers (VKATTN_SPEC_MT_Q_REGS)";
-      EXPECT_EQ(built.spec(4, 0), v.key_chunks) << "16-key chunks a tile (VKATTN_SPEC_MT_KEY_CHUNKS)";
+      EXPECT_EQ(built.spec(19, 0, units), std::set<unsigned>{1}) << "queries in registers (VKATTN_SPEC_MT_Q_REGS)";
+      EXPECT_EQ(built.spec(4, 0, units), v.key_chunks) << "16-key chunks a tile (VKATTN_SPEC_MT_KEY_CHUNKS)";
     }
-    EXPECT_EQ(built.spec(20, 0), std::set<unsigned>{v.prefetch}) << "VKATTN_SPEC_MT_PREFETCH";
-    EXPECT_EQ(built.spec(22, 0), std::set<unsigned>{v.batch}) << "VKATTN_SPEC_MT_STAGE_BATCH";
+    EXPECT_EQ(built.spec(20, 0, units), std::set<unsigned>{v.prefetch}) << "VKATTN_SPEC_MT_PREFETCH";
+    EXPECT_EQ(built.spec(22, 0, units), std::set<unsigned>{v.batch}) << "VKATTN_SPEC_MT_STAGE_BATCH";
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
 }
+
+TEST_F(CoopmatVsCpu, RowSplitVariantsFromTheKnob) { row_split_variants(*cpu_, false); }
+
+// The same on the matrix units, where the device has them (as Cases/CoopmatUnits).
+class CoopmatUnitsVsCpu : public VulkanVsCpuTest {};
+TEST_F(CoopmatUnitsVsCpu, RowSplitVariantsFromTheKnob) { row_split_variants(*cpu_, true); }
 
 // The probe's parts left out (VKATTN_PREFILL=matrix_skip, gpu.md): the pipeline built with
 // those MT_SKIP bits, and what each leaves is what it should: no K and V loads, or no
 // products, leave O exactly zero; marks kept from a split's first tile change nothing
 // where every tile's keys are all visible (not causal, 128 keys in tiles of 16 or 32);
 // the scalar pass left out only runs. Bad values are refused when the backend is made.
-TEST_F(CoopmatVsCpu, ProbeSkipsWhatItNames) {
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+// Through the stand-in, or on the |units| (where the probe runs them).
+void probe_skips(Backend& cpu, bool units) {
+  ScopedEnv matrix("VKATTN_MATRIX", units ? "on" : "standin");
   const AttnCase open{.name = "open_128_keys",
                       .tokens = 40,
                       .heads = 8,
@@ -148,19 +158,24 @@ TEST_F(CoopmatVsCpu, ProbeSkipsWhatItNames) {
     ScopedEnv prefill("VKATTN_PREFILL", std::string("matrix_skip=") + k.skip);
     Built built;
     std::string why;
-    auto gpu = try_backend(BackendKind::vulkan, matrix_options(false, built), why);
+    std::shared_ptr<Backend> gpu = units ? units_backend(matrix_options(false, built), why)
+                                         : try_backend(BackendKind::vulkan, matrix_options(false, built), why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
+    if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
     const std::vector<float> got = run_f16(*gpu, in);
-    EXPECT_EQ(built.spec(21, 0), std::set<unsigned>{k.bits}) << "VKATTN_SPEC_MT_SKIP";
+    EXPECT_EQ(built.spec(21, 0, units), std::set<unsigned>{k.bits}) << "VKATTN_SPEC_MT_SKIP";
     if (k.bits == 1 || k.bits == 4) {
       EXPECT_EQ(got, std::vector<float>(got.size(), 0.0f)) << "O without loads or products (NaN included)";
     } else if (k.bits == 0 || k.bits == 8) {
-      expect_f16_matches(*cpu_, in, got, open.name);
+      expect_f16_matches(cpu, in, got, open.name);
     }
     for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
   }
   expect_knobs_refused("VKATTN_PREFILL", {"matrix_skip=loads+loads", "matrix_skip=all", "matrix_skip=", "matrix_skip=marks+"});
 }
+
+TEST_F(CoopmatVsCpu, ProbeSkipsWhatItNames) { probe_skips(*cpu_, false); }
+TEST_F(CoopmatUnitsVsCpu, ProbeSkipsWhatItNames) { probe_skips(*cpu_, true); }
 
 // The full Vulkan minimums (no subgroup operations): the stand-in declines and the f32
 // kernels run, within the f16 tolerances (more precise than asked). Left to choose, the

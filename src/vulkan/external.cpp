@@ -283,8 +283,8 @@ void CommandListImpl::record_into(void*, const RecordOptions&) {
 VulkanRequirements vulkan_requirements() try {
   VulkanRequirements r;
   r.optional_extensions = {detail::kSizeControl, detail::kMemoryBudget, detail::kCoopmatExtension};
-  r.optional_features = {"subgroupSizeControl", "computeFullSubgroups", "cooperativeMatrix", "shaderFloat16",
-                         "vulkanMemoryModel", "vulkanMemoryModelDeviceScope"};
+  r.optional_features = {"subgroupSizeControl", "computeFullSubgroups", "cooperativeMatrix",
+                         "shaderFloat16",       "vulkanMemoryModel",    "vulkanMemoryModelDeviceScope"};
   return r;
 } catch (const std::bad_alloc&) {
   detail::host_out_of_memory("vulkan_requirements");

@@ -56,8 +56,8 @@ struct Built : BuiltPipelines {
     std::vector<std::vector<unsigned>> out;
     for (const std::string& l : *lines) {
       std::size_t at = 0;
-      for (const std::string_view kernel : units ? std::vector<std::string_view>{"attn_mt", "attn_mt_cm8"}
-                                                 : std::vector<std::string_view>{"attn_mt_standin"}) {
+      for (const std::string_view kernel :
+           units ? std::vector<std::string_view>{"attn_mt", "attn_mt_cm8"} : std::vector<std::string_view>{"attn_mt_standin"}) {
         const std::string head = "built pipeline " + std::string(kernel) + " (spec ";
         if (l.rfind(head, 0) == 0) at = head.size();
       }
@@ -145,13 +145,13 @@ inline std::shared_ptr<Backend> shared_units_backend(Built& built, std::string& 
 // Skips a test whose backend |b| has no matrix units (or whose units failed their
 // self-test); fails it instead under VKATTN_TEST_REQUIRE_MATRIX_UNITS=1
 // (tools/lavapipe-units.sh), where they must be there.
-#define VKATTN_REQUIRE_MATRIX_UNITS(b)                                                                  \
-  do {                                                                                                  \
-    if (!(b).limits().matrix_units) {                                                                   \
+#define VKATTN_REQUIRE_MATRIX_UNITS(b)                                                                      \
+  do {                                                                                                      \
+    if (!(b).limits().matrix_units) {                                                                       \
       const std::string why_ = (b).device_name() + " has no matrix units (or they failed their self-test)"; \
-      if (env_is("VKATTN_TEST_REQUIRE_MATRIX_UNITS", "1")) FAIL() << why_;                              \
-      GTEST_SKIP() << why_;                                                                             \
-    }                                                                                                   \
+      if (env_is("VKATTN_TEST_REQUIRE_MATRIX_UNITS", "1")) FAIL() << why_;                                  \
+      GTEST_SKIP() << why_;                                                                                 \
+    }                                                                                                       \
   } while (false)
 
 inline std::vector<float> run_f16(Backend& gpu, AttnInputs in, CommandStats* stats = nullptr) {
