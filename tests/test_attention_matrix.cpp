@@ -204,7 +204,7 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
 }
 
 // The matrix units themselves, where the device lists a shape the kernels take (a GPU's
-// 16x16x16, or the 8x8x8 of lavapipe from Mesa 25.x: tools/lavapipe-units.sh runs this
+// 16x16x16, or the 8x8x8 of lavapipe after Mesa 25.0: tools/lavapipe-units.sh runs this
 // suite there; a skip elsewhere, Debian 12's lavapipe included, or a failure with
 // VKATTN_TEST_REQUIRE_MATRIX_UNITS=1): the backend kept them (its self-test passed), and
 // each attention case runs the cooperative-matrix attn_mt, not the stand-in, within the

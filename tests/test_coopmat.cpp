@@ -254,7 +254,7 @@ TEST(CoopmatChoice, OnlyTheKernelsShapeCounts) {
   }
 }
 
-// 8x8x8 serves where no 16x16x16 is listed (four to a tile: lavapipe from Mesa 25.x), with
+// 8x8x8 serves where no 16x16x16 is listed (four to a tile: lavapipe after Mesa 25.0), with
 // the same component types; 16x16x16 wins where both are.
 TEST(CoopmatChoice, EightCubedWhereSixteenIsMissing) {
   const CoopmatShape eight = shape(8, 8, 8, CoopmatComponent::f16, CoopmatComponent::f32);
@@ -358,9 +358,9 @@ TEST(CoopmatDevice, LimitsSayWhatWasDecided) {
   EXPECT_FALSE(gpu->limits().matrix_units);
 }
 
-// lavapipe before Mesa 25.1 (Debian 12's 22.3, Debian 13's 25.0) lists no
+// lavapipe up to Mesa 25.0 (Debian 12's 22.3, Debian 13's 25.0.7) lists no
 // VK_KHR_cooperative_matrix, and its devices are made as before (no matrix extension or
-// features asked for). Later ones list 8x8x8 (Cases/CoopmatUnits runs there).
+// features asked for). Later ones list 8x8x8 (26.1 checked: Cases/CoopmatUnits runs there).
 TEST(CoopmatDevice, LavapipeHasNoMatrixUnits) {
   ScopedEnv env("VKATTN_MATRIX", "on");
   auto instance = detail::Instance::create(true);

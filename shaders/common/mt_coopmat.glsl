@@ -1,7 +1,7 @@
 // The matrix-tile layer (mt.glsl) on KHR cooperative matrices: f16 operands, f32
 // accumulators, subgroup scope. A tile is one 16 x 16 x 16 cooperative matrix where the
 // device lists that shape (NVIDIA, AMD); with VKATTN_MT_CM = 8 it is 2 x 2 matrices of
-// 8 x 8 x 8 (the shape lavapipe lists from Mesa 25.x, with 8-lane subgroups), composed so
+// 8 x 8 x 8 (the shape lavapipe lists after Mesa 25.0, with 8-lane subgroups), composed so
 // that every layer operation means the same (each element's sum runs over the K halves in
 // order, each half's 8 products summed by the device). Needs a glslang that knows
 // GL_KHR_cooperative_matrix and a device listing the shape (A = B = FLOAT16, C = Result =
