@@ -102,8 +102,7 @@ void row_split_variants(Backend& cpu, bool units) {
     ScopedEnv prefill("VKATTN_PREFILL", v.knobs);
     Built built;
     std::string why;
-    std::shared_ptr<Backend> gpu = units ? units_backend(matrix_options(false, built), why)
-                                         : try_backend(BackendKind::vulkan, matrix_options(false, built), why);
+    std::unique_ptr<Backend> gpu = matrix_backend(matrix_options(false, built), units, why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
     if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
     std::vector<AttnCase> cases = cases_named({"many_rows_sinks_75_keys", "all_options"});
@@ -112,9 +111,8 @@ void row_split_variants(Backend& cpu, bool units) {
       const AttnInputs in = case_inputs(c);
       expect_f16_matches(cpu, in, run_f16(*gpu, in), c.name);
     }
-    // The units run on the device's default subgroup size, the stand-in on matrix_lanes.
-    const unsigned lanes = units ? gpu->limits().subgroup_size : matrix_lanes(*gpu);
-    const std::set<unsigned> slices = v.prefetch ? std::set<unsigned>{1, lanes > 32 ? 2u : 4u} : std::set<unsigned>{1};
+    const std::set<unsigned> slices =
+        v.prefetch ? std::set<unsigned>{1, matrix_lanes(*gpu, units) > 32 ? 2u : 4u} : std::set<unsigned>{1};
     EXPECT_EQ(built.dim_slices(units), slices) << "the mappings";
     if (!v.prefetch) {
       EXPECT_EQ(built.spec(19, 0, units), std::set<unsigned>{1}) << "queries in registers (VKATTN_SPEC_MT_Q_REGS)";
@@ -158,8 +156,7 @@ void probe_skips(Backend& cpu, bool units) {
     ScopedEnv prefill("VKATTN_PREFILL", std::string("matrix_skip=") + k.skip);
     Built built;
     std::string why;
-    std::shared_ptr<Backend> gpu = units ? units_backend(matrix_options(false, built), why)
-                                         : try_backend(BackendKind::vulkan, matrix_options(false, built), why);
+    std::unique_ptr<Backend> gpu = matrix_backend(matrix_options(false, built), units, why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
     if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
     const std::vector<float> got = run_f16(*gpu, in);

@@ -79,7 +79,7 @@ void decode_over_a_wrapping_latent_ring(const MlaCase& c, bool units) {
     DeviceOptions options = matrix_options(i == 2, sides[i].built);
     options.cap_limits->compute_units = i == 1 ? 1u << 20 : 1u;
     std::string why;
-    sides[i].b = units ? units_backend(options, why) : try_own_backend(BackendKind::vulkan, options, why);
+    sides[i].b = matrix_backend(options, units, why);
     VKATTN_REQUIRE_BACKEND(sides[i].b, why);
     if (units) VKATTN_REQUIRE_MATRIX_UNITS(*sides[i].b);
     sides[i].cache = sides[i].b->kv_cache(config);
@@ -175,9 +175,8 @@ void decode_over_a_wrapping_latent_ring(const MlaCase& c, bool units) {
     // One row group of 16 heads over four slices (K 576: 9 chunks each, V 8; K 192: 3, 2).
     // 64-lane subgroups would give a row 16 lanes for 16 keys there: K 192 takes two
     // slices, K 576 (18 chunks a slice, past the 9 of a slice's registers) the f32 kernels.
-    // The units run on the device's default subgroup size, the stand-in on matrix_lanes.
     std::set<unsigned> want{4};
-    if ((units ? s.b->limits().subgroup_size : matrix_lanes(*s.b)) > 32) {
+    if (matrix_lanes(*s.b, units) > 32) {
       want = c.dk <= 192 ? std::set<unsigned>{2} : std::set<unsigned>{};
     }
     EXPECT_EQ(s.built.dim_slices(units), want) << s.name << ": the mapping";

@@ -24,11 +24,7 @@ struct Built : BuiltPipelines {
   bool matrix() const { return !dim_slices().empty(); }
   // The units' attention kernel (attn_mt, the cooperative-matrix form, or attn_mt_cm8, its
   // tiles of 8x8x8 matrices) was built; the self-test's pipeline (mt_selftest) does not count.
-  bool units() const {
-    return std::any_of(lines->begin(), lines->end(), [](const std::string& l) {
-      return l.rfind("built pipeline attn_mt (", 0) == 0 || l.rfind("built pipeline attn_mt_cm8 (", 0) == 0;
-    });
-  }
+  bool units() const { return !specs(true).empty(); }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split (|units|: of the units' pipelines).
   std::set<unsigned> dim_slices(bool units = false) const { return spec(18, 1, units); }
@@ -53,12 +49,12 @@ struct Built : BuiltPipelines {
   }
   // Each stand-in pipeline's spec constants (|units|: each units' pipeline's).
   std::vector<std::vector<unsigned>> specs(bool units = false) const {
+    static const std::vector<std::string_view> kStandin{"built pipeline attn_mt_standin (spec "};
+    static const std::vector<std::string_view> kUnits{"built pipeline attn_mt (spec ", "built pipeline attn_mt_cm8 (spec "};
     std::vector<std::vector<unsigned>> out;
     for (const std::string& l : *lines) {
       std::size_t at = 0;
-      for (const std::string_view kernel :
-           units ? std::vector<std::string_view>{"attn_mt", "attn_mt_cm8"} : std::vector<std::string_view>{"attn_mt_standin"}) {
-        const std::string head = "built pipeline " + std::string(kernel) + " (spec ";
+      for (const std::string_view head : units ? kUnits : kStandin) {
         if (l.rfind(head, 0) == 0) at = head.size();
       }
       if (at == 0) continue;
@@ -73,12 +69,13 @@ struct Built : BuiltPipelines {
   }
 };
 
-// The subgroup size the matrix kernel asks of |b| (16 where the device allows it, else the
-// nearest it allows): above 32 lanes the scalar pass would give a row of a four-slice dim
+// The subgroup size the matrix kernel asks of |b|: on the |units| the device's default,
+// through the stand-in 16 where the device allows it, else the nearest it allows: above 32 lanes the scalar pass would give a row of a four-slice dim
 // split more lanes than half a tile's keys, and the planner takes two slices or the row
 // split instead.
-inline unsigned matrix_lanes(const Backend& b) {
+inline unsigned matrix_lanes(const Backend& b, bool units = false) {
   const DeviceLimits& l = b.limits();
+  if (units) return l.subgroup_size;
   return l.subgroup_size_control ? std::clamp(16u, l.subgroup_min_size, l.subgroup_max_size) : l.subgroup_size;
 }
 
@@ -132,6 +129,11 @@ auto with_units(DeviceOptions options, Make make) -> decltype(make(options)) {
 // |why|, without Vulkan.
 inline std::unique_ptr<Backend> units_backend(const DeviceOptions& options, std::string& why) {
   return with_units(options, [&](const DeviceOptions& o) { return try_own_backend(BackendKind::vulkan, o, why); });
+}
+
+// A backend of its own of |options|: on the |units| (units_backend), or as asked.
+inline std::unique_ptr<Backend> matrix_backend(const DeviceOptions& options, bool units, std::string& why) {
+  return units ? units_backend(options, why) : try_own_backend(BackendKind::vulkan, options, why);
 }
 
 // One of matrix_options(false) with the units so asked for, shared with the process's
