@@ -70,9 +70,8 @@ struct Built : BuiltPipelines {
 };
 
 // The subgroup size the matrix kernel asks of |b|: on the |units| the device's default,
-// through the stand-in 16 where the device allows it, else the nearest it allows: above 32 lanes the scalar pass would give a row of a four-slice dim
-// split more lanes than half a tile's keys, and the planner takes two slices or the row
-// split instead.
+// through the stand-in 16 where the device allows it, else the nearest it allows: above 32 lanes the scalar pass would give a row
+// of a four-slice dim split more lanes than half a tile's keys, and the planner takes two slices or the row split instead.
 inline unsigned matrix_lanes(const Backend& b, bool units = false) {
   const DeviceLimits& l = b.limits();
   if (units) return l.subgroup_size;
