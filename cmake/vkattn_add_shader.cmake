@@ -113,13 +113,20 @@ endfunction()
 # miscompiled cooperative-matrix code before (llama.cpp #10763); the drivers optimize it.
 # `glslangValidator -H` prints the SPIR-V of one for review. Its source is claimed either
 # way, so vkattn_add_remaining_shaders never hands it to the other glslang.
+# With NV2, a kernel on NV cooperative matrices 2 (GL_NV_cooperative_matrix2): built only
+# where the same glslang compiles that too (VKATTN_HAVE_COOPMAT2_SHADERS), for Vulkan 1.3
+# (SPIR-V 1.6, which the extension needs).
 function(vkattn_add_coopmat_shader)
-  cmake_parse_arguments(S "" "NAME;SOURCE" "DEFINES" ${ARGN})
+  cmake_parse_arguments(S "NV2" "NAME;SOURCE" "DEFINES" ${ARGN})
   set_property(GLOBAL APPEND PROPERTY VKATTN_SHADER_PLAIN_SOURCES ${S_SOURCE})
-  if(NOT VKATTN_HAVE_COOPMAT_SHADERS)
+  if(NOT VKATTN_HAVE_COOPMAT_SHADERS OR (S_NV2 AND NOT VKATTN_HAVE_COOPMAT2_SHADERS))
     return()
   endif()
-  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_COOPMAT_GLSLANG_EXE} vulkan1.2)
+  set(env vulkan1.2)
+  if(S_NV2)
+    set(env vulkan1.3)
+  endif()
+  vkattn_embed_shader(${S_NAME} ${S_SOURCE} "${S_DEFINES}" ${VKATTN_COOPMAT_GLSLANG_EXE} ${env})
   set_property(GLOBAL APPEND_STRING PROPERTY VKATTN_KERNEL_LIST "VKATTN_KERNEL(${S_NAME})\n")
 endfunction()
 

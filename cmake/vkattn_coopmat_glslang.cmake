@@ -56,10 +56,29 @@ if(VKATTN_REQUIRE_COOPMAT_SHADERS AND NOT VKATTN_HAVE_COOPMAT_SHADERS)
   message(FATAL_ERROR "vkattn: matrix kernels: NOT built (${vkattn_coopmat_why}), and VKATTN_REQUIRE_COOPMAT_SHADERS is ON; "
                       "${vkattn_coopmat_hint}")
 endif()
+# The kernels on NV cooperative matrices 2 (attn_mt2.comp) need GL_NV_cooperative_matrix2
+# too, which the same glslang compiles from 15.0 on; without it they are left out and the
+# KHR kernels serve every device (VKATTN_HAVE_COOPMAT2_SHADERS).
+set(VKATTN_HAVE_COOPMAT2_SHADERS OFF)
+if(VKATTN_HAVE_COOPMAT_SHADERS)
+  execute_process(
+    COMMAND ${VKATTN_COOPMAT_GLSLANG_EXE} --quiet --target-env vulkan1.3 -o ${PROJECT_BINARY_DIR}/coopmat2_probe.spv
+            ${CMAKE_CURRENT_LIST_DIR}/coopmat2_probe.comp
+    RESULT_VARIABLE vkattn_probe_result OUTPUT_QUIET ERROR_QUIET)
+  if(vkattn_probe_result EQUAL 0)
+    set(VKATTN_HAVE_COOPMAT2_SHADERS ON)
+  endif()
+endif()
 if(VKATTN_HAVE_COOPMAT_SHADERS)
   execute_process(COMMAND ${VKATTN_COOPMAT_GLSLANG_EXE} --version OUTPUT_VARIABLE vkattn_glslang_version ERROR_QUIET)
   string(REGEX MATCH "[0-9]+\\.[0-9]+\\.[0-9]+" vkattn_glslang_version "${vkattn_glslang_version}")
-  message(STATUS "vkattn: matrix kernels: built with ${VKATTN_COOPMAT_GLSLANG_EXE} (glslang ${vkattn_glslang_version})")
+  if(VKATTN_HAVE_COOPMAT2_SHADERS)
+    set(vkattn_coopmat2_said "with NV cooperative matrices 2")
+  else()
+    set(vkattn_coopmat2_said "KHR only: it cannot compile GL_NV_cooperative_matrix2")
+  endif()
+  message(STATUS "vkattn: matrix kernels: built with ${VKATTN_COOPMAT_GLSLANG_EXE} (glslang ${vkattn_glslang_version}), "
+                 "${vkattn_coopmat2_said}")
 elseif(vkattn_coopmat_hint)
   message(STATUS "vkattn: matrix kernels: NOT built, no glslangValidator compiles GL_KHR_cooperative_matrix "
                  "(${vkattn_coopmat_why}); ${vkattn_coopmat_hint}")

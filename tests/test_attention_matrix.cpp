@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -99,7 +100,8 @@ void row_split_variants(Backend& cpu, bool units) {
   ScopedEnv matrix("VKATTN_MATRIX", units ? "on" : "standin");
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.knobs);
-    ScopedEnv prefill("VKATTN_PREFILL", v.knobs);
+    // On the units attn_mt's variants: attn_mt2 takes none of these knobs' meanings.
+    ScopedEnv prefill("VKATTN_PREFILL", std::string(units ? "matrix_nv2=0," : "") + v.knobs);
     Built built;
     std::string why;
     std::unique_ptr<Backend> gpu = matrix_backend(matrix_options(false, built), units, why);
@@ -174,6 +176,47 @@ void probe_skips(Backend& cpu, bool units) {
 TEST_F(CoopmatVsCpu, ProbeSkipsWhatItNames) { probe_skips(*cpu_, false); }
 TEST_F(CoopmatUnitsVsCpu, ProbeSkipsWhatItNames) { probe_skips(*cpu_, true); }
 
+// attn_mt2's tiles and staging from the knobs the probe times (rows x keys; prefetch;
+// a tile's loads all issued first), each within the f16 tolerances, on attn_mt2 with the
+// tile asked; where the device has NV cooperative matrices 2 (required so under
+// VKATTN_TEST_REQUIRE_NV2=1).
+TEST_F(CoopmatUnitsVsCpu, Nv2TilesFromTheKnob) {
+  struct Variant {
+    const char* knobs;
+    unsigned row_groups, key_chunks, prefetch, batch;
+  };
+  // In lavapipe's 32 KiB (64-key tiles of 128-wide rows do not fit): 64 x 32 planned, the
+  // others asked.
+  const Variant variants[] = {{"", 4, 2, 0, 0},
+                              {"matrix_rows=32,matrix_keys=16", 2, 1, 0, 0},
+                              {"matrix_rows=16,matrix_keys=32", 1, 2, 0, 0},
+                              {"matrix_prefetch=1", 4, 2, 1, 0},
+                              {"matrix_stage=batch", 4, 2, 0, 1}};
+  ScopedEnv matrix("VKATTN_MATRIX", "on");
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.knobs);
+    ScopedEnv prefill("VKATTN_PREFILL", v.knobs);
+    Built built;
+    std::string why;
+    std::unique_ptr<Backend> gpu = units_backend(matrix_options(false, built), why);
+    VKATTN_REQUIRE_BACKEND(gpu, why);
+    VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
+    for (const AttnCase& c : cases_named({"many_rows_sinks_75_keys", "all_options"})) {
+      const AttnInputs in = case_inputs(c);
+      expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
+    }
+    if (!built.nv2()) {
+      if (env_is("VKATTN_TEST_REQUIRE_NV2", "1")) FAIL() << "attn_mt2 did not run";
+      GTEST_SKIP() << gpu->device_name() << " has no NV cooperative matrices 2";
+    }
+    EXPECT_EQ(built.spec(3, 0, true), std::set<unsigned>{v.row_groups}) << "row groups (VKATTN_SPEC_MT_SUBGROUPS)";
+    EXPECT_EQ(built.spec(4, 0, true), std::set<unsigned>{v.key_chunks}) << "16-key chunks (VKATTN_SPEC_MT_KEY_CHUNKS)";
+    EXPECT_EQ(built.spec(20, 0, true), std::set<unsigned>{v.prefetch}) << "VKATTN_SPEC_MT_PREFETCH";
+    EXPECT_EQ(built.spec(22, 0, true), std::set<unsigned>{v.batch}) << "VKATTN_SPEC_MT_STAGE_BATCH";
+    for (const auto& m : gpu->validation_messages()) ADD_FAILURE() << "validation: " << m;
+  }
+}
+
 // The full Vulkan minimums (no subgroup operations): the stand-in declines and the f32
 // kernels run, within the f16 tolerances (more precise than asked). Left to choose, the
 // stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units, and =on
@@ -214,21 +257,41 @@ class CoopmatUnits : public ::testing::TestWithParam<AttnCase> {
   std::unique_ptr<Backend> cpu_;
 };
 
-TEST_P(CoopmatUnits, Matches) {
-  const AttnCase& c = GetParam();
-  Built built;
+// |c| on the units, with $VKATTN_PREFILL = |prefill| ("": unset): within the f16 tolerances, on the
+// units' kernel, validated. Returns the pipelines built.
+void units_case(Backend& cpu, const AttnCase& c, const char* prefill, Built& built) {
+  std::optional<ScopedEnv> env;
+  if (*prefill) env.emplace("VKATTN_PREFILL", prefill);
   std::string why;
   auto gpu = shared_units_backend(built, why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
   VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
   const AttnInputs in = case_inputs(c);
   CommandStats stats;
-  expect_f16_matches(*cpu_, in, run_f16(*gpu, in, &stats), c.name);
+  expect_f16_matches(cpu, in, run_f16(*gpu, in, &stats), c.name);
   ASSERT_EQ(stats.attention.size(), 1u);
   EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::matrix) << to_string(stats.attention[0].kernel);
   EXPECT_TRUE(built.units()) << "attn_mt ran";
   EXPECT_FALSE(built.matrix()) << "the stand-in ran";
   expect_no_validation_messages(*gpu, c.name);
+}
+
+// As planned: attn_mt2 where the device has NV cooperative matrices 2 and the head is up to
+// 128 wide (required so under VKATTN_TEST_REQUIRE_NV2=1: tools/lavapipe-units.sh), else attn_mt.
+TEST_P(CoopmatUnits, Matches) {
+  const AttnCase& c = GetParam();
+  Built built;
+  units_case(*cpu_, c, "", built);
+  if (env_is("VKATTN_TEST_REQUIRE_NV2", "1") && !HasFatalFailure() && !IsSkipped()) {
+    EXPECT_EQ(built.nv2(), c.head_dim <= 128) << "attn_mt2 ran (or not) as planned";
+  }
+}
+
+// The KHR form alone (matrix_nv2=0), on devices that have both.
+TEST_P(CoopmatUnits, MatchesOnKhr) {
+  Built built;
+  units_case(*cpu_, GetParam(), "matrix_nv2=0", built);
+  EXPECT_FALSE(built.nv2()) << "matrix_nv2=0 ran attn_mt2";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CoopmatUnits, ::testing::ValuesIn(attention_cases()),

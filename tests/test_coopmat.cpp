@@ -274,6 +274,48 @@ TEST(CoopmatChoice, EightCubedWhereSixteenIsMissing) {
   EXPECT_TRUE(mentions(note(f, MatrixUnits::on), "16x16x16 or 8x8x8")) << note(f, MatrixUnits::on);
 }
 
+// attn_mt2 (NV cooperative matrices 2) with the units, where the device has the four
+// features, flexible dimensions to 128 and an f16 x f16 + f32 -> f32 subgroup entry whose
+// granularities divide 16; each gap named.
+TEST(CoopmatChoice, Nv2WhereItsFeaturesAndAnEntryAre) {
+  const auto flexible = [](std::uint32_t g, CoopmatComponent cr, CoopmatScope scope) {
+    return detail::Coopmat2Flexible{detail::kCoopmat2FlexibleType, nullptr, g,  g,        g,     CoopmatComponent::f16,
+                                    CoopmatComponent::f16,         cr,      cr, VK_FALSE, scope, 0};
+  };
+  CoopmatFacts f = nvidia(64);
+  f.nv2_listed = f.nv2_queried = f.nv2_features = f.vulkan_1_3 = true;
+  f.nv2_max_dimension = 256;
+  f.nv2_flexible = {flexible(16, CoopmatComponent::f16, CoopmatScope::subgroup),
+                    flexible(16, CoopmatComponent::f32, CoopmatScope::workgroup),
+                    flexible(16, CoopmatComponent::f32, CoopmatScope::subgroup)};
+  const auto nv2 = [](const CoopmatFacts& g, MatrixUnits knob = MatrixUnits::on) {
+    return detail::choose_matrix(g, knob, true).nv2 == detail::kCoopmat2KernelsBuilt;
+  };
+  EXPECT_EQ(detail::coopmat2_gap(f, true), "");
+  EXPECT_TRUE(nv2(f));
+  EXPECT_FALSE(detail::choose_matrix(f, MatrixUnits::automatic, true).nv2) << "no units, no attn_mt2";
+  EXPECT_TRUE(mentions(detail::coopmat2_gap(f, false), "this build")) << detail::coopmat2_gap(f, false);
+  const std::pair<void (*)(CoopmatFacts&), const char*> gaps[] = {
+      {[](CoopmatFacts& g) { g.nv2_listed = false; }, "does not list"},
+      {[](CoopmatFacts& g) { g.nv2_queried = false; }, "not queried"},
+      {[](CoopmatFacts& g) { g.vulkan_1_3 = false; }, "Vulkan 1.3"},
+      {[](CoopmatFacts& g) { g.nv2_features = false; }, "per-element"},
+      {[](CoopmatFacts& g) { g.nv2_max_dimension = 64; }, "below 128"},
+      {[](CoopmatFacts& g) { g.nv2_flexible.pop_back(); }, "granularities"},
+      {[](CoopmatFacts& g) { g.nv2_flexible.back().KGranularity = 32; }, "granularities"},
+  };
+  for (const auto& [change, said] : gaps) {
+    CoopmatFacts g = f;
+    change(g);
+    SCOPED_TRACE(said);
+    EXPECT_TRUE(mentions(detail::coopmat2_gap(g, true), said)) << detail::coopmat2_gap(g, true);
+    EXPECT_FALSE(detail::choose_matrix(g, MatrixUnits::on, true).nv2);
+    EXPECT_TRUE(units(g, MatrixUnits::on)) << "attn_mt still runs";
+  }
+  f.nv2_flexible.back().MGranularity = 8;  // lavapipe's: 8 divides 16
+  EXPECT_EQ(detail::coopmat2_gap(f, true), "");
+}
+
 TEST(CoopmatChoice, ShapesInWords) {
   const MatrixShape m = detail::public_shape(kKernels);
   EXPECT_EQ(m.m * 10000 + m.n * 100 + m.k, 161616u);

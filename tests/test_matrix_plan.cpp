@@ -131,5 +131,33 @@ TEST(CoopmatPlan, TunedShapesUseTheWholeSharedMemory) {
   EXPECT_EQ(describe(plan({k48K, 32, 8, 8, false, 4096}, tune)), "none");
 }
 
+// attn_mt2's plan (plan_matrix2_tile): the row split with queries in registers, 64 x 32
+// first at 48 KiB for heads to 128, smaller where less fits, none for wider heads (attn_mt
+// takes them) or where nothing fits.
+TEST(CoopmatPlan, Nv2Plans) {
+  const auto plan2 = [](const Ask& a, const detail::PrefillTuning& tune = {}) {
+    DeviceLimits l;
+    l.max_shared_memory = a.shared;
+    l.max_workgroup_invocations = a.invocations;
+    return detail::plan_matrix2_tile(l, tune, a.sg, a.dk_chunks, a.dv_chunks, a.v_from_k,
+                                     [&](std::uint32_t cap) { return std::min(cap, a.rows); });
+  };
+  EXPECT_EQ(describe(plan2({k48K, 32, 8, 8, false, 4096})), "4x1x2 rows 64 dv 8");      // d128 prefill
+  EXPECT_EQ(describe(plan2({k48K, 32, 4, 4, false, 4096})), "4x1x4 rows 64 dv 4");      // d64: 64 keys fit
+  EXPECT_EQ(describe(plan2({k48K, 32, 8, 8, false, 40})), "2x1x4 rows 32 dv 8");        // 40 rows: two row groups
+  EXPECT_EQ(describe(plan2({k48K, 32, 8, 8, false, 16})), "1x1x2 rows 16 dv 8");        // a decode group
+  EXPECT_EQ(describe(plan2({k16K, 32, 8, 8, false, 4096})), "4x1x1 rows 64 dv 8");      // the spec minimum
+  EXPECT_EQ(describe(plan2({k48K, 32, 8, 8, false, 4096, 64})), "2x1x4 rows 32 dv 8");  // 64 invocations
+  EXPECT_EQ(describe(plan2({k48K, 32, 12, 12, false, 4096})), "none");                  // d192: attn_mt
+  EXPECT_EQ(describe(plan2({k48K, 32, 8, 16, false, 4096})), "none");                   // V 256 wide
+  EXPECT_TRUE(plan2({k48K, 32, 8, 8, false, 4096}).value().nv2);
+  EXPECT_FALSE(plan({k48K, 32, 8, 8, false, 4096}).value().nv2);
+  detail::PrefillTuning tune;
+  tune.matrix_rows = 16;
+  tune.matrix_keys = 64;
+  EXPECT_EQ(describe(plan2({k48K, 32, 8, 8, false, 4096}, tune)), "1x1x4 rows 16 dv 8");
+  EXPECT_EQ(describe(plan2({4096, 32, 8, 8, false, 4096})), "none");  // nothing fits 4 KiB
+}
+
 }  // namespace
 }  // namespace vkattn::test

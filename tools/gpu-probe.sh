@@ -327,7 +327,17 @@ run "f16, matrix (coopmat)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_BENC
     vkattn-bench-attention "$gpu_prefill"
 run "f16, matrix stand-in" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=standin VKATTN_BENCH_PRECISION=f16_products -- \
     vkattn-bench-attention "$gpu_prefill"
-# The matrix kernel's variants (VKATTN_PREFILL's matrix_* knobs): queries held in registers,
+# Where the device has NV cooperative matrices 2, the row above ran attn_mt2 (the softmax
+# in registers; the pipeline statistics name it): attn_mt on the same units (matrix_nv2=0),
+# then attn_mt2's tiles (rows x keys; 64 x 32 planned) and its prefetch.
+run "f16, matrix KHR (attn_mt)" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL=matrix_nv2=0 \
+    VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
+for t in "matrix_rows=32,matrix_keys=64" "matrix_rows=64,matrix_keys=16" "matrix_rows=16,matrix_keys=64" \
+         "matrix_prefetch=1"; do
+  run "f16, matrix nv2, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="$t" \
+      VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
+done
+# attn_mt's variants (VKATTN_PREFILL's matrix_* knobs): queries held in registers,
 # which lets the planned 64 x 32 tile fit 48 KiB (the 2026-11-27 run's 64 x 16 took 7.7
 # TFLOP/s at 4kx4k), 32 x 32 and 16 x 64 tiles (rows x keys), and the next tile's K and V
 # loaded into registers during a tile (prefetch), alone and with queries in registers;
@@ -337,7 +347,7 @@ for t in "matrix_queries=registers" "matrix_rows=32,matrix_keys=32,matrix_querie
          "matrix_rows=16,matrix_keys=64,matrix_queries=registers" "matrix_prefetch=1" \
          "matrix_queries=registers,matrix_prefetch=1" "matrix_stage=batch" \
          "matrix_queries=registers,matrix_stage=batch"; do
-  run "f16, matrix, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="$t" \
+  run "f16, matrix, ${t//matrix_/}" VKATTN_PIPELINE_STATS=1 VKATTN_MATRIX=on VKATTN_PREFILL="matrix_nv2=0,$t" \
       VKATTN_BENCH_PRECISION=f16_products -- vkattn-bench-attention "$gpu_prefill"
 done
 # Where the matrix kernel's time goes (VKATTN_PREFILL=matrix_skip, attn_mt.comp's MT_SKIP;

@@ -2,7 +2,8 @@
 # The matrix kernels on real cooperative matrices, without a GPU: runs the test program of
 # build dir $1 (a native Linux build with the matrix kernels) with VKATTN_MATRIX=on under a
 # lavapipe that has VK_KHR_cooperative_matrix (8x8x8 f16 x f16 + f32 -> f32, the shape
-# attn_mt_cm8 takes). Debian 12's Mesa (22.3) has none, so the program runs in a Debian 13
+# attn_mt_cm8 takes) and VK_NV_cooperative_matrix2 (attn_mt2's, required there:
+# VKATTN_TEST_REQUIRE_NV2). Debian 12's Mesa (22.3) has none, so the program runs in a Debian 13
 # chroot with Mesa from trixie-backports (26.1 when this was written) and its validation
 # layer (1.4, which knows the extension): the chroot is built once with debootstrap (about
 # a minute and 700 MB) and kept in the tool cache (tools/tool-cache.sh). Needs root, for
@@ -62,4 +63,4 @@ case "$build/" in "$repo"/*) ;; *) bind "$build" ;; esac
 # Only lavapipe: the chroot's other drivers would look for hardware that is not there.
 # The units must be taken there: CoopmatUnits fails rather than skips without them.
 chroot "$root" env VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.json VKATTN_MATRIX=on VKATTN_REQUIRE_VULKAN=1 \
-  VKATTN_TEST_REQUIRE_MATRIX_UNITS=1 "$program" "$@"
+  VKATTN_TEST_REQUIRE_MATRIX_UNITS=1 VKATTN_TEST_REQUIRE_NV2=1 "$program" "$@"

@@ -88,6 +88,9 @@ struct PrefillTuning {
   enum class MatrixQueries { automatic, shared, registers } matrix_queries = MatrixQueries::automatic;
   bool matrix_prefetch = false;
   bool matrix_batch = false;  // without the prefetch: a tile's loads all issued, then stored (same tiles)
+  // attn_mt2 (NV cooperative matrices 2) where the device has it and the plan allows; off:
+  // attn_mt's KHR form everywhere (tests and probes compare the two).
+  bool matrix_nv2 = true;
   // A probe's parts of the matrix kernel left out (attn_mt.comp's MT_SKIP bits: loads,
   // scalar pass, products, marks after the first tile's); its results are not valid.
   std::uint32_t matrix_skip = 0;

@@ -150,6 +150,36 @@ std::vector<CoopmatShape> coopmat_shapes(CoopmatShapesFn fn, VkPhysicalDevice de
   return shapes;
 }
 
+std::string coopmat2_gap(const CoopmatFacts& f, bool built) {
+  if (!built) return "this build has no kernel on NV cooperative matrices 2 (its glslang cannot compile them)";
+  if (!f.nv2_listed) return "the device does not list VK_NV_cooperative_matrix2";
+  if (!f.nv2_queried) return "VK_NV_cooperative_matrix2 not queried (a validation layer older than 1.4, or a caller's device)";
+  if (!f.vulkan_1_3) return "NV cooperative matrices 2 need Vulkan 1.3 (device and loader)";
+  if (!f.nv2_features) {
+    return "VK_NV_cooperative_matrix2 lacks flexible dimensions, conversions or per-element operations (or the device "
+           "lacks maintenance4)";
+  }
+  if (f.nv2_max_dimension < 128) return "the device's flexible dimensions stop below 128";
+  const bool entry = std::any_of(f.nv2_flexible.begin(), f.nv2_flexible.end(), [](const Coopmat2Flexible& e) {
+    const auto divides16 = [](std::uint32_t g) { return g != 0 && 16 % g == 0; };
+    return e.AType == CoopmatComponent::f16 && e.BType == CoopmatComponent::f16 && e.CType == CoopmatComponent::f32 &&
+           e.ResultType == CoopmatComponent::f32 && e.scope == CoopmatScope::subgroup && !e.saturatingAccumulation &&
+           divides16(e.MGranularity) && divides16(e.NGranularity) && divides16(e.KGranularity);
+  });
+  if (!entry) return "no flexible f16 x f16 + f32 -> f32 subgroup entry with granularities dividing 16";
+  return "";
+}
+
+std::vector<Coopmat2Flexible> coopmat2_flexible(Coopmat2FlexibleFn fn, VkPhysicalDevice device) {
+  std::uint32_t n = 0;
+  if (fn(device, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<Coopmat2Flexible> out(n,
+                                    Coopmat2Flexible{kCoopmat2FlexibleType, nullptr, 0, 0, 0, {}, {}, {}, {}, VK_FALSE, {}, 0});
+  if (fn(device, &n, out.data()) < 0) return {};
+  out.resize(std::min<std::size_t>(n, out.size()));
+  return out;
+}
+
 MatrixChoice choose_matrix(const CoopmatFacts& facts, MatrixUnits knob, bool built) {
   MatrixChoice c;
   if (knob == MatrixUnits::standin) {
@@ -171,7 +201,10 @@ MatrixChoice choose_matrix(const CoopmatFacts& facts, MatrixUnits knob, bool bui
     if (!c.note.empty()) c.note += "; VKATTN_MATRIX=on tries it";
   }
   c.units = c.note.empty();
-  if (c.units) c.tile = kernel_tile(facts.shapes);
+  if (c.units) {
+    c.tile = kernel_tile(facts.shapes);
+    c.nv2 = coopmat2_gap(facts, kCoopmat2KernelsBuilt).empty();
+  }
   return c;
 }
 

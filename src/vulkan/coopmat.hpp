@@ -27,6 +27,18 @@ constexpr bool coopmat_query_allowed(std::uint32_t layer_version) {
   return layer_version == 0 || layer_version >= VK_MAKE_API_VERSION(0, 1, 3, 255);
 }
 
+// VK_NV_cooperative_matrix2 (attn_mt2.comp's kernel): its features and flexible dimensions,
+// declared the same way (Debian 12's headers predate it too). Queried only under no
+// validation layer or a 1.4 one (the extension came with 1.3.301's headers; trixie's layer
+// is 1.4.309), and only on devices vkattn creates.
+inline constexpr const char* kCoopmat2Extension = "VK_NV_cooperative_matrix2";
+inline constexpr VkStructureType kCoopmat2FeaturesType = static_cast<VkStructureType>(1000593000);
+inline constexpr VkStructureType kCoopmat2FlexibleType = static_cast<VkStructureType>(1000593001);
+inline constexpr VkStructureType kCoopmat2PropertiesType = static_cast<VkStructureType>(1000593002);
+constexpr bool coopmat2_query_allowed(std::uint32_t layer_version) {
+  return layer_version == 0 || layer_version >= VK_MAKE_API_VERSION(0, 1, 4, 303);
+}
+
 // VkComponentTypeKHR; later extensions append values (bfloat16, float8).
 enum class CoopmatComponent : std::int32_t {
   f16 = 0,
@@ -77,6 +89,44 @@ struct CoopmatShape {
 // PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR.
 using CoopmatShapesFn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, CoopmatShape*);
 
+// VkPhysicalDeviceCooperativeMatrix2FeaturesNV.
+struct Coopmat2Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrixWorkgroupScope;
+  VkBool32 cooperativeMatrixFlexibleDimensions;
+  VkBool32 cooperativeMatrixReductions;
+  VkBool32 cooperativeMatrixConversions;
+  VkBool32 cooperativeMatrixPerElementOperations;
+  VkBool32 cooperativeMatrixTensorAddressing;
+  VkBool32 cooperativeMatrixBlockLoads;
+};
+// VkPhysicalDeviceCooperativeMatrix2PropertiesNV.
+struct Coopmat2Properties {
+  VkStructureType sType;
+  void* pNext;
+  std::uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+  std::uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension;
+  std::uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+};
+// VkCooperativeMatrixFlexibleDimensionsPropertiesNV: one entry of the device's list.
+struct Coopmat2Flexible {
+  VkStructureType sType;
+  void* pNext;
+  std::uint32_t MGranularity;
+  std::uint32_t NGranularity;
+  std::uint32_t KGranularity;
+  CoopmatComponent AType;
+  CoopmatComponent BType;
+  CoopmatComponent CType;
+  CoopmatComponent ResultType;
+  VkBool32 saturatingAccumulation;
+  CoopmatScope scope;
+  std::uint32_t workgroupInvocations;
+};
+// PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
+using Coopmat2FlexibleFn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, Coopmat2Flexible*);
+
 static_assert(sizeof(void*) != 8 || sizeof(CoopmatShape) == 56, "VkCooperativeMatrixPropertiesKHR is 56 bytes on LP64");
 
 #ifdef VK_KHR_cooperative_matrix
@@ -117,12 +167,30 @@ VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, saturatingAccu
 VKATTN_SAME_FIELD(CoopmatShape, VkCooperativeMatrixPropertiesKHR, scope);
 #undef VKATTN_SAME_FIELD
 #endif
+#ifdef VK_NV_cooperative_matrix2
+static_assert(kCoopmat2FeaturesType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV);
+static_assert(kCoopmat2FlexibleType == VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV);
+static_assert(kCoopmat2PropertiesType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV);
+static_assert(sizeof(Coopmat2Features) == sizeof(VkPhysicalDeviceCooperativeMatrix2FeaturesNV));
+static_assert(offsetof(Coopmat2Features, cooperativeMatrixBlockLoads) ==
+              offsetof(VkPhysicalDeviceCooperativeMatrix2FeaturesNV, cooperativeMatrixBlockLoads));
+static_assert(sizeof(Coopmat2Properties) == sizeof(VkPhysicalDeviceCooperativeMatrix2PropertiesNV));
+static_assert(sizeof(Coopmat2Flexible) == sizeof(VkCooperativeMatrixFlexibleDimensionsPropertiesNV));
+static_assert(offsetof(Coopmat2Flexible, workgroupInvocations) ==
+              offsetof(VkCooperativeMatrixFlexibleDimensionsPropertiesNV, workgroupInvocations));
+#endif
 
 // Whether this build has the matrix kernels (a glslang that compiles them was found).
 #ifdef VKATTN_HAVE_COOPMAT_SHADERS
 inline constexpr bool kCoopmatKernelsBuilt = true;
 #else
 inline constexpr bool kCoopmatKernelsBuilt = false;
+#endif
+// And the kernel on NV cooperative matrices 2 (that glslang compiles those too).
+#ifdef VKATTN_HAVE_COOPMAT2_SHADERS
+inline constexpr bool kCoopmat2KernelsBuilt = true;
+#else
+inline constexpr bool kCoopmat2KernelsBuilt = false;
 #endif
 
 // What the matrix path's choice depends on, read from one device (probe_device): the
@@ -154,6 +222,13 @@ struct CoopmatFacts {
   // (then every module's device-scope atomics need it).
   bool memory_model = false;
   bool full_subgroups = false;  // subgroup size control with computeFullSubgroups
+  // VK_NV_cooperative_matrix2, where listed and queried: the three features attn_mt2 uses
+  // (flexible dimensions, conversions, per-element operations; and maintenance4, which
+  // SPIR-V 1.6's LocalSizeId needs), the largest
+  // flexible dimension, its flexible entries, and Vulkan 1.3 (SPIR-V 1.6).
+  bool nv2_listed = false, nv2_queried = false, nv2_features = false, vulkan_1_3 = false;
+  std::uint32_t nv2_max_dimension = 0;
+  std::vector<Coopmat2Flexible> nv2_flexible;
 };
 
 // The kernels' tile side |s| serves: 16 for 16x16x16, 8 for 8x8x8 (a 16 x 16 tile of 2 x 2
@@ -167,11 +242,20 @@ std::uint32_t kernel_tile(const std::vector<CoopmatShape>& shapes);
 // call fails.
 std::vector<CoopmatShape> coopmat_shapes(CoopmatShapesFn fn, VkPhysicalDevice device);
 
+// Why attn_mt2 cannot run on the device (its facts; |built|: this build has it); "" when
+// it can: an f16 x f16 + f32 -> f32 subgroup entry whose granularities divide 16, a
+// largest flexible dimension of 128 or more, and the three features with maintenance4.
+std::string coopmat2_gap(const CoopmatFacts& facts, bool built);
+
+// The device's flexible entries through |fn| (as coopmat_shapes).
+std::vector<Coopmat2Flexible> coopmat2_flexible(Coopmat2FlexibleFn fn, VkPhysicalDevice device);
+
 // The decision for one device: the hardware path (units), or the stand-in, and why the
 // hardware path is off (note; "" when on).
 struct MatrixChoice {
   bool units = false;
   std::uint32_t tile = 0;  // with units: the cooperative matrices' side (kernel_tile)
+  bool nv2 = false;        // with units: attn_mt2 runs where the plan allows (coopmat2_gap "")
   bool standin = false;
   std::string note;
 };

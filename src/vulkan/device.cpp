@@ -107,7 +107,7 @@ bool packed_f16_wanted() {
 }
 
 PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_api,
-                            bool query_coopmat) {
+                            bool query_coopmat, bool query_nv2) {
   PhysicalDevice out;
   out.handle = pd;
   out.functions = &fn;
@@ -143,6 +143,9 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   cm.vulkan_1_2 = v12;
   cm.listed = has(kCoopmatExtension);
   cm.queried = cm.listed && query_coopmat;
+  cm.vulkan_1_3 = base.apiVersion >= VK_API_VERSION_1_3 && instance_api >= VK_API_VERSION_1_3;
+  cm.nv2_listed = has(kCoopmat2Extension);
+  cm.nv2_queried = cm.nv2_listed && cm.queried && query_nv2 && cm.vulkan_1_3;
 
   auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
   auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
@@ -169,6 +172,8 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   // The matrix path: the extension's stages, and what tells AMD's architectures apart.
   CoopmatProperties coopmat_props{kCoopmatPropertiesType, nullptr, 0};
   if (cm.queried) coopmat_props.pNext = std::exchange(props.pNext, &coopmat_props);
+  Coopmat2Properties coopmat2_props{kCoopmat2PropertiesType, nullptr, 0, 0, 0};
+  if (cm.nv2_queried) coopmat2_props.pNext = std::exchange(props.pNext, &coopmat2_props);
   auto dot8 = vk_struct<VkPhysicalDeviceShaderIntegerDotProductProperties>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES);
   const bool has_dot8 = has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
@@ -190,6 +195,12 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   if (executables_ext) executables.pNext = std::exchange(features.pNext, &executables);
   CoopmatFeatures coopmat_features{kCoopmatFeaturesType, nullptr, VK_FALSE, VK_FALSE};
   if (cm.queried) coopmat_features.pNext = std::exchange(features.pNext, &coopmat_features);
+  Coopmat2Features coopmat2_features{
+      kCoopmat2FeaturesType, nullptr, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE};
+  if (cm.nv2_queried) coopmat2_features.pNext = std::exchange(features.pNext, &coopmat2_features);
+  // SPIR-V 1.6's workgroup size from specialization constants (LocalSizeId) needs maintenance4.
+  auto maintenance4 = vk_struct<VkPhysicalDeviceMaintenance4Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES);
+  if (cm.nv2_queried) maintenance4.pNext = std::exchange(features.pNext, &maintenance4);
   auto memory_model =
       vk_struct<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
   if (v12) memory_model.pNext = std::exchange(features.pNext, &memory_model);
@@ -250,6 +261,12 @@ PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice pd, std:
   if (cm.queried && cm.feature && fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
     cm.shapes = coopmat_shapes(fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR, pd);
   }
+  cm.nv2_features = coopmat2_features.cooperativeMatrixFlexibleDimensions && coopmat2_features.cooperativeMatrixConversions &&
+                    coopmat2_features.cooperativeMatrixPerElementOperations && maintenance4.maintenance4;
+  cm.nv2_max_dimension = coopmat2_props.cooperativeMatrixFlexibleDimensionsMaxDimension;
+  if (cm.nv2_queried && cm.nv2_features && fn.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
+    cm.nv2_flexible = coopmat2_flexible(fn.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, pd);
+  }
   for (const auto& shape : cm.shapes) info.matrix_shapes.push_back(public_shape(shape));
 
   probe_memory(fn, pd, lim);
@@ -269,7 +286,8 @@ std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const De
   const bool query_coopmat = coopmat_query_allowed(instance.validation_layer_version());
   std::vector<PhysicalDevice> out;
   for (std::uint32_t i = 0; i < n; ++i) {
-    out.push_back(probe_device(fn, handles[i], i, instance.api_version(), query_coopmat));
+    out.push_back(probe_device(fn, handles[i], i, instance.api_version(), query_coopmat,
+                               coopmat2_query_allowed(instance.validation_layer_version())));
     choose_matrix_path(out.back(), knob);
     out.back().float16 = packed_f16 && out.back().coopmat.vulkan_1_2 && out.back().info.limits.shader_float16;
   }
@@ -280,6 +298,8 @@ void choose_matrix_path(PhysicalDevice& device, MatrixUnits knob) {
   const MatrixChoice choice = choose_matrix(device.coopmat, knob, kCoopmatKernelsBuilt);
   device.matrix_units = choice.units;
   device.matrix_tile = choice.tile;
+  device.matrix_nv2 = choice.nv2;
+  if (choice.units && !choice.nv2) device.matrix_nv2_note = coopmat2_gap(device.coopmat, kCoopmat2KernelsBuilt);
   device.info.limits.matrix_units = choice.units;
   device.info.limits.matrix_standin = choice.standin;
   device.info.matrix_note = choice.note;
@@ -405,6 +425,8 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
   // The matrix kernels: cooperative-matrix SPIR-V declares the Vulkan memory model and f16
   // components. Chained only for them, so that every other device is created as before.
   CoopmatFeatures coopmat{kCoopmatFeaturesType, nullptr, VK_TRUE, VK_FALSE};
+  Coopmat2Features coopmat2{kCoopmat2FeaturesType, nullptr, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE, VK_FALSE};
+  auto maintenance4 = vk_struct<VkPhysicalDeviceMaintenance4Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES);
   auto f16 = vk_struct<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
   auto memory_model =
       vk_struct<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
@@ -416,6 +438,15 @@ std::unique_ptr<Device> Device::create(const PhysicalDevice& physical, std::uint
     coopmat.pNext = &f16;
     f16.pNext = &memory_model;
     memory_model.pNext = const_cast<void*>(std::exchange(info.pNext, &coopmat));
+    if (physical.matrix_nv2) {
+      extensions.push_back(kCoopmat2Extension);
+      coopmat2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+      coopmat2.cooperativeMatrixConversions = VK_TRUE;
+      coopmat2.cooperativeMatrixPerElementOperations = VK_TRUE;
+      maintenance4.maintenance4 = VK_TRUE;
+      coopmat2.pNext = &maintenance4;
+      maintenance4.pNext = const_cast<void*>(std::exchange(info.pNext, &coopmat2));
+    }
   } else if (physical.float16) {  // the packed f16 kernels: f16 arithmetic alone
     f16.shaderFloat16 = VK_TRUE;
     f16.pNext = const_cast<void*>(std::exchange(info.pNext, &f16));

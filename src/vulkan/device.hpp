@@ -52,6 +52,10 @@ struct PhysicalDevice {
   // vulkanMemoryModel (with device scope) are enabled when the device is created (choose_matrix_path).
   bool matrix_units = false;
   std::uint32_t matrix_tile = 0;  // with matrix_units: the cooperative matrices' side, 16 or 8
+  // With matrix_units: attn_mt2 (NV cooperative matrices 2) may run; VK_NV_cooperative_matrix2
+  // and its four features are enabled too.
+  bool matrix_nv2 = false;
+  std::string matrix_nv2_note;  // with matrix_units and not matrix_nv2: why not (coopmat2_gap)
   // shaderFloat16 is enabled when the device is created, for the packed f16 kernels
   // (AttentionPrecision::f16_products off the matrix units): Vulkan 1.2 devices that have
   // it, unless $VKATTN_PACKED_F16 = off. Never on a caller's device (ExternalVulkan).
@@ -64,9 +68,10 @@ std::vector<PhysicalDevice> enumerate_devices(const Instance& instance, const De
 
 // What vkattn can use of one physical device, as enumerate_devices reports it;
 // |instance_api| is the apiVersion its instance was created with, |fn| its commands.
-// VK_KHR_cooperative_matrix is queried only when |query_coopmat|.
+// VK_KHR_cooperative_matrix is queried only when |query_coopmat|, VK_NV_cooperative_matrix2
+// only when |query_nv2| too.
 PhysicalDevice probe_device(const VulkanFunctions& fn, VkPhysicalDevice handle, std::uint32_t index, std::uint32_t instance_api,
-                            bool query_coopmat);
+                            bool query_coopmat, bool query_nv2 = false);
 
 // Sets |device|'s matrix path (PhysicalDevice::matrix_units, the limits' matrix_units and
 // matrix_standin, DeviceInfo::matrix_note) from its facts and |knob|.

@@ -461,10 +461,16 @@ struct MatrixTilePlan {
   MatrixTileShape shape;
   std::uint32_t rows, dv_chunks;
   std::uint64_t shared_bytes;
+  bool nv2 = false;  // attn_mt2's plan (plan_matrix2_tile)
 };
 std::optional<MatrixTilePlan> plan_matrix_tile(const DeviceLimits& l, const PrefillTuning& tune, std::uint32_t sg,
                                                std::uint32_t dk_chunks, std::uint32_t dv_padded, bool v_from_k,
                                                const std::function<std::uint32_t(std::uint32_t cap)>& rows_for);
+// The same for attn_mt2 (NV cooperative matrices 2): the row split alone, queries in
+// registers, heads up to 8 chunks (128) wide; none where they are wider or nothing fits.
+std::optional<MatrixTilePlan> plan_matrix2_tile(const DeviceLimits& l, const PrefillTuning& tune, std::uint32_t sg,
+                                                std::uint32_t dk_chunks, std::uint32_t dv_padded, bool v_from_k,
+                                                const std::function<std::uint32_t(std::uint32_t cap)>& rows_for);
 // The subgroup size the matrix kernels run on: the device's default where the units run
 // them (the size its cooperative-matrix shapes are listed for, as full subgroups),
 // preferred_subgroup_size for the stand-in; 0 where neither runs.

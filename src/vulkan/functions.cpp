@@ -44,6 +44,7 @@ VulkanFunctions VulkanFunctions::with_instance(VkInstance instance) const {
 #define VKATTN_VK_LOAD(name) load(f.name, f.vkGetInstanceProcAddr, instance, #name, "vkGetInstanceProcAddr", false);
   VKATTN_VK_INSTANCE_OPTIONAL(VKATTN_VK_LOAD)
   VKATTN_VK_LOAD(vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
+  VKATTN_VK_LOAD(vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)
 #undef VKATTN_VK_LOAD
   return f;
 }

@@ -113,6 +113,8 @@ struct VulkanFunctions {
   // VK_KHR_cooperative_matrix's list (coopmat.hpp declares its type): null when the loader
   // does not return it.
   CoopmatShapesFn vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = nullptr;
+  // VK_NV_cooperative_matrix2's flexible entries, the same way.
+  Coopmat2FlexibleFn vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV = nullptr;
   const VkAllocationCallbacks* allocator = nullptr;  // for device objects
 
   // The global commands through |get_instance_proc_addr| (null: the loader vkattn links).

@@ -53,8 +53,11 @@ std::unique_ptr<Instance> Instance::create(bool validation, std::shared_ptr<cons
                 "vkEnumerateInstanceVersion", 0, current_op());
   }
   keep_drivers_loaded(fn);
-  // 1.2 when available, so that 1.2 feature structs may be queried on 1.2 devices.
-  self->api_version_ = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+  // The newest of 1.3, 1.2 and 1.1 the loader has, so that a device's feature structs of
+  // that version may be queried (and SPIR-V 1.6, attn_mt2's, run on 1.3 devices).
+  self->api_version_ = loader_version >= VK_API_VERSION_1_3   ? VK_API_VERSION_1_3
+                       : loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2
+                                                              : VK_API_VERSION_1_1;
 
   std::uint32_t n = 0;
   VKATTN_VK_CHECK(fn.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr));

@@ -121,7 +121,7 @@ PrefillTuning prefill_tuning_from_env() {
       "a comma-separated list of kernel=auto|tiled|lane_per_key, reduce=auto|subgroup|shared, prefetch=0|1, and powers of "
       "two rows=N, keys=N (up to 64), rows_per_invocation=N, keys_per_invocation=N (up to 8); the matrix kernel's "
       "matrix_rows=16|32|64, matrix_keys=16|32|64, matrix_queries=shared|registers, matrix_prefetch=0|1, "
-      "matrix_stage=loop|batch, and (a probe: "
+      "matrix_stage=loop|batch, matrix_nv2=0|1, and (a probe: "
       "no valid result) matrix_skip=none or parts of loads+scalar+products+marks";
   parse_knobs("VKATTN_PREFILL", valid, [&](const std::string& key, const std::string& value) {
     const auto power_of_two = [&](std::uint32_t most) {
@@ -153,6 +153,8 @@ PrefillTuning prefill_tuning_from_env() {
       t.matrix_queries = value == "shared" ? PrefillTuning::MatrixQueries::shared : PrefillTuning::MatrixQueries::registers;
     } else if (key == "matrix_prefetch" && (value == "0" || value == "1")) {
       t.matrix_prefetch = value == "1";
+    } else if (key == "matrix_nv2" && (value == "0" || value == "1")) {
+      t.matrix_nv2 = value == "1";
     } else if (key == "matrix_stage" && (value == "loop" || value == "batch")) {
       t.matrix_batch = value == "batch";
     } else if (key == "matrix_skip") {

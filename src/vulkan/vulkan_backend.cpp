@@ -283,6 +283,12 @@ static void log_device(const Context& ctx, const std::vector<PhysicalDevice>& de
                                    (ctx.device->memory_budget() ? "; allocations also within VK_EXT_memory_budget"
                                                                 : "; allocations counted against the heap sizes") +
                                    (ctx.mapped_tensors ? "; tensors mapped" : "; tensors behind staging copies"));
+  if (ctx.physical.matrix_units) {
+    ctx.log->log(LogLevel::info,
+                 ctx.physical.matrix_nv2
+                     ? std::string("matrix units: attn_mt2 (NV cooperative matrices 2) where planned, else attn_mt")
+                     : "matrix units: attn_mt (not attn_mt2: " + ctx.physical.matrix_nv2_note + ")");
+  }
 }
 
 KernelShape kernels_asked(const DeviceOptions& options, const char* op) {

@@ -22,9 +22,12 @@ namespace vkattn::test {
 // The pipelines built, read for the matrix kernels' choices.
 struct Built : BuiltPipelines {
   bool matrix() const { return !dim_slices().empty(); }
-  // The units' attention kernel (attn_mt, the cooperative-matrix form, or attn_mt_cm8, its
-  // tiles of 8x8x8 matrices) was built; the self-test's pipeline (mt_selftest) does not count.
+  // The units' attention kernel (attn_mt, the cooperative-matrix form, attn_mt_cm8, its
+  // tiles of 8x8x8 matrices, or attn_mt2 on NV cooperative matrices 2) was built; the
+  // self-test's pipeline (mt_selftest) does not count.
   bool units() const { return !specs(true).empty(); }
+  // attn_mt2, the kernel on NV cooperative matrices 2, was built.
+  bool nv2() const { return any("attn_mt2"); }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split (|units|: of the units' pipelines).
   std::set<unsigned> dim_slices(bool units = false) const { return spec(18, 1, units); }
@@ -50,7 +53,8 @@ struct Built : BuiltPipelines {
   // Each stand-in pipeline's spec constants (|units|: each units' pipeline's).
   std::vector<std::vector<unsigned>> specs(bool units = false) const {
     static const std::vector<std::string_view> kStandin{"built pipeline attn_mt_standin (spec "};
-    static const std::vector<std::string_view> kUnits{"built pipeline attn_mt (spec ", "built pipeline attn_mt_cm8 (spec "};
+    static const std::vector<std::string_view> kUnits{"built pipeline attn_mt (spec ", "built pipeline attn_mt_cm8 (spec ",
+                                                      "built pipeline attn_mt2 (spec "};
     std::vector<std::vector<unsigned>> out;
     for (const std::string& l : *lines) {
       std::size_t at = 0;

@@ -104,6 +104,12 @@ AttentionRun describe(const Dispatches& ds) {
       run.precision = AttentionPrecision::f16_products;
       break;
 #endif
+#ifdef VKATTN_HAVE_COOPMAT2_SHADERS
+    case KernelId::attn_mt2:
+      run.kernel = AttentionKernel::matrix;
+      run.precision = AttentionPrecision::f16_products;
+      break;
+#endif
     default: assert(!"an attention path whose first kernel describe() does not know"); break;
   }
   run.splits = push_of<shader::AttnParams>(first).key_splits;

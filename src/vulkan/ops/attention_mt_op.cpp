@@ -47,6 +47,31 @@ KernelId units_kernel(const Context& ctx, bool selftest) {
 #endif
 }
 
+// attn_mt2 (NV cooperative matrices 2): row groups and key chunks in order of preference,
+// heads up to 128 wide (a subgroup holds Q as 16 x 128 halves and O as 16 x 128 floats in
+// registers: with S, P and the rest about 180 registers a lane at 32 lanes; wider heads
+// take attn_mt's dim split). Its shared memory in uints: K and V rows at attn_mt's
+// pitches, each subgroup's scores (16 rows of the tile's keys and 4), the marks, and seven
+// words a row (position, sequence, token, slope, maximum, sum, factor). At 48 KiB and head
+// dim 128 the 64 x 64 tile does not fit; 64 x 32 does.
+constexpr MtShape kMt2Shapes[] = {{4, 1, 4, true}, {4, 1, 2, true}, {2, 1, 4, true}, {2, 1, 2, true},
+                                  {4, 1, 1, true}, {2, 1, 1, true}, {1, 1, 2, true}, {1, 1, 1, true}};
+constexpr std::uint32_t kMt2MaxChunks = 8;
+std::uint64_t mt2_bytes(const MtShape& s, std::uint32_t dk_chunks, std::uint32_t dv_chunks, bool v_from_k) {
+  const std::uint64_t rows = 16u * s.row_groups, keys = 16u * s.key_chunks;
+  const std::uint64_t qp = ((2u * dk_chunks) | 1u) * 4u, vp = ((2u * dv_chunks) | 1u) * 4u;
+  return 4 * (4 + keys * qp + (v_from_k ? 4 : keys * vp) + rows * (keys + 4) + 3 * keys * (s.prefetch ? 2 : 1) + 7 * rows);
+}
+
+// attn_mt2's kernel id (planned only where the build has it: PhysicalDevice::matrix_nv2).
+KernelId units2_kernel() {
+#ifdef VKATTN_HAVE_COOPMAT2_SHADERS
+  return KernelId::attn_mt2;
+#else
+  return KernelId::attn_mt_standin;
+#endif
+}
+
 // The shapes to try for rows of |dk_chunks| 16-dim chunks, in order.
 std::vector<MtShape> mt_shapes(std::uint32_t dk_chunks) {
   std::vector<MtShape> out;
@@ -112,9 +137,11 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
   const bool v_from_k = values_in_keys(keys, values) && !p.rope_on_read;  // rotated K rows cannot serve as V
   const bool per_seq = keys.meta_stride != 0;
   const PrefillTuning& tune = ctx.prefill;
-  const std::optional<MatrixTilePlan> plan =
-      plan_matrix_tile(l, tune, sg, dk_chunks, dv_padded, v_from_k,
-                       [&](std::uint32_t cap) { return tile_rows(cap, n_tokens, group, per_seq, p.q_seq); });
+  const auto rows_for = [&](std::uint32_t cap) { return tile_rows(cap, n_tokens, group, per_seq, p.q_seq); };
+  std::optional<MatrixTilePlan> plan;
+  const bool nv2 = units && ctx.physical.matrix_nv2 && tune.matrix_nv2 && tune.matrix_skip == 0;
+  if (nv2) plan = plan_matrix2_tile(l, tune, sg, dk_chunks, dv_padded, v_from_k, rows_for);
+  if (!plan) plan = plan_matrix_tile(l, tune, sg, dk_chunks, dv_padded, v_from_k, rows_for);
   if (!plan) return std::nullopt;
   const MtShape shape = plan->shape;
   const std::uint32_t rows = plan->rows, dv_chunks = plan->dv_chunks;
@@ -169,7 +196,7 @@ std::optional<Dispatches> matrix_attention_dispatches(const Context& ctx, ParamA
                                             {VKATTN_SPEC_MT_STAGE_BATCH, tune.matrix_batch ? 1u : 0u}})};
   // The stand-in checks the KHR rules the hardware enforces (MT_CHECK, on in tests); the
   // cooperative-matrix form has nothing to check.
-  if (units) d.key.kernel = units_kernel(ctx, false);
+  if (units) d.key.kernel = plan->nv2 ? units2_kernel() : units_kernel(ctx, false);
   d.key.subgroup_size = sg;
   return finish_row_tiles(ctx, params, scratch, std::move(d), std::move(q), keys, values, std::move(out), std::move(mask), p,
                           sinks, rt);
@@ -206,6 +233,25 @@ std::optional<MatrixTilePlan> plan_matrix_tile(const DeviceLimits& l, const Pref
     const std::uint64_t bytes = mt_bytes(s, dk_chunks, dv, v_from_k);
     if (bytes > budget) continue;
     return MatrixTilePlan{s, r, dv, bytes};
+  }
+  return std::nullopt;
+}
+
+std::optional<MatrixTilePlan> plan_matrix2_tile(const DeviceLimits& l, const PrefillTuning& tune, std::uint32_t sg,
+                                                std::uint32_t dk_chunks, std::uint32_t dv_padded, bool v_from_k,
+                                                const std::function<std::uint32_t(std::uint32_t cap)>& rows_for) {
+  if (dk_chunks > kMt2MaxChunks || dv_padded > kMt2MaxChunks) return std::nullopt;
+  const std::uint64_t budget = tile_budget(l.max_shared_memory, tune.matrix_tuned(), kMtMaxBytes);
+  for (MtShape s : kMt2Shapes) {
+    s.prefetch = tune.matrix_prefetch;
+    if (tune.matrix_rows) s.row_groups = tune.matrix_rows / 16;
+    if (tune.matrix_keys) s.key_chunks = tune.matrix_keys / 16;
+    const std::uint32_t r = rows_for(16 * s.row_groups);
+    if (ceil_div(r, 16) < s.row_groups) continue;  // a row group of repeated rows
+    if (s.subgroups() * sg > l.max_workgroup_invocations) continue;
+    const std::uint64_t bytes = mt2_bytes(s, dk_chunks, dv_padded, v_from_k);
+    if (bytes > budget) continue;
+    return MatrixTilePlan{s, r, dv_padded, bytes, true};
   }
   return std::nullopt;
 }
