@@ -284,7 +284,7 @@ TEST_P(CoopmatUnits, Matches) {
   Built built;
   units_case(*cpu_, c, "", built);
   if (env_is("VKATTN_TEST_REQUIRE_NV2", "1") && !HasFatalFailure() && !IsSkipped()) {
-    EXPECT_EQ(built.nv2(), c.head_dim <= 128) << "attn_mt2 ran (or not) as planned";
+    EXPECT_EQ(built.nv2(c.head_dim), c.head_dim <= 128) << "attn_mt2 ran (or not) as planned";
   }
 }
 

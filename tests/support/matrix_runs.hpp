@@ -28,6 +28,24 @@ struct Built : BuiltPipelines {
   bool units() const { return !specs(true).empty(); }
   // attn_mt2, the kernel on NV cooperative matrices 2, was built.
   bool nv2() const { return any("attn_mt2"); }
+  // An attn_mt2 pipeline for heads |head_dim| wide (DK_CHUNKS as dim_slices(head_dim) pads
+  // it) was built: what ops of that width chose, of a backend other tests used too.
+  bool nv2(std::size_t head_dim) const {
+    const auto chunks = static_cast<unsigned>((head_dim + 15) / 16);
+    const unsigned padded = chunks <= 8 ? std::bit_ceil(chunks) : (chunks + 3) / 4 * 4;
+    static const std::string_view head = "built pipeline attn_mt2 (spec ";
+    for (const std::string& l : *lines) {
+      if (l.rfind(head, 0) != 0) continue;
+      std::vector<unsigned> spec;
+      for (std::size_t at = head.size(); at < l.size() && std::isdigit(static_cast<unsigned char>(l[at]));) {
+        std::size_t used = 0;
+        spec.push_back(static_cast<unsigned>(std::stoul(l.substr(at), &used)));
+        at += used + 1;
+      }
+      if (spec.size() > 5 && spec[5] == padded) return true;
+    }
+    return false;
+  }
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split (|units|: of the units' pipelines).
   std::set<unsigned> dim_slices(bool units = false) const { return spec(18, 1, units); }
