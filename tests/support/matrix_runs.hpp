@@ -33,16 +33,8 @@ struct Built : BuiltPipelines {
   bool nv2(std::size_t head_dim) const {
     const auto chunks = static_cast<unsigned>((head_dim + 15) / 16);
     const unsigned padded = chunks <= 8 ? std::bit_ceil(chunks) : (chunks + 3) / 4 * 4;
-    static const std::string_view head = "built pipeline attn_mt2 (spec ";
-    for (const std::string& l : *lines) {
-      if (l.rfind(head, 0) != 0) continue;
-      std::vector<unsigned> spec;
-      for (std::size_t at = head.size(); at < l.size() && std::isdigit(static_cast<unsigned char>(l[at]));) {
-        std::size_t used = 0;
-        spec.push_back(static_cast<unsigned>(std::stoul(l.substr(at), &used)));
-        at += used + 1;
-      }
-      if (spec.size() > 5 && spec[5] == padded) return true;
+    for (const std::vector<unsigned>& s : parse({"built pipeline attn_mt2 (spec "})) {
+      if (s.size() > 5 && s[5] == padded) return true;
     }
     return false;
   }
@@ -73,10 +65,14 @@ struct Built : BuiltPipelines {
     static const std::vector<std::string_view> kStandin{"built pipeline attn_mt_standin (spec "};
     static const std::vector<std::string_view> kUnits{"built pipeline attn_mt (spec ", "built pipeline attn_mt_cm8 (spec ",
                                                       "built pipeline attn_mt2 (spec "};
+    return parse(units ? kUnits : kStandin);
+  }
+  // The spec constants of each pipeline whose line starts with one of |heads|.
+  std::vector<std::vector<unsigned>> parse(const std::vector<std::string_view>& heads) const {
     std::vector<std::vector<unsigned>> out;
     for (const std::string& l : *lines) {
       std::size_t at = 0;
-      for (const std::string_view head : units ? kUnits : kStandin) {
+      for (const std::string_view head : heads) {
         if (l.rfind(head, 0) == 0) at = head.size();
       }
       if (at == 0) continue;
