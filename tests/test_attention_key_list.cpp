@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
 #include "support/random.hpp"
 #include "support/sparse_cases.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 namespace {

@@ -9,12 +9,12 @@
 #include <random>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/fused_match.hpp"
 #include "support/wide_heads.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 namespace {

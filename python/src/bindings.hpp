@@ -18,7 +18,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "vkattn/vkattn.hpp"
+#include "vkattn/backend.hpp"
+#include "vkattn/command_list.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/kv_cache.hpp"
+#include "vkattn/tensor.hpp"
+#include "vkattn/types.hpp"
 
 namespace vkattn::python {
 

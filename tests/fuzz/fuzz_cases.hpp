@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "vkattn/vkattn.hpp"
+#include "support/api.hpp"
 
 namespace vkattn::fuzz {
 

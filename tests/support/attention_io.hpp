@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/random.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 

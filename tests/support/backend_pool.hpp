@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vkattn/vkattn.hpp"
+#include "support/api.hpp"
 
 extern char** environ;
 

@@ -11,9 +11,9 @@
 #include <random>
 #include <string>
 
+#include "support/api.hpp"
 #include "support/backend_pool.hpp"
 #include "support/env.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 

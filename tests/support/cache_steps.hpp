@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/random.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test::cache_steps {
 

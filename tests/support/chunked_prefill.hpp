@@ -10,8 +10,8 @@
 #include <functional>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/random.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/attention_io.hpp"
 #include "support/backends.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 

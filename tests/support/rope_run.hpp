@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "vkattn/vkattn.hpp"
+#include "support/api.hpp"
 
 namespace vkattn::test {
 

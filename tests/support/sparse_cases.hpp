@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/backends.hpp"
 #include "support/fused_match.hpp"
 #include "support/random.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 

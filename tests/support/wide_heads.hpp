@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "support/api.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
 #include "support/fused_match.hpp"
-#include "vkattn/vkattn.hpp"
 
 namespace vkattn::test {
 
