@@ -5,7 +5,8 @@
 // them); the f32 kernels where the stand-in declines (no subgroups) and by default; the
 // CPU backend's rounded-inputs oracle; the stage ops' refusal of the mode; NaN in keys no
 // row sees; a replayed decode step; a cache whose keys are rotated on read or quantized;
-// the GPU probe's matrix_skip parts.
+// the GPU probe's matrix_skip parts. The last four, the row split's variants and attn_mt2's
+// tiles run on the matrix units too (CoopmatUnitsVsCpu, where the device has them).
 // Every suite's name holds "Coopmat": `ctest -R Coopmat`.
 #include <gtest/gtest.h>
 
@@ -205,9 +206,11 @@ TEST_F(CoopmatUnitsVsCpu, Nv2TilesFromTheKnob) {
       expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name);
     }
     if (!built.nv2()) {
+      EXPECT_TRUE(built.matrix_line("matrix units: attn_mt (not attn_mt2: ")) << "the info line saying why not";
       if (env_is("VKATTN_TEST_REQUIRE_NV2", "1")) FAIL() << "attn_mt2 did not run";
       GTEST_SKIP() << gpu->device_name() << " has no NV cooperative matrices 2";
     }
+    EXPECT_TRUE(built.matrix_line("matrix units: attn_mt2 (NV cooperative matrices 2) where planned")) << "the info line";
     if (v.row_groups) {
       EXPECT_EQ(built.spec(3, 0, true), std::set<unsigned>{v.row_groups}) << "row groups (VKATTN_SPEC_MT_SUBGROUPS)";
       EXPECT_EQ(built.spec(4, 0, true), std::set<unsigned>{v.key_chunks}) << "16-key chunks (VKATTN_SPEC_MT_KEY_CHUNKS)";
@@ -355,88 +358,124 @@ TEST_F(CoopmatVsCpu, MalformedKnobIsRefused) {
   expect_f16_matches(*cpu_, in, run_f16(*gpu_, in), "made before");
 }
 
+// The backend of the three tests below: the stand-in on |options|, or the |units| (as
+// Cases/CoopmatUnits, on matrix_options: llvmpipe compiles their pipelines inside the
+// submission). Null, with |why|, without Vulkan.
+std::unique_ptr<Backend> standin_or_units(const DeviceOptions& options, bool units, Built& built, std::string& why) {
+  ScopedEnv matrix("VKATTN_MATRIX", units ? "on" : "standin");
+  return matrix_backend(units ? matrix_options(false, built) : options, units, why);
+}
+
+// That the kernel asked for ran: the stand-in, or on the units attn_mt2 where the device
+// has NV cooperative matrices 2 (required under VKATTN_TEST_REQUIRE_NV2=1), else attn_mt.
+void expect_matrix_ran(const Built& built, bool units) {
+  if (!units) {
+    EXPECT_TRUE(built.matrix()) << "the stand-in";
+    return;
+  }
+  EXPECT_TRUE(built.units()) << "the units' kernel";
+  if (env_is("VKATTN_TEST_REQUIRE_NV2", "1")) {
+    EXPECT_TRUE(built.nv2()) << "attn_mt2";
+  }
+}
+
 // Keys no row sees may hold NaN (a stale slot): they are staged as zeros, never loaded, so
 // that no 0 x NaN reaches a product. Causal prefill of 20 tokens over 48 keys whose K and V
 // past position 19 are NaN: the second tile of 16 keys holds both kinds.
-TEST_F(CoopmatVsCpu, NaNInKeysNoRowSeesStaysOut) {
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+void nan_keys_stay_out(Backend& cpu, bool units) {
   Built built;
-  DeviceOptions options = matrix_options(false, built);
-  on_vulkan(options, [&](Backend& gpu) {
-    AttnInputs in = random_inputs(20, 8, 2, 48, 64, 1, 81);
-    for (std::size_t i = 0; i < 20; ++i) in.q_pos[i] = static_cast<std::int32_t>(i);
-    for (std::size_t j = 0; j < 48; ++j) in.k_pos[j] = static_cast<std::int32_t>(j);
-    for (std::size_t j = 20; j < 48; ++j) {
-      for (std::size_t e = 0; e < 2 * 64; ++e) in.k[j * 128 + e] = in.v[j * 128 + e] = std::nanf("");
-    }
-    const std::vector<float> got = run_f16(gpu, in);
-    AttnInputs oracle = in;
-    oracle.config.precision = AttentionPrecision::f16_products;
-    oracle.config.path = AttentionPath::fused;
-    EXPECT_TRUE(all_close(got, run_attention_op(*cpu_, oracle), in.out_shape(), 2e-3, 1e-3));
-    EXPECT_TRUE(built.matrix());
-  });
+  std::string why;
+  std::unique_ptr<Backend> gpu = standin_or_units(matrix_options(false, built), units, built, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
+  AttnInputs in = random_inputs(20, 8, 2, 48, 64, 1, 81);
+  for (std::size_t i = 0; i < 20; ++i) in.q_pos[i] = static_cast<std::int32_t>(i);
+  for (std::size_t j = 0; j < 48; ++j) in.k_pos[j] = static_cast<std::int32_t>(j);
+  for (std::size_t j = 20; j < 48; ++j) {
+    for (std::size_t e = 0; e < 2 * 64; ++e) in.k[j * 128 + e] = in.v[j * 128 + e] = std::nanf("");
+  }
+  const std::vector<float> got = run_f16(*gpu, in);
+  AttnInputs oracle = in;
+  oracle.config.precision = AttentionPrecision::f16_products;
+  oracle.config.path = AttentionPath::fused;
+  EXPECT_TRUE(all_close(got, run_attention_op(cpu, oracle), in.out_shape(), 2e-3, 1e-3));
+  expect_matrix_ran(built, units);
+  expect_no_validation_messages(*gpu);
 }
+
+TEST_F(CoopmatVsCpu, NaNInKeysNoRowSeesStaysOut) { nan_keys_stay_out(*cpu_, false); }
+TEST_F(CoopmatUnitsVsCpu, NaNInKeysNoRowSeesStaysOut) { nan_keys_stay_out(*cpu_, true); }
 
 // A decode step of two sequences over a cache, recorded once and replayed with new tokens
 // (set_tokens patches the matrix kernel's token words, as the other kernels'), equals the
 // same step recorded afresh, bit for bit, without encoding the list again.
-TEST_F(CoopmatVsCpu, ReplayMatchesARecordingAfresh) {
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+void replay_matches_a_fresh_recording(bool units) {
   Built built;
-  on_vulkan(matrix_options(false, built), [&](Backend& gpu) {
-    const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 24, .dtype = DType::f16, .n_sinks = 2};
-    KvCache replayed = gpu.kv_cache(config), fresh = gpu.kv_cache(config);
-    Tensor q = gpu.tensor({2, 8, 64}, DType::f32), k = gpu.tensor({2, 2, 64}, DType::f32), v = gpu.tensor({2, 2, 64}, DType::f32),
-           out_replayed = gpu.tensor({2, 8, 64}, DType::f32), out_fresh = gpu.tensor({2, 8, 64}, DType::f32);
-    const AttentionConfig f16{.path = AttentionPath::fused, .precision = AttentionPrecision::f16_products};
-    CommandList step = gpu.commands();
-    for (std::int32_t t = 0; t < 30; ++t) {  // past the ring's 22 slots
-      const std::vector<std::int32_t> pos = {t, t}, seq = {0, 1};
-      const auto at = static_cast<std::uint32_t>(t);
-      gpu.upload(q, normal(2 * 8 * 64, 300 + at));
-      gpu.upload(k, normal(2 * 2 * 64, 400 + at));
-      gpu.upload(v, normal(2 * 2 * 64, 500 + at));
-      if (t == 0) {
-        step.kv_append(replayed, k, v, pos, seq);
-        step.attention(q, replayed, out_replayed, {.q_positions = pos, .q_seq_ids = seq}, f16);
-      } else {
-        step.set_tokens(pos, seq);
-      }
-      CommandList once = gpu.commands();
-      once.kv_append(fresh, k, v, pos, seq);
-      once.attention(q, fresh, out_fresh, {.q_positions = pos, .q_seq_ids = seq}, f16);
-      step.submit_and_wait();
-      once.submit_and_wait();
-      ASSERT_EQ(gpu.download(out_replayed), gpu.download(out_fresh)) << "step " << t;
+  std::string why;
+  std::unique_ptr<Backend> backend = standin_or_units(matrix_options(false, built), units, built, why);
+  VKATTN_REQUIRE_BACKEND(backend, why);
+  if (units) VKATTN_REQUIRE_MATRIX_UNITS(*backend);
+  Backend& gpu = *backend;
+  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 24, .dtype = DType::f16, .n_sinks = 2};
+  KvCache replayed = gpu.kv_cache(config), fresh = gpu.kv_cache(config);
+  Tensor q = gpu.tensor({2, 8, 64}, DType::f32), k = gpu.tensor({2, 2, 64}, DType::f32), v = gpu.tensor({2, 2, 64}, DType::f32),
+         out_replayed = gpu.tensor({2, 8, 64}, DType::f32), out_fresh = gpu.tensor({2, 8, 64}, DType::f32);
+  const AttentionConfig f16{.path = AttentionPath::fused, .precision = AttentionPrecision::f16_products};
+  CommandList step = gpu.commands();
+  for (std::int32_t t = 0; t < 30; ++t) {  // past the ring's 22 slots
+    const std::vector<std::int32_t> pos = {t, t}, seq = {0, 1};
+    const auto at = static_cast<std::uint32_t>(t);
+    gpu.upload(q, normal(2 * 8 * 64, 300 + at));
+    gpu.upload(k, normal(2 * 2 * 64, 400 + at));
+    gpu.upload(v, normal(2 * 2 * 64, 500 + at));
+    if (t == 0) {
+      step.kv_append(replayed, k, v, pos, seq);
+      step.attention(q, replayed, out_replayed, {.q_positions = pos, .q_seq_ids = seq}, f16);
+    } else {
+      step.set_tokens(pos, seq);
     }
-    EXPECT_EQ(step.stats().encodings, 1u) << "a replay encoded the list again";
-    EXPECT_TRUE(built.matrix());
-  });
+    CommandList once = gpu.commands();
+    once.kv_append(fresh, k, v, pos, seq);
+    once.attention(q, fresh, out_fresh, {.q_positions = pos, .q_seq_ids = seq}, f16);
+    step.submit_and_wait();
+    once.submit_and_wait();
+    ASSERT_EQ(gpu.download(out_replayed), gpu.download(out_fresh)) << "step " << t;
+  }
+  EXPECT_EQ(step.stats().encodings, 1u) << "a replay encoded the list again";
+  expect_matrix_ran(built, units);
+  expect_no_validation_messages(gpu);
 }
+
+TEST_F(CoopmatVsCpu, ReplayMatchesARecordingAfresh) { replay_matches_a_fresh_recording(false); }
+TEST_F(CoopmatUnitsVsCpu, ReplayMatchesARecordingAfresh) { replay_matches_a_fresh_recording(true); }
 
 // Prefill chunks over caches: a ring of 38 slots that wraps under a window of 16 (tiles
 // straddle its end and hold slots no query sees): f16 keys stored rotated, and q8_0 keys
 // rotated on read.
-TEST_F(CoopmatVsCpu, CachesRotatedOnReadAndQuantized) {
-  ScopedEnv matrix("VKATTN_MATRIX", "standin");
+void caches_rotated_on_read_and_quantized(Backend& cpu, bool units) {
   Built built;
   DeviceOptions options = test_options();
   built.attach(options);
-  auto gpu = make_backend(BackendKind::vulkan, options);
+  std::string why;
+  std::unique_ptr<Backend> gpu = standin_or_units(options, units, built, why);
+  VKATTN_REQUIRE_BACKEND(gpu, why);
+  if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
   // Two of the four combinations (CI time: each is a pipeline llvmpipe compiles).
   for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f16}, std::pair{KvRope::on_read, DType::q8_0}}) {
     // The CPU cache takes each chunk once; its f16 oracle rounds what it holds.
     const std::string what = std::string(rope == KvRope::on_read ? "on_read, " : "stored, ") + to_string(dtype);
     prefill_in_chunks_over_a_wrapping_ring(
-        *gpu, *cpu_, rope, dtype, AttentionPrecision::f16_products, 60, [&](const PrefillChunk& c) {
+        *gpu, cpu, rope, dtype, AttentionPrecision::f16_products, 60, [&](const PrefillChunk& c) {
           const double tol = 2e-4 + 2 * kHalfUlp * max_abs(c.v) + 1e-3;
           EXPECT_TRUE(all_close(c.got, c.want, c.out_shape(), tol, 1e-3)) << what << ": chunk at " << c.at;
         });
   }
-  EXPECT_TRUE(built.matrix());
+  expect_matrix_ran(built, units);
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
+
+TEST_F(CoopmatVsCpu, CachesRotatedOnReadAndQuantized) { caches_rotated_on_read_and_quantized(*cpu_, false); }
+TEST_F(CoopmatUnitsVsCpu, CachesRotatedOnReadAndQuantized) { caches_rotated_on_read_and_quantized(*cpu_, true); }
 
 }  // namespace
 }  // namespace vkattn::test

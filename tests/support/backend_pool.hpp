@@ -131,7 +131,7 @@ inline std::shared_ptr<Backend> shared_backend(BackendKind kind, const DeviceOpt
 inline void record_builds(DeviceOptions& options, std::shared_ptr<std::vector<std::string>> lines) {
   options.log_level = LogLevel::info;
   options.log = [lines = std::move(lines)](LogLevel, std::string_view m) {
-    if (m.find("built pipeline") != std::string_view::npos) lines->emplace_back(m);
+    if (m.find("built pipeline") != std::string_view::npos || m.starts_with("matrix units: ")) lines->emplace_back(m);
   };
 }
 
@@ -139,6 +139,10 @@ inline void record_builds(DeviceOptions& options, std::shared_ptr<std::vector<st
 struct BuiltPipelines {
   std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
   void attach(DeviceOptions& options) const { record_builds(options, lines); }
+  // The backend's info line on the units' kernel ("matrix units: ...") starts with |head|.
+  bool matrix_line(std::string_view head) const {
+    return std::any_of(lines->begin(), lines->end(), [&](const std::string& l) { return l.starts_with(head); });
+  }
   bool any(const std::string& kernel) const {
     return std::any_of(lines->begin(), lines->end(),
                        [&](const std::string& l) { return l.find("built pipeline " + kernel + " ") != std::string::npos; });
