@@ -224,7 +224,9 @@ TEST_F(CoopmatUnitsVsCpu, Nv2TilesFromTheKnob) {
 // The full Vulkan minimums (no subgroup operations): the stand-in declines and the f32
 // kernels run, within the f16 tolerances (more precise than asked). Left to choose, the
 // stand-in never runs on lavapipe: VKATTN_MATRIX=auto finds no matrix units, and =on
-// dispatches no cooperative-matrix kernel on a device without the extension.
+// dispatches no cooperative-matrix kernel on a device without the extension; an f32 kernel
+// runs on lavapipe's CPU shape, the packed f16 tiled kernel on the GPU shape
+// (VKATTN_KERNELS=gpu) where the device has shaderFloat16.
 TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
   const AttnInputs in = case_inputs(attention_cases()[1]);  // prefill_200_causal
   for (const char* mode : {"standin", "auto", "on", "off"}) {
@@ -234,11 +236,18 @@ TEST_F(CoopmatVsCpu, FallsBackToTheF32Kernels) {
     options.cap_limits = mode[0] == 's' ? test_spec_minimum() : uncapped();
     built.attach(options);
     on_vulkan(options, [&](Backend& gpu) {
-      const std::vector<float> got = run_f16(gpu, in);
+      CommandStats stats;
+      const std::vector<float> got = run_f16(gpu, in, &stats);
       expect_f16_matches(*cpu_, in, got, mode);
       EXPECT_FALSE(built.matrix()) << mode;
       if (!gpu.limits().matrix_units) {
         EXPECT_FALSE(built.units()) << mode;
+      }
+      ASSERT_EQ(stats.attention.size(), 1u) << mode;
+      if (stats.attention[0].precision == AttentionPrecision::f16_products) {
+        EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::tiled) << mode << ": the packed f16 kernel";
+        EXPECT_TRUE(gpu.limits().shader_float16 && mode[0] != 's') << mode;
+        return;
       }
       AttnInputs exact = in;
       exact.config.path = AttentionPath::fused;

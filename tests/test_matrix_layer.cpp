@@ -182,8 +182,10 @@ TEST(CoopmatSelftest, FailureTurnsThePathOff) {
   EXPECT_TRUE(mentions(warnings->front(), note)) << warnings->front();
 
   // f16_products now runs what a device without units would: the packed f16 tiled kernel on
-  // the GPU shape with shaderFloat16 (a device with units has it), else (lavapipe's CPU
-  // shape) the lane-per-key kernel in f32; no matrix pipeline; within the f16 bounds.
+  // the GPU shape with shaderFloat16 (a device with units has it), but the decode kernel in
+  // f32 where the GPU shape finds the rows few for the device (lavapipe under
+  // VKATTN_KERNELS=gpu), else (lavapipe's CPU shape) the lane-per-key kernel in f32; no
+  // matrix pipeline; within the f16 bounds.
   built->clear();
   auto cpu = make_backend(BackendKind::cpu);
   AttnInputs in = random_inputs(40, 4, 2, 40, 64, 1, 11);
@@ -192,8 +194,11 @@ TEST(CoopmatSelftest, FailureTurnsThePathOff) {
   in.config.precision = AttentionPrecision::f16_products;
   const std::vector<float> got = run_attention_op(*backend, in, &stats);
   ASSERT_EQ(stats.attention.size(), 1u);
-  const bool packed = ctx->shape == KernelShape::gpu && ctx->physical.float16;
-  EXPECT_EQ(stats.attention[0].kernel, packed ? AttentionKernel::tiled : AttentionKernel::lane_per_key);
+  const bool few_rows = ctx->shape == KernelShape::gpu && detail::decode_preferred(*ctx, 40, 4, 2);
+  const bool packed = ctx->shape == KernelShape::gpu && !few_rows && ctx->physical.float16;
+  EXPECT_EQ(stats.attention[0].kernel, few_rows ? AttentionKernel::decode
+                                       : packed ? AttentionKernel::tiled
+                                                : AttentionKernel::lane_per_key);
   EXPECT_EQ(stats.attention[0].precision, packed ? AttentionPrecision::f16_products : AttentionPrecision::f32);
   expect_f16_matches(*cpu, in, got, "after the failed self-test", kPackedChain);
   for (const auto& m : *built) EXPECT_EQ(m.find("attn_mt"), std::string::npos) << m;
