@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <set>
@@ -26,13 +27,18 @@ struct Built : BuiltPipelines {
   // tiles of 8x8x8 matrices, or attn_mt2 on NV cooperative matrices 2) was built; the
   // self-test's pipeline (mt_selftest) does not count.
   bool units() const { return !specs(true).empty(); }
+  // DK_CHUNKS (spec constant 5) of heads |head_dim| wide: the 16-dim chunks, padded to a
+  // power of two up to 8 and a multiple of 4 past that, as the op pads them.
+  static unsigned padded_chunks(std::size_t head_dim) {
+    const auto chunks = static_cast<unsigned>((head_dim + 15) / 16);
+    return chunks <= 8 ? std::bit_ceil(chunks) : (chunks + 3) / 4 * 4;
+  }
   // attn_mt2, the kernel on NV cooperative matrices 2, was built.
   bool nv2() const { return any("attn_mt2"); }
   // An attn_mt2 pipeline for heads |head_dim| wide (DK_CHUNKS as dim_slices(head_dim) pads
   // it) was built: what ops of that width chose, of a backend other tests used too.
   bool nv2(std::size_t head_dim) const {
-    const auto chunks = static_cast<unsigned>((head_dim + 15) / 16);
-    const unsigned padded = chunks <= 8 ? std::bit_ceil(chunks) : (chunks + 3) / 4 * 4;
+    const unsigned padded = padded_chunks(head_dim);
     for (const std::vector<unsigned>& s : parse({"built pipeline attn_mt2 (spec "})) {
       if (s.size() > 5 && s[5] == padded) return true;
     }
@@ -41,12 +47,10 @@ struct Built : BuiltPipelines {
   // The matrix pipelines' DIM_SLICES (spec constant 18, VKATTN_SPEC_MT_DIM_SLICES): 1 for
   // the row split, more for the dim split (|units|: of the units' pipelines).
   std::set<unsigned> dim_slices(bool units = false) const { return spec(18, 1, units); }
-  // The same of the pipelines for heads |head_dim| wide (DK_CHUNKS, spec constant 5: the
-  // 16-dim chunks, padded to a power of two up to 8 and a multiple of 4 past that, as the
-  // op pads them): what ops of that width chose, of a backend other tests used too.
+  // The same of the pipelines for heads |head_dim| wide (padded_chunks): what ops of that
+  // width chose, of a backend other tests used too.
   std::set<unsigned> dim_slices(std::size_t head_dim) const {
-    const auto chunks = static_cast<unsigned>((head_dim + 15) / 16);
-    const unsigned padded = chunks <= 8 ? std::bit_ceil(chunks) : (chunks + 3) / 4 * 4;
+    const unsigned padded = padded_chunks(head_dim);
     std::set<unsigned> out;
     for (const std::vector<unsigned>& s : specs()) {
       if (s.size() > 5 && s[5] == padded) out.insert(s.size() > 18 ? s[18] : 1);
@@ -177,6 +181,18 @@ inline std::vector<float> run_f16(Backend& gpu, AttnInputs in, CommandStats* sta
   in.config.precision = AttentionPrecision::f16_products;
   in.config.path = AttentionPath::fused;
   return run_attention_op(gpu, in, stats);
+}
+
+// Causal prefill of 20 tokens over 48 keys whose K and V past position 19 are NaN (a stale
+// slot no row sees): the second 16-key tile holds both kinds.
+inline AttnInputs nan_in_unseen_keys_inputs() {
+  AttnInputs in = random_inputs(20, 8, 2, 48, 64, 1, 81);
+  for (std::size_t i = 0; i < 20; ++i) in.q_pos[i] = static_cast<std::int32_t>(i);
+  for (std::size_t j = 0; j < 48; ++j) in.k_pos[j] = static_cast<std::int32_t>(j);
+  for (std::size_t j = 20; j < 48; ++j) {
+    for (std::size_t e = 0; e < 2 * 64; ++e) in.k[j * 128 + e] = in.v[j * 128 + e] = std::nanf("");
+  }
+  return in;
 }
 
 }  // namespace vkattn::test
