@@ -13,7 +13,7 @@
 //   InvalidArgument whose message names the op ("vkattn: <op>: ...") and record nothing.
 // Any other exception, a crash or a hang (submissions time out after 20 s) is a failure;
 // the validation layer must stay silent. VKATTN_FUZZ_ITERATIONS sets the count (default
-// 300; CI runs 5000 under AddressSanitizer and UndefinedBehaviorSanitizer), split between
+// 300; CI runs 3000 under AddressSanitizer and UndefinedBehaviorSanitizer), split between
 // two tests that ctest runs side by side. A failure prints its seed:
 // VKATTN_FUZZ_SEED=<seed> VKATTN_FUZZ_ITERATIONS=1 replays it.
 #include <gtest/gtest.h>
