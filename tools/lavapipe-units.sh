@@ -9,12 +9,16 @@
 # a minute and 700 MB) and kept in the tool cache (tools/tool-cache.sh). Needs root, for
 # debootstrap, chroot and bind mounts. The rest of the arguments go to the program (a
 # --gtest_filter); the program and the checkout are bind-mounted at the same paths inside.
+# It runs as GoogleTest shards side by side, one per core (VKATTN_UNITS_JOBS sets how many;
+# 1 runs the program alone, its output as it goes).
 set -euo pipefail
 build=$(realpath "${1:?usage: tools/lavapipe-units.sh BUILD_DIR [test program arguments]}")
 shift
 repo=$(realpath "$(dirname "$0")/..")
 program=$build/tests/vkattn_tests
 [ -x "$program" ] || { echo "lavapipe-units: no test program at $program" >&2; exit 1; }
+jobs=${VKATTN_UNITS_JOBS:-$(nproc)}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "lavapipe-units: VKATTN_UNITS_JOBS=$jobs is not a count of 1 or more" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "lavapipe-units: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
 source "$repo/tools/tool-cache.sh"
 root=${VKATTN_LAVAPIPE_ROOT:-$(tool_cache_dir lavapipe-trixie)}
@@ -62,5 +66,29 @@ bind "$repo"
 case "$build/" in "$repo"/*) ;; *) bind "$build" ;; esac
 # Only lavapipe: the chroot's other drivers would look for hardware that is not there.
 # The units must be taken there: CoopmatUnits fails rather than skips without them.
-chroot "$root" env VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.json VKATTN_MATRIX=on VKATTN_REQUIRE_VULKAN=1 \
-  VKATTN_TEST_REQUIRE_MATRIX_UNITS=1 VKATTN_TEST_REQUIRE_NV2=1 "$program" "$@"
+run() {
+  chroot "$root" env VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.json VKATTN_MATRIX=on VKATTN_REQUIRE_VULKAN=1 \
+    VKATTN_TEST_REQUIRE_MATRIX_UNITS=1 VKATTN_TEST_REQUIRE_NV2=1 "$@"
+}
+# lavapipe builds a pipeline on the thread that asks for it, so one test program keeps one
+# core busy (a fresh machine's units step: 28 minutes, nearly all of it LLVM compiling
+# attn_mt2's pipelines). GoogleTest's shards (VKATTN_UNITS_JOBS of them, default one per
+# core), side by side, each its own output, printed in turn; any shard failing fails.
+if [ "$jobs" = 1 ]; then
+  run "$program" "$@"
+  exit
+fi
+logs=$(mktemp -d)
+pids=()
+for ((i = 0; i < jobs; ++i)); do
+  run env GTEST_TOTAL_SHARDS="$jobs" GTEST_SHARD_INDEX="$i" "$program" "$@" > "$logs/$i" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for ((i = 0; i < jobs; ++i)); do
+  wait "${pids[i]}" || failed=1
+  echo "== lavapipe-units: shard $((i + 1)) of $jobs =="
+  cat "$logs/$i"
+done
+rm -rf "$logs"
+exit "$failed"
