@@ -79,9 +79,10 @@ if [ "$jobs" = 1 ]; then
   exit
 fi
 logs=$(mktemp -d)
+trap 'rm -rf "$logs"; unmount_all' EXIT
 pids=()
 for ((i = 0; i < jobs; ++i)); do
-  run env GTEST_TOTAL_SHARDS="$jobs" GTEST_SHARD_INDEX="$i" "$program" "$@" > "$logs/$i" 2>&1 &
+  run GTEST_TOTAL_SHARDS="$jobs" GTEST_SHARD_INDEX="$i" "$program" "$@" > "$logs/$i" 2>&1 &
   pids+=($!)
 done
 failed=0
@@ -90,5 +91,4 @@ for ((i = 0; i < jobs; ++i)); do
   echo "== lavapipe-units: shard $((i + 1)) of $jobs =="
   cat "$logs/$i"
 done
-rm -rf "$logs"
 exit "$failed"
