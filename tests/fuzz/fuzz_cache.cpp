@@ -1,8 +1,10 @@
-// Random valid KV-cache calls: a random cache (sequences, sinks, both RoPE modes, f32 or
-// f16), a random schedule of appends (interleaved sequences, keep_last, sequence copies,
-// submitted together or apart), then attention of each sequence's newest token over the
-// cache, by the three cache stages or by the attention op on any path.
+// Random valid KV-cache calls: a random cache (sequences, sinks, both RoPE modes, f32, f16,
+// q8_0 or q4_0, latent or not, ring or paged), a random schedule of appends (interleaved
+// sequences, keep_last, sequence copies, submitted together or apart), then attention of
+// each sequence's newest token over the cache, by the three cache stages or by the
+// attention op on any path.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -24,16 +26,48 @@ struct Append {
 
 }  // namespace
 
+void random_paging(Rng& r, KvCacheConfig& c) {
+  if (!r.chance(0.3)) return;
+  // A sequence never holds more than capacity / block_size blocks (forks share theirs and
+  // copy the ones they write); running out is test_kv_cache_paged.cpp's. One block more,
+  // at times, leaves the pool a block no sequence needs.
+  c.paged = true;
+  std::size_t most = 1;
+  while (c.capacity % (2 * most) == 0) most *= 2;
+  c.block_size = std::size_t{1} << r.range(0, static_cast<std::size_t>(std::countr_zero(most)));
+  c.n_blocks = c.n_seqs * (c.capacity / c.block_size) + r.range(0, 1);
+}
+
+double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, std::size_t head_dim, double max_q,
+                 double max_k) {
+  double t_max = 1;  // the query temperature multiplies the dot products
+  if (const auto& temp = c.query_temperature) {
+    for (std::int32_t p : q_pos) {
+      const double steps = std::floor((static_cast<double>(p) + temp->offset) / temp->floor_scale);
+      t_max = std::max(t_max, std::fabs(1 + temp->scale * std::log1p(steps)));
+    }
+  }
+  const double dots = std::fabs(c.scale.value_or(1 / std::sqrt(double(head_dim)))) * t_max * double(head_dim) * max_q * max_k;
+  return c.softcap ? std::min(dots, *c.softcap) : dots;
+}
+
 ValidCall cache_call(Rng& r) {
   KvCacheConfig c;
   c.n_seqs = r.range(1, 3);
   c.n_kv_heads = r.range(1, 2);
-  // Two shape families (fuzz_valid.cpp says why so few): f32 and head_dim 16, f16 and 64.
-  c.dtype = r.pick({DType::f32, DType::f16});
+  // Two shape families (fuzz_valid.cpp says why so few): f32 and head_dim 16; f16, q8_0
+  // or q4_0 (the same bytes on both backends: test_kv_quant.cpp) and 64.
+  c.dtype = r.pick({DType::f32, DType::f16, DType::q8_0, DType::q4_0});
   c.head_dim = c.dtype == DType::f32 ? 16 : 64;
+  // A latent cache (absorbed MLA): V is the first v_head_dim dims of each key row.
+  if (c.dtype != DType::f32 && r.chance(0.2)) {
+    c.latent = true;
+    c.v_head_dim = r.pick<std::size_t>({32, 64});
+  }
+  const std::size_t vd = c.latent ? c.v_head_dim : c.head_dim;
   c.capacity = r.range(1, 24);
   c.n_sinks = r.chance(0.3) ? r.range(0, c.capacity - 1) : 0;
-  if (r.chance(0.3)) {
+  if (!c.latent && r.chance(0.3)) {  // a latent cache keeps its keys as stored
     c.rope = KvRope::on_read;
     c.rope_config = random_rope_config(r, c.head_dim, true);
     // On read, dynamic NTK takes one length for queries and keys (fuzz_invalid: without).
@@ -41,6 +75,7 @@ ValidCall cache_call(Rng& r) {
       c.rope_config.sequence_length = r.range(1, 20000);
     }
   }
+  random_paging(r, c);
   const std::size_t ring = c.capacity - c.n_sinks, row = c.n_kv_heads * c.head_dim;
   const std::size_t heads = c.n_kv_heads * r.pick<std::size_t>({1, 4});
 
@@ -100,31 +135,23 @@ ValidCall cache_call(Rng& r) {
   double max_k = 0, max_v = 0, max_q = test::max_abs(q), max_mask = test::max_abs(mask);
   for (const Append& a : steps) {
     max_k = std::max(max_k, test::max_abs(a.k));
-    max_v = std::max(max_v, test::max_abs(a.v));
+    max_v = std::max(max_v, test::max_abs(c.latent ? a.k : a.v));
   }
-  double t_max = 1;  // the query temperature multiplies the dot products
-  if (const auto& temp = config.query_temperature) {
-    for (std::int32_t p : q_pos) {
-      const double steps = std::floor((static_cast<double>(p) + temp->offset) / temp->floor_scale);
-      t_max = std::max(t_max, std::fabs(1 + temp->scale * std::log1p(steps)));
-    }
-  }
-  double dots = std::fabs(config.scale.value_or(1 / std::sqrt(double(c.head_dim)))) * t_max * double(c.head_dim) * max_q * max_k;
-  if (config.softcap) dots = std::min(dots, *config.softcap);
+  const double dots = dot_bound(config, q_pos, c.head_dim, max_q, max_k);
   const std::int32_t span = *std::max_element(next.begin(), next.end()) + 1;
   const double magnitude = dots + max_mask + (config.alibi ? span : 0.0);  // standard slopes are below 1
-  const bool f16 = c.dtype == DType::f16;
-  const double d = 1e-4 + 2e-6 * magnitude, o = f16 ? 2e-4 : 1e-4;
+  const double d = 1e-4 + 2e-6 * magnitude, o = c.dtype == DType::f32 ? 1e-4 : 2e-4;
   const double out_atol = o + (std::expm1(2 * d) + 1e-5) * max_v;
 
   ValidCall call{stages ? "attn_scores, attn_softmax, attn_weighted_sum over a cache" : "attention over a cache",
                  "",
-                 {{"out", {n, heads, c.head_dim}, out_atol, 1e-4}},
+                 {{"out", {n, heads, vd}, out_atol, 1e-4}},
                  nullptr};
   if (stages) call.checks.push_back({"scores", {n, heads, c.capacity}, d, 1e-5});
   call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) + " head_dim " +
                      std::to_string(c.head_dim) + " capacity " + std::to_string(c.capacity) + " sinks " +
-                     std::to_string(c.n_sinks) + " " + to_string(c.dtype) +
+                     std::to_string(c.n_sinks) + " " + to_string(c.dtype) + (c.latent ? " latent v " + std::to_string(vd) : "") +
+                     (c.paged ? " paged " + std::to_string(c.n_blocks) + "x" + std::to_string(c.block_size) : "") +
                      (c.rope == KvRope::on_read ? " on_read " + describe(c.rope_config) : "") + "; " +
                      std::to_string(steps.size()) + " appends; heads " + std::to_string(heads) + ", " + std::to_string(n) +
                      " queries; " + describe(config) + (mask.empty() ? "" : "; mask");
@@ -139,7 +166,11 @@ ValidCall cache_call(Rng& r) {
         Tensor v = b.tensor({a.pos.size(), c.n_kv_heads, c.head_dim}, DType::f32);
         b.upload(k, a.k);
         b.upload(v, a.v);
-        cmd->kv_append(cache, k, v, a.pos, a.seq, {.keep_last = a.keep_last});
+        if (c.latent) {
+          cmd->kv_append(cache, k, a.pos, a.seq, {.keep_last = a.keep_last});
+        } else {
+          cmd->kv_append(cache, k, v, a.pos, a.seq, {.keep_last = a.keep_last});
+        }
         keep.push_back(std::move(k));
         keep.push_back(std::move(v));
       }
@@ -152,7 +183,7 @@ ValidCall cache_call(Rng& r) {
         keep.clear();
       }
     }
-    Tensor tq = b.tensor({n, heads, c.head_dim}, DType::f32), out = b.tensor({n, heads, c.head_dim}, DType::f32);
+    Tensor tq = b.tensor({n, heads, c.head_dim}, DType::f32), out = b.tensor({n, heads, vd}, DType::f32);
     Tensor scores = b.tensor({n, heads, c.capacity}, DType::f32), tm;
     b.upload(tq, q);
     if (!mask.empty()) {

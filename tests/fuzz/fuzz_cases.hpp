@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,12 +69,20 @@ struct InvalidCall {
 };
 
 ValidCall random_valid_call(Rng& rng);
+ValidCall cache_call(Rng& rng);  // fuzz_cache.cpp
+ValidCall layer_call(Rng& rng);  // fuzz_layer.cpp
 InvalidCall random_invalid_call(Rng& rng);
 
 // Shared by both: a random config within the ranges the generators use.
 RopeConfig random_rope_config(Rng& rng, std::size_t head_dim, bool for_cache = false);
 // Adds a window direction, chunks (up to keys + 2) and a query temperature, each at random.
 void random_visibility(Rng& rng, AttentionConfig& c, std::size_t keys);
+// A cache of |c|'s slots as a paged pool, in 3 of 10 calls: blocks of a power of two
+// dividing the capacity, a pool every sequence can fill.
+void random_paging(Rng& rng, KvCacheConfig& c);
+// The largest |scale * temperature * q.k| of queries at |q_pos| over head_dim-wide rows
+// whose elements are at most |max_q| and |max_k| (the soft cap's bound where it is set).
+double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, std::size_t head_dim, double max_q, double max_k);
 std::string describe(const RopeConfig& c);
 std::string describe(const AttentionConfig& c);
 std::string shape_text(const Shape& s);

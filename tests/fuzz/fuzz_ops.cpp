@@ -1,6 +1,6 @@
 // Fuzz: random calls of every op, from deterministic seeds. Iteration i draws from seed
 // VKATTN_FUZZ_SEED + i (default seed 1) and makes one call:
-// - 70%: a valid call (fuzz_valid.cpp, fuzz_cache.cpp) with random shapes, dtypes,
+// - 70%: a valid call (fuzz_valid.cpp, fuzz_cache.cpp, fuzz_layer.cpp) with random shapes, dtypes,
 //   positions and config, run on the CPU reference and on a Vulkan backend (in turn: the
 //   device's own limits; the Vulkan 1.1 minimums with storage-buffer reads only), whose
 //   outputs must agree within the op's tolerance: RoPE 1e-5 x attention factor (f16: one
@@ -8,7 +8,8 @@
 //   terms) and 1e-5 relative; probabilities on the same scores 1e-5; out on the same
 //   probabilities 1e-4 (f16 inputs 2e-4) and 1e-4 relative; out of a whole chain (the
 //   attention op, or the three stages over a cache) that plus (e^(2d) - 1) max|v| for
-//   scores off by d = the scores' tolerance.
+//   scores off by d = the scores' tolerance (a layer's: plus what RoPE's tolerance on q
+//   and k moves a score by).
 // - 30%: an invalid call (fuzz_invalid.cpp) on both backends, which must throw
 //   InvalidArgument whose message names the op ("vkattn: <op>: ...") and record nothing.
 // Any other exception, a crash or a hang (submissions time out after 20 s) is a failure;

@@ -327,16 +327,15 @@ ValidCall attention_call(Rng& r) {
 
 }  // namespace
 
-ValidCall cache_call(Rng& r);  // fuzz_cache.cpp
-
 ValidCall random_valid_call(Rng& r) {
-  switch (r.range(0, 5)) {
+  switch (r.range(0, 6)) {
     case 0: return rope_call(r);
     case 1: return copy_call(r);
     case 2: return stages_call(r);
     case 3: return softmax_call(r);
     case 4: return attention_call(r);
-    default: return cache_call(r);
+    case 5: return cache_call(r);
+    default: return layer_call(r);
   }
 }
 
