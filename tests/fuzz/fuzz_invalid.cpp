@@ -200,7 +200,7 @@ InvalidCall bad_attention(Rng& r) {
 InvalidCall bad_cache_config(Rng& r) {
   KvCacheConfig c{.n_seqs = r.range(1, 3), .n_kv_heads = r.range(1, 3), .head_dim = 2 * r.range(1, 16),
                   .capacity = r.range(2, 16)};
-  switch (r.range(0, 9)) {
+  switch (r.range(0, 12)) {
     case 0: c.n_seqs = 0; break;
     case 1: c.n_kv_heads = 0; break;
     case 2: c.head_dim = r.pick<std::size_t>({0, kMaxAttentionHeadDim + 2}); break;
@@ -210,6 +210,16 @@ InvalidCall bad_cache_config(Rng& r) {
     case 6: c.n_sinks = c.capacity + r.range(0, 3); break;
     case 7: c.rope = static_cast<KvRope>(r.range(2, 9)); break;
     case 8: c.latent = true; c.v_head_dim = c.head_dim + 2 * r.range(1, 8); break;  // V inside K, wider than K
+    // Paged: blocks of no power of two (or past 2^16), an empty pool or one past 2^31 slots,
+    // a capacity of no whole blocks, a pool asked for without paged.
+    case 9: c.paged = true; c.n_blocks = 4; c.block_size = r.pick<std::size_t>({0, 3, 12, 1u << 17}); break;
+    case 10: c.paged = true; c.capacity = 8; c.block_size = 4; c.n_blocks = r.pick<std::size_t>({0, (1u << 29) + 1}); break;
+    case 11:
+      c.n_blocks = 4;
+      c.paged = r.chance(0.5);
+      c.block_size = 4;
+      c.capacity = 4 * r.range(1, 3) + r.range(1, 3);
+      break;
     default:
       c.rope = KvRope::on_read;
       c.rope_config = {.scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 64};
