@@ -1,6 +1,7 @@
 // Random valid KV-cache calls: a random cache (sequences, sinks, both RoPE modes, f32, f16,
 // q8_0 or q4_0, latent or not, ring or paged), a random schedule of appends (interleaved
-// sequences, keep_last, sequence copies, submitted together or apart), then attention of
+// sequences, keep_last, sequence copies, submitted together or apart, truncates and
+// resets between submissions), then attention of
 // each sequence's newest token over the cache, by the three cache stages or by the
 // attention op on any path.
 #include <algorithm>
@@ -22,6 +23,10 @@ struct Append {
   bool keep_last = false;
   int copy_src = -1, copy_dst = -1;  // kv_copy_sequence after the append, when set
   bool submit = false;               // submit the list after this step
+  // After the submit: KvCache::truncate(cut_seq, cut_at), or reset(cut_seq) where reset.
+  int cut_seq = -1;
+  std::int32_t cut_at = 0;
+  bool reset = false;
 };
 
 }  // namespace
@@ -49,6 +54,18 @@ double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, 
   }
   const double dots = std::fabs(c.scale.value_or(1 / std::sqrt(double(head_dim)))) * t_max * double(head_dim) * max_q * max_k;
   return c.softcap ? std::min(dots, *c.softcap) : dots;
+}
+
+AttentionConfig random_cache_attention(Rng& r, std::size_t heads, std::size_t capacity) {
+  AttentionConfig config;
+  config.causal = r.chance(0.8);
+  if (r.chance(0.3)) config.window = static_cast<std::uint32_t>(r.range(1, capacity + 2));
+  random_visibility(r, config, capacity);
+  if (r.chance(0.2)) config.softcap = r.uniform(1.0, 50.0);
+  config.alibi = r.chance(0.15);
+  if (r.chance(0.25)) config.sinks = r.normals(heads, 2.0);
+  config.path = r.pick({AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages});
+  return config;
 }
 
 ValidCall cache_call(Rng& r) {
@@ -105,6 +122,15 @@ ValidCall cache_call(Rng& r) {
       next[static_cast<std::size_t>(a.copy_dst)] = next[static_cast<std::size_t>(a.copy_src)];
     }
     a.submit = r.chance(0.4);
+    // Truncating is valid while the ring has overwritten nothing since the position was
+    // next (here: while the sequence never passed its capacity); a reset always is.
+    if (a.submit && r.chance(0.3)) {
+      const std::size_t s = r.range(0, c.n_seqs - 1);
+      a.cut_seq = static_cast<int>(s);
+      a.reset = std::size_t(next[s]) > c.capacity || r.chance(0.25);
+      a.cut_at = a.reset ? 0 : static_cast<std::int32_t>(r.range(0, static_cast<std::size_t>(next[s])));
+      next[s] = a.cut_at;
+    }
   }
 
   // One query per sequence, at its newest position (always readable), or 0 when empty.
@@ -116,14 +142,7 @@ ValidCall cache_call(Rng& r) {
   }
   const std::size_t n = q_pos.size();
   const std::vector<float> q = r.normals(n * heads * c.head_dim);
-  AttentionConfig config;
-  config.causal = r.chance(0.8);
-  if (r.chance(0.3)) config.window = static_cast<std::uint32_t>(r.range(1, c.capacity + 2));
-  random_visibility(r, config, c.capacity);
-  if (r.chance(0.2)) config.softcap = r.uniform(1.0, 50.0);
-  config.alibi = r.chance(0.15);
-  if (r.chance(0.25)) config.sinks = r.normals(heads, 2.0);
-  config.path = r.pick({AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages});
+  const AttentionConfig config = random_cache_attention(r, heads, c.capacity);
   const bool stages = r.chance(0.4);
   std::vector<float> mask;
   if (r.chance(0.2)) {
@@ -148,13 +167,15 @@ ValidCall cache_call(Rng& r) {
                  {{"out", {n, heads, vd}, out_atol, 1e-4}},
                  nullptr};
   if (stages) call.checks.push_back({"scores", {n, heads, c.capacity}, d, 1e-5});
+  const auto cuts = std::count_if(steps.begin(), steps.end(), [](const Append& a) { return a.cut_seq >= 0; });
   call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) + " head_dim " +
                      std::to_string(c.head_dim) + " capacity " + std::to_string(c.capacity) + " sinks " +
                      std::to_string(c.n_sinks) + " " + to_string(c.dtype) + (c.latent ? " latent v " + std::to_string(vd) : "") +
                      (c.paged ? " paged " + std::to_string(c.n_blocks) + "x" + std::to_string(c.block_size) : "") +
                      (c.rope == KvRope::on_read ? " on_read " + describe(c.rope_config) : "") + "; " +
-                     std::to_string(steps.size()) + " appends; heads " + std::to_string(heads) + ", " + std::to_string(n) +
-                     " queries; " + describe(config) + (mask.empty() ? "" : "; mask");
+                     std::to_string(steps.size()) + " appends, " + std::to_string(cuts) + " truncates or resets; heads " +
+                     std::to_string(heads) + ", " + std::to_string(n) + " queries; " + describe(config) +
+                     (mask.empty() ? "" : "; mask");
 
   call.run = [=](Backend& b, const Outputs*) {
     KvCache cache = b.kv_cache(c);
@@ -182,6 +203,8 @@ ValidCall cache_call(Rng& r) {
         cmd = std::make_unique<CommandList>(b.commands());
         keep.clear();
       }
+      if (a.cut_seq >= 0 && a.reset) cache.reset(static_cast<std::size_t>(a.cut_seq));
+      if (a.cut_seq >= 0 && !a.reset) cache.truncate(static_cast<std::size_t>(a.cut_seq), a.cut_at);
     }
     Tensor tq = b.tensor({n, heads, c.head_dim}, DType::f32), out = b.tensor({n, heads, vd}, DType::f32);
     Tensor scores = b.tensor({n, heads, c.capacity}, DType::f32), tm;

@@ -80,6 +80,9 @@ void random_visibility(Rng& rng, AttentionConfig& c, std::size_t keys);
 // A cache of |c|'s slots as a paged pool, in 3 of 10 calls: blocks of a power of two
 // dividing the capacity, a pool every sequence can fill.
 void random_paging(Rng& rng, KvCacheConfig& c);
+// Attention over a cache of |capacity| slots: causal or not, windows, chunks, temperature,
+// soft cap, ALiBi, sinks, any path.
+AttentionConfig random_cache_attention(Rng& rng, std::size_t heads, std::size_t capacity);
 // The largest |scale * temperature * q.k| of queries at |q_pos| over head_dim-wide rows
 // whose elements are at most |max_q| and |max_k| (the soft cap's bound where it is set).
 double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, std::size_t head_dim, double max_q, double max_k);

@@ -3,7 +3,8 @@
 // the rope into the append where it can and records the ops apart where it declines
 // (docs/design.md: a rope of each tensor, v the rotated k, an op or a submit between);
 // the CPU backend records them apart. Several steps, in one list or submitted apart, of
-// one or more sequences, over a ring or paged f32 cache. Quantized and f16 caches of the
+// one or more sequences, over a ring or paged f32 cache; then, at times, the last step's
+// list replayed (set_tokens) at its sequences' next positions. Quantized and f16 caches of the
 // layer are test_decode_layer.cpp's: a key rotated a rounding apart on the two backends
 // can round to another code, a step of the block's scale that no bound here would cover.
 #include <algorithm>
@@ -27,6 +28,12 @@ struct Step {
   bool submit = false;        // submit the list after this step
 };
 
+// The last step's list again (set_tokens): its sequences' next tokens, new q, k and v.
+struct Replay {
+  std::vector<std::int32_t> pos;
+  std::vector<float> q, k, v;
+};
+
 }  // namespace
 
 ValidCall layer_call(Rng& r) {
@@ -41,14 +48,7 @@ ValidCall layer_call(Rng& r) {
   const std::size_t heads = c.n_kv_heads * r.pick<std::size_t>({1, 4});
   const RopeConfig rope = random_rope_config(r, c.head_dim);
 
-  AttentionConfig config;
-  config.causal = r.chance(0.8);
-  if (r.chance(0.3)) config.window = static_cast<std::uint32_t>(r.range(1, c.capacity + 2));
-  random_visibility(r, config, c.capacity);
-  if (r.chance(0.2)) config.softcap = r.uniform(1.0, 50.0);
-  config.alibi = r.chance(0.15);
-  if (r.chance(0.25)) config.sinks = r.normals(heads, 2.0);
-  config.path = r.pick({AttentionPath::automatic, AttentionPath::fused, AttentionPath::three_stages});
+  const AttentionConfig config = random_cache_attention(r, heads, c.capacity);
 
   // Each step's tokens continue their sequences, up to 4 a sequence while every query's
   // keys stay held (attention refuses a query whose keys a later token of the call
@@ -84,6 +84,27 @@ ValidCall layer_call(Rng& r) {
     s.submit = r.chance(0.5);
   }
 
+  // Replays of the last step's list, as engines decode (its list then holds its ops alone),
+  // while each of its sequences may take its count of tokens at its next position.
+  std::vector<Replay> replays;
+  if (r.chance(0.3)) {
+    if (steps.size() > 1) steps[steps.size() - 2].submit = true;
+    const Step& last = steps.back();
+    for (std::size_t j = r.range(1, 3); j > 0; --j) {
+      std::vector<std::size_t> counts(c.n_seqs, 0);
+      for (std::int32_t q : last.seq) ++counts[static_cast<std::size_t>(q)];
+      bool fits = true;
+      for (std::size_t q = 0; q < c.n_seqs; ++q) fits = fits && counts[q] <= most(next[q]);
+      if (!fits) break;
+      Replay p;
+      for (std::int32_t q : last.seq) p.pos.push_back(next[static_cast<std::size_t>(q)]++);
+      p.q = r.normals(last.q.size());
+      p.k = r.normals(last.k.size());
+      p.v = r.normals(last.v.size());
+      replays.push_back(std::move(p));
+    }
+  }
+
   // Tolerances (fuzz_ops.cpp): RoPE within 1e-5 x the attention factor |af| of exact
   // (|x| < 6), and rotated elements at most sqrt(2) af |x|; a score then moves by up to
   // its scale and temperature times head_dim x 1e-5 af (max|q| + max|k|) more than over
@@ -95,6 +116,12 @@ ValidCall layer_call(Rng& r) {
     max_k = std::max(max_k, test::max_abs(s.k));
     max_v = std::max(max_v, test::max_abs(s.v));
     all_pos.insert(all_pos.end(), s.pos.begin(), s.pos.end());
+  }
+  for (const Replay& p : replays) {
+    max_q = std::max(max_q, test::max_abs(p.q));
+    max_k = std::max(max_k, test::max_abs(p.k));
+    max_v = std::max(max_v, test::max_abs(p.v));
+    all_pos.insert(all_pos.end(), p.pos.begin(), p.pos.end());
   }
   const std::int32_t span = *std::max_element(next.begin(), next.end()) + 1;
   const double af = rope_frequencies(rope, c.head_dim, span).attention_factor, rope_atol = 1e-5 * af;
@@ -112,7 +139,10 @@ ValidCall layer_call(Rng& r) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     call.checks.push_back({"out of step " + std::to_string(i), {steps[i].pos.size(), heads, c.head_dim}, out_atol, 1e-4});
   }
-  call.checks.push_back({"q of the last step", {steps.back().pos.size(), heads, c.head_dim}, rope_atol, 0});
+  const Shape last_shape{steps.back().pos.size(), heads, c.head_dim};
+  for (std::size_t i = 0; i < replays.size(); ++i)
+    call.checks.push_back({"out of replay " + std::to_string(i), last_shape, out_atol, 1e-4});
+  call.checks.push_back({"q of the last step (or replay)", last_shape, rope_atol, 0});
   call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) + " capacity " +
                      std::to_string(c.capacity) + " sinks " + std::to_string(c.n_sinks) +
                      (c.paged ? " paged " + std::to_string(c.n_blocks) + "x" + std::to_string(c.block_size) : "") + "; heads " +
@@ -121,12 +151,13 @@ ValidCall layer_call(Rng& r) {
     call.description += " " + std::to_string(s.pos.size()) + (s.apart ? " apart" : "") + (s.v_is_k ? " v=k" : "") +
                         (s.copy_between ? " copy" : "") + (s.submit ? " submit" : "");
   }
+  call.description += "; replays " + std::to_string(replays.size());
 
   call.run = [=](Backend& b, const Outputs*) {
     KvCache cache = b.kv_cache(c);
     auto cmd = std::make_unique<CommandList>(b.commands());
     std::vector<Tensor> outs, keep;  // inputs live until their list is submitted
-    std::vector<float> last_q;
+    Outputs result;
     for (const Step& s : steps) {
       const std::size_t n = s.pos.size();
       Tensor q = b.tensor({n, heads, c.head_dim}, DType::f32), k = b.tensor({n, c.n_kv_heads, c.head_dim}, DType::f32);
@@ -147,22 +178,32 @@ ValidCall layer_call(Rng& r) {
       }
       cmd->kv_append(cache, k, s.v_is_k ? k : v, s.pos, s.seq);
       cmd->attention(q, cache, out, {.q_positions = s.pos, .q_seq_ids = s.seq}, config);
-      const bool last = &s == &steps.back();
-      if (s.submit || last) {
-        cmd->submit_and_wait();
-        if (last) last_q = b.download(q);
-        cmd = std::make_unique<CommandList>(b.commands());
-        keep.clear();
-      } else {
-        keep.push_back(std::move(q));
-        keep.push_back(std::move(k));
-        keep.push_back(std::move(v));
+      if (&s != &steps.back()) {
+        if (s.submit) {
+          cmd->submit_and_wait();
+          cmd = std::make_unique<CommandList>(b.commands());
+          keep.clear();
+        } else {
+          keep.push_back(std::move(q));
+          keep.push_back(std::move(k));
+          keep.push_back(std::move(v));
+        }
+        outs.push_back(std::move(out));
+        continue;
       }
-      outs.push_back(std::move(out));
+      cmd->submit_and_wait();
+      for (const Tensor& o : outs) result.push_back(b.download(o));
+      result.push_back(b.download(out));
+      for (const Replay& p : replays) {
+        b.upload(q, p.q);
+        b.upload(k, p.k);
+        b.upload(v, p.v);
+        cmd->set_tokens(p.pos, s.seq);
+        cmd->submit_and_wait();
+        result.push_back(b.download(out));
+      }
+      result.push_back(b.download(q));
     }
-    Outputs result;
-    for (const Tensor& o : outs) result.push_back(b.download(o));
-    result.push_back(last_q);
     return result;
   };
   return call;
