@@ -2,7 +2,8 @@
 // VKATTN_FUZZ_SEED + i (default seed 1) and makes one call:
 // - 70%: a valid call (fuzz_valid.cpp, fuzz_cache.cpp, fuzz_layer.cpp) with random shapes, dtypes,
 //   positions and config, run on the CPU reference and on a Vulkan backend (in turn: the
-//   device's own limits; the Vulkan 1.1 minimums with storage-buffer reads only), whose
+//   device's own limits; the Vulkan 1.1 minimums with storage-buffer reads only; the
+//   kernels GPUs run), whose
 //   outputs must agree within the op's tolerance: RoPE 1e-5 x attention factor (f16: one
 //   f16 ulp); copies exactly; attention scores 1e-4 + 2e-6 M (M the magnitude of a score's
 //   terms) and 1e-5 relative; probabilities on the same scores 1e-5; out on the same
@@ -99,13 +100,15 @@ void check_invalid(const InvalidCall& call, Backend& b, Backend& other, std::uin
 }
 
 // Iterations [begin, end) of the VKATTN_FUZZ_ITERATIONS the run makes (iteration i: seed
-// VKATTN_FUZZ_SEED + i, the device's own limits when i is even).
+// VKATTN_FUZZ_SEED + i, on the Vulkan backend i % 3 of those below).
 void fuzz_iterations(bool second_half) {
   const std::uint32_t total = env_number("VKATTN_FUZZ_ITERATIONS", 300);
   const std::uint32_t begin = second_half ? total / 2 : 0, iterations = second_half ? total - total / 2 : total / 2;
   const std::uint32_t first = env_number("VKATTN_FUZZ_SEED", 1) + begin;
-  // The device's own limits, and the Vulkan 1.1 minimums with every input read through
-  // storage buffers (no texel views): between them, every kernel variant.
+  // The device's own limits, the Vulkan 1.1 minimums with every input read through
+  // storage buffers (no texel views), and the kernels GPUs run (KernelShape::gpu: the
+  // decode, group and tiled kernels, which lavapipe, a CPU device, is not given by default):
+  // between them, every kernel variant.
   // The layer even where VKATTN_TEST_VALIDATION=0 leaves it out of the other tests: CI's
   // sanitizer run makes more iterations, calls no other run validates.
   DeviceOptions options = test::test_options(/*validation=*/true);
@@ -117,9 +120,11 @@ void fuzz_iterations(bool second_half) {
   DeviceOptions minimum = options;
   minimum.cap_limits = test::test_spec_minimum();
   minimum.cap_limits->max_texel_buffer_elements = 0;
-  std::unique_ptr<Backend> gpus[2];
+  DeviceOptions gpu_shaped = options;
+  gpu_shaped.kernels = KernelShape::gpu;
+  std::unique_ptr<Backend> gpus[3];
   std::string why;
-  for (auto [i, o] : {std::pair{0, &options}, std::pair{1, &minimum}}) {
+  for (auto [i, o] : {std::pair{0, &options}, std::pair{1, &minimum}, std::pair{2, &gpu_shaped}}) {
     gpus[i] = test::try_own_backend(BackendKind::vulkan, *o, why);
     VKATTN_REQUIRE_BACKEND(gpus[i], why);
   }
@@ -130,7 +135,7 @@ void fuzz_iterations(bool second_half) {
   for (std::uint32_t i = 0; i < iterations && tally.failures < 20; ++i) {
     const std::uint32_t seed = first + i;
     Rng rng(seed);
-    Backend& gpu = *gpus[(begin + i) % 2];
+    Backend& gpu = *gpus[(begin + i) % 3];
     if (rng.chance(0.7)) {
       check_valid(random_valid_call(rng), *cpu, gpu, seed, tally);
     } else {
