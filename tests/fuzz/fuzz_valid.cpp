@@ -214,9 +214,17 @@ struct Family {
   bool long_keys = false;  // 200 to 2048 keys: split-key paths
 };
 constexpr Family kFamilies[] = {
-    {1, 1, 64, DType::f32, DType::f32}, {1, 4, 128, DType::f16, DType::f16},       {5, 1, 16, DType::f32, DType::f32},
-    {5, 4, 64, DType::f32, DType::f16}, {3, 2, 3, DType::f32, DType::f32},         {2, 1, 13, DType::f16, DType::f16},
-    {8, 2, 32, DType::f16, DType::f16}, {1, 1, 128, DType::f32, DType::f16, true},
+    {1, 1, 64, DType::f32, DType::f32},
+    {1, 4, 128, DType::f16, DType::f16},
+    {5, 1, 16, DType::f32, DType::f32},
+    {5, 4, 64, DType::f32, DType::f16},
+    {3, 2, 3, DType::f32, DType::f32},
+    {2, 1, 13, DType::f16, DType::f16},
+    {8, 2, 32, DType::f16, DType::f16},
+    {1, 1, 128, DType::f32, DType::f16, true},
+    // Prefill of 256 rows a KV head: the tiled kernel's on the GPU shape (fewer row tiles
+    // than 4 a compute unit take the decode kernel).
+    {64, 4, 64, DType::f16, DType::f16},
 };
 
 // q, k, v, positions (several sequences, interleaved), dtypes, config and mask.
