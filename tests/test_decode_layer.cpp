@@ -210,6 +210,11 @@ TEST_F(VulkanVsCpuTest, DecodeLayerDeclinesWhatItCannotFuse) {
          c.rope(q, k, pos, rope);
          c.kv_append(cache, k, q, pos);
        }},
+      {"k as v",
+       [&](CommandList& c, Tensor& q, Tensor& k, Tensor&, Tensor&, KvCache& cache) {
+         c.rope(q, k, pos, rope);
+         c.kv_append(cache, k, k, pos);
+       }},
       {"k rotated alone",
        [&](CommandList& c, Tensor&, Tensor& k, Tensor&, Tensor& v, KvCache& cache) {
          c.rope(k, pos, rope);
