@@ -1,9 +1,8 @@
 // Random valid KV-cache calls: a random cache (sequences, sinks, both RoPE modes, f32, f16,
 // q8_0 or q4_0, latent or not, ring or paged), a random schedule of appends (interleaved
 // sequences, keep_last, sequence copies, submitted together or apart, truncates and
-// resets between submissions), then attention of
-// each sequence's newest token over the cache, by the three cache stages or by the
-// attention op on any path.
+// resets between submissions), then attention of each sequence's newest token over the
+// cache, by the three cache stages or by the attention op on any path.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -41,6 +40,18 @@ void random_paging(Rng& r, KvCacheConfig& c) {
   while (c.capacity % (2 * most) == 0) most *= 2;
   c.block_size = std::size_t{1} << r.range(0, static_cast<std::size_t>(std::countr_zero(most)));
   c.n_blocks = c.n_seqs * (c.capacity / c.block_size) + r.range(0, 1);
+}
+
+void interleave_tokens(Rng& r, std::vector<std::size_t> counts, std::vector<std::int32_t>& next, std::vector<std::int32_t>& seq,
+                       std::vector<std::int32_t>& pos) {
+  for (std::size_t left = std::accumulate(counts.begin(), counts.end(), std::size_t{0}); left > 0; --left) {
+    std::size_t s;
+    do s = r.range(0, counts.size() - 1);
+    while (counts[s] == 0);
+    --counts[s];
+    seq.push_back(static_cast<std::int32_t>(s));
+    pos.push_back(next[s]++);
+  }
 }
 
 double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, std::size_t head_dim, double max_q,
@@ -106,14 +117,7 @@ ValidCall cache_call(Rng& r) {
       a.keep_last = a.keep_last || r.chance(0.15);
       counts[s] = r.range(1, a.keep_last ? 2 * ring + 1 : ring);
     }
-    for (std::size_t left = std::accumulate(counts.begin(), counts.end(), std::size_t{0}); left > 0; --left) {
-      std::size_t s;
-      do s = r.range(0, c.n_seqs - 1);
-      while (counts[s] == 0);
-      --counts[s];
-      a.seq.push_back(static_cast<std::int32_t>(s));
-      a.pos.push_back(next[s]++);
-    }
+    interleave_tokens(r, counts, next, a.seq, a.pos);
     a.k = r.normals(a.pos.size() * row);
     a.v = r.normals(a.pos.size() * row);
     if (c.n_seqs > 1 && r.chance(0.2)) {

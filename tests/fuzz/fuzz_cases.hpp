@@ -77,6 +77,10 @@ InvalidCall random_invalid_call(Rng& rng);
 RopeConfig random_rope_config(Rng& rng, std::size_t head_dim, bool for_cache = false);
 // Adds a window direction, chunks (up to keys + 2) and a query temperature, each at random.
 void random_visibility(Rng& rng, AttentionConfig& c, std::size_t keys);
+// Tokens for each sequence's count in |counts|, in a random interleaving, each at its
+// sequence's next position (|next| advances): their sequence ids and positions appended.
+void interleave_tokens(Rng& rng, std::vector<std::size_t> counts, std::vector<std::int32_t>& next, std::vector<std::int32_t>& seq,
+                       std::vector<std::int32_t>& pos);
 // A cache of |c|'s slots as a paged pool, in 3 of 10 calls: blocks of a power of two
 // dividing the capacity, a pool every sequence can fill.
 void random_paging(Rng& rng, KvCacheConfig& c);

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <numeric>
 
 #include "fuzz/fuzz_cases.hpp"
 #include "support/attention_cases.hpp"
@@ -67,14 +66,7 @@ ValidCall layer_call(Rng& r) {
     for (std::size_t q = 0; q < c.n_seqs; ++q) counts[q] = r.chance(0.6) ? r.range(1, most(next[q])) : 0;
     std::size_t& one = counts[r.range(0, c.n_seqs - 1)];
     one = std::max<std::size_t>(one, 1);
-    for (std::size_t left = std::accumulate(counts.begin(), counts.end(), std::size_t{0}); left > 0; --left) {
-      std::size_t q;
-      do q = r.range(0, c.n_seqs - 1);
-      while (counts[q] == 0);
-      --counts[q];
-      s.seq.push_back(static_cast<std::int32_t>(q));
-      s.pos.push_back(next[q]++);
-    }
+    interleave_tokens(r, counts, next, s.seq, s.pos);
     s.q = r.normals(s.pos.size() * heads * c.head_dim);
     s.k = r.normals(s.pos.size() * row);
     s.v = r.normals(s.pos.size() * row);
@@ -156,7 +148,7 @@ ValidCall layer_call(Rng& r) {
   call.run = [=](Backend& b, const Outputs*) {
     KvCache cache = b.kv_cache(c);
     auto cmd = std::make_unique<CommandList>(b.commands());
-    std::vector<Tensor> outs, keep;  // inputs live until their list is submitted
+    std::vector<Tensor> outs;  // a list keeps what it records alive until it runs
     Outputs result;
     for (const Step& s : steps) {
       const std::size_t n = s.pos.size();
@@ -174,7 +166,6 @@ ValidCall layer_call(Rng& r) {
       if (s.copy_between) {
         Tensor dst = b.tensor(v.shape(), DType::f32);
         cmd->copy(v, dst);
-        keep.push_back(std::move(dst));
       }
       cmd->kv_append(cache, k, s.v_is_k ? k : v, s.pos, s.seq);
       cmd->attention(q, cache, out, {.q_positions = s.pos, .q_seq_ids = s.seq}, config);
@@ -182,11 +173,6 @@ ValidCall layer_call(Rng& r) {
         if (s.submit) {
           cmd->submit_and_wait();
           cmd = std::make_unique<CommandList>(b.commands());
-          keep.clear();
-        } else {
-          keep.push_back(std::move(q));
-          keep.push_back(std::move(k));
-          keep.push_back(std::move(v));
         }
         outs.push_back(std::move(out));
         continue;
