@@ -2,7 +2,8 @@
 // q8_0 or q4_0, latent or not, ring or paged), a random schedule of appends (interleaved
 // sequences, keep_last, sequence copies, submitted together or apart, truncates and
 // resets between submissions), then attention of each sequence's newest token over the
-// cache, by the three cache stages or by the attention op on any path.
+// cache, by the three cache stages or by the attention op on any path, in f32 or with f16
+// products.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "fuzz/fuzz_cases.hpp"
 #include "support/attention_cases.hpp"
+#include "support/f16_match.hpp"
 
 namespace vkattn::fuzz {
 
@@ -166,11 +168,27 @@ ValidCall cache_call(Rng& r) {
   const double d = 1e-4 + 2e-6 * magnitude, o = c.dtype == DType::f32 ? 1e-4 : 2e-4;
   const double out_atol = o + (std::expm1(2 * d) + 1e-5) * max_v;
 
+  // The op with f16 products in 3 of 10 (drawn last, so that the f32 calls draw as they
+  // did): fuzz_valid.cpp's f16_attention_call says how it is checked. The cache's values
+  // stand in for the live ones in the RMS bound, and the dots' bound for their magnitude.
+  const bool f16 = !stages && r.chance(0.3);
+  double v_rms = 0;
+  for (const Append& a : steps) v_rms = std::max(v_rms, test::rms(c.latent ? a.k : a.v));
+  auto chain = std::make_shared<int>(0);
+
   ValidCall call{stages ? "attn_scores, attn_softmax, attn_weighted_sum over a cache" : "attention over a cache",
                  "",
                  {{"out", {n, heads, vd}, out_atol, 1e-4}},
                  nullptr};
   if (stages) call.checks.push_back({"scores", {n, heads, c.capacity}, d, 1e-5});
+  if (f16) {
+    call.checks_after = [=] {
+      const test::F16Bounds b =
+          test::f16_bounds(magnitude, max_v, v_rms, c.dtype == DType::f16, c.dtype != DType::f16, *chain, dots);
+      return std::vector<Check>{{"out against the rounded-inputs oracle", {n, heads, vd}, b.near, 1e-4, b.rms},
+                                {"out against the f32 reference", {n, heads, vd}, b.far, 1e-4}};
+    };
+  }
   const auto cuts = std::count_if(steps.begin(), steps.end(), [](const Append& a) { return a.cut_seq >= 0; });
   call.description = "cache seqs " + std::to_string(c.n_seqs) + " kv_heads " + std::to_string(c.n_kv_heads) + " head_dim " +
                      std::to_string(c.head_dim) + " capacity " + std::to_string(c.capacity) + " sinks " +
@@ -179,9 +197,9 @@ ValidCall cache_call(Rng& r) {
                      (c.rope == KvRope::on_read ? " on_read " + describe(c.rope_config) : "") + "; " +
                      std::to_string(steps.size()) + " appends, " + std::to_string(cuts) + " truncates or resets; heads " +
                      std::to_string(heads) + ", " + std::to_string(n) + " queries; " + describe(config) +
-                     (mask.empty() ? "" : "; mask");
+                     (mask.empty() ? "" : "; mask") + (f16 ? "; f16_products" : "");
 
-  call.run = [=](Backend& b, const Outputs*) {
+  call.run = [=](Backend& b, const Outputs* cpu) {
     KvCache cache = b.kv_cache(c);
     auto cmd = std::make_unique<CommandList>(b.commands());
     std::vector<Tensor> keep;  // inputs live until their list is submitted
@@ -228,9 +246,23 @@ ValidCall cache_call(Rng& r) {
       cmd->submit_and_wait();
       return Outputs{b.download(out), b.download(scores)};
     }
-    cmd->attention(tq, cache, out, tokens, config, mask.empty() ? nullptr : &tm);
+    if (!f16) {
+      cmd->attention(tq, cache, out, tokens, config, mask.empty() ? nullptr : &tm);
+      cmd->submit_and_wait();
+      return Outputs{b.download(out)};
+    }
+    AttentionConfig rounded = config;
+    rounded.precision = AttentionPrecision::f16_products;
+    cmd->attention(tq, cache, out, tokens, rounded, mask.empty() ? nullptr : &tm);
+    Tensor exact = b.tensor({n, heads, vd}, DType::f32);
+    if (!cpu) cmd->attention(tq, cache, exact, tokens, config, mask.empty() ? nullptr : &tm);
     cmd->submit_and_wait();
-    return Outputs{b.download(out)};
+    if (cpu) {
+      *chain = f16_chain(cmd->stats().attention.at(0));
+      const std::vector<float> got = b.download(out);
+      return Outputs{got, got};
+    }
+    return Outputs{b.download(out), b.download(exact)};
   };
   return call;
 }

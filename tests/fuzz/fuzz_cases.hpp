@@ -40,11 +40,12 @@ class Rng {
   std::mt19937 g_;
 };
 
-// What one output tensor must satisfy: |vulkan - cpu| <= atol + rtol * |cpu| everywhere.
+// What one output tensor must satisfy: |vulkan - cpu| <= atol + rtol * |cpu| everywhere,
+// and where |rms| > 0 the root mean square of vulkan - cpu at most |rms|.
 struct Check {
   std::string name;
   Shape shape;
-  double atol = 0, rtol = 0;
+  double atol = 0, rtol = 0, rms = 0;
 };
 
 // The outputs of one call, in the order of its checks.
@@ -57,6 +58,9 @@ struct ValidCall {
   // Runs the call on |b|; |cpu| is the CPU backend's outputs when |b| is Vulkan (stages
   // may read them, to be compared on identical inputs), null on the CPU backend.
   std::function<Outputs(Backend& b, const Outputs* cpu)> run;
+  // Where set, the checks in place of |checks|, asked after the Vulkan run: bounds that
+  // follow the kernel that run took (f16 products: wider where packed f16 chains ran).
+  std::function<std::vector<Check>()> checks_after = nullptr;
 };
 
 struct InvalidCall {
@@ -90,6 +94,9 @@ AttentionConfig random_cache_attention(Rng& rng, std::size_t heads, std::size_t 
 // The largest |scale * temperature * q.k| of queries at |q_pos| over head_dim-wide rows
 // whose elements are at most |max_q| and |max_k| (the soft cap's bound where it is set).
 double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, std::size_t head_dim, double max_q, double max_k);
+// The f16 chains an attention op's kernels summed in: support/f16_match.hpp's packed chain
+// where the packed f16 kernels (tiled, group) took f16 products, else none.
+int f16_chain(const AttentionRun& run);
 std::string describe(const RopeConfig& c);
 std::string describe(const AttentionConfig& c);
 std::string shape_text(const Shape& s);

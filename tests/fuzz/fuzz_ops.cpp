@@ -2,15 +2,18 @@
 // VKATTN_FUZZ_SEED + i (default seed 1) and makes one call:
 // - 70%: a valid call (fuzz_valid.cpp, fuzz_cache.cpp, fuzz_layer.cpp) with random shapes, dtypes,
 //   positions and config, run on the CPU reference and on a Vulkan backend (in turn: the
-//   device's own limits; the Vulkan 1.1 minimums with storage-buffer reads only; the
-//   kernels GPUs run), whose
+//   device's own limits, f16 products on the matrix kernels' stand-in; the Vulkan 1.1
+//   minimums with storage-buffer reads only; the kernels GPUs run), whose
 //   outputs must agree within the op's tolerance: RoPE 1e-5 x attention factor (f16: one
 //   f16 ulp); copies exactly; attention scores 1e-4 + 2e-6 M (M the magnitude of a score's
 //   terms) and 1e-5 relative; probabilities on the same scores 1e-5; out on the same
 //   probabilities 1e-4 (f16 inputs 2e-4) and 1e-4 relative; out of a whole chain (the
 //   attention op, or the three stages over a cache) that plus (e^(2d) - 1) max|v| for
 //   scores off by d = the scores' tolerance (a layer's: plus what RoPE's tolerance on q
-//   and k moves a score by).
+//   and k moves a score by). The attention op with f16 products (3 in 10 of its calls,
+//   alone or over a cache) against the CPU's rounded-inputs oracle and its f32 reference
+//   within support/f16_match.hpp's bounds, and the RMS of the difference from the oracle
+//   within its statistical bound; packed f16 chains' bounds where the run took them.
 // - 30%: an invalid call (fuzz_invalid.cpp) on both backends, which must throw
 //   InvalidArgument whose message names the op ("vkattn: <op>: ...") and record nothing.
 // Any other exception, a crash or a hang (submissions time out after 20 s) is a failure;
@@ -28,6 +31,7 @@
 #include "fuzz/fuzz_cases.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/f16_match.hpp"
 
 namespace vkattn::fuzz {
 namespace {
@@ -64,12 +68,16 @@ void check_valid(const ValidCall& call, Backend& cpu, Backend& gpu, std::uint32_
     ADD_FAILURE() << where << "\n  a valid call threw: " << e.what();
     return;
   }
-  for (std::size_t i = 0; i < call.checks.size(); ++i) {
-    const Check& c = call.checks[i];
+  const std::vector<Check> checks = call.checks_after ? call.checks_after() : call.checks;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const Check& c = checks[i];
     const auto result = test::all_close(got.at(i), want.at(i), c.shape, c.atol, c.rtol);
     if (!result) {
       ++tally.failures;
       ADD_FAILURE() << where << "\n  " << c.name << ": " << result.message();
+    } else if (const double rms = test::rms_difference(got.at(i), want.at(i)); c.rms > 0 && !(rms <= c.rms)) {
+      ++tally.failures;
+      ADD_FAILURE() << where << "\n  " << c.name << ": RMS difference " << rms << " > " << c.rms;
     }
   }
 }
@@ -122,6 +130,9 @@ void fuzz_iterations(bool second_half) {
   minimum.cap_limits->max_texel_buffer_elements = 0;
   DeviceOptions gpu_shaped = options;
   gpu_shaped.kernels = KernelShape::gpu;
+  // f16_products calls take the matrix kernels' stand-in on the first (f32 ones are not
+  // changed by it), the packed f16 tiled kernel on the GPU-shaped one.
+  options.matrix_units = MatrixUnits::standin;
   std::unique_ptr<Backend> gpus[3];
   std::string why;
   for (auto [i, o] : {std::pair{0, &options}, std::pair{1, &minimum}, std::pair{2, &gpu_shaped}}) {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <memory>
 #include <sstream>
 
 #include "common/validate.hpp"
 #include "fuzz/fuzz_cases.hpp"
 #include "support/attention_cases.hpp"
 #include "support/attention_io.hpp"
+#include "support/f16_match.hpp"
 
 namespace vkattn::fuzz {
 
@@ -41,8 +43,14 @@ std::string describe(const AttentionConfig& c) {
     o << " temperature " << t.floor_scale << "/" << t.scale << "/" << t.offset;
   }
   o << " softcap " << c.softcap.value_or(0) << " alibi " << c.alibi << " slopes " << c.alibi_slopes.size() << " sinks "
-    << c.sinks.size() << " path " << static_cast<int>(c.path);
+    << c.sinks.size() << " path " << static_cast<int>(c.path) << " precision " << to_string(c.precision);
   return o.str();
+}
+
+int f16_chain(const AttentionRun& run) {
+  const bool packed = run.precision == AttentionPrecision::f16_products &&
+                      (run.kernel == AttentionKernel::tiled || run.kernel == AttentionKernel::group);
+  return packed ? test::kPackedChain : 0;
 }
 
 RopeConfig random_rope_config(Rng& r, std::size_t head_dim, bool for_cache) {
@@ -227,9 +235,12 @@ constexpr Family kFamilies[] = {
     {64, 4, 64, DType::f16, DType::f16},
 };
 
-// q, k, v, positions (several sequences, interleaved), dtypes, config and mask.
-AttnInputs random_attention_inputs(Rng& r) {
-  const Family& f = kFamilies[r.range(0, std::size(kFamilies) - 1)];
+constexpr const Family& kPrefillFamily = kFamilies[std::size(kFamilies) - 1];
+
+// q, k, v, positions (several sequences, interleaved), dtypes, config and mask; of |family|
+// where given.
+AttnInputs random_attention_inputs(Rng& r, const Family* family = nullptr) {
+  const Family& f = family ? *family : kFamilies[r.range(0, std::size(kFamilies) - 1)];
   const std::size_t kv_heads = r.range(1, 3), heads = kv_heads * f.group;
   const std::size_t keys = f.long_keys ? r.range(200, 2048) : r.range(1, 48);
   const std::size_t seqs = r.range(1, 3);
@@ -316,9 +327,42 @@ ValidCall softmax_call(Rng& r) {
   return call;
 }
 
-// Attention in one op, on any path.
+// The attention op with f16 products, against the CPU's rounded-inputs oracle and its f32
+// reference within support/f16_match.hpp's bounds and RMS check (docs/attention.md), those
+// of packed f16 chains where the Vulkan run took them: the matrix kernels' stand-in runs it
+// on the first Vulkan backend, the packed f16 tiled kernel on the GPU-shaped one, f32
+// kernels elsewhere (a kernel may be more precise than asked).
+ValidCall f16_attention_call(AttnInputs in) {
+  in.config.precision = AttentionPrecision::f16_products;
+  if (in.config.path == AttentionPath::three_stages) in.config.path = AttentionPath::automatic;  // f32 alone
+  auto chain = std::make_shared<int>(0);
+  const auto checks = [in, chain] {
+    const test::F16Bounds b = test::f16_bounds(test::score_magnitude(in), test::max_abs(in.v), test::rms(in.v),
+                                               in.q_dtype == DType::f16 || in.kv_dtype == DType::f16, in.kv_dtype != DType::f16,
+                                               *chain, test::dot_magnitude(in));
+    return std::vector<Check>{{"out against the rounded-inputs oracle", in.out_shape(), b.near, 1e-4, b.rms},
+                              {"out against the f32 reference", in.out_shape(), b.far, 1e-4}};
+  };
+  ValidCall call{"attention", describe_inputs(in), {}, nullptr, checks};
+  call.run = [in, chain](Backend& backend, const Outputs* cpu) {
+    CommandStats stats;
+    std::vector<float> out = test::run_attention_op(backend, in, &stats);
+    if (cpu) {
+      *chain = f16_chain(stats.attention.at(0));
+      return Outputs{out, out};
+    }
+    AttentionConfig exact = in.config;
+    exact.precision = AttentionPrecision::f32;
+    return Outputs{std::move(out), test::run_attention_op(backend, in, exact)};
+  };
+  return call;
+}
+
+// Attention in one op, on any path; with f16 products (fused) in 3 of 10, half of those a
+// prefill of the tiled kernel's (drawn afresh, so that the f32 calls draw as they did).
 ValidCall attention_call(Rng& r) {
-  const AttnInputs in = random_attention_inputs(r);
+  AttnInputs in = random_attention_inputs(r);
+  if (r.chance(0.3)) return f16_attention_call(r.chance(0.5) ? random_attention_inputs(r, &kPrefillFamily) : std::move(in));
   const bool f16 = in.q_dtype == DType::f16 || in.kv_dtype == DType::f16;
   const AttnTolerance tol = attention_tolerance(test::score_magnitude(in), f16, test::max_abs(in.v));
   ValidCall call{"attention", describe_inputs(in), {{"out", in.out_shape(), tol.chained_out_atol, 1e-4}}, nullptr};
