@@ -212,7 +212,7 @@ AttentionConfig random_attention_config(Rng& r, std::size_t heads, std::size_t k
 }
 
 // The shape families attention calls come from: token count (decode, prefill), GQA group,
-// head_dim (odd, unaligned, aligned), dtypes. The kernels are specialized on these, and
+// head_dim (odd, unaligned, aligned, wide), dtypes. The kernels are specialized on these, and
 // lavapipe compiles each specialization on first use (about a second each), so a bounded
 // set keeps the fuzz fast once its pipelines are built; KV heads, key counts, sequences,
 // positions, config, masks and values are drawn freely.
@@ -230,6 +230,9 @@ constexpr Family kFamilies[] = {
     {2, 1, 13, DType::f16, DType::f16},
     {8, 2, 32, DType::f16, DType::f16},
     {1, 1, 128, DType::f32, DType::f16, true},
+    // Decode of a big group over wide heads (absorbed MLA's width): the group kernel's on
+    // the GPU shape (heads over 256 in groups of 16 rows or more).
+    {1, 16, 576, DType::f16, DType::f16},
     // Prefill of 256 rows a KV head: the tiled kernel's on the GPU shape (fewer row tiles
     // than 4 a compute unit take the decode kernel).
     {64, 4, 64, DType::f16, DType::f16},
