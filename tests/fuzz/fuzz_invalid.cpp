@@ -128,7 +128,7 @@ InvalidCall bad_attention(Rng& r) {
   bool use_mask = false, alias = false;
   const int op = static_cast<int>(r.range(0, 3));  // scores, softmax, weighted sum, attention
   std::string what;
-  switch (r.range(0, 19)) {
+  switch (r.range(0, 21)) {
     case 0: q[1] = h + 1; what = "heads"; break;
     case 1: k[2] = v[2] = d + 1; what = "head_dim"; break;
     case 2: q[2] = k[2] = v[2] = o[2] = kMaxAttentionHeadDim + r.range(1, 20); what = "head_dim > 576"; break;
@@ -166,21 +166,29 @@ InvalidCall bad_attention(Rng& r) {
       }
       what = "query temperature";
       break;
+    case 19:  // f16 products or an unknown precision: the stages take f32 alone
+      config.precision = r.chance(0.5) ? AttentionPrecision::f16_products : static_cast<AttentionPrecision>(r.range(2, 50));
+      what = config.precision == AttentionPrecision::f16_products ? "f16_products" : "precision";
+      break;
+    case 20: config.mask_keys = static_cast<std::uint32_t>(r.range(1, 64)); what = "mask_keys"; break;  // attention()'s alone
     default: config.path = static_cast<AttentionPath>(r.range(3, 50)); what = "path"; config.sinks = {0.0f}; break;
   }
   static const char* const names[] = {"attn_scores", "attn_softmax", "attn_weighted_sum", "attention"};
-  // Some cases are only wrong for some ops: softmax reads only scores, probs and sinks,
-  // the weighted sum neither positions nor config. Where the case cannot break the chosen
-  // op, attn_scores (which every case breaks) takes it.
+  // Some cases are only wrong for some ops: softmax reads only scores, probs, sinks and
+  // the stages' precision and mask_keys, the weighted sum neither positions nor config,
+  // and attention() takes f16 products and mask_keys. Where the case cannot break the
+  // chosen op, attn_scores (which every case breaks) takes it.
   const auto among = [&](std::initializer_list<const char*> cases) {
     for (const char* c : cases) {
       if (what == c) return true;
     }
     return false;
   };
-  const bool softmax_breaks = among({"scores/out f16", "scale / sinks NaN", "softcap / sinks", "alibi slopes"});
+  const bool softmax_breaks =
+      among({"scores/out f16", "scale / sinks NaN", "softcap / sinks", "alibi slopes", "f16_products", "precision", "mask_keys"});
   const bool wsum_breaks = among({"head_dim", "head_dim > 576", "scores/out shape", "scores/out f16", "alias"});
-  const int chosen = (op == 1 && !softmax_breaks) || (op == 2 && !wsum_breaks) ? 0 : op;
+  const bool attention_breaks = !among({"f16_products", "mask_keys"});
+  const int chosen = (op == 1 && !softmax_breaks) || (op == 2 && !wsum_breaks) || (op == 3 && !attention_breaks) ? 0 : op;
   const bool sinks_break = !config.sinks.empty();  // attn_scores refuses any sinks
   return {names[chosen], std::string(names[chosen]) + " " + what + (sinks_break ? " (sinks)" : ""),
           [=](Backend& b, Backend&, CommandList& cmd) {
