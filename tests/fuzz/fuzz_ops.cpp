@@ -3,7 +3,8 @@
 // - 70%: a valid call (fuzz_valid.cpp, fuzz_cache.cpp, fuzz_layer.cpp) with random shapes, dtypes,
 //   positions and config, run on the CPU reference and on a Vulkan backend (in turn: the
 //   device's own limits, f16 products on the matrix kernels' stand-in; the Vulkan 1.1
-//   minimums with storage-buffer reads only; the kernels GPUs run), whose
+//   minimums with storage-buffer reads only; the kernels GPUs run, f16 products on the
+//   packed ones), whose
 //   outputs must agree within the op's tolerance: RoPE 1e-5 x attention factor (f16: one
 //   f16 ulp); copies exactly; attention scores 1e-4 + 2e-6 M (M the magnitude of a score's
 //   terms) and 1e-5 relative; probabilities on the same scores 1e-5; out on the same
@@ -26,12 +27,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "fuzz/fuzz_cases.hpp"
 #include "support/backends.hpp"
 #include "support/compare.hpp"
+#include "support/env.hpp"
 #include "support/f16_match.hpp"
+#include "support/fused_match.hpp"
 
 namespace vkattn::fuzz {
 namespace {
@@ -136,6 +140,11 @@ void fuzz_iterations(bool second_half) {
   std::unique_ptr<Backend> gpus[3];
   std::string why;
   for (auto [i, o] : {std::pair{0, &options}, std::pair{1, &minimum}, std::pair{2, &gpu_shaped}}) {
+    // On the GPU-shaped one f16 products take the group kernel's packed variant too (read
+    // when a backend is made; by default it runs the exact one), unless the run names
+    // its own VKATTN_DECODE.
+    std::optional<test::ScopedEnv> packed_group;
+    if (i == 2 && !test::env_set("VKATTN_DECODE")) packed_group.emplace("VKATTN_DECODE", "packed=1");
     gpus[i] = test::try_own_backend(BackendKind::vulkan, *o, why);
     VKATTN_REQUIRE_BACKEND(gpus[i], why);
   }

@@ -239,6 +239,7 @@ constexpr Family kFamilies[] = {
 };
 
 constexpr const Family& kPrefillFamily = kFamilies[std::size(kFamilies) - 1];
+constexpr const Family& kWideFamily = kFamilies[std::size(kFamilies) - 2];
 
 // q, k, v, positions (several sequences, interleaved), dtypes, config and mask; of |family|
 // where given.
@@ -362,10 +363,15 @@ ValidCall f16_attention_call(AttnInputs in) {
 }
 
 // Attention in one op, on any path; with f16 products (fused) in 3 of 10, half of those a
-// prefill of the tiled kernel's (drawn afresh, so that the f32 calls draw as they did).
+// prefill of the tiled kernel's and a fifth a decode step of the group kernel's (drawn
+// afresh, so that the f32 calls draw as they did).
 ValidCall attention_call(Rng& r) {
   AttnInputs in = random_attention_inputs(r);
-  if (r.chance(0.3)) return f16_attention_call(r.chance(0.5) ? random_attention_inputs(r, &kPrefillFamily) : std::move(in));
+  if (r.chance(0.3)) {
+    const double u = r.uniform(0, 1);
+    if (u < 0.7) in = random_attention_inputs(r, u < 0.5 ? &kPrefillFamily : &kWideFamily);
+    return f16_attention_call(std::move(in));
+  }
   const bool f16 = in.q_dtype == DType::f16 || in.kv_dtype == DType::f16;
   const AttnTolerance tol = attention_tolerance(test::score_magnitude(in), f16, test::max_abs(in.v));
   ValidCall call{"attention", describe_inputs(in), {{"out", in.out_shape(), tol.chained_out_atol, 1e-4}}, nullptr};
