@@ -253,6 +253,7 @@ ValidCall cache_call(Rng& r) {
     }
     AttentionConfig rounded = config;
     rounded.precision = AttentionPrecision::f16_products;
+    if (rounded.path == AttentionPath::three_stages) rounded.path = AttentionPath::automatic;  // f32 alone
     cmd->attention(tq, cache, out, tokens, rounded, mask.empty() ? nullptr : &tm);
     Tensor exact = b.tensor({n, heads, vd}, DType::f32);
     if (!cpu) cmd->attention(tq, cache, exact, tokens, config, mask.empty() ? nullptr : &tm);

@@ -17,7 +17,7 @@
 //   within its statistical bound; packed f16 chains' bounds where the run took them.
 // - 30%: an invalid call (fuzz_invalid.cpp) on both backends, which must throw
 //   InvalidArgument whose message names the op ("vkattn: <op>: ...") and record nothing.
-// Any other exception, a crash or a hang (submissions time out after 20 s) is a failure;
+// Any other exception, a crash or a hang (submissions time out after 120 s) is a failure;
 // the validation layer must stay silent. VKATTN_FUZZ_ITERATIONS sets the count (default
 // 300; CI runs 3000 under AddressSanitizer and UndefinedBehaviorSanitizer), split between
 // two tests that ctest runs side by side. A failure prints its seed:
@@ -135,7 +135,7 @@ void fuzz_iterations(bool second_half) {
   DeviceOptions gpu_shaped = options;
   gpu_shaped.kernels = KernelShape::gpu;
   // f16_products calls take the matrix kernels' stand-in on the first (f32 ones are not
-  // changed by it), the packed f16 tiled kernel on the GPU-shaped one.
+  // changed by it), the packed f16 tiled and group kernels on the GPU-shaped one.
   options.matrix_units = MatrixUnits::standin;
   std::unique_ptr<Backend> gpus[3];
   std::string why;

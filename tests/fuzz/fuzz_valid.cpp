@@ -334,8 +334,8 @@ ValidCall softmax_call(Rng& r) {
 // The attention op with f16 products, against the CPU's rounded-inputs oracle and its f32
 // reference within support/f16_match.hpp's bounds and RMS check (docs/attention.md), those
 // of packed f16 chains where the Vulkan run took them: the matrix kernels' stand-in runs it
-// on the first Vulkan backend, the packed f16 tiled kernel on the GPU-shaped one, f32
-// kernels elsewhere (a kernel may be more precise than asked).
+// on the first Vulkan backend, the packed f16 tiled or group kernel on the GPU-shaped one,
+// f32 kernels elsewhere (a kernel may be more precise than asked).
 ValidCall f16_attention_call(AttnInputs in) {
   in.config.precision = AttentionPrecision::f16_products;
   if (in.config.path == AttentionPath::three_stages) in.config.path = AttentionPath::automatic;  // f32 alone
@@ -364,7 +364,7 @@ ValidCall f16_attention_call(AttnInputs in) {
 
 // Attention in one op, on any path; with f16 products (fused) in 3 of 10, half of those a
 // prefill of the tiled kernel's and a fifth a decode step of the group kernel's (drawn
-// afresh, so that the f32 calls draw as they did).
+// afresh, so that the f32 calls draw as they would without them).
 ValidCall attention_call(Rng& r) {
   AttnInputs in = random_attention_inputs(r);
   if (r.chance(0.3)) {
