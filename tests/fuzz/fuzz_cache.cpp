@@ -157,10 +157,11 @@ ValidCall cache_call(Rng& r) {
   }
 
   // A bound on the magnitude of a score's terms (test::score_magnitude for the cache).
-  double max_k = 0, max_v = 0, max_q = test::max_abs(q), max_mask = test::max_abs(mask);
+  double max_k = 0, max_v = 0, v_rms = 0, max_q = test::max_abs(q), max_mask = test::max_abs(mask);
   for (const Append& a : steps) {
     max_k = std::max(max_k, test::max_abs(a.k));
     max_v = std::max(max_v, test::max_abs(c.latent ? a.k : a.v));
+    v_rms = std::max(v_rms, test::rms(c.latent ? a.k : a.v));  // f16 products' RMS bound
   }
   const double dots = dot_bound(config, q_pos, c.head_dim, max_q, max_k);
   const std::int32_t span = *std::max_element(next.begin(), next.end()) + 1;
@@ -172,8 +173,6 @@ ValidCall cache_call(Rng& r) {
   // did): fuzz_valid.cpp's f16_attention_call says how it is checked. The cache's values
   // stand in for the live ones in the RMS bound, and the dots' bound for their magnitude.
   const bool f16 = !stages && r.chance(0.3);
-  double v_rms = 0;
-  for (const Append& a : steps) v_rms = std::max(v_rms, test::rms(c.latent ? a.k : a.v));
   auto chain = std::make_shared<int>(0);
 
   ValidCall call{stages ? "attn_scores, attn_softmax, attn_weighted_sum over a cache" : "attention over a cache",
@@ -185,8 +184,7 @@ ValidCall cache_call(Rng& r) {
     call.checks_after = [=] {
       const test::F16Bounds b =
           test::f16_bounds(magnitude, max_v, v_rms, c.dtype == DType::f16, c.dtype != DType::f16, *chain, dots);
-      return std::vector<Check>{{"out against the rounded-inputs oracle", {n, heads, vd}, b.near, 1e-4, b.rms},
-                                {"out against the f32 reference", {n, heads, vd}, b.far, 1e-4}};
+      return f16_checks(b.near, b.far, b.rms, {n, heads, vd});
     };
   }
   const auto cuts = std::count_if(steps.begin(), steps.end(), [](const Append& a) { return a.cut_seq >= 0; });

@@ -97,6 +97,10 @@ double dot_bound(const AttentionConfig& c, std::span<const std::int32_t> q_pos, 
 // The f16 chains an attention op's kernels summed in: support/f16_match.hpp's packed chain
 // where the packed f16 kernels (tiled, group) took f16 products, else none.
 int f16_chain(const AttentionRun& run);
+// The checks of an f16 products call's two outputs of shape |out|, the Vulkan result
+// against the CPU's rounded-inputs oracle (|near|, and the RMS within |rms|) and against
+// its f32 reference (|far|): support/f16_match.hpp's bounds.
+std::vector<Check> f16_checks(double near, double far, double rms, const Shape& out);
 std::string describe(const RopeConfig& c);
 std::string describe(const AttentionConfig& c);
 std::string shape_text(const Shape& s);

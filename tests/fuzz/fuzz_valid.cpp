@@ -53,6 +53,10 @@ int f16_chain(const AttentionRun& run) {
   return packed ? test::kPackedChain : 0;
 }
 
+std::vector<Check> f16_checks(double near, double far, double rms, const Shape& out) {
+  return {{"out against the rounded-inputs oracle", out, near, 1e-4, rms}, {"out against the f32 reference", out, far, 1e-4}};
+}
+
 RopeConfig random_rope_config(Rng& r, std::size_t head_dim, bool for_cache) {
   RopeConfig c;
   c.layout = r.pick({RopeLayout::interleaved, RopeLayout::half});
@@ -344,8 +348,7 @@ ValidCall f16_attention_call(AttnInputs in) {
     const test::F16Bounds b = test::f16_bounds(test::score_magnitude(in), test::max_abs(in.v), test::rms(in.v),
                                                in.q_dtype == DType::f16 || in.kv_dtype == DType::f16, in.kv_dtype != DType::f16,
                                                *chain, test::dot_magnitude(in));
-    return std::vector<Check>{{"out against the rounded-inputs oracle", in.out_shape(), b.near, 1e-4, b.rms},
-                              {"out against the f32 reference", in.out_shape(), b.far, 1e-4}};
+    return f16_checks(b.near, b.far, b.rms, in.out_shape());
   };
   ValidCall call{"attention", describe_inputs(in), {}, nullptr, checks};
   call.run = [in, chain](Backend& backend, const Outputs* cpu) {
