@@ -80,15 +80,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeVulkanVsCpu,
                          ::testing::Combine(::testing::ValuesIn(attention_cases()), ::testing::ValuesIn(kVariants)), decode_name);
 
 // The group variants above fall back to the decode kernel where the group kernel cannot
-// run (on-read RoPE): on cases it can run, it is the one that ran.
+// run (on-read RoPE, a row's lanes past the subgroup's): on cases it can run, it is the one
+// that ran.
 TEST_F(VulkanVsCpuTest, GroupVariantsRunTheGroupKernel) {
   if (limits_capped_by_environment()) GTEST_SKIP() << "VKATTN_CAP_LIMITS replaces the limits these choices are made for";
-  for (const Variant& v : {kVariants[7], kVariants[8]}) {
+  for (const auto& [v, lanes] : {std::pair{kVariants[7], 8u}, std::pair{kVariants[8], 4u}}) {
     auto gpu = decode_backend(v.env);
+    const AttentionKernel want = kernel_lanes(*gpu) >= lanes ? AttentionKernel::group : AttentionKernel::decode;
     for (const AttnCase& c : cases_named({"gqa_8", "decode_3_sequences", "sinks", "softcap"})) {
       const CommandStats stats = expect_fused_matches(*gpu, *cpu_, c);
       ASSERT_EQ(stats.attention.size(), 1u) << c.name;
-      EXPECT_EQ(stats.attention[0].kernel, AttentionKernel::group) << c.name << ", " << v.name;
+      EXPECT_EQ(stats.attention[0].kernel, want) << c.name << ", " << v.name;
     }
   }
 }
@@ -256,6 +258,7 @@ TEST_F(VulkanVsCpuTest, GroupKernelSplitsForTheCpuLoopLimit) {
   built.attach(options);
   auto gpu = make_backend(BackendKind::vulkan, options);
   if (!gpu->limits().subgroup_shuffle || !gpu->limits().subgroup_size_control) GTEST_SKIP() << "no group kernel here";
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   AttnInputs in = random_inputs(1, 24, 1, 12288, 288, 1, 5);
   in.config.path = AttentionPath::fused;
   EXPECT_TRUE(all_close(run_attention_op(*gpu, in), run_attention(*cpu_, in).out, in.out_shape(), 1e-4, 1e-4));

@@ -42,10 +42,10 @@ class CoopmatStandin : public ::testing::TestWithParam<std::tuple<AttnCase, Limi
 };
 
 // The stand-in forced: each case within the f16 tolerances, the matrix kernel run (head
-// widths whose tiles do not fit 16 KiB take the f32 kernels there). The backends are shared
-// by the suite's cases (each kernel specialization built once in a process), so the kernel
-// that ran comes from the list's stats and the mapping from the pipelines built for the
-// case's head width.
+// widths whose tiles do not fit 16 KiB, and subgroups under 8 lanes, take the f32
+// kernels). The backends are shared by the suite's cases (each kernel specialization built
+// once in a process), so the kernel that ran comes from the list's stats and the mapping
+// from the pipelines built for the case's head width.
 const Limits kLimits[] = {{"device", false}, {"minimum", true}};
 
 TEST_P(CoopmatStandin, Matches) {
@@ -59,7 +59,7 @@ TEST_P(CoopmatStandin, Matches) {
   const AttnInputs in = case_inputs(c);
   CommandStats stats;
   expect_f16_matches(*cpu_, in, run_f16(*gpu, in, &stats), c.name);
-  const bool fits = !lim.minimum || c.head_dim <= 128;
+  const bool fits = (!lim.minimum || c.head_dim <= 128) && kernel_lanes(*gpu) >= 8;
   ASSERT_EQ(stats.attention.size(), 1u);
   EXPECT_EQ(stats.attention[0].kernel == AttentionKernel::matrix_standin, fits)
       << "the matrix kernel ran: " << to_string(stats.attention[0].kernel);
@@ -107,7 +107,7 @@ void row_split_variants(Backend& cpu, bool units) {
     std::string why;
     std::unique_ptr<Backend> gpu = matrix_backend(matrix_options(false, built), units, why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
-    if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
+    VKATTN_REQUIRE_MATRIX_KERNELS(*gpu, units);
     std::vector<AttnCase> cases = cases_named({"many_rows_sinks_75_keys", "all_options"});
     if (v.prefetch) cases.push_back(cases_named({"head_dim_256"})[0]);  // the dim split's mapping too
     for (const AttnCase& c : cases) {
@@ -161,7 +161,7 @@ void probe_skips(Backend& cpu, bool units) {
     std::string why;
     std::unique_ptr<Backend> gpu = matrix_backend(matrix_options(false, built), units, why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
-    if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
+    VKATTN_REQUIRE_MATRIX_KERNELS(*gpu, units);
     const std::vector<float> got = run_f16(*gpu, in);
     EXPECT_EQ(built.spec(21, 0, units), std::set<unsigned>{k.bits}) << "VKATTN_SPEC_MT_SKIP";
     if (k.bits == 1 || k.bits == 4) {
@@ -399,7 +399,7 @@ void nan_keys_stay_out(Backend& cpu, bool units) {
   std::string why;
   std::unique_ptr<Backend> gpu = standin_or_units(matrix_options(false, built), units, built, why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
-  if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
+  VKATTN_REQUIRE_MATRIX_KERNELS(*gpu, units);
   const AttnInputs in = nan_in_unseen_keys_inputs();
   const std::vector<float> got = run_f16(*gpu, in);
   EXPECT_TRUE(all_close(got, run_f16(cpu, in), in.out_shape(), 2e-3, 1e-3));
@@ -418,7 +418,7 @@ void replay_matches_a_fresh_recording(bool units) {
   std::string why;
   std::unique_ptr<Backend> backend = standin_or_units(matrix_options(false, built), units, built, why);
   VKATTN_REQUIRE_BACKEND(backend, why);
-  if (units) VKATTN_REQUIRE_MATRIX_UNITS(*backend);
+  VKATTN_REQUIRE_MATRIX_KERNELS(*backend, units);
   Backend& gpu = *backend;
   const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 2, .head_dim = 64, .capacity = 24, .dtype = DType::f16, .n_sinks = 2};
   KvCache replayed = gpu.kv_cache(config), fresh = gpu.kv_cache(config);
@@ -463,7 +463,7 @@ void caches_rotated_on_read_and_quantized(Backend& cpu, bool units) {
   std::string why;
   std::unique_ptr<Backend> gpu = standin_or_units(options, units, built, why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
-  if (units) VKATTN_REQUIRE_MATRIX_UNITS(*gpu);
+  VKATTN_REQUIRE_MATRIX_KERNELS(*gpu, units);
   // Two of the four combinations (CI time: each is a pipeline llvmpipe compiles).
   for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f16}, std::pair{KvRope::on_read, DType::q8_0}}) {
     // The CPU cache takes each chunk once; its f16 oracle rounds what it holds.

@@ -81,7 +81,7 @@ void decode_over_a_wrapping_latent_ring(const MlaCase& c, bool units) {
     std::string why;
     sides[i].b = matrix_backend(options, units, why);
     VKATTN_REQUIRE_BACKEND(sides[i].b, why);
-    if (units) VKATTN_REQUIRE_MATRIX_UNITS(*sides[i].b);
+    VKATTN_REQUIRE_MATRIX_KERNELS(*sides[i].b, units);
     sides[i].cache = sides[i].b->kv_cache(config);
   }
   auto cpu = make_backend(BackendKind::cpu);
@@ -211,6 +211,7 @@ TEST(CoopmatDimSplit, Head256PrefillOnTwoRowGroups) {
   std::string why;
   auto gpu = try_own_backend(BackendKind::vulkan, matrix_options(false, built), why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_MATRIX_KERNELS(*gpu, false);
   auto cpu = make_backend(BackendKind::cpu);
   AttnInputs in = random_inputs(40, 4, 2, 72, 256, 1, 91);
   in.config.window = 40u;

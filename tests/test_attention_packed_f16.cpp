@@ -140,6 +140,7 @@ TEST_P(PackedF16Group, Matches) {
   std::string why;
   auto gpu = try_own_backend(BackendKind::vulkan, options, why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   const AttnInputs in = case_inputs(c);
   expect_f16_matches(*cpu_, in, run_f16(*gpu, in), c.name, kPackedChain);
   EXPECT_TRUE(ran_packed_group(built)) << "the packed group kernel ran";
@@ -201,6 +202,7 @@ TEST_F(PackedF16VsCpu, GroupKernelPackedOnlyWhenAsked) {
     std::string why;
     auto gpu = try_own_backend(BackendKind::vulkan, packed_options(false, 1, built), why);
     VKATTN_REQUIRE_BACKEND(gpu, why);
+    VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
     expect_f16_matches(*cpu_, in, run_f16(*gpu, in), env, kPackedChain);
     EXPECT_EQ(ran_packed_group(built), asked) << env;
     EXPECT_EQ(ran(built, "attn_decode_group"), !asked) << env;
@@ -232,8 +234,9 @@ TEST_F(PackedF16VsCpu, NaNInKeysNoRowSeesStaysOut) {
   EXPECT_TRUE(gpu->validation_messages().empty());
 }
 
-// Runs |f|(gpu, group) through the tiled kernel, then the group kernel's packed variant,
-// each forced, and checks that the packed kernel ran, with no validation message.
+// Runs |f|(gpu, group) through the tiled kernel, then the group kernel's packed variant
+// (where the subgroups are wide enough), each forced, and checks that the packed kernel
+// ran, with no validation message.
 template <class F>
 void on_both_packed_kernels(F f) {
   for (const bool group : {false, true}) {
@@ -241,6 +244,7 @@ void on_both_packed_kernels(F f) {
     ScopedEnv knob(group ? "VKATTN_DECODE" : "VKATTN_PREFILL", group ? "kernel=group,packed=1" : "kernel=tiled");
     Built built;
     auto gpu = make_backend(BackendKind::vulkan, packed_options(false, 1, built));
+    if (group) VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");  // the last pass: the tiled one ran
     f(*gpu, group);
     EXPECT_TRUE(group ? ran_packed_group(built) : ran_packed(built));
     EXPECT_TRUE(gpu->validation_messages().empty());
@@ -296,6 +300,7 @@ TEST_P(PackedF16Caches, EveryDtype) {
   std::string why;
   auto gpu = try_own_backend(BackendKind::vulkan, packed_options(false, 1, built), why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  if (group) VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   for (const auto& [rope, dtype] : {std::pair{KvRope::stored, DType::f32}, std::pair{KvRope::on_read, DType::f16},
                                     std::pair{KvRope::on_read, DType::q8_0}, std::pair{KvRope::stored, DType::q4_0}}) {
     double k_norm = 0, v_max = 0;  // over the chunks so far: the window reaches back into them

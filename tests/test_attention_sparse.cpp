@@ -114,6 +114,7 @@ TEST(SparseMask, ListsAgreeWithEveryKeyRead) {
   std::string why;
   auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   expect_agree("one token, 40 of 600 keys", *gpu, {{40}, 600, 40});
   expect_agree("one token, a looser promise", *gpu, {{40}, 600, 64});
   // Two tokens, a list each; the second's mask leaves no key (its rows are zeros).
@@ -132,6 +133,7 @@ TEST(SparseMask, PackedF16GroupKernel) {
   std::string why;
   auto gpu = group_kernel(why, ",packed=1");
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   if (!gpu->limits().shader_float16) GTEST_SKIP() << "no shaderFloat16: the packed kernel does not run";
   expect_agree("f16 products, 12 of 600 keys", *gpu, {{12, 20}, 600, 24, kHeads, AttentionPrecision::f16_products});
 }
@@ -142,6 +144,7 @@ TEST(SparseMask, ListsSpanKeySplits) {
   std::string why;
   auto gpu = group_kernel(why, ",keys_per_split=32");
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   EXPECT_GT(expect_agree("split keys", *gpu, {{40, 200}, 600, 200}).splits, 1u);
 }
 
@@ -151,6 +154,7 @@ TEST(SparseMask, ReplayedListReadsItsLists) {
   std::string why;
   auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   const std::size_t n_keys = 400;
   const std::vector<float> mask = top_k_mask({32}, n_keys, 4);
   Tensor q = gpu->tensor({1, kHeads, kDk}, DType::f32), k = gpu->tensor({n_keys, 1, kDk}, DType::f16);
@@ -182,6 +186,7 @@ TEST(SparseMask, DroppedKeysAreNotRead) {
   std::string why;
   auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t n_keys = 300;
   const std::vector<float> mask = top_k_mask({24}, n_keys, 9);
@@ -241,6 +246,7 @@ TEST_P(SparseMaskCache, LatentCacheOfTwoSequences) {
   std::string why;
   auto gpu = group_kernel(why);
   VKATTN_REQUIRE_BACKEND(gpu, why);
+  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200;
   const std::vector<float> mask = top_k_mask({32, 24}, capacity, 5, filled);  // slots that hold keys

@@ -207,7 +207,9 @@ TEST(PagedKvCacheTwin, EveryKernelFamily) {
   Twin t(*gpu, *cpu, false, c, 8, 8, 3 * 48 / 8);
   run_script(t, {.window = 40u, .path = AttentionPath::fused, .precision = AttentionPrecision::f16_products}, 2e-3,
              "matrix stand-in");
-  EXPECT_NE(built->find("built pipeline attn_mt_standin "), std::string::npos) << "the matrix kernel ran";
+  // The stand-in needs subgroups of 8 lanes or more (on narrower ones the exact kernels ran).
+  const bool standin_runs = kernel_lanes(*gpu) >= 8;
+  EXPECT_EQ(built->find("built pipeline attn_mt_standin ") != std::string::npos, standin_runs) << "the matrix kernel ran";
   expect_no_validation_messages(*gpu);
 }
 

@@ -94,11 +94,7 @@ struct Built : BuiltPipelines {
 // The subgroup size the matrix kernel asks of |b|: on the |units| the device's default,
 // through the stand-in 16 where the device allows it, else the nearest it allows: above 32 lanes the scalar pass would give a row
 // of a four-slice dim split more lanes than half a tile's keys, and the planner takes two slices or the row split instead.
-inline unsigned matrix_lanes(const Backend& b, bool units = false) {
-  const DeviceLimits& l = b.limits();
-  if (units) return l.subgroup_size;
-  return l.subgroup_size_control ? std::clamp(16u, l.subgroup_min_size, l.subgroup_max_size) : l.subgroup_size;
-}
+inline unsigned matrix_lanes(const Backend& b, bool units = false) { return units ? b.limits().subgroup_size : kernel_lanes(b); }
 
 // The device's limits, or the spec minimums' shared memory (16 KiB) and invocations (128)
 // with the device's subgroups.
@@ -175,6 +171,17 @@ inline std::shared_ptr<Backend> shared_units_backend(Built& built, std::string& 
       if (env_is("VKATTN_TEST_REQUIRE_MATRIX_UNITS", "1")) FAIL() << why_;                                  \
       GTEST_SKIP() << why_;                                                                                 \
     }                                                                                                       \
+  } while (false)
+
+// The matrix kernels' tests: on the |units|, skipped as VKATTN_REQUIRE_MATRIX_UNITS skips;
+// through the stand-in, skipped on subgroups under 8 lanes (it needs 8 to 64).
+#define VKATTN_REQUIRE_MATRIX_KERNELS(b, units)                      \
+  do {                                                               \
+    if (units) {                                                     \
+      VKATTN_REQUIRE_MATRIX_UNITS(b);                                \
+    } else {                                                         \
+      VKATTN_REQUIRE_EIGHT_LANES(b, "the matrix kernels' stand-in"); \
+    }                                                                \
   } while (false)
 
 inline std::vector<float> run_f16(Backend& gpu, AttnInputs in, CommandStats* stats = nullptr) {
