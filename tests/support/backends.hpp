@@ -66,9 +66,9 @@ inline unsigned kernel_lanes(const Backend& b) {
 }
 
 // Skips a test of a kernel that needs subgroups of 8 lanes or more (the group decode
-// kernel's rows, the matrix kernels' stand-in): on narrower ones (4, the spec's floor, which
-// lavapipe runs at 128-bit vectors) the library takes another kernel, whose results the
-// tests that do not name a kernel check at that width (ci.md).
+// kernel's rows, the matrix kernels' stand-in): on narrower ones (4, the narrowest the
+// kernels are designed for, which lavapipe runs at 128-bit vectors) the library takes
+// another kernel, whose results the tests that do not name a kernel check there (ci.md).
 #define VKATTN_REQUIRE_EIGHT_LANES(b, what)                                                              \
   do {                                                                                                   \
     if (::vkattn::test::kernel_lanes(b) < 8) {                                                           \
