@@ -109,8 +109,7 @@ AttentionRun expect_list_agrees(const char* what, Backend& gpu, const Plain& c, 
 TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
   std::string why;
   auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   for (const auto& [what, c, kept, width] : std::vector<std::tuple<const char*, Plain, std::vector<std::size_t>, std::size_t>>{
            {"one token, 40 of 600 keys in 64", {1, 600}, {40}, 64},
            {"a list filled to its width", {1, 600}, {48}, 48},
@@ -134,8 +133,7 @@ TEST(SparseMaskKeyList, GroupKernelReadsTheLists) {
 TEST(SparseMaskKeyList, WidestList) {
   std::string why;
   auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   for (std::size_t w : {128, 129, 256, 300, 512}) {
     EXPECT_TRUE(expect_list_agrees(std::to_string(w).c_str(), *gpu, {1, 600}, {std::min(w, w / 2 + 80)}, w).sparse);
   }
@@ -175,8 +173,7 @@ TEST(SparseMaskKeyList, OtherKernelsReadMaskRows) {
 TEST(SparseMaskKeyList, UnlistedKeysAreNotRead) {
   std::string why;
   auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const Plain c{2, 300};
   const Lists l = top_k_lists({24, 31}, 40, c.n_keys, 9);
@@ -202,8 +199,7 @@ class SparseMaskKeyListCache : public ::testing::TestWithParam<bool> {};
 TEST_P(SparseMaskKeyListCache, LatentCacheAndReplay) {
   std::string why;
   auto gpu = sparse_backend(KernelShape::gpu, "kernel=group", why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200, width = 40;
   const Lists first = top_k_lists({32, 24}, width, capacity, 5, filled),

@@ -113,8 +113,7 @@ AttentionRun expect_agree(const char* what, Backend& gpu, const Plain& c, bool s
 TEST(SparseMask, ListsAgreeWithEveryKeyRead) {
   std::string why;
   auto gpu = group_kernel(why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   expect_agree("one token, 40 of 600 keys", *gpu, {{40}, 600, 40});
   expect_agree("one token, a looser promise", *gpu, {{40}, 600, 64});
   // Two tokens, a list each; the second's mask leaves no key (its rows are zeros).
@@ -132,8 +131,7 @@ TEST(SparseMask, ListsAgreeWithEveryKeyRead) {
 TEST(SparseMask, PackedF16GroupKernel) {
   std::string why;
   auto gpu = group_kernel(why, ",packed=1");
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   if (!gpu->limits().shader_float16) GTEST_SKIP() << "no shaderFloat16: the packed kernel does not run";
   expect_agree("f16 products, 12 of 600 keys", *gpu, {{12, 20}, 600, 24, kHeads, AttentionPrecision::f16_products});
 }
@@ -143,8 +141,7 @@ TEST(SparseMask, PackedF16GroupKernel) {
 TEST(SparseMask, ListsSpanKeySplits) {
   std::string why;
   auto gpu = group_kernel(why, ",keys_per_split=32");
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   EXPECT_GT(expect_agree("split keys", *gpu, {{40, 200}, 600, 200}).splits, 1u);
 }
 
@@ -153,8 +150,7 @@ TEST(SparseMask, ListsSpanKeySplits) {
 TEST(SparseMask, ReplayedListReadsItsLists) {
   std::string why;
   auto gpu = group_kernel(why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   const std::size_t n_keys = 400;
   const std::vector<float> mask = top_k_mask({32}, n_keys, 4);
   Tensor q = gpu->tensor({1, kHeads, kDk}, DType::f32), k = gpu->tensor({n_keys, 1, kDk}, DType::f16);
@@ -185,8 +181,7 @@ TEST(SparseMask, ReplayedListReadsItsLists) {
 TEST(SparseMask, DroppedKeysAreNotRead) {
   std::string why;
   auto gpu = group_kernel(why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t n_keys = 300;
   const std::vector<float> mask = top_k_mask({24}, n_keys, 9);
@@ -245,8 +240,7 @@ class SparseMaskCache : public ::testing::TestWithParam<bool> {};
 TEST_P(SparseMaskCache, LatentCacheOfTwoSequences) {
   std::string why;
   auto gpu = group_kernel(why);
-  VKATTN_REQUIRE_BACKEND(gpu, why);
-  VKATTN_REQUIRE_EIGHT_LANES(*gpu, "the group kernel");
+  VKATTN_REQUIRE_GROUP_KERNEL(gpu, why);
   auto cpu = make_backend(BackendKind::cpu);
   const std::size_t capacity = 256, filled = 200;
   const std::vector<float> mask = top_k_mask({32, 24}, capacity, 5, filled);  // slots that hold keys

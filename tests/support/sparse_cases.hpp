@@ -34,6 +34,14 @@ inline std::shared_ptr<Backend> sparse_backend(KernelShape shape, const std::str
   return try_backend(BackendKind::vulkan, options, why);
 }
 
+// A backend of sparse_backend's asked for the group kernel: skipped or failed as
+// VKATTN_REQUIRE_BACKEND says without Vulkan, skipped on subgroups the kernel cannot use.
+#define VKATTN_REQUIRE_GROUP_KERNEL(ptr, why)               \
+  do {                                                      \
+    VKATTN_REQUIRE_BACKEND(ptr, why);                       \
+    VKATTN_REQUIRE_EIGHT_LANES(*(ptr), "the group kernel"); \
+  } while (false)
+
 // A latent cache (K rows of 192, V their first 128) of two sequences, ring or |paged|
 // (blocks of 16), each holding |filled| keys at positions 0.. (sequence s: normal(.., 10 + s)).
 inline KvCache two_sequence_latent_cache(Backend& b, bool paged, std::size_t capacity, std::size_t filled) {
