@@ -348,6 +348,12 @@ TEST_P(KvCacheErrors, BadArguments) {
   }
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.dtype = DType::i32; })); },
                  {"config.dtype = i32", "f32, f16, q8_0 or q4_0"});
+  expect_invalid([&] { b.kv_cache(config([](auto& c) { c.rope = static_cast<KvRope>(7); })); },
+                 {"config.rope = 7", "KvRope::stored or KvRope::on_read"});
+  // K and V hold at most 2^40 elements: 2^31 - 2 slots of 576 dims pass it with one head.
+  expect_invalid(
+      [&] { b.kv_cache(config([](auto& c) { c.n_seqs = 2, c.capacity = (std::size_t{1} << 30) - 1, c.head_dim = 576; })); },
+      {"config.capacity = 1073741823", "n_seqs x capacity x head_dim <= 2^40"});
 
   // A cache with sequence 0 at positions 0..2 and sequence 1 at 0.
   KvCache cache = b.kv_cache(config([](auto&) {}));

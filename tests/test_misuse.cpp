@@ -70,6 +70,13 @@ TEST_P(Misuse, MovedFromTensorAndCache) {
   expect_invalid([&] { cache.truncate(0, 0); }, {"truncate: this = an empty KvCache"});
   expect_invalid([&] { (void)cache.slot_positions(0); }, {"slot_positions: this = an empty KvCache"});
   expect_invalid([&] { (void)cache.length(0); }, {"length: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.config(); }, {"config: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.bytes(); }, {"bytes: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.slot(0); }, {"slot: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.free_blocks(); }, {"free_blocks: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.block_table(0); }, {"block_table: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.blocks_to_append(0, 1); }, {"blocks_to_append: this = an empty KvCache"});
+  expect_invalid([&] { (void)cache.block_refs(); }, {"block_refs: this = an empty KvCache"});
   cmd.kv_append(other, k, v, std::vector<std::int32_t>{0});
   cmd.submit_and_wait();
   EXPECT_EQ(other.next_position(0), 1);
