@@ -61,6 +61,53 @@ TEST(KvCacheSave, BookkeepingItCouldNotHaveWritten) {
   expect_invalid([&] { other.truncate(0, 1); }, {"position = 1", "have been overwritten"});
 }
 
+// Bytes that are no save of this cache's kind, and caches no save can come from or go to,
+// are refused by name.
+TEST(KvCacheSave, HeadersAndCachesItCouldNotHaveWritten) {
+  auto cpu = make_backend(BackendKind::cpu), other_backend = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{.n_kv_heads = 1, .head_dim = 8, .capacity = 4, .dtype = DType::f32};
+  KvCache cache = cpu->kv_cache(config);
+  const std::vector<std::uint8_t> saved = cpu->save_cache(cache);
+  ASSERT_EQ(word(saved, 8), 1);  // the format version, after the 8-byte magic
+  std::vector<std::uint8_t> bad = saved;
+  bad[0] = 'V';
+  for (const auto& bytes : {std::vector<std::uint8_t>{}, std::vector<std::uint8_t>(saved.begin(), saved.begin() + 63), bad}) {
+    expect_invalid([&] { cpu->restore_cache(cache, bytes); }, {"restore_cache: bytes = not a saved cache"});
+  }
+  bad = saved;
+  bad[8] = 4;
+  expect_invalid([&] { cpu->restore_cache(cache, bad); }, {"bytes: format version = 4", "1, 2 (latent) or 3 (paged)"});
+  bad = saved;
+  bad[40] = 2;  // n_kv_heads (u64 at 40: after n_seqs and capacity)
+  expect_invalid([&] { cpu->restore_cache(cache, bad); }, {"bytes: config.n_kv_heads = 2", "the cache's 1"});
+
+  KvCache moved = std::move(cache);
+  expect_invalid([&] { (void)cpu->save_cache(cache); }, {"save_cache: cache = an empty KvCache", "moved-from"});
+  expect_invalid([&] { cpu->restore_cache(cache, saved); }, {"restore_cache: cache = an empty KvCache", "moved-from"});
+  expect_invalid([&] { (void)other_backend->save_cache(moved); }, {"save_cache: cache = a cache of another backend"});
+  expect_invalid([&] { other_backend->restore_cache(moved, saved); }, {"restore_cache: cache = a cache of another backend"});
+  cpu->restore_cache(moved, saved);
+}
+
+// A sequence at position 2^31 - 1 takes no more keys (its next would pass int32): restored
+// holding 2^31 - 5 .. 2^31 - 2, each in slot position % 4, its append is refused.
+TEST(KvCacheSave, NoPositionPastTheLast) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const KvCacheConfig config{.n_kv_heads = 1, .head_dim = 8, .capacity = 4, .dtype = DType::f32};
+  KvCache cache = cpu->kv_cache(config);
+  std::vector<std::uint8_t> bytes = cpu->save_cache(cache);
+  constexpr std::int32_t last = INT32_MAX;
+  for (std::int32_t p = last - 4; p < last; ++p) std::memcpy(bytes.data() + 64 + 4 * (p % 4), &p, 4);
+  for (auto [at, value] : {std::pair{80, last}, {84, last - 4}}) std::memcpy(bytes.data() + at, &value, 4);
+  cpu->restore_cache(cache, bytes);
+  EXPECT_EQ(cache.next_position(0), last);
+  EXPECT_EQ(cache.slot_positions(0), (Ids{last - 3, last - 2, last - 1, last - 4}));
+  const Tensor k = cpu->tensor({1, 1, 8}, DType::f32);
+  CommandList cmd = cpu->commands();
+  expect_invalid([&] { cmd.kv_append(cache, k, k, Ids{last}); }, {"kv_append: positions[0] = 2147483647", "< 2^31 - 1"});
+  EXPECT_EQ(cmd.stats().ops, 0u);
+}
+
 // A paged save (version 3) cut inside its own 16-byte header is refused by its size, not
 // by zeros read as its block size or latent word; that word is 0 or 1, as written.
 TEST(KvCacheSave, PagedHeaders) {

@@ -25,6 +25,7 @@
 #include "common/quant.hpp"
 #include "common/shape_math.hpp"
 #include "common/tensor_impl.hpp"
+#include "common/validate.hpp"
 #include "vkattn/backend.hpp"
 #include "vkattn/error.hpp"
 
@@ -91,7 +92,7 @@ void put_back(detail::KvCacheImpl& c, const Bookkeeping& b) {
 }
 
 const std::shared_ptr<detail::KvCacheImpl>& live_cache(const char* op, const KvCache& cache, const void* owner) {
-  if (!cache.valid()) throw InvalidArgument(op, "cache", "an empty KvCache", "a cache made by Backend::kv_cache");
+  if (!cache.valid()) throw InvalidArgument(op, "cache", detail::kEmptyCache, "a cache made by Backend::kv_cache");
   if (cache.impl()->owner != owner) {
     throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by this backend");
   }
