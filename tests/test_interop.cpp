@@ -210,6 +210,9 @@ TEST_F(Interop, KvCacheInTheEnginesBuffers) {
                  {"wrap_kv_cache", "k", "f16"});
   expect_invalid([&] { wrap_kv_cache(*gpu, config, ck, ck); }, {"wrap_kv_cache", "v", "the tensor given as k"});
   expect_invalid([&] { wrap_kv_cache(*cpu, config, ck, cv); }, {"wrap_kv_cache", "CPU backend"});
+  expect_invalid([&] { wrap_kv_cache(*gpu, config, Tensor{}, cv); }, {"wrap_kv_cache: k = an empty Tensor", "made by wrap"});
+  expect_invalid([&] { wrap_kv_cache(*gpu, config, ck, Tensor{}); },
+                 {"wrap_kv_cache: v = an empty Tensor", "an empty v only for a latent cache"});
   // A latent cache wraps K alone: a V is refused, and none is what it takes.
   KvCacheConfig latent = config;
   latent.latent = true;
@@ -380,6 +383,14 @@ TEST_F(Interop, RequirementsAreListedAndChecked) {
   expect_invalid([&] { make_backend(v, interop_options()); }, {"ExternalVulkan::queue_family_index", "1000"});
   v.device_create_info = nullptr;
   expect_invalid([&] { make_backend(v, interop_options()); }, {"ExternalVulkan::queue_family_index", "1000", "[0, "});
+  // A family the device has but its create info made no queue of.
+  VkDeviceCreateInfo no_queues = *e.device_create_info();
+  no_queues.queueCreateInfoCount = 0;
+  v = external(e);
+  v.device_create_info = &no_queues;
+  expect_invalid(
+      [&] { make_backend(v, interop_options()); },
+      {"ExternalVulkan::queue_family_index = 0", "a queue family of ExternalVulkan::device_create_info->pQueueCreateInfos"});
 
   // Optional features are used only when the device's create info enables them.
   v = external(e);

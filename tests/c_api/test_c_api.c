@@ -443,6 +443,9 @@ static void test_queries(vkattn_backend* gpu) {
   OK(vkattn_command_list_timing_count(list, &n));
   OK(vkattn_command_list_timing(list, 0, &op, &ms));
   CHECK(n == 1 && strcmp(op, "rope") == 0 && ms >= 0.0);
+  /* Every array or index the caller sizes is checked against the size it must have. */
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_command_list_timing: index = 1; valid: [0, count = 1)",
+                vkattn_command_list_timing(list, 1, &op, &ms));
   vkattn_command_stats stats;
   OK(vkattn_command_list_stats(list, &stats, sizeof stats));
   CHECK(stats.ops == 1 && stats.submits == 1);
@@ -467,6 +470,9 @@ static void test_queries(vkattn_backend* gpu) {
   EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "slopes", vkattn_alibi_slopes(8, NULL, 8));
   double theta[4], factor = 0.0;
   OK(vkattn_rope_frequencies(NULL, 8, 0, theta, 4, &factor));
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "count = 3; valid: rotary_dim / 2 = 4",
+                vkattn_rope_frequencies(NULL, 8, 0, theta, 3, &factor));
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "count = 7; valid: n_heads = 8", vkattn_alibi_slopes(8, slopes, 7));
   CHECK(theta[0] == 1.0 && fabs(theta[1] - 0.1) < 1e-15 && factor == 1.0);
   vkattn_tensor_destroy(x);
   vkattn_command_list_destroy(list);

@@ -100,6 +100,8 @@ static void test_kv_cache_decode(vkattn_backend* gpu, vkattn_backend* cpu) {
     OK(vkattn_kv_cache_next_position(s->cache, 1, &next));
     OK(vkattn_kv_cache_length(s->cache, 1, &length));
     OK(vkattn_kv_cache_slot_positions(s->cache, 1, slots, CAP));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "count = 7; valid: capacity = 8",
+                  vkattn_kv_cache_slot_positions(s->cache, 1, slots, CAP - 1));
     OK(vkattn_kv_cache_slot(s->cache, 11, &slot));
     OK(vkattn_kv_cache_bytes(s->cache, &bytes));
     CHECK(next == 12 && length == CAP && slots[0] == 0 && slot == 1 + (11 - 1) % (CAP - 1));
@@ -180,6 +182,10 @@ static void test_paged_cache(vkattn_backend* gpu, vkattn_backend* cpu) {
     OK(vkattn_kv_cache_block_table(caches[i], 0, table0, CAP / BS));
     OK(vkattn_kv_cache_block_table(caches[i], 1, table1, CAP / BS));
     OK(vkattn_kv_cache_block_refs(caches[i], refs, 6));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_block_table: count = 3; valid: capacity / block_size = 4",
+                  vkattn_kv_cache_block_table(caches[i], 0, table0, CAP / BS - 1));
+    EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_block_refs: count = 5; valid: n_blocks = 6",
+                  vkattn_kv_cache_block_refs(caches[i], refs, 5));
     OK(vkattn_kv_cache_free_blocks(caches[i], &free_blocks));
     CHECK(table0[0] == table1[0] && table0[1] == table1[1] && table0[2] != table1[2] && table0[3] == -1 && table1[3] == -1);
     CHECK(refs[table0[0]] == 2 && refs[table0[2]] == 1 && refs[table1[2]] == 1 && free_blocks == 2);

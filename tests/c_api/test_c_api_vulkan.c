@@ -283,6 +283,11 @@ int main(void) {
   CHECK(g_gipa_calls == 0);
   vkattn_backend_destroy(gpu);
   gpu = NULL;
+  vkattn_external_vulkan reserved = ext;
+  reserved.reserved = 1;
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "vulkan->reserved = 1; valid: 0",
+                vkattn_backend_create_external(&reserved, &options, &gpu));
+  CHECK(gpu == NULL);
   OK(vkattn_backend_create_external(&ext, &options, &gpu));
 
   /* Q, K, V device-local, from the application's staging buffer; the output read back. */
@@ -318,6 +323,9 @@ int main(void) {
   OK(vkattn_record_options_init(&record, sizeof record));
   record.dst_stage_mask = VK_PIPELINE_STAGE_TRANSFER_BIT;
   record.dst_access_mask = VK_ACCESS_TRANSFER_READ_BIT;
+  record.reserved = 1; /* refused before anything is recorded */
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "options->reserved = 1; valid: 0", vkattn_cmd_record(cmd, cb, &record));
+  record.reserved = 0;
   OK(vkattn_cmd_record(cmd, cb, &record));
   copy_then_host_barrier(cb, obuf.buffer, readback.buffer, qb);
   submit_and_wait(&app, cb, VK_NULL_HANDLE);
@@ -345,6 +353,10 @@ int main(void) {
   sems.signal_count = 1;
   sems.signal_semaphores = &done;
   vkattn_submission* submission = NULL;
+  sems.reserved = 1;
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "semaphores->reserved = 1; valid: 0",
+                vkattn_submit_with_semaphores(async, &sems, &submission));
+  sems.reserved = 0;
   OK(vkattn_submit_with_semaphores(async, &sems, &submission));
   cb = begin(&app);
   copy_then_host_barrier(cb, fresh.buffer, readback.buffer, qb);
