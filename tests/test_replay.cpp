@@ -163,7 +163,7 @@ TEST_F(VulkanVsCpuTest, ReplayTiledKernel) {
   EXPECT_TRUE(new_validation_messages(*b).empty());
 }
 
-// What set_tokens refuses: another number of tokens; positions the caches cannot take (a
+// What set_tokens refuses: another number of tokens (or of sequence ids); positions the caches cannot take (a
 // sequence reset underneath the list). Nothing changes when it refuses.
 TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
   for (Backend* b : {gpu_.get(), cpu_.get()}) {
@@ -175,6 +175,11 @@ TEST_F(VulkanVsCpuTest, ReplayRefusesWhatNoLongerFits) {
     cmd.submit_and_wait();
     expect_invalid([&] { cmd.set_tokens(std::vector<std::int32_t>{1}, std::vector<std::int32_t>{0}); },
                    {"set_tokens", "positions.size()", "2"});
+    expect_invalid(
+        [&] {
+          cmd.set_tokens(std::vector<std::int32_t>{1, 1}, std::vector<std::int32_t>{0});
+        },
+        {"set_tokens: seq_ids.size() = 1", "0 (each op keeps its own) or the list's number of tokens, 2"});
     cmd.set_tokens(std::vector<std::int32_t>{1, 1}, std::vector<std::int32_t>{0, 1});
     cmd.submit_and_wait();
     s.cache.reset(1);  // sequence 1 starts again at 0: position 2 no longer continues it
