@@ -72,5 +72,37 @@ TEST_F(Interop, ReplaysCountAsRunWhileTheCallersBufferHoldsThem) {
   EXPECT_TRUE(new_validation_messages(*gpu).empty());
 }
 
+// New tokens that would change a recorded list's dispatches (two sequences' rows made one
+// sequence's: the tiles follow the sequence ids) are refused, and nothing changes; the
+// command buffer goes on with the pattern recorded.
+TEST_F(Interop, ReplayOfAnotherPatternIsRefused) {
+  Engine& e = engine();
+  auto gpu = make_backend(external(e), interop_options());
+  KvCache cache = gpu->kv_cache({.n_seqs = 2, .n_kv_heads = kKvHeads, .head_dim = kHeadDim, .capacity = kCapacity});
+  Tensor q = gpu->tensor({2, 2 * kKvHeads, kHeadDim}, DType::f32), k = gpu->tensor({2, kKvHeads, kHeadDim}, DType::f32);
+  Tensor out = gpu->tensor({2, 2 * kKvHeads, kHeadDim}, DType::f32);
+  gpu->upload(q, normal(4 * kKvHeads * kHeadDim, 1));
+  gpu->upload(k, normal(2 * kKvHeads * kHeadDim, 2));
+  const std::vector<std::int32_t> two_seqs{0, 1};
+  CommandList step = gpu->commands();
+  step.kv_append(cache, k, k, std::vector<std::int32_t>{0, 0}, two_seqs);
+  step.attention(q, cache, out, {.q_positions = std::vector<std::int32_t>{0, 0}, .q_seq_ids = two_seqs});
+  VkCommandBuffer cb = e.begin();
+  step.record(cb);
+  e.submit_and_wait(cb);
+  expect_invalid(
+      [&] {
+        step.set_tokens(std::vector<std::int32_t>{1, 2}, std::vector<std::int32_t>{0, 0});
+      },
+      {"set_tokens: positions / seq_ids", "tokens with the pattern recorded"});
+  EXPECT_EQ(cache.next_position(0), 1);
+  EXPECT_EQ(cache.next_position(1), 1);
+  step.set_tokens(std::vector<std::int32_t>{1, 1}, two_seqs);
+  e.resubmit_and_wait(cb);
+  EXPECT_EQ(cache.slot_positions(1)[1], 1);
+  EXPECT_EQ(step.stats().encodings, 1u);
+  EXPECT_TRUE(new_validation_messages(*gpu).empty());
+}
+
 }  // namespace
 }  // namespace vkattn::test
