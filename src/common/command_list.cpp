@@ -130,12 +130,9 @@ std::span<const std::int32_t> seq_ids_of(const NextTokens* next, const Ints& own
 }
 
 const std::shared_ptr<detail::KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner) {
-  if (!cache.valid()) throw InvalidArgument(op, "cache", detail::kEmptyCache, "a cache made by Backend::kv_cache");
-  if (cache.impl()->owner != owner) {
-    throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by the backend of this command list");
-  }
-  cache.impl()->check_written(op);
-  return cache.impl();
+  const auto& impl = detail::check_cache(op, cache, owner, "the backend of this command list");
+  impl->check_written(op);
+  return impl;
 }
 
 // A list's call over a cache: the list and the cache in use for the call (InUse,

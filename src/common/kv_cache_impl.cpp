@@ -394,21 +394,20 @@ namespace vkattn {
 KvCache::KvCache(std::shared_ptr<detail::KvCacheImpl> impl) : impl_(std::move(impl)) {}
 KvCache::~KvCache() = default;
 
-// |op|: the method called on an empty handle.
-static detail::KvCacheImpl& live(const std::shared_ptr<detail::KvCacheImpl>& impl, const char* op) {
-  if (!impl) throw InvalidArgument(op, "this", detail::kEmptyCache, "a cache made by Backend::kv_cache");
+detail::KvCacheImpl& detail::live(const std::shared_ptr<KvCacheImpl>& impl, const char* op) {
+  if (!impl) throw InvalidArgument(op, "this", kEmptyCache, "a cache made by Backend::kv_cache");
   return *impl;
 }
 
-const KvCacheConfig& KvCache::config() const { return live(impl_, "config").config; }
-std::size_t KvCache::bytes() const { return (live(impl_, "bytes").k->words + (impl_->v ? impl_->v->words : 0)) * 4; }
+const KvCacheConfig& KvCache::config() const { return detail::live(impl_, "config").config; }
+std::size_t KvCache::bytes() const { return (detail::live(impl_, "bytes").k->words + (impl_->v ? impl_->v->words : 0)) * 4; }
 std::int32_t KvCache::next_position(std::size_t seq) const {
-  const auto& c = live(impl_, "next_position");
+  const auto& c = detail::live(impl_, "next_position");
   return c.next[c.check_seq("next_position", seq)];
 }
 
 std::size_t KvCache::length(std::size_t seq) const {
-  const auto& c = live(impl_, "length");
+  const auto& c = detail::live(impl_, "length");
   c.check_seq("length", seq);
   return static_cast<std::size_t>(std::count_if(c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity),
                                                 c.slot_pos.begin() + static_cast<std::ptrdiff_t>((seq + 1) * c.config.capacity),
@@ -416,7 +415,7 @@ std::size_t KvCache::length(std::size_t seq) const {
 }
 
 std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const try {
-  const auto& c = live(impl_, "slot_positions");
+  const auto& c = detail::live(impl_, "slot_positions");
   c.check_seq("slot_positions", seq);
   const auto begin = c.slot_pos.begin() + static_cast<std::ptrdiff_t>(seq * c.config.capacity);
   return {begin, begin + static_cast<std::ptrdiff_t>(c.config.capacity)};
@@ -426,7 +425,7 @@ std::vector<std::int32_t> KvCache::slot_positions(std::size_t seq) const try {
 
 std::size_t KvCache::slot(std::int32_t position) const {
   if (position < 0) throw InvalidArgument("slot", "position", std::to_string(position), "[0, 2^31 - 1]");
-  return live(impl_, "slot").slot(position);
+  return detail::live(impl_, "slot").slot(position);
 }
 
 namespace {
@@ -464,7 +463,7 @@ void refuse_while_unrun(const char* op, const detail::KvCacheImpl& c, std::size_
 
 void KvCache::reset(std::size_t seq) try {
   detail::OpScope scope("reset");  // names the op in device errors and the log
-  auto& c = live(impl_, "reset");
+  auto& c = detail::live(impl_, "reset");
   const detail::CacheInUse use(&c, "reset", "this");
   c.check_seq("reset", seq);
   // A list that has not run and reads the sequence (a fork from it, a copy of a block it
@@ -485,7 +484,7 @@ void KvCache::reset(std::size_t seq) try {
 
 void KvCache::truncate(std::size_t seq, std::int32_t position) try {
   detail::OpScope scope("truncate");  // names the op in device errors and the log
-  auto& c = live(impl_, "truncate");
+  auto& c = detail::live(impl_, "truncate");
   const detail::CacheInUse use(&c, "truncate", "this");
   c.check_seq("truncate", seq);
   // Its positions' rows were never all written: publishing them would give lists recorded

@@ -328,4 +328,7 @@ KvShapes check_kv_cache_config(const KvCacheConfig& config);
 // Its paged fields (KvCacheConfig::paged).
 void check_paging(const char* op, const KvCacheConfig& config);
 
+// The cache behind a KvCache handle whose method |op| was called; an empty handle is refused.
+KvCacheImpl& live(const std::shared_ptr<KvCacheImpl>& impl, const char* op);
+
 }  // namespace vkattn::detail

@@ -91,14 +91,6 @@ void put_back(detail::KvCacheImpl& c, const Bookkeeping& b) {
   c.free_count = b.free_count;
 }
 
-const std::shared_ptr<detail::KvCacheImpl>& live_cache(const char* op, const KvCache& cache, const void* owner) {
-  if (!cache.valid()) throw InvalidArgument(op, "cache", detail::kEmptyCache, "a cache made by Backend::kv_cache");
-  if (cache.impl()->owner != owner) {
-    throw InvalidArgument(op, "cache", "a cache of another backend", "a cache made by this backend");
-  }
-  return cache.impl();
-}
-
 template <class T>
 void put(std::vector<std::uint8_t>& out, const std::vector<T>& v) {
   const std::size_t at = out.size();
@@ -295,7 +287,7 @@ std::vector<std::int32_t> check_saved_bookkeeping(const char* op, const detail::
 
 std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
   detail::OpScope scope("save_cache");
-  const auto& c = live_cache("save_cache", cache, owner_tag());
+  const auto& c = detail::check_cache("save_cache", cache, owner_tag(), "this backend");
   c->check_written("save_cache");
   // Positions a list planned and has not run (recorded or replayed, not submitted) have no
   // rows on the device yet: saved, they would come back as keys of zeros.
@@ -328,7 +320,7 @@ std::vector<std::uint8_t> Backend::save_cache(const KvCache& cache) try {
 void Backend::restore_cache(KvCache& cache, std::span<const std::uint8_t> bytes) try {
   detail::OpScope scope("restore_cache");
   const char* op = "restore_cache";
-  const auto& c = live_cache(op, cache, owner_tag());
+  const auto& c = detail::check_cache(op, cache, owner_tag(), "this backend");
   const detail::CacheInUse use(c.get(), op);
   const KvCacheConfig& cf = c->config;
   const auto [got, ph, paged] = check_saved_headers(op, bytes, cf);

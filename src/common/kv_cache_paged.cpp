@@ -229,9 +229,9 @@ namespace vkattn {
 namespace {
 
 const detail::KvCacheImpl& paged_cache(const char* op, const std::shared_ptr<detail::KvCacheImpl>& impl) {
-  if (!impl) throw InvalidArgument(op, "this", detail::kEmptyCache, "a cache made by Backend::kv_cache");
-  if (!impl->config.paged) throw InvalidArgument(op, "this", "a ring cache", "a paged cache (KvCacheConfig::paged)");
-  return *impl;
+  const detail::KvCacheImpl& c = detail::live(impl, op);
+  if (!c.config.paged) throw InvalidArgument(op, "this", "a ring cache", "a paged cache (KvCacheConfig::paged)");
+  return c;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/kv_cache_impl.hpp"
 #include "common/quant.hpp"
 
 namespace vkattn::detail {
@@ -50,6 +51,14 @@ const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* para
                           "a tensor made by the same backend (for an op of a list: the one that made the list)");
   }
   return t.impl();
+}
+
+const std::shared_ptr<KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner, const char* made_by) {
+  if (!cache.valid()) throw InvalidArgument(op, "cache", kEmptyCache, "a cache made by Backend::kv_cache");
+  if (cache.impl()->owner != owner) {
+    throw InvalidArgument(op, "cache", "a cache of another backend", std::string("a cache made by ") + made_by);
+  }
+  return cache.impl();
 }
 
 std::string num(double v) {

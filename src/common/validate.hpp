@@ -12,6 +12,7 @@
 #include "common/heap_ledger.hpp"
 #include "common/tensor_impl.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/kv_cache.hpp"
 #include "vkattn/tensor.hpp"
 
 namespace vkattn::detail {
@@ -62,6 +63,9 @@ void check_new_tensor(const char* op, const Shape& shape, DType dtype);
 
 // |t| is a live tensor of the backend |owner|.
 const std::shared_ptr<TensorImpl>& check_tensor(const char* op, const char* param, const Tensor& t, const void* owner);
+
+// |cache| is a live cache of the backend |owner|, which |made_by| names ("this backend").
+const std::shared_ptr<KvCacheImpl>& check_cache(const char* op, const KvCache& cache, const void* owner, const char* made_by);
 
 // What check_rope_config calls the config and the head dim in its errors (a cache's are
 // config.rope_config and config.head_dim).
