@@ -133,8 +133,14 @@ bool fuse_rope_append(const Dispatch& rope, Dispatches& append, const std::uint8
   if (append.size() != 1 || append[0].key.kernel != KernelId::kv_append || append[0].bindings.size() != 6) return false;
   Dispatch& d = append[0];
   const std::shared_ptr<TensorImpl>&q = rope.bindings[0].tensor, &k = rope.bindings[1].tensor;
-  // k appended is rope's k; v (read while q and k are written) neither of them.
-  if (d.bindings[0].tensor != k || d.bindings[1].tensor == q || d.bindings[1].tensor == k) return false;
+  // k appended is rope's k. v (read while q and k are written) and the cache's K and V
+  // (written while q is) are neither of them, nor a view sharing their bytes (wrap).
+  const auto apart = [&](const std::shared_ptr<TensorImpl>& t) {
+    return t != q && t != k && !t->overlaps(*q) && !t->overlaps(*k);
+  };
+  if (d.bindings[0].tensor != k || !apart(d.bindings[1].tensor) || !apart(d.bindings[2].tensor) || !apart(d.bindings[3].tensor)) {
+    return false;
+  }
   shader::RopeParams r{};
   std::memcpy(&r, rope.push.data(), sizeof r);
   shader::KvRopeAppendParams pc{};
