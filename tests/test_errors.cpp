@@ -307,6 +307,13 @@ TEST_P(KvCacheErrors, BadArguments) {
                  {"config.n_seqs = 9", "[1, (2^31 - 1) / capacity = 7]"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.n_seqs = std::size_t{1} << 61; })); },
                  {"config.n_seqs = 2305843009213693952"});
+  // A paged cache's block ids and free count, and each sequence's slots with its block
+  // table, too.
+  auto paged = [](auto& c) { c.paged = true, c.block_size = 1, c.n_sinks = 0, c.n_blocks = 4; };
+  expect_invalid([&] { b.kv_cache(config([&](auto& c) { paged(c), c.n_blocks = std::size_t{1} << 31; })); },
+                 {"config.n_blocks = 2147483648", "= 2147483647]"});
+  expect_invalid([&] { b.kv_cache(config([&](auto& c) { paged(c), c.n_seqs = 1024, c.capacity = std::size_t{1} << 20; })); },
+                 {"config.n_seqs = 1024", "(capacity + capacity / block_size) = 1023]"});
   expect_invalid([&] { b.kv_cache(config([](auto& c) { c.dtype = static_cast<DType>(99); })); }, {"config.dtype = DType(99)"});
   // On read, dynamic NTK needs one length for queries and keys (rotated in different
   // passes, each would take its own base; the device once applied none).

@@ -5,6 +5,7 @@
 // the kernels read it as they read a ring, through the block table.
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <numeric>
 
 #include "common/kv_cache_impl.hpp"
@@ -20,11 +21,21 @@ void check_paging(const char* op, const KvCacheConfig& c) {
     throw InvalidArgument(op, "config.capacity", std::to_string(c.capacity),
                           "a multiple of block_size = " + std::to_string(c.block_size) + " for a paged cache");
   }
-  const std::size_t most = (std::size_t{1} << 31) / c.block_size;
+  // Block ids and the free count are int32.
+  const std::size_t most = std::min<std::size_t>((std::size_t{1} << 31) / c.block_size, INT32_MAX);
   if (c.n_blocks == 0 || c.n_blocks > most) {
     throw InvalidArgument(op, "config.n_blocks", std::to_string(c.n_blocks),
-                          "[1, 2^31 / block_size = " + std::to_string(most) + "]" +
+                          "[1, min(2^31 / block_size, 2^31 - 1) = " + std::to_string(most) + "]" +
                               (c.n_blocks == 0 ? "; required for a paged cache, no default" : ""));
+  }
+  // A sequence's slot-table words (its slots, then its block table) are indexed by int32
+  // across the sequences, as a ring cache's slots are.
+  const std::size_t stride = c.capacity + c.capacity / c.block_size;
+  if (c.n_seqs > std::size_t{INT32_MAX} / stride) {
+    throw InvalidArgument(
+        op, "config.n_seqs", std::to_string(c.n_seqs),
+        "[1, (2^31 - 1) / (capacity + capacity / block_size) = " + std::to_string(std::size_t{INT32_MAX} / stride) +
+            "] for a paged cache: each sequence's slots and block table are counted in 32-bit ints");
   }
 }
 
