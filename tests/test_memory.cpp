@@ -383,6 +383,51 @@ TEST(MemoryVulkan, AReplayRefusedWhilePatchingRestoresTheList) {
   expect_no_validation_messages(*b);
 }
 
+// A replay whose appends take blocks the recording took none of (a paged cache) logs more
+// of the cache's words than the recording did. Memory running out at any point of it is
+// Error(out_of_memory) (or bad_alloc, where even the message could not be made), never an
+// abort, and the list replays and runs afterwards. Before, the log grew while the words
+// were applied, where nothing may throw.
+TEST_P(Memory, AReplayTakingBlocksOutOfHostMemoryIsRefused) {
+  Backend& b = *b_;
+  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 1, .head_dim = 16, .capacity = 32, .dtype = DType::f32,
+                             .paged = true, .block_size = 4, .n_blocks = 16};
+  Tensor kv = b.tensor({2, 1, 16}, DType::f32);
+  b.upload(kv, normal(32, 7));
+  const std::vector<std::int32_t> seq{0, 1};
+  auto at = [](std::int32_t p) { return std::vector<std::int32_t>{p, p}; };
+  std::size_t refused = 0;
+  for (std::size_t allowed = 0; allowed < 10000; ++allowed) {
+    KvCache cache = b.kv_cache(config);
+    CommandList fill = b.commands(), cmd = b.commands();
+    for (std::int32_t p = 0; p < 3; ++p) fill.kv_append(cache, kv, kv, at(p), seq);
+    fill.submit_and_wait();
+    cmd.kv_append(cache, kv, kv, at(3), seq);  // a block's last slot: no block taken
+    cmd.submit_and_wait();
+    bool threw = false;
+    {
+      FailAllocationsAfter fail(allowed);
+      try {
+        cmd.set_tokens(at(4), seq);  // a block for each sequence
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+        threw = true;
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      if (!threw) {
+        EXPECT_EQ(fail.refused(), 0u) << "a refusal swallowed, after " << allowed;
+      }
+    }
+    if (!threw) break;
+    ++refused;
+    cmd.set_tokens(at(4), seq);
+    cmd.submit_and_wait();
+    EXPECT_EQ(cache.free_blocks(), 12u) << "after " << allowed;
+  }
+  EXPECT_GT(refused, 0u);
+}
+
 // An engine replays its decode step for every token: once the list has been replayed and
 // run, a replay allocates nothing on the host (docs/host-cost.md), whatever the caches
 // hold: several caches, two sequences each, one forked from the other; fused or three

@@ -288,8 +288,9 @@ void note_reads(CommandListImpl& i, detail::KvCacheImpl& c, std::span<const std:
 
 // While an append or a fork is applied, its cache's bookkeeping writes go to the list's
 // log (CommandListImpl::words and touches), room for |most| words made before the op is
-// recorded, so that once it is, logging it cannot fail; a replay's (set_tokens) journal
-// stays as it is. The log starts (begin_unrun) only once the op is recorded: an op that
+// recorded, so that once it is, logging it cannot fail; a replay's (set_tokens) too, whose
+// journal is the same log (a replay taking blocks the recording did not logs more words:
+// 0.14.8). The log starts (begin_unrun) only once the op is recorded: an op that
 // fails before leaves the cache's log as it was, and no log where the list had none, so
 // the list keeps no cache alive that no op of it advanced (0.14.3: destroying it read the
 // log's cache after the caller freed it).
@@ -299,7 +300,7 @@ class Logged {
       : impl_(impl), cache_(cache), taken_(cache.blocks_taken), freed_(cache.blocks_freed) {
     impl.make_room();
     auto& words = impl.words;
-    if (!cache.journal) detail::reserve_room(words, most);
+    detail::reserve_room(words, most);
     n_logs_ = impl.logs.size();
     log_ = impl.log_of(cache);  // the last allocation
   }

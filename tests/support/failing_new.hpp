@@ -18,4 +18,15 @@ class FailLargeAllocations {
   std::size_t refused() const;  // allocations refused since this object was made
 };
 
+// While alive, the first |allowed| operator new calls made on this thread succeed and
+// every later one throws std::bad_alloc: memory running out at any chosen point of a call.
+class FailAllocationsAfter {
+ public:
+  explicit FailAllocationsAfter(std::size_t allowed);
+  ~FailAllocationsAfter();
+  FailAllocationsAfter(const FailAllocationsAfter&) = delete;
+  FailAllocationsAfter& operator=(const FailAllocationsAfter&) = delete;
+  std::size_t refused() const;  // allocations refused since this object was made
+};
+
 }  // namespace vkattn::test
