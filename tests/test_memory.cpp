@@ -390,8 +390,14 @@ TEST(MemoryVulkan, AReplayRefusedWhilePatchingRestoresTheList) {
 // were applied, where nothing may throw.
 TEST_P(Memory, AReplayTakingBlocksOutOfHostMemoryIsRefused) {
   Backend& b = *b_;
-  const KvCacheConfig config{.n_seqs = 2, .n_kv_heads = 1, .head_dim = 16, .capacity = 32, .dtype = DType::f32,
-                             .paged = true, .block_size = 4, .n_blocks = 16};
+  const KvCacheConfig config{.n_seqs = 2,
+                             .n_kv_heads = 1,
+                             .head_dim = 16,
+                             .capacity = 32,
+                             .dtype = DType::f32,
+                             .paged = true,
+                             .block_size = 4,
+                             .n_blocks = 16};
   Tensor kv = b.tensor({2, 1, 16}, DType::f32);
   b.upload(kv, normal(32, 7));
   const std::vector<std::int32_t> seq{0, 1};

@@ -198,6 +198,9 @@ typedef struct vkattn_device_options {
   int32_t matrix_units;           /* VKATTN_MATRIX_UNITS_ENVIRONMENT (default), _AUTOMATIC, _OFF, _ON or _STANDIN */
   uint32_t reserved2;             /* 0 */
   /* 0.10: where messages go; NULL (default): stderr, one line each ("vkattn: warning: ...") */
+  /* log and log_user_data serve everything made from the backend until the last of it is
+   * destroyed (tensors, caches, lists, submissions), not only until vkattn_backend_destroy:
+   * keep the data they use alive until then. */
   vkattn_log_function log;
   void* log_user_data; /* passed to log as is */
   int32_t log_level;   /* the least severe level reported: VKATTN_LOG_ENVIRONMENT (default), _OFF to _INFO */

@@ -1,7 +1,8 @@
 /* The C API's queries of vkattn_inspect.h added in 0.12 (built like test_c_api.c): the
  * last error's parts, a cache's configuration given back, the spec minimum limits, the
- * devices' cooperative-matrix shapes and the dtypes' names. Exit status 0: passed; 1:
- * failed; 77: no Vulkan device (skipped, unless VKATTN_REQUIRE_VULKAN=1). */
+ * devices' cooperative-matrix shapes and the dtypes' names; and a backend's limits
+ * (vkattn.h, 0.10). Exit status 0: passed; 1: failed; 77: no Vulkan device (skipped,
+ * unless VKATTN_REQUIRE_VULKAN=1). */
 #include "c_helpers.h"
 
 static int same(const char* a, const char* b) { return a && b && strcmp(a, b) == 0; }
@@ -167,11 +168,59 @@ static void test_limits_and_names(void) {
   vkattn_device_list_destroy(list);
 }
 
+/* A backend's limits (0.10). */
+static void test_limits(vkattn_backend* gpu, vkattn_backend* cpu) {
+  /* The CPU backend's are the spec minimums, with its memory and host timings: each field
+   * its own value, so a field filled from another shows. */
+  vkattn_device_limits l;
+  memset(&l, 0xAB, sizeof l);
+  OK(vkattn_backend_limits(cpu, &l, sizeof l));
+  CHECK(l.struct_size == sizeof l && l.subgroup_size == 0 && l.subgroup_min_size == 0 && l.subgroup_max_size == 0);
+  CHECK(!l.subgroup_arithmetic && !l.subgroup_shuffle && !l.subgroup_vote && !l.subgroup_size_control);
+  CHECK(l.max_shared_memory == 16384 && l.max_workgroup_invocations == 128);
+  CHECK(l.max_workgroup_size[0] == 128 && l.max_workgroup_size[1] == 128 && l.max_workgroup_size[2] == 64);
+  CHECK(l.max_workgroup_count[0] == 65535 && l.max_workgroup_count[1] == 65535 && l.max_workgroup_count[2] == 65535);
+  CHECK(l.max_storage_buffers == 4 && l.compute_units == 0 && l.max_storage_buffer_range == 134217728u);
+  CHECK(l.storage_offset_alignment == 256 && l.max_texel_buffer_elements == 65536 && l.device_local_bytes > (1u << 20));
+  CHECK(!l.storage_16bit && !l.shader_float16 && l.timestamps == 1 && !l.unified_memory && l.timestamp_period_ns == 0.0);
+  CHECK(!l.matrix_units && !l.matrix_standin);
+
+  /* The Vulkan backend's: the chosen device's, where no cap lowers them. */
+  OK(vkattn_backend_limits(gpu, &l, sizeof l));
+  CHECK(l.max_shared_memory >= 16384 && l.max_workgroup_invocations >= 128 && l.max_storage_buffer_range >= 134217728u);
+  CHECK(l.subgroup_min_size <= l.subgroup_size && l.subgroup_size <= l.subgroup_max_size && l.timestamp_period_ns >= 0.0);
+  const char* cap = getenv("VKATTN_CAP_LIMITS");
+  if (!cap || !cap[0]) {
+    vkattn_device_list* devices = NULL;
+    size_t count = 0;
+    OK(vkattn_list_devices(NULL, &devices));
+    OK(vkattn_device_list_count(devices, &count));
+    for (size_t i = 0; i < count; ++i) {
+      vkattn_device_info d;
+      OK(vkattn_device_list_get(devices, i, &d, sizeof d));
+      if (!d.chosen) continue;
+      CHECK(l.subgroup_size == d.subgroup_size && l.max_storage_buffer_range == d.max_storage_buffer_range);
+      CHECK(l.device_local_bytes == d.device_local_bytes && l.max_shared_memory == d.max_shared_memory);
+      CHECK(l.unified_memory == d.unified_memory && l.shader_float16 == d.shader_float16 && l.timestamps == d.timestamps);
+      CHECK(l.matrix_units == d.matrix_units && l.matrix_standin == d.matrix_standin);
+    }
+    vkattn_device_list_destroy(devices);
+  }
+  /* A larger struct (a newer header's) gets zeros past ours; a smaller one is refused. */
+  unsigned char bigger[sizeof l + 16];
+  memset(bigger, 0xAB, sizeof bigger);
+  OK(vkattn_backend_limits(cpu, (vkattn_device_limits*)(void*)bigger, sizeof bigger));
+  CHECK(bigger[sizeof l] == 0 && bigger[sizeof bigger - 1] == 0);
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "limits size = 8", vkattn_backend_limits(cpu, &l, 8));
+  EXPECT_STATUS(VKATTN_ERROR_INVALID_ARGUMENT, "backend", vkattn_backend_limits(NULL, &l, sizeof l));
+}
+
 int main(void) {
   vkattn_backend *gpu = NULL, *cpu = NULL;
   const int skip = open_backends(&gpu, &cpu);
   if (skip) return skip;
   test_error_details(gpu, cpu);
+  test_limits(gpu, cpu);
   test_cache_config(cpu);
   test_cache_config(gpu);
   test_limits_and_names();

@@ -8,7 +8,7 @@
 
 namespace {
 thread_local std::size_t t_fail_from = 0;  // 0: allocations succeed
-thread_local bool t_counting = false;        // FailAllocationsAfter: |t_allowed| more succeed
+thread_local bool t_counting = false;      // FailAllocationsAfter: |t_allowed| more succeed
 thread_local std::size_t t_allowed = 0;
 thread_local std::size_t t_refused = 0;
 
