@@ -78,7 +78,7 @@ struct KvCacheConfig {
   // Default false: every sequence owns capacity slots from the start.
   bool paged = false;
   std::size_t block_size = 16;  // paged: slots per block; a power of two in [1, 2^16]; default 16
-  std::size_t n_blocks = 0;     // paged: required, the pool's blocks; in [1, 2^31 / block_size]
+  std::size_t n_blocks = 0;     // paged: required, the pool's blocks; in [1, 2^31 / block_size] (2^31 - 1 at block size 1)
 };
 
 class VKATTN_API KvCache {

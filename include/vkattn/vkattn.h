@@ -412,7 +412,7 @@ typedef struct vkattn_kv_cache_config {
    * that needed them, which changes nothing. */
   uint32_t paged;
   uint32_t block_size; /* paged: a power of two in [1, 65536]; default 16 */
-  uint64_t n_blocks;   /* paged: required, in [1, 2^31 / block_size] */
+  uint64_t n_blocks;   /* paged: required, in [1, 2^31 / block_size], 2^31 - 1 at block size 1 */
 } vkattn_kv_cache_config;
 
 typedef struct vkattn_command_list_options {

@@ -3,6 +3,7 @@
 // c_api_ops.cpp.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <stdexcept>
 
@@ -177,6 +178,17 @@ void check_reserved(const char* function, const std::string& param, std::uint32_
   if (v != 0) throw InvalidArgument(function, param, std::to_string(v), "0 (reserved)");
 }
 
+// A uint64_t field as the C++ API's size_t: where size_t is narrower (32-bit targets), a
+// value it cannot hold is refused rather than wrapped into one the later checks accept.
+std::size_t size_field(const char* function, const std::string& param, std::uint64_t v) {
+  const auto s = static_cast<std::size_t>(v);
+  if (static_cast<std::uint64_t>(s) != v) {
+    throw InvalidArgument(function, param, std::to_string(v),
+                          "at most " + std::to_string(std::numeric_limits<std::size_t>::max()) + " (this target's size_t)");
+  }
+  return s;
+}
+
 }  // namespace
 
 DeviceOptions device_options(const char* function, const vkattn_device_options* options) {
@@ -229,11 +241,11 @@ RopeConfig rope_config(const char* function, const char* param, const vkattn_rop
   r.layout = static_cast<RopeLayout>(c.layout);
   r.scaling = static_cast<RopeScaling>(c.scaling);
   r.rotary_dim = c.rotary_dim;
-  r.rotary_offset = static_cast<std::size_t>(c.rotary_offset);
+  r.rotary_offset = size_field(function, p + "->rotary_offset", c.rotary_offset);
   r.base = c.base;
   r.factor = c.factor;
-  r.original_context = static_cast<std::size_t>(c.original_context);
-  r.sequence_length = static_cast<std::size_t>(c.sequence_length);
+  r.original_context = size_field(function, p + "->original_context", c.original_context);
+  r.sequence_length = size_field(function, p + "->sequence_length", c.sequence_length);
   r.yarn = {.beta_fast = c.yarn_beta_fast,
             .beta_slow = c.yarn_beta_slow,
             .mscale = c.yarn_mscale,
@@ -343,17 +355,19 @@ KvCacheConfig kv_cache_config(const char* function, const vkattn_kv_cache_config
   const vkattn_kv_cache_config c = read_struct(function, "config", config, kv_cache_defaults, false);
   check_reserved(function, "config->reserved", c.reserved);
   check_reserved(function, "config->reserved2", c.reserved2);
+  auto size = [function](const char* field, std::uint64_t v) { return size_field(function, field, v); };
+  const std::size_t head_dim = size("config->head_dim", c.head_dim);
   // Packed (clang-format would put one item per line).
   // clang-format off
-  return {.n_seqs = static_cast<std::size_t>(c.n_seqs), .n_kv_heads = static_cast<std::size_t>(c.n_kv_heads),
-          .head_dim = static_cast<std::size_t>(c.head_dim), .capacity = static_cast<std::size_t>(c.capacity),
-          .dtype = static_cast<DType>(c.dtype), .n_sinks = static_cast<std::size_t>(c.n_sinks),
+  return {.n_seqs = size("config->n_seqs", c.n_seqs), .n_kv_heads = size("config->n_kv_heads", c.n_kv_heads),
+          .head_dim = head_dim, .capacity = size("config->capacity", c.capacity),
+          .dtype = static_cast<DType>(c.dtype), .n_sinks = size("config->n_sinks", c.n_sinks),
           .rope = static_cast<KvRope>(c.rope),
-          .rope_config = rope_config(function, "config->rope_config", c.rope_config, static_cast<std::size_t>(c.head_dim), true),
-          .v_head_dim = static_cast<std::size_t>(c.v_head_dim),
+          .rope_config = rope_config(function, "config->rope_config", c.rope_config, head_dim, true),
+          .v_head_dim = size("config->v_head_dim", c.v_head_dim),
           .latent = flag(function, "config->latent", c.latent),
           .paged = flag(function, "config->paged", c.paged), .block_size = c.block_size,
-          .n_blocks = static_cast<std::size_t>(c.n_blocks)};
+          .n_blocks = size("config->n_blocks", c.n_blocks)};
   // clang-format on
 }
 
