@@ -15,6 +15,7 @@
 #include "support/compare.hpp"
 #include "support/expect_invalid.hpp"
 #include "support/failing_new.hpp"
+#include "support/fused_match.hpp"
 #include "support/random.hpp"
 #include "vulkan/dispatch.hpp"
 
@@ -432,6 +433,70 @@ TEST_P(Memory, AReplayTakingBlocksOutOfHostMemoryIsRefused) {
     EXPECT_EQ(cache.free_blocks(), 12u) << "after " << allowed;
   }
   EXPECT_GT(refused, 0u);
+}
+
+// A replay refused as it begins (memory running out while the list's last op, a rope held
+// for fusion, is recorded, or while a rebuilding replay sets the parameters aside) changes
+// nothing: the list replays and runs afterwards as one that was never refused, whether it
+// ran before (an append, then the rope) or not (the rope alone, still held). Before, the
+// caches' logs stayed started (later replays refused), and a rope held was dropped.
+TEST(MemoryVulkan, AReplayRefusedAsItBeginsChangesNothing) {
+  std::string why;
+  auto b = try_own_backend(BackendKind::vulkan, test_options(), why);
+  VKATTN_REQUIRE_BACKEND(b, why);
+  const KvCacheConfig config{.n_kv_heads = 1, .head_dim = 16, .capacity = 8, .dtype = DType::f32};
+  Tensor q = b->tensor({1, 2, 16}, DType::f32), k = b->tensor({1, 1, 16}, DType::f32);
+  // The list: an append (|ran|: run once), then a rope left last (held until something
+  // records it).
+  auto step = [&](KvCache& cache, const char* replay, bool ran) {
+    ScopedEnv env("VKATTN_REPLAY", replay);
+    CommandList cmd = b->commands();
+    if (ran) cmd.kv_append(cache, k, k, std::vector<std::int32_t>{0});
+    cmd.rope(q, k, std::vector<std::int32_t>{0});
+    if (ran) cmd.submit_and_wait();
+    return cmd;
+  };
+  auto upload = [&] {
+    b->upload(q, normal(32, 1));
+    b->upload(k, normal(16, 2));
+  };
+  // q rotated at position 1 (at 0 first, or not: the identity).
+  upload();
+  KvCache ref_cache = b->kv_cache(config);
+  CommandList ref = step(ref_cache, "patch", false);
+  ref.set_tokens(std::vector<std::int32_t>{1});
+  ref.submit_and_wait();
+  const std::vector<float> want = b->download(q);
+  for (const auto& [replay, ran] : {std::pair{"patch", true}, {"rebuild", true}, {"patch", false}, {"rebuild", false}}) {
+    std::size_t refused = 0;
+    for (std::size_t allowed = 0; allowed < 10000; ++allowed) {
+      SCOPED_TRACE(std::string(replay) + (ran ? ", ran" : ", held") + ", after " + std::to_string(allowed));
+      KvCache cache = b->kv_cache(config);
+      upload();
+      CommandList cmd = step(cache, replay, ran);
+      bool threw = false;
+      {
+        FailAllocationsAfter fail(allowed);
+        try {
+          cmd.set_tokens(std::vector<std::int32_t>{1});
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+          threw = true;
+        } catch (const std::bad_alloc&) {
+          threw = true;
+        }
+      }
+      if (threw) {
+        ++refused;
+        ASSERT_NO_THROW(cmd.set_tokens(std::vector<std::int32_t>{1}));
+      }
+      ASSERT_NO_THROW(cmd.submit_and_wait());
+      ASSERT_EQ(b->download(q), want);
+      if (!threw) break;
+    }
+    EXPECT_GT(refused, 0u) << replay << (ran ? ", ran" : ", held");
+  }
+  expect_no_validation_messages(*b);
 }
 
 // An engine replays its decode step for every token: once the list has been replayed and

@@ -169,9 +169,9 @@ void CommandList::set_tokens(std::span<const std::int32_t> positions, std::span<
     counts_as_run = impl.recipes[r].cache == nullptr;
   }
   bool patch = true;
-  impl.begin_replay(patch);
   impl.spare_planned.swap(impl.planned);  // planned again by the recipes
   try {
+    impl.begin_replay(patch);  // (it may fail too: the logs above are started)
     for (;;) {
       impl.planned.clear();
       impl.pending.clear();  // left by an op that failed part way

@@ -327,8 +327,8 @@ class VulkanCommandList final : public CommandListImpl {
   }
 
   void abort_replay() noexcept override {
+    if (!replay_) return;     // begin_replay failed before it set anything aside (a held rope is the recording's)
     held_rope_.reset();       // held by this replay (begin_replay records any held before it)
-    if (!replay_) return;     // begin_replay failed before it set anything aside
     if (replay_->patching) {  // the patched words back, and to the device if written there
       std::size_t end = undo_.size();
       for (auto it = patched_.rbegin(); it != patched_.rend(); ++it) {
