@@ -43,9 +43,13 @@ TEST_F(Interop, ViewsSharingBytesAreRefused) {
   if (align <= 128) {  // a view starting inside another
     Tensor inside_k = view(step + 128);
     expect_invalid([&] { cmd.attention(q, next, far, inside_k, tokens); }, {"attention", "out", "sharing bytes with k"});
+    expect_invalid([&] { cmd.attn_softmax(next, inside_k); }, {"attn_softmax", "probs", "sharing bytes with scores"});
   }
+  // A softmax in place is scores itself, not another view of its bytes.
+  expect_invalid([&] { cmd.attn_softmax(q, q_again); }, {"attn_softmax", "probs", "a view sharing bytes with scores"});
   EXPECT_EQ(cmd.stats().ops, 0u);
   // Side by side: taken.
+  cmd.attn_softmax(q, q);
   cmd.rope(q, next, pos);
   cmd.attention(q, next, far, out, tokens);
   cmd.copy(out, q);

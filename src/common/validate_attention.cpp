@@ -218,6 +218,11 @@ std::vector<float> check_attn_softmax(const TensorImpl& scores, const TensorImpl
   check_dtype(op, "scores", scores, false);
   check_dtype(op, "probs", probs, false);
   check_shape(op, "probs", probs, scores.shape);
+  // In place is scores itself: a view over some of its bytes would be written by one row's
+  // workgroup while another reads them.
+  if (&probs != &scores && probs.overlaps(scores)) {
+    throw InvalidArgument(op, "probs", "a view sharing bytes with scores", "scores itself (in place) or bytes apart from scores");
+  }
   check_per_head(op, "config.sinks", config.sinks, scores.shape[1]);
   return config.sinks;
 }
