@@ -94,6 +94,7 @@ TEST_P(Errors, Rope) {
   expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.beta_slow = -1; })); }, {"config.yarn.beta_slow", "-1"});
   expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.yarn.mscale = std::nan(""); })); },
                  {"config.yarn.mscale", ">= 0"});
+  expect_invalid([&] { rope(x, pos, yarn([](RopeConfig& c) { c.base = 1.0; })); }, {"config.base", "1", "log(base)"});
   expect_invalid(
       [&] {
         RopeConfig c{.scaling = RopeScaling::llama3, .factor = 8.0, .original_context = 8192};

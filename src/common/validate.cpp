@@ -235,6 +235,9 @@ RopeConfig check_rope_config(const char* op, const RopeConfig& config, std::size
                           ">= 4 for NTK scaling (the exponent is d / (d - 2))");
   }
   if (s == RopeScaling::yarn) {
+    if (config.base == 1.0) {  // log(base) = 0: every dim's ramp 0 / 0
+      throw InvalidArgument(op, f + "base", "1", "!= 1 with YaRN scaling (its correction dims divide by log(base))");
+    }
     check_ordered_pair(op, f + "yarn.beta_slow", config.yarn.beta_slow, f + "yarn.beta_fast", config.yarn.beta_fast);
     for (auto [name, v] :
          {std::pair{f + "yarn.mscale", config.yarn.mscale}, std::pair{f + "yarn.mscale_all_dim", config.yarn.mscale_all_dim}}) {
