@@ -37,9 +37,11 @@ class Faults : public ::testing::Test {
   }
 
   // A Vulkan backend whose log is checked after it is gone; null with |why| without Vulkan.
-  Backend* make(std::string& why, bool staging = false) {
+  // |timeout_ms|: its submit_timeout_ms (0: the tests' default).
+  Backend* make(std::string& why, bool staging = false, std::uint32_t timeout_ms = 0) {
     DeviceOptions options = test_options();
     options.force_staging = staging;
+    if (timeout_ms) options.submit_timeout_ms = timeout_ms;
     options.log = [log = log_, lock = lock_](LogLevel, std::string_view m) {
       std::lock_guard guard(*lock);
       log->emplace_back(m);
@@ -176,6 +178,43 @@ TEST_F(Faults, FenceWaitTimeout) {
       EXPECT_EQ(b->download(t), y);
     }
   }
+}
+
+// A fence wait that fails otherwise than by timing out (out of host memory here, after the
+// real wait timed out) may leave the work running, as a timeout does: a download of what
+// it writes waits for it (Error(timeout) while it runs, at 1 ms a wait) rather than
+// reading rows half written. Before, only a timeout noted the list's uses.
+TEST_F(Faults, FenceWaitFailingOtherwiseLeavesTheUsesNoted) {
+  VKATTN_BACKEND_OR_SKIP(b, false, 1);
+  constexpr std::size_t n = 128, keys = 16384, heads = 8, dim = 64;  // lavapipe: a second
+  Tensor q = b->tensor({n, heads, dim}, DType::f32), k = b->tensor({keys, heads, dim}, DType::f32),
+         v = b->tensor({keys, heads, dim}, DType::f32), out = b->tensor({n, heads, dim}, DType::f32);
+  b->upload(q, normal(n * heads * dim, 1));
+  b->upload(k, normal(keys * heads * dim, 2));
+  b->upload(v, normal(keys * heads * dim, 3));
+  std::vector<std::int32_t> pos(n);
+  for (std::size_t t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(keys - n + t);
+  CommandList cmd = b->commands();
+  cmd.attention(q, k, v, out, {.q_positions = pos});
+  auto download = [&] {  // waiting 1 ms a try
+    for (;;) {
+      try {
+        return b->download(out);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::timeout) throw;
+      }
+    }
+  };
+  try {
+    cmd.submit_and_wait();
+  } catch (const Error& e) {
+    ASSERT_EQ(e.code(), ErrorCode::timeout) << e.what();
+  }
+  const std::vector<float> want = download();
+  b->upload(out, std::vector<float>(n * heads * dim, 0.0f));
+  detail::inject_fault(FaultSite::fence_wait, VK_ERROR_OUT_OF_HOST_MEMORY);
+  expect_error([&] { cmd.submit_and_wait(); }, ErrorCode::out_of_memory, VK_ERROR_OUT_OF_HOST_MEMORY);
+  EXPECT_EQ(download(), want);
 }
 
 // Transfers behind staging keep their staging buffer and submission for the next transfer

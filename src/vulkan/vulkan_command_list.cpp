@@ -160,9 +160,10 @@ class VulkanCommandList final : public CommandListImpl {
     } catch (const Error& e) {
       note_last();
       reached_device = encoded_->submission.submitted() != before;
-      // Left running: host copies of what it uses wait for it (or, when noting that cannot
-      // allocate, the call waits for it here: no semaphore of the caller's is involved).
-      if (e.code() == ErrorCode::timeout) {
+      // Submitted, so maybe left running (a timeout, or a wait that failed otherwise):
+      // host copies of what it uses wait for it (or, when noting that cannot allocate, the
+      // call waits for it here: no semaphore of the caller's is involved).
+      if (reached_device) {
         const std::uint64_t number = encoded_->submission.submitted();
         try {
           note_uses(number);
