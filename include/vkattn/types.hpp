@@ -341,9 +341,10 @@ VKATTN_API const char* to_string(LogLevel level);
 
 // Receives each message at or above DeviceOptions::log_level, on the thread whose call
 // caused it: with several threads on one backend, several at once, so it must be
-// thread-safe. It must not throw (an exception is dropped) nor call the backend. It is
-// kept, and called, until the last object made from the backend goes (tensors, caches,
-// lists outlive the Backend): what it refers to must live as long.
+// thread-safe. It must not throw (an exception is dropped) nor call the backend, nor wait
+// for a thread that does (it may run while vkattn holds a lock: a validation message during
+// a submit). It is kept, and called, until the last object made from the backend goes
+// (tensors, caches, lists outlive the Backend): what it refers to must live as long.
 using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
 
 struct DeviceOptions {

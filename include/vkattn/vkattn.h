@@ -121,7 +121,9 @@ enum {
 
 /* Receives each message at or above the threshold, on the thread whose call caused it
  * (several at once where backends on several threads share it: make it thread-safe). It must
- * not call vkattn. |message| is one line, NUL-terminated, valid during the call only. */
+ * not call vkattn, nor wait for a thread that does (it may run while vkattn holds a lock: a
+ * validation message during a submit). |message| is one line, NUL-terminated, valid during
+ * the call only. */
 typedef void (*vkattn_log_function)(void* user_data, vkattn_log_level level, const char* message);
 
 enum {

@@ -279,21 +279,29 @@ PipelineCache::~PipelineCache() {
 
 void PipelineCache::save() const {
   if (file_.empty() || cache_ == VK_NULL_HANDLE) return;
-  std::lock_guard lock(mutex_);
-  auto fail = [&](const std::string& why) {
-    if (!std::exchange(save_warned_, true)) {
-      log_->log(LogLevel::warning,
-                "pipeline cache " + file_ + " cannot be written (" + why + "); pipelines will be built again next run");
+  // Saves one at a time, apart from the pipelines' lock (a save writes megabytes while
+  // other threads look pipelines up); the warning goes out after the lock is released, as
+  // the caller's log callback may take locks of its own.
+  std::string warning;
+  {
+    std::lock_guard lock(save_mutex_);
+    const std::string why = write_file();
+    if (!why.empty() && !std::exchange(save_warned_, true)) {
+      warning = "pipeline cache " + file_ + " cannot be written (" + why + "); pipelines will be built again next run";
     }
-  };
+  }
+  if (!warning.empty()) log_->log(LogLevel::warning, warning);
+}
+
+std::string PipelineCache::write_file() const {
   std::size_t size = 0;
-  if (fn_.vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
+  if (fn_.vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return {};
   std::vector<char> blob(size);
-  if (fn_.vkGetPipelineCacheData(device_, cache_, &size, blob.data()) != VK_SUCCESS) return;
+  if (fn_.vkGetPipelineCacheData(device_, cache_, &size, blob.data()) != VK_SUCCESS) return {};
   std::error_code ec;
   const std::filesystem::path path(file_);
   std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return fail(ec.message());
+  if (ec) return ec.message();
   // Write a temporary and rename, so that a concurrent reader never sees half a file. Its
   // name is the process's random tag and a count: an address alone repeats across
   // processes (ASan's heaps are laid out alike), and two processes saving at once would
@@ -305,19 +313,21 @@ void PipelineCache::save() const {
   const std::string tmp = file_ + ".tmp" + std::to_string(process_tag) + "-" + std::to_string(saves.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return fail("cannot create " + tmp);
+    if (!out) return "cannot create " + tmp;
     out.write(blob.data(), static_cast<std::streamsize>(size));
     if (!out) {
       out.close();
       std::filesystem::remove(tmp, ec);
-      return fail("writing failed");
+      return "writing failed";
     }
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
-    fail(ec.message());
+    const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
+    return why;
   }
+  return {};
 }
 
 const Pipeline& PipelineCache::get(const PipelineKey& key) {

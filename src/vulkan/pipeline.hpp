@@ -111,6 +111,7 @@ class PipelineCache {
 
  private:
   void load(const PhysicalDevice& physical, std::vector<char>& blob) const;
+  std::string write_file() const;  // why it could not be written; empty when it was (or nothing to write)
   const VulkanFunctions& fn_;
   VkDevice device_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
@@ -118,7 +119,8 @@ class PipelineCache {
   bool stats_ = false;  // VKATTN_PIPELINE_STATS=1 on a device that can: log each build's
   std::string file_;
   std::shared_ptr<const Logger> log_;
-  mutable std::mutex mutex_;  // guards pipelines_ and save()
+  mutable std::mutex mutex_;       // guards pipelines_
+  mutable std::mutex save_mutex_;  // one save() at a time, and save_warned_
   mutable bool save_warned_ = false;
   std::map<PipelineKey, std::unique_ptr<Pipeline>> pipelines_;
 };

@@ -207,21 +207,29 @@ void Context::zero(Buffer& buffer) {
 
 bool has_texel_view(const TensorImpl& t) { return static_cast<const VulkanTensor&>(t).buffer->texel_view() != VK_NULL_HANDLE; }
 
+namespace {
+// Whether |use| is of |enc|, without locking it: a shared_ptr made under uses_lock could be
+// the last one, and destroying another list's encoding waits for its fence there.
+bool of(const std::weak_ptr<Encoded>& use, const std::shared_ptr<Encoded>& enc) {
+  return !use.owner_before(enc) && !enc.owner_before(use);
+}
+}  // namespace
+
 void VulkanTensor::note_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number, bool writes) {
   std::lock_guard lock(uses_lock);
   // Gone: finished. The same encoding: its earlier submission finished before this one was
   // made, or this one binds the tensor twice (a write among them makes it a writer).
   std::erase_if(uses, [&](const Use& u) {
-    const std::shared_ptr<Encoded> e = u.enc.lock();
-    if (e == enc && u.number == number) writes = writes || u.writes;
-    return !e || e == enc;
+    const bool same = of(u.enc, enc);
+    if (same && u.number == number) writes = writes || u.writes;
+    return same || u.enc.expired();
   });
   uses.push_back({enc, number, writes});
 }
 
 void VulkanTensor::forget_use(const std::shared_ptr<Encoded>& enc, std::uint64_t number) noexcept {
   std::lock_guard lock(uses_lock);
-  std::erase_if(uses, [&](const Use& u) { return u.number == number && u.enc.lock() == enc; });
+  std::erase_if(uses, [&](const Use& u) { return u.number == number && of(u.enc, enc); });
 }
 
 void check_element_indices(const Shape& shape, std::size_t numel, std::uint64_t bytes, std::uint64_t max_range) {
