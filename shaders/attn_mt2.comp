@@ -17,7 +17,9 @@
 //   passes it by more than ln 256, RESCALE_ALWAYS with every new maximum);
 // - P = exp(S - m) by a per-element operation, rounded to f16 by a conversion to an A
 //   matrix; its row sums by a product with ones (f32 sums of the rounded P, as attn_mt's l),
-//   added to the row's sum by the invocation holding its first column;
+//   stored to shared memory and added to the row's sum by the row's first lane (a
+//   per-element operation may run more than once: each changes only its element, but for
+//   the output's store, which writes the same value each time);
 // - O (16 x DV, f32) rescaled by a per-element operation where a row's factor is not 1,
 //   then O += P V; at the end each row's factor (row_finish) and a per-element store.
 // The row split alone (DIM_SLICES 1, queries in registers: the host plans it for heads up
@@ -83,13 +85,6 @@ float score_at(const in uint r, const in uint b, const in float dot, const in ui
                : -1.0 / 0.0;
 }
 float exp_at(const in uint r, const in uint c, const in float s, const in uint r0) { return exp(s - rm_sh[r0 + r]); }
-// A row's sum: rescaled, plus this tile's (column 0 of the product with ones).
-float add_sum(const in uint r, const in uint c, const in float sum, const in uint r0) {
-    if (c == 0u) {
-        rl_sh[r0 + r] = rl_sh[r0 + r] * rf_sh[r0 + r] + sum;
-    }
-    return sum;
-}
 float scale_row(const in uint r, const in uint c, const in float o, const in uint r0) { return o * rf_sh[r0 + r]; }
 // O's element (r, c) to its row's place (row_store's, element by element): with splits the
 // split's partial sums (whole vec4s, the padding's zeros too), else times the row's factor.
@@ -194,7 +189,18 @@ void main() {
             const CM_A(16, BC) p = CM_A(16, BC)(s);
             CM_C(16, 16) sums = CM_C(16, 16)(0.0);
             sums = coopMatMulAdd(p, ones, sums);
-            coopMatPerElementNV(sums, sums, add_sum, r0);
+            // Each row's sum, rescaled, plus this tile's (column 0 of the product with ones),
+            // by the row's first lane: a per-element operation may run more than once for an
+            // element (SPV_NV_cooperative_matrix2), so none changes anything but its element.
+            coopMatStore(sums, s_sh, s_at, SP, gl_CooperativeMatrixLayoutRowMajor);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            [[unroll]] for (uint q = 0u; q < RPL; ++q) {
+                const uint r = lane / LPR + q * (MT_SG / LPR);
+                if (lane % LPR == 0u) {
+                    rl_sh[r0 + r] = rl_sh[r0 + r] * rf_sh[r0 + r] + s_sh[s_at + r * SP];
+                }
+            }
             bool rescale = false;  // uniform: the row group's 16 factors
             [[unroll]] for (uint r = 0u; r < 16u; ++r) {
                 rescale = rescale || rf_sh[r0 + r] != 1.0;
