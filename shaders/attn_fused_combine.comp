@@ -14,6 +14,7 @@
 //   grid: ceil(n_rows * head_dim / workgroup size) workgroups, folded
 #extension GL_GOOGLE_include_directive : require
 #define VKATTN_WANT_ATTN_FUSED_COMBINE
+#include "float_bits.glsl"
 #include "layout.glsl"
 #include "params.h"
 #include "softmax_row.glsl"
@@ -60,5 +61,5 @@ void main() {
         denom += load_partial_1(ml + 1u) * w;
         sum += load_partial_1(s * pc.n_rows * pc.head_dim + i) * w;  // consecutive i, consecutive words
     }
-    out_[i] = denom > 0.0 || isnan(denom) ? sum / denom : 0.0;  // no visible key: zeros; NaN stays
+    out_[i] = denom > 0.0 || is_nan_bits(denom) ? sum / denom : 0.0;  // no visible key: zeros; NaN stays
 }

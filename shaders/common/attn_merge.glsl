@@ -17,6 +17,7 @@
 #ifndef VKATTN_ATTN_MERGE_GLSL
 #define VKATTN_ATTN_MERGE_GLSL
 
+#include "float_bits.glsl"
 #include "softmax_row.glsl"
 
 // Row |r| of the tile starting at |row0| of KV head |kv_head|: its index into q and out.
@@ -34,9 +35,9 @@ shared float merge_row_den[ROWS];
 
 // A split that saw a visible key: l > 0, or NaN (a NaN score, inf x 0 among its keys),
 // which must reach the output as NaN, as it does with one split, not drop out as a split
-// that saw none.
+// that saw none (told from the bits: float_bits.glsl).
 bool saw_keys(float l) {
-    return l > 0.0 || isnan(l);
+    return l > 0.0 || is_nan_bits(l);
 }
 
 void merge_tile(uint kv_head, uint row0, uint n_rows, uint lid) {

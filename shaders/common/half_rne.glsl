@@ -5,6 +5,8 @@
 #ifndef VKATTN_HALF_RNE_GLSL
 #define VKATTN_HALF_RNE_GLSL
 
+#include "float_bits.glsl"
+
 uint half_bits_rne(float value) {
     const uint f = floatBitsToUint(value);
     const uint sign = (f >> 16) & 0x8000u;
@@ -35,11 +37,5 @@ uint half_bits_rne(float value) {
 
 // packHalf2x16 with that rounding: v.x in the low half.
 uint pack_half_rne(vec2 v) { return half_bits_rne(v.x) | (half_bits_rne(v.y) << 16); }
-
-// NaN and inf told from the bits: Vulkan lets a compiler assume that isnan and isinf are
-// false (no kernel declares SignedZeroInfNanPreserve), which would fold away a result
-// that depends on them.
-bool is_nan_bits(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
-bool any_not_finite(vec4 x) { return any(equal(floatBitsToUint(x) & 0x7f800000u, uvec4(0x7f800000u))); }
 
 #endif
