@@ -186,6 +186,7 @@ TEST_F(Faults, FenceWaitTimeout) {
 // reading rows half written. Before, only a timeout noted the list's uses.
 TEST_F(Faults, FenceWaitFailingOtherwiseLeavesTheUsesNoted) {
   VKATTN_BACKEND_OR_SKIP(b, false, 1);
+  if (!b->limits().unified_memory) GTEST_SKIP() << "tensors behind staging: the queue orders their copies after the work";
   constexpr std::size_t n = 128, keys = 16384, heads = 8, dim = 64;  // lavapipe: a second
   Tensor q = b->tensor({n, heads, dim}, DType::f32), k = b->tensor({keys, heads, dim}, DType::f32),
          v = b->tensor({keys, heads, dim}, DType::f32), out = b->tensor({n, heads, dim}, DType::f32);
