@@ -384,6 +384,23 @@ TEST(MemoryVulkan, AReplayRefusedWhilePatchingRestoresTheList) {
   expect_no_validation_messages(*b);
 }
 
+// Runs |f| with every allocation after the first |allowed| refused: whether it was refused,
+// as Error(out_of_memory) (or bad_alloc, where even the message could not be made).
+template <class F>
+bool refused_after(std::size_t allowed, F&& f) {
+  FailAllocationsAfter fail(allowed);
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+    return true;
+  } catch (const std::bad_alloc&) {
+    return true;
+  }
+  EXPECT_EQ(fail.refused(), 0u) << "a refusal swallowed, after " << allowed;
+  return false;
+}
+
 // A replay whose appends take blocks the recording took none of (a paged cache) logs more
 // of the cache's words than the recording did. Memory running out at any point of it is
 // Error(out_of_memory) (or bad_alloc, where even the message could not be made), never an
@@ -411,21 +428,7 @@ TEST_P(Memory, AReplayTakingBlocksOutOfHostMemoryIsRefused) {
     fill.submit_and_wait();
     cmd.kv_append(cache, kv, kv, at(3), seq);  // a block's last slot: no block taken
     cmd.submit_and_wait();
-    bool threw = false;
-    {
-      FailAllocationsAfter fail(allowed);
-      try {
-        cmd.set_tokens(at(4), seq);  // a block for each sequence
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
-        threw = true;
-      } catch (const std::bad_alloc&) {
-        threw = true;
-      }
-      if (!threw) {
-        EXPECT_EQ(fail.refused(), 0u) << "a refusal swallowed, after " << allowed;
-      }
-    }
+    const bool threw = refused_after(allowed, [&] { cmd.set_tokens(at(4), seq); });  // a block each
     if (!threw) break;
     ++refused;
     cmd.set_tokens(at(4), seq);
@@ -474,18 +477,7 @@ TEST(MemoryVulkan, AReplayRefusedAsItBeginsChangesNothing) {
       KvCache cache = b->kv_cache(config);
       upload();
       CommandList cmd = step(cache, replay, ran);
-      bool threw = false;
-      {
-        FailAllocationsAfter fail(allowed);
-        try {
-          cmd.set_tokens(std::vector<std::int32_t>{1});
-        } catch (const Error& e) {
-          EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
-          threw = true;
-        } catch (const std::bad_alloc&) {
-          threw = true;
-        }
-      }
+      const bool threw = refused_after(allowed, [&] { cmd.set_tokens(std::vector<std::int32_t>{1}); });
       if (threw) {
         ++refused;
         ASSERT_NO_THROW(cmd.set_tokens(std::vector<std::int32_t>{1}));
