@@ -19,14 +19,17 @@
 namespace vkattn::test {
 namespace {
 
+// An offset every view may start at: the engine's and vkattn's alignments, which powers of
+// two all divide.
+VkDeviceSize view_alignment(Engine& e, const Backend& gpu) {
+  return std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16, gpu.limits().storage_offset_alignment});
+}
+
 TEST_F(Interop, ViewsSharingBytesAreRefused) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
-  // Each view is 256 bytes (f32 [4, 1, 16]) at a multiple of |step|, which every offset
-  // alignment divides.
-  const VkDeviceSize align =
-      std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16, gpu->limits().storage_offset_alignment});
-  const VkDeviceSize step = std::max<VkDeviceSize>(align, 256);
+  // Each view is 256 bytes (f32 [4, 1, 16]) at a multiple of |step|.
+  const VkDeviceSize align = view_alignment(e, *gpu), step = std::max<VkDeviceSize>(align, 256);
   EngineBuffer buf = e.buffer(8 * step, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, false);
   auto view = [&](VkDeviceSize offset, const Shape& shape = {4, 1, 16}) {
     return wrap(*gpu, buf.buffer, offset, 256, shape, DType::f32);
@@ -92,9 +95,7 @@ TEST_F(Interop, ViewsSharingBytesAreRefused) {
 TEST_F(Interop, ViewsSharingBytesAreNotFused) {
   Engine& e = engine();
   auto gpu = make_backend(external(e), interop_options());
-  const VkDeviceSize align =
-      std::max<VkDeviceSize>({e.limits().minStorageBufferOffsetAlignment, 16, gpu->limits().storage_offset_alignment});
-  const VkDeviceSize step = std::max<VkDeviceSize>(align, 512);
+  const VkDeviceSize step = std::max<VkDeviceSize>(view_alignment(e, *gpu), 512);
   EngineBuffer buf = e.buffer(
       8 * step, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, false);
   const Shape rows = {4, 1, 16}, kv_shape = {1, 8, 1, 16};  // 256 bytes; the cache's 512
